@@ -1,0 +1,37 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+# Each bootstraps its own virtual environment in .venv (idempotent: re-running reinstalls
+# only when pyproject.toml changed).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-core
+DEVSTAMP := $(VENV)/.installed-dev
+
+.PHONY: demo test bench venv clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(DEVSTAMP): pyproject.toml $(STAMP)
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/specdec demo
+
+test: $(DEVSTAMP)
+	$(BIN)/python -m pytest -q tests
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/parse_page.py
+	$(BIN)/python benchmarks/collector_fleet.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

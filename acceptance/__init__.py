@@ -1,0 +1,1 @@
+"""What the drafts achieve: sources of vLLM counters, the store, windows and estimates."""

@@ -1,0 +1,137 @@
+"""The counts everything else is computed from.
+
+``SpecCounts`` is one engine's (or one window's, or one route's) spec-decode counters at
+a single γ: drafts D, draft tokens T, accepted tokens A, and A_k per position k = 1..γ
+(vLLM's ``num_accepted_tokens_per_pos``, position label k-1). Counts of different γ are
+never added: ``__add__`` refuses.
+
+``EngineSnapshot`` is what one scrape of one engine says: its cumulative counters (or
+``None`` when the engine does not speculate: the families are absent), the counters'
+``_created`` time when exposed, and the step-shape series used by the cost model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+class GammaMismatch(ValueError):
+    """Counts of different γ were about to be added."""
+
+
+@dataclass(frozen=True)
+class SpecCounts:
+    drafts: float
+    draft_tokens: float
+    accepted_tokens: float
+    accepted_per_position: tuple[float, ...]  # A_k, k = 1..γ
+    # Drafts that reached position k (vLLM tracks these but does not export them; a
+    # stat-logger plugin or per-request data can supply them). None: every draft was γ long.
+    draft_tokens_per_position: tuple[float, ...] | None = None
+
+    @property
+    def gamma(self) -> int:
+        return len(self.accepted_per_position)
+
+    @classmethod
+    def zero(cls, gamma: int) -> "SpecCounts":
+        return cls(0, 0, 0, (0,) * gamma)
+
+    def __add__(self, other: "SpecCounts") -> "SpecCounts":
+        if other.gamma != self.gamma:
+            raise GammaMismatch(f"cannot add counts of gamma {self.gamma} and {other.gamma}")
+        per_pos = None
+        if self.draft_tokens_per_position is not None and other.draft_tokens_per_position is not None:
+            per_pos = tuple(a + b for a, b in zip(self.draft_tokens_per_position, other.draft_tokens_per_position))
+        return SpecCounts(
+            self.drafts + other.drafts,
+            self.draft_tokens + other.draft_tokens,
+            self.accepted_tokens + other.accepted_tokens,
+            tuple(a + b for a, b in zip(self.accepted_per_position, other.accepted_per_position)),
+            per_pos,
+        )
+
+    def as_vector(self) -> list[float]:
+        """[D, T, A, A_1..A_γ]: the layout of stored rows and bootstrap arrays."""
+        return [self.drafts, self.draft_tokens, self.accepted_tokens, *self.accepted_per_position]
+
+    @classmethod
+    def from_vector(cls, v) -> "SpecCounts":
+        return cls(v[0], v[1], v[2], tuple(v[3:]))
+
+
+@dataclass(frozen=True)
+class StepShape:
+    """Step-shape series of one engine at one scrape (cumulative, as exposed).
+
+    iteration_tokens: cumulative bucket counts of ``vllm:iteration_tokens_total``, keyed by
+    the upper bound ``le`` (float, +inf included); num_requests_running: the gauge;
+    itl_sum / itl_count: ``vllm:inter_token_latency_seconds`` _sum and _count.
+    """
+
+    iteration_tokens: dict[float, float] = field(default_factory=dict)
+    num_requests_running: float | None = None
+    itl_sum: float | None = None
+    itl_count: float | None = None
+
+
+@dataclass(frozen=True)
+class EngineSnapshot:
+    model_name: str
+    engine: str
+    counts: SpecCounts | None  # None: no spec-decode families for this engine
+    created: float | None = None  # `_created` of the drafts counter, when exposed
+    step_shape: StepShape | None = None
+
+    @property
+    def gamma(self) -> int:
+        return 0 if self.counts is None else self.counts.gamma
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.model_name, self.engine)
+
+
+@dataclass(frozen=True)
+class IntervalCounts:
+    """Per-interval deltas of one γ segment, in time order: the unit of a window.
+
+    start, end: arrays (n,) of epoch seconds; counts: array (n, 3 + γ) in the
+    ``SpecCounts.as_vector`` layout [D, T, A, A_1..A_γ]. A row is one scrape interval (or
+    one rollup bucket) summed over the engines it covers; rows are the blocks the
+    bootstrap resamples.
+    """
+
+    gamma: int
+    start: np.ndarray
+    end: np.ndarray
+    counts: np.ndarray
+
+    def __post_init__(self):
+        if self.counts.ndim != 2 or self.counts.shape[1] != 3 + self.gamma:
+            raise ValueError(f"counts must be (n, {3 + self.gamma}), got {self.counts.shape}")
+
+    def __len__(self) -> int:
+        return self.counts.shape[0]
+
+    def total(self) -> SpecCounts:
+        return SpecCounts.from_vector([x.item() for x in self.counts.sum(axis=0)]) if len(self) else SpecCounts.zero(self.gamma)
+
+
+
+@dataclass(frozen=True)
+class ScrapeResult:
+    """One scrape of one target (a /metrics URL, which may expose several engines).
+
+    A failed scrape is recorded too (ok False, ``error`` a one-line message naming the
+    target), so the store knows which targets are failing and since when.
+    """
+
+    target: str
+    time: float  # epoch seconds at which the scrape was taken
+    ok: bool
+    engines: tuple[EngineSnapshot, ...] = ()
+    error: str | None = None
+    duration_s: float = 0.0

@@ -1,0 +1,33 @@
+"""vLLM 0.33.0 metric names: the one place they are spelled.
+
+Counters are exposed with a ``_total`` suffix and a ``_created`` gauge beside them
+(absent in vLLM's multiprocess mode); prometheus-client's parser strips the suffix, so
+the parsed family names are the ones below. Labels: ``model_name``, ``engine``; the
+per-position family adds ``position`` = "0".."γ-1", fixed at engine start.
+"""
+
+DRAFTS = "vllm:spec_decode_num_drafts"
+DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
+ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens"
+ACCEPTED_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos"
+
+SPEC_DECODE_FAMILIES = (DRAFTS, DRAFT_TOKENS, ACCEPTED_TOKENS, ACCEPTED_PER_POSITION)
+
+# HELP texts exactly as vLLM's SpecDecodingProm registers them (the simulator serves these).
+HELP = {
+    DRAFTS: "Number of spec decoding drafts.",
+    DRAFT_TOKENS: "Number of draft tokens.",
+    ACCEPTED_TOKENS: "Number of accepted tokens.",
+    ACCEPTED_PER_POSITION: "Accepted tokens per draft position.",
+}
+
+# Step shape and latency: batch mix, the specialized path's eligibility, the model's error.
+ITERATION_TOKENS = "vllm:iteration_tokens_total"      # a histogram whose name ends in _total
+NUM_REQUESTS_RUNNING = "vllm:num_requests_running"    # gauge
+INTER_TOKEN_LATENCY = "vllm:inter_token_latency_seconds"  # histogram; use _sum / _count
+
+STEP_SHAPE_FAMILIES = (ITERATION_TOKENS, NUM_REQUESTS_RUNNING, INTER_TOKEN_LATENCY)
+
+ENGINE_LABEL = "engine"
+MODEL_NAME_LABEL = "model_name"
+POSITION_LABEL = "position"

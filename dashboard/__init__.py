@@ -1,0 +1,1 @@
+"""Streamlit + Plotly dashboard over the store and the package's functions."""

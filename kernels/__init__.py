@@ -1,0 +1,1 @@
+"""CuTe DSL kernels for offline acceptance evaluation (optional `gpu` extra)."""

@@ -1,0 +1,1 @@
+"""What acceptance is worth: cost model, speedup, γ recommendation, vLLM config output."""
