@@ -17,8 +17,13 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e .
 	touch $@
 
-$(DEVSTAMP): pyproject.toml $(STAMP)
-	$(BIN)/pip install -q -e '.[dev]'
+# The tests also compile the CuTe DSL kernels (no GPU needed) and check them against a
+# torch reference: torch is pinned to the CPU build this machine kind keeps on disk (any
+# other version downloads a CUDA build of several GB).
+TEST_EXTRAS := nvidia-cutlass-dsl==4.8.1 torch==2.13.0
+
+$(DEVSTAMP): pyproject.toml Makefile $(STAMP)
+	$(BIN)/pip install -q -e '.[dev]' $(TEST_EXTRAS)
 	touch $@
 
 venv: $(STAMP)
