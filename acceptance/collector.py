@@ -1,0 +1,188 @@
+"""Scrape a fleet of vLLM /metrics targets concurrently, one cycle per interval.
+
+A cycle fetches and parses every target on a pool of threads (``concurrency`` at once),
+each scrape bounded by ``timeout_s`` in total. A target that fails — unreachable, slow,
+over-size, not a vLLM page — becomes ``ScrapeResult(ok=False, error=<one line naming the
+target>)`` and never stops the others. Results come back in target order.
+
+Why threads: the work per target is a blocking HTTP exchange (mostly waiting) plus about
+1 ms of parsing under the GIL; threads with keep-alive ``http.client`` connections keep the
+CPU cost per scrape at that parse plus a few hundred µs of HTTP (see
+benchmarks/collector_fleet.py), without an event loop's own overhead or a hand-written
+HTTP client.
+
+``run_collector`` runs cycles on a fixed schedule: cycle k starts at t0 + k·interval on the
+monotonic clock. A cycle that overruns the interval does not make cycles pile up: the
+schedule skips the ticks that passed, and the next cycle starts at the next tick.
+"""
+
+from __future__ import annotations
+
+import math
+import resource
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from .counts import ScrapeResult
+from .fetch import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, PageFetcher
+from .parse import parse_metrics_page
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _check_concurrency(concurrency) -> None:
+    if not (isinstance(concurrency, int) and concurrency >= 1):
+        raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
+
+
+class Collector:
+    """A reusable scraper: a thread pool and a keep-alive connection pool kept across cycles."""
+
+    def __init__(
+        self,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        concurrency: int = 64,
+        keep_alive: bool = True,
+        now: Callable[[], float] = time.time,
+    ):
+        _check_concurrency(concurrency)
+        self.fetcher = PageFetcher(timeout_s=timeout_s, max_bytes=max_bytes, keep_alive=keep_alive)
+        self.concurrency = concurrency
+        self.now = now
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="specdec-scrape")
+
+    def scrape(self, target: str) -> ScrapeResult:
+        """One target: fetch, parse; any failure is a result with ``ok`` False, not an exception."""
+        taken_at = self.now()
+        started = time.monotonic()
+        try:
+            page = self.fetcher.fetch(target)
+            engines = parse_metrics_page(page, source=target)
+        except Exception as exc:  # a bad target must never stop the cycle
+            message = _one_line(exc)
+            if target not in message:
+                message = f"{target}: {type(exc).__name__}: {message}"
+            return ScrapeResult(target, taken_at, False, (), message, time.monotonic() - started)
+        return ScrapeResult(target, taken_at, True, tuple(engines), None, time.monotonic() - started)
+
+    def collect(self, targets: list[str]) -> list[ScrapeResult]:
+        """Every target scraped concurrently; results in target order."""
+        _ensure_open_file_limit(len(targets) + self.concurrency + 256)
+        if len(targets) <= 1:
+            return [self.scrape(t) for t in targets]
+        return list(self._pool.map(self.scrape, targets))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self.fetcher.close()
+
+    def __enter__(self) -> "Collector":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _ensure_open_file_limit(needed: int) -> None:
+    """Raise the soft limit on open files to ``needed`` (at most the hard limit), best effort.
+
+    A keep-alive connection per target means a thousand targets hold a thousand sockets,
+    and the usual soft limit is 1,024: past it every new connection fails with EMFILE.
+    """
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and soft < needed:
+            target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+            if target > soft:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (OSError, ValueError):
+        pass  # then a scrape that runs out fails on its own, with a message naming its target
+
+
+def collect_cycle(
+    targets: list[str],
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    concurrency: int = 64,
+    now: Callable[[], float] = time.time,
+) -> list[ScrapeResult]:
+    """One scrape of every target (concurrently, each within ``timeout_s``), in target order.
+
+    A failed fetch or parse is ``ScrapeResult(ok=False, error=...)`` with a one-line message
+    naming the target; the other targets are still collected.
+    """
+    _check_concurrency(concurrency)
+    with Collector(
+        timeout_s=timeout_s,
+        max_bytes=max_bytes,
+        concurrency=max(1, min(concurrency, len(targets))),
+        now=now,
+    ) as collector:
+        return collector.collect(targets)
+
+
+def run_collector(
+    write_cycle: Callable[[list[ScrapeResult]], None],
+    targets: list[str],
+    *,
+    interval_s: float,
+    duration_s: float | None = None,
+    once: bool = False,
+    on_cycle: Callable[[int, list[ScrapeResult], float], None] | None = None,
+    stop: threading.Event | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    concurrency: int = 64,
+    now: Callable[[], float] = time.time,
+) -> int:
+    """Scrape ``targets`` every ``interval_s`` and hand each cycle's results to ``write_cycle``.
+
+    Cycle k (k = 0, 1, …) starts at t0 + k·interval_s (monotonic clock); when a cycle
+    overruns, the ticks it covered are skipped. Stops after one cycle when ``once``; when
+    ``duration_s`` has passed since t0 (no cycle starts at or after t0 + duration_s); or when
+    ``stop`` is set (the wait between cycles wakes at once). ``on_cycle(n, results,
+    seconds)`` is called after each cycle is written (n from 1; seconds for scrape + write).
+    An exception from ``write_cycle`` (the store) propagates: it is not a target's failure.
+    Returns the number of cycles run.
+    """
+    if not (isinstance(interval_s, (int, float)) and math.isfinite(interval_s) and interval_s > 0):
+        raise ValueError(f"interval must be a positive number of seconds, got {interval_s!r}")
+    if duration_s is not None and not (math.isfinite(duration_s) and duration_s >= 0):
+        raise ValueError(f"duration must be a non-negative number of seconds, got {duration_s!r}")
+    if not targets:
+        raise ValueError("no targets to collect")
+    _check_concurrency(concurrency)
+    stop = stop or threading.Event()
+    cycles = 0
+    t0 = time.monotonic()
+    with Collector(
+        timeout_s=timeout_s,
+        max_bytes=max_bytes,
+        concurrency=max(1, min(concurrency, len(targets))),
+        now=now,
+    ) as collector:
+        tick = 0
+        while not stop.is_set():
+            started = time.monotonic()
+            results = collector.collect(targets)
+            write_cycle(results)
+            cycles += 1
+            if on_cycle is not None:
+                on_cycle(cycles, results, time.monotonic() - started)
+            if once:
+                break
+            # Next tick strictly after now: a slow cycle skips the ticks it overran.
+            tick = max(tick + 1, math.floor((time.monotonic() - t0) / interval_s) + 1)
+            next_start = t0 + tick * interval_s
+            if duration_s is not None and next_start >= t0 + duration_s:
+                break
+            if stop.wait(max(0.0, next_start - time.monotonic())):
+                break
+    return cycles

@@ -1,0 +1,272 @@
+"""Parsing vLLM /metrics pages: the golden vLLM 0.33.0 pages, malformed pages, inspect."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from acceptance import vllm_metrics as vm
+from acceptance.parse import (
+    MetricsPageError,
+    filter_metrics_lines,
+    format_inspect_table,
+    inspect_report,
+    parse_metrics_page,
+)
+
+GOLDEN = Path("/work/shared/data/vllm-golden")
+if not GOLDEN.exists():  # the repository's own copy, when the shared folder is not mounted
+    GOLDEN = Path(__file__).resolve().parents[1] / "data" / "vllm-golden"
+SPEC_PAGE = GOLDEN / "exposition_gamma3.txt"
+FULL_PAGE = GOLDEN / "exposition_gamma3_full_metrics_page.txt"
+TRUTH = json.loads((GOLDEN / "ground_truth_gamma3.json").read_text())
+
+ENGINE_KEYS = {
+    "model_name", "engine", "gamma", "drafts", "draft_tokens", "accepted_tokens",
+    "accepted_per_position", "survival", "conditional", "mean_acceptance_length",
+    "draft_acceptance_rate", "equivalent_p",
+}
+
+
+def render_page(engines: dict, *, created: bool = True, model: str = "m") -> str:
+    """A page in vLLM's layout: engines = {engine: (D, T, A, [A_1..A_γ])}; None = not speculating."""
+    out = []
+    spec = {e: c for e, c in engines.items() if c is not None}
+    for index, family in enumerate((vm.DRAFTS, vm.DRAFT_TOKENS, vm.ACCEPTED_TOKENS)):
+        out += [f"# HELP {family}_total {vm.HELP[family]}", f"# TYPE {family}_total counter"]
+        out += [f'{family}_total{{engine="{e}",model_name="{model}"}} {float(c[index])}' for e, c in spec.items()]
+        if created:
+            out += [f"# TYPE {family}_created gauge"]
+            out += [f'{family}_created{{engine="{e}",model_name="{model}"}} 1.7e+09' for e in spec]
+    family = vm.ACCEPTED_PER_POSITION
+    out += [f"# TYPE {family}_total counter"]
+    for e, c in spec.items():
+        out += [f'{family}_total{{engine="{e}",model_name="{model}",position="{k}"}} {float(a)}' for k, a in enumerate(c[3])]
+    out += [f"# TYPE {vm.NUM_REQUESTS_RUNNING} gauge"]
+    out += [f'{vm.NUM_REQUESTS_RUNNING}{{engine="{e}",model_name="{model}"}} 3.0' for e in engines]
+    return "\n".join(out) + "\n"
+
+
+def by_engine(snapshots):
+    return {s.engine: s for s in snapshots}
+
+
+# --- the golden pages -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("page", [SPEC_PAGE, FULL_PAGE], ids=["spec-decode-only", "full-84KB"])
+def test_golden_page_parses_to_ground_truth_per_engine(page):
+    snapshots = parse_metrics_page(page.read_text(), source=str(page))
+    assert [s.engine for s in snapshots] == ["0", "1"]
+    for engine, truth in TRUTH["per_engine"].items():
+        snap = by_engine(snapshots)[engine]
+        assert snap.model_name == truth["model_name"]
+        assert snap.gamma == TRUTH["gamma"]
+        c = snap.counts
+        assert (c.drafts, c.draft_tokens, c.accepted_tokens) == (
+            truth["num_drafts"], truth["num_draft_tokens"], truth["num_accepted_tokens"])
+        assert list(c.accepted_per_position) == truth["num_accepted_tokens_per_pos"]
+        # vLLM's counts are integers: handed back as int, not 9134.0
+        assert all(type(v) is int for v in c.as_vector())
+        assert snap.created is not None and snap.created > 1.7e9
+
+
+def test_golden_full_page_step_shape():
+    snapshots = by_engine(parse_metrics_page(FULL_PAGE.read_text()))
+    shape0 = snapshots["0"].step_shape
+    assert shape0.num_requests_running == 6.0
+    assert snapshots["1"].step_shape.num_requests_running == 5.0
+    # le="64" is the specialized decode limit; +Inf closes the histogram
+    assert 64.0 in shape0.iteration_tokens and math.inf in shape0.iteration_tokens
+    assert len(shape0.iteration_tokens) == 14
+    assert shape0.itl_sum == 0.0 and shape0.itl_count == 0
+    # the spec-decode-only page has no step-shape families
+    assert parse_metrics_page(SPEC_PAGE.read_text())[0].step_shape is None
+
+
+def test_golden_created_matches_drafts_created_line():
+    snaps = by_engine(parse_metrics_page(SPEC_PAGE.read_text()))
+    assert snaps["0"].created == pytest.approx(1.7960138081306777e09)
+    assert snaps["1"].created == pytest.approx(1.796013808130695e09)
+
+
+def test_filter_keeps_only_the_families_used():
+    text = FULL_PAGE.read_text()
+    kept = filter_metrics_lines(text)
+    names = {line.split("{")[0].split()[0] for line in kept}
+    assert "vllm:iteration_tokens_total_bucket" in names
+    assert "vllm:inter_token_latency_seconds_bucket" not in names  # buckets not needed
+    assert "vllm:spec_decode_num_drafts_created" in names
+    assert not any(line.startswith("#") for line in kept)
+    # per engine: 3 counters + 3 positions, each with _created; 14 buckets + sum + count;
+    # the running gauge; ITL sum + count
+    assert len(kept) == 2 * ((3 + 3) * 2 + (14 + 2) + 1 + 2)
+
+
+def test_golden_total_in_inspect_report():
+    report = inspect_report(parse_metrics_page(FULL_PAGE.read_text()))
+    per = TRUTH["per_engine"].values()
+    D = sum(t["num_drafts"] for t in per)
+    T = sum(t["num_draft_tokens"] for t in per)
+    A = sum(t["num_accepted_tokens"] for t in per)
+    A_k = [sum(t["num_accepted_tokens_per_pos"][k] for t in per) for k in range(3)]
+    total = report["total"]
+    assert set(total) == ENGINE_KEYS - {"model_name", "engine"}
+    assert (total["gamma"], total["drafts"], total["draft_tokens"], total["accepted_tokens"]) == (3, D, T, A)
+    assert total["accepted_per_position"] == A_k
+    assert total["survival"] == pytest.approx([a / D for a in A_k])
+    assert total["conditional"] == pytest.approx([A_k[0] / D, A_k[1] / A_k[0], A_k[2] / A_k[1]])
+    assert total["mean_acceptance_length"] == pytest.approx(1 + A / D)
+    assert total["draft_acceptance_rate"] == pytest.approx(A / T)
+    p = total["equivalent_p"]
+    assert 1 + p + p**2 + p**3 == pytest.approx(1 + A / D, rel=1e-9)
+    assert "totals_by_gamma" not in report
+    json.dumps(report, allow_nan=False)  # strict JSON: no NaN anywhere
+
+
+def test_inspect_report_engine_entries():
+    report = inspect_report(parse_metrics_page(SPEC_PAGE.read_text()))
+    assert [set(e) for e in report["engines"]] == [ENGINE_KEYS, ENGINE_KEYS]
+    e0 = report["engines"][0]
+    t0 = TRUTH["per_engine"]["0"]
+    assert e0["engine"] == "0" and e0["model_name"] == "kimi-k3" and e0["gamma"] == 3
+    assert e0["accepted_per_position"] == t0["num_accepted_tokens_per_pos"]
+    assert e0["survival"] == pytest.approx([a / t0["num_drafts"] for a in t0["num_accepted_tokens_per_pos"]])
+    # AL = 1 + A/D = 1 + Σ a_k for vLLM's counters
+    assert e0["mean_acceptance_length"] == pytest.approx(1 + sum(e0["survival"]))
+
+
+def test_inspect_report_mixed_gamma_and_not_speculating():
+    page = render_page({"0": (100, 300, 150, [70, 50, 30]), "1": (10, 50, 20, [8, 6, 4, 2, 0]), "2": None})
+    report = inspect_report(parse_metrics_page(page))
+    engines = {e["engine"]: e for e in report["engines"]}
+    assert engines["2"]["gamma"] == 0
+    assert engines["2"]["drafts"] == 0 and engines["2"]["survival"] == []
+    assert engines["2"]["mean_acceptance_length"] is None and engines["2"]["equivalent_p"] is None
+    assert report["total"] is None  # counts are never added across γ
+    assert [t["gamma"] for t in report["totals_by_gamma"]] == [3, 5]
+    assert report["totals_by_gamma"][1]["drafts"] == 10
+    json.dumps(report, allow_nan=False)
+    table = format_inspect_table(report)
+    assert "not speculating" in table and "total γ=5" in table
+
+
+def test_inspect_report_zero_drafts_gives_nulls_not_nan():
+    report = inspect_report(parse_metrics_page(render_page({"0": (0, 0, 0, [0, 0])})))
+    e = report["engines"][0]
+    assert e["survival"] == [None, None] and e["mean_acceptance_length"] is None
+    assert e["draft_acceptance_rate"] is None
+    json.dumps(report, allow_nan=False)
+
+
+def test_format_inspect_table_shows_engines_and_total():
+    table = format_inspect_table(inspect_report(parse_metrics_page(SPEC_PAGE.read_text())))
+    lines = table.splitlines()
+    assert lines[0].split()[:3] == ["model", "engine", "γ"]
+    assert any(line.startswith("kimi-k3") and "9,134" in line for line in lines)
+    total_line = next(line for line in lines if line.startswith("total"))
+    assert "17,854" in total_line  # 9134 + 8720
+
+
+# --- other valid pages ----------------------------------------------------------------
+
+
+def test_page_without_spec_decode_families_lists_engines_not_speculating():
+    text = "\n".join(line for line in FULL_PAGE.read_text().splitlines() if "spec_decode" not in line)
+    snapshots = parse_metrics_page(text, source="nospec")
+    assert [s.engine for s in snapshots] == ["0", "1"]
+    assert all(s.counts is None and s.gamma == 0 and s.created is None for s in snapshots)
+    assert snapshots[0].step_shape.num_requests_running == 6.0
+
+
+def test_page_with_only_other_vllm_families_still_lists_engines():
+    text = '# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{engine="3",model_name="x"} 0.0\n'
+    snapshots = parse_metrics_page(text)
+    assert [(s.model_name, s.engine, s.counts) for s in snapshots] == [("x", "3", None)]
+
+
+def test_multiprocess_mode_has_no_created():
+    snapshots = parse_metrics_page(render_page({"0": (10, 20, 5, [4, 1])}, created=False))
+    assert snapshots[0].created is None and snapshots[0].counts.drafts == 10
+
+
+def test_first_line_sample_without_help_and_crlf_line_endings():
+    text = SPEC_PAGE.read_text()
+    bare = "\r\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    snaps = by_engine(parse_metrics_page(bare))
+    assert snaps["0"].counts.drafts == TRUTH["per_engine"]["0"]["num_drafts"]
+    assert list(snaps["1"].counts.accepted_per_position) == TRUTH["per_engine"]["1"]["num_accepted_tokens_per_pos"]
+
+
+def test_garbage_outside_the_kept_families_is_not_read():
+    text = "this is not prometheus\nvllm:kv_cache_usage_perc{{{ broken\n" + SPEC_PAGE.read_text()
+    assert by_engine(parse_metrics_page(text))["0"].counts.drafts == 9134
+
+
+def test_engines_sorted_numerically():
+    page = render_page({"10": (1, 1, 1, [1]), "2": (1, 1, 0, [0])})
+    assert [s.engine for s in parse_metrics_page(page)] == ["2", "10"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.dictionaries(
+        st.integers(0, 99).map(str),
+        st.integers(1, 7).flatmap(
+            lambda g: st.tuples(
+                st.integers(0, 10**9), st.integers(0, 10**9), st.integers(0, 10**9),
+                st.lists(st.integers(0, 10**9), min_size=g, max_size=g),
+            )
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_rendered_counts_round_trip(engines):
+    snaps = by_engine(parse_metrics_page(render_page(engines)))
+    for engine, (d, t, a, per_pos) in engines.items():
+        assert snaps[engine].counts.as_vector() == [d, t, a, *per_pos]
+        assert snaps[engine].gamma == len(per_pos)
+
+
+# --- bad pages ------------------------------------------------------------------------
+
+
+def _spec_lines():
+    return SPEC_PAGE.read_text().splitlines()
+
+
+BAD_PAGES = {
+    "empty": "",
+    "blank": "  \n\n",
+    "html": "<!DOCTYPE html><html><body><h1>502 Bad Gateway</h1></body></html>",
+    "html-indented": "\n   <html><body>error</body></html>",
+    "no-vllm": "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 1.0\n",
+    "garbage-value": "\n".join(_spec_lines() + ['vllm:spec_decode_num_drafts_total{engine="7",model_name="m"} abc']),
+    "garbage-labels": "\n".join(_spec_lines() + ['vllm:spec_decode_num_drafts_total{engine="7",model_name=m} 1']),
+    "negative": render_page({"0": (-1, 3, 1, [1])}),
+    "nan": render_page({"0": (10, 3, 1, [1])}).replace(" 10.0\n", " NaN\n"),
+    "gap-in-positions": "\n".join(line for line in _spec_lines() if 'engine="1",model_name="kimi-k3",position="1"' not in line),
+    "position-not-integer": render_page({"0": (10, 3, 1, [1])}).replace('position="0"', 'position="first"'),
+    "duplicate-series": "\n".join(_spec_lines() + [_spec_lines()[2]]),
+    "positions-without-drafts": "\n".join(line for line in _spec_lines() if "num_drafts_total" not in line),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_PAGES))
+def test_bad_page_is_one_line_error_naming_the_source(name):
+    with pytest.raises(MetricsPageError) as info:
+        parse_metrics_page(BAD_PAGES[name], source=f"http://engine-{name}:8000/metrics")
+    message = str(info.value)
+    assert f"http://engine-{name}:8000/metrics" in message
+    assert "\n" not in message
+
+
+def test_gap_in_positions_message_says_which():
+    with pytest.raises(MetricsPageError, match=r"positions \[0, 2\]"):
+        parse_metrics_page(BAD_PAGES["gap-in-positions"], source="p")
