@@ -1,0 +1,193 @@
+"""What a route is deployed on: the ``[deployment]`` keys of the config (DESIGN.md, Interfaces).
+
+Every key may be overridden per route; ``Deployment.from_mapping(d, where=..., base=...)``
+layers a route's keys over the ``[deployment]`` ones. Bad values raise a one-line
+``ModelInputError`` naming the key and where it came from, e.g.
+``specdec.toml [routes.open] draft_cost: must be ≥ 0, got -1``.
+
+Besides DESIGN.md's keys, three optional keys are accepted (all default to "not set"):
+``draft_overhead`` (c0 of a sequential drafter, × the stock pass), ``cudagraph_capture_sizes``
+(vLLM's ``compilation_config.cudagraph_capture_sizes``, which decides which step sizes the
+specialized decode path has graphs for; vLLM's defaults otherwise) and ``draft_model``
+(the ``model`` entry of ``--speculative-config`` for drafters that need one).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+from typing import Any, Iterable, Mapping
+
+
+class ModelInputError(ValueError):
+    """Bad input to the cost model; the message is one line naming the input."""
+
+
+OBJECTIVES = ("interactivity", "throughput")
+DECODE_BACKENDS = ("auto", "latency_specialized")
+BUILTIN_PROFILES = ("flat", "roofline")
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One route's deployment figures (DESIGN.md ``[deployment]``).
+
+    draft_cost: parallel drafter r (T_draft = r·T_stock(B,1)); sequential drafter c
+    (T_draft = (γ·c + c0)·T_stock(B,1)); ignored for free drafters.
+    specialized_speedup: decode speedup of the specialized path, a value or (low, high).
+    baseline_tokens_per_second: plain (γ = 0, stock path) decode at batch 1; anchors the
+    cost profile; None = relative units only (no tokens/s in the output).
+    """
+
+    method: str = "dspark"
+    draft_cost: float = 0.10
+    decode_backend: str = "auto"
+    specialized_speedup: float | tuple[float, float] = (1.5, 2.0)
+    model: str = "kimi-k3"
+    gpu: str = "GB300"
+    tensor_parallel_size: int = 16
+    baseline_tokens_per_second: float | None = 118.0
+    cost_profile: str = "roofline"
+    objective: str = "interactivity"
+    min_gain: float = 0.03
+    # Optional extensions (see module docstring).
+    draft_overhead: float = 0.0
+    cudagraph_capture_sizes: tuple[int, ...] | None = None
+    draft_model: str | None = None
+
+    def __post_init__(self):
+        _validate(self, "Deployment")
+
+    @property
+    def specialized_speedup_range(self) -> tuple[float, float]:
+        """(low, high) of the specialized decode speedup (equal ends for a single value)."""
+        s = self.specialized_speedup
+        return (float(s[0]), float(s[1])) if isinstance(s, tuple) else (float(s), float(s))
+
+    @property
+    def specialized_speedup_point(self) -> float:
+        """The midpoint of the range: the point estimate uses it, the interval its ends."""
+        lo, hi = self.specialized_speedup_range
+        return 0.5 * (lo + hi)
+
+    @classmethod
+    def from_mapping(
+        cls,
+        d: Mapping[str, Any],
+        *,
+        where: str,
+        base: "Deployment | None" = None,
+        ignore: Iterable[str] = (),
+    ) -> "Deployment":
+        """The deployment of ``base`` (default: the built-in defaults) with ``d``'s keys over it.
+
+        ``where`` prefixes every error (e.g. "specdec.toml [routes.open]"); keys listed
+        in ``ignore`` (a route's ``targets``, ``source`` …) are skipped, any other
+        unknown key is an error.
+        """
+        if not isinstance(d, Mapping):
+            raise ModelInputError(f"{where}: must be a table of deployment keys, got {type(d).__name__}")
+        skip = set(ignore)
+        known = DEPLOYMENT_KEYS
+        values: dict[str, Any] = {}
+        for key, value in d.items():
+            if key in skip:
+                continue
+            if key not in known:
+                raise ModelInputError(f"{where}: unknown deployment key {key!r} (known: {', '.join(known)})")
+            values[key] = _coerce(key, value, where)
+        start = base if base is not None else cls()
+        merged = replace_unvalidated(start, values)
+        _validate(merged, where)
+        return merged
+
+
+DEPLOYMENT_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Deployment))
+
+
+def replace_unvalidated(dep: Deployment, values: Mapping[str, Any]) -> Deployment:
+    """``dataclasses.replace`` whose validation error names the caller's ``where`` instead."""
+    obj = object.__new__(Deployment)
+    for f in fields(Deployment):
+        object.__setattr__(obj, f.name, values.get(f.name, getattr(dep, f.name)))
+    return obj
+
+
+def _coerce(key: str, value: Any, where: str) -> Any:
+    """TOML lists → tuples; ints where floats are meant stay numbers."""
+    if key == "specialized_speedup" and isinstance(value, list):
+        if len(value) != 2:
+            raise ModelInputError(f"{where} specialized_speedup: a value or a [low, high] pair, got {value!r}")
+        return tuple(value)
+    if key == "cudagraph_capture_sizes" and isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def _validate(dep: Deployment, where: str) -> None:
+    from .drafters import KNOWN_METHODS, drafter_for  # drafters import this module's error
+
+    def bad(key: str, what: str, value: Any):
+        raise ModelInputError(f"{where} {key}: {what}, got {value!r}")
+
+    if not isinstance(dep.method, str):
+        bad("method", "must be a string", dep.method)
+    try:
+        drafter_for(dep.method)
+    except ModelInputError:
+        bad("method", f"unknown speculative method (known: {', '.join(KNOWN_METHODS)})", dep.method)
+    if not _is_number(dep.draft_cost) or dep.draft_cost < 0:
+        bad("draft_cost", "must be ≥ 0", dep.draft_cost)
+    if not _is_number(dep.draft_overhead) or dep.draft_overhead < 0:
+        bad("draft_overhead", "must be ≥ 0", dep.draft_overhead)
+    if dep.decode_backend not in DECODE_BACKENDS:
+        bad("decode_backend", f"must be one of {', '.join(DECODE_BACKENDS)}", dep.decode_backend)
+    s = dep.specialized_speedup
+    if isinstance(s, tuple):
+        if len(s) != 2 or not all(_is_number(x) and x > 0 for x in s) or s[0] > s[1]:
+            bad("specialized_speedup", "a range must be [low, high] with 0 < low ≤ high", list(s))
+    elif not _is_number(s) or s <= 0:
+        bad("specialized_speedup", "must be > 0 (a value or a [low, high] range)", s)
+    if not isinstance(dep.model, str) or not dep.model:
+        bad("model", "must be a non-empty string", dep.model)
+    if not isinstance(dep.gpu, str) or not dep.gpu:
+        bad("gpu", "must be a non-empty string", dep.gpu)
+    tp = dep.tensor_parallel_size
+    if not isinstance(tp, int) or isinstance(tp, bool) or tp < 1:
+        bad("tensor_parallel_size", "must be an integer ≥ 1", tp)
+    b = dep.baseline_tokens_per_second
+    if b is not None and (not _is_number(b) or b <= 0):
+        bad("baseline_tokens_per_second", "must be > 0", b)
+    if not isinstance(dep.cost_profile, str) or not dep.cost_profile:
+        bad("cost_profile", "must be flat, roofline or the path of a measured table (.csv/.json)", dep.cost_profile)
+    if dep.cost_profile not in BUILTIN_PROFILES and not dep.cost_profile.lower().endswith((".csv", ".json", ".jsonl")):
+        bad("cost_profile", "must be flat, roofline or the path of a measured table (.csv/.json)", dep.cost_profile)
+    if dep.cost_profile == "roofline":
+        from .figures import GPUS, MODELS
+
+        if dep.model.lower() not in MODELS:
+            bad("model", f"no roofline figures for this model (known: {', '.join(MODELS)})", dep.model)
+        if dep.gpu.upper() not in GPUS:
+            bad("gpu", f"no roofline figures for this GPU (known: {', '.join(GPUS)})", dep.gpu)
+        if b is None:
+            bad("baseline_tokens_per_second", "the roofline profile is anchored on it; it must be set", b)
+    if dep.objective not in OBJECTIVES:
+        bad("objective", f"must be one of {', '.join(OBJECTIVES)}", dep.objective)
+    if not _is_number(dep.min_gain) or dep.min_gain < 0:
+        bad("min_gain", "must be ≥ 0", dep.min_gain)
+    c = dep.cudagraph_capture_sizes
+    if c is not None and (
+        not isinstance(c, tuple) or not c or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in c)
+    ):
+        bad("cudagraph_capture_sizes", "must be a non-empty list of integers ≥ 1", c)
+    if dep.draft_model is not None and not isinstance(dep.draft_model, str):
+        bad("draft_model", "must be a string", dep.draft_model)
+
+
+# Inline tune-gamma without a config (DESIGN.md): dspark, 0.10 and the flat profile (the
+# seeds' model); every other figure is the [deployment] default.
+INLINE_DEFAULTS = Deployment(method="dspark", draft_cost=0.10, cost_profile="flat")

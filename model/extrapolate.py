@@ -1,0 +1,85 @@
+"""Survival past the observed γ: a guess the data cannot check (DESIGN.md, Cost model).
+
+At most two positions past the observed γ. Several tail models of the conditional
+acceptance α_k = a_k / a_{k−1}; a_{g+j} = a_{g+j−1}·α_{g+j}; the spread across them is the
+interval of an extrapolated candidate:
+- ``last``: α_{g+j} = α_g (the last conditional continues);
+- ``mean_last3``: α_{g+j} = mean of the last min(3, g) conditionals;
+- ``trend``: a least-squares line through the last min(4, g) conditionals, extended
+  (clipped to [0, 1]) — falls for a front-loaded drafter;
+- ``heterogeneous``: a fleet whose per-request acceptance p ~ Beta(mean m = a_1,
+  concentration s), so a_k = Π_{j<k} (m·s + j)/(s + j) and α_{k+1} = α_k + (1 − α_k)/(s + k):
+  α rises with k as the easy requests survive. s is fitted so that the model's Σ a_k
+  equals the observed one (s → ∞ when the curve is no heavier-tailed than independent p).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from acceptance.estimates import conditional_from_survival
+
+from .deployment import ModelInputError
+
+TAIL_MODELS = ("last", "mean_last3", "trend", "heterogeneous")
+MAX_EXTRAPOLATION = 2
+
+
+def _beta_concentration(survival: np.ndarray) -> np.ndarray:
+    """s of the Beta-mixture whose Σ_k a_k (mean a_1) matches the curve; shape (...)."""
+    g = survival.shape[-1]
+    m = np.clip(survival[..., 0], 1e-9, 1 - 1e-9)
+    target = survival.sum(axis=-1)
+    j = np.arange(g)
+    lo = np.full(m.shape, np.log(1e-3))
+    hi = np.full(m.shape, np.log(1e6))
+    for _ in range(50):  # Σ a_k falls as s grows: bisection in log s
+        mid = 0.5 * (lo + hi)
+        s = np.exp(mid)[..., None]
+        model_sum = np.cumprod((m[..., None] * s + j) / (s + j), axis=-1).sum(axis=-1)
+        heavier = model_sum > target  # model tail too heavy → more concentration
+        lo = np.where(heavier, mid, lo)
+        hi = np.where(heavier, hi, mid)
+    return np.exp(0.5 * (lo + hi))
+
+
+def extend_survival(survival, extra: int) -> np.ndarray:
+    """(M, ..., g + extra): the curve extended by each of TAIL_MODELS (same order).
+
+    survival: (..., g) non-increasing a_1..a_g; extra ≤ MAX_EXTRAPOLATION.
+    """
+    a = np.asarray(survival, dtype=float)
+    if a.shape[-1] < 1:
+        raise ModelInputError("survival: cannot extrapolate an empty curve")
+    if not 0 <= extra <= MAX_EXTRAPOLATION:
+        raise ModelInputError(f"extrapolate at most {MAX_EXTRAPOLATION} positions past the observed γ, asked {extra}")
+    if extra == 0:
+        return np.broadcast_to(a, (len(TAIL_MODELS),) + a.shape).copy()
+    g = a.shape[-1]
+    alpha = np.nan_to_num(conditional_from_survival(a), nan=0.0)
+    last = alpha[..., -1]
+    w = min(3, g)
+    mean_last = alpha[..., -w:].mean(axis=-1)
+    # Trend: least squares over the last min(4, g) positions (slope 0 for g = 1).
+    w = min(4, g)
+    k = np.arange(g - w + 1, g + 1, dtype=float)
+    kc = k - k.mean()
+    ys = alpha[..., -w:]
+    slope = (ys * kc).sum(axis=-1) / (kc @ kc) if w > 1 else np.zeros_like(last)
+    fitted_at_g = ys.mean(axis=-1) + slope * (g - k.mean())
+    s = _beta_concentration(a)
+
+    ext = np.empty((len(TAIL_MODELS),) + a.shape[:-1] + (g + extra,))
+    ext[..., :g] = a
+    het = last
+    for j in range(1, extra + 1):
+        het = het + (1.0 - het) / (s + g + j - 1)
+        alphas = (
+            last,
+            mean_last,
+            np.clip(fitted_at_g + slope * j, 0.0, 1.0),
+            np.clip(het, 0.0, 1.0),
+        )
+        for i, al in enumerate(alphas):
+            ext[i, ..., g + j - 1] = ext[i, ..., g + j - 2] * al
+    return ext

@@ -1,0 +1,287 @@
+"""Cost profiles: the time of one target step, T_target(B, q), for B requests verifying q
+tokens each (q = γ + 1; q = 1 is plain decode), on the stock or the specialized path.
+
+Interface (every profile): ``name``; ``step_time_s(batch_size, tokens_per_request,
+path="stock" | "specialized") -> seconds`` (array-friendly: arguments broadcast);
+``stock_pass_s(batch_size) = step_time_s(batch_size, 1, "stock")``, the unit the draft
+cost is measured in. The specialized path costs stock / specialized_speedup unless a
+measured table has specialized rows.
+
+- ``FlatProfile`` — the seeds' model: T_target flat in q and in B, T = 1 / baseline tok/s
+  (or 1 time unit when there is no baseline: ``absolute`` False).
+- ``RooflineProfile`` — anchored on a measured step time t_a at batch B_a, q = 1, and
+  modelling only the increments (DESIGN.md: a roofline alone is wrong at small batch):
+    T(B, q) = t_a + roof(B, q) − roof(B_a, 1)
+    roof(B, q) = max(bytes(B, q) / (HBM·TP), flops(B, q) / (FLOP/s·TP))
+    bytes = W_dense + E·(1 − (1 − k/E)^n)·W_expert + B·L·kv + B·S·(1 + q),  n = B·q
+  with W_dense the non-expert weight bytes, W_expert one expert slot's bytes over all MoE
+  layers, E·(1 − (1 − k/E)^n) the experts touched per MoE layer by n tokens under uniform
+  routing, L the context length, kv the KV bytes per token, S the recurrent state per
+  request (read once, written once per verified position); flops = 2·active·n.
+- ``TableProfile`` — measured seconds keyed by (batch_size, tokens_per_request, path),
+  linear in B between measured batch sizes (and in q between measured q), extended
+  linearly past the ends; specialized rows are used at their own q, else stock / speedup.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from .deployment import Deployment, ModelInputError
+from .figures import GPUS, MODELS, GpuFigures, ModelFigures
+
+STOCK, SPECIALIZED = "stock", "specialized"
+
+
+def _check_path(path: str) -> None:
+    if path not in (STOCK, SPECIALIZED):
+        raise ModelInputError(f"path must be 'stock' or 'specialized', got {path!r}")
+
+
+@dataclass(frozen=True)
+class FlatProfile:
+    """T_target(B, q) = T0 = 1 / baseline tok/s, whatever B and q (the seeds' model)."""
+
+    base_step_s: float = 1.0
+    specialized_speedup: float = 1.0
+    absolute: bool = False
+    name: str = "flat"
+
+    def step_time_s(self, batch_size, tokens_per_request, path: str = STOCK):
+        _check_path(path)
+        shape = np.broadcast(np.asarray(batch_size), np.asarray(tokens_per_request)).shape
+        t = np.full(shape, self.base_step_s, dtype=float)
+        return t / self.specialized_speedup if path == SPECIALIZED else t
+
+    def stock_pass_s(self, batch_size):
+        return self.step_time_s(batch_size, 1, STOCK)
+
+    def with_specialized_speedup(self, speedup: float) -> "FlatProfile":
+        return replace(self, specialized_speedup=speedup)
+
+
+def experts_touched(n_tokens, experts: float, experts_per_token: float):
+    """E·(1 − (1 − k/E)^n): distinct experts one MoE layer reads for n tokens, uniform routing."""
+    n = np.asarray(n_tokens, dtype=float)
+    if experts <= 0:
+        return np.zeros_like(n)
+    return experts * (1.0 - (1.0 - experts_per_token / experts) ** n)
+
+
+@dataclass(frozen=True)
+class RooflineProfile:
+    """Anchored roofline (see module docstring)."""
+
+    model: ModelFigures
+    gpu: GpuFigures
+    tensor_parallel_size: int
+    anchor_step_s: float  # measured stock step time at anchor_batch, q = 1
+    anchor_batch: int = 1
+    specialized_speedup: float = 1.0
+    absolute: bool = True
+    name: str = "roofline"
+
+    def roof_s(self, batch_size, tokens_per_request):
+        """Pure roofline time max(bytes / bandwidth, flops / FLOP/s) over the TP group."""
+        m, tp = self.model, self.tensor_parallel_size
+        b = np.asarray(batch_size, dtype=float)
+        q = np.asarray(tokens_per_request, dtype=float)
+        n = b * q
+        bpw = m.bytes_per_weight.value
+        weight_bytes = bpw * (
+            m.non_expert_params
+            + experts_touched(n, m.experts.value, m.experts_per_token.value) * m.expert_params_all_layers
+        )
+        kv_bytes = b * m.context_tokens.value * m.kv_bytes_per_token.value
+        state_bytes = b * m.state_bytes_per_request.value * (1.0 + q)
+        memory_s = (weight_bytes + kv_bytes + state_bytes) / (self.gpu.hbm_bytes_per_s.value * tp)
+        compute_s = 2.0 * m.active_params.value * n / (self.gpu.flops(m.compute_precision).value * tp)
+        return np.maximum(memory_s, compute_s)
+
+    def step_time_s(self, batch_size, tokens_per_request, path: str = STOCK):
+        _check_path(path)
+        t = self.anchor_step_s + self.roof_s(batch_size, tokens_per_request) - self.roof_s(self.anchor_batch, 1)
+        t = np.asarray(t, dtype=float)
+        return t / self.specialized_speedup if path == SPECIALIZED else t
+
+    def stock_pass_s(self, batch_size):
+        return self.step_time_s(batch_size, 1, STOCK)
+
+    def with_specialized_speedup(self, speedup: float) -> "RooflineProfile":
+        return replace(self, specialized_speedup=speedup)
+
+
+@dataclass(frozen=True)
+class TableProfile:
+    """Measured step times; ``rows[(path, q)]`` = (batch sizes ascending, seconds)."""
+
+    source: str
+    rows: dict
+    specialized_speedup: float = 1.0
+    absolute: bool = True
+
+    @property
+    def name(self) -> str:
+        return f"table:{self.source}"
+
+    @staticmethod
+    def _interp_linear(x, xs, ys):
+        """Linear interpolation, extended linearly past both ends (constant for one point)."""
+        xs, ys = np.asarray(xs, float), np.asarray(ys, float)
+        x = np.asarray(x, float)
+        if len(xs) == 1:
+            return np.full_like(x, ys[0])
+        y = np.interp(x, xs, ys)
+        lo_slope = (ys[1] - ys[0]) / (xs[1] - xs[0])
+        hi_slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+        y = np.where(x < xs[0], ys[0] + (x - xs[0]) * lo_slope, y)
+        y = np.where(x > xs[-1], ys[-1] + (x - xs[-1]) * hi_slope, y)
+        return y
+
+    def _path_time(self, b, q, path):
+        qs = sorted(q_ for (p, q_) in self.rows if p == path)
+        if not qs:
+            return None
+        by_q = np.stack([self._interp_linear(b, *self.rows[(path, q_)]) for q_ in qs], axis=0)
+        if len(qs) == 1:
+            return by_q[0]
+        # Linear in q between the measured ones, per batch size.
+        out = np.empty(np.broadcast(b, q).shape)
+        bb, qq = np.broadcast_arrays(b, q)
+        flat_by_q = by_q.reshape(len(qs), -1) if by_q.ndim > 1 else by_q[:, None]
+        bb_f, qq_f = bb.reshape(-1), qq.reshape(-1)
+        flat_by_q = np.broadcast_to(flat_by_q, (len(qs), bb_f.size)) if flat_by_q.shape[1] == 1 else flat_by_q
+        out_f = out.reshape(-1)
+        for i in range(bb_f.size):
+            out_f[i] = self._interp_linear(qq_f[i], qs, flat_by_q[:, i])
+        return out_f.reshape(out.shape)
+
+    def step_time_s(self, batch_size, tokens_per_request, path: str = STOCK):
+        _check_path(path)
+        b = np.asarray(batch_size, dtype=float)
+        q = np.asarray(tokens_per_request, dtype=float)
+        b, q = np.broadcast_arrays(b, q)
+        if path == SPECIALIZED:
+            # Measured specialized rows are used at their own q only (the fast path's q is
+            # fixed by the deployment); otherwise stock / specialized_speedup.
+            qs = np.unique(q)
+            if len(qs) == 1 and (SPECIALIZED, int(qs[0])) in self.rows:
+                return np.asarray(self._interp_linear(b, *self.rows[(SPECIALIZED, int(qs[0]))]), dtype=float)
+            return np.asarray(self._path_time(b, q, STOCK), dtype=float) / self.specialized_speedup
+        return np.asarray(self._path_time(b, q, STOCK), dtype=float)
+
+    def stock_pass_s(self, batch_size):
+        return self.step_time_s(batch_size, 1, STOCK)
+
+    def with_specialized_speedup(self, speedup: float) -> "TableProfile":
+        return replace(self, specialized_speedup=speedup)
+
+
+def load_table(path: str | Path) -> TableProfile:
+    """A measured table: CSV with a header ``batch_size,tokens_per_request,path,seconds``,
+    or JSON lines / a JSON list of objects with those keys. Malformed → one-line
+    ModelInputError naming the file and the line. Stock rows at q = 1 are required."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ModelInputError(f"cost table {p}: cannot read ({e.strerror or e})") from None
+    records: list[tuple[int, dict]] = []  # (line number, record)
+    if p.suffix.lower() == ".csv":
+        lines = text.splitlines()
+        reader = csv.reader(lines)
+        header = None
+        for lineno, row in enumerate(reader, start=1):
+            if not row or all(not c.strip() for c in row) or row[0].lstrip().startswith("#"):
+                continue
+            if header is None:
+                header = [c.strip() for c in row]
+                need = {"batch_size", "tokens_per_request", "path", "seconds"}
+                if not need <= set(header):
+                    raise ModelInputError(
+                        f"cost table {p} line {lineno}: header must name batch_size, tokens_per_request, path, seconds"
+                    )
+                continue
+            if len(row) != len(header):
+                raise ModelInputError(f"cost table {p} line {lineno}: expected {len(header)} fields, got {len(row)}")
+            records.append((lineno, dict(zip(header, (c.strip() for c in row)))))
+        if header is None:
+            raise ModelInputError(f"cost table {p} line 1: empty table")
+    else:
+        stripped = text.lstrip()
+        if stripped.startswith("["):
+            try:
+                items = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise ModelInputError(f"cost table {p} line {e.lineno}: invalid JSON ({e.msg})") from None
+            # A JSON list: locate each object's line for the error messages.
+            starts = [i + 1 for i, line in enumerate(text.splitlines()) if line.lstrip().startswith("{")]
+            for i, item in enumerate(items):
+                records.append((starts[i] if i < len(starts) else i + 1, item))
+        else:
+            for lineno, line in enumerate(text.splitlines(), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append((lineno, json.loads(line)))
+                except json.JSONDecodeError as e:
+                    raise ModelInputError(f"cost table {p} line {lineno}: invalid JSON ({e.msg})") from None
+    table: dict[tuple[str, int], dict[int, float]] = {}
+    for lineno, rec in records:
+        where = f"cost table {p} line {lineno}"
+        if not isinstance(rec, dict):
+            raise ModelInputError(f"{where}: expected an object with batch_size, tokens_per_request, path, seconds")
+        try:
+            b = float(rec["batch_size"])
+            q = float(rec["tokens_per_request"])
+            path_ = str(rec.get("path", STOCK)).strip() or STOCK
+            s = float(rec["seconds"])
+        except KeyError as e:
+            raise ModelInputError(f"{where}: missing {e.args[0]}") from None
+        except (TypeError, ValueError):
+            raise ModelInputError(f"{where}: batch_size, tokens_per_request and seconds must be numbers") from None
+        if not (b >= 1 and b == int(b)) or not (q >= 1 and q == int(q)):
+            raise ModelInputError(f"{where}: batch_size and tokens_per_request must be integers ≥ 1")
+        if path_ not in (STOCK, SPECIALIZED):
+            raise ModelInputError(f"{where}: path must be stock or specialized, got {path_!r}")
+        if not (math.isfinite(s) and s > 0):
+            raise ModelInputError(f"{where}: seconds must be > 0, got {rec['seconds']!r}")
+        key = (path_, int(q))
+        if int(b) in table.setdefault(key, {}):
+            raise ModelInputError(f"{where}: duplicate row for batch_size {int(b)}, tokens_per_request {int(q)}, {path_}")
+        table[key][int(b)] = s
+    if (STOCK, 1) not in table:
+        raise ModelInputError(f"cost table {p} line 1: no stock rows at tokens_per_request 1 (the unit of the draft cost)")
+    rows = {k: (np.array(sorted(v)), np.array([v[b] for b in sorted(v)])) for k, v in table.items()}
+    return TableProfile(source=str(path), rows=rows)
+
+
+def make_profile(deployment: Deployment, *, anchor_step_s: float | None = None, anchor_batch: int = 1):
+    """The deployment's cost profile, at the midpoint of its specialized speedup.
+
+    The anchor defaults to 1 / baseline_tokens_per_second at batch 1; pass a measured step
+    time (e.g. mean inter-token latency at the route's mean batch) to anchor on it instead.
+    """
+    sp = deployment.specialized_speedup_point
+    base = deployment.baseline_tokens_per_second
+    if deployment.cost_profile == "flat":
+        if anchor_step_s is not None:
+            return FlatProfile(anchor_step_s, sp, True)
+        return FlatProfile(1.0 / base, sp, True) if base else FlatProfile(1.0, sp, False)
+    if deployment.cost_profile == "roofline":
+        step = anchor_step_s if anchor_step_s is not None else 1.0 / base
+        return RooflineProfile(
+            MODELS[deployment.model.lower()],
+            GPUS[deployment.gpu.upper()],
+            deployment.tensor_parallel_size,
+            step,
+            anchor_batch,
+            sp,
+        )
+    return replace(load_table(deployment.cost_profile), specialized_speedup=sp)

@@ -1,0 +1,331 @@
+"""The γ recommendation for one route (DESIGN.md, Cost model; tune-gamma JSON).
+
+For each candidate γ = 0 .. min(gamma_max, observed γ + 2):
+  speedup = AL(γ)·τ(0) / τ(γ) over the batch mix (model.speedup), AL from the survival
+  curve, extended past the observed γ by the tail models (model.extrapolate) —
+  the point is the mean over tail models, at the midpoint of specialized_speedup;
+  speedup_low/high: the (1 − level)/2 and (1 + level)/2 quantiles over the resamples,
+  widened to the extremes over tail models and over the ends of the specialized_speedup
+  range (null without resamples).
+recommended γ: the best point speedup among allowed candidates (0 when nothing beats 1).
+probability_best: the share of resamples × tail models (at the midpoint speedup) in which
+a candidate is the best allowed one.
+decision: "change" when P(speedup(rec)/speedup(deployed) − 1 > min_gain) ≥ 0.9 over the
+same ensemble, "off" when that holds for γ = 0, else "keep" — with the evidence that would
+change it in decision_reason. Without resamples there is no such probability: "keep".
+The deployable config is for the recommended γ on change/off, else the deployed γ.
+A ``num_speculative_tokens_per_batch_size`` schedule (per batch size the best K ≤ γ; on the
+specialized path only γ or 0) is suggested when it beats the fixed γ by more than min_gain
+over the mix; it enters the deployable config only together with a change of γ.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from statistics import NormalDist
+from typing import Mapping
+
+import numpy as np
+
+from .deployment import Deployment, ModelInputError
+from .drafters import drafter_for
+from .extrapolate import MAX_EXTRAPOLATION, TAIL_MODELS, extend_survival
+from .profiles import make_profile
+from .specialized import Eligibility, specialized_refusal
+from .speedup import CostModel, normalise_batch_mix, objective_weights
+from .vllm_config import command_line, replay_config, schedule_from_best, speculative_config
+
+DECISION_CERTAINTY = 0.9
+
+
+@dataclass(frozen=True)
+class Candidate:
+    gamma: int
+    speedup: float
+    speedup_low: float | None
+    speedup_high: float | None
+    tokens_per_second: float | None  # objective's unit: per-user tok/s, or tokens per GPU-second
+    probability_best: float | None
+    extrapolated: bool
+    allowed: bool
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    objective: str
+    cost_profile: str
+    interval_level: float
+    deployed_gamma: int
+    recommended_gamma: int
+    decision: str  # change | keep | off
+    decision_reason: str
+    probability_best: float | None
+    candidates: list[Candidate]
+    model_error: float | None
+    vllm_speculative_config: dict | None
+    vllm_command_line: str
+    replay_config: dict
+    specialized_eligibility: Eligibility | None = None
+    schedule: list[tuple[int, int, int]] | None = None
+    tail_models: tuple[str, ...] = field(default=TAIL_MODELS)
+
+    def to_dict(self) -> dict:
+        """The tune-gamma JSON keys this module owns (NaN → None)."""
+        return _clean({
+            "objective": self.objective,
+            "cost_profile": self.cost_profile,
+            "interval_level": self.interval_level,
+            "deployed_gamma": self.deployed_gamma,
+            "recommended_gamma": self.recommended_gamma,
+            "decision": self.decision,
+            "decision_reason": self.decision_reason,
+            "probability_best": self.probability_best,
+            "candidates": [asdict(c) for c in self.candidates],
+            "model_error": self.model_error,
+            "vllm": {"speculative_config": self.vllm_speculative_config, "command_line": self.vllm_command_line},
+            "replay_config": self.replay_config,
+            "specialized_eligibility": None if self.specialized_eligibility is None else asdict(self.specialized_eligibility),
+        })
+
+
+def _clean(x):
+    if isinstance(x, float):
+        return None if math.isnan(x) or math.isinf(x) else x
+    if isinstance(x, (np.floating, np.integer)):
+        return _clean(x.item())
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+def _check_curve(a: np.ndarray, what: str) -> None:
+    if not np.all(np.isfinite(a)):
+        raise ModelInputError(f"{what}: values must be finite numbers")
+    if np.any(a < 0) or np.any(a > 1):
+        raise ModelInputError(f"{what}: values must be in [0, 1], got {a[(a < 0) | (a > 1)].ravel()[0]:g}")
+    if a.shape[-1] > 1 and np.any(np.diff(a, axis=-1) > 1e-9):
+        raise ModelInputError(f"{what}: a survival curve cannot increase (a_k ≤ a_(k-1))")
+
+
+def recommend(
+    survival: np.ndarray,
+    deployment: Deployment,
+    *,
+    survival_resamples: np.ndarray | None = None,
+    deployed_gamma: int | None = None,
+    batch_mix: dict[int, float] | None = None,
+    eligibility: Eligibility | float | None = None,
+    gamma_max: int = 16,
+    level: float = 0.9,
+    observed_tokens_per_second: float | None = None,
+    seed: int = 0,
+    anchor_step_s: float | None = None,
+) -> Recommendation:
+    """Recommend γ for one route (module docstring). ``eligibility``: the clean share of
+    steps for the specialized path (an Eligibility, a number, or None = assumed 1).
+    ``observed_tokens_per_second``: per-user decode tok/s at the deployed γ (1 / mean ITL);
+    model_error compares the model's per-user tok/s with it. ``seed`` is accepted for
+    interface stability; the computation is deterministic."""
+    del seed
+    a = np.asarray(survival, dtype=float)
+    if a.ndim != 1 or a.size == 0:
+        raise ModelInputError("survival: must be a non-empty curve a_1..a_γ")
+    _check_curve(a, "survival")
+    g = a.size
+    if not isinstance(deployment, Deployment):
+        raise ModelInputError("deployment: must be a Deployment")
+    if isinstance(gamma_max, bool) or not isinstance(gamma_max, int) or gamma_max < 0:
+        raise ModelInputError(f"gamma_max must be an integer ≥ 0, got {gamma_max!r}")
+    if not (isinstance(level, float) or isinstance(level, int)) or not 0 < level < 1:
+        raise ModelInputError(f"level must be in (0, 1), got {level!r}")
+    top = min(gamma_max, g + MAX_EXTRAPOLATION)
+    gammas = np.arange(top + 1)
+    deployed = g if deployed_gamma is None else deployed_gamma
+    if isinstance(deployed, bool) or not isinstance(deployed, (int, np.integer)) or deployed < 0:
+        raise ModelInputError(f"deployed_gamma must be an integer ≥ 0, got {deployed_gamma!r}")
+    if deployed > top:
+        raise ModelInputError(f"deployed_gamma {deployed} is outside the candidates 0..{top}")
+    resamples = None
+    if survival_resamples is not None:
+        resamples = np.asarray(survival_resamples, dtype=float)
+        if resamples.ndim != 2 or resamples.shape[1] != g:
+            raise ModelInputError(f"survival_resamples: must have shape (n, {g}), got {resamples.shape}")
+        resamples = resamples[np.all(np.isfinite(resamples), axis=1)]  # resamples without drafts
+        if resamples.shape[0] == 0:
+            raise ModelInputError("survival_resamples: no finite resample")
+        _check_curve(resamples, "survival_resamples")
+    bs, ws = normalise_batch_mix(batch_mix)
+
+    # Specialized path: the clean share of steps.
+    specialized = deployment.decode_backend == "latency_specialized"
+    elig: Eligibility | None = None
+    if specialized:
+        if eligibility is None:
+            elig = Eligibility(1.0, "assumed: every decode step clean (no iteration_tokens data)")
+        elif isinstance(eligibility, Eligibility):
+            elig = eligibility
+        elif isinstance(eligibility, (int, float)) and not isinstance(eligibility, bool):
+            elig = Eligibility(float(eligibility), "given")
+        else:
+            raise ModelInputError(f"eligibility: must be an Eligibility or a share in [0, 1], got {eligibility!r}")
+        if not 0.0 <= elig.share <= 1.0:
+            raise ModelInputError(f"eligibility: share must be in [0, 1], got {elig.share!r}")
+
+    profile = make_profile(deployment, anchor_step_s=anchor_step_s)
+    model = CostModel.for_deployment(deployment, clean_share=elig.share if elig else 1.0, profile=profile)
+    lo_sp, hi_sp = deployment.specialized_speedup_range
+    speeds = [deployment.specialized_speedup_point] + ([lo_sp, hi_sp] if specialized and lo_sp != hi_sp else [])
+    times = np.stack([model.step_times(gammas, bs, sp) for sp in speeds])  # (S, G, nB)
+    v = objective_weights(bs, ws, deployment.objective)
+    tau = times @ v  # (S, G)
+    ratio = tau[:, :1] / tau  # τ(0)/τ(γ)
+
+    # Expected tokens per step for every tail model (and resample).
+    extra = max(0, top - g)
+    ext_point = extend_survival(a, extra)  # (M, g+extra)
+    al_point = 1.0 + np.concatenate([np.zeros((len(TAIL_MODELS), 1)), np.cumsum(ext_point, -1)], -1)[:, : top + 1]
+    speed_point_models = al_point * ratio[0]  # (M, G)
+    speed_point = speed_point_models.mean(axis=0)
+    if resamples is not None:
+        ext_res = extend_survival(resamples, extra)  # (M, n, g+extra)
+        al_res = 1.0 + np.concatenate(
+            [np.zeros(ext_res.shape[:-1] + (1,)), np.cumsum(ext_res, -1)], -1
+        )[..., : top + 1]
+        samples = al_res[None] * ratio[:, None, None, :]  # (S, M, n, G)
+
+    # Which candidates can be deployed.
+    drafter = drafter_for(deployment.method)
+    allowed = np.ones(len(gammas), dtype=bool)
+    reasons: list[str | None] = []
+    for gm in gammas:
+        why = [r for r in (drafter.refusal(int(gm)), specialized_refusal(deployment.method, int(gm)) if specialized else None) if r]
+        reasons.append("; ".join(why) or None)
+        allowed[gm] = not why
+    extrapolated = gammas > g
+
+    masked_point = np.where(allowed, speed_point, -np.inf)
+    rec = int(np.argmax(masked_point))  # ties → the smaller γ; γ = 0 scores exactly 1
+
+    prob_best = None
+    if resamples is not None:
+        ens = samples[0].reshape(-1, len(gammas))  # (M·n, G) at the midpoint speedup
+        best = np.argmax(np.where(allowed, ens, -np.inf), axis=1)
+        prob_best = np.bincount(best, minlength=len(gammas)) / best.size
+        q_lo, q_hi = (1 - level) / 2, (1 + level) / 2
+        lows = np.quantile(samples, q_lo, axis=2).min(axis=(0, 1))
+        highs = np.quantile(samples, q_hi, axis=2).max(axis=(0, 1))
+    # Tokens/s in the objective's unit (profile in seconds only).
+    tps = None
+    if getattr(profile, "absolute", False):
+        unit = tau[0] if deployment.objective == "interactivity" else tau[0] * deployment.tensor_parallel_size
+        tps = speed_point * (1.0 / unit[0])  # speedup × the γ = 0 rate
+
+    candidates = []
+    for i, gm in enumerate(gammas):
+        candidates.append(Candidate(
+            gamma=int(gm),
+            speedup=float(speed_point[i]),
+            speedup_low=None if resamples is None else float(lows[i]),
+            speedup_high=None if resamples is None else float(highs[i]),
+            tokens_per_second=None if tps is None else float(tps[i]),
+            probability_best=None if prob_best is None else float(prob_best[i]),
+            extrapolated=bool(extrapolated[i]),
+            allowed=bool(allowed[i]),
+            reason=reasons[i],
+        ))
+
+    ensemble = samples[0].reshape(-1, len(gammas)) if resamples is not None else None  # (M·n, G)
+    decision, reason = _decide(rec, deployed, allowed, speed_point, ensemble, deployment.min_gain, reasons)
+
+    # Model error at the deployed γ: per-user tokens/s, whatever the objective.
+    model_error = None
+    if observed_tokens_per_second is not None:
+        if not isinstance(observed_tokens_per_second, (int, float)) or not observed_tokens_per_second > 0:
+            raise ModelInputError(f"observed_tokens_per_second must be > 0, got {observed_tokens_per_second!r}")
+        if getattr(profile, "absolute", False):
+            tau_int = times[0] @ ws
+            model_tps = float(al_point[:, deployed].mean() / tau_int[deployed])
+            model_error = model_tps / observed_tokens_per_second - 1.0
+
+    final = rec if decision in ("change", "off") else deployed
+    schedule = None
+    if final > 0 and len(bs) > 1:
+        schedule = _schedule(final, bs, ws, times[0], al_point.mean(axis=0), allowed, specialized,
+                             deployment.objective, deployment.min_gain)
+    # A schedule restarts engines like a γ change: it joins the deployable config only when
+    # γ changes anyway; otherwise it is reported as a suggestion (Recommendation.schedule).
+    spec_cfg = speculative_config(deployment, final, schedule if decision == "change" else None)
+    return Recommendation(
+        objective=deployment.objective,
+        cost_profile=profile.name,
+        interval_level=float(level),
+        deployed_gamma=int(deployed),
+        recommended_gamma=rec,
+        decision=decision,
+        decision_reason=reason,
+        probability_best=None if prob_best is None else float(prob_best[rec]),
+        candidates=candidates,
+        model_error=model_error,
+        vllm_speculative_config=spec_cfg,
+        vllm_command_line=command_line(deployment, spec_cfg),
+        replay_config=replay_config(deployment, a),
+        specialized_eligibility=elig,
+        schedule=schedule,
+    )
+
+
+def _decide(rec, deployed, allowed, speed_point, ens, min_gain, reasons) -> tuple[str, str]:
+    """change / off / keep, and why (see module docstring)."""
+    if not allowed[deployed]:
+        return ("off" if rec == 0 else "change"), f"the deployed γ={deployed} cannot run here: {reasons[deployed]}"
+    if rec == deployed:
+        return "keep", f"γ={deployed} already has the best expected speedup ({speed_point[deployed]:.3f}×)"
+    expected_gain = speed_point[rec] / speed_point[deployed] - 1.0
+    if ens is None:
+        return "keep", (
+            f"γ={rec} is expected to gain {expected_gain:+.1%} over γ={deployed}, but without resamples "
+            f"(draft counts) the certainty of that gain is unknown; a window with counts would decide"
+        )
+    gains = ens[:, rec] / ens[:, deployed] - 1.0  # (M·n,)
+    p_gain = float(np.mean(gains > min_gain))
+    if p_gain >= DECISION_CERTAINTY:
+        verb = "off" if rec == 0 else "change"
+        return verb, f"P(γ={rec} gains > {min_gain:.0%} over γ={deployed}) = {p_gain:.2f} ≥ {DECISION_CERTAINTY}"
+    head = f"P(γ={rec} gains > {min_gain:.0%} over γ={deployed}) = {p_gain:.2f} < {DECISION_CERTAINTY}"
+    mean, sd = float(np.mean(gains)), float(np.std(gains))
+    if mean <= min_gain:
+        return "keep", (
+            f"{head}: the expected gain {expected_gain:+.1%} is within min_gain {min_gain:.0%}; only a clearly "
+            f"different acceptance at γ={rec} would change this"
+        )
+    z = NormalDist().inv_cdf(DECISION_CERTAINTY)
+    factor = (z * sd / (mean - min_gain)) ** 2 if sd > 0 else 1.0
+    return "keep", (
+        f"{head}: a window with about {max(factor, 1.0):.1f}× the drafts (intervals shrinking as 1/√drafts) "
+        f"would settle a gain of {mean:+.1%}"
+    )
+
+
+def _schedule(gamma, bs, ws, times, al, allowed, specialized, objective, min_gain):
+    """A num_speculative_tokens_per_batch_size schedule (per batch size the best K ≤ γ;
+    on the specialized path only γ or 0, since partial drafts run stock) — kept only when
+    it beats the fixed γ over the mix by more than min_gain."""
+    options = [0, gamma] if specialized else list(range(gamma + 1))
+    options = [k for k in options if allowed[k]]
+    per_batch = al[options, None] * times[0][None, :] / times[options]  # S(K, B)
+    best = {int(b): options[int(np.argmax(per_batch[:, j]))] for j, b in enumerate(bs)}
+    if all(k == gamma for k in best.values()):
+        return None
+    v = objective_weights(bs, ws, objective)
+    fixed = al[gamma] / (times[gamma] @ v)
+    ks = np.array([best[int(b)] for b in bs])
+    rate = (v @ al[ks]) / (v @ times[ks, np.arange(len(bs))]) if objective == "interactivity" else (
+        (ws @ al[ks]) / (v @ times[ks, np.arange(len(bs))])
+    )
+    if rate / fixed - 1.0 <= min_gain:
+        return None
+    return schedule_from_best(best)

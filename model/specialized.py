@@ -1,0 +1,161 @@
+"""The Kimi K3 specialized decode path (vLLM 0.33.0, decode_backend = latency_specialized).
+
+From vLLM 0.33.0 ``vllm/models/kimi_k3/nvidia/specialized_decode/runtime/``:
+- the deployment starts only with speculative method ``dspark`` or none, and γ ≤ 7
+  (the verify kernels take at most 8 tokens per request);
+- a step runs the specialized kernels only if it is pure decode or a uniform verify step
+  (every request verifies exactly q = γ + 1 tokens) with no prompt rows, and its token
+  count is one the runtime prepared: {1..8, 16, 32, 64} or a CUDA-graph capture size
+  rounded up to a multiple of q, ≤ 64. A FULL decode graph pads a batch to the next
+  capture size (whole requests), so B requests run at the smallest rounded capture size
+  ≥ B·q; past 64 tokens, or without such a size, the step runs stock.
+- with decode_backend "auto" (vLLM's default) no step takes the specialized path.
+
+Capture sizes are not in /metrics: the deployment's ``cudagraph_capture_sizes`` or vLLM's
+default list ``[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)`` (max 512), which
+vLLM rounds up to multiples of q for speculative decoding.
+
+The share of steps that are clean (no prompt rows) is read from the
+``vllm:iteration_tokens_total`` histogram deltas; ``le="64"`` is exactly the limit.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from .deployment import ModelInputError
+
+SPECIALIZED_TOKEN_LIMIT = 64
+SPECIALIZED_MAX_GAMMA = 7
+SPECIALIZED_METHOD = "dspark"
+# providers.BATCHES: the token counts the runtime always prepares.
+PREPARED_TOKEN_COUNTS = (*range(1, 9), 16, 32, 64)
+
+
+def default_capture_sizes(max_capture_size: int = 512) -> tuple[int, ...]:
+    """vLLM 0.33.0's default ``cudagraph_capture_sizes`` (vllm/config/compilation.py)."""
+    return tuple([1, 2, 4] + list(range(8, 256, 8)) + list(range(256, max_capture_size + 1, 16)))
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def rounded_capture_sizes(capture_sizes, q: int) -> tuple[int, ...]:
+    """vLLM's ``adjust_cudagraph_sizes_for_spec_decode``: sizes rounded up to multiples of q,
+    kept when ≤ the largest capture size."""
+    return _rounded(tuple(capture_sizes) if capture_sizes else None, q)
+
+
+@lru_cache(maxsize=256)
+def _rounded(capture_sizes: tuple[int, ...] | None, q: int) -> tuple[int, ...]:
+    sizes = capture_sizes if capture_sizes else default_capture_sizes()
+    if q <= 1:
+        return tuple(sorted(set(sizes)))
+    top = max(sizes)
+    rounded = sorted({_round_up(s, q) for s in sizes if _round_up(s, q) <= top})
+    return tuple(rounded) if rounded else ((q,) if q <= top else ())
+
+
+def specialized_token_counts(capture_sizes, q: int) -> frozenset[int]:
+    """Token counts with specialized providers: {1..8, 16, 32, 64} ∪ rounded capture sizes ≤ 64."""
+    return _token_counts(tuple(capture_sizes) if capture_sizes else None, q)
+
+
+@lru_cache(maxsize=256)
+def _token_counts(capture_sizes: tuple[int, ...] | None, q: int) -> frozenset[int]:
+    verify = {m for m in rounded_capture_sizes(capture_sizes, q) if m <= SPECIALIZED_TOKEN_LIMIT}
+    return frozenset({*PREPARED_TOKEN_COUNTS, *verify})
+
+
+def padded_step_tokens(batch_size: int, q: int, capture_sizes=None) -> int | None:
+    """Tokens of the FULL graph a clean step of B requests × q runs: the smallest rounded
+    capture size ≥ B·q (None: no graph, the step runs eager/stock)."""
+    need = batch_size * q
+    for size in rounded_capture_sizes(capture_sizes, q):
+        if size >= need:
+            return size
+    return None
+
+
+def runs_specialized(batch_size: int, q: int, capture_sizes=None) -> bool:
+    """Whether a clean step of B requests verifying q tokens each takes the specialized path."""
+    padded = padded_step_tokens(batch_size, q, capture_sizes)
+    return (
+        padded is not None
+        and padded <= SPECIALIZED_TOKEN_LIMIT
+        and padded % q == 0
+        and padded in specialized_token_counts(capture_sizes, q)
+    )
+
+
+def specialized_refusal(method: str, gamma: int) -> str | None:
+    """Why decode_backend latency_specialized cannot start with this γ, or None."""
+    reasons = []
+    if gamma > 0 and method != SPECIALIZED_METHOD:
+        reasons.append("latency_specialized runs only dspark or no speculation")
+    if gamma > SPECIALIZED_MAX_GAMMA:
+        reasons.append(f"latency_specialized verifies at most {SPECIALIZED_MAX_GAMMA + 1} tokens per request (γ ≤ 7)")
+    return "; ".join(reasons) or None
+
+
+@dataclass(frozen=True)
+class Eligibility:
+    """Share of decode steps that are clean (no prompt rows), and where that figure came from."""
+
+    share: float
+    source: str
+
+
+def step_shares(batch_mix: Mapping[int, float]) -> dict[int, float]:
+    """Steps at each batch size from the request-weighted mix w_B: s_B ∝ w_B / B."""
+    raw = {b: w / b for b, w in batch_mix.items()}
+    z = sum(raw.values())
+    return {b: v / z for b, v in raw.items()}
+
+
+def specialized_eligibility(
+    iteration_tokens: Mapping[float, float],
+    batch_mix: Mapping[int, float] | None,
+    gamma: int,
+    *,
+    capture_sizes=None,
+) -> Eligibility:
+    """The share of clean steps, from ``vllm:iteration_tokens_total`` bucket deltas.
+
+    iteration_tokens: cumulative bucket counts over the window keyed by ``le`` (+inf
+    included), recorded at γ. small = count(le=64) / count(+inf) is the share of steps of
+    at most 64 tokens (le="64" is exactly the specialized limit). Of the pure-decode
+    steps, fit = Σ_{B: B·(γ+1) runs specialized} s_B would be that small; so
+    clean share = min(1, small / fit). An upper bound: a step of ≤ 64 tokens may still
+    carry a prompt chunk. Without a batch mix, fit = 1 (every decode step assumed to fit).
+    """
+    if gamma < 0:
+        raise ModelInputError(f"gamma must be ≥ 0, got {gamma}")
+    try:
+        counts = {float(k): float(v) for k, v in iteration_tokens.items()}
+    except (TypeError, ValueError):
+        raise ModelInputError("iteration_tokens: bucket bounds and counts must be numbers") from None
+    if math.inf not in counts or float(SPECIALIZED_TOKEN_LIMIT) not in counts:
+        raise ModelInputError('iteration_tokens: needs the le="64" and le="+Inf" buckets of vllm:iteration_tokens_total')
+    total, small = counts[math.inf], counts[float(SPECIALIZED_TOKEN_LIMIT)]
+    if not (total > 0) or small < 0 or small > total:
+        raise ModelInputError(f"iteration_tokens: need 0 ≤ le=64 ({small:g}) ≤ +Inf ({total:g}) and +Inf > 0")
+    small_share = small / total
+    q = gamma + 1
+    if batch_mix:
+        shares = step_shares(batch_mix)
+        fit = sum(s for b, s in shares.items() if runs_specialized(b, q, capture_sizes))
+    else:
+        fit = 1.0
+    share = 0.0 if fit <= 0 else min(1.0, small_share / fit)
+    source = (
+        f'vllm:iteration_tokens_total: {small_share:.1%} of steps ≤ 64 tokens (le="64"); '
+        f"{fit:.1%} of decode steps fit at γ={gamma} → clean share {share:.1%} (upper bound)"
+    )
+    return Eligibility(share, source)

@@ -1,0 +1,238 @@
+"""Speedup of speculative decoding, as DESIGN.md's Cost model writes it.
+
+Expected tokens per verify step (the bonus token included):
+  from a survival curve     AL(γ) = 1 + Σ_{k≤γ} a_k
+  from an independent p     (1 − p^(γ+1)) / (1 − p)      (acceptance.estimates)
+Speedup of γ over plain decoding at batch B:
+  S(γ, B) = AL(γ)·T_target(B, 1) / (T_target(B, γ+1) + T_draft(B, γ)),   S(0, B) = 1
+with T_draft relative to the stock pass T_stock(B, 1) (model.drafters).
+
+Over a route's batch mix w_B (the share of a request's decode steps spent at batch B —
+request-weighted; step counts n_B convert as w_B ∝ B·n_B), tokens over time:
+- interactivity: per-user decode tokens/s = Σ_B w_B·AL / Σ_B w_B·t_B(γ) = AL / τ_int(γ),
+  τ_int = Σ_B w_B·t_B — what one user of the route feels;
+- throughput: tokens per GPU-second at the route's load, the same batch mix held fixed:
+  Σ_B s_B·B·AL / (TP·Σ_B s_B·t_B) = AL / (TP·τ_thr(γ)),  s_B ∝ w_B / B the step shares,
+  τ_thr = Σ_B (w_B / B)·t_B.
+Speedup = the same ratio at γ over γ = 0: AL(γ)·τ(0) / τ(γ). The two weight batch sizes
+differently (interactivity by the time users spend in each batch, throughput by the steps,
+w_B / B, so small batches count for more per token), so they can disagree.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from acceptance.estimates import equivalent_p, expected_tokens_independent
+
+from .deployment import Deployment, ModelInputError
+from .drafters import Drafter, drafter_for
+from .profiles import SPECIALIZED, STOCK, FlatProfile, make_profile
+from .specialized import padded_step_tokens, runs_specialized
+
+
+def expected_tokens_from_survival(survival, gamma: int):
+    """AL(γ) = 1 + Σ_{k≤γ} a_k over the last axis of ``survival`` (a_1..a_g, g ≥ γ)."""
+    a = np.asarray(survival, dtype=float)
+    if gamma < 0 or gamma > a.shape[-1]:
+        raise ModelInputError(f"gamma {gamma} is outside 0..{a.shape[-1]} (the survival curve's length)")
+    return 1.0 + a[..., :gamma].sum(axis=-1)
+
+
+def speedup_at_batch(expected_tokens, target_time_1, target_time_q, draft_time):
+    """S(γ, B) = AL·T_target(B, 1) / (T_target(B, γ+1) + T_draft(B, γ))."""
+    return np.asarray(expected_tokens) * target_time_1 / (np.asarray(target_time_q) + draft_time)
+
+
+def normalise_batch_mix(batch_mix: Mapping[int, float] | None) -> tuple[np.ndarray, np.ndarray]:
+    """(batch sizes, weights summing to 1); None → batch 1 only. Bad → ModelInputError."""
+    if batch_mix is None:
+        return np.array([1]), np.array([1.0])
+    if not isinstance(batch_mix, Mapping) or not batch_mix:
+        raise ModelInputError("batch_mix: must be a non-empty {batch size: weight} mapping")
+    bs, ws = [], []
+    for b, w in batch_mix.items():
+        if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1:
+            raise ModelInputError(f"batch_mix: batch sizes must be integers ≥ 1, got {b!r}")
+        if isinstance(w, bool) or not isinstance(w, (int, float, np.floating, np.integer)) or not math.isfinite(w) or w < 0:
+            raise ModelInputError(f"batch_mix: weights must be finite and ≥ 0, got {w!r} for batch {b}")
+        bs.append(int(b))
+        ws.append(float(w))
+    total = sum(ws)
+    if total <= 0:
+        raise ModelInputError("batch_mix: the weights sum to 0")
+    order = np.argsort(bs)
+    return np.array(bs)[order], np.array(ws)[order] / total
+
+
+def objective_weights(batch_sizes: np.ndarray, weights: np.ndarray, objective: str) -> np.ndarray:
+    """v_B with τ = Σ_B v_B·t_B: w_B (interactivity) or w_B / B (throughput)."""
+    if objective == "interactivity":
+        return weights
+    if objective == "throughput":
+        return weights / batch_sizes
+    raise ModelInputError(f"objective must be interactivity or throughput, got {objective!r}")
+
+
+@dataclass
+class CostModel:
+    """Step times of one deployment: target (stock or specialized) plus drafter.
+
+    t_B(γ) = T_target(B, γ+1) + T_draft(B, γ). On decode_backend latency_specialized a
+    clean step that fits (model.specialized) costs T_spec at its padded size; a share
+    ``clean_share`` of steps is clean, the rest run stock:
+      T_target = e·T_spec(B', q) + (1 − e)·T_stock(B, q),  B' = padded tokens / q.
+    """
+
+    deployment: Deployment
+    profile: object
+    drafter: Drafter
+    clean_share: float = 1.0
+
+    @classmethod
+    def for_deployment(cls, deployment: Deployment, *, clean_share: float = 1.0, profile=None) -> "CostModel":
+        return cls(deployment, profile if profile is not None else make_profile(deployment),
+                   drafter_for(deployment.method), clean_share)
+
+    def target_time(self, batch_size: int, q: int, profile=None) -> float:
+        prof = profile if profile is not None else self.profile
+        stock = float(prof.step_time_s(batch_size, q, STOCK))
+        if self.deployment.decode_backend != "latency_specialized":
+            return stock
+        caps = self.deployment.cudagraph_capture_sizes
+        if not runs_specialized(batch_size, q, caps):
+            return stock
+        padded_requests = padded_step_tokens(batch_size, q, caps) // q
+        fast = float(prof.step_time_s(padded_requests, q, SPECIALIZED))
+        e = self.clean_share
+        return e * fast + (1.0 - e) * stock
+
+    def step_times(self, gammas: Sequence[int], batch_sizes: Sequence[int], specialized_speedup: float | None = None):
+        """t[γ, B] in the profile's time unit (seconds when the profile is absolute)."""
+        prof = self.profile if specialized_speedup is None else self.profile.with_specialized_speedup(specialized_speedup)
+        g = np.asarray(gammas, dtype=int)
+        b = np.asarray(batch_sizes, dtype=int)
+        stock_pass = np.asarray(prof.stock_pass_s(b), dtype=float)  # T_stock(B, 1), the draft's unit
+        if self.deployment.decode_backend == "latency_specialized":
+            target = np.array([[self.target_time(int(bb), int(gg) + 1, prof) for bb in b] for gg in g])
+        else:
+            target = np.asarray(prof.step_time_s(b[None, :], g[:, None] + 1, STOCK), dtype=float)
+            target = np.broadcast_to(target, (len(g), len(b)))
+        draft = self.drafter.draft_time_factor(g, self.deployment.draft_cost, self.deployment.draft_overhead)
+        return target + draft[:, None] * stock_pass[None, :]
+
+
+def mix_speedup(expected_tokens, step_times, batch_sizes, weights, objective: str):
+    """AL(γ)·τ(0) / τ(γ) with τ = Σ_B v_B·t_B; step_times[γ, B] must start at γ = 0.
+
+    expected_tokens: (..., G) with G = step_times.shape[0]; returns the same shape.
+    """
+    tau = step_times @ objective_weights(np.asarray(batch_sizes), np.asarray(weights), objective)
+    return np.asarray(expected_tokens) * tau[0] / tau
+
+
+# ---------------------------------------------------------------------------------------
+# The seeds' flat model: tables and inversions (specdec model table / implied-p).
+
+@dataclass(frozen=True)
+class TableRow:
+    p: float
+    gamma: int
+    expected_tokens_per_step: float
+    speedup: float
+    tokens_per_second: float | None
+
+
+@dataclass(frozen=True)
+class ImpliedP:
+    p: float
+    expected_tokens_per_step: float
+    speedup: float
+    gamma: int
+    draft_cost: float
+
+
+@dataclass(frozen=True)
+class ImpliedDraftCost:
+    draft_cost: float
+    expected_tokens_per_step: float
+    speedup: float
+    gamma: int
+
+
+def _check_common(gamma, draft_cost, method) -> Drafter:
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, np.integer)) or gamma < 0:
+        raise ModelInputError(f"gamma must be an integer ≥ 0, got {gamma!r}")
+    if not isinstance(draft_cost, (int, float)) or isinstance(draft_cost, bool) or not math.isfinite(draft_cost) or draft_cost < 0:
+        raise ModelInputError(f"draft cost must be ≥ 0, got {draft_cost!r}")
+    return drafter_for(method)
+
+
+def flat_step_cost(gamma: int, draft_cost: float, method: str = "dspark", draft_overhead: float = 0.0) -> float:
+    """(T_target + T_draft) / T_target under the flat model: 1 + r, 1 + γ·c + c0, or 1."""
+    drafter = _check_common(gamma, draft_cost, method)
+    return 1.0 + float(drafter.draft_time_factor(gamma, draft_cost, draft_overhead))
+
+
+def seeds_table(gamma: int, draft_cost: float, ps, *, method: str = "dspark", baseline_tps: float | None = None) -> list[TableRow]:
+    """The seeds' table: S = (1 − p^(γ+1)) / ((1 − p)·(1 + r)) for each p (flat profile);
+    tokens/s = S·baseline when a baseline is given."""
+    cost = flat_step_cost(gamma, draft_cost, method)
+    if baseline_tps is not None and (not isinstance(baseline_tps, (int, float)) or not baseline_tps > 0):
+        raise ModelInputError(f"baseline tokens/s must be > 0, got {baseline_tps!r}")
+    rows = []
+    for p in ps:
+        if not isinstance(p, (int, float)) or isinstance(p, bool) or not (0.0 <= p <= 1.0):
+            raise ModelInputError(f"p must be in [0, 1], got {p!r}")
+        e = float(expected_tokens_independent(p, gamma))
+        s = e / cost
+        rows.append(TableRow(float(p), gamma, e, s, None if baseline_tps is None else s * baseline_tps))
+    return rows
+
+
+def implied_p(speedup: float, gamma: int, draft_cost: float, *, method: str = "dspark") -> ImpliedP:
+    """The independent p whose flat-model speedup at (γ, r) is ``speedup``:
+    E = S·(1 + r), then (1 − p^(γ+1)) / (1 − p) = E (acceptance.estimates.equivalent_p)."""
+    cost = flat_step_cost(gamma, draft_cost, method)
+    if not isinstance(speedup, (int, float)) or not math.isfinite(speedup) or speedup <= 0:
+        raise ModelInputError(f"speedup must be > 0, got {speedup!r}")
+    if gamma < 1:
+        raise ModelInputError(f"gamma must be ≥ 1 to imply an acceptance, got {gamma}")
+    e = speedup * cost
+    if e > gamma + 1 + 1e-12:
+        raise ModelInputError(
+            f"speedup {speedup:g} needs {e:.3f} tokens per step, more than γ+1 = {gamma + 1} (draft cost {draft_cost:g})"
+        )
+    if e < 1:
+        raise ModelInputError(f"speedup {speedup:g} needs {e:.3f} tokens per step, fewer than the 1 every step yields")
+    return ImpliedP(float(equivalent_p(e, gamma)), e, float(speedup), gamma, float(draft_cost))
+
+
+def implied_draft_cost(
+    speedup: float, survival, gamma: int | None = None, *, method: str = "dspark", profile=None, batch_size: int = 1
+) -> ImpliedDraftCost:
+    """The draft cost that makes the observed curve's speedup ``speedup`` at batch B:
+    from S = AL·T(B,1) / (T(B,γ+1) + f·T_stock(B,1)), f = AL·T(B,1)/S − T(B,γ+1) in
+    stock-pass units; r = f (parallel) or c = (f − c0)/γ with c0 = 0 (sequential).
+    Flat profile by default (then r = AL/S − 1)."""
+    a = np.asarray(survival, dtype=float)
+    g = a.shape[-1] if gamma is None else gamma
+    drafter = _check_common(g, 0.0, method)
+    if g < 1:
+        raise ModelInputError(f"gamma must be ≥ 1, got {g}")
+    al = float(expected_tokens_from_survival(a, g))
+    prof = profile if profile is not None else FlatProfile()
+    t1 = float(prof.step_time_s(batch_size, 1))
+    tq = float(prof.step_time_s(batch_size, g + 1))
+    f = (al * t1 / speedup - tq) / float(prof.stock_pass_s(batch_size))
+    if drafter.kind == "sequential":
+        f = f / g
+    elif drafter.kind == "free":
+        raise ModelInputError(f"{method} drafts for free: there is no draft cost to imply")
+    if f < 0:
+        raise ModelInputError(f"speedup {speedup:g} exceeds what AL {al:.3f} allows with a free drafter")
+    return ImpliedDraftCost(f, al, float(speedup), g)

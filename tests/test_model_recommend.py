@@ -1,0 +1,199 @@
+"""recommend(): candidates, intervals, probability of best, decisions, vLLM configs, errors."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from model.deployment import INLINE_DEFAULTS, Deployment, ModelInputError
+from model.recommend import Candidate, Recommendation, recommend
+from model.vllm_config import schedule_from_best, speculative_config, validate_schedule
+
+EAGLE_FLAT = Deployment(method="eagle3", draft_cost=0.1, cost_profile="flat")
+CURVE = 0.7 ** np.arange(1, 8)  # flat eagle3 c = 0.1: best γ = 4 (1.981×) over γ = 2 (1.825×)
+
+
+def resamples(curve, drafts, n=400, seed=1):
+    """Survival curves of ``drafts`` drafts drawn from the accepted-length distribution."""
+    rng = np.random.default_rng(seed)
+    a = np.concatenate([[1.0], curve, [0.0]])
+    probs = a[:-1] - a[1:]  # P(exactly j accepted), j = 0..γ
+    counts = rng.multinomial(drafts, probs, size=n)
+    return np.cumsum(counts[:, ::-1], axis=1)[:, ::-1][:, 1:] / drafts
+
+
+def test_candidates_span_zero_to_two_past_the_observed_gamma():
+    rec = recommend(CURVE[:5], EAGLE_FLAT)
+    assert [c.gamma for c in rec.candidates] == list(range(8))
+    assert [c.extrapolated for c in rec.candidates] == [False] * 6 + [True] * 2
+    c0 = rec.candidates[0]
+    assert c0.speedup == 1.0 and c0.allowed and c0.reason is None
+    assert recommend(CURVE[:5], EAGLE_FLAT, gamma_max=3, deployed_gamma=2).candidates[-1].gamma == 3
+
+
+def test_recommended_is_the_best_expected_speedup():
+    rec = recommend(CURVE, EAGLE_FLAT, deployed_gamma=2)
+    assert rec.recommended_gamma == 4
+    assert rec.candidates[4].speedup == pytest.approx((1 - 0.7**5) / 0.3 / 1.4)
+    assert rec.candidates[4].tokens_per_second == pytest.approx(rec.candidates[4].speedup * 118)
+
+
+def test_tight_resamples_make_the_best_certain_and_wide_ones_do_not():
+    tight = recommend(CURVE, EAGLE_FLAT, survival_resamples=resamples(CURVE, 1_000_000), deployed_gamma=2)
+    wide = recommend(CURVE, EAGLE_FLAT, survival_resamples=resamples(CURVE, 50), deployed_gamma=2)
+    assert tight.probability_best > 0.95
+    assert wide.probability_best < 0.8
+    for r in (tight, wide):
+        assert sum(c.probability_best for c in r.candidates) == pytest.approx(1.0)
+        for c in r.candidates:
+            assert c.speedup_low <= c.speedup + 1e-9 and c.speedup - 1e-9 <= c.speedup_high
+    width = lambda r: r.candidates[4].speedup_high - r.candidates[4].speedup_low
+    assert width(wide) > 5 * width(tight)
+    assert tight.decision == "change" and tight.vllm_speculative_config["num_speculative_tokens"] == 4
+    assert wide.decision in ("keep", "change")
+
+
+def test_keep_says_what_evidence_would_change_it():
+    curve = np.array([0.7, 0.49, 0.343])
+    rec = recommend(curve, EAGLE_FLAT, survival_resamples=resamples(curve, 60), deployed_gamma=2)
+    if rec.recommended_gamma != 2:
+        assert rec.decision == "keep"
+        assert "P(" in rec.decision_reason and ("drafts" in rec.decision_reason or "min_gain" in rec.decision_reason)
+        assert rec.vllm_speculative_config["num_speculative_tokens"] == 2  # the deployed γ stays
+    no_res = recommend(CURVE, EAGLE_FLAT, deployed_gamma=2)
+    assert no_res.decision == "keep" and "without resamples" in no_res.decision_reason
+    assert no_res.probability_best is None and no_res.candidates[3].speedup_low is None
+
+
+def test_off_when_speculation_surely_does_not_pay():
+    curve = np.array([0.2, 0.04, 0.008])
+    dep = Deployment(method="eagle3", draft_cost=0.3, cost_profile="flat")
+    rec = recommend(curve, dep, survival_resamples=resamples(curve, 100_000))
+    assert rec.recommended_gamma == 0 and rec.decision == "off"
+    assert rec.vllm_speculative_config is None and "omit --speculative-config" in rec.vllm_command_line
+
+
+def test_deployable_config_never_contains_synthetic_acceptance():
+    cases = [
+        recommend(CURVE, EAGLE_FLAT, survival_resamples=resamples(CURVE, 10**6), deployed_gamma=2),
+        recommend(CURVE, Deployment()),
+        recommend(CURVE, Deployment(decode_backend="latency_specialized"), batch_mix={1: 0.5, 40: 0.5}),
+        recommend(CURVE[:3], INLINE_DEFAULTS),
+    ]
+    for rec in cases:
+        deployable = json.dumps(rec.to_dict()["vllm"])
+        assert "synthetic" not in deployable and "rejection_sample_method" not in deployable
+        replay = rec.replay_config
+        cfg = replay["speculative_config"]
+        assert cfg["rejection_sample_method"] == "synthetic"
+        rates = cfg["synthetic_acceptance_rates"]
+        assert len(rates) == cfg["num_speculative_tokens"] and all(b <= a for a, b in zip(rates, rates[1:]))
+        assert "corrupts outputs" in replay["warning"]
+
+
+def test_to_dict_has_the_json_keys_and_no_nan():
+    rec = recommend(CURVE, Deployment(cost_profile="flat"), observed_tokens_per_second=300.0)
+    d = rec.to_dict()
+    assert set(d) >= {"objective", "cost_profile", "interval_level", "deployed_gamma", "recommended_gamma", "decision",
+                      "probability_best", "candidates", "model_error", "vllm", "replay_config"}
+    assert set(d["candidates"][0]) == {"gamma", "speedup", "speedup_low", "speedup_high", "tokens_per_second",
+                                       "probability_best", "extrapolated", "allowed", "reason"}
+    assert d["cost_profile"] == "flat" and d["interval_level"] == 0.9
+    json.dumps(d, allow_nan=False)
+    weird = Recommendation("interactivity", "flat", 0.9, 1, 1, "keep", "", math.nan,
+                           [Candidate(1, math.nan, None, None, None, None, False, True, None)], math.nan, None, "", {})
+    wd = weird.to_dict()
+    assert wd["probability_best"] is None and wd["model_error"] is None and wd["candidates"][0]["speedup"] is None
+
+
+def test_model_error_at_the_deployed_gamma():
+    dep = Deployment(cost_profile="flat")
+    model_tps = (1 + CURVE.sum()) * 118 / 1.1
+    rec = recommend(CURVE, dep, observed_tokens_per_second=model_tps / 1.1)
+    assert rec.model_error == pytest.approx(0.1)
+    assert recommend(CURVE, Deployment(cost_profile="flat", baseline_tokens_per_second=None),
+                     observed_tokens_per_second=100.0).model_error is None
+
+
+def test_relative_units_without_a_baseline():
+    rec = recommend(CURVE, Deployment(cost_profile="flat", baseline_tokens_per_second=None))
+    assert all(c.tokens_per_second is None for c in rec.candidates)
+
+
+def test_objectives_weight_batches_differently():
+    dep = Deployment(method="eagle3", draft_cost=0.05)
+    mix = {1: 0.5, 64: 0.5}
+    inter = recommend(CURVE, dep, batch_mix=mix)
+    thr = recommend(CURVE, Deployment(method="eagle3", draft_cost=0.05, objective="throughput"), batch_mix=mix)
+    assert thr.objective == "throughput" and inter.objective == "interactivity"
+    # Per-user time vs per-step weights: the same mix gives different speedups.
+    assert abs(thr.candidates[5].speedup / inter.candidates[5].speedup - 1) > 0.01
+    flat = Deployment(method="eagle3", draft_cost=0.05, cost_profile="flat")
+    assert recommend(CURVE, flat, batch_mix={1: 1.0}).candidates[5].speedup == pytest.approx(
+        recommend(CURVE, flat, batch_mix=mix).candidates[5].speedup)
+
+
+@pytest.mark.parametrize(
+    "curve, kwargs, needle",
+    [
+        ([0.5, 0.6], {}, "cannot increase"),
+        ([1.2, 0.5], {}, "[0, 1]"),
+        ([0.5, -0.1], {}, "[0, 1]"),
+        ([], {}, "non-empty"),
+        ([0.5, 0.3], {"deployed_gamma": -1}, "deployed_gamma"),
+        ([0.5, 0.3], {"deployed_gamma": 9}, "outside"),
+        ([0.5, 0.3], {"gamma_max": -1}, "gamma_max"),
+        ([0.5, 0.3], {"survival_resamples": np.ones((4, 3)) * 0.5}, "shape"),
+        ([0.5, 0.3], {"survival_resamples": np.array([[0.3, 0.5]])}, "cannot increase"),
+        ([0.5, 0.3], {"batch_mix": {0: 1.0}}, "batch_mix"),
+        ([0.5, 0.3], {"batch_mix": {4: -1.0}}, "batch_mix"),
+        ([0.5, 0.3], {"eligibility": 1.5}, "eligibility"),
+    ],
+)
+def test_bad_inputs_raise_one_line(curve, kwargs, needle):
+    dep = Deployment(decode_backend="latency_specialized") if "eligibility" in kwargs else Deployment()
+    with pytest.raises(ModelInputError) as e:
+        recommend(np.array(curve, dtype=float), dep, **kwargs)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_bad_gamma_and_draft_cost_in_the_table_functions():
+    from model.speedup import implied_p, seeds_table
+
+    with pytest.raises(ModelInputError, match="gamma"):
+        seeds_table(-1, 0.1, [0.5])
+    with pytest.raises(ModelInputError, match="draft cost"):
+        seeds_table(7, -0.1, [0.5])
+    with pytest.raises(ModelInputError, match="unknown speculative method"):
+        implied_p(2.0, 7, 0.1, method="medusa")
+    with pytest.raises(ModelInputError, match="p must be"):
+        seeds_table(7, 0.1, [1.5])
+
+
+def test_schedule_rules_are_vllms():
+    assert validate_schedule([(9, 64, 0), (1, 8, 7)]) == [(1, 8, 7), (9, 64, 0)]
+    for bad in ([(2, 8, 7)], [(1, 8, 7), (8, 16, 3)], [(1, 0, 3)], [(0, 4, 3)], [(1, 4, -1)], [], [(1, 4)]):
+        with pytest.raises(ModelInputError):
+            validate_schedule(bad)
+    assert schedule_from_best({1: 7, 4: 7, 8: 7, 16: 0, 32: 0}) == [(1, 8, 7), (9, 32, 0)]
+    cfg = speculative_config(Deployment(), 7, [(1, 8, 7), (9, 64, 0)])
+    assert cfg["num_speculative_tokens_per_batch_size"] == [[1, 8, 7], [9, 64, 0]]
+
+
+def test_specialized_schedule_uses_only_gamma_or_zero():
+    dep = Deployment(decode_backend="latency_specialized", specialized_speedup=2.0)
+    curve = np.array([0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02])
+    rec = recommend(curve, dep, batch_mix={1: 0.5, 40: 0.5})
+    assert rec.schedule is not None
+    assert {k for _, _, k in rec.schedule} <= {0, 7} and rec.schedule[0][0] == 1
+    validate_schedule(rec.schedule)
+    # Only a suggestion while γ is kept (a schedule restarts engines too).
+    assert rec.decision != "change" and "num_speculative_tokens_per_batch_size" not in rec.vllm_speculative_config
+
+
+def test_vllm_config_per_method():
+    assert speculative_config(Deployment(method="ngram", cost_profile="flat"), 4) == {"method": "ngram", "num_speculative_tokens": 4}
+    pard = speculative_config(Deployment(method="parallel_drafting", cost_profile="flat", draft_model="x/pard"), 4)
+    assert pard == {"method": "draft_model", "parallel_drafting": True, "num_speculative_tokens": 4, "model": "x/pard"}
+    assert speculative_config(Deployment(), 0) is None
