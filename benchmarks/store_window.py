@@ -1,0 +1,106 @@
+"""Store and window speed: a week of a 50-target route, and a 1,000-target scrape cycle.
+
+Builds a store of DAYS × TARGETS (2 engines each) × 15 s with ``Store.bulk_load_history``
+(the same rows and rollups ``write_cycle`` would have stored), then times ``route_window``
+over 7 days and over 1 hour, and ``write_cycle`` for a cycle of 1,000 targets. Prints figures.
+
+    .venv/bin/python benchmarks/store_window.py [--days 7] [--targets 50] [--keep PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from acceptance.counts import EngineSnapshot, ScrapeResult, SpecCounts, StepShape
+from acceptance.store import Store
+from acceptance.windows import route_window
+
+GAMMA = 3
+INTERVAL = 15.0
+
+
+def build(path: Path, days: float, n_targets: int, t0: float) -> float:
+    rng = np.random.default_rng(0)
+    n = int(days * 86400 / INTERVAL)
+    times = t0 + INTERVAL * np.arange(n)
+    with Store.open(path) as store:
+        for j in range(n_targets):
+            for e in range(2):
+                d = rng.poisson(40, n).astype(float)
+                surv = np.array([0.8, 0.6, 0.45])
+                a_k = rng.binomial(d[:, None].astype(int), surv).astype(float)
+                inc = np.column_stack([d, GAMMA * d, a_k.sum(axis=1), a_k])
+                running = rng.integers(1, 9, n).astype(float)
+                itl_count = np.cumsum(d * 2.5)
+                store.bulk_load_history(f"http://10.0.{j // 250}.{j % 250}:8000/metrics", "kimi-k3", str(e),
+                                        times, np.cumsum(inc, axis=0), running=running,
+                                        itl_sum=itl_count * 0.012, itl_count=itl_count)
+    return float(times[-1])
+
+
+def timed(fn, repeat=5):
+    out = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        r = fn()
+        out.append(time.perf_counter() - t)
+    return r, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--days", type=float, default=7.0)
+    ap.add_argument("--targets", type=int, default=50)
+    ap.add_argument("--keep", type=Path, default=None, help="store path to keep (default: a temp dir)")
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp()
+    path = args.keep or Path(tmp) / "bench.db"
+    t0 = 1_750_000_000.0
+    t = time.perf_counter()
+    t_end = build(path, args.days, args.targets, t0)
+    build_s = time.perf_counter() - t
+    n_rows = int(args.days * 86400 / INTERVAL) * args.targets * 2
+    size = sum(os.path.getsize(p) for p in (str(path), f"{path}-wal") if os.path.exists(p))
+    print(f"built {n_rows:,} engine intervals ({args.targets} targets x 2 engines, {args.days:g} d at 15 s) "
+          f"in {build_s:.1f} s; DB size {size / 2**20:.0f} MiB ({size / n_rows:.0f} B per interval)")
+
+    with Store.open(path) as store:
+        targets = sorted({ref.target for _, ref in store.engines_of(
+            [r[0] for r in store.conn.execute("SELECT url FROM targets")])})
+        for label, span in (("7 d", 7 * 86400.0), ("1 h", 3600.0), ("1 d", 86400.0)):
+            start = max(t_end - span, t0 - 1) + 7.3  # mid-bucket edges
+            w, secs = timed(lambda: route_window(store, targets, start, t_end))
+            seg = w.newest_segment
+            print(f"route_window {label}: median {statistics.median(secs) * 1e3:.1f} ms "
+                  f"(min {min(secs) * 1e3:.1f}); {len(seg.intervals)} blocks, drafts {seg.total.drafts:,.0f}, "
+                  f"batch samples {w.step_shape.samples:,}")
+
+    # one cycle of 1,000 targets x 2 engines into a store that already has a baseline for them
+    with Store.open(Path(tmp) / "cycle.db") as store:
+        def cycle(i):
+            return [ScrapeResult(f"http://10.1.{j // 250}.{j % 250}:8000/metrics", t0 + INTERVAL * i, True, tuple(
+                EngineSnapshot("kimi-k3", str(e), SpecCounts(40.0 * i, 120.0 * i, 75.0 * i,
+                                                             (32.0 * i, 24.0 * i, 19.0 * i)), t0,
+                               StepShape({1.0: 0.0, 8.0: 10.0 * i, 64.0: 20.0 * i, float("inf"): 20.0 * i},
+                                         4.0, 0.012 * i, 1.0 * i)) for e in range(2)))
+                    for j in range(1000)]
+        cycles = [cycle(i) for i in range(1, 12)]
+        store.write_cycle(cycles[0])
+        secs = []
+        for c in cycles[1:]:
+            t = time.perf_counter()
+            store.write_cycle(c)
+            secs.append(time.perf_counter() - t)
+        print(f"write_cycle, 1,000 targets x 2 engines: median {statistics.median(secs) * 1e3:.0f} ms "
+              f"(max {max(secs) * 1e3:.0f})")
+
+
+if __name__ == "__main__":
+    main()

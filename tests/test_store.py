@@ -1,0 +1,218 @@
+"""The SQLite store: reopen, bad files, atomic cycles, SIGKILL safety, retention."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from acceptance.counts import EngineSnapshot, ScrapeResult, SpecCounts
+from acceptance.store import SCHEMA_VERSION, Store, StoreError
+from acceptance.windows import route_window
+
+
+def snap(d, gamma=3, created=1.0, label="0", per_position_drafts=False):
+    a = tuple(float(max(d - 3 * k, 0)) for k in range(gamma))
+    dtpp = tuple(float(d) for _ in range(gamma)) if per_position_drafts else None
+    return EngineSnapshot("m", label, SpecCounts(float(d), float(gamma * d), float(sum(a)), a, dtpp), created)
+
+
+def ok(target, t, *snaps):
+    return ScrapeResult(target, t, True, tuple(snaps))
+
+
+def drafts(store, targets=("x",), s=0.0, e=1e9):
+    return sum(seg.total.drafts for seg in route_window(store, list(targets), s, e).segments)
+
+
+def test_reopen_continues_deltas_from_the_stored_baseline(tmp_path):
+    p = tmp_path / "s.db"
+    with Store.open(p) as store:
+        store.write_cycle([ok("x", 10.0, snap(5))])
+        store.write_cycle([ok("x", 20.0, snap(12))])
+    with Store.open(p) as store:
+        assert store.latest_time() == 20.0
+        store.write_cycle([ok("x", 30.0, snap(20))])
+        assert drafts(store) == 15  # 7 + 8: the baseline survived the reopen
+        store.write_cycle([ok("x", 40.0, snap(3))])  # drop without _created change: a restart
+        assert drafts(store) == 18
+        assert [e.kind for e in store.events(["x"], 0, 100)] == ["restart"]
+
+
+def test_not_a_store(tmp_path):
+    p = tmp_path / "notes.db"
+    p.write_text("hello, this is not sqlite\n" * 10)
+    with pytest.raises(StoreError, match="not a specdec store") as ei:
+        Store.open(p)
+    assert str(p) in str(ei.value) and "\n" not in str(ei.value)
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.commit()
+    with pytest.raises(StoreError, match="not a specdec store"):
+        Store.open(other)
+
+
+def test_truncated_store(tmp_path):
+    p = tmp_path / "s.db"
+    with Store.open(p) as store:
+        for i in range(200):
+            store.write_cycle([ok(f"t{j}", 10.0 + i, snap(i, label=str(j))) for j in range(5)])
+        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    size = p.stat().st_size
+    data = p.read_bytes()[: size // 2]
+    p.write_bytes(data)
+    for suffix in ("-wal", "-shm"):
+        (tmp_path / f"s.db{suffix}").unlink(missing_ok=True)
+    with pytest.raises(StoreError, match="corrupt") as ei:
+        Store.open(p)
+    assert str(p) in str(ei.value)
+
+
+def test_future_schema_version(tmp_path):
+    p = tmp_path / "s.db"
+    Store.open(p).close()
+    c = sqlite3.connect(p)
+    c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+    c.commit()
+    c.close()
+    with pytest.raises(StoreError, match="newer"):
+        Store.open(p)
+
+
+def test_bad_cycle_rolls_back_that_cycle_only(tmp_path):
+    p = tmp_path / "s.db"
+    with Store.open(p) as store:
+        store.write_cycle([ok("x", 10.0, snap(5)), ok("y", 10.0, snap(1))])
+        store.write_cycle([ok("x", 20.0, snap(9)), ok("y", 20.0, snap(2))])
+        # y's scrape goes back in time: found after x's rows and a new target were written
+        with pytest.raises(ValueError, match="http://y|y at 15"):
+            store.write_cycle([ok("x", 30.0, snap(30)), ok("z", 30.0, snap(1)), ok("y", 15.0, snap(3))])
+        with pytest.raises(ValueError, match="x"):
+            store.write_cycle([ok("x", 30.0, EngineSnapshot("m", "0", SpecCounts(-1.0, 0, 0, (0.0,))))])
+        assert store.latest_time() == 20.0
+        assert drafts(store, ["x", "y", "z"]) == 4 + 1
+        assert store.targets_status(["z"])[0].last_ok_time is None
+        # the in-memory baseline was rolled back too: the next delta is against t = 20
+        store.write_cycle([ok("x", 40.0, snap(30)), ok("y", 40.0, snap(3))])
+        assert drafts(store, ["x"]) == 4 + 21
+    with Store.open(p) as store:
+        assert drafts(store, ["x", "y"]) == 4 + 21 + 1 + 1
+
+
+def test_failures_status_and_gap(tmp_path):
+    with Store.open(tmp_path / "s.db") as store:
+        store.write_cycle([ok("x", 10.0, snap(5))])
+        store.write_cycle([ScrapeResult("x", 20.0, False, error="timeout after 5 s: http://x")])
+        store.write_cycle([ScrapeResult("x", 30.0, False, error="connection refused: http://x")])
+        st = store.targets_status(["x", "never"])
+        assert st[0].failing_since == 20.0 and st[0].last_ok_time == 10.0
+        assert st[0].last_error == "connection refused: http://x"
+        assert st[1].last_ok_time is None and st[1].failing_since is None
+        store.write_cycle([ok("x", 40.0, snap(17))])
+        assert store.targets_status(["x"])[0].failing_since is None
+        w = route_window(store, ["x"], 0, 100)
+        iv = w.segments[0].intervals
+        assert iv.start.tolist() == [10.0] and iv.end.tolist() == [40.0]  # one delta covers the gap
+        assert w.segments[0].total.drafts == 12
+        assert [e.kind for e in w.events] == ["target_down", "target_up"]
+        assert [f[0] for f in store.failures("x", 0, 100)] == [20.0, 30.0]
+
+
+def test_gamma_change_without_restart_is_unattributed(tmp_path):
+    with Store.open(tmp_path / "s.db") as store:
+        store.write_cycle([ok("x", 10.0, snap(5, gamma=3))])
+        store.write_cycle([ok("x", 20.0, snap(9, gamma=3))])
+        store.write_cycle([ok("x", 30.0, snap(14, gamma=5))])  # no drop, same _created
+        store.write_cycle([ok("x", 40.0, snap(20, gamma=5))])
+        w = route_window(store, ["x"], 0, 100)
+        assert [(s.gamma, s.total.drafts) for s in w.segments] == [(3, 4.0), (5, 6.0)]
+        ev = [e for e in w.events if e.kind == "gamma_change_unattributed"]
+        assert len(ev) == 1 and ev[0].data["drafts"] == 5 and ev[0].data["to_gamma"] == 5
+
+
+def test_per_position_draft_columns_are_stored_and_rolled_up(tmp_path):
+    with Store.open(tmp_path / "s.db") as store:
+        store.write_cycle([ok("x", 10.0, snap(5, per_position_drafts=True))])
+        store.write_cycle([ok("x", 20.0, snap(9, per_position_drafts=True))])
+        row = store.conn.execute("SELECT layout_id, delta FROM samples WHERE time = 20.0").fetchone()
+        cols = store.layout_columns(row[0])
+        assert cols[-1] == "draft_tokens_per_position:2"
+        assert np.frombuffer(row[1])[-3:].tolist() == [4.0, 4.0, 4.0]
+        roll = store.conn.execute("SELECT delta FROM spec_rollups WHERE level = 300").fetchone()[0]
+        assert np.frombuffer(roll).tolist() == np.frombuffer(row[1]).tolist()
+
+
+def test_retention_keeps_rollups_and_the_baseline(tmp_path):
+    with Store.open(tmp_path / "s.db", retention_s=3600.0) as store:
+        for i in range(1, 8 * 240 + 1):  # 8 h at 15 s
+            store.write_cycle([ok("x", 15.0 * i, snap(i)), ok("y", 15.0 * i, snap(2 * i))] if i < 100 else
+                              [ok("x", 15.0 * i, snap(i))])
+        now = 15.0 * 8 * 240
+        store.apply_retention(now)
+        times = [r[0] for r in store.conn.execute("SELECT time FROM samples WHERE engine_id = 1")]
+        assert min(times) >= now - 3600.0
+        # y stopped reporting long ago: its newest sample stays as its baseline
+        y_rows = store.conn.execute("SELECT time FROM samples WHERE engine_id = 2").fetchall()
+        assert y_rows == [(15.0 * 99,)]
+        # rollups outlive raw rows: a bucket-aligned window over old data still reads
+        assert drafts(store, ["x"], 18000.0, 21600.0) == 240
+        # rollups older than 4 x retention are gone too
+        assert drafts(store, ["x"], 3600.0, 7200.0) == 0
+        # recent windows are exact
+        assert drafts(store, ["x"], now - 1799.5, now) == 120  # scrapes at now - 1785 .. now
+        store.write_cycle([ok("y", now + 15, snap(2 * 99 + 10))])
+        assert drafts(store, ["y"], now, now + 20) == 10
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from acceptance.counts import EngineSnapshot, ScrapeResult, SpecCounts
+    from acceptance.store import Store
+    store = Store.open(sys.argv[1])
+    i = 0
+    while True:
+        i += 1
+        t = 15.0 * i
+        results = [ScrapeResult(f"http://t{j}", t, True, tuple(
+            EngineSnapshot("m", str(e), SpecCounts(float(i), 3.0 * i, float(i), (float(i), 0.0, 0.0)), 1.0)
+            for e in range(2))) for j in range(40)]
+        store.write_cycle(results)
+        print(t, flush=True)
+""")
+
+
+def test_sigkill_mid_cycle_loses_at_most_that_cycle(tmp_path):
+    p = tmp_path / "s.db"
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(p)], stdout=subprocess.PIPE, text=True)
+    committed = []
+    try:
+        while len(committed) < 60:
+            line = proc.stdout.readline()
+            assert line, "writer died"
+            committed.append(float(line))
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    rest = proc.stdout.read().split()
+    committed += [float(x) for x in rest]
+    with Store.open(p) as store:
+        assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        cycles = {r[0] for r in store.conn.execute("SELECT time FROM cycles")}
+        assert set(committed) <= cycles
+        assert len(cycles - set(committed)) <= 1  # committed but killed before it printed
+        last = max(cycles)
+        per_cycle = dict(store.conn.execute("SELECT time, COUNT(*) FROM samples GROUP BY time"))
+        assert all(per_cycle[t] == 80 for t in cycles)  # every stored cycle is complete
+        # and the store keeps working from its baseline
+        i = last / 15 + 1
+        store.write_cycle([ScrapeResult("http://t0", last + 15, True, (
+            EngineSnapshot("m", "0", SpecCounts(i, 3.0 * i, i, (i, 0.0, 0.0)), 1.0),))])
+        w = route_window(store, ["http://t0"], last, last + 15)
+        assert w.segments[0].total.drafts == 1

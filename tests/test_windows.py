@@ -1,0 +1,305 @@
+"""Window sums are exact through restarts, γ changes, spec off/on and failed scrapes.
+
+The property test drives a model of a small fleet: engines accumulate drafts, restart
+(with or without a new ``_created``; to zero or to a small value), change γ (with a restart,
+or — impossible in vLLM but stored exactly — without), switch speculation off and on, and
+are scraped (some scrapes fail). The model's truth is what a scraper can observe: increments
+between two successful scrapes, attributed to the later one; increments made after the last
+scrape and before a restart are gone with the restart. Every window's Σ deltas per γ must
+equal the model's, with and without rollups.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from acceptance import windows
+from acceptance.counts import EngineSnapshot, ScrapeResult, SpecCounts, StepShape
+from acceptance.store import Store
+from acceptance.windows import route_window
+
+# (target, engine label, exposes _created)
+FLEET = [("http://a/metrics", "0", True), ("http://a/metrics", "1", False),
+         ("http://b/metrics", "0", False), ("http://c/metrics", "0", True)]
+TARGETS = sorted({t for t, _, _ in FLEET})
+
+
+class ModelEngine:
+    def __init__(self, has_created: bool, gamma: int):
+        self.has_created = has_created
+        self.gamma = gamma
+        self.spec_on = True
+        self.created = 1.0
+        self.vec = np.zeros(3 + gamma)
+        self.pending = np.zeros(3 + gamma)  # increments not yet seen by a successful scrape
+        self.seen = False                  # a successful scrape has laid a baseline
+        self.last_scraped = None           # vector at the last successful scrape
+        self.restarted_unseen = False
+        self.straddling = False            # γ changed without restart since the last scrape
+        self.lost_before = 0.0             # drafts since the last scrape, before that change
+
+    def increment(self, accepted_lengths: list[int]):
+        if not self.spec_on:
+            return
+        js = [min(j, self.gamma) for j in accepted_lengths]
+        if self.restarted_unseen and not self.has_created and self.last_scraped is not None:
+            # without _created a restart is only visible as a drop: keep D below its old value
+            room = int(self.last_scraped[0]) - 1 - int(self.vec[0])
+            js = js[:max(room, 0)]
+        inc = np.zeros(3 + self.gamma)
+        inc[0] = len(js)
+        inc[1] = self.gamma * len(js)
+        inc[2] = sum(js)
+        for k in range(1, self.gamma + 1):
+            inc[2 + k] = sum(1 for j in js if j >= k)
+        self.vec += inc
+        self.pending += inc
+
+    def restart(self, new_gamma: int | None, created_changes: bool, spec_on: bool = True):
+        self.gamma = new_gamma or self.gamma
+        self.spec_on = spec_on
+        self.vec = np.zeros(3 + self.gamma)
+        self.pending = np.zeros(3 + self.gamma)  # what happened since the last scrape is lost
+        self.straddling = False
+        self.restarted_unseen = True
+        if created_changes and self.has_created:
+            self.created += 1.0
+
+    def change_gamma_without_restart(self, new_gamma: int):
+        # at most one such change per scrape interval, and not after an unseen restart: else
+        # the scraper sees no γ change (3 → 5 → 3) or a restart, and nothing is unattributed
+        if not self.spec_on or new_gamma == self.gamma or self.straddling or self.restarted_unseen:
+            return
+        self.lost_before = self.pending[0]
+        old = self.vec
+        self.vec = np.zeros(3 + new_gamma)
+        self.vec[:3] = old[:3]
+        m = min(self.gamma, new_gamma)
+        self.vec[3:3 + m] = old[3:3 + m]
+        self.gamma = new_gamma
+        self.pending = np.zeros(3 + new_gamma)
+        self.straddling = True
+
+    def snapshot(self, model: str, label: str) -> EngineSnapshot:
+        counts = None
+        if self.spec_on:
+            counts = SpecCounts(*self.vec[:3].tolist(), tuple(self.vec[3:].tolist()))
+        return EngineSnapshot(model, label, counts, self.created if self.has_created else None,
+                              StepShape(num_requests_running=float(len(label)) + 1.0))
+
+    def observed(self, t, truth, lost):
+        """A successful scrape at t: book what it reveals."""
+        if self.spec_on:
+            if self.seen and not self.straddling:
+                truth.append((t, self.gamma, self.pending.copy()))
+            elif self.seen and self.straddling:
+                lost.append((t, self.lost_before + self.pending[0]))
+            self.last_scraped = self.vec.copy()
+        else:
+            self.last_scraped = None
+        self.seen = True
+        self.pending = np.zeros(3 + self.gamma)
+        self.restarted_unseen = False
+        self.straddling = False
+
+
+action = st.one_of(
+    st.tuples(st.just("inc"), st.integers(0, 3), st.lists(st.integers(0, 5), max_size=12)),
+    st.tuples(st.just("scrape"), st.integers(1, 1500), st.lists(st.booleans(), min_size=3, max_size=3)),
+    st.tuples(st.just("restart"), st.integers(0, 3), st.booleans()),
+    st.tuples(st.just("gamma"), st.integers(0, 3), st.integers(1, 6), st.booleans()),
+    st.tuples(st.just("off"), st.integers(0, 3)),
+    st.tuples(st.just("on"), st.integers(0, 3), st.integers(1, 6)),
+)
+
+
+def run_model(store: Store, actions) -> tuple[list, list, float]:
+    engines = [ModelEngine(has_created, 3) for _, _, has_created in FLEET]
+    truth: dict[str, list] = defaultdict(list)
+    lost: dict[str, list] = defaultdict(list)
+    t = 1000.0
+    for a in actions + [("scrape", 15, [False, False, False])]:
+        kind = a[0]
+        if kind == "inc":
+            engines[a[1]].increment(a[2])
+        elif kind == "restart":
+            engines[a[1]].restart(None, created_changes=a[2], spec_on=True)
+        elif kind == "gamma":
+            if a[3]:
+                engines[a[1]].restart(a[2], created_changes=True)
+            else:
+                engines[a[1]].change_gamma_without_restart(a[2])
+        elif kind == "off":
+            if engines[a[1]].spec_on:
+                engines[a[1]].restart(None, created_changes=True, spec_on=False)
+        elif kind == "on":
+            if not engines[a[1]].spec_on:
+                engines[a[1]].restart(a[2], created_changes=True, spec_on=True)
+        else:
+            t += a[1]
+            results = []
+            for i, target in enumerate(TARGETS):
+                ts = t + 0.25 * i  # targets of one cycle are scraped a moment apart
+                if a[2][i]:
+                    results.append(ScrapeResult(target, ts, False, error=f"connection refused: {target}"))
+                    continue
+                snaps = []
+                for (tgt, label, _), eng in zip(FLEET, engines):
+                    if tgt == target:
+                        snaps.append(eng.snapshot("m", label))
+                        eng.observed(ts, truth[target], lost[target])
+                results.append(ScrapeResult(target, ts, True, tuple(snaps)))
+            store.write_cycle(results)
+    return truth, lost, t
+
+
+def _truth_by_gamma(truth, targets, s, e):
+    out: dict[int, np.ndarray] = {}
+    for tgt in targets:
+        for t, g, v in truth[tgt]:
+            if s < t <= e:
+                out[g] = out.get(g, np.zeros(3 + g)) + v
+    return {g: v for g, v in out.items() if v[0] > 0 or np.any(v)}
+
+
+def _window_by_gamma(w):
+    out: dict[int, np.ndarray] = {}
+    for seg in w.segments:
+        assert np.all(seg.intervals.counts >= 0)  # never negative
+        assert len(seg.intervals) <= 2000
+        v = np.asarray(seg.total.as_vector())
+        out[seg.gamma] = out.get(seg.gamma, np.zeros(3 + seg.gamma)) + v
+    return {g: v for g, v in out.items() if np.any(v)}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(actions=st.lists(action, min_size=5, max_size=60),
+       cuts=st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1)), min_size=2, max_size=5))
+def test_window_sums_equal_the_fleet_truth(actions, cuts):
+    with tempfile.TemporaryDirectory() as d:
+        store = Store.open(Path(d) / "s.db")
+        truth, lost, t_end = run_model(store, actions)
+        span = t_end + 10 - 990.0
+        windows_to_check = [(990.0, t_end + 10)] + [
+            (990.0 + min(x, y) * span, 990.0 + max(x, y) * span) for x, y in cuts if abs(x - y) * span > 1e-6]
+        for route in (TARGETS, TARGETS[:1], TARGETS[1:]):
+            for s, e in windows_to_check:
+                expected = _truth_by_gamma(truth, route, s, e)
+                for min_blocks in (1, 10 ** 9):  # rollups as much as possible, then raw only
+                    windows.MIN_BLOCKS_PER_LEVEL = min_blocks
+                    try:
+                        w = route_window(store, route, s, e)
+                    finally:
+                        windows.MIN_BLOCKS_PER_LEVEL = 60
+                    got = _window_by_gamma(w)
+                    assert got.keys() == expected.keys(), (s, e, route)
+                    for g in got:
+                        np.testing.assert_array_equal(got[g], expected[g])
+                    lost_d = sum(x for tgt in route for (t, x) in lost[tgt] if s < t <= e)
+                    ev_d = sum(ev.data["drafts"] for ev in w.events if ev.kind == "gamma_change_unattributed")
+                    assert ev_d == lost_d
+        store.close()
+
+
+def _snap(label, d, gamma=3, created=1.0, running=None, itl=None, it=None):
+    a = tuple(float(max(d - 2 * k, 0)) for k in range(gamma))
+    return EngineSnapshot("m", label, SpecCounts(float(d), float(d * gamma), float(sum(a)), a), created,
+                          StepShape(iteration_tokens=it or {}, num_requests_running=running,
+                                    itl_sum=None if itl is None else itl[0], itl_count=None if itl is None else itl[1]))
+
+
+def test_parallel_gamma_segments_and_newest(tmp_path):
+    with Store.open(tmp_path / "s.db") as store:
+        for i in range(10):
+            t = 100.0 + 15 * i
+            # engine x stays at γ 3; engine y restarts into γ 5 at i = 5
+            y = _snap("y", 10 * i, 3) if i < 5 else _snap("y", 20 * (i - 4), 5, created=2.0)
+            store.write_cycle([ScrapeResult("x", t, True, (_snap("x", 10 * i, 3),)),
+                               ScrapeResult("y", t, True, (y,))])
+        w = route_window(store, ["x", "y"], 0, 1000)
+        gammas = sorted(s.gamma for s in w.segments)
+        assert gammas == [3, 5]
+        g3 = next(s for s in w.segments if s.gamma == 3)
+        g5 = next(s for s in w.segments if s.gamma == 5)
+        assert g3.total.drafts == 90 + 40  # x all along, y before its restart
+        assert g5.total.drafts == 20 * 5  # first delta at the new γ is the new value
+        assert {e.engine for e in g3.engines} == {"x", "y"} and [e.engine for e in g5.engines] == ["y"]
+        # both run to the end: the newest is the one with the most drafts in the window
+        assert w.newest_segment is g3
+        assert {e.kind for e in w.events} == {"restart", "gamma_change"}
+        w2 = route_window(store, ["y"], 0, 1000)
+        assert w2.newest_segment.gamma == 5
+
+
+def test_max_blocks_merges_adjacent_blocks_exactly(tmp_path):
+    with Store.open(tmp_path / "s.db") as store:
+        for i in range(50):
+            store.write_cycle([ScrapeResult("x", 15.0 * (i + 1), True, (_snap("0", 7 * i),))])
+        full = route_window(store, ["x"], 0, 10_000)
+        merged = route_window(store, ["x"], 0, 10_000, max_blocks=7)
+        assert len(full.segments[0].intervals) == 49
+        assert len(merged.segments[0].intervals) <= 7
+        assert merged.segments[0].total == full.segments[0].total
+        iv = merged.segments[0].intervals
+        assert np.all(iv.start[1:] >= iv.end[:-1])  # blocks stay disjoint and in time order
+
+
+def test_step_shape_and_not_speculating(tmp_path):
+    with Store.open(tmp_path / "s.db") as store:
+        it = lambda n: {1.0: n, 8.0: 2 * n, 64.0: 3 * n, float("inf"): 3 * n}  # noqa: E731
+        store.write_cycle([ScrapeResult("x", 15.0, True, (_snap("0", 0, running=2, itl=(0.0, 0), it=it(0)),))])
+        store.write_cycle([ScrapeResult("x", 30.0, True, (_snap("0", 10, running=2, itl=(1.0, 50), it=it(5)),))])
+        store.write_cycle([ScrapeResult("x", 45.0, True, (_snap("0", 20, running=6, itl=(3.0, 150), it=it(9)),))])
+        # a restart: ITL and buckets restart from the new values
+        store.write_cycle([ScrapeResult("x", 60.0, True, (_snap("0", 4, created=9.0, running=0, itl=(0.5, 10), it=it(1)),))])
+        off = EngineSnapshot("m", "0", None, None, StepShape(num_requests_running=1.0))
+        store.write_cycle([ScrapeResult("x", 75.0, True, (off,))])
+        w = route_window(store, ["x"], 0, 100)
+        s = w.step_shape
+        assert s.samples == 4  # the idle sample (0 running) is not a batch size
+        assert s.batch_mix == {1: 0.25, 2: 0.5, 6: 0.25}
+        assert s.itl_mean_s == pytest.approx((1.0 + 2.0 + 0.5) / (50 + 100 + 10))
+        assert s.iteration_tokens == {1.0: 10.0, 8.0: 20.0, 64.0: 30.0, float("inf"): 30.0}
+        assert [e.engine for e in w.not_speculating] == ["0"]
+        assert [e.kind for e in w.events] == ["restart", "spec_off"]
+        assert route_window(store, ["x"], 0, 50).not_speculating == []
+
+
+def test_bulk_history_matches_write_cycle(tmp_path):
+    rng = np.random.default_rng(3)
+    n, gamma = 400, 4
+    times = 1000.0 + 37.0 * np.arange(n)
+    inc = rng.integers(0, 9, size=(n, 3 + gamma)).astype(float)
+    inc[0] = 0
+    cum = np.cumsum(inc, axis=0)
+    running = rng.integers(0, 5, size=n).astype(float)
+    with Store.open(tmp_path / "a.db") as bulk, Store.open(tmp_path / "b.db") as cyc:
+        bulk.bulk_load_history("x", "m", "0", times, cum, running=running)
+        for i in range(n):
+            c = SpecCounts(*cum[i, :3].tolist(), tuple(cum[i, 3:].tolist()))
+            cyc.write_cycle([ScrapeResult("x", float(times[i]), True,
+                                          (EngineSnapshot("m", "0", c, None, StepShape(num_requests_running=running[i])),))])
+        windows.MIN_BLOCKS_PER_LEVEL = 1
+        try:
+            for s, e in [(0, 1e6), (1500.5, 9000.0), (3600.0, 10800.0), (2000.0, 14000.2)]:
+                a, b = route_window(bulk, ["x"], s, e), route_window(cyc, ["x"], s, e)
+                assert a.segments[0].total == b.segments[0].total
+                np.testing.assert_array_equal(a.segments[0].intervals.counts, b.segments[0].intervals.counts)
+                assert a.step_shape == b.step_shape
+                m = (times[1:] > s) & (times[1:] <= e)
+                np.testing.assert_array_equal(a.segments[0].total.as_vector(), inc[1:][m].sum(axis=0))
+        finally:
+            windows.MIN_BLOCKS_PER_LEVEL = 60
+
+
+def test_window_rejects_empty_interval(tmp_path):
+    with Store.open(tmp_path / "s.db") as store:
+        with pytest.raises(ValueError, match="window"):
+            route_window(store, ["x"], 10, 10)
