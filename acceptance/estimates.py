@@ -11,15 +11,32 @@ T drafted:
 PromQL for the survival of a route over a window (never across γ):
   sum by (position) (increase(vllm:spec_decode_num_accepted_tokens_per_pos_total{SEL}[W]))
   / ignoring(position) group_left sum(increase(vllm:spec_decode_num_drafts_total{SEL}[W]))
+
+With intervals (``estimate_acceptance``): the same ratios over a window's rows
+(IntervalCounts), with percentile intervals from a circular block bootstrap over the rows,
+widened for the few independent blocks a window holds (acceptance/bootstrap.py). Intervals
+are 90% unless asked otherwise and every result names its level. ``drafts_needed`` projects
+how many more drafts would narrow them; ``detect_drift`` compares the newest part of a
+window with the rest.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
+from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.special import ndtri
 
-from .counts import SpecCounts
+from .bootstrap import (
+    choose_block_length,
+    circular_block_sums,
+    long_run_variance,
+    ratio_contributions,
+    spread_factor,
+)
+from .counts import IntervalCounts, SpecCounts
 
 
 def survival(counts: SpecCounts) -> np.ndarray:
@@ -73,3 +90,440 @@ def equivalent_p(mean_length: float, gamma: int) -> float:
         else:
             hi = mid
     return 0.5 * (lo + hi)
+
+
+# ---------------------------------------------------------------------------------------
+# Estimates with intervals: a circular block bootstrap over the rows of a window
+# (acceptance/bootstrap.py says why blocks and how long).
+# ---------------------------------------------------------------------------------------
+
+DEFAULT_LEVEL = 0.9
+# Fewer rows than this and there is nothing to resample: values, but no interval.
+MIN_ROWS_FOR_INTERVAL = 3
+# Drift smaller than this share of the earlier AL is not reported even when the interval
+# excludes 0: it moves the speedup by about as much, below the cost model's default
+# min_gain of 3%, and with millions of drafts every tiny wobble is "significant".
+DRIFT_MIN_RELATIVE_CHANGE = 0.02
+
+# Column layout of IntervalCounts.counts (SpecCounts.as_vector).
+_D, _T, _A, _FIRST_POSITION = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class ScalarEstimate:
+    """A value with its confidence interval (low, high) at ``level`` (NaN bounds: none)."""
+
+    value: float
+    confidence_interval: tuple[float, float]
+    level: float
+
+    @property
+    def low(self) -> float:
+        return self.confidence_interval[0]
+
+    @property
+    def high(self) -> float:
+        return self.confidence_interval[1]
+
+    @property
+    def halfwidth(self) -> float:
+        """(high − low) / 2 (NaN without an interval)."""
+        return 0.5 * (self.confidence_interval[1] - self.confidence_interval[0])
+
+
+@dataclass(frozen=True, eq=False)
+class CurveEstimate:
+    """A curve over positions k = 1..γ with pointwise intervals [low_k, high_k] at ``level``."""
+
+    value: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    level: float
+
+
+@dataclass(frozen=True, eq=False)
+class AcceptanceEstimate:
+    """Acceptance of one γ segment over a window, with intervals.
+
+    survival a_k = Σ A_k / Σ D; conditional α_k = a_k / a_{k−1}; AL = 1 + Σ A / Σ D;
+    draft acceptance rate Σ A / Σ T; equivalent_p solves (1 − p^(γ+1)) / (1 − p) = AL.
+    Intervals at ``level``: percentile intervals of the same ratios over circular-block
+    resamples of the rows, widened about the point value by bootstrap.spread_factor
+    (``method`` says so in words; ``block_length`` rows per block, ``n_blocks`` blocks
+    per resample). ``survival_resamples`` (n, γ), n ≤ n_resamples: the resampled curves
+    Σ A_k / Σ D over resampled blocks, widened the same way, non-increasing in k and in
+    [0, 1] — the cost model turns them into speedup intervals and probability_best;
+    (0, γ) when there is no interval. ``note`` says why values or intervals are missing
+    ("" when nothing is).
+    """
+
+    gamma: int
+    drafts: float
+    counts: SpecCounts
+    survival: CurveEstimate
+    conditional: CurveEstimate
+    mean_acceptance_length: ScalarEstimate
+    draft_acceptance_rate: ScalarEstimate
+    equivalent_p: ScalarEstimate
+    level: float
+    n_intervals: int
+    n_blocks: int
+    block_length: int | None
+    method: str
+    survival_resamples: np.ndarray = field(repr=False)
+    note: str = ""
+
+    @property
+    def has_interval(self) -> bool:
+        return self.survival_resamples.shape[0] > 0
+
+
+def _check_level(level: float) -> float:
+    if not (isinstance(level, (int, float)) and 0.0 < float(level) < 1.0):
+        raise ValueError(f"level must be between 0 and 1 (exclusive), got {level!r}")
+    return float(level)
+
+
+def _check_rows(intervals: IntervalCounts) -> np.ndarray:
+    if not isinstance(intervals, IntervalCounts):
+        raise ValueError(f"intervals must be IntervalCounts, got {type(intervals).__name__}")
+    rows = np.asarray(intervals.counts, dtype=float)
+    if rows.size and not np.isfinite(rows).all():
+        bad = int(np.argwhere(~np.isfinite(rows))[0][0])
+        raise ValueError(f"interval counts: non-finite value in row {bad}")
+    if rows.size and (rows < 0).any():
+        bad_row, bad_col = (int(i) for i in np.argwhere(rows < 0)[0])
+        raise ValueError(f"interval counts: negative value in row {bad_row}, column {bad_col}")
+    return rows
+
+
+def _percentile_bounds(samples: np.ndarray, level: float):
+    """Percentile interval along axis 0, ignoring NaN resamples."""
+    tail = 0.5 * (1.0 - level)
+    if samples.shape[0] == 0:  # every resample dropped: no interval
+        nan = np.full(samples.shape[1:], np.nan)
+        return nan, nan.copy()
+    # All-NaN columns (e.g. α_k where every resample has a_{k-1} = 0) give NaN bounds.
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        low, high = np.nanquantile(samples, [tail, 1.0 - tail], axis=0)
+    return low, high
+
+
+def _nan_curve(gamma: int, level: float, value=None) -> CurveEstimate:
+    nan = np.full(gamma, np.nan)
+    return CurveEstimate(nan.copy() if value is None else value, nan.copy(), nan.copy(), level)
+
+
+def _scalar(value: float, level: float, bounds=(math.nan, math.nan)) -> ScalarEstimate:
+    return ScalarEstimate(float(value), (float(bounds[0]), float(bounds[1])), level)
+
+
+def _method_text(level: float, block_length: int, n_blocks: int, n_resamples: int) -> str:
+    return (
+        f"circular block bootstrap over scrape intervals (block {block_length} intervals, "
+        f"{n_blocks} blocks, {n_resamples} resamples), percentile widened for the block count "
+        f"and the long-run variance, {level:.0%}"
+    )
+
+
+def estimate_acceptance(
+    intervals: IntervalCounts,
+    *,
+    level: float = DEFAULT_LEVEL,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    block_length: int | None = None,
+) -> AcceptanceEstimate:
+    """Survival, conditional, AL, draft acceptance rate and equivalent p, with intervals.
+
+    Point values are the ratios of the window's totals (the module's point formulas).
+    Intervals: percentile intervals over ``n_resamples`` circular-block resamples of the
+    rows, widened for the few independent blocks and the correlation a block loses at its
+    edges (bootstrap.spread_factor); ``block_length`` None chooses it from the data
+    (bootstrap.choose_block_length: twice the Politis–White length, in [n^(1/3), n/3]).
+    The equivalent p's interval is the AL interval mapped through equivalent_p, which is
+    increasing in AL (percentile intervals commute with increasing maps).
+    Degenerate windows: no rows or no drafts → NaN values, note "no drafts in the
+    window"; fewer than 3 rows with drafts → values but NaN bounds and a note saying why.
+    """
+    level = _check_level(level)
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
+    rows = _check_rows(intervals)
+    gamma = intervals.gamma
+    n = rows.shape[0]
+    total = intervals.total()
+    drafts = float(total.drafts)
+
+    if n == 0 or drafts <= 0:
+        return AcceptanceEstimate(
+            gamma=gamma, drafts=drafts, counts=total,
+            survival=_nan_curve(gamma, level), conditional=_nan_curve(gamma, level),
+            mean_acceptance_length=_scalar(math.nan, level),
+            draft_acceptance_rate=_scalar(math.nan, level),
+            equivalent_p=_scalar(math.nan, level),
+            level=level, n_intervals=n, n_blocks=0, block_length=None,
+            method="none: no drafts in the window",
+            survival_resamples=np.empty((0, gamma)),
+            note="no drafts in the window",
+        )
+
+    surv_point = survival(total)
+    cond_point = conditional_from_survival(surv_point)
+    al_point = mean_acceptance_length(total)
+    dar_point = draft_acceptance_rate(total)
+    p_point = equivalent_p(al_point, gamma)
+
+    # Rows without drafts carry no acceptance: with fewer than 3 rows that do, the
+    # resamples would only reshuffle one or two numbers and the interval would be a lie.
+    n_with_drafts = int((rows[:, _D] > 0).sum())
+    if n_with_drafts < MIN_ROWS_FOR_INTERVAL:
+        why = (
+            f"only {n_with_drafts} scrape interval{'s' if n_with_drafts != 1 else ''} with drafts in the window: "
+            "too few to resample, no interval"
+        )
+        return AcceptanceEstimate(
+            gamma=gamma, drafts=drafts, counts=total,
+            survival=_nan_curve(gamma, level, surv_point),
+            conditional=_nan_curve(gamma, level, cond_point),
+            mean_acceptance_length=_scalar(al_point, level),
+            draft_acceptance_rate=_scalar(dar_point, level),
+            equivalent_p=_scalar(p_point, level),
+            level=level, n_intervals=n, n_blocks=0, block_length=None,
+            method=f"none: {why}", survival_resamples=np.empty((0, gamma)), note=why,
+        )
+
+    # Linearised per-row contributions of each ratio: their autocorrelation sets the block
+    # length and their long-run variance the spread correction (acceptance/bootstrap.py).
+    position_cols = list(range(_FIRST_POSITION, 3 + gamma))
+    contributions = np.concatenate(
+        [ratio_contributions(rows, [*position_cols, _A], _D), ratio_contributions(rows, [_A], _T)], axis=1
+    )
+    lrv = long_run_variance(contributions)
+    if block_length is None:
+        block_length = choose_block_length(lrv)
+    elif isinstance(block_length, bool) or not isinstance(block_length, (int, np.integer)) or not 1 <= block_length <= n:
+        raise ValueError(f"block_length must be an integer from 1 to the number of intervals ({n}), got {block_length!r}")
+    block_length = int(block_length)
+    n_blocks = -(-n // block_length)
+    widen = spread_factor(lrv, block_length, level)
+    widen_survival, widen_al, widen_dar = widen[:gamma], widen[gamma], widen[gamma + 1]
+
+    rng = np.random.default_rng(seed)
+    sums = circular_block_sums(rows, block_length, int(n_resamples), rng)
+    # A resample that drew only draft-free rows has no ratio: drop it (said in the note).
+    sums = sums[sums[:, _D] > 0]
+    dropped = int(n_resamples - sums.shape[0])
+    resampled_drafts = sums[:, _D]
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        surv_resamples = surv_point + widen_survival * (sums[:, _FIRST_POSITION:] / resampled_drafts[:, None] - surv_point)
+        # Per row A_k is non-increasing in k, so are the ratios; widening column by column
+        # (and inconsistent rows, e.g. scrape skew) can break that: restore it, and keep
+        # each a_k a probability.
+        surv_resamples = np.clip(np.minimum.accumulate(surv_resamples, axis=1), 0.0, 1.0)
+        cond_resamples = conditional_from_survival(surv_resamples)
+        al_resamples = al_point + widen_al * (sums[:, _A] / resampled_drafts - (al_point - 1.0))
+        al_resamples = np.clip(al_resamples, 1.0, gamma + 1.0)
+        has_tokens = sums[:, _T] > 0
+        dar_resamples = np.where(
+            has_tokens, sums[:, _A] / np.where(has_tokens, sums[:, _T], 1.0), np.nan
+        )
+        dar_resamples = np.clip(dar_point + widen_dar * (dar_resamples - dar_point), 0.0, 1.0)
+
+    surv_low, surv_high = _percentile_bounds(surv_resamples, level)
+    cond_low, cond_high = _percentile_bounds(cond_resamples, level)
+    al_low, al_high = _percentile_bounds(al_resamples, level)
+    dar_low, dar_high = _percentile_bounds(dar_resamples, level)
+    note = f"{dropped} of {n_resamples} resamples had no drafts and were dropped" if dropped else ""
+
+    return AcceptanceEstimate(
+        gamma=gamma, drafts=drafts, counts=total,
+        survival=CurveEstimate(surv_point, surv_low, surv_high, level),
+        conditional=CurveEstimate(cond_point, cond_low, cond_high, level),
+        mean_acceptance_length=_scalar(al_point, level, (al_low, al_high)),
+        draft_acceptance_rate=_scalar(dar_point, level, (dar_low, dar_high)),
+        equivalent_p=_scalar(p_point, level, (equivalent_p(float(al_low), gamma), equivalent_p(float(al_high), gamma))),
+        level=level, n_intervals=n, n_blocks=n_blocks, block_length=block_length,
+        method=_method_text(level, block_length, n_blocks, int(n_resamples)),
+        survival_resamples=surv_resamples, note=note,
+    )
+
+
+def drafts_needed(
+    estimate: AcceptanceEstimate, target_halfwidth: float, *, quantity: str = "mean_acceptance_length"
+) -> int:
+    """How many more drafts would shrink the interval's half-width to ``target_halfwidth``.
+
+    quantity: "mean_acceptance_length" (the AL interval, in tokens) or "survival" (the
+    widest a_k interval, in probability). CLT scaling: with the traffic unchanged, the
+    half-width h falls as 1/√D, so D_needed = D · (h / target)²; returns
+    max(0, ⌈D_needed − D⌉). Without an interval (fewer than 3 intervals) it falls back to
+    independent drafts, h = z·sd/√D with the per-draft sd from the survival curve
+    (Var L = Σ_k (2k − 1)·a_k − (Σ_k a_k)² for AL, a_k(1 − a_k) for a_k): a lower bound,
+    since correlated drafts carry less information. Raises ValueError without drafts.
+    """
+    if quantity not in ("mean_acceptance_length", "survival"):
+        raise ValueError(f"quantity must be 'mean_acceptance_length' or 'survival', got {quantity!r}")
+    if not (isinstance(target_halfwidth, (int, float)) and math.isfinite(target_halfwidth) and target_halfwidth > 0):
+        raise ValueError(f"target_halfwidth must be a positive number, got {target_halfwidth!r}")
+    drafts = float(estimate.drafts)
+    if not drafts > 0 or not np.isfinite(estimate.survival.value).all():
+        raise ValueError("the estimate has no drafts: cannot project how many more are needed")
+    if estimate.has_interval:
+        if quantity == "mean_acceptance_length":
+            halfwidth = estimate.mean_acceptance_length.halfwidth
+        else:
+            halfwidth = float(np.nanmax(0.5 * (estimate.survival.high - estimate.survival.low)))
+    else:
+        a = np.asarray(estimate.survival.value, dtype=float)
+        if quantity == "mean_acceptance_length":
+            k = np.arange(1, a.size + 1)
+            per_draft_variance = float(np.sum((2 * k - 1) * a) - np.sum(a) ** 2)
+        else:
+            per_draft_variance = float(np.max(a * (1.0 - a)))
+        z = float(ndtri(0.5 * (1.0 + estimate.level)))
+        halfwidth = z * math.sqrt(max(per_draft_variance, 0.0) / drafts)
+    if not math.isfinite(halfwidth) or halfwidth <= target_halfwidth:
+        return 0
+    return int(math.ceil(drafts * (halfwidth / target_halfwidth) ** 2 - drafts))
+
+
+# ---------------------------------------------------------------------------------------
+# Drift: the newest part of a window against the rest.
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Drift:
+    """Whether the newest part of a window differs from the rest, and by how much.
+
+    difference = AL(recent) − AL(earlier), AL = 1 + Σ A / Σ D of each part, with a
+    block-bootstrap interval at ``level`` (each part resampled on its own). detected: the
+    interval excludes 0 and |difference| ≥ min_relative_change · AL(earlier).
+    recent_start: epoch seconds where the recent part begins (NaN when not tested).
+    """
+
+    detected: bool
+    recent_mean_acceptance_length: float
+    earlier_mean_acceptance_length: float
+    difference: ScalarEstimate
+    recent_start: float
+    message: str
+    level: float
+    min_relative_change: float
+
+
+def _duration_text(seconds: float) -> str:
+    """15m, 2h, 90s, 1.5d: the unit the CLI's duration options take."""
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0)):
+        if seconds >= 2 * size or (seconds >= size and seconds % size == 0):
+            value = seconds / size
+            return f"{value:.0f}{unit}" if abs(value - round(value)) < 0.05 else f"{value:.1f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def _signed(x: float) -> str:
+    return f"{x:+.2f}".replace("-", "−")
+
+
+def _widened_al_resamples(rows: np.ndarray, level: float, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """AL resamples of one part of a window, widened like estimate_acceptance's."""
+    lrv = long_run_variance(ratio_contributions(rows, [_A], _D))
+    length = choose_block_length(lrv)
+    widen = float(spread_factor(lrv, length, level)[0])
+    sums = circular_block_sums(rows, length, n_resamples, rng)
+    sums = sums[sums[:, _D] > 0]
+    point = rows[:, _A].sum() / rows[:, _D].sum()
+    return 1.0 + point + widen * (sums[:, _A] / sums[:, _D] - point)
+
+
+def detect_drift(
+    intervals: IntervalCounts,
+    *,
+    level: float = DEFAULT_LEVEL,
+    recent_fraction: float = 0.25,
+    seed: int = 0,
+    n_resamples: int = 1000,
+    min_relative_change: float = DRIFT_MIN_RELATIVE_CHANGE,
+) -> Drift:
+    """Compare the mean acceptance length of the newest ``recent_fraction`` of the window
+    (by time: rows whose midpoint lies in the last recent_fraction of [first start, last
+    end]) with the rest.
+
+    The interval of the difference comes from independent circular-block bootstraps of the
+    two parts (same block length rule and widening as estimate_acceptance). Drift is
+    reported when that interval excludes 0 and the change is at least
+    ``min_relative_change`` of the earlier AL (default 2%: smaller changes move the
+    speedup less than the cost model's default min_gain of 3%, and a long window makes
+    every wobble "significant"). Each part needs ≥ 3 intervals with drafts, else
+    detected is False and the message says why.
+    """
+    level = _check_level(level)
+    if not (isinstance(recent_fraction, (int, float)) and 0.0 < recent_fraction < 1.0):
+        raise ValueError(f"recent_fraction must be between 0 and 1 (exclusive), got {recent_fraction!r}")
+    if not (isinstance(min_relative_change, (int, float)) and min_relative_change >= 0):
+        raise ValueError(f"min_relative_change must be a non-negative number, got {min_relative_change!r}")
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
+    rows = _check_rows(intervals)
+    start = np.asarray(intervals.start, dtype=float)
+    end = np.asarray(intervals.end, dtype=float)
+    n = rows.shape[0]
+    if start.shape != (n,) or end.shape != (n,):
+        raise ValueError(f"intervals: start and end must have one entry per row ({n})")
+    if n > 1 and (np.diff(start) < 0).any():
+        raise ValueError("intervals: rows are not in time order")
+
+    nan_difference = _scalar(math.nan, level)
+    if n == 0:
+        return Drift(False, math.nan, math.nan, nan_difference, math.nan,
+                     "no drift test: no intervals in the window", level, min_relative_change)
+
+    split_time = end[-1] - recent_fraction * (end[-1] - start[0])
+    recent = 0.5 * (start + end) >= split_time
+    recent_rows, earlier_rows = rows[recent], rows[~recent]
+    recent_start = float(start[recent][0]) if recent.any() else math.nan
+    recent_al = 1.0 + recent_rows[:, _A].sum() / recent_rows[:, _D].sum() if recent_rows[:, _D].sum() > 0 else math.nan
+    earlier_al = 1.0 + earlier_rows[:, _A].sum() / earlier_rows[:, _D].sum() if earlier_rows[:, _D].sum() > 0 else math.nan
+
+    usable = [int((part[:, _D] > 0).sum()) for part in (recent_rows, earlier_rows)]
+    if min(usable) < MIN_ROWS_FOR_INTERVAL:
+        message = (
+            f"no drift test: too few intervals with drafts ({usable[0]} recent, {usable[1]} earlier; "
+            f"need {MIN_ROWS_FOR_INTERVAL} each)"
+        )
+        return Drift(False, recent_al, earlier_al, _scalar(recent_al - earlier_al, level), recent_start,
+                     message, level, min_relative_change)
+
+    rng = np.random.default_rng(seed)
+    recent_resamples = _widened_al_resamples(recent_rows, level, int(n_resamples), rng)
+    earlier_resamples = _widened_al_resamples(earlier_rows, level, int(n_resamples), rng)
+    m = min(recent_resamples.size, earlier_resamples.size)
+    low, high = _percentile_bounds(recent_resamples[:m] - earlier_resamples[:m], level)
+    difference = _scalar(recent_al - earlier_al, level, (low, high))
+
+    excludes_zero = low > 0 or high < 0
+    large_enough = abs(difference.value) >= min_relative_change * earlier_al
+    detected = bool(excludes_zero and large_enough)
+    span = _duration_text(float(end[-1] - recent_start))
+    interval_text = f"{level:.0%} interval {_signed(low)} … {_signed(high)}"
+    if detected:
+        verb = "fell" if difference.value < 0 else "rose"
+        message = (
+            f"mean acceptance length {verb} from {earlier_al:.2f} to {recent_al:.2f} in the last {span} "
+            f"({_signed(difference.value)}, {interval_text})"
+        )
+    elif excludes_zero:
+        message = (
+            f"no drift: mean acceptance length {recent_al:.2f} in the last {span} against {earlier_al:.2f} before "
+            f"({_signed(difference.value)}, {interval_text}), a change below {min_relative_change:.0%}"
+        )
+    else:
+        message = (
+            f"no drift: mean acceptance length {recent_al:.2f} in the last {span} against {earlier_al:.2f} before "
+            f"({_signed(difference.value)}, {interval_text})"
+        )
+    return Drift(detected, float(recent_al), float(earlier_al), difference, recent_start, message, level,
+                 min_relative_change)
