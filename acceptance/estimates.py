@@ -351,6 +351,71 @@ def estimate_acceptance(
     )
 
 
+def estimate_from_survival(
+    survival_curve,
+    *,
+    drafts: int | None = None,
+    level: float = DEFAULT_LEVEL,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> AcceptanceEstimate:
+    """An estimate from a curve given as numbers (``tune-gamma --survival``).
+
+    Without ``drafts`` there is no interval. With D drafts, the intervals come from a
+    parametric resample: D drafts' accepted lengths drawn as multinomial with
+    P(length = j) = a_j − a_{j+1} (a_0 = 1, a_{γ+1} = 0). A bare curve carries no time
+    structure, so drafts are assumed independent — narrower than a block bootstrap over
+    real scrape intervals would give; ``method`` says so. Drafts are taken as full length
+    (T = γ·D), so the draft acceptance rate is (AL − 1) / γ.
+    """
+    level = _check_level(level)
+    a = np.asarray(survival_curve, dtype=float)
+    if a.ndim != 1 or a.size == 0:
+        raise ValueError("survival: give at least one value a_1")
+    if not np.all(np.isfinite(a)) or np.any(a < 0) or np.any(a > 1):
+        raise ValueError(f"survival: values must be in [0, 1], got {list(a)}")
+    if np.any(np.diff(a) > 1e-12):
+        raise ValueError(f"survival: a curve of 'at least k accepted' cannot increase, got {list(a)}")
+    gamma = a.size
+    d = float(drafts) if drafts is not None else math.nan
+    counts = SpecCounts(d, d * gamma, d * a.sum(), tuple(d * a))
+    al_point = 1.0 + float(a.sum())
+    p_point = equivalent_p(al_point, gamma)
+    cond_point = conditional_from_survival(a)
+    if drafts is None:
+        why = "a curve without --drafts: no interval"
+        return AcceptanceEstimate(
+            gamma=gamma, drafts=d, counts=counts,
+            survival=_nan_curve(gamma, level, a), conditional=_nan_curve(gamma, level, cond_point),
+            mean_acceptance_length=_scalar(al_point, level),
+            draft_acceptance_rate=_scalar((al_point - 1.0) / gamma, level),
+            equivalent_p=_scalar(p_point, level), level=level, n_intervals=0, n_blocks=0,
+            block_length=None, method=f"none: {why}", survival_resamples=np.empty((0, gamma)), note=why,
+        )
+    if isinstance(drafts, bool) or int(drafts) != drafts or drafts <= 0:
+        raise ValueError(f"--drafts: must be a positive integer, got {drafts!r}")
+    probs = np.clip(np.concatenate([[1.0], a]) - np.concatenate([a, [0.0]]), 0.0, None)
+    lengths = np.random.default_rng(seed).multinomial(int(drafts), probs / probs.sum(), size=int(n_resamples))
+    at_least = np.cumsum(lengths[:, ::-1], axis=1)[:, ::-1][:, 1:]  # drafts with length ≥ k, k = 1..γ
+    surv_resamples = at_least / float(drafts)
+    al_resamples = 1.0 + surv_resamples.sum(axis=1)
+    surv_low, surv_high = _percentile_bounds(surv_resamples, level)
+    cond_low, cond_high = _percentile_bounds(conditional_from_survival(surv_resamples), level)
+    al_low, al_high = _percentile_bounds(al_resamples, level)
+    return AcceptanceEstimate(
+        gamma=gamma, drafts=d, counts=counts,
+        survival=CurveEstimate(a, surv_low, surv_high, level),
+        conditional=CurveEstimate(cond_point, cond_low, cond_high, level),
+        mean_acceptance_length=_scalar(al_point, level, (al_low, al_high)),
+        draft_acceptance_rate=_scalar((al_point - 1.0) / gamma, level, ((al_low - 1.0) / gamma, (al_high - 1.0) / gamma)),
+        equivalent_p=_scalar(p_point, level, (equivalent_p(float(al_low), gamma), equivalent_p(float(al_high), gamma))),
+        level=level, n_intervals=0, n_blocks=0, block_length=None,
+        method=f"multinomial resample of {int(drafts):,} independent drafts ({int(n_resamples)} resamples), percentile, {level:.0%}",
+        survival_resamples=surv_resamples,
+        note="intervals assume independent drafts: a curve given inline carries no time structure",
+    )
+
+
 def drafts_needed(
     estimate: AcceptanceEstimate, target_halfwidth: float, *, quantity: str = "mean_acceptance_length"
 ) -> int:

@@ -69,6 +69,21 @@ def normalise_batch_mix(batch_mix: Mapping[int, float] | None) -> tuple[np.ndarr
     return np.array(bs)[order], np.array(ws)[order] / total
 
 
+def batch_mix_from_time_shares(time_shares: Mapping[int, float], deployment: Deployment, deployed_gamma: int) -> dict[int, float]:
+    """The request-weighted batch mix w_B from the share of engine time spent at batch B.
+
+    vllm:num_requests_running sampled at each scrape gives u_B, the share of an engine's
+    time at batch B. Steps at B run at 1/t_B per second and each carries B requests, so a
+    request's share of decode steps at B is w_B ∝ B·u_B / t_B, with t_B the step time at
+    the deployed γ under this deployment's cost profile.
+    """
+    bs, us = normalise_batch_mix(time_shares)
+    gamma = max(int(deployed_gamma), 0)
+    t = CostModel.for_deployment(deployment).step_times([gamma], bs)[0]
+    w = bs * us / t
+    return {int(b): float(x) for b, x in zip(bs, w / w.sum())}
+
+
 def objective_weights(batch_sizes: np.ndarray, weights: np.ndarray, objective: str) -> np.ndarray:
     """v_B with τ = Σ_B v_B·t_B: w_B (interactivity) or w_B / B (throughput)."""
     if objective == "interactivity":

@@ -1,0 +1,330 @@
+"""Console scripts `specdec` and `tune-gamma` (DESIGN.md, Interfaces).
+
+Views only: every number printed here comes from acceptance/ and model/ (through
+specdec.pipeline). Errors are one line on stderr; exit code 2 for bad input, 1 for an
+internal failure (SPECDEC_DEBUG=1 shows the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+import traceback
+
+SCHEMA_VERSION = 1
+
+
+class UsageError(ValueError):
+    """Bad command-line input not caught by argparse itself."""
+
+
+def dump_json(doc: dict) -> None:
+    """Print one JSON document on stdout: NaN/inf become null, schema_version first."""
+    doc = {"schema_version": SCHEMA_VERSION, **doc}
+    sys.stdout.write(json.dumps(_json_safe(doc), indent=2, allow_nan=False) + "\n")
+
+
+def _json_safe(x):
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {str(k): _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    if hasattr(x, "tolist"):  # numpy scalars and arrays
+        return _json_safe(x.tolist())
+    return x
+
+
+def _duration(text: str) -> float:
+    from .config import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return v
+
+
+def _float_list(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line and exit 2 (argparse's own usage dump is noise)."""
+
+    def error(self, message):  # noqa: D401
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _input_errors() -> tuple[type[BaseException], ...]:
+    """Exception classes that mean bad input (exit 2), from every layer that raises them."""
+    errors: list[type[BaseException]] = [UsageError, ValueError, FileNotFoundError]
+    try:
+        from acceptance.store import StoreError
+
+        errors.append(StoreError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+def _run(fn, args, prog: str) -> int:
+    try:
+        return fn(args)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except _input_errors() as e:
+        if os.environ.get("SPECDEC_DEBUG"):
+            traceback.print_exc()
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(f"{prog}: error: {msg}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 - the promise is one line, never a traceback
+        if os.environ.get("SPECDEC_DEBUG"):
+            traceback.print_exc()
+        msg = str(e).splitlines()[0] if str(e) else ""
+        print(f"{prog}: internal error: {type(e).__name__}: {msg} (set SPECDEC_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
+
+
+# ---------------------------------------------------------------------------- inspect
+def cmd_inspect(args) -> int:
+    from acceptance.fetch import read_source
+    from acceptance.parse import format_inspect_table, inspect_report, parse_metrics_page
+
+    text = read_source(args.source, timeout_s=args.timeout, max_bytes=args.max_page_bytes)
+    report = inspect_report(parse_metrics_page(text, source=args.source))
+    if args.json:
+        dump_json(report)
+    else:
+        print(format_inspect_table(report))
+    return 0
+
+
+# ---------------------------------------------------------------------------- collect
+def _open_store(config, db: str | None):
+    from acceptance.store import Store
+
+    path = db or config.store_path
+    return Store.open(path, retention_s=config.retention_s)
+
+
+def cmd_collect(args) -> int:
+    from acceptance.collector import run_collector
+
+    from .config import load_config
+
+    config = load_config(args.config, required=True)
+    targets = config.all_targets()
+    if not targets:
+        raise UsageError(f"{config.path}: no route has targets to scrape (add targets = [...] under [routes.NAME])")
+    interval = args.interval or config.collect_interval_s
+    store = _open_store(config, args.db)
+    print(f"collecting {len(targets)} target(s) every {interval:g}s into {args.db or config.store_path}", file=sys.stderr)
+
+    def progress(n: int, results, seconds: float) -> None:
+        failed = [r for r in results if not r.ok]
+        line = f"cycle {n}: {len(results) - len(failed)}/{len(results)} targets ok in {seconds:.2f}s"
+        if failed:
+            line += f"; failing: {failed[0].error}" + (f" (+{len(failed) - 1} more)" if len(failed) > 1 else "")
+        print(line, file=sys.stderr, flush=True)
+
+    try:
+        run_collector(
+            store.write_cycle, targets, interval_s=interval, duration_s=args.duration, once=args.once,
+            on_cycle=progress, timeout_s=config.collect_timeout_s, max_bytes=config.max_page_bytes,
+        )
+    finally:
+        store.close()
+    if args.once:
+        print("baseline laid: a window needs a second scrape (run collect again, or without --once)", file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------------------- model
+def cmd_model_table(args) -> int:
+    from dataclasses import asdict
+
+    from model.speedup import seeds_table
+
+    rows = seeds_table(args.gamma, args.draft_cost, args.p, method=args.method, baseline_tps=args.baseline_tps)
+    if args.json:
+        dump_json({"profile": "flat", "rows": [asdict(r) for r in rows]})
+        return 0
+    print(f"flat profile (the seeds' model): gamma {args.gamma}, draft cost {args.draft_cost:g}, method {args.method}")
+    print(f"{'p':>6} {'E[tokens/step]':>15} {'speedup':>9} {'tok/s':>9}")
+    for r in rows:
+        tps = "-" if r.tokens_per_second is None else f"{r.tokens_per_second:.1f}"
+        print(f"{r.p:>6.3f} {r.expected_tokens_per_step:>15.2f} {r.speedup:>8.2f}x {tps:>9}")
+    return 0
+
+
+def cmd_model_implied_p(args) -> int:
+    from dataclasses import asdict
+
+    from model.speedup import implied_p
+
+    r = implied_p(args.speedup, args.gamma, args.draft_cost, method=args.method)
+    if args.json:
+        dump_json(asdict(r))
+    else:
+        print(f"speedup {r.speedup:g}x at gamma {r.gamma}, draft cost {r.draft_cost:g} (flat profile) "
+              f"-> p {r.p:.4f}, E[tokens/step] {r.expected_tokens_per_step:.2f}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- tune-gamma
+def _fmt(x, spec: str = ".2f", none: str = "-") -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return none
+    return format(x, spec)
+
+
+def format_tuning(doc: dict) -> str:
+    """The console view of a tune-gamma document (the same numbers --json prints)."""
+    obs = doc["observed"]
+    level = int(round(doc["interval_level"] * 100))
+    lines = []
+    head = f"route {doc['route']}"
+    if doc.get("window"):
+        w = doc["window"]
+        span = w["end"] - w["start"]
+        head += f" · window {span / 3600:g}h ending {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(w['end']))}"
+    head += f" · gamma {obs['gamma']} · {_fmt(obs['drafts'], ',.0f')} drafts"
+    lines.append(head)
+    lines.append(f"objective {doc['objective']} · cost profile {doc['cost_profile']} · {level}% intervals ({obs['interval_method']})")
+    al_lo, al_hi = obs["mean_acceptance_length_interval"]
+    p_lo, p_hi = obs["equivalent_p_interval"]
+    lines.append(
+        f"mean acceptance length {_fmt(obs['mean_acceptance_length'])} [{_fmt(al_lo)}, {_fmt(al_hi)}] · "
+        f"equivalent p {_fmt(obs['equivalent_p'], '.3f')} [{_fmt(p_lo, '.3f')}, {_fmt(p_hi, '.3f')}] · "
+        f"draft acceptance rate {_fmt(obs['draft_acceptance_rate'], '.3f')}"
+    )
+    surv = " ".join(
+        f"{_fmt(v, '.3f')}[{_fmt(lo, '.2f')},{_fmt(hi, '.2f')}]"
+        for v, lo, hi in zip(obs["survival"], obs["survival_low"] or [None] * len(obs["survival"]),
+                             obs["survival_high"] or [None] * len(obs["survival"]))
+    )
+    lines.append(f"survival a_1..a_{obs['gamma']}: {surv}")
+    if obs.get("drift"):
+        d = obs["drift"]
+        lines.append(f"drift: {d['message']}" if d["detected"] else "drift: none detected")
+    if len(obs.get("segments") or []) > 1:
+        older = [s for s in obs["segments"] if not s.get("newest")]
+        lines.append("older segments in the window (not mixed in): " + ", ".join(
+            f"gamma {s['gamma']} ({_fmt(s['drafts'], ',.0f')} drafts)" for s in older))
+    for ev in obs.get("events") or []:
+        when = time.strftime("%H:%M:%S", time.gmtime(ev["time"])) if ev.get("time") else "?"
+        lines.append(f"event {when}: {ev.get('kind')} {ev.get('target', '')} engine {ev.get('engine', '')} {ev.get('detail') or ''}".rstrip())
+    failing = [t for t in obs.get("targets") or [] if t.get("last_error")]
+    for t in failing:
+        lines.append(f"failing target: {t['last_error']}")
+    lines.append("")
+    has_tps = any(c.get("tokens_per_second") is not None for c in doc["candidates"])
+    header = f"{'gamma':>5} {'speedup':>8} {f'{level}% interval':>17} {'P(best)':>8}"
+    if has_tps:
+        header += f" {'tok/s':>8}"
+    header += "  note"
+    lines.append(header)
+    for c in doc["candidates"]:
+        interval = f"[{_fmt(c['speedup_low'])}, {_fmt(c['speedup_high'])}]" if c["speedup_low"] is not None else "-"
+        row = f"{c['gamma']:>5} {_fmt(c['speedup']):>7}x {interval:>17} {_fmt(c['probability_best']):>8}"
+        if has_tps:
+            row += f" {_fmt(c['tokens_per_second'], '.1f'):>8}"
+        notes = []
+        if c["gamma"] == doc["deployed_gamma"]:
+            notes.append("deployed")
+        if c["gamma"] == doc["recommended_gamma"]:
+            notes.append("best")
+        if c["extrapolated"]:
+            notes.append("extrapolated")
+        if not c["allowed"]:
+            notes.append(f"not allowed: {c['reason']}")
+        row += "  " + ", ".join(notes)
+        lines.append(row.rstrip())
+    lines.append("")
+    decision = doc["decision"]
+    rec = doc["recommended_gamma"]
+    pb = _fmt(doc["probability_best"])
+    if decision == "change":
+        lines.append(f"recommendation: change gamma {doc['deployed_gamma']} -> {rec} (probability best {pb}). {doc['decision_reason']}")
+    elif decision == "off":
+        lines.append(f"recommendation: turn speculation off (probability best {pb}). {doc['decision_reason']}")
+    else:
+        lines.append(f"recommendation: keep gamma {doc['deployed_gamma']} (best expected: {rec}, probability best {pb}). {doc['decision_reason']}")
+    if obs.get("drafts_more_needed"):
+        lines.append(f"too few drafts to decide: about {obs['drafts_more_needed']:,} more drafts would narrow the "
+                     f"mean acceptance length to ±0.05")
+    if doc.get("model_error") is not None:
+        lines.append(f"model error at the deployed gamma: {doc['model_error'] * 100:+.1f}% tokens/s vs observed "
+                     f"{_fmt(obs.get('observed_tokens_per_second'), '.1f')} tok/s")
+    for note in obs.get("notes") or []:
+        lines.append(f"note: {note}")
+    lines.append(f"deploy: {doc['vllm']['command_line']}")
+    return "\n".join(lines)
+
+
+def cmd_tune_gamma(args) -> int:
+    from . import pipeline
+    from .config import load_config
+
+    if args.survival is not None:
+        if args.route:
+            raise UsageError("give either --route or --survival, not both")
+        tuning = pipeline.tune_inline(
+            args.survival, drafts=args.drafts, method=args.method, draft_cost=args.draft_cost,
+            cost_profile=args.cost_profile, deployed_gamma=args.deployed_gamma,
+        )
+    else:
+        if not args.route:
+            raise UsageError("give --route NAME (a route of the config) or --survival A1,A2,...")
+        config = load_config(args.config, required=True)
+        config.route(args.route)
+        store = _open_store_for_reading(config, args.db)
+        try:
+            tuning = pipeline.tune_route(config, args.route, store=store, window_s=args.window)
+        finally:
+            store.close()
+    doc = pipeline.tuning_to_dict(tuning)
+    if args.emit == "vllm":
+        conf = doc["vllm"]["speculative_config"]
+        if conf is None:
+            print("speculation off: omit --speculative-config", file=sys.stderr)
+            return 0
+        print(json.dumps(conf))
+    elif args.json:
+        dump_json(doc)
+    else:
+        print(format_tuning(doc))
+    return 0
+
+
+def _open_store_for_reading(config, db: str | None):
+    from pathlib import Path
+
+    from acceptance.store import Store
+
+    path = Path(db) if db else config.store_path
+    if not path.exists():
+        raise UsageError(f"{path}: no store here yet; run `specdec collect --config {config.path}` first (or pass --db)")
+    return Store.open(path, retention_s=config.retention_s)

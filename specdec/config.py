@@ -1,0 +1,194 @@
+"""The TOML config (DESIGN.md, Interfaces): store, deployment defaults, routes, sources.
+
+Commands look for ./specdec.toml unless --config says otherwise; the store is
+[store] path (relative to the config's folder), else specdec.db beside the config, unless
+--db says otherwise. Every [deployment] key may be overridden per route; the merged
+mapping is validated by model.deployment.Deployment.from_mapping where it is used.
+
+Extensions beyond DESIGN.md (all optional): [collect] interval / timeout / max_page_bytes.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_CONFIG_NAME = "specdec.toml"
+DEFAULT_STORE_NAME = "specdec.db"
+DEFAULT_MAX_PAGE_BYTES = 16 * 1024 * 1024
+ROUTE_SOURCES = ("scrape", "prometheus", "per-request", "log")
+BUILTIN_COST_PROFILES = ("flat", "roofline")  # anything else names a measured table file
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNIT_SECONDS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+class ConfigError(ValueError):
+    """A missing or broken config: the message is one line naming the file and the key."""
+
+
+def parse_duration(text: str | int | float, *, what: str = "duration") -> float:
+    """Seconds from a number of seconds or a duration with s, m, h or d ("15m", "7d")."""
+    if isinstance(text, bool):
+        raise ValueError(f"{what}: expected seconds or a duration like 15m, got {text!r}")
+    if isinstance(text, (int, float)):
+        seconds = float(text)
+    else:
+        m = _DURATION.match(str(text))
+        if not m:
+            raise ValueError(f"{what}: expected seconds or a duration like 15m or 7d, got {text!r}")
+        seconds = float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+    if seconds <= 0:
+        raise ValueError(f"{what}: must be positive, got {text!r}")
+    return seconds
+
+
+@dataclass(frozen=True)
+class RouteConfig:
+    name: str
+    source: str                      # scrape | prometheus | per-request | log
+    targets: tuple[str, ...] = ()
+    selector: str | None = None
+    deployment: dict = field(default_factory=dict)  # [deployment] merged with the route's overrides
+
+
+@dataclass(frozen=True)
+class PrometheusSource:
+    url: str
+    bearer_token_env: str | None = None
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path | None                # None: no config file (defaults only)
+    store_path: Path
+    retention_s: float | None
+    deployment: dict                 # the [deployment] table as written
+    routes: dict[str, RouteConfig]
+    prometheus: PrometheusSource | None = None
+    collect_interval_s: float = 15.0
+    collect_timeout_s: float = 5.0
+    max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES
+
+    def route(self, name: str) -> RouteConfig:
+        try:
+            return self.routes[name]
+        except KeyError:
+            known = ", ".join(sorted(self.routes)) or "none"
+            where = self.path or "the config"
+            raise ConfigError(
+                f"{where}: unknown route {name!r} (configured routes: {known}); add [routes.{name}] or ingest data for it"
+            ) from None
+
+    def all_targets(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for route in self.routes.values():
+            for t in route.targets:
+                seen.setdefault(t, None)
+        return list(seen)
+
+
+def load_config(path: str | Path | None = None, *, required: bool = False) -> Config:
+    """Read the config at ``path`` (or ./specdec.toml). Without a file and not ``required``,
+    return the defaults: no routes, store ./specdec.db."""
+    explicit = path is not None
+    p = Path(path) if explicit else Path(DEFAULT_CONFIG_NAME)
+    if not p.exists():
+        if explicit or required:
+            raise ConfigError(f"{p}: config file not found (write one, see README 'Config reference', or pass --config)")
+        return Config(path=None, store_path=Path(DEFAULT_STORE_NAME), retention_s=None, deployment={}, routes={})
+    try:
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{p}: not valid TOML: {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{p}: cannot read config: {e}") from None
+    return config_from_mapping(raw, path=p)
+
+
+def _table(raw: dict, key: str, where: str) -> dict:
+    value = raw.get(key, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: [{key}] must be a table")
+    return value
+
+
+def _resolve_cost_table(deployment: dict, base: Path) -> dict:
+    """A measured cost table named by a relative path is relative to the config's folder."""
+    profile = deployment.get("cost_profile")
+    if isinstance(profile, str) and profile not in BUILTIN_COST_PROFILES and not Path(profile).is_absolute():
+        return {**deployment, "cost_profile": str(base / profile)}
+    return deployment
+
+
+def config_from_mapping(raw: dict, *, path: Path | None) -> Config:
+    where = str(path) if path else "config"
+    base = path.parent if path else Path(".")
+    store = _table(raw, "store", where)
+    store_path = Path(store.get("path", DEFAULT_STORE_NAME))
+    if not store_path.is_absolute():
+        store_path = base / store_path
+    retention_s = None
+    try:
+        if "retention" in store:
+            retention_s = parse_duration(store["retention"], what="[store] retention")
+        collect = _table(raw, "collect", where)
+        interval = parse_duration(collect.get("interval", 15), what="[collect] interval")
+        timeout = parse_duration(collect.get("timeout", 5), what="[collect] timeout")
+    except ValueError as e:
+        raise ConfigError(f"{where}: {e}") from None
+    max_page_bytes = collect.get("max_page_bytes", DEFAULT_MAX_PAGE_BYTES)
+    if not isinstance(max_page_bytes, int) or isinstance(max_page_bytes, bool) or max_page_bytes <= 0:
+        raise ConfigError(f"{where}: [collect] max_page_bytes must be a positive integer, got {max_page_bytes!r}")
+
+    deployment = _resolve_cost_table(_table(raw, "deployment", where), base)
+    source = _table(raw, "source", where)
+    prometheus = None
+    default_kind = source.get("kind", "scrape")
+    if default_kind not in ROUTE_SOURCES:
+        raise ConfigError(f"{where}: [source] kind must be one of {', '.join(ROUTE_SOURCES)}, got {default_kind!r}")
+    if default_kind == "prometheus" or "url" in source:
+        url = source.get("url")
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise ConfigError(f"{where}: [source] url must be an http(s) URL of a Prometheus server, got {url!r}")
+        token_env = source.get("bearer_token_env")
+        if token_env is not None and not isinstance(token_env, str):
+            raise ConfigError(f"{where}: [source] bearer_token_env must name an environment variable")
+        prometheus = PrometheusSource(url=url.rstrip("/"), bearer_token_env=token_env)
+
+    routes: dict[str, RouteConfig] = {}
+    for name, table in _table(raw, "routes", where).items():
+        rwhere = f"{where} [routes.{name}]"
+        if not isinstance(table, dict):
+            raise ConfigError(f"{rwhere}: must be a table")
+        targets = table.get("targets", [])
+        if isinstance(targets, str):
+            targets = [targets]
+        if not isinstance(targets, list) or not all(isinstance(t, str) and t.startswith(("http://", "https://")) for t in targets):
+            raise ConfigError(f"{rwhere}: targets must be a list of http(s) URLs of vLLM /metrics pages")
+        selector = table.get("selector")
+        if selector is not None and not isinstance(selector, str):
+            raise ConfigError(f"{rwhere}: selector must be a string of PromQL label matchers")
+        kind = table.get("source")
+        if kind is None:
+            kind = "scrape" if targets else ("prometheus" if selector else default_kind)
+        if kind not in ROUTE_SOURCES:
+            raise ConfigError(f"{rwhere}: source must be one of {', '.join(ROUTE_SOURCES)}, got {kind!r}")
+        if kind == "scrape" and not targets:
+            raise ConfigError(f"{rwhere}: source 'scrape' needs targets = [\"http://HOST:PORT/metrics\", ...]")
+        if kind == "prometheus" and (selector is None or prometheus is None):
+            raise ConfigError(f"{rwhere}: source 'prometheus' needs a selector and a [source] url")
+        overrides = _resolve_cost_table(
+            {k: v for k, v in table.items() if k not in ("targets", "selector", "source")}, base
+        )
+        routes[name] = RouteConfig(
+            name=name, source=kind, targets=tuple(targets), selector=selector,
+            deployment={**deployment, **overrides},
+        )
+    return Config(
+        path=path, store_path=store_path, retention_s=retention_s, deployment=dict(deployment),
+        routes=routes, prometheus=prometheus, collect_interval_s=interval,
+        collect_timeout_s=timeout, max_page_bytes=max_page_bytes,
+    )

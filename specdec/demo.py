@@ -1,0 +1,163 @@
+"""`specdec demo`: the whole path on the embedded default — no GPU, no vLLM.
+
+A simulated fleet (acceptance.simulate, scenario "demo": routes `structured` and `open`,
+three engines each on two targets, an engine restart at 20m and a γ change at 40m) serves
+vLLM-format /metrics on loopback; the real collector scrapes it over HTTP every 15 s of
+simulated time into a fresh store; tune-gamma's pipeline recommends γ per route; and the
+result is printed beside the simulator's known best γ.
+
+The cost profile is a measured table (``step_costs.csv``) written from the simulated
+engines' own step-time function — as `specdec calibrate` would measure it on real
+engines — so the truth and the tool price steps alike and the comparison tests what the
+tool has to infer: acceptance, from counters, at the deployed γ only.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from acceptance.collector import Collector
+from acceptance.simulate import Fleet, LatencyBoundStepTime, build_scenario, scenario_to_dict, scenario_from_dict
+from acceptance.store import Store
+from model.deployment import Deployment
+from model.recommend import recommend
+from model.speedup import batch_mix_from_time_shares
+
+from .config import load_config
+from .pipeline import RouteTuning, tune_route
+
+DEMO_DIR = Path(".demo")
+# Verify cost grows with the tokens a step verifies (8.5 ms at batch 1 = the seeds' 118
+# tok/s; +1% per verified token): large batches × long drafts get dear, so the best γ is
+# not simply the drafter's maximum (the `open` route's is 3, below its deployed 7).
+DEMO_STEP_TIME = LatencyBoundStepTime(base_s=0.0085, growth_per_token=0.01)
+DEMO_DRAFT_COST = 0.10
+MAX_GAMMA_TABLE = 12
+MAX_BATCH_TABLE = 64
+
+
+@dataclass(frozen=True)
+class DraftedStepTime:
+    """A simulated engine's step: the target's verify pass plus a parallel drafter's pass
+    costing ``draft_cost`` × the stock pass at the same batch (DESIGN.md, Cost model) —
+    so the engines pay what the config tells the tool. Prefill steps (q in the hundreds)
+    and plain decode (q = 1) draft nothing."""
+
+    target: LatencyBoundStepTime
+    draft_cost: float
+
+    def __call__(self, batch_size: int, tokens_per_request: int) -> float:
+        t = self.target(batch_size, tokens_per_request)
+        if 1 < tokens_per_request <= MAX_GAMMA_TABLE + 1:
+            t += self.draft_cost * self.target(batch_size, 1)
+        return t
+
+
+@dataclass
+class RouteResult:
+    route: str
+    tuning: RouteTuning
+    true_best_gamma: int
+    true_speedup: dict[int, float]          # γ → speedup under the true acceptance and mix
+
+    @property
+    def speedup_ratio(self) -> float:
+        """True speedup of the tool's γ over the true best's (1.0 = the best)."""
+        rec = self.tuning.recommendation.recommended_gamma
+        return self.true_speedup.get(rec, float("nan")) / self.true_speedup[self.true_best_gamma]
+
+
+def _write_cost_table(path: Path) -> None:
+    lines = ["# step times of the simulated engines (LatencyBoundStepTime), as calibrate would measure them",
+             "batch_size,tokens_per_request,path,seconds"]
+    for b in (1, 2, 4, 8, 16, 32, MAX_BATCH_TABLE):
+        for q in range(1, MAX_GAMMA_TABLE + 2):
+            lines.append(f"{b},{q},stock,{DEMO_STEP_TIME(b, q):.9f}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _write_config(path: Path, routes: dict[str, list[str]]) -> None:
+    baseline = 1.0 / DEMO_STEP_TIME(1, 1)
+    out = [
+        "# written by `specdec demo`: the simulated fleet's routes (their ports are gone once",
+        "# the demo ends; the store keeps what was scraped)",
+        "[store]", 'path = "specdec.db"', 'retention = "30d"', "",
+        "[deployment]", 'method = "dspark"', f"draft_cost = {DEMO_DRAFT_COST}", 'decode_backend = "auto"',
+        f"baseline_tokens_per_second = {baseline:.3f}", 'cost_profile = "step_costs.csv"',
+        'objective = "interactivity"', "min_gain = 0.03", "",
+    ]
+    for route, urls in routes.items():
+        out += [f"[routes.{route}]", "targets = [" + ", ".join(f'"{u}"' for u in urls) + "]", ""]
+    path.write_text("\n".join(out), encoding="utf-8")
+
+
+def _true_best(fleet: Fleet, route: str, deployment: Deployment, deployed_gamma: int) -> tuple[int, dict[int, float]]:
+    """The best γ under the simulator's true acceptance and batch mix (no sampling noise)."""
+    from model.drafters import drafter_for
+
+    max_gamma = drafter_for(deployment.method).max_gamma or MAX_GAMMA_TABLE
+    truth = fleet.route_true_survival(route, max_gamma)
+    mix = batch_mix_from_time_shares(fleet.route_batch_mix(route, weighting="time"), deployment, deployed_gamma)
+    rec = recommend(np.asarray(truth), deployment, deployed_gamma=max_gamma, batch_mix=mix)
+    speedups = {c.gamma: c.speedup for c in rec.candidates if c.allowed and not c.extrapolated}
+    return max(speedups, key=speedups.get), speedups
+
+
+def _demo_scenario(seed: int) -> dict:
+    """The simulator's "demo" scenario with `open` deployed at γ 7: above its best γ, so
+    the demo shows a change being recommended as well as a keep."""
+    scenario = scenario_to_dict(build_scenario("demo", seed=seed))
+    for target in scenario["routes"]["open"]["targets"]:
+        for engine in target["engines"]:
+            engine["gamma"] = 7
+    return scenario
+
+
+def run_demo(out_dir: Path = DEMO_DIR, *, seed: int = 0, duration_s: float = 3600.0, interval_s: float = 15.0,
+             progress=print) -> list[RouteResult]:
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    scenario = scenario_from_dict(_demo_scenario(seed), seed=seed)
+    engine_step = DraftedStepTime(DEMO_STEP_TIME, DEMO_DRAFT_COST)
+    scenario = replace(scenario, targets=tuple(
+        replace(t, engines=tuple(replace(e, step_time_s=engine_step) for e in t.engines)) for t in scenario.targets
+    ))
+    wall0 = time.monotonic()
+    with Fleet(scenario) as fleet:
+        urls = fleet.serve()
+        routes = {r: [urls[t] for t in ts] for r, ts in fleet.routes.items()}
+        _write_cost_table(out_dir / "step_costs.csv")
+        _write_config(out_dir / "specdec.toml", routes)
+        config = load_config(out_dir / "specdec.toml")
+        targets = config.all_targets()
+        progress(f"simulated fleet: {len(fleet.engines())} engines on {len(targets)} targets, routes "
+                 + ", ".join(f"{r} ({len(ts)} targets)" for r, ts in routes.items()))
+        collector = Collector(timeout_s=5.0, max_bytes=config.max_page_bytes, now=lambda: fleet.now)
+        n_cycles = int(duration_s // interval_s)
+        with Store.open(config.store_path, retention_s=config.retention_s) as store:
+            try:
+                for cycle in range(n_cycles + 1):
+                    if cycle:
+                        fleet.advance(interval_s)
+                    results = collector.collect(targets)
+                    failed = [r for r in results if not r.ok]
+                    if failed:
+                        raise RuntimeError(f"demo: scrape failed: {failed[0].error}")
+                    store.write_cycle(results)
+                    if cycle % 40 == 0 or cycle == n_cycles:
+                        progress(f"  collected {fleet.elapsed_s / 60:4.0f} min of simulated traffic "
+                                 f"({cycle}/{n_cycles} scrape cycles, {time.monotonic() - wall0:.1f}s)")
+            finally:
+                collector.close()
+            results_out = []
+            for route in routes:
+                tuning = tune_route(config, route, store=store, window_s=duration_s, now=fleet.now)
+                best, speedups = _true_best(fleet, route, tuning.deployment, tuning.observed_gamma)
+                results_out.append(RouteResult(route, tuning, best, speedups))
+    return results_out

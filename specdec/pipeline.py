@@ -1,0 +1,274 @@
+"""The tuning pipeline shared by every view (CLI, dashboard, notebook, demo):
+
+  store → route window → acceptance estimate (+ drift) → recommendation
+
+Nothing here is a new quantity: it wires acceptance/ into model/ and gathers the
+results into one ``RouteTuning`` that views print, chart or serialise.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from acceptance.counts import IntervalCounts, SpecCounts
+from acceptance.estimates import (
+    AcceptanceEstimate,
+    Drift,
+    detect_drift,
+    drafts_needed,
+    estimate_acceptance,
+    estimate_from_survival,
+)
+from model.deployment import INLINE_DEFAULTS, Deployment
+from model.recommend import Recommendation, recommend
+from model.speedup import batch_mix_from_time_shares
+from model.specialized import specialized_eligibility
+
+from .config import Config, ConfigError
+
+DEFAULT_WINDOW_S = 3600.0
+# Half-width of the 90% interval of the mean acceptance length below which a window is
+# precise enough to rank γ; used to say how many more drafts a thin window needs.
+DECIDABLE_AL_HALFWIDTH = 0.05
+
+
+class NoDataError(ValueError):
+    """A route's window holds no drafts (nothing to estimate)."""
+
+
+@dataclass
+class RouteTuning:
+    route: str
+    deployment: Deployment
+    estimate: AcceptanceEstimate
+    recommendation: Recommendation
+    drift: Drift | None = None
+    window: object | None = None          # acceptance.windows.RouteWindow, when from a store
+    window_start: float | None = None
+    window_end: float | None = None
+    drafts_more_needed: int | None = None  # None: enough drafts to decide
+    batch_mix: dict[int, float] | None = None  # request-weighted w_B the model used (None: batch 1)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def observed_gamma(self) -> int:
+        return self.estimate.gamma
+
+
+def deployment_for_route(config: Config, route: str) -> Deployment:
+    """[deployment] merged with the route's overrides, validated (ModelInputError names the key)."""
+    where = f"{config.path or 'config'} [routes.{route}]"
+    if route in config.routes:
+        mapping = config.routes[route].deployment
+    else:
+        mapping = config.deployment  # a route known only from `specdec ingest`
+    return Deployment.from_mapping(mapping, where=where)
+
+
+def observed_tokens_per_second(window, mean_acceptance_length: float) -> float | None:
+    """Per-user decode tokens/s at the deployed γ: AL / mean inter-token latency.
+
+    vLLM 0.33 observes vllm:inter_token_latency_seconds once per request per decode step
+    (the time since that request's previous tokens), however many tokens the step emitted:
+    its mean is the mean step time a request sees, and a step emits AL tokens on average.
+    """
+    itl = getattr(window.step_shape, "itl_mean_s", None) if window is not None else None
+    if not itl or itl <= 0 or not math.isfinite(mean_acceptance_length):
+        return None
+    return mean_acceptance_length / itl
+
+
+def tune_intervals(
+    route: str,
+    intervals: IntervalCounts,
+    deployment: Deployment,
+    *,
+    window=None,
+    level: float = 0.9,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> RouteTuning:
+    """Estimate one γ segment and recommend from it."""
+    if intervals.total().drafts <= 0:
+        raise NoDataError(f"route {route!r}: the window holds no drafts at gamma {intervals.gamma}")
+    estimate = estimate_acceptance(intervals, level=level, n_resamples=n_resamples, seed=seed)
+    drift = detect_drift(intervals, level=level, seed=seed) if len(intervals) >= 8 else None
+    batch_mix = eligibility = observed_tps = None
+    notes: list[str] = []
+    if window is not None:
+        shape = window.step_shape
+        if shape.batch_mix:
+            batch_mix = batch_mix_from_time_shares(shape.batch_mix, deployment, intervals.gamma)
+        if deployment.decode_backend == "latency_specialized" and shape.iteration_tokens and batch_mix:
+            eligibility = specialized_eligibility(shape.iteration_tokens, batch_mix, intervals.gamma)
+        observed_tps = observed_tokens_per_second(window, estimate.mean_acceptance_length.value)
+    rec = recommend(
+        estimate.survival.value,
+        deployment,
+        survival_resamples=estimate.survival_resamples if estimate.has_interval else None,
+        deployed_gamma=intervals.gamma,
+        batch_mix=batch_mix,
+        eligibility=eligibility,
+        level=level,
+        observed_tokens_per_second=observed_tps,
+        seed=seed,
+    )
+    more = None
+    half = _al_halfwidth(estimate)
+    if not math.isfinite(half) or half > DECIDABLE_AL_HALFWIDTH:
+        more = drafts_needed(estimate, DECIDABLE_AL_HALFWIDTH)
+    return RouteTuning(
+        route=route, deployment=deployment, estimate=estimate, recommendation=rec, drift=drift,
+        window=window, drafts_more_needed=more, notes=notes, batch_mix=batch_mix,
+    )
+
+
+def _al_halfwidth(estimate: AcceptanceEstimate) -> float:
+    lo, hi = estimate.mean_acceptance_length.confidence_interval
+    return (hi - lo) / 2 if lo is not None and hi is not None else math.nan
+
+
+def tune_route(
+    config: Config,
+    route: str,
+    *,
+    store=None,
+    window_s: float = DEFAULT_WINDOW_S,
+    now: float | None = None,
+    level: float = 0.9,
+    n_resamples: int = 1000,
+) -> RouteTuning:
+    """The route's window (ending ``now``) from the store, estimated and recommended."""
+    from acceptance.windows import route_window
+
+    if route not in config.routes:
+        config.route(route)  # raises the one-line unknown-route error
+    deployment = deployment_for_route(config, route)
+    rc = config.routes[route]
+    if rc.source != "scrape":
+        raise ConfigError(f"route {route!r}: source {rc.source!r} is not readable by this version (use targets)")
+    end = time.time() if now is None else now
+    start = end - window_s
+    window = route_window(store, list(rc.targets), start, end)
+    segment = window.newest_segment
+    if segment is None or segment.total.drafts <= 0:
+        status = _target_summary(window)
+        raise NoDataError(
+            f"route {route!r}: no drafts in the last {_fmt_duration(window_s)}{status}; run `specdec collect` "
+            f"(two scrapes at least) or widen --window"
+        )
+    tuning = tune_intervals(route, segment.intervals, deployment, window=window, level=level, n_resamples=n_resamples)
+    tuning.window_start, tuning.window_end = start, end
+    return tuning
+
+
+def _target_summary(window) -> str:
+    failing = [s for s in getattr(window, "target_status", []) if getattr(s, "last_error", None)]
+    if failing:
+        return f" ({len(failing)} target(s) failing, e.g. {failing[0].last_error})"
+    return ""
+
+
+def _fmt_duration(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+def tune_inline(
+    survival: list[float],
+    *,
+    drafts: int | None = None,
+    method: str | None = None,
+    draft_cost: float | None = None,
+    cost_profile: str | None = None,
+    deployed_gamma: int | None = None,
+    level: float = 0.9,
+    n_resamples: int = 1000,
+) -> RouteTuning:
+    """tune-gamma --survival A1,A2,...: the seeds' model by default; intervals only with
+    --drafts (acceptance.estimates.estimate_from_survival says how)."""
+    values = dict(INLINE_DEFAULTS)
+    for key, v in (("method", method), ("draft_cost", draft_cost), ("cost_profile", cost_profile)):
+        if v is not None:
+            values[key] = v
+    deployment = Deployment.from_mapping(values, where="tune-gamma")
+    estimate = estimate_from_survival(survival, drafts=drafts, level=level, n_resamples=n_resamples)
+    rec = recommend(
+        estimate.survival.value, deployment,
+        survival_resamples=estimate.survival_resamples if estimate.has_interval else None,
+        deployed_gamma=deployed_gamma if deployed_gamma is not None else estimate.gamma, level=level,
+    )
+    notes = [estimate.note] if estimate.note else []
+    return RouteTuning(route="inline", deployment=deployment, estimate=estimate, recommendation=rec, notes=notes)
+
+
+def tuning_to_dict(t: RouteTuning) -> dict:
+    """The tune-gamma JSON document (DESIGN.md, Interfaces), minus schema_version."""
+    e = t.estimate
+    rec = t.recommendation.to_dict()
+    observed = {
+        "gamma": e.gamma,
+        "drafts": e.drafts,
+        "survival": e.survival.value,
+        "survival_low": e.survival.low,
+        "survival_high": e.survival.high,
+        "conditional": e.conditional.value,
+        "mean_acceptance_length": e.mean_acceptance_length.value,
+        "mean_acceptance_length_interval": list(e.mean_acceptance_length.confidence_interval),
+        "draft_acceptance_rate": e.draft_acceptance_rate.value,
+        "equivalent_p": e.equivalent_p.value,
+        "equivalent_p_interval": list(e.equivalent_p.confidence_interval),
+        "interval_method": e.method,
+        "segments": [],
+        "drift": None,
+        "drafts_more_needed": t.drafts_more_needed,
+        "batch_mix": None if t.batch_mix is None else {str(k): v for k, v in sorted(t.batch_mix.items())},
+        "notes": list(t.notes),
+    }
+    if t.drift is not None:
+        d = t.drift
+        observed["drift"] = {
+            "detected": d.detected,
+            "recent_mean_acceptance_length": d.recent_mean_acceptance_length,
+            "earlier_mean_acceptance_length": d.earlier_mean_acceptance_length,
+            "difference": d.difference.value,
+            "difference_interval": list(d.difference.confidence_interval),
+            "recent_start": d.recent_start,
+            "message": d.message,
+        }
+    w = t.window
+    if w is not None:
+        observed["segments"] = [
+            {
+                "gamma": s.gamma, "start": s.start, "end": s.end, "drafts": s.total.drafts,
+                "engines": [list(x) for x in s.engines], "newest": s is w.newest_segment,
+            }
+            for s in w.segments
+        ]
+        observed["events"] = [_event_dict(ev) for ev in w.events]
+        observed["batch_time_shares"] = {str(k): v for k, v in sorted(w.step_shape.batch_mix.items())}
+        observed["observed_tokens_per_second"] = observed_tokens_per_second(w, e.mean_acceptance_length.value)
+        observed["targets"] = [_status_dict(s) for s in w.target_status]
+    doc = {
+        "route": t.route,
+        "window": {"start": t.window_start, "end": t.window_end} if t.window_start is not None else None,
+        "objective": rec.pop("objective"),
+        "cost_profile": rec.pop("cost_profile"),
+        "interval_level": rec.pop("interval_level"),
+        "observed": observed,
+    }
+    doc.update(rec)
+    return doc
+
+
+def _event_dict(ev) -> dict:
+    return {k: getattr(ev, k) for k in ("time", "target", "model_name", "engine", "kind", "detail") if hasattr(ev, k)}
+
+
+def _status_dict(s) -> dict:
+    return {k: getattr(s, k) for k in ("target", "last_ok_time", "last_error", "failing_since") if hasattr(s, k)}
