@@ -328,3 +328,189 @@ def _open_store_for_reading(config, db: str | None):
     if not path.exists():
         raise UsageError(f"{path}: no store here yet; run `specdec collect --config {config.path}` first (or pass --db)")
     return Store.open(path, retention_s=config.retention_s)
+
+
+# ---------------------------------------------------------------------------- simulate
+def cmd_simulate(args) -> int:
+    import tomllib
+    from pathlib import Path
+
+    from acceptance.simulate import Fleet, build_scenario, scenario_from_dict
+
+    if args.config:
+        path = Path(args.config)
+        try:
+            text = path.read_text(encoding="utf-8")
+            raw = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+        except FileNotFoundError:
+            raise UsageError(f"{path}: scenario file not found") from None
+        except (OSError, ValueError) as e:
+            raise UsageError(f"{path}: cannot read scenario: {str(e).splitlines()[0]}") from None
+        scenario = scenario_from_dict(raw, seed=args.seed)
+    else:
+        scenario = build_scenario(args.scenario, seed=args.seed if args.seed is not None else 0)
+    with Fleet(scenario) as fleet:
+        fleet.serve(host="127.0.0.1")
+        described = fleet.describe()
+        print(f"simulated fleet {scenario.name!r} (seed {scenario.seed}) at {args.speed:g}x wall time; Ctrl-C stops it")
+        for route, info in described.items():
+            print(f"route {route}:")
+            for url in info["targets"]:
+                print(f"  target {url}")
+            for g, surv in info["true_survival"].items():
+                print(f"  true survival at gamma {g}: " + " ".join(f"{x:.3f}" for x in surv))
+        print("config for these targets:\n" + "\n".join(
+            f"[routes.{r}]\ntargets = [{', '.join(json.dumps(u) for u in info['targets'])}]" for r, info in described.items()))
+        sys.stdout.flush()
+        fleet.start_realtime(speed=args.speed)
+        try:
+            end = time.monotonic() + args.duration if args.duration else None
+            while end is None or time.monotonic() < end:
+                time.sleep(0.2)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+# ---------------------------------------------------------------------------- demo
+def cmd_demo(args) -> int:
+    from pathlib import Path
+
+    from .demo import run_demo
+
+    out_dir = Path(args.dir)
+    print("specdec demo: a simulated vLLM fleet -> the real collector over HTTP -> store -> tune-gamma")
+    t0 = time.monotonic()
+    results = run_demo(out_dir, seed=args.seed, progress=lambda msg: print(msg, flush=True))
+    for r in results:
+        print()
+        print(format_tuning(_tuning_doc(r.tuning)))
+    print()
+    print("the simulator's truth (speedups under the true acceptance and batch mix):")
+    print(f"{'route':<12} {'deployed':>8} {'recommended':>12} {'decision':>9} {'true best':>10} {'speedup of ours / best':>24}")
+    ok = True
+    for r in results:
+        rec = r.tuning.recommendation
+        ratio = r.speedup_ratio
+        ok &= ratio >= 0.99
+        print(f"{r.route:<12} {rec.deployed_gamma:>8} {rec.recommended_gamma:>12} {rec.decision:>9} "
+              f"{r.true_best_gamma:>10} {ratio:>24.4f}")
+    print()
+    config = out_dir / "specdec.toml"
+    print(f"done in {time.monotonic() - t0:.1f}s. The store and config are in {out_dir}/:")
+    print(f"  tune-gamma --route open --config {config}            # the simulated hour ended now: a 1h window finds it")
+    print(f"  tune-gamma --route open --config {config} --json     # the same as JSON; --emit vllm for the config alone")
+    print(f"  specdec dashboard --config {config}                  # then open http://127.0.0.1:8501")
+    if not ok:
+        print("demo: the recommendation is more than 1% from the simulator's best", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _tuning_doc(tuning) -> dict:
+    from .pipeline import tuning_to_dict
+
+    return tuning_to_dict(tuning)
+
+
+# ---------------------------------------------------------------------------- parsers
+def _add_common_store_args(p) -> None:
+    p.add_argument("--config", help="config file (default ./specdec.toml)")
+    p.add_argument("--db", help="store path (default [store] path, else specdec.db beside the config)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .config import DEFAULT_MAX_PAGE_BYTES
+
+    parser = _Parser(prog="specdec", description="Speculative-decoding acceptance analyzer and γ tuner for vLLM.")
+    parser.add_argument("--version", action="version", version="specdec 0.1.0")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("inspect", help="acceptance per engine from one /metrics page (file, -, or URL)")
+    p.add_argument("source")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--timeout", type=_duration, default=5.0, help="for a URL (default 5s)")
+    p.add_argument("--max-page-bytes", type=int, default=DEFAULT_MAX_PAGE_BYTES)
+    p.set_defaults(fn=cmd_inspect)
+
+    p = sub.add_parser("collect", help="scrape the config's targets into the store")
+    _add_common_store_args(p)
+    p.add_argument("--interval", type=_duration, help="seconds between cycles (default [collect] interval, 15s)")
+    p.add_argument("--once", action="store_true", help="one cycle (a baseline: a window needs two)")
+    p.add_argument("--duration", type=_duration, help="stop after this long (default: run until Ctrl-C)")
+    p.set_defaults(fn=cmd_collect)
+
+    p = sub.add_parser("simulate", help="serve a simulated vLLM fleet on loopback")
+    from acceptance.simulate import SCENARIO_NAMES
+
+    p.add_argument("--scenario", default="demo", choices=SCENARIO_NAMES)
+    p.add_argument("--config", help="a scenario file (TOML or JSON) instead of a named scenario")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--speed", type=_positive_float, default=1.0, help="simulated seconds per wall second")
+    p.add_argument("--duration", type=_duration, help="stop after this long (wall time)")
+    p.set_defaults(fn=cmd_simulate)
+
+    p = sub.add_parser("demo", help="the whole path on a simulated fleet (no GPU, no vLLM)")
+    p.add_argument("--dir", default=".demo", help="where the demo leaves its store and config (default .demo)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(fn=cmd_demo)
+
+    p = sub.add_parser("model", help="the seeds' flat model: tables and inversions")
+    msub = p.add_subparsers(dest="model_command", required=True, parser_class=_Parser)
+    t = msub.add_parser("table", help="speedup and tok/s for a list of p")
+    t.add_argument("--gamma", type=int, required=True)
+    t.add_argument("--draft-cost", type=float, required=True)
+    t.add_argument("--p", type=_float_list, required=True, help="comma-separated acceptance rates")
+    t.add_argument("--method", default="dspark")
+    t.add_argument("--baseline-tps", type=float)
+    t.add_argument("--json", action="store_true")
+    t.set_defaults(fn=cmd_model_table)
+    t = msub.add_parser("implied-p", help="the independent p a published speedup implies")
+    t.add_argument("--speedup", type=float, required=True)
+    t.add_argument("--gamma", type=int, required=True)
+    t.add_argument("--draft-cost", type=float, required=True)
+    t.add_argument("--method", default="dspark")
+    t.add_argument("--json", action="store_true")
+    t.set_defaults(fn=cmd_model_implied_p)
+
+    from . import cmd_replay
+
+    cmd_replay.add_parser(sub)
+    try:
+        from dashboard import launch as dashboard_launch
+    except ImportError:
+        dashboard_launch = None
+    if dashboard_launch is not None and hasattr(dashboard_launch, "add_parser"):
+        dashboard_launch.add_parser(sub)
+    return parser
+
+
+def _add_tune_args(p) -> None:
+    p.add_argument("--route", help="a route of the config")
+    _add_common_store_args(p)
+    p.add_argument("--window", type=_duration, default=3600.0, help="window ending now (default 1h)")
+    p.add_argument("--json", action="store_true", help="the documented JSON document")
+    p.add_argument("--emit", choices=["vllm"], help="print only the --speculative-config JSON")
+    p.add_argument("--survival", type=_float_list, help="inline: a_1,a_2,... instead of a route")
+    p.add_argument("--drafts", type=int, help="inline: drafts behind the curve (for intervals)")
+    p.add_argument("--method", help="inline: vLLM speculative method (default dspark)")
+    p.add_argument("--draft-cost", type=float, help="inline: draft cost (default 0.10)")
+    p.add_argument("--cost-profile", help="inline: flat | roofline | a measured table (default flat)")
+    p.add_argument("--deployed-gamma", type=int, help="inline: the deployed γ (default: the curve's length)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return _run(args.fn, args, "specdec")
+
+
+def tune_gamma_main(argv: list[str] | None = None) -> int:
+    parser = _Parser(prog="tune-gamma", description="Recommend the number of draft tokens γ for a route.")
+    _add_tune_args(parser)
+    args = parser.parse_args(argv)
+    return _run(cmd_tune_gamma, args, "tune-gamma")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

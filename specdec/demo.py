@@ -123,7 +123,11 @@ def run_demo(out_dir: Path = DEMO_DIR, *, seed: int = 0, duration_s: float = 360
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
-    scenario = scenario_from_dict(_demo_scenario(seed), seed=seed)
+    raw = _demo_scenario(seed)
+    # The simulated hour ends at the wall clock's now, so `tune-gamma --route R` (a window
+    # ending now) finds it right after the demo. Counts do not depend on the start time.
+    raw["start_time"] = float(int(time.time() // interval_s) * interval_s - duration_s)
+    scenario = scenario_from_dict(raw, seed=seed)
     engine_step = DraftedStepTime(DEMO_STEP_TIME, DEMO_DRAFT_COST)
     scenario = replace(scenario, targets=tuple(
         replace(t, engines=tuple(replace(e, step_time_s=engine_step) for e in t.engines)) for t in scenario.targets

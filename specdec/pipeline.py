@@ -263,7 +263,18 @@ def tuning_to_dict(t: RouteTuning) -> dict:
         "observed": observed,
     }
     doc.update(rec)
-    return doc
+    return _plain(doc)
+
+
+def _plain(x):
+    """numpy scalars and arrays → Python numbers and lists (the document is JSON-shaped)."""
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if hasattr(x, "tolist"):
+        return _plain(x.tolist())
+    return x
 
 
 def _event_dict(ev) -> dict:
