@@ -192,11 +192,9 @@ def tune_inline(
 ) -> RouteTuning:
     """tune-gamma --survival A1,A2,...: the seeds' model by default; intervals only with
     --drafts (acceptance.estimates.estimate_from_survival says how)."""
-    values = dict(INLINE_DEFAULTS)
-    for key, v in (("method", method), ("draft_cost", draft_cost), ("cost_profile", cost_profile)):
-        if v is not None:
-            values[key] = v
-    deployment = Deployment.from_mapping(values, where="tune-gamma")
+    overrides = {k: v for k, v in (("method", method), ("draft_cost", draft_cost), ("cost_profile", cost_profile))
+                 if v is not None}
+    deployment = Deployment.from_mapping(overrides, where="tune-gamma", base=INLINE_DEFAULTS)
     estimate = estimate_from_survival(survival, drafts=drafts, level=level, n_resamples=n_resamples)
     rec = recommend(
         estimate.survival.value, deployment,
@@ -283,3 +281,92 @@ def _event_dict(ev) -> dict:
 
 def _status_dict(s) -> dict:
     return {k: getattr(s, k) for k in ("target", "last_ok_time", "last_error", "failing_since") if hasattr(s, k)}
+
+
+# ---------------------------------------------------------------------------------------
+# For the dashboard: the curve over time, and the recommendation under other figures.
+
+
+@dataclass(frozen=True)
+class CurveSlice:
+    """The acceptance of one γ segment over one time slice of a window.
+
+    ``estimate`` is estimate_acceptance over the segment's blocks whose END lies in
+    (start, end] — the store's window convention, so the slices of a segment add up to it.
+    """
+
+    gamma: int
+    start: float
+    end: float
+    newest_segment: bool  # the slice belongs to the segment the route's estimate describes
+    estimate: AcceptanceEstimate
+
+
+def curve_history(window, *, n_slices: int = 6, level: float = 0.9, n_resamples: int = 200,
+                  seed: int = 0) -> list[CurveSlice]:
+    """How a route's curve moved: each γ segment of ``window`` (an acceptance.windows.RouteWindow)
+    cut into ``n_slices`` equal time slices of the WINDOW, each estimated on its own.
+
+    Counts are never summed across γ (one slice list per segment); slices without drafts
+    are left out. Oldest first, then by γ.
+    """
+    if isinstance(n_slices, bool) or not isinstance(n_slices, int) or n_slices < 1:
+        raise ValueError(f"n_slices must be a positive integer, got {n_slices!r}")
+    import numpy as np
+
+    if window is None:
+        return []
+    edges = np.linspace(window.start, window.end, n_slices + 1)
+    newest = window.newest_segment
+    out: list[CurveSlice] = []
+    for segment in window.segments:
+        iv = segment.intervals
+        for lo, hi in zip(edges[:-1], edges[1:]):
+            keep = (iv.end > lo) & (iv.end <= hi)
+            if not keep.any():
+                continue
+            part = IntervalCounts(iv.gamma, iv.start[keep], iv.end[keep], iv.counts[keep])
+            if part.total().drafts <= 0:
+                continue
+            est = estimate_acceptance(part, level=level, n_resamples=n_resamples, seed=seed)
+            out.append(CurveSlice(iv.gamma, float(lo), float(hi), segment is newest, est))
+    out.sort(key=lambda s: (s.start, s.gamma))
+    return out
+
+
+def what_if(tuning: RouteTuning, overrides: dict, *, batch_time_shares: dict[int, float] | None = None,
+            level: float = 0.9) -> tuple[Deployment, Recommendation]:
+    """The route's recommendation with some deployment keys changed (the dashboard's what-if).
+
+    ``overrides``: [deployment] keys over the route's deployment (validated: ModelInputError
+    names the key). ``batch_time_shares``: the share of engine time at each batch size u_B
+    (default: the window's observed shares; None and no window = batch 1); it becomes the
+    request-weighted mix under the NEW deployment (model.speedup.batch_mix_from_time_shares),
+    and on latency_specialized the clean share comes from the window's iteration_tokens,
+    as in tune_intervals.
+    """
+    deployment = Deployment.from_mapping(overrides, where="what-if", base=tuning.deployment)
+    estimate = tuning.estimate
+    gamma = estimate.gamma
+    window = tuning.window
+    shares = batch_time_shares
+    if shares is None and window is not None and window.step_shape.batch_mix:
+        shares = window.step_shape.batch_mix
+    batch_mix = batch_mix_from_time_shares(shares, deployment, gamma) if shares else None
+    eligibility = observed_tps = None
+    if window is not None:
+        shape = window.step_shape
+        if deployment.decode_backend == "latency_specialized" and shape.iteration_tokens and batch_mix:
+            eligibility = specialized_eligibility(shape.iteration_tokens, batch_mix, gamma)
+        observed_tps = observed_tokens_per_second(window, estimate.mean_acceptance_length.value)
+    rec = recommend(
+        estimate.survival.value,
+        deployment,
+        survival_resamples=estimate.survival_resamples if estimate.has_interval else None,
+        deployed_gamma=gamma,
+        batch_mix=batch_mix,
+        eligibility=eligibility,
+        level=level,
+        observed_tokens_per_second=observed_tps,
+    )
+    return deployment, rec

@@ -1,0 +1,240 @@
+"""The console scripts as a user runs them: exit codes, one-line errors, documented JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specdec.cli import main, tune_gamma_main
+
+GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "data" / "vllm-golden"
+if not GOLDEN.exists():  # CI lays shared/ beside the clone; a developer's checkout too
+    GOLDEN = Path("/work/shared/data/vllm-golden")
+
+
+def run_cli(capsys, fn, argv):
+    try:
+        code = fn(argv)
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code, out, err, *needles):
+    assert code == 2, (code, out, err)
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+# ------------------------------------------------------------------ model table / implied-p
+SEEDS = [(0.95, 6.12, 722.1), (0.90, 5.18, 611.0), (0.80, 3.78, 446.4), (0.70, 2.86, 337.0),
+         (0.60, 2.23, 263.7), (0.50, 1.81, 213.7)]
+
+
+def test_model_table_reproduces_the_seeds(capsys):
+    code, out, _ = run_cli(capsys, main, ["model", "table", "--gamma", "7", "--draft-cost", "0.10",
+                                          "--p", ",".join(str(p) for p, _, _ in SEEDS), "--baseline-tps", "118", "--json"])
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["schema_version"] == 1
+    for row, (p, speedup, tps) in zip(doc["rows"], SEEDS):
+        assert row["p"] == p and row["gamma"] == 7
+        assert f"{row['speedup']:.2f}" == f"{speedup:.2f}"
+        assert f"{row['tokens_per_second']:.1f}" == f"{tps:.1f}"
+    code, out, _ = run_cli(capsys, main, ["model", "table", "--gamma", "7", "--draft-cost", "0.1", "--p", "0.95,0.5",
+                                          "--baseline-tps", "118"])
+    assert code == 0 and "6.12x" in out and "722.1" in out and "1.81x" in out
+
+
+@pytest.mark.parametrize("tps,p,e", [(370, "0.7347", "3.45"), (464, "0.8129", "4.33")])
+def test_implied_p_reproduces_the_seeds(capsys, tps, p, e):
+    code, out, _ = run_cli(capsys, main, ["model", "implied-p", "--speedup", str(tps / 118), "--gamma", "7",
+                                          "--draft-cost", "0.10", "--json"])
+    assert code == 0
+    doc = json.loads(out)
+    assert f"{doc['p']:.4f}" == p and f"{doc['expected_tokens_per_step']:.2f}" == e
+    assert set(doc) >= {"p", "expected_tokens_per_step", "speedup", "gamma", "draft_cost"}
+
+
+# ------------------------------------------------------------------ tune-gamma inline
+def test_tune_gamma_inline_flat_prefers_the_longest_draft_and_keeps_without_counts(capsys):
+    code, out, _ = run_cli(capsys, tune_gamma_main, ["--survival", "0.9,0.8,0.7", "--json"])
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["cost_profile"] == "flat" and doc["deployed_gamma"] == 3
+    # Flat cost, parallel drafter: more draft tokens never hurt, so the best is an extrapolated γ 5.
+    assert doc["recommended_gamma"] == 5
+    assert doc["decision"] == "keep"  # no --drafts: no probability, so no change
+    assert doc["candidates"][0]["gamma"] == 0 and doc["candidates"][0]["speedup"] == 1.0
+    assert all(c["speedup_low"] is None for c in doc["candidates"])
+    assert [c["extrapolated"] for c in doc["candidates"]] == [False] * 4 + [True] * 2
+
+
+def test_tune_gamma_inline_with_drafts_gives_intervals_and_emit_vllm(capsys):
+    code, out, _ = run_cli(capsys, tune_gamma_main, ["--survival", "0.9,0.8,0.7", "--drafts", "20000",
+                                                      "--method", "eagle3", "--draft-cost", "0.3", "--json"])
+    assert code == 0
+    doc = json.loads(out)
+    lows = [c["speedup_low"] for c in doc["candidates"] if c["gamma"] > 0]
+    assert all(l is not None for l in lows)
+    for c in doc["candidates"]:
+        assert c["speedup_low"] <= c["speedup"] <= c["speedup_high"]
+    assert 0.0 <= doc["probability_best"] <= 1.0
+    code, out, _ = run_cli(capsys, tune_gamma_main, ["--survival", "0.9,0.8,0.7", "--emit", "vllm"])
+    conf = json.loads(out)
+    assert conf == {"method": "dspark", "num_speculative_tokens": conf["num_speculative_tokens"]}
+    assert "synthetic" not in out
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--survival", "0.5,0.7"], "increase"),
+    (["--survival", "0.9,1.2"], "[0, 1]"),
+    (["--survival", "0.9,0.8", "--method", "telepathy"], "telepathy"),
+    (["--survival", "0.9,0.8", "--draft-cost", "-0.1"], "draft_cost"),
+    (["--survival", "0.9,0.8", "--deployed-gamma", "-1"], "gamma"),
+    (["--survival", "0.9,0.8", "--cost-profile", "/nonexistent/table.csv"], "table.csv"),
+    (["--survival", "0.9,x"], "survival"),
+])
+def test_tune_gamma_inline_bad_input_is_one_line_exit_2(capsys, argv, needle):
+    code, out, err = run_cli(capsys, tune_gamma_main, argv)
+    assert_one_line_error(code, out, err, needle)
+
+
+def test_malformed_cost_table_is_one_line_exit_2(capsys, tmp_path):
+    table = tmp_path / "costs.csv"
+    table.write_text("batch_size,tokens_per_request,path,seconds\n1,1,stock,0.01\n2,x,stock,0.02\n")
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--survival", "0.9,0.8", "--cost-profile", str(table)])
+    assert_one_line_error(code, out, err, "costs.csv", "line 3")
+
+
+# ------------------------------------------------------------------ tune-gamma on routes: errors
+def test_tune_gamma_route_errors(capsys, tmp_path):
+    missing = tmp_path / "nope.toml"
+    assert_one_line_error(*run_cli(capsys, tune_gamma_main, ["--route", "x", "--config", str(missing)]), "nope.toml")
+
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[routes.x\ntargets = 3\n")
+    assert_one_line_error(*run_cli(capsys, tune_gamma_main, ["--route", "x", "--config", str(broken)]), "broken.toml")
+
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[routes.structured]\ntargets = ["http://127.0.0.1:9/metrics"]\n')
+    assert_one_line_error(*run_cli(capsys, tune_gamma_main, ["--route", "nosuch", "--config", str(cfg)]),
+                          "nosuch", "structured")
+    # No store yet: say what to do.
+    assert_one_line_error(*run_cli(capsys, tune_gamma_main, ["--route", "structured", "--config", str(cfg)]),
+                          "specdec collect")
+    # An unreadable store (not SQLite).
+    (tmp_path / "specdec.db").write_bytes(b"this is not a database" * 100)
+    assert_one_line_error(*run_cli(capsys, tune_gamma_main, ["--route", "structured", "--config", str(cfg)]),
+                          "specdec.db")
+    # An empty store: the route has no data.
+    (tmp_path / "specdec.db").unlink()
+    from acceptance.store import Store
+
+    Store.open(tmp_path / "specdec.db").close()
+    assert_one_line_error(*run_cli(capsys, tune_gamma_main, ["--route", "structured", "--config", str(cfg)]),
+                          "no drafts", "structured")
+    bad_value = tmp_path / "bad_value.toml"
+    bad_value.write_text('[deployment]\ndraft_cost = -1\n[routes.structured]\ntargets = ["http://127.0.0.1:9/metrics"]\n')
+    Store.open(tmp_path / "bad.db").close()
+    assert_one_line_error(*run_cli(capsys, tune_gamma_main, ["--route", "structured", "--config", str(bad_value),
+                                                             "--db", str(tmp_path / "bad.db")]), "draft_cost")
+
+
+def test_tune_gamma_needs_a_route_or_a_curve(capsys):
+    assert_one_line_error(*run_cli(capsys, tune_gamma_main, []), "--route")
+
+
+# ------------------------------------------------------------------ inspect
+def test_inspect_golden_page_json_and_table(capsys):
+    truth = json.loads((GOLDEN / "ground_truth_gamma3.json").read_text())
+    code, out, _ = run_cli(capsys, main, ["inspect", str(GOLDEN / "exposition_gamma3_full_metrics_page.txt"), "--json"])
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["schema_version"] == 1
+    for eng in doc["engines"]:
+        t = truth["per_engine"][eng["engine"]]
+        assert eng["gamma"] == 3
+        assert eng["drafts"] == t["num_drafts"]
+        assert eng["accepted_per_position"] == t["num_accepted_tokens_per_pos"]
+    assert doc["total"]["drafts"] == sum(t["num_drafts"] for t in truth["per_engine"].values())
+    code, out, _ = run_cli(capsys, main, ["inspect", str(GOLDEN / "exposition_gamma3.txt")])
+    assert code == 0 and "9134" in out.replace(",", "")
+
+
+def test_inspect_bad_sources(capsys, tmp_path):
+    html = tmp_path / "error.html"
+    html.write_text("<html><body>502 Bad Gateway</body></html>")
+    assert_one_line_error(*run_cli(capsys, main, ["inspect", str(html)]), "error.html")
+    assert_one_line_error(*run_cli(capsys, main, ["inspect", str(tmp_path / "missing.txt")]), "missing.txt")
+    assert_one_line_error(*run_cli(capsys, main, ["inspect", "http://127.0.0.1:9/metrics", "--timeout", "1s"]),
+                          "127.0.0.1:9")
+
+
+# ------------------------------------------------------------------ demo, end to end
+def test_demo_recommends_the_simulators_best_gamma(tmp_path, capsys):
+    code = main(["demo", "--dir", str(tmp_path / "demo")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    table = out[out.index("the simulator's truth"):]
+    rows = {l.split()[0]: l.split() for l in table.splitlines()[2:4]}
+    assert set(rows) == {"structured", "open"}
+    for route, cols in rows.items():
+        assert float(cols[-1]) >= 0.99, cols
+    # The store and config stay for the dashboard and tune-gamma.
+    cfg = tmp_path / "demo" / "specdec.toml"
+    assert cfg.exists() and (tmp_path / "demo" / "specdec.db").exists()
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "open", "--config", str(cfg), "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["route"] == "open" and doc["observed"]["gamma"] == 7
+    assert doc["decision"] == "change" and doc["recommended_gamma"] == 3
+    assert doc["vllm"]["speculative_config"]["num_speculative_tokens"] == 3
+    assert doc["replay_config"]["speculative_config"]["rejection_sample_method"] == "synthetic"
+    assert "synthetic" not in json.dumps(doc["vllm"])
+    kinds = {e["kind"] for e in doc["observed"]["events"]}
+    assert "restart" in kinds
+
+
+# ------------------------------------------------------------------ collect: SIGKILL mid-run
+def test_collect_survives_sigkill(tmp_path):
+    import signal
+    import time
+
+    from acceptance.simulate import Fleet, build_scenario
+    from acceptance.store import Store
+    from acceptance.windows import route_window
+
+    with Fleet(build_scenario("independent", seed=3)) as fleet:
+        urls = list(fleet.serve().values())
+        fleet.start_realtime(speed=30.0)
+        cfg = tmp_path / "specdec.toml"
+        cfg.write_text("[routes.independent]\ntargets = [" + ", ".join(f'"{u}"' for u in urls) + "]\n")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        proc = subprocess.Popen([sys.executable, "-m", "specdec.cli", "collect", "--config", str(cfg),
+                                 "--interval", "0.1"], stderr=subprocess.PIPE, text=True, env=env)
+        cycles = 0
+        deadline = time.monotonic() + 60
+        while cycles < 15 and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            cycles += line.startswith("cycle ")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert cycles >= 15
+        with Store.open(tmp_path / "specdec.db") as store:
+            assert store._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            w = route_window(store, urls, 0, 4e9)
+            assert w.newest_segment is not None and w.newest_segment.total.drafts > 0
+        # The store opens again and collecting goes on from it.
+        code = subprocess.run([sys.executable, "-m", "specdec.cli", "collect", "--config", str(cfg), "--once"],
+                              capture_output=True, text=True, env=env)
+        assert code.returncode == 0, code.stderr
