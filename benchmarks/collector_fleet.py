@@ -27,9 +27,7 @@ from pathlib import Path
 from acceptance.collector import Collector
 from acceptance.parse import parse_metrics_page
 
-PAGE = Path("/work/shared/data/vllm-golden/exposition_gamma3_full_metrics_page.txt")
-if not PAGE.exists():
-    PAGE = Path(__file__).resolve().parents[1] / "data" / "vllm-golden" / PAGE.name
+PAGE = Path(__file__).resolve().parents[1] / "tests" / "data" / "vllm-golden" / "exposition_gamma3_full_metrics_page.txt"
 
 
 def _serve(n_ports: int, page: bytes, conn) -> None:

@@ -18,9 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from acceptance.parse import filter_metrics_lines, parse_metrics_page
 
-DEFAULT_PAGE = Path("/work/shared/data/vllm-golden/exposition_gamma3_full_metrics_page.txt")
-if not DEFAULT_PAGE.exists():
-    DEFAULT_PAGE = Path(__file__).resolve().parents[1] / "data" / "vllm-golden" / DEFAULT_PAGE.name
+DEFAULT_PAGE = Path(__file__).resolve().parents[1] / "tests" / "data" / "vllm-golden" / "exposition_gamma3_full_metrics_page.txt"
 
 
 def best_ms(fn, repeat: int, rounds: int = 5) -> float:

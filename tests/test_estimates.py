@@ -20,9 +20,7 @@ from acceptance.estimates import (
     expected_tokens_independent,
 )
 
-GOLDEN = Path("/work/shared/data/vllm-golden/ground_truth_gamma3.json")
-if not GOLDEN.exists():  # the repository's copy, where the shared folder is not mounted
-    GOLDEN = Path(__file__).resolve().parents[1] / "shared/data/vllm-golden/ground_truth_gamma3.json"
+GOLDEN = Path(__file__).resolve().parent / "data" / "vllm-golden" / "ground_truth_gamma3.json"
 
 
 def golden_engines() -> list[SpecCounts]:

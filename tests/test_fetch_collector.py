@@ -15,9 +15,7 @@ import acceptance.fetch as fetch_module
 from acceptance.collector import Collector, collect_cycle, run_collector
 from acceptance.fetch import PageFetcher, SourceError, fetch_page, read_source
 
-GOLDEN = Path("/work/shared/data/vllm-golden")
-if not GOLDEN.exists():
-    GOLDEN = Path(__file__).resolve().parents[1] / "data" / "vllm-golden"
+GOLDEN = Path(__file__).resolve().parent / "data" / "vllm-golden"  # a copy of the shared reference data
 FULL_PAGE = (GOLDEN / "exposition_gamma3_full_metrics_page.txt").read_bytes()
 SPEC_PAGE = (GOLDEN / "exposition_gamma3.txt").read_bytes()
 PROM_TYPE = "text/plain; version=1.0.0; charset=utf-8"  # what vLLM answers with

@@ -19,9 +19,7 @@ from acceptance.parse import (
     parse_metrics_page,
 )
 
-GOLDEN = Path("/work/shared/data/vllm-golden")
-if not GOLDEN.exists():  # the repository's own copy, when the shared folder is not mounted
-    GOLDEN = Path(__file__).resolve().parents[1] / "data" / "vllm-golden"
+GOLDEN = Path(__file__).resolve().parent / "data" / "vllm-golden"  # a copy of the shared reference data
 SPEC_PAGE = GOLDEN / "exposition_gamma3.txt"
 FULL_PAGE = GOLDEN / "exposition_gamma3_full_metrics_page.txt"
 TRUTH = json.loads((GOLDEN / "ground_truth_gamma3.json").read_text())

@@ -27,9 +27,7 @@ from acceptance.simulate import (
 )
 from acceptance.sim_processes import HeterogeneousProcess, ProcessError, process_from_dict
 
-GOLDEN = Path("/work/shared/data/vllm-golden")
-if not GOLDEN.exists():  # the repository's copy, where the shared folder is not mounted
-    GOLDEN = Path(__file__).resolve().parents[1] / "data" / "vllm-golden"
+GOLDEN = Path(__file__).resolve().parent / "data" / "vllm-golden"  # a copy of the shared reference data
 needs_golden = pytest.mark.skipif(not (GOLDEN / "exposition_gamma3.txt").exists(), reason="golden vLLM pages absent")
 
 SPEC_FAMILIES = {vm.DRAFTS, vm.DRAFT_TOKENS, vm.ACCEPTED_TOKENS, vm.ACCEPTED_PER_POSITION}
