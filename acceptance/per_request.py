@@ -1,0 +1,386 @@
+"""Per-request acceptance: vLLM's ``metrics.speculative_decoding`` in response bodies.
+
+This is the only source that splits one shared deployment's acceptance by route: the
+engine's counters mix every route it serves, while the gateway knows each request's route.
+
+Turning it on (vLLM 0.33.0, flags checked in vllm/engine/arg_utils.py and
+vllm/entrypoints/common/cli_args.py)::
+
+    vllm serve ... --per-request-spec-decode-metrics summary      # or detailed
+                   --enable-per-request-metrics                     # optional: timing fields
+
+``--per-request-spec-decode-metrics summary|detailed`` alone fills
+``metrics.speculative_decoding``; ``--enable-per-request-metrics`` adds the timing fields
+(``mean_itl_ms``, ``tokens_per_second``, ...) and needs stats logging on (no
+``--disable-log-stats``). Only single-sequence requests (n == 1) carry them: for n > 1
+``metrics`` is null. A streamed response carries them on its final usage chunk only
+(``stream_options.include_usage``).
+
+How a gateway should write the lines (one JSON object per response, one per line)::
+
+    {"route": "structured", "time": 1764480097.25,
+     "mean_itl_ms": 9.8, "tokens_per_second": 101.2,
+     "speculative_decoding": {"acceptance_histogram": [3, 6, 6, 40], "num_spec_tokens": 3,
+                              "num_spec_steps": 55, "num_accepted_draft_tokens": 138,
+                              "num_draft_tokens": 164, ...}}
+
+i.e. the response's ``metrics`` object plus ``"route"`` (overrides the default route) and
+``"time"`` (epoch seconds the response finished; else the response's ``created``, else the
+caller's default time). Whole responses (``{"id": ..., "metrics": {...}}``), SSE lines
+(``data: {...}``) and the bare ``speculative_decoding`` object are read too.
+
+Semantics (vllm/v1/metrics/stats.py ``RequestSpecDecodeMetrics``, fed by the scheduler once
+per verify step of the request): ``acceptance_histogram[j]`` = verify steps that accepted
+exactly j draft tokens (length γ + 1, γ = ``num_spec_tokens``, the configured maximum);
+``num_draft_tokens`` = proposed draft tokens less grammar-invalidated ones, so under a
+dynamic γ schedule, structured output or the end of a sequence it is below steps × γ;
+``per_step_accepted`` / ``per_step_drafted`` (``detailed`` only) list every step in order.
+One request at its γ becomes ``SpecCounts``:
+
+    drafts D = Σ_j h_j,   accepted A = Σ_j j·h_j,   draft tokens T = num_draft_tokens,
+    A_k = Σ_{j≥k} h_j  (steps that accepted at least k: vLLM's per-position counter),
+    draft_tokens_per_position_k = #{steps with per_step_drafted ≥ k}  (detailed only).
+
+Requests, not steps, are the independent units (steps of one request share its prompt and
+its difficulty), so intervals come from resampling requests: one row per request, block
+length 1 in ``estimates.estimate_acceptance``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .counts import IntervalCounts, SpecCounts
+
+if TYPE_CHECKING:
+    from .estimates import AcceptanceEstimate
+
+
+class PerRequestError(ValueError):
+    """A per-request file that cannot be read or holds no usable line (one-line message)."""
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One finished request's acceptance at its γ (``counts.gamma == gamma``).
+
+    time: epoch seconds (the line's ``time``, else the response's ``created``, else the
+    parse's default); mean_itl_ms / tokens_per_second: vLLM's per-request timing fields,
+    None when the server does not report them.
+    """
+
+    route: str
+    time: float
+    gamma: int
+    counts: SpecCounts
+    mean_itl_ms: float | None = None
+    tokens_per_second: float | None = None
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
+class PerRequestParse:
+    """What a file of per-request lines gave: records, and why the other lines were skipped.
+
+    ``lines`` counts every line read; ``lines == len(records) + sum(skipped.values())``.
+    """
+
+    records: list[RequestRecord]
+    skipped: dict[str, int] = field(default_factory=dict)
+    lines: int = 0
+
+    def gammas(self) -> list[int]:
+        return sorted({r.gamma for r in self.records})
+
+
+# Skip reasons (keys of PerRequestParse.skipped).
+SKIP_BLANK = "blank line"
+SKIP_NOT_JSON = "not json"
+SKIP_TRUNCATED = "truncated json"
+SKIP_NOT_RESPONSE = "not a response"
+SKIP_NULL_METRICS = "null metrics (n > 1)"
+SKIP_STREAM_CHUNK = "stream chunk without metrics"
+SKIP_NO_SPEC = "no speculative_decoding"
+SKIP_NO_ROUTE = "no route"
+SKIP_BAD_ROUTE = "bad route"
+SKIP_BAD_TIME = "bad time"
+SKIP_INCONSISTENT = "inconsistent counts"
+
+# Keys that make an object a speculative_decoding payload.
+_SPEC_KEYS = ("acceptance_histogram", "num_spec_tokens")
+# Tolerance for vLLM's float fields against the counts they were computed from.
+_FLOAT_TOLERANCE = 1e-9
+
+
+class _Skip(Exception):
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _is_count(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def _count_list(x) -> list[int]:
+    if not isinstance(x, list) or not all(_is_count(v) for v in x):
+        raise _Skip(SKIP_INCONSISTENT)
+    return x
+
+
+def _optional_float(x) -> float | None:
+    if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x):
+        return float(x)
+    return None
+
+
+def spec_counts_from_payload(spec: dict) -> SpecCounts:
+    """SpecCounts of one ``speculative_decoding`` object at its γ (module docstring).
+
+    Raises ValueError (one line) when the object's fields contradict each other: histogram
+    length ≠ γ + 1, num_spec_steps ≠ Σ h_j, num_accepted_draft_tokens ≠ Σ j·h_j,
+    T > γ·D, A > T, per-step arrays that disagree with the histogram, or
+    mean_acceptance_length / draft_acceptance_rate not those of the counts.
+    """
+    try:
+        return _spec_counts(spec)
+    except _Skip as e:
+        raise ValueError(f"speculative_decoding object: {e.reason}") from None
+
+
+def _spec_counts(spec: dict) -> SpecCounts:
+    gamma = spec.get("num_spec_tokens")
+    if not _is_count(gamma) or gamma < 1:
+        raise _Skip(SKIP_INCONSISTENT)
+    histogram = _count_list(spec.get("acceptance_histogram"))
+    if len(histogram) != gamma + 1:
+        raise _Skip(SKIP_INCONSISTENT)
+    drafts = sum(histogram)
+    accepted = sum(j * h for j, h in enumerate(histogram))
+    draft_tokens = spec.get("num_draft_tokens")
+    if not _is_count(draft_tokens):
+        raise _Skip(SKIP_INCONSISTENT)
+    # The redundant fields must agree with the histogram: a line that disagrees with itself
+    # was edited or mangled, and its counts cannot be trusted.
+    for key, expected in (("num_spec_steps", drafts), ("num_accepted_draft_tokens", accepted)):
+        if key in spec and spec[key] != expected:
+            raise _Skip(SKIP_INCONSISTENT)
+    # Each step drafts at most γ tokens and accepts at most what it drafted.
+    if draft_tokens > gamma * drafts or accepted > draft_tokens:
+        raise _Skip(SKIP_INCONSISTENT)
+    al = _optional_float(spec.get("mean_acceptance_length"))
+    if al is not None and abs(al - (1.0 + accepted / drafts if drafts else 1.0)) > _FLOAT_TOLERANCE:
+        raise _Skip(SKIP_INCONSISTENT)
+    dar = _optional_float(spec.get("draft_acceptance_rate"))
+    if dar is not None and abs(dar - (accepted / draft_tokens if draft_tokens else 0.0)) > _FLOAT_TOLERANCE:
+        raise _Skip(SKIP_INCONSISTENT)
+
+    # A_k = steps that accepted at least k draft tokens: a suffix sum of the histogram.
+    at_least = np.cumsum(histogram[::-1])[::-1]
+    accepted_per_position = tuple(int(x) for x in at_least[1:])
+
+    draft_tokens_per_position = None
+    per_step_accepted = spec.get("per_step_accepted")
+    per_step_drafted = spec.get("per_step_drafted")
+    if per_step_accepted is not None or per_step_drafted is not None:
+        step_accepted = _count_list(per_step_accepted)
+        step_drafted = _count_list(per_step_drafted)
+        if (
+            len(step_accepted) != drafts
+            or len(step_drafted) != drafts
+            or sum(step_drafted) != draft_tokens
+            or any(a > d or d > gamma for a, d in zip(step_accepted, step_drafted))
+            or np.bincount(step_accepted, minlength=gamma + 1).tolist() != histogram
+        ):
+            raise _Skip(SKIP_INCONSISTENT)
+        # Drafts that reached position k: with dynamic γ (or grammar-invalidated tokens)
+        # they are fewer than D, and a_k normalised by them reads the drafter, not the
+        # schedule.
+        reached = np.bincount(step_drafted, minlength=gamma + 1)
+        draft_tokens_per_position = tuple(int(x) for x in np.cumsum(reached[::-1])[::-1][1:])
+
+    return SpecCounts(drafts, draft_tokens, accepted, accepted_per_position, draft_tokens_per_position)
+
+
+def _locate(obj: dict) -> tuple[dict, dict | None]:
+    """(speculative_decoding object, metrics object or None) of one line, or _Skip."""
+    if all(k in obj for k in _SPEC_KEYS):  # the bare speculative_decoding object
+        return obj, None
+    if "speculative_decoding" in obj and "metrics" not in obj:  # a metrics object
+        spec = obj["speculative_decoding"]
+        if spec is None:
+            raise _Skip(SKIP_NO_SPEC)
+        if not isinstance(spec, dict):
+            raise _Skip(SKIP_NOT_RESPONSE)
+        return spec, obj
+    if "metrics" in obj:  # a whole response (or stream chunk)
+        metrics = obj["metrics"]
+        if metrics is None:
+            # vLLM nulls the whole metrics object for n > 1; intermediate stream chunks
+            # carry none either.
+            if str(obj.get("object", "")).endswith(".chunk"):
+                raise _Skip(SKIP_STREAM_CHUNK)
+            raise _Skip(SKIP_NULL_METRICS)
+        if not isinstance(metrics, dict):
+            raise _Skip(SKIP_NOT_RESPONSE)
+        spec = metrics.get("speculative_decoding")
+        if spec is None:
+            raise _Skip(SKIP_NO_SPEC)
+        if not isinstance(spec, dict):
+            raise _Skip(SKIP_NOT_RESPONSE)
+        return spec, metrics
+    if str(obj.get("object", "")).endswith(".chunk"):
+        raise _Skip(SKIP_STREAM_CHUNK)
+    raise _Skip(SKIP_NOT_RESPONSE)
+
+
+def _record(obj: dict, default_route: str | None, default_time: float) -> RequestRecord:
+    spec, metrics = _locate(obj)
+    counts = _spec_counts(spec)
+
+    if "route" in obj:
+        route = obj["route"]
+        if not isinstance(route, str) or not route.strip():
+            raise _Skip(SKIP_BAD_ROUTE)
+    elif default_route is not None:
+        route = default_route
+    else:
+        raise _Skip(SKIP_NO_ROUTE)
+
+    if "time" in obj:
+        when = _optional_float(obj["time"])
+        if when is None or when < 0:
+            raise _Skip(SKIP_BAD_TIME)
+    elif _optional_float(obj.get("created")) is not None:
+        # An OpenAI response's `created`: when the request arrived, close enough for
+        # windows of minutes.
+        when = float(obj["created"])
+    else:
+        when = float(default_time)
+
+    timing = metrics if metrics is not None else obj
+    request_id = obj.get("request_id", obj.get("id"))
+    return RequestRecord(
+        route=route.strip(),
+        time=when,
+        gamma=counts.gamma,
+        counts=counts,
+        mean_itl_ms=_optional_float(timing.get("mean_itl_ms")),
+        tokens_per_second=_optional_float(timing.get("tokens_per_second")),
+        request_id=request_id if isinstance(request_id, str) else None,
+    )
+
+
+def _parse_line(line: str, default_route: str | None, default_time: float) -> RequestRecord:
+    text = line.strip()
+    if not text:
+        raise _Skip(SKIP_BLANK)
+    if text.startswith("data:"):  # a server-sent-events line of a streamed response
+        text = text[5:].strip()
+    if not text.startswith("{"):
+        raise _Skip(SKIP_NOT_JSON)
+    try:
+        obj = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise _Skip(SKIP_TRUNCATED) from None
+    if not isinstance(obj, dict):
+        raise _Skip(SKIP_NOT_RESPONSE)
+    return _record(obj, default_route, default_time)
+
+
+def parse_per_request_lines(
+    lines: Iterable[str],
+    *,
+    default_route: str | None,
+    default_time: float,
+    source: str,
+) -> PerRequestParse:
+    """Records of the usable lines; every other line is counted under its skip reason.
+
+    Truncated JSON, lines of other loggers, n > 1 responses (null metrics), responses
+    without speculative_decoding, lines without a route (and no default) and lines whose
+    counts contradict themselves are skipped, never fatal. Raises PerRequestError naming
+    ``source`` when no line is usable (the message lists the skip reasons).
+    """
+    if default_route is not None and (not isinstance(default_route, str) or not default_route.strip()):
+        raise PerRequestError(f"{source}: default route must be a non-empty string, got {default_route!r}")
+    if not isinstance(default_time, (int, float)) or isinstance(default_time, bool) or not math.isfinite(default_time):
+        raise PerRequestError(f"{source}: default time must be finite epoch seconds, got {default_time!r}")
+    default_route = default_route.strip() if default_route is not None else None
+    records: list[RequestRecord] = []
+    skipped: Counter[str] = Counter()
+    n_lines = 0
+    for line in lines:
+        n_lines += 1
+        try:
+            records.append(_parse_line(line, default_route, float(default_time)))
+        except _Skip as skip:
+            skipped[skip.reason] += 1
+    if not records:
+        why = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items())) or "empty"
+        raise PerRequestError(f"{source}: no usable per-request line in {n_lines} lines ({why})")
+    return PerRequestParse(records=records, skipped=dict(sorted(skipped.items())), lines=n_lines)
+
+
+def read_per_request_file(
+    path: str | Path,
+    *,
+    default_route: str | None,
+    default_time: float,
+) -> PerRequestParse:
+    """parse_per_request_lines over a file (``-`` reads stdin); unreadable → PerRequestError."""
+    if str(path) == "-":
+        return parse_per_request_lines(sys.stdin, default_route=default_route, default_time=default_time, source="<stdin>")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return parse_per_request_lines(f, default_route=default_route, default_time=default_time, source=str(path))
+    except OSError as e:
+        raise PerRequestError(f"{path}: cannot read per-request file: {e.strerror or e}") from None
+
+
+def requests_to_intervals(records: Iterable[RequestRecord], gamma: int) -> IntervalCounts:
+    """One row per request of γ ``gamma``, sorted by time: the rows a request bootstrap resamples.
+
+    start = end = the request's time (a request is a unit, not a span); counts in the
+    ``SpecCounts.as_vector`` layout [D, T, A, A_1..A_γ]. No request of that γ → zero rows.
+    """
+    if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
+        raise ValueError(f"gamma must be a positive integer, got {gamma!r}")
+    chosen = sorted((r for r in records if r.gamma == gamma), key=lambda r: r.time)
+    times = np.array([r.time for r in chosen], dtype=float)
+    counts = np.array([r.counts.as_vector() for r in chosen], dtype=float).reshape(len(chosen), 3 + gamma)
+    return IntervalCounts(gamma, times, times.copy(), counts)
+
+
+def estimate_from_requests(
+    records: Iterable[RequestRecord],
+    *,
+    level: float = 0.9,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> dict[int, AcceptanceEstimate]:
+    """γ → AcceptanceEstimate of the requests at that γ (never pooled across γ).
+
+    Point values are ratios of the totals (a_k = Σ A_k / Σ D over the requests); intervals
+    resample whole requests (estimate_acceptance with block length 1: requests are the
+    independent units, the steps within one are not). Pass one route's records to get that
+    route's curve.
+    """
+    from .estimates import estimate_acceptance  # the estimator lives with the point formulas
+
+    records = list(records)
+    return {
+        gamma: estimate_acceptance(
+            requests_to_intervals(records, gamma), level=level, n_resamples=n_resamples, seed=seed, block_length=1
+        )
+        for gamma in sorted({r.gamma for r in records})
+    }

@@ -1,0 +1,292 @@
+"""Per-request spec-decode metrics: vLLM response lines → SpecCounts → estimates by request."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from acceptance.counts import IntervalCounts
+from acceptance.per_request import (
+    PerRequestError,
+    estimate_from_requests,
+    parse_per_request_lines,
+    read_per_request_file,
+    requests_to_intervals,
+    spec_counts_from_payload,
+)
+
+GOLDEN = Path(__file__).resolve().parent / "data" / "vllm-golden"  # a copy of the shared reference data
+
+T0 = 1_764_480_000.0
+
+
+def golden_lines() -> list[str]:
+    return (GOLDEN / "per_request_sample.jsonl").read_text().splitlines()
+
+
+def vllm_payload(steps: list[tuple[int, int]], gamma: int, detailed: bool = False) -> dict:
+    """What vLLM 0.33's RequestSpecDecodeMetrics.to_dict gives for (drafted, accepted) steps.
+
+    Reimplemented from vllm/v1/metrics/stats.py for the test (vLLM is not imported).
+    """
+    histogram = [0] * (gamma + 1)
+    for _, accepted in steps:
+        histogram[accepted] += 1
+    n_steps = sum(histogram)
+    n_accepted = sum(j * h for j, h in enumerate(histogram))
+    n_drafted = sum(d for d, _ in steps)
+    payload = {
+        "mean_acceptance_length": 1.0 + n_accepted / n_steps if n_steps else 1.0,
+        "draft_acceptance_rate": n_accepted / n_drafted if n_drafted else 0.0,
+        "acceptance_histogram": histogram,
+        "num_spec_steps": n_steps,
+        "num_accepted_draft_tokens": n_accepted,
+        "num_draft_tokens": n_drafted,
+        "num_spec_tokens": gamma,
+    }
+    if detailed and steps:
+        payload["per_step_accepted"] = [a for _, a in steps]
+        payload["per_step_drafted"] = [d for d, _ in steps]
+    return payload
+
+
+def response_line(spec: dict | None, *, request_id: str = "cmpl-x", **extra) -> str:
+    metrics = None if spec is None else {"mean_itl_ms": 9.5, "tokens_per_second": 101.0, "speculative_decoding": spec}
+    return json.dumps({"id": request_id, "object": "chat.completion", "metrics": metrics, **extra})
+
+
+# --- the golden sample -------------------------------------------------------------------
+
+
+def test_golden_sample_gives_exactly_the_fed_counts():
+    truth = json.loads((GOLDEN / "per_request_sample_truth.json").read_text())
+    parsed = parse_per_request_lines(golden_lines(), default_route="chat", default_time=T0, source="golden")
+    assert parsed.lines == 3 and parsed.skipped == {}
+    assert [r.request_id for r in parsed.records] == [t["request_id"] for t in truth]
+    for record, fed in zip(parsed.records, truth):
+        g = fed["ground_truth"]
+        h = g["acceptance_histogram"]
+        gamma = fed["num_spec_tokens"]
+        assert record.gamma == record.counts.gamma == gamma
+        assert record.counts.drafts == g["num_spec_steps"]
+        assert record.counts.accepted_tokens == g["num_accepted_draft_tokens"]
+        assert record.counts.draft_tokens == g["num_draft_tokens"]
+        # A_k: steps that accepted at least k draft tokens.
+        assert record.counts.accepted_per_position == tuple(sum(h[k:]) for k in range(1, gamma + 1))
+        assert record.counts.draft_tokens_per_position is None  # summary level
+        assert 1 + record.counts.accepted_tokens / record.counts.drafts == pytest.approx(g["mean_acceptance_length"])
+        assert record.route == "chat" and record.time == T0
+        assert record.mean_itl_ms is None and record.tokens_per_second is None  # null in the sample
+
+
+def test_golden_file_reads_through_the_file_helper():
+    parsed = read_per_request_file(GOLDEN / "per_request_sample.jsonl", default_route="r", default_time=T0)
+    assert len(parsed.records) == 3
+
+
+# --- shapes of a line ----------------------------------------------------------------------
+
+
+def test_route_and_time_in_the_line_override_the_defaults():
+    spec = vllm_payload([(3, 2), (3, 3)], 3)
+    lines = [
+        json.dumps({"route": "structured", "time": T0 + 5, "speculative_decoding": spec, "mean_itl_ms": 8.0}),
+        json.dumps({**spec, "route": "open"}),  # the bare speculative_decoding object
+        "data: " + response_line(spec, request_id="cmpl-sse"),  # a streamed final chunk
+        response_line(spec, created=int(T0 - 60)),
+    ]
+    records = parse_per_request_lines(lines, default_route="default", default_time=T0, source="t").records
+    assert [r.route for r in records] == ["structured", "open", "default", "default"]
+    assert [r.time for r in records] == [T0 + 5, T0, T0, T0 - 60]
+    assert records[0].mean_itl_ms == 8.0 and records[2].tokens_per_second == 101.0
+    assert records[2].request_id == "cmpl-sse"
+    assert all(r.counts.accepted_per_position == (2, 2, 1) for r in records)
+
+
+def test_unusable_lines_are_counted_not_fatal():
+    good = golden_lines()
+    tampered = json.loads(good[0])
+    tampered["metrics"]["speculative_decoding"]["num_spec_steps"] += 1  # contradicts its histogram
+    lines = [
+        good[0],
+        good[1][: len(good[1]) // 2],  # truncated JSON
+        "INFO:     127.0.0.1:51234 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK",  # another logger
+        json.dumps({"id": "cmpl-n2", "object": "chat.completion", "metrics": None, "choices": [{}, {}]}),
+        response_line(None),  # n > 1 as vLLM writes it: metrics null
+        json.dumps({"id": "c", "metrics": {"mean_itl_ms": 3.0, "speculative_decoding": None}}),
+        json.dumps({"id": "c", "object": "chat.completion.chunk", "choices": [{"delta": {}}]}),
+        json.dumps(tampered),
+        json.dumps({"route": 7, **vllm_payload([(2, 1)], 2)}),
+        json.dumps({"time": "yesterday", **vllm_payload([(2, 1)], 2)}),
+        json.dumps({"hello": "world"}),
+        "",
+        good[2],
+    ]
+    parsed = parse_per_request_lines(lines, default_route="r", default_time=T0, source="mixed.jsonl")
+    assert [r.request_id for r in parsed.records] == ["cmpl-golden-00", "cmpl-golden-02"]
+    assert parsed.skipped == {
+        "truncated json": 1,
+        "not json": 1,
+        "null metrics (n > 1)": 2,
+        "no speculative_decoding": 1,
+        "stream chunk without metrics": 1,
+        "inconsistent counts": 1,
+        "bad route": 1,
+        "bad time": 1,
+        "not a response": 1,
+        "blank line": 1,
+    }
+    assert parsed.lines == len(lines) == len(parsed.records) + sum(parsed.skipped.values())
+
+
+def test_without_a_route_lines_are_skipped_as_no_route():
+    lines = [json.dumps({"route": "a", **vllm_payload([(1, 1)], 1)}), json.dumps(vllm_payload([(1, 0)], 1))]
+    parsed = parse_per_request_lines(lines, default_route=None, default_time=T0, source="t")
+    assert [r.route for r in parsed.records] == ["a"] and parsed.skipped == {"no route": 1}
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda p: p.update(acceptance_histogram=p["acceptance_histogram"][:-1]),  # length ≠ γ + 1
+        lambda p: p.update(num_accepted_draft_tokens=p["num_accepted_draft_tokens"] + 1),
+        lambda p: p.update(num_draft_tokens=p["num_spec_tokens"] * p["num_spec_steps"] + 1),  # > γ·D
+        lambda p: p.update(num_draft_tokens=p["num_accepted_draft_tokens"] - 1),  # A > T
+        lambda p: p.update(mean_acceptance_length=p["mean_acceptance_length"] + 0.01),
+        lambda p: p.update(acceptance_histogram=[1, -1, 2, 0]),
+        lambda p: p.update(per_step_accepted=[1, 2], per_step_drafted=[3, 3]),  # wrong length
+    ],
+)
+def test_payloads_that_contradict_themselves_are_refused(mutate):
+    payload = vllm_payload([(3, 1), (3, 3), (2, 2)], 3)
+    spec_counts_from_payload(dict(payload))  # the untouched payload is fine
+    mutate(payload)
+    with pytest.raises(ValueError, match="speculative_decoding") as err:
+        spec_counts_from_payload(payload)
+    assert "\n" not in str(err.value)
+
+
+# --- detailed level: drafts shorter than γ ------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    gamma=st.integers(1, 8),
+    data=st.data(),
+)
+def test_detailed_steps_give_per_position_drafts_and_accepts(gamma, data):
+    # Dynamic γ: a step drafts any length 0..γ and accepts at most what it drafted.
+    drafted = data.draw(st.lists(st.integers(0, gamma), min_size=1, max_size=40))
+    steps = [(d, data.draw(st.integers(0, d))) for d in drafted]
+    counts = spec_counts_from_payload(vllm_payload(steps, gamma, detailed=True))
+    assert counts.drafts == len(steps)
+    assert counts.draft_tokens == sum(drafted)
+    assert counts.accepted_tokens == sum(a for _, a in steps)
+    for k in range(1, gamma + 1):
+        assert counts.accepted_per_position[k - 1] == sum(1 for _, a in steps if a >= k)
+        assert counts.draft_tokens_per_position[k - 1] == sum(1 for d, _ in steps if d >= k)
+    summary = spec_counts_from_payload(vllm_payload(steps, gamma, detailed=False))
+    assert summary.as_vector() == counts.as_vector() and summary.draft_tokens_per_position is None
+
+
+def test_per_step_arrays_that_disagree_with_the_histogram_are_skipped():
+    payload = vllm_payload([(3, 1), (3, 3)], 3, detailed=True)
+    payload["per_step_accepted"] = [2, 2]  # same total, other histogram
+    parsed = parse_per_request_lines(
+        [json.dumps(payload), json.dumps(vllm_payload([(3, 1)], 3))], default_route="r", default_time=T0, source="t"
+    )
+    assert parsed.skipped == {"inconsistent counts": 1} and len(parsed.records) == 1
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+def test_no_usable_line_is_one_line_error_naming_the_source():
+    with pytest.raises(PerRequestError, match=r"^gateway\.jsonl: no usable per-request line in 2 lines") as err:
+        lines = ["garbage", '{"id": "x", "metrics": nu']
+        parse_per_request_lines(lines, default_route="r", default_time=T0, source="gateway.jsonl")
+    assert "\n" not in str(err.value) and "truncated json" in str(err.value)
+
+
+def test_unreadable_file_is_one_line_error_naming_it(tmp_path):
+    missing = tmp_path / "nope.jsonl"
+    with pytest.raises(PerRequestError, match="nope.jsonl") as err:
+        read_per_request_file(missing, default_route="r", default_time=T0)
+    assert "\n" not in str(err.value)
+
+
+def test_bad_default_route_is_refused():
+    with pytest.raises(PerRequestError, match="default route"):
+        parse_per_request_lines(golden_lines(), default_route="  ", default_time=T0, source="t")
+
+
+# --- γ segments and estimates --------------------------------------------------------------
+
+
+def test_requests_of_different_gamma_are_kept_apart():
+    parsed = parse_per_request_lines(golden_lines(), default_route="r", default_time=T0, source="golden")
+    three = requests_to_intervals(parsed.records, 3)
+    seven = requests_to_intervals(parsed.records, 7)
+    assert isinstance(three, IntervalCounts) and three.gamma == 3 and len(three) == 2
+    assert seven.gamma == 7 and len(seven) == 1
+    assert len(requests_to_intervals(parsed.records, 5)) == 0
+    estimates = estimate_from_requests(parsed.records)
+    assert sorted(estimates) == [3, 7]
+    # γ = 3: the ratio of the two requests' totals, never mixed with the γ = 7 request.
+    np.testing.assert_allclose(estimates[3].survival.value, [(52 + 19) / 76, (46 + 15) / 76, (40 + 12) / 76])
+    np.testing.assert_allclose(estimates[7].survival.value, np.array([7, 6, 5, 5, 4, 2, 2]) / 7)
+
+
+def test_request_rows_are_sorted_by_time():
+    spec = lambda a: vllm_payload([(2, a)], 2)  # noqa: E731
+    lines = [json.dumps({"time": T0 + t, **spec(a)}) for t, a in [(30, 2), (10, 0), (20, 1)]]
+    rows = requests_to_intervals(parse_per_request_lines(lines, default_route="r", default_time=T0, source="t").records, 2)
+    assert list(rows.end) == [T0 + 10, T0 + 20, T0 + 30]
+    assert list(rows.counts[:, 2]) == [0, 1, 2]  # A follows its request
+
+
+def heterogeneous_requests(seed: int, n: int = 120, gamma: int = 3) -> list[str]:
+    """Requests whose acceptance differs per request (easy vs hard prompts)."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for i in range(n):
+        p = 0.9 if i % 2 else 0.3
+        # Accepted per step: successes before the first rejection, at most γ.
+        accepted = np.minimum(rng.geometric(1 - p, size=int(rng.integers(20, 60))) - 1, gamma)
+        steps = [(gamma, int(a)) for a in accepted]
+        lines.append(json.dumps({"time": T0 + i, **vllm_payload(steps, gamma)}))
+    return lines
+
+
+def test_request_bootstrap_reflects_between_request_spread():
+    records = parse_per_request_lines(heterogeneous_requests(1), default_route="r", default_time=T0, source="t").records
+    est = estimate_from_requests(records, level=0.9, n_resamples=400, seed=3)[3]
+    assert est.level == 0.9 and est.block_length == 1 and est.n_intervals == 120
+    a1 = est.survival
+    assert a1.low[0] < a1.value[0] < a1.high[0]
+    # Requests, not steps, are the units: a binomial interval on the pooled drafts treats
+    # every step as independent and is far too narrow for this mix of easy and hard prompts.
+    drafts = est.drafts
+    binomial_halfwidth = 1.645 * math.sqrt(a1.value[0] * (1 - a1.value[0]) / drafts)
+    assert (a1.high[0] - a1.low[0]) / 2 > 2 * binomial_halfwidth
+    # Same seed, same answer.
+    again = estimate_from_requests(records, level=0.9, n_resamples=400, seed=3)[3]
+    np.testing.assert_array_equal(again.survival.low, a1.low)
+
+
+def test_request_bootstrap_interval_covers_the_true_mixture():
+    # The mixture's true a_1 is the step-weighted mean of 0.3 and 0.9, near 0.6; over
+    # independent fleets a 90% interval should contain it most of the time.
+    hits = 0
+    for seed in range(20):
+        lines = heterogeneous_requests(100 + seed)
+        records = parse_per_request_lines(lines, default_route="r", default_time=T0, source="t").records
+        s = estimate_from_requests(records, n_resamples=300, seed=seed)[3].survival
+        hits += s.low[0] <= 0.6 <= s.high[0]
+    assert hits >= 15
