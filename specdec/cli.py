@@ -242,15 +242,16 @@ def format_tuning(doc: dict) -> str:
     lines.append("")
     has_tps = any(c.get("tokens_per_second") is not None for c in doc["candidates"])
     header = f"{'gamma':>5} {'speedup':>8} {f'{level}% interval':>17} {'P(best)':>8}"
+    tps_unit = "tok/s/user" if doc["objective"] == "interactivity" else "tok/GPU-s"
     if has_tps:
-        header += f" {'tok/s':>8}"
+        header += f" {tps_unit:>10}"
     header += "  note"
     lines.append(header)
     for c in doc["candidates"]:
         interval = f"[{_fmt(c['speedup_low'])}, {_fmt(c['speedup_high'])}]" if c["speedup_low"] is not None else "-"
         row = f"{c['gamma']:>5} {_fmt(c['speedup']):>7}x {interval:>17} {_fmt(c['probability_best']):>8}"
         if has_tps:
-            row += f" {_fmt(c['tokens_per_second'], '.1f'):>8}"
+            row += f" {_fmt(c['tokens_per_second'], '.1f'):>10}"
         notes = []
         if c["gamma"] == doc["deployed_gamma"]:
             notes.append("deployed")
@@ -259,7 +260,7 @@ def format_tuning(doc: dict) -> str:
         if c["extrapolated"]:
             notes.append("extrapolated")
         if not c["allowed"]:
-            notes.append(f"not allowed: {c['reason']}")
+            notes.append(f"not allowed: {(c['reason'] or '').split(' (')[0]}")
         row += "  " + ", ".join(notes)
         lines.append(row.rstrip())
     lines.append("")
