@@ -32,6 +32,7 @@ demo: $(STAMP)
 	$(BIN)/specdec demo
 
 test: $(DEVSTAMP)
+	sh scripts/ensure_chromium.sh
 	$(BIN)/python -m pytest -q tests
 
 bench: $(STAMP)

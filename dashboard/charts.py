@@ -1,0 +1,165 @@
+"""Plotly figures from the package's results (estimates, candidates, table rows).
+
+Each function only places given numbers on axes: values, interval bands and markers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.colors import qualitative, sample_colorscale
+
+from acceptance.estimates import CurveEstimate
+from model.recommend import Candidate
+
+from . import text
+
+PALETTE = qualitative.Plotly
+LAYOUT = dict(template="plotly_white", margin=dict(l=60, r=20, t=50, b=40), height=420,
+              legend=dict(orientation="h", yanchor="top", y=-0.15, x=0))
+
+
+def _rgba(color: str, alpha: float) -> str:
+    h = color.lstrip("#")
+    r, g, b = (int(h[i:i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def _finite(xs) -> bool:
+    a = np.asarray(xs, dtype=float)
+    return a.size > 0 and bool(np.all(np.isfinite(a)))
+
+
+def _band(fig: go.Figure, x, low, high, color: str, name: str, group: str) -> None:
+    """A filled band between low and high (skipped when the interval is missing)."""
+    if not (_finite(low) and _finite(high)):
+        return
+    fig.add_trace(go.Scatter(x=list(x), y=list(high), mode="lines", line=dict(width=0), hoverinfo="skip",
+                             showlegend=False, legendgroup=group))
+    fig.add_trace(go.Scatter(x=list(x), y=list(low), mode="lines", line=dict(width=0), fill="tonexty",
+                             fillcolor=_rgba(color, 0.2), name=name, hoverinfo="skip", showlegend=False,
+                             legendgroup=group))
+
+
+def curve_figure(curves: Sequence[tuple[str, CurveEstimate]], *, title: str, y_title: str,
+                 level: float) -> go.Figure:
+    """Curves over positions k = 1..γ with their interval bands, one colour per name."""
+    fig = go.Figure()
+    for i, (name, curve) in enumerate(curves):
+        color = PALETTE[i % len(PALETTE)]
+        k = np.arange(1, len(curve.value) + 1)
+        _band(fig, k, curve.low, curve.high, color, f"{name} {text.level(level)} interval", name)
+        fig.add_trace(go.Scatter(x=k, y=curve.value, mode="lines+markers", name=name, legendgroup=name,
+                                 line=dict(color=color, width=2)))
+    fig.update_layout(title=title, xaxis_title="draft position k", yaxis_title=y_title, yaxis_range=[0, 1.02],
+                      **LAYOUT)
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
+def route_bars(names: Sequence[str], values, lows, highs, *, title: str, y_title: str,
+               baseline: float | None = None) -> go.Figure:
+    """One bar per route with its interval as error bars (None bounds: no error bar)."""
+    v = np.asarray(values, dtype=float)
+    lo = np.asarray([np.nan if x is None else x for x in lows], dtype=float)
+    hi = np.asarray([np.nan if x is None else x for x in highs], dtype=float)
+    err = dict(type="data", symmetric=False, array=np.nan_to_num(hi - v), arrayminus=np.nan_to_num(v - lo))
+    fig = go.Figure(go.Bar(x=list(names), y=v, error_y=err, marker_color=PALETTE[: len(names)],
+                           text=[text.number(x) for x in v], textposition="outside"))
+    if baseline is not None:
+        fig.add_hline(y=baseline, line_dash="dot", line_color="gray")
+    fig.update_layout(title=title, yaxis_title=y_title, showlegend=False, **LAYOUT)
+    return fig
+
+
+def history_figure(series: Sequence[tuple[str, list[float], list[float], list[float], list[float]]], *,
+                   title: str, drift_span: tuple[float, float] | None, drift_label: str | None) -> go.Figure:
+    """Mean acceptance length per time slice (x: slice midpoint, epoch s → UTC), one line
+    per (route, γ) with error bars; the drift test's recent part shaded when drift is flagged."""
+    from datetime import datetime, timezone
+
+    def utc(ts):
+        return [datetime.fromtimestamp(t, tz=timezone.utc) for t in ts]
+
+    fig = go.Figure()
+    for i, (name, mids, values, lows, highs) in enumerate(series):
+        v = np.asarray(values, dtype=float)
+        err = dict(type="data", symmetric=False, array=np.nan_to_num(np.asarray(highs, float) - v),
+                   arrayminus=np.nan_to_num(v - np.asarray(lows, float)))
+        fig.add_trace(go.Scatter(x=utc(mids), y=v, mode="lines+markers", name=name, error_y=err,
+                                 line=dict(color=PALETTE[i % len(PALETTE)])))
+    if drift_span is not None:
+        lo, hi = utc(drift_span)
+        fig.add_vrect(x0=lo, x1=hi, fillcolor="orange", opacity=0.15, line_width=0,
+                      annotation_text=drift_label or "drift", annotation_position="top left")
+    fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title="mean acceptance length", **LAYOUT)
+    return fig
+
+
+def slices_figure(slices: Sequence[tuple[str, np.ndarray]], *, title: str) -> go.Figure:
+    """Survival curves of successive time slices, oldest light, newest dark."""
+    fig = go.Figure()
+    n = len(slices)
+    colors = sample_colorscale("Blues", [0.3 + 0.7 * i / max(n - 1, 1) for i in range(n)])
+    for (name, values), color in zip(slices, colors):
+        k = np.arange(1, len(values) + 1)
+        fig.add_trace(go.Scatter(x=k, y=values, mode="lines+markers", name=name, line=dict(color=color)))
+    fig.update_layout(title=title, xaxis_title="draft position k", yaxis_title="survival a_k",
+                      yaxis_range=[0, 1.02], **LAYOUT)
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
+def seeds_figure(ps, speedups, *, title: str, published: Sequence[tuple[str, float, float]],
+                 route_marks: Sequence[tuple[str, float, float | None, float | None, float]]) -> go.Figure:
+    """Speedup over the acceptance p (the seeds' model), published points and routes marked.
+
+    published: (label, p, speedup); route_marks: (route, p, p_low, p_high, speedup at p).
+    """
+    fig = go.Figure(go.Scatter(x=list(ps), y=list(speedups), mode="lines", name="flat model (seeds' formula)",
+                               line=dict(color=PALETTE[0], width=2)))
+    if published:
+        fig.add_trace(go.Scatter(
+            x=[p for _, p, _ in published], y=[s for _, _, s in published], mode="markers+text",
+            name="seeds' published points", text=[label for label, _, _ in published],
+            textposition="top left", marker=dict(symbol="diamond", size=10, color=PALETTE[1])))
+    for i, (route, p, p_lo, p_hi, s) in enumerate(route_marks):
+        err = None
+        if p_lo is not None and p_hi is not None and math.isfinite(p_lo) and math.isfinite(p_hi):
+            err = dict(type="data", symmetric=False, array=[p_hi - p], arrayminus=[p - p_lo])
+        fig.add_trace(go.Scatter(x=[p], y=[s], mode="markers", name=f"{route}: equivalent p", error_x=err,
+                                 marker=dict(symbol="circle-open", size=12, line=dict(width=2),
+                                             color=PALETTE[(i + 2) % len(PALETTE)])))
+    fig.update_layout(title=title, xaxis_title="acceptance rate p (independent per token)",
+                      yaxis_title="speedup over plain decoding (×)", **LAYOUT)
+    return fig
+
+
+def candidates_figure(series: Sequence[tuple[str, Sequence[Candidate]]], *, title: str, y_title: str,
+                      highlight_gamma: int | None = None) -> go.Figure:
+    """Projected speedup per γ with intervals, one bar group per named candidate list;
+    refused γ are grey, extrapolated ones hatched."""
+    fig = go.Figure()
+    for i, (name, cands) in enumerate(series):
+        color = PALETTE[i % len(PALETTE)]
+        g = [c.gamma for c in cands]
+        v = np.array([c.speedup for c in cands], dtype=float)
+        lo = np.array([np.nan if c.speedup_low is None else c.speedup_low for c in cands], dtype=float)
+        hi = np.array([np.nan if c.speedup_high is None else c.speedup_high for c in cands], dtype=float)
+        err = dict(type="data", symmetric=False, array=np.nan_to_num(hi - v), arrayminus=np.nan_to_num(v - lo))
+        colors = [color if c.allowed else "lightgray" for c in cands]
+        lines = [3 if c.gamma == highlight_gamma else 0 for c in cands]
+        hover = [f"γ={c.gamma}: {text.speedup(c.speedup, c.speedup_low, c.speedup_high)}"
+                 + (" (extrapolated)" if c.extrapolated else "") + (f" — refused: {c.reason}" if not c.allowed else "")
+                 for c in cands]
+        fig.add_trace(go.Bar(x=g, y=v, name=name, error_y=err, hovertext=hover, hoverinfo="text",
+                             marker=dict(color=colors, line=dict(width=lines, color="black"),
+                                         pattern=dict(shape=["/" if c.extrapolated else "" for c in cands]))))
+    fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
+    fig.update_layout(title=title, xaxis_title="γ (num_speculative_tokens)", yaxis_title=y_title, barmode="group",
+                      **LAYOUT)
+    fig.update_xaxes(dtick=1)
+    return fig

@@ -1,0 +1,230 @@
+"""What the dashboard shows, read through the same functions as the CLI (no Streamlit here).
+
+  config (specdec.config) → store (acceptance.store) → per route: tune_route (the
+  tune-gamma pipeline) and curve_history (specdec.pipeline) → ``FleetView``
+
+The views format and chart these results; they compute no quantity of their own.
+Reading never writes: a store file that does not exist is reported as missing, not
+created (Store.open would create it), and the store is read inside one read transaction
+so that a `specdec collect` writing at the same time cannot show half a cycle.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from acceptance.store import Store, StoreError, TargetStatus
+from specdec.config import Config, ConfigError, load_config, parse_duration
+from model.deployment import ModelInputError
+from model.specialized import Eligibility, specialized_eligibility
+from specdec.pipeline import CurveSlice, NoDataError, RouteTuning, curve_history, tune_route
+
+WINDOW_CHOICES = ("15m", "1h", "6h", "1d", "7d")
+DEFAULT_WINDOW = "1h"
+# Where the window ends: at the newest scrape in the store (a stopped collector or a demo
+# store still shows its data, with its age said), or at the wall clock (tune-gamma's rule).
+END_AT_NEWEST = "newest scrape"
+END_AT_NOW = "now"
+END_CHOICES = (END_AT_NEWEST, END_AT_NOW)
+HISTORY_SLICES = 6
+# A store being written can change under a read (a new γ segment appears between the
+# engine list and the rows): read again, up to this many times.
+READ_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class RouteView:
+    """One route: its tuning (None when it cannot be tuned), or the one-line reason why not."""
+
+    route: str
+    targets: tuple[str, ...]
+    tuning: RouteTuning | None
+    error: str | None
+    history: list[CurveSlice] = field(default_factory=list)
+    target_status: list[TargetStatus] = field(default_factory=list)
+
+    @property
+    def newest_ok_time(self) -> float | None:
+        """The newest successful scrape of any of the route's targets (freshness)."""
+        times = [s.last_ok_time for s in self.target_status if s.last_ok_time is not None]
+        return max(times) if times else None
+
+    @property
+    def failing(self) -> list[TargetStatus]:
+        return [s for s in self.target_status if s.failing_since is not None]
+
+    @property
+    def specialized(self) -> Eligibility | None:
+        """The share of steps the specialized decode path can take at the deployed γ: the
+        recommendation's on decode_backend latency_specialized; on auto (where no step
+        takes it) what it would be, from the same vllm:iteration_tokens_total data
+        (model.specialized.specialized_eligibility); None without that data."""
+        if self.tuning is None:
+            return None
+        rec = self.tuning.recommendation
+        if rec.specialized_eligibility is not None:
+            return rec.specialized_eligibility
+        window = self.tuning.window
+        if window is None or not window.step_shape.iteration_tokens:
+            return None
+        try:
+            return specialized_eligibility(window.step_shape.iteration_tokens, self.tuning.batch_mix,
+                                           self.tuning.observed_gamma)
+        except ModelInputError:
+            return None  # buckets without le="64"/+Inf: not vLLM's histogram, nothing to say
+
+
+@dataclass(frozen=True)
+class FleetView:
+    """Everything the pages show, for one window."""
+
+    config_path: str | None
+    store_path: str
+    state: str                       # "ok" | "no-config" | "config-error" | "missing" | "empty" | "store-error"
+    message: str | None              # one line saying why there is nothing to show (state != ok)
+    config: Config | None
+    window_s: float
+    window_end: float | None         # None: nothing stored, no window
+    end_mode: str
+    latest_time: float | None        # newest scrape cycle in the store
+    read_time: float                 # wall clock when it was read
+    routes: dict[str, RouteView] = field(default_factory=dict)
+
+    @property
+    def window_start(self) -> float | None:
+        return None if self.window_end is None else self.window_end - self.window_s
+
+    @property
+    def all_target_status(self) -> list[TargetStatus]:
+        seen: dict[str, TargetStatus] = {}
+        for rv in self.routes.values():
+            for s in rv.target_status:
+                seen.setdefault(s.target, s)
+        return list(seen.values())
+
+    @property
+    def tuned(self) -> dict[str, RouteView]:
+        return {name: rv for name, rv in self.routes.items() if rv.tuning is not None}
+
+
+def resolve_store_path(config: Config | None, db: str | None) -> Path:
+    """--db, else the config's [store] path, else ./specdec.db (specdec.config's rule)."""
+    if db:
+        return Path(db)
+    if config is not None:
+        return Path(config.store_path)
+    return Path("specdec.db")
+
+
+def load_fleet(config_path: str | None, db: str | None, *, window: str | float = DEFAULT_WINDOW,
+               end_mode: str = END_AT_NEWEST, now: float | None = None,
+               history_slices: int = HISTORY_SLICES, n_resamples: int = 1000) -> FleetView:
+    """Read the config and the store and tune every configured route over the window.
+
+    window: seconds or a duration ("1h"); end_mode: END_AT_NEWEST or END_AT_NOW.
+    Bad window or end_mode → ValueError (one line naming it). A missing or broken config
+    or store is not an exception: the FleetView's state and message say what is wrong.
+    """
+    window_s = parse_duration(window, what="window")
+    if end_mode not in END_CHOICES:
+        raise ValueError(f"window end: must be one of {', '.join(END_CHOICES)}, got {end_mode!r}")
+    read_time = time.time() if now is None else now
+
+    def empty(state: str, message: str, config=None, store_path="", latest=None) -> FleetView:
+        return FleetView(config_path, str(store_path), state, message, config, window_s, None, end_mode,
+                         latest, read_time)
+
+    config = None
+    try:
+        config = load_config(config_path)
+    except ConfigError as e:
+        return empty("config-error", str(e).splitlines()[0], store_path=db or "")
+    store_path = resolve_store_path(config, db)
+    if config.path is None and not config_path:
+        note = "no config (./specdec.toml not found; pass --config): no routes to show"
+        return empty("no-config", note, config, store_path)
+    if not store_path.exists():
+        return empty("missing", f"store {store_path} does not exist yet: run `specdec collect"
+                     f"{' --config ' + str(config.path) if config.path else ''}` to fill it", config, store_path)
+    if store_path.stat().st_size == 0:
+        return empty("empty", f"store {store_path} is empty: run `specdec collect` (two scrapes at least)",
+                     config, store_path)
+
+    last_error: Exception | None = None
+    for _ in range(READ_ATTEMPTS):
+        try:
+            return _read(config, config_path, store_path, window_s, end_mode, read_time, history_slices, n_resamples)
+        except StoreError as e:
+            return empty("store-error", str(e).splitlines()[0], config, store_path)
+        except KeyError as e:  # a segment or engine written after the store was opened
+            last_error = e
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) and "busy" not in str(e):
+                return empty("store-error", f"store {store_path} cannot be read: {e}", config, store_path)
+            last_error = e
+    return empty("store-error", f"store {store_path} kept changing while being read: {last_error}",
+                 config, store_path)
+
+
+def _read(config: Config, config_path, store_path: Path, window_s: float, end_mode: str, read_time: float,
+          history_slices: int, n_resamples: int) -> FleetView:
+    store = Store.open(store_path)  # no retention: the dashboard never deletes anything
+    try:
+        conn = store.conn
+        conn.execute("BEGIN")  # one read snapshot (WAL) for everything below
+        try:
+            latest = store.latest_time()
+            if latest is None:
+                return FleetView(config_path, str(store_path), "empty",
+                                 f"store {store_path} holds no scrapes yet: run `specdec collect` (two scrapes at least)",
+                                 config, window_s, None, end_mode, None, read_time)
+            end = latest if end_mode == END_AT_NEWEST else read_time
+            routes: dict[str, RouteView] = {}
+            for name, rc in config.routes.items():
+                status = store.targets_status(rc.targets)
+                try:
+                    tuning = tune_route(config, name, store=store, window_s=window_s, now=end, n_resamples=n_resamples)
+                except (NoDataError, ConfigError, ValueError) as e:
+                    routes[name] = RouteView(name, rc.targets, None, str(e).splitlines()[0], [], status)
+                    continue
+                history = curve_history(tuning.window, n_slices=history_slices) if history_slices else []
+                routes[name] = RouteView(name, rc.targets, tuning, None, history, status)
+        finally:
+            conn.execute("ROLLBACK")
+    finally:
+        store.close()
+    return FleetView(config_path, str(store_path), "ok", None, config, window_s, end, end_mode, latest,
+                     read_time, routes)
+
+
+def store_signature(store_path: str | Path) -> tuple:
+    """Changes whenever the store file (or its WAL) is written: the cache key of a read."""
+    out = []
+    for p in (Path(store_path), Path(f"{store_path}-wal")):
+        try:
+            st = os.stat(p)
+            out.append((st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def age_text(then: float | None, now: float) -> str:
+    """'12 s ago', '3.5 h ago', 'never'; 'in the future' for a clock ahead of this one."""
+    if then is None or not math.isfinite(then):
+        return "never"
+    dt = now - then
+    ahead = dt < 0
+    dt = abs(dt)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if dt >= size:
+            text = f"{dt / size:.1f} {unit}"
+            break
+    else:
+        text = f"{dt:.0f} s"
+    return f"{text} ahead of this clock" if ahead else f"{text} ago"

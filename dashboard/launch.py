@@ -1,0 +1,77 @@
+"""`specdec dashboard [--config FILE] [--db PATH] [--port N] [--host ADDR]`.
+
+Starts ``python -m streamlit run dashboard/app.py`` with this interpreter, bound to
+127.0.0.1 unless --host says otherwise, headless (no browser is opened on the server);
+the app reads --config and --db after streamlit's ``--``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+APP = Path(__file__).resolve().parent / "app.py"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8501
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be between 1 and 65535, got {port}")
+    return port
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("dashboard", help="the Streamlit dashboard over the store (127.0.0.1 by default)",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", help="config file (default ./specdec.toml)")
+    p.add_argument("--db", help="store path (default [store] path, else specdec.db beside the config)")
+    p.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    p.add_argument("--host", default=DEFAULT_HOST,
+                   help=f"address to bind (default {DEFAULT_HOST}; 0.0.0.0 exposes it to the network)")
+    p.set_defaults(fn=run, run=run)
+    return p
+
+
+def streamlit_command(args) -> list[str]:
+    """The command line `run` executes (a list, no shell)."""
+    cmd = [sys.executable, "-m", "streamlit", "run", str(APP),
+           "--server.address", args.host, "--server.port", str(args.port), "--server.headless", "true",
+           "--browser.gatherUsageStats", "false", "--"]
+    if args.config:
+        cmd += ["--config", str(Path(args.config).resolve())]
+    if args.db:
+        cmd += ["--db", str(Path(args.db).resolve())]
+    return cmd
+
+
+def check_inputs(args) -> None:
+    """Refuse, before starting a server, what the app could never read (ValueError, one line)."""
+    from specdec.config import load_config
+
+    if not args.host or any(c.isspace() for c in args.host):
+        raise ValueError(f"--host: expected an address such as 127.0.0.1, got {args.host!r}")
+    config = load_config(args.config)  # ConfigError (a ValueError) names the file and the key
+    if args.db:
+        db = Path(args.db)
+        if db.is_dir():
+            raise ValueError(f"--db {db}: is a directory, expected a store file")
+        if not db.exists() and not db.parent.exists():
+            raise ValueError(f"--db {db}: directory {db.parent} does not exist")
+    del config
+
+
+def run(args) -> int:
+    check_inputs(args)
+    url_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+    print(f"specdec dashboard: http://{url_host}:{args.port}/ (Ctrl-C stops it)", file=sys.stderr)
+    try:
+        return subprocess.call(streamlit_command(args))
+    except KeyboardInterrupt:
+        return 130

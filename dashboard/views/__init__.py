@@ -1,0 +1,1 @@
+"""The dashboard's pages: each ``render(fleet)`` formats and charts a data.FleetView."""

@@ -1,0 +1,103 @@
+"""Acceptance curves: survival and conditional acceptance per position with interval
+bands, routes side by side, and how the curve moved over the window (drift flagged)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from .. import charts, text
+from ..data import FleetView, RouteView
+from .common import nothing_to_show, untuned, window_caption
+
+TITLE = "Acceptance curves"
+
+
+def position_rows(rv: RouteView) -> list[dict]:
+    e = rv.tuning.estimate
+    s, c = e.survival, e.conditional
+    return [{
+        "route": rv.route,
+        "k": k + 1,
+        "survival a_k": f"{s.value[k]:.3f} {text.interval(s.low[k], s.high[k], 3)}".strip(),
+        "conditional α_k": f"{c.value[k]:.3f} {text.interval(c.low[k], c.high[k], 3)}".strip(),
+    } for k in range(e.gamma)]
+
+
+def history_series(rv: RouteView):
+    """(name, slice midpoints, AL, low, high) per γ segment of the route's history."""
+    by_gamma: dict[tuple[int, bool], list] = {}
+    for sl in rv.history:
+        by_gamma.setdefault((sl.gamma, sl.newest_segment), []).append(sl)
+    out = []
+    for (gamma, newest), slices in sorted(by_gamma.items(), key=lambda kv: (not kv[0][1], kv[0][0])):
+        al = [s.estimate.mean_acceptance_length for s in slices]
+        out.append((f"{rv.route} γ={gamma}" + ("" if newest else " (older/parallel segment)"),
+                    [0.5 * (s.start + s.end) for s in slices], [a.value for a in al], [a.low for a in al],
+                    [a.high for a in al]))
+    return out
+
+
+def render_history(rv: RouteView, fleet: FleetView) -> None:
+    t = rv.tuning
+    drift = t.drift
+    st.markdown(f"**{rv.route}** — mean acceptance length per sixth of the window, each slice estimated "
+                f"on its own ({text.level(t.estimate.level)} intervals)")
+    span = label = None
+    if drift is None:
+        st.caption("Drift: not tested (fewer than 8 scrape intervals in the window).")
+    elif drift.detected:
+        st.warning(f"Drift flagged on {rv.route}: {drift.message}")
+        span, label = (drift.recent_start, fleet.window_end), "drift: recent part"
+    else:
+        st.caption(f"Drift: {drift.message}")
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(charts.history_figure(history_series(rv), title=f"{rv.route}: acceptance over time",
+                                              drift_span=span, drift_label=label), key=f"history_{rv.route}")
+    with right:
+        newest = [s for s in rv.history if s.newest_segment]
+        st.plotly_chart(charts.slices_figure(
+            [(f"{text.clock(s.start)[11:16]}–{text.clock(s.end)[11:16]}", s.estimate.survival.value) for s in newest],
+            title=f"{rv.route}: survival per time slice (γ={t.estimate.gamma}, oldest light)"),
+            key=f"slices_{rv.route}")
+    if t.window is not None and t.window.events:
+        st.dataframe([{"time": text.clock(ev.time), "target": ev.target, "engine": ev.engine or "",
+                       "event": ev.kind, "detail": ev.detail} for ev in t.window.events],
+                     hide_index=True, key=f"events_{rv.route}")
+
+
+def render(fleet: FleetView) -> None:
+    st.header(TITLE)
+    st.caption(window_caption(fleet))
+    if nothing_to_show(fleet):
+        return
+    tuned = fleet.tuned
+    if not tuned:
+        untuned(fleet)
+        return
+    chosen = st.multiselect("Routes", list(tuned), default=list(tuned), key="curves_routes")
+    untuned(fleet)
+    if not chosen:
+        st.info("Pick at least one route.")
+        return
+    views = [tuned[name] for name in chosen]
+    level = views[0].tuning.estimate.level
+    gammas = ", ".join(f"{rv.route} γ={rv.tuning.estimate.gamma} ({rv.tuning.estimate.drafts:,.0f} drafts)"
+                       for rv in views)
+    st.caption(f"Newest γ segment of each route: {gammas}. Bands: {text.level(level)} block-bootstrap intervals.")
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(charts.curve_figure(
+            [(rv.route, rv.tuning.estimate.survival) for rv in views],
+            title="Survival a_k = P(at least k draft tokens accepted)", y_title="a_k", level=level),
+            key="curves_survival")
+    with right:
+        st.plotly_chart(charts.curve_figure(
+            [(rv.route, rv.tuning.estimate.conditional) for rv in views],
+            title="Conditional acceptance α_k = a_k / a_(k−1)", y_title="α_k", level=level),
+            key="curves_conditional")
+    with st.expander("Per-position values", expanded=False):
+        st.dataframe([row for rv in views for row in position_rows(rv)], hide_index=True, key="curves_table")
+    st.subheader("How the curve moved over the window")
+    for rv in views:
+        render_history(rv, fleet)

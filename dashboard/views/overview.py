@@ -1,0 +1,115 @@
+"""Routes overview: per route AL, equivalent p, recommended γ and projected speedup with
+intervals, the specialized path's share of steps, freshness and failing targets."""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from .. import charts, text
+from ..data import FleetView, RouteView, age_text
+from .common import nothing_to_show, untuned, window_caption
+
+TITLE = "Routes overview"
+
+
+def segments_note(rv: RouteView) -> str | None:
+    """What the estimate describes when γ changed inside the window (None: one segment)."""
+    t = rv.tuning
+    if t is None or t.window is None or len(t.window.segments) < 2:
+        return None
+    newest = t.window.newest_segment
+    parts = [f"γ={s.gamma} {text.clock(s.start)} → {text.clock(s.end)} ({s.total.drafts:,.0f} drafts, "
+             f"{len(s.engines)} engine(s))" for s in t.window.segments]
+    return (f"Route {rv.route}: γ changes inside the window — segments " + "; ".join(parts)
+            + f". Estimates describe the newest, γ={newest.gamma}; counts are never summed across γ.")
+
+
+def specialized_text(rv: RouteView) -> str:
+    e = rv.specialized
+    if e is None:
+        return "— (no iteration_tokens data)"
+    if rv.tuning.deployment.decode_backend != "latency_specialized":
+        return f"0% on auto (would be {text.percent(e.share)} on latency_specialized)"
+    return text.percent(e.share)
+
+
+def route_row(rv: RouteView, now: float) -> dict:
+    t = rv.tuning
+    e, rec = t.estimate, t.recommendation
+    best = rec.candidates[rec.recommended_gamma]
+    deployed = rec.candidates[rec.deployed_gamma]
+    failing = rv.failing
+    return {
+        "route": rv.route,
+        "γ deployed": e.gamma,
+        "drafts": f"{e.drafts:,.0f}",
+        "mean acceptance length": text.estimate(e.mean_acceptance_length, 3),
+        "equivalent p": text.estimate(e.equivalent_p, 3),
+        "recommended γ": rec.recommended_gamma,
+        "decision": rec.decision,
+        "speedup at recommended γ": text.speedup(best.speedup, best.speedup_low, best.speedup_high),
+        "speedup at deployed γ": text.speedup(deployed.speedup, deployed.speedup_low, deployed.speedup_high),
+        "specialized share of steps": specialized_text(rv),
+        "drift": ("yes: " + t.drift.message) if (t.drift and t.drift.detected) else "no",
+        "newest scrape": age_text(rv.newest_ok_time, now),
+        "failing targets": f"{len(failing)} of {len(rv.targets)}",
+    }
+
+
+def render(fleet: FleetView) -> None:
+    st.header(TITLE)
+    st.caption(window_caption(fleet))
+    if nothing_to_show(fleet):
+        return
+    now = time.time()
+    tuned = fleet.tuned
+    if tuned:
+        rows = [route_row(rv, now) for rv in tuned.values()]
+        st.dataframe(rows, hide_index=True, key="overview_table")
+        level = next(iter(tuned.values())).tuning.recommendation.interval_level
+        objective = {rv.tuning.recommendation.objective for rv in tuned.values()}
+        profiles = {rv.tuning.recommendation.cost_profile for rv in tuned.values()}
+        st.caption(f"Brackets: {text.level(level)} intervals. Speedup over plain decoding at each route's batch mix, "
+                   f"objective {', '.join(sorted(objective))}, cost profile {', '.join(sorted(profiles))}.")
+        for rv in tuned.values():
+            note = segments_note(rv)
+            if note:
+                st.info(note)
+            if rv.tuning.drift is not None and rv.tuning.drift.detected:
+                st.warning(f"Route {rv.route}: drift — {rv.tuning.drift.message}")
+        names = list(tuned)
+        left, right = st.columns(2)
+        with left:
+            al = [rv.tuning.estimate.mean_acceptance_length for rv in tuned.values()]
+            st.plotly_chart(charts.route_bars(
+                names, [x.value for x in al], [x.low for x in al], [x.high for x in al],
+                title=f"Mean acceptance length ({text.level(level)} interval)", y_title="tokens per verify step",
+                baseline=1.0), key="overview_al")
+        with right:
+            best = [rv.tuning.recommendation.candidates[rv.tuning.recommendation.recommended_gamma]
+                    for rv in tuned.values()]
+            st.plotly_chart(charts.route_bars(
+                [f"{n} (γ={c.gamma})" for n, c in zip(names, best)], [c.speedup for c in best],
+                [c.speedup_low for c in best], [c.speedup_high for c in best],
+                title=f"Projected speedup at the recommended γ ({text.level(level)} interval)",
+                y_title="× plain decoding", baseline=1.0), key="overview_speedup")
+    untuned(fleet)
+
+    st.subheader("Targets")
+    status = fleet.all_target_status
+    failing = [s for s in status if s.failing_since is not None]
+    if failing:
+        st.warning(f"{len(failing)} of {len(status)} targets failing: "
+                   + "; ".join(f"{s.target} since {text.clock(s.failing_since)}: {s.last_error}" for s in failing))
+    else:
+        st.success(f"All {len(status)} targets answered their last scrape.")
+    st.dataframe([{
+        "target": s.target,
+        "route": ", ".join(n for n, rv in fleet.routes.items() if s.target in rv.targets),
+        "last good scrape": text.clock(s.last_ok_time),
+        "age": age_text(s.last_ok_time, now),
+        "failing since": text.clock(s.failing_since) if s.failing_since is not None else "",
+        "last error": s.last_error or "",
+    } for s in status], hide_index=True, key="overview_targets")

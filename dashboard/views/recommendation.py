@@ -1,0 +1,105 @@
+"""Recommendation: the candidates table, the reasons for refused γ, and the vLLM config to copy."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import streamlit as st
+
+from specdec.pipeline import tuning_to_dict
+
+from .. import text
+from ..data import FleetView
+from .common import nothing_to_show, route_picker, window_caption
+
+TITLE = "Recommendation"
+
+
+def candidate_rows(rec) -> list[dict]:
+    return [{
+        "γ": c.gamma,
+        "speedup": text.speedup(c.speedup, c.speedup_low, c.speedup_high),
+        "tokens/s": text.number(c.tokens_per_second, 1),
+        "P(best)": text.number(c.probability_best),
+        "extrapolated": c.extrapolated,
+        "allowed": c.allowed,
+        "recommended": c.gamma == rec.recommended_gamma,
+        "reason refused": c.reason or "",
+    } for c in rec.candidates]
+
+
+def decision_text(rec) -> str:
+    if rec.decision == "change":
+        return f"Change γ {rec.deployed_gamma} → {rec.recommended_gamma}"
+    if rec.decision == "off":
+        return f"Turn speculation off (γ {rec.deployed_gamma} → 0)"
+    if rec.recommended_gamma != rec.deployed_gamma:
+        return f"Keep γ={rec.deployed_gamma} (γ={rec.recommended_gamma} looks better but not surely enough)"
+    return f"Keep γ={rec.deployed_gamma}"
+
+
+def render(fleet: FleetView) -> None:
+    st.header(TITLE)
+    st.caption(window_caption(fleet))
+    if nothing_to_show(fleet):
+        return
+    route = route_picker(fleet, "Route", key="rec_route")
+    if route is None:
+        return
+    tuning = fleet.tuned[route].tuning
+    rec = tuning.recommendation
+    (st.success if rec.decision == "keep" else st.warning)(f"{decision_text(rec)} — {rec.decision_reason}")
+    unit = "per-user tok/s" if rec.objective == "interactivity" else "tokens per GPU-second"
+    st.caption(f"Objective {rec.objective} (tokens/s column: {unit}); cost profile {rec.cost_profile}; "
+               f"{text.level(rec.interval_level)} intervals; P(best) of the recommended γ "
+               f"{text.number(rec.probability_best)}; model error at the deployed γ: "
+               + (text.percent(rec.model_error, 1) if rec.model_error is not None else "— (no latency metrics)")
+               + ".")
+    if tuning.drafts_more_needed:
+        st.info(f"The window is thin: about {tuning.drafts_more_needed:,} more drafts would pin the mean acceptance "
+                f"length to ±0.05.")
+
+    st.subheader("Candidates")
+    st.dataframe(candidate_rows(rec), hide_index=True, key="rec_candidates")
+    refused = [c for c in rec.candidates if not c.allowed]
+    if refused:
+        st.markdown("**Refused γ**")
+        for c in refused:
+            st.markdown(f"- γ={c.gamma}: {c.reason}")
+    extrapolated = [c.gamma for c in rec.candidates if c.extrapolated]
+    if extrapolated:
+        st.caption(f"γ {', '.join(map(str, extrapolated))}: extrapolated past the deployed γ={rec.deployed_gamma} "
+                   f"(the interval spans the tail models {', '.join(rec.tail_models)}); the data cannot check them.")
+
+    st.subheader("vLLM config to deploy")
+    if rec.vllm_speculative_config is None:
+        st.markdown("Speculation off: start vLLM without `--speculative-config`.")
+    else:
+        st.code(json.dumps(rec.vllm_speculative_config, indent=2), language="json")
+    st.code(rec.vllm_command_line, language="bash")
+    if rec.schedule and rec.decision != "change":
+        st.caption("Suggested batch-size schedule (num_speculative_tokens_per_batch_size), not in the config above "
+                   "because it restarts engines like a γ change: "
+                   + ", ".join(f"{lo}–{hi}: γ={g}" for lo, hi, g in rec.schedule))
+
+    st.subheader("Replay config (benchmarks only)")
+    st.warning("Synthetic acceptance forces accept decisions and corrupts outputs: use this only to replay the "
+               "route's acceptance in a benchmark on a real engine, never in serving.")
+    st.code(json.dumps(rec.replay_config, indent=2), language="json")
+    doc = {"schema_version": 1, **tuning_to_dict(tuning)}
+    st.download_button("tune-gamma JSON", json.dumps(_json_safe(doc), indent=2, allow_nan=False),
+                       file_name=f"tune-gamma-{route}.json", mime="application/json", key="rec_download")
+
+
+def _json_safe(x):
+    """The CLI's JSON conventions: NaN/inf → null, numpy → lists and numbers."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {str(k): _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    if hasattr(x, "tolist"):
+        return _json_safe(x.tolist())
+    return x

@@ -1,0 +1,164 @@
+"""What-if: γ, drafter method, draft cost, cost profile, decode backend and batch mix as
+controls; the seeds' speedup-over-acceptance curve live (published points marked), and
+the selected route's projected speedup per γ under the controls' figures."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from model.deployment import BUILTIN_PROFILES, DECODE_BACKENDS, ModelInputError
+from model.drafters import KNOWN_METHODS
+from model.speedup import implied_p, seeds_table
+from specdec.pipeline import what_if
+
+from .. import charts, text
+from ..data import FleetView
+from ..seeds import SEEDS_BASELINE_TPS, SEEDS_DRAFT_COST, SEEDS_GAMMA, SEEDS_MEASUREMENTS, SEEDS_TABLE_POINTS
+from .common import nothing_to_show, route_picker, window_caption
+
+TITLE = "What-if"
+MAX_GAMMA = 16
+P_GRID = np.round(np.linspace(0.0, 0.99, 100), 4)
+MIX_OBSERVED, MIX_BATCH1, MIX_CUSTOM = "observed in the window", "batch 1 only", "custom"
+
+
+class BatchMixError(ValueError):
+    """A custom batch mix that does not read as 'B:share, B:share'."""
+
+
+def parse_batch_mix(spec: str) -> dict[int, float]:
+    """'1:0.5, 8:0.5' → {1: 0.5, 8: 0.5}: the share of engine time at each batch size
+    (normalised by the cost model). Bad text → BatchMixError naming the entry."""
+    mix: dict[int, float] = {}
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        b, sep, w = part.partition(":")
+        try:
+            batch, share = int(b), float(w)
+        except ValueError:
+            raise BatchMixError(f"batch mix entry {part!r}: expected BATCH:SHARE such as 8:0.5") from None
+        if not sep or batch < 1 or not np.isfinite(share) or share < 0:
+            raise BatchMixError(f"batch mix entry {part!r}: batch ≥ 1 and share ≥ 0 expected")
+        mix[batch] = mix.get(batch, 0.0) + share
+    if not mix or sum(mix.values()) <= 0:
+        raise BatchMixError(f"batch mix {spec!r}: no batch size with a positive share")
+    return mix
+
+
+def _methods(current: str) -> list[str]:
+    methods = [m for m in KNOWN_METHODS if not m.startswith("<")]
+    return methods if current in methods else [current, *methods]
+
+
+def render(fleet: FleetView) -> None:
+    st.header(TITLE)
+    st.caption(window_caption(fleet))
+    if nothing_to_show(fleet):
+        return
+    route = route_picker(fleet, "Route", key="whatif_route")
+    if route is None:
+        return
+    tuning = fleet.tuned[route].tuning
+    dep = tuning.deployment
+    deployed = tuning.observed_gamma
+    st.caption(f"Controls start at route {route}'s configured figures: method {dep.method}, draft cost "
+               f"{dep.draft_cost:g}, cost profile {dep.cost_profile}, decode backend {dep.decode_backend}, "
+               f"deployed γ={deployed}.")
+
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        gamma = st.slider("γ (draft tokens)", 1, MAX_GAMMA, value=min(max(deployed, 1), MAX_GAMMA), key="whatif_gamma")
+        methods = _methods(dep.method)
+        method = st.selectbox("Drafter method", methods, index=methods.index(dep.method), key="whatif_method")
+    with c2:
+        draft_cost = st.number_input("Draft cost (r, or c per token; × the stock pass)", min_value=0.0, max_value=10.0,
+                                     value=float(dep.draft_cost), step=0.01, format="%.3f", key="whatif_draft_cost")
+        profiles = list(BUILTIN_PROFILES) + ([dep.cost_profile] if dep.cost_profile not in BUILTIN_PROFILES else [])
+        profile = st.selectbox("Cost profile", profiles, index=profiles.index(dep.cost_profile), key="whatif_profile",
+                               format_func=lambda p: p if p in BUILTIN_PROFILES else f"measured table ({p.split('/')[-1]})")
+    with c3:
+        backend = st.selectbox("Decode backend", list(DECODE_BACKENDS), index=list(DECODE_BACKENDS).index(dep.decode_backend),
+                               key="whatif_backend")
+        mix_kind = st.radio("Batch mix (share of engine time per batch size)", [MIX_OBSERVED, MIX_BATCH1, MIX_CUSTOM],
+                            key="whatif_mix", horizontal=True)
+        mix_text = st.text_input("Custom mix (BATCH:SHARE, …)", value="1:0.5, 8:0.5", key="whatif_mix_text",
+                                 disabled=mix_kind != MIX_CUSTOM)
+
+    shares = None
+    if mix_kind == MIX_BATCH1:
+        shares = {1: 1.0}
+    elif mix_kind == MIX_CUSTOM:
+        try:
+            shares = parse_batch_mix(mix_text)
+        except BatchMixError as e:
+            st.warning(f"{e}; using the observed mix instead.")
+    elif not (tuning.window is not None and tuning.window.step_shape.batch_mix):
+        st.caption("No vllm:num_requests_running samples in the window: the model uses batch 1.")
+
+    # 1. The seeds' curve over acceptance, under the controls' γ, method and draft cost.
+    st.subheader("Speedup over acceptance (the seeds' model, live)")
+    try:
+        rows = seeds_table(gamma, draft_cost, P_GRID.tolist(), method=method)
+    except ModelInputError as e:
+        st.warning(str(e))
+        rows = []
+    if rows:
+        published = [(f"p={p:g}", p, s) for p, s in SEEDS_TABLE_POINTS]
+        skipped = []
+        for label, tps in SEEDS_MEASUREMENTS:
+            try:
+                imp = implied_p(tps / SEEDS_BASELINE_TPS, gamma, draft_cost, method=method)
+                published.append((label, imp.p, imp.speedup))
+            except ModelInputError as e:
+                skipped.append(f"{label}: {e}")
+        marks = []
+        for name, rv in fleet.tuned.items():
+            e = rv.tuning.estimate
+            if np.isfinite(e.equivalent_p.value):
+                (row,) = seeds_table(gamma, draft_cost, [e.equivalent_p.value], method=method)
+                marks.append((name, e.equivalent_p.value, e.equivalent_p.low, e.equivalent_p.high, row.speedup))
+        st.plotly_chart(charts.seeds_figure(
+            [r.p for r in rows], [r.speedup for r in rows],
+            title=f"S = (1 − p^(γ+1)) / ((1 − p)·step cost), γ={gamma}, {method}, draft cost {draft_cost:g} (flat profile)",
+            published=published, route_marks=marks), key="whatif_seeds")
+        st.caption(f"Diamonds: the seeds' printed table (γ={SEEDS_GAMMA}, r={SEEDS_DRAFT_COST:g}) and the published "
+                   f"370 / 464 tok/s over {SEEDS_BASELINE_TPS:g} tok/s placed at the p they imply under these controls. "
+                   "Circles: each route's equivalent p (bars: its interval). The flat model is the seeds' special case; "
+                   "the route chart below uses the chosen cost profile.")
+        for s in skipped:
+            st.caption(f"Not on this curve — {s}")
+
+    # 2. The route's projected speedup per γ under the controls' figures.
+    st.subheader(f"Route {route}: projected speedup per γ")
+    overrides = {"method": method, "draft_cost": float(draft_cost), "cost_profile": profile, "decode_backend": backend}
+    try:
+        deployment, rec = what_if(tuning, overrides, batch_time_shares=shares)
+    except ModelInputError as e:
+        st.warning(f"These figures cannot be modelled: {e}")
+        return
+    cands = {c.gamma: c for c in rec.candidates}
+    m1, m2, m3 = st.columns(3)
+    chosen = cands.get(gamma)
+    if chosen is None:
+        m1.metric(f"Speedup at γ={gamma}", "—",
+                  help=f"Candidates stop at the deployed γ + 2 = {max(cands)}: past that the data cannot say.")
+    else:
+        m1.metric(f"Speedup at γ={gamma} ({text.level(rec.interval_level)})",
+                  text.speedup(chosen.speedup, chosen.speedup_low, chosen.speedup_high),
+                  help=("refused: " + chosen.reason) if not chosen.allowed else
+                  ("extrapolated past the deployed γ" if chosen.extrapolated else None))
+    m2.metric("Recommended γ under these figures", f"{rec.recommended_gamma} ({rec.decision})")
+    m3.metric("Configured recommendation", f"{tuning.recommendation.recommended_gamma} ({tuning.recommendation.decision})")
+    if chosen is not None and not chosen.allowed:
+        st.warning(f"γ={gamma} cannot be deployed with these figures: {chosen.reason}")
+    if rec.specialized_eligibility is not None:
+        st.caption(f"Specialized path: clean share {text.percent(rec.specialized_eligibility.share)} — "
+                   f"{rec.specialized_eligibility.source}")
+    st.plotly_chart(charts.candidates_figure(
+        [("what-if", rec.candidates), ("configured", tuning.recommendation.candidates)],
+        title=f"Projected speedup per γ ({text.level(rec.interval_level)} intervals; grey: refused, hatched: extrapolated)",
+        y_title="× plain decoding", highlight_gamma=gamma), key="whatif_candidates")
+    st.caption(f"What-if: cost profile {rec.cost_profile}, objective {rec.objective}, decode backend "
+               f"{deployment.decode_backend}. {rec.decision_reason}")

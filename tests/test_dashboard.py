@@ -1,0 +1,385 @@
+"""The dashboard's pages under Streamlit's AppTest, against fixture stores.
+
+Every number the pages show is checked against the package function that computes it
+(tune_route, curve_history, what_if, seeds_table, implied_p), called here directly.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from acceptance.store import Store
+from dashboard import data, launch, text
+from dashboard.seeds import SEEDS_BASELINE_TPS
+from dashboard.views.whatif import BatchMixError, parse_batch_mix
+from model.speedup import implied_p, seeds_table
+from specdec.config import load_config
+from specdec.pipeline import curve_history, tune_route, what_if
+
+from dashboard_fixtures import FAILING_ERROR, build_drift_store, live_cycle, shared_demo_config
+
+APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
+PAGES = ("overview", "curves", "whatif", "recommendation")
+
+
+@pytest.fixture(scope="module")
+def demo_config(tmp_path_factory) -> Path:
+    return shared_demo_config(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def drift_config(tmp_path_factory) -> Path:
+    return build_drift_store(tmp_path_factory.mktemp("drift"))
+
+
+def tuned(config_path: Path, route: str, window_s: float = 3600.0):
+    """The route's tuning as tune-gamma computes it, window ending at the newest scrape."""
+    config = load_config(config_path)
+    with Store.open(config.store_path) as store:
+        return tune_route(config, route, store=store, window_s=window_s, now=store.latest_time())
+
+
+def run_page(monkeypatch, config: Path | str | None, page: str, *, db: str | None = None) -> AppTest:
+    if config is None:
+        monkeypatch.delenv("SPECDEC_CONFIG", raising=False)
+    else:
+        monkeypatch.setenv("SPECDEC_CONFIG", str(config))
+    if db is None:
+        monkeypatch.delenv("SPECDEC_DB", raising=False)
+    else:
+        monkeypatch.setenv("SPECDEC_DB", db)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["page"] = page
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def values(y) -> np.ndarray:
+    """Plotly's JSON array: a list, or {'dtype', 'bdata'} (base64 of the raw array)."""
+    if isinstance(y, dict):
+        return np.frombuffer(base64.b64decode(y["bdata"]), dtype=y["dtype"])
+    return np.asarray(y, dtype=float)
+
+
+def trace(fig: dict, name: str) -> dict:
+    found = [t for t in fig["data"] if t.get("name") == name]
+    assert found, f"no trace {name!r} in {[t.get('name') for t in fig['data']]}"
+    return found[0]
+
+
+def texts(at: AppTest) -> str:
+    parts = [e.value for kind in ("markdown", "caption", "info", "warning", "success") for e in getattr(at, kind)]
+    parts += [str(m.value) + " " + m.label for m in at.metric]
+    return "\n".join(parts)
+
+
+# ----------------------------------------------------------------------------- pages on the demo store
+
+
+def test_overview_shows_each_routes_tuning(monkeypatch, demo_config):
+    at = run_page(monkeypatch, demo_config, "overview")
+    table = at.dataframe[0].value.set_index("route")
+    assert set(table.index) == {"structured", "open"}
+    for route in ("structured", "open"):
+        t = tuned(demo_config, route)
+        row = table.loc[route]
+        e, rec = t.estimate, t.recommendation
+        assert row["γ deployed"] == e.gamma
+        assert row["mean acceptance length"] == text.estimate(e.mean_acceptance_length, 3)
+        assert row["equivalent p"] == text.estimate(e.equivalent_p, 3)
+        assert row["recommended γ"] == rec.recommended_gamma and row["decision"] == rec.decision
+        best = rec.candidates[rec.recommended_gamma]
+        assert row["speedup at recommended γ"] == text.speedup(best.speedup, best.speedup_low, best.speedup_high)
+        assert row["failing targets"] == "0 of 2"
+    # the demo's `open` route is deployed above its best γ: the page says change
+    assert table.loc["open", "decision"] == "change"
+    figs = figures(at)
+    assert len(figs) == 2
+    al_bar = figs[0]["data"][0]
+    expected = [tuned(demo_config, r).estimate.mean_acceptance_length.value for r in ("structured", "open")]
+    np.testing.assert_allclose(values(al_bar["y"]), expected)
+    assert "All 4 targets answered" in texts(at)
+
+
+def test_overview_says_gamma_changed_inside_the_window(monkeypatch, demo_config):
+    at = run_page(monkeypatch, demo_config, "overview")
+    notes = [i.value for i in at.info if "γ changes inside the window" in i.value]
+    assert len(notes) == 1 and notes[0].startswith("Route structured")
+    assert "γ=7" in notes[0] and "γ=5" in notes[0]
+    t = tuned(demo_config, "structured")
+    assert f"Estimates describe the newest, γ={t.window.newest_segment.gamma}" in notes[0]
+
+
+def test_curves_page_draws_the_estimates_with_bands(monkeypatch, demo_config):
+    at = run_page(monkeypatch, demo_config, "curves")
+    figs = figures(at)
+    survival, conditional = figs[0], figs[1]
+    for route in ("structured", "open"):
+        e = tuned(demo_config, route).estimate
+        np.testing.assert_allclose(values(trace(survival, route)["y"]), e.survival.value)
+        band = trace(survival, f"{route} 90% interval")
+        np.testing.assert_allclose(values(band["y"]), e.survival.low)
+        np.testing.assert_allclose(values(trace(conditional, route)["y"]), e.conditional.value)
+    # one history chart and one slices chart per route, the older γ segment drawn as its own line
+    titles = [f["layout"]["title"]["text"] for f in figs]
+    assert "structured: acceptance over time" in titles and "open: acceptance over time" in titles
+    history = figs[titles.index("structured: acceptance over time")]
+    names = [tr["name"] for tr in history["data"]]
+    assert "structured γ=7" in names and any(n.startswith("structured γ=5") for n in names)
+    t = tuned(demo_config, "structured")
+    slices = [s for s in curve_history(t.window, n_slices=data.HISTORY_SLICES) if s.gamma == 5]
+    np.testing.assert_allclose(values(trace(history, names[[n.startswith("structured γ=5") for n in names].index(True)])["y"]),
+                               [s.estimate.mean_acceptance_length.value for s in slices])
+
+
+def test_whatif_page_follows_the_controls(monkeypatch, demo_config):
+    at = run_page(monkeypatch, demo_config, "whatif")
+    assert at.selectbox(key="whatif_route").value == "structured"
+    at.slider(key="whatif_gamma").set_value(7)
+    at.number_input(key="whatif_draft_cost").set_value(0.10)
+    at.selectbox(key="whatif_profile").set_value("flat")
+    at.selectbox(key="whatif_backend").set_value("latency_specialized")
+    at.radio(key="whatif_mix").set_value("batch 1 only")
+    at.run()
+    assert not at.exception and not at.error
+    seeds, route_fig = figures(at)
+    line = seeds["data"][0]
+    rows = seeds_table(7, 0.10, list(values(line["x"])), method="dspark")
+    np.testing.assert_allclose(values(line["y"]), [r.speedup for r in rows])
+    published = trace(seeds, "seeds' published points")
+    p370 = implied_p(370 / SEEDS_BASELINE_TPS, 7, 0.10).p
+    assert any(abs(p - p370) < 1e-12 for p in values(published["x"]))
+    assert abs(p370 - 0.7347) < 5e-5  # the seeds' inversion, on the chart
+    t = tuned(demo_config, "structured")
+    _, rec = what_if(t, {"method": "dspark", "draft_cost": 0.10, "cost_profile": "flat",
+                         "decode_backend": "latency_specialized"}, batch_time_shares={1: 1.0})
+    bars = trace(route_fig, "what-if")
+    np.testing.assert_allclose(values(bars["y"]), [c.speedup for c in rec.candidates])
+    chosen = rec.candidates[7]
+    metric = [m for m in at.metric if m.label.startswith("Speedup at γ=7")][0]
+    assert metric.value == text.speedup(chosen.speedup, chosen.speedup_low, chosen.speedup_high)
+    # γ = 8 is refused on the specialized path (and by DSpark's block): the page says why
+    at.slider(key="whatif_gamma").set_value(8)
+    at.run()
+    assert any("cannot be deployed" in w.value and "γ ≤ 7" in w.value for w in at.warning)
+
+
+def test_whatif_bad_custom_mix_is_a_warning(monkeypatch, demo_config):
+    at = run_page(monkeypatch, demo_config, "whatif")
+    at.radio(key="whatif_mix").set_value("custom")
+    at.run()
+    at.text_input(key="whatif_mix_text").set_value("8:lots")
+    at.run()
+    assert not at.exception and not at.error
+    assert any("batch mix entry '8:lots'" in w.value for w in at.warning)
+
+
+def test_recommendation_page_gives_the_config_to_copy(monkeypatch, demo_config):
+    at = run_page(monkeypatch, demo_config, "recommendation")
+    at.selectbox(key="rec_route").set_value("open")
+    at.run()
+    rec = tuned(demo_config, "open").recommendation
+    table = at.dataframe[0].value
+    assert list(table["γ"]) == [c.gamma for c in rec.candidates]
+    assert list(table["speedup"]) == [text.speedup(c.speedup, c.speedup_low, c.speedup_high) for c in rec.candidates]
+    assert list(table["allowed"]) == [c.allowed for c in rec.candidates]
+    codes = [c.value for c in at.code]
+    assert json.dumps(rec.vllm_speculative_config, indent=2) in codes
+    assert rec.vllm_command_line in codes
+    assert json.dumps(rec.replay_config, indent=2) in codes
+    body = texts(at)
+    assert f"Change γ {rec.deployed_gamma} → {rec.recommended_gamma}" in body
+    for c in rec.candidates:
+        if not c.allowed:
+            assert f"γ={c.gamma}: {c.reason}" in body
+    assert any("corrupts outputs" in w.value for w in at.warning)
+
+
+# ----------------------------------------------------------------------------- drift, failures, empty
+
+
+def test_drift_and_failing_target_are_flagged(monkeypatch, drift_config):
+    at = run_page(monkeypatch, drift_config, "overview")
+    t = tuned(drift_config, "drifting")
+    assert t.drift is not None and t.drift.detected
+    assert any(w.value == f"Route drifting: drift — {t.drift.message}" for w in at.warning)
+    failing = [w.value for w in at.warning if "targets failing" in w.value]
+    assert failing and FAILING_ERROR in failing[0] and failing[0].startswith("1 of 4")
+    table = at.dataframe[0].value.set_index("route")
+    assert table.loc["drifting", "failing targets"] == "1 of 2"
+    assert table.loc["steady", "drift"] == "no"
+    at = run_page(monkeypatch, drift_config, "curves")
+    assert any(w.value == f"Drift flagged on drifting: {t.drift.message}" for w in at.warning)
+    history = [f for f in figures(at) if f["layout"]["title"]["text"] == "drifting: acceptance over time"][0]
+    assert history["layout"]["shapes"], "the recent part of a drifting route is shaded"
+
+
+def test_window_ending_now_on_an_old_store_says_there_is_nothing(monkeypatch, drift_config):
+    monkeypatch.setenv("SPECDEC_CONFIG", str(drift_config))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.radio(key="end_mode").set_value(data.END_AT_NOW)
+    at.run()
+    assert not at.exception and not at.error
+    infos = [i.value for i in at.info]
+    assert any(i.startswith("Route steady: route 'steady': no drafts in the last 1h") for i in infos)
+    assert any(i.startswith("Route drifting: route 'drifting': no drafts in the last 1h") for i in infos)
+    assert not at.get("plotly_chart")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_missing_store_is_said_and_not_created(monkeypatch, tmp_path, page):
+    config = tmp_path / "specdec.toml"
+    config.write_text('[routes.a]\ntargets = ["http://127.0.0.1:9/metrics"]\n', encoding="utf-8")
+    at = run_page(monkeypatch, config, page)
+    assert any("does not exist yet" in i.value for i in at.info)
+    assert not (tmp_path / "specdec.db").exists()
+
+
+def test_empty_and_broken_stores(monkeypatch, tmp_path):
+    config = tmp_path / "specdec.toml"
+    config.write_text('[routes.a]\ntargets = ["http://127.0.0.1:9/metrics"]\n', encoding="utf-8")
+    Store.open(tmp_path / "specdec.db").close()  # schema, no scrape
+    at = run_page(monkeypatch, config, "overview")
+    assert any("holds no scrapes yet" in i.value for i in at.info)
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database at all" * 10)
+    at = run_page(monkeypatch, config, "curves", db=str(junk))
+    assert any("not a specdec store" in w.value for w in at.warning)
+    assert junk.read_bytes() == b"not a database at all" * 10  # never touched
+
+
+def test_no_config_and_broken_config(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    at = run_page(monkeypatch, None, "overview")
+    assert any("no config" in i.value for i in at.info)
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[routes.a]\ntargets = 3\n", encoding="utf-8")
+    at = run_page(monkeypatch, bad, "recommendation")
+    (warning,) = [w.value for w in at.warning]
+    assert "targets must be a list" in warning and "\n" not in warning
+
+
+def test_pages_while_collect_writes(monkeypatch, tmp_path, demo_config):
+    """A writer adds cycles (and a γ change: new segments) while the pages read."""
+    live = tmp_path / "live"
+    shutil.copytree(demo_config.parent, live)
+    config = load_config(live / "specdec.toml")
+    target = config.routes["open"].targets[0]
+    with Store.open(config.store_path) as store:
+        t0 = store.latest_time()
+    stop = threading.Event()
+    written = []
+
+    def writer():
+        with Store.open(config.store_path) as store:
+            step = 1
+            while not stop.is_set() and step < 400:
+                gamma = 4 if step < 40 else 2
+                store.write_cycle([live_cycle(target + "?live", t0 + 15.0 * step, step, gamma)])
+                written.append(step)
+                step += 1
+
+    config_text = (live / "specdec.toml").read_text(encoding="utf-8").replace(
+        f'"{target}"', f'"{target}", "{target}?live"', 1)
+    (live / "specdec.toml").write_text(config_text, encoding="utf-8")
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        for page in PAGES * 2:
+            at = run_page(monkeypatch, live / "specdec.toml", page)
+            assert at.get("plotly_chart") or at.dataframe
+    finally:
+        stop.set()
+        thread.join(10)
+    assert written, "the writer wrote while the pages read"
+
+
+# ----------------------------------------------------------------------------- functions behind the pages
+
+
+def test_curve_history_slices_add_up_to_each_segment(demo_config):
+    t = tuned(demo_config, "structured")
+    slices = curve_history(t.window, n_slices=4)
+    for seg in t.window.segments:
+        mine = [s for s in slices if s.gamma == seg.gamma and s.start >= seg.start - 3600]
+        assert sum(s.estimate.drafts for s in mine) == pytest.approx(seg.total.drafts)
+        assert all(len(s.estimate.survival.value) == seg.gamma for s in mine)
+    assert [s.start for s in slices] == sorted(s.start for s in slices)
+    with pytest.raises(ValueError, match="n_slices"):
+        curve_history(t.window, n_slices=0)
+
+
+def test_what_if_without_changes_is_the_routes_recommendation(demo_config):
+    t = tuned(demo_config, "open")
+    _, rec = what_if(t, {})
+    assert [c.speedup for c in rec.candidates] == pytest.approx([c.speedup for c in t.recommendation.candidates])
+    assert rec.recommended_gamma == t.recommendation.recommended_gamma
+    from model.deployment import ModelInputError
+
+    with pytest.raises(ModelInputError, match="draft_cost"):
+        what_if(t, {"draft_cost": -1})
+
+
+def test_parse_batch_mix():
+    assert parse_batch_mix("1:0.5, 8:0.25,8:0.25") == {1: 0.5, 8: 0.5}
+    for bad in ("", "8", "0:1", "x:1", "4:-1", "2:0"):
+        with pytest.raises(BatchMixError):
+            parse_batch_mix(bad)
+
+
+def test_load_fleet_rejects_a_bad_window(drift_config):
+    with pytest.raises(ValueError, match="window"):
+        data.load_fleet(str(drift_config), None, window="soon")
+    with pytest.raises(ValueError, match="window end"):
+        data.load_fleet(str(drift_config), None, end_mode="yesterday")
+
+
+# ----------------------------------------------------------------------------- `specdec dashboard`
+
+
+def _parse(argv):
+    import argparse
+
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    sub = parser.add_subparsers()
+    launch.add_parser(sub)
+    return parser.parse_args(["dashboard", *argv])
+
+
+def test_launch_command_binds_loopback_by_default(tmp_path, drift_config):
+    args = _parse(["--config", str(drift_config)])
+    cmd = launch.streamlit_command(args)
+    assert cmd[1:4] == ["-m", "streamlit", "run"] and cmd[4].endswith("dashboard/app.py")
+    assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"
+    assert cmd[cmd.index("--server.port") + 1] == "8501"
+    assert cmd[cmd.index("--") + 1:] == ["--config", str(drift_config.resolve())]
+    args = _parse(["--host", "0.0.0.0", "--port", "9000", "--db", str(tmp_path / "x.db")])
+    cmd = launch.streamlit_command(args)
+    assert cmd[cmd.index("--server.address") + 1] == "0.0.0.0" and "9000" in cmd
+    assert args.fn is launch.run
+
+
+def test_launch_refuses_bad_input(tmp_path):
+    with pytest.raises(SystemExit):
+        _parse(["--port", "70000"])
+    from specdec.config import ConfigError
+
+    with pytest.raises(ConfigError, match="not found"):
+        launch.check_inputs(_parse(["--config", str(tmp_path / "nope.toml")]))
+    with pytest.raises(ValueError, match="does not exist"):
+        launch.check_inputs(_parse(["--db", str(tmp_path / "no" / "dir" / "x.db")]))

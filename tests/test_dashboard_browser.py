@@ -1,0 +1,200 @@
+"""The dashboard in a real browser: `specdec dashboard`'s command on a free loopback port,
+each page loaded by headless chromium; the charts must have rendered (Plotly's SVG in the
+DOM) and no error box may show. One screenshot per page is kept in artifacts/dashboard/.
+
+Needs Debian's chromium (`make test` installs it with scripts/ensure_chromium.sh): skipped
+without it, except under CI (the environment variable CI set), where that is a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from dashboard import launch
+
+from dashboard_fixtures import shared_demo_config
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "artifacts" / "dashboard"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--remote-debugging-port=0", "--window-size=1400,1000"]
+# Streamlit loads its dataframe and Plotly components lazily and the first session imports
+# the app: --dump-dom with a virtual-time budget was seen to dump too early, so the page is
+# driven over the DevTools protocol and polled in real time until it has rendered.
+RENDER_TIMEOUT_S = 60.0
+# page → (text that must show, how many Plotly charts at least)
+PAGES = {
+    "overview": ("Routes overview", 2),
+    "curves": ("Acceptance curves", 4),
+    "whatif": ("What-if", 2),
+    "recommendation": ("vLLM config to deploy", 0),
+}
+ERROR_MARKERS = ("stException", "stAlertContentError")
+STATE_JS = """JSON.stringify({
+  html: document.documentElement.outerHTML,
+  charts: document.querySelectorAll('.js-plotly-plot .main-svg').length,
+  running: !!document.querySelector('[data-testid="stStatusWidget"]'),
+})"""
+
+
+def chromium() -> str:
+    path = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
+    if path is None:
+        message = "chromium is not installed (scripts/ensure_chromium.sh installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    chromium()  # fail or skip before starting anything
+    config = shared_demo_config(tmp_path_factory)
+    port = free_port()
+    args = argparse.Namespace(config=str(config), db=None, host="127.0.0.1", port=port)
+    log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(launch.streamlit_command(args), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.read().strip() == b"ok":
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"streamlit did not serve: {log.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+class Browser:
+    """Headless chromium driven over the DevTools protocol (one tab)."""
+
+    def __init__(self, exe: str, profile: str):
+        from websockets.sync.client import connect
+
+        self.proc = subprocess.Popen([exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        ws_url = None
+        deadline = time.monotonic() + 30
+        while ws_url is None and time.monotonic() < deadline:
+            line = self.proc.stderr.readline().decode("utf-8", "replace")
+            if not line and self.proc.poll() is not None:
+                break
+            if "DevTools listening on " in line:
+                ws_url = line.split("DevTools listening on ", 1)[1].strip()
+        if ws_url is None:
+            self.proc.kill()
+            raise RuntimeError("chromium did not open its DevTools endpoint")
+        threading.Thread(target=self._drain, daemon=True).start()
+        self._stack = contextlib.ExitStack()
+        self.ws = self._stack.enter_context(connect(ws_url, max_size=None, open_timeout=10))
+        self.next_id = 0
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        self.call("Page.enable", session=True)
+        self.call("Emulation.setDeviceMetricsOverride", session=True, width=1400, height=1000,
+                  deviceScaleFactor=1, mobile=False)
+
+    def _drain(self):
+        for _ in iter(self.proc.stderr.readline, b""):
+            pass  # chromium's dbus complaints: read so that the pipe never fills
+
+    def call(self, method: str, session: bool = False, **params):
+        self.next_id += 1
+        msg = {"id": self.next_id, "method": method, "params": params}
+        if session:
+            msg["sessionId"] = self.session
+        self.ws.send(json.dumps(msg))
+        while True:
+            reply = json.loads(self.ws.recv(timeout=30))
+            if reply.get("id") == self.next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply["result"]
+
+    def state(self) -> dict:
+        result = self.call("Runtime.evaluate", session=True, expression=STATE_JS, returnByValue=True)
+        return json.loads(result["result"]["value"])
+
+    def render(self, url: str, must_show: str, charts: int) -> dict:
+        """Navigate and poll until the text shows, the charts drew and the script stopped."""
+        self.call("Page.navigate", session=True, url=url)
+        deadline = time.monotonic() + RENDER_TIMEOUT_S
+        state = {}
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            state = self.state()
+            if must_show in state["html"] and state["charts"] >= charts and not state["running"]:
+                time.sleep(0.5)  # let the last chart finish its layout before the picture
+                return self.state()
+        return state
+
+    def screenshot(self, path: Path) -> None:
+        data = self.call("Page.captureScreenshot", session=True, format="png")["data"]
+        path.write_bytes(base64.b64decode(data))
+
+    def close(self):
+        try:
+            self._stack.close()
+        finally:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    b = Browser(chromium(), str(tmp_path_factory.mktemp("chromium-profile")))
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_page_renders_in_chromium(server, browser, page):
+    must_show, charts = PAGES[page]
+    state = browser.render(f"{server}/?page={page}", must_show, charts)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    screenshot = ARTIFACTS / f"{page}.png"
+    browser.screenshot(screenshot)
+    html = state.get("html", "")
+    assert must_show in html, f"{page}: {must_show!r} not in the page after {RENDER_TIMEOUT_S:g}s"
+    assert state["charts"] >= charts, f"{page}: {state['charts']} Plotly charts drew, expected {charts}"
+    for marker in ERROR_MARKERS:
+        assert marker not in html, f"{page}: an error box ({marker}) is shown"
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
