@@ -474,9 +474,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true")
     t.set_defaults(fn=cmd_model_implied_p)
 
-    from . import cmd_replay
+    from . import cmd_calibrate, cmd_replay
 
     cmd_replay.add_parser(sub)
+    cmd_calibrate.add_parser(sub)
     try:
         from dashboard import launch as dashboard_launch
     except ImportError:

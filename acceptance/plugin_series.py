@@ -1,0 +1,391 @@
+"""The extra series of specdec's vLLM stat-logger plugin (acceptance/vllm_plugin.py): names,
+label encodings, and the parser that turns them back into per-engine counts.
+
+vLLM's own /metrics leaves out three things the tuner needs; the plugin exports them as
+Prometheus counters (``_total`` suffix; labels ``model_name``, ``engine`` as vLLM's):
+
+- ``specdec:spec_decode_drafts_by_batch{batch}`` — drafts D_B of steps whose batch size
+  falls in bucket B;
+- ``specdec:spec_decode_accepted_tokens_per_pos_by_batch{batch, position}`` — A_{B,k}:
+  drafts of those steps whose first k = position+1 tokens were all accepted;
+- ``specdec:spec_decode_draft_tokens_per_pos_by_batch{batch, position}`` — R_{B,k}:
+  drafts of those steps that proposed at least k tokens (vLLM's
+  ``num_draft_tokens_per_pos``). With dynamic γ drafts are shorter than γ, and
+  A_k / R_k (not A_k / D) is the acceptance of the drafts that reached position k;
+- ``specdec:engine_steps{shape, tokens, fits_specialized}`` — engine steps by shape
+  (``pure_decode``: one token per request; ``uniform_verify``: every request verifies
+  γ + 1; ``partial_verify``: decode only, drafts of mixed length; ``with_prefill``: some
+  request is in its prompt), by token count (exact up to the specialized path's limit of
+  64, ``gt64`` above), and whether a step of that shape and count fits the Kimi K3
+  specialized decode path (model/specialized.py: clean shape, prepared token count).
+
+Summed over ``batch``, the by-batch families give the engine's SpecCounts with
+``draft_tokens_per_position`` filled; T = Σ_k R_k and A = Σ_k A_k.
+
+Batch buckets are powers of two, labelled by their integer range: "1", "2", "3-4",
+"5-8", …, "257-512", "513+".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from . import vllm_metrics as vm
+from .counts import SpecCounts
+from .estimates import survival
+
+DRAFTS_BY_BATCH = "specdec:spec_decode_drafts_by_batch"
+ACCEPTED_PER_POSITION_BY_BATCH = "specdec:spec_decode_accepted_tokens_per_pos_by_batch"
+DRAFT_TOKENS_PER_POSITION_BY_BATCH = "specdec:spec_decode_draft_tokens_per_pos_by_batch"
+ENGINE_STEPS = "specdec:engine_steps"
+
+PLUGIN_FAMILIES = (DRAFTS_BY_BATCH, ACCEPTED_PER_POSITION_BY_BATCH, DRAFT_TOKENS_PER_POSITION_BY_BATCH, ENGINE_STEPS)
+
+HELP = {
+    DRAFTS_BY_BATCH: "Spec decoding drafts, by the batch size of the step that verified them.",
+    ACCEPTED_PER_POSITION_BY_BATCH: "Drafts whose first position+1 draft tokens were all accepted, by batch size.",
+    DRAFT_TOKENS_PER_POSITION_BY_BATCH: "Drafts that proposed at least position+1 tokens, by batch size.",
+    ENGINE_STEPS: "Engine steps by shape, token count (exact up to 64) and fit to the specialized decode path.",
+}
+
+BATCH_LABEL = "batch"
+SHAPE_LABEL = "shape"
+TOKENS_LABEL = "tokens"
+FITS_LABEL = "fits_specialized"
+
+PURE_DECODE, UNIFORM_VERIFY, PARTIAL_VERIFY, WITH_PREFILL = "pure_decode", "uniform_verify", "partial_verify", "with_prefill"
+SHAPES = (PURE_DECODE, UNIFORM_VERIFY, PARTIAL_VERIFY, WITH_PREFILL)
+# The shapes the specialized path accepts at all (DESIGN.md: pure decode or uniform verify).
+CLEAN_SHAPES = (PURE_DECODE, UNIFORM_VERIFY)
+
+# Token counts are exact up to the specialized path's limit; above it they all run stock.
+TOKENS_EXACT_LIMIT = 64
+TOKENS_OVER_LIMIT = f"gt{TOKENS_EXACT_LIMIT}"
+
+BATCH_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+class PluginSeriesError(ValueError):
+    """The plugin's series cannot be read; the message is one line naming the series."""
+
+
+@dataclass(frozen=True)
+class BatchBucket:
+    """Batch sizes low..high (high None: no upper bound)."""
+
+    low: int
+    high: int | None
+
+    @property
+    def label(self) -> str:
+        if self.high is None:
+            return f"{self.low}+"
+        return str(self.low) if self.low == self.high else f"{self.low}-{self.high}"
+
+    def contains(self, batch_size: int) -> bool:
+        return batch_size >= self.low and (self.high is None or batch_size <= self.high)
+
+
+def _buckets() -> tuple[BatchBucket, ...]:
+    out, low = [], 1
+    for high in BATCH_BOUNDS:
+        out.append(BatchBucket(low, high))
+        low = high + 1
+    out.append(BatchBucket(low, None))
+    return tuple(out)
+
+
+BATCH_BUCKETS = _buckets()
+_BUCKET_BY_LABEL = {b.label: b for b in BATCH_BUCKETS}
+
+
+def batch_bucket(batch_size: int) -> BatchBucket:
+    """The bucket of a step of ``batch_size`` requests (sizes below 1 count as 1)."""
+    for b in BATCH_BUCKETS:
+        if b.high is None or batch_size <= b.high:
+            return b
+    raise AssertionError("unreachable: the last bucket is open")
+
+
+def parse_batch_label(label: str) -> BatchBucket:
+    try:
+        return _BUCKET_BY_LABEL[label]
+    except KeyError:
+        raise PluginSeriesError(f"{BATCH_LABEL}={label!r} is not one of the plugin's batch buckets") from None
+
+
+def tokens_label(tokens: int) -> str:
+    return str(tokens) if tokens <= TOKENS_EXACT_LIMIT else TOKENS_OVER_LIMIT
+
+
+# --------------------------------------------------------------------------------------
+# Parsed results
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepCount:
+    """Steps of one shape and token count (tokens None: more than 64)."""
+
+    shape: str
+    tokens: int | None
+    fits_specialized: bool
+    steps: float
+
+
+@dataclass(frozen=True)
+class SpecializedShare:
+    """Share of steps that fit the specialized path, counted (not bounded) by the plugin.
+
+    share = fitting / steps; clean_share = (pure_decode + uniform_verify) / steps.
+    """
+
+    share: float
+    fitting_steps: float
+    clean_steps: float
+    steps: float
+    source: str
+
+    @property
+    def clean_share(self) -> float:
+        return self.clean_steps / self.steps if self.steps > 0 else math.nan
+
+
+@dataclass(frozen=True)
+class BatchSurvival:
+    """Survival of one batch bucket: a_k = A_k / D, and reached_k = A_k / R_k (the
+    acceptance of drafts that proposed at least k tokens; equals a_k when every draft
+    was γ long)."""
+
+    bucket: BatchBucket
+    drafts: float
+    survival: tuple[float, ...]
+    reached_survival: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class PluginEngineCounts:
+    """One engine's plugin series (cumulative as exposed, or a window's deltas)."""
+
+    model_name: str
+    engine: str
+    by_batch: Mapping[str, SpecCounts] = field(default_factory=dict)  # batch label → counts
+    steps: tuple[StepCount, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.model_name, self.engine)
+
+    @property
+    def gamma(self) -> int:
+        return next(iter(self.by_batch.values())).gamma if self.by_batch else 0
+
+    def total(self) -> SpecCounts | None:
+        """Σ over batch buckets (None: no spec-decode series)."""
+        if not self.by_batch:
+            return None
+        it = iter(self.by_batch.values())
+        acc = next(it)
+        for c in it:
+            acc = acc + c
+        return acc
+
+    def survival_by_batch(self) -> dict[str, BatchSurvival]:
+        """Per bucket (ascending batch size): a_k = A_k / D and reached_k = A_k / R_k."""
+        out = {}
+        for label in sorted(self.by_batch, key=lambda lab: _BUCKET_BY_LABEL[lab].low):
+            c = self.by_batch[label]
+            reached = tuple(
+                a / r if r > 0 else math.nan for a, r in zip(c.accepted_per_position, c.draft_tokens_per_position or ())
+            )
+            out[label] = BatchSurvival(_BUCKET_BY_LABEL[label], c.drafts, tuple(float(x) for x in survival(c)), reached)
+        return out
+
+    def steps_by_shape(self) -> dict[str, float]:
+        out = {s: 0.0 for s in SHAPES}
+        for s in self.steps:
+            out[s.shape] += s.steps
+        return out
+
+    def specialized_share(self) -> SpecializedShare | None:
+        """Steps that fit the specialized path over all steps (None: no steps counted)."""
+        total = sum(s.steps for s in self.steps)
+        if total <= 0:
+            return None
+        fitting = sum((s.steps for s in self.steps if s.fits_specialized), 0.0)
+        clean = sum((s.steps for s in self.steps if s.shape in CLEAN_SHAPES), 0.0)
+        share = fitting / total
+        source = (
+            f"{ENGINE_STEPS}: {fitting:g} of {total:g} steps fit the specialized path ({share:.1%}); "
+            f"{clean / total:.1%} are pure decode or uniform verify"
+        )
+        return SpecializedShare(share, fitting, clean, total, source)
+
+
+def delta(newer: PluginEngineCounts, older: PluginEngineCounts | None) -> PluginEngineCounts:
+    """Counts between two scrapes of one engine, with Prometheus' ``increase`` semantics:
+    a series that went down (an engine restart) contributes its new value; one absent
+    before contributes all of it. A γ change makes the older by-batch counts unusable:
+    the newer ones are returned as they are (counts are never mixed across γ)."""
+    if older is None:
+        return newer
+    by_batch = {}
+    same_gamma = older.gamma in (0, newer.gamma)
+    for label, c in newer.by_batch.items():
+        o = older.by_batch.get(label) if same_gamma else None
+        if o is None:
+            by_batch[label] = c
+            continue
+        new_v = [c.drafts, *c.accepted_per_position, *(c.draft_tokens_per_position or ())]
+        old_v = [o.drafts, *o.accepted_per_position, *(o.draft_tokens_per_position or ())]
+        if any(n < p for n, p in zip(new_v, old_v)):
+            by_batch[label] = c  # reset: the new value is the increase
+            continue
+        by_batch[label] = _counts(
+            c.drafts - o.drafts,
+            [a - b for a, b in zip(c.accepted_per_position, o.accepted_per_position)],
+            [a - b for a, b in zip(c.draft_tokens_per_position or (), o.draft_tokens_per_position or ())],
+        )
+    old_steps = {(s.shape, s.tokens, s.fits_specialized): s.steps for s in older.steps}
+    steps = []
+    for s in newer.steps:
+        before = old_steps.get((s.shape, s.tokens, s.fits_specialized), 0.0)
+        steps.append(StepCount(s.shape, s.tokens, s.fits_specialized, s.steps - before if s.steps >= before else s.steps))
+    return PluginEngineCounts(newer.model_name, newer.engine, by_batch, tuple(steps))
+
+
+def _counts(drafts: float, accepted: list[float], reached: list[float]) -> SpecCounts:
+    return SpecCounts(drafts, float(sum(reached)), float(sum(accepted)), tuple(accepted), tuple(reached))
+
+
+# --------------------------------------------------------------------------------------
+# Parsing
+# --------------------------------------------------------------------------------------
+
+
+def _check_value(name: str, labels: Mapping[str, str], value: float) -> float:
+    if not (math.isfinite(value) and value >= 0):
+        raise PluginSeriesError(f"{name}{dict(labels)}: counter value {value!r} is not a finite number ≥ 0")
+    return float(value)
+
+
+def _position(name: str, labels: Mapping[str, str]) -> int:
+    raw = labels.get(vm.POSITION_LABEL)
+    try:
+        pos = int(raw)
+    except (TypeError, ValueError):
+        raise PluginSeriesError(f"{name}{dict(labels)}: position {raw!r} is not an integer") from None
+    if pos < 0:
+        raise PluginSeriesError(f"{name}{dict(labels)}: position {pos} is negative")
+    return pos
+
+
+def plugin_counts_from_families(families: Iterable) -> dict[tuple[str, str], PluginEngineCounts]:
+    """Per-engine plugin counts from parsed metric families (``prometheus_client.parser``
+    or ``Metric`` objects from a registry's ``collect()``); other families are ignored.
+    An engine with none of the plugin's series is absent from the result."""
+    drafts: dict[tuple, dict[str, float]] = {}
+    per_pos: dict[str, dict[tuple, dict[str, dict[int, float]]]] = {
+        ACCEPTED_PER_POSITION_BY_BATCH: {},
+        DRAFT_TOKENS_PER_POSITION_BY_BATCH: {},
+    }
+    steps: dict[tuple, dict[tuple, float]] = {}
+    engines: set[tuple[str, str]] = set()
+    for fam in families:
+        for sample in fam.samples:
+            sname = sample.name
+            if not sname.startswith("specdec:") or not sname.endswith("_total"):
+                continue  # _created samples and other families
+            name = sname[: -len("_total")]
+            if name not in PLUGIN_FAMILIES:
+                continue
+            labels = sample.labels
+            key = (labels.get(vm.MODEL_NAME_LABEL, ""), labels.get(vm.ENGINE_LABEL, ""))
+            value = _check_value(name, labels, sample.value)
+            engines.add(key)
+            if name == ENGINE_STEPS:
+                shape, tok, fits = labels.get(SHAPE_LABEL), labels.get(TOKENS_LABEL), labels.get(FITS_LABEL)
+                if shape not in SHAPES:
+                    raise PluginSeriesError(f"{name}{dict(labels)}: shape {shape!r} is not one of {', '.join(SHAPES)}")
+                if fits not in ("true", "false"):
+                    raise PluginSeriesError(f"{name}{dict(labels)}: {FITS_LABEL} {fits!r} is not true or false")
+                if tok == TOKENS_OVER_LIMIT:
+                    tokens = None
+                else:
+                    try:
+                        tokens = int(tok)
+                    except (TypeError, ValueError):
+                        raise PluginSeriesError(f"{name}{dict(labels)}: tokens {tok!r} is not an integer or {TOKENS_OVER_LIMIT}") from None
+                    if not 1 <= tokens <= TOKENS_EXACT_LIMIT:
+                        raise PluginSeriesError(f"{name}{dict(labels)}: tokens {tokens} outside 1..{TOKENS_EXACT_LIMIT}")
+                skey = (shape, tokens, fits == "true")
+                bucket = steps.setdefault(key, {})
+                if skey in bucket:
+                    raise PluginSeriesError(f"{name}{dict(labels)}: the same series twice")
+                bucket[skey] = value
+                continue
+            label = labels.get(BATCH_LABEL)
+            parse_batch_label(label if label is not None else "")
+            if name == DRAFTS_BY_BATCH:
+                d = drafts.setdefault(key, {})
+                if label in d:
+                    raise PluginSeriesError(f"{name}{dict(labels)}: the same series twice")
+                d[label] = value
+            else:
+                pos = _position(name, labels)
+                by_pos = per_pos[name].setdefault(key, {}).setdefault(label, {})
+                if pos in by_pos:
+                    raise PluginSeriesError(f"{name}{dict(labels)}: the same series twice")
+                by_pos[pos] = value
+    result = {}
+    for key in sorted(engines):
+        by_batch = {}
+        labels_seen = set(drafts.get(key, {})) | {
+            lab for fam in per_pos.values() for lab in fam.get(key, {})
+        }
+        gamma = None
+        for label in labels_seen:
+            where = f"engine {key[1]!r} ({key[0]}) batch {label!r}"
+            if label not in drafts.get(key, {}):
+                raise PluginSeriesError(f"{DRAFTS_BY_BATCH}: {where} has per-position series but no drafts")
+            acc = per_pos[ACCEPTED_PER_POSITION_BY_BATCH].get(key, {}).get(label, {})
+            reached = per_pos[DRAFT_TOKENS_PER_POSITION_BY_BATCH].get(key, {}).get(label, {})
+            if set(acc) != set(reached):
+                raise PluginSeriesError(
+                    f"{ACCEPTED_PER_POSITION_BY_BATCH}: {where} positions {sorted(acc)} differ from "
+                    f"{DRAFT_TOKENS_PER_POSITION_BY_BATCH} positions {sorted(reached)}"
+                )
+            if set(acc) != set(range(len(acc))):
+                raise PluginSeriesError(f"{ACCEPTED_PER_POSITION_BY_BATCH}: {where} positions {sorted(acc)} are not 0..γ-1")
+            if gamma is None:
+                gamma = len(acc)
+            elif gamma != len(acc):
+                raise PluginSeriesError(f"{ACCEPTED_PER_POSITION_BY_BATCH}: {where} has γ {len(acc)}, other batches {gamma}")
+            by_batch[label] = _counts(
+                drafts[key][label], [acc[k] for k in range(len(acc))], [reached[k] for k in range(len(reached))]
+            )
+        step_counts = tuple(
+            StepCount(shape, tokens, fits, v)
+            for (shape, tokens, fits), v in sorted(
+                steps.get(key, {}).items(), key=lambda kv: (SHAPES.index(kv[0][0]), kv[0][1] or 10**9, kv[0][2])
+            )
+        )
+        result[key] = PluginEngineCounts(key[0], key[1], by_batch, step_counts)
+    return result
+
+
+def parse_plugin_page(text: str, source: str = "page") -> dict[tuple[str, str], PluginEngineCounts]:
+    """The plugin's series from a /metrics page (only its lines are parsed)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    lines = [ln for ln in text.splitlines() if ln.startswith("specdec:")]
+    try:
+        families = list(text_string_to_metric_families("\n".join(lines) + "\n"))
+    except ValueError as e:
+        raise PluginSeriesError(f"{source}: cannot parse the plugin's series ({str(e).splitlines()[0] if str(e) else e!r})") from None
+    try:
+        return plugin_counts_from_families(families)
+    except PluginSeriesError as e:
+        raise PluginSeriesError(f"{source}: {e}") from None

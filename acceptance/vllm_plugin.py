@@ -1,0 +1,323 @@
+"""specdec's vLLM stat-logger plugin: the acceptance and step-shape series /metrics lacks.
+
+vLLM ≥ 0.33 loads stat-logger plugins from the ``vllm.stat_logger_plugins`` entry-point
+group (pyproject.toml registers ``specdec = "acceptance.vllm_plugin:SpecdecStatLogger"``)
+in its API server process, and calls ``record(scheduler_stats, iteration_stats, …,
+engine_idx)`` once per engine-core output message. The series it exports, their labels
+and how to read them back are in acceptance/plugin_series.py.
+
+Per step, from vLLM's ``SchedulerStats``:
+- acceptance: ``spec_decoding_stats`` (one step, summed over its requests): drafts D,
+  ``num_accepted_tokens_per_pos`` A_k and ``num_draft_tokens_per_pos`` R_k, added to the
+  step's batch-size bucket;
+- batch size B: requests in the step (``iteration_details``: context + generation
+  requests) or, without details, max(``num_running_reqs``, drafts);
+- shape and tokens: exact from ``iteration_details`` (vLLM fills it with
+  ``--enable-logging-iteration-details``; note vLLM then also logs every iteration):
+  tokens n = context + generation tokens; ``with_prefill`` if any context request,
+  ``pure_decode`` if n = B, ``uniform_verify`` if n = B·(γ+1), else ``partial_verify``.
+  Without details the shape is inferred from the step's drafts: prefill when the step
+  finished a prompt (``iteration_stats.num_prompt_tokens`` > 0; middle prompt chunks
+  produce no output and are not seen), pure decode when nothing was drafted, uniform
+  verify when D = B and T = B·γ, tokens B + T;
+- fits_specialized: a clean step (pure decode, q = 1; uniform verify, q = γ+1) whose B
+  requests run the Kimi K3 specialized path (model.specialized.runs_specialized, with the
+  engine's ``cudagraph_capture_sizes``).
+
+Only messages that carry ``scheduler_stats`` count: the engine attaches them to one API
+server's message per step, so with several API servers each step is counted once, in one
+process; in vLLM's multiprocess metrics mode (``PROMETHEUS_MULTIPROC_DIR``) the counters
+are plain prometheus-client Counters, whose values the multiprocess collector sums
+across processes.
+
+Importing this module does not import vLLM: ``SpecdecStatLogger`` (the subclass of
+vLLM's ``AggregateStatLoggerBase`` that vLLM loads) is built on first attribute access,
+which is what the entry point does. ``PluginMetrics`` holds the counters and the per-step
+logic, with no vLLM dependency.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+
+import prometheus_client
+
+from model.specialized import runs_specialized
+
+from . import plugin_series as ps
+
+
+@dataclass(frozen=True)
+class StepObservation:
+    """One engine step: its shape, token count, batch size and fit to the specialized path."""
+
+    shape: str
+    tokens: int
+    batch_size: int
+    fits_specialized: bool
+
+
+def _fits(shape: str, batch_size: int, gamma: int, capture_sizes) -> bool:
+    """Whether a step of this shape and batch size runs the specialized path (cached)."""
+    if shape not in (ps.PURE_DECODE, ps.UNIFORM_VERIFY):
+        return False
+    return _fits_cached(shape, batch_size, gamma, tuple(capture_sizes) if capture_sizes else None)
+
+
+@lru_cache(maxsize=4096)
+def _fits_cached(shape: str, batch_size: int, gamma: int, capture_sizes) -> bool:
+    if shape == ps.PURE_DECODE:
+        return runs_specialized(batch_size, 1, capture_sizes)
+    if shape == ps.UNIFORM_VERIFY:
+        return runs_specialized(batch_size, gamma + 1, capture_sizes)
+    return False
+
+
+def classify_step(
+    *,
+    gamma: int,
+    num_ctx_requests: int,
+    num_ctx_tokens: int,
+    num_generation_requests: int,
+    num_generation_tokens: int,
+    capture_sizes=None,
+) -> StepObservation:
+    """Exact shape from vLLM's ``SchedulerIterationDetails`` counts.
+
+    Each generation request schedules 1 + its draft length ≤ γ + 1 tokens, so
+    n_gen = B·(γ+1) means every request verifies exactly γ + 1 (uniform) and n_gen = B
+    means none carried a draft (pure decode)."""
+    batch = num_ctx_requests + num_generation_requests
+    tokens = num_ctx_tokens + num_generation_tokens
+    if num_ctx_requests > 0:
+        shape = ps.WITH_PREFILL
+    elif num_generation_tokens == num_generation_requests:
+        shape = ps.PURE_DECODE
+    elif gamma > 0 and num_generation_tokens == num_generation_requests * (gamma + 1):
+        shape = ps.UNIFORM_VERIFY
+    else:
+        shape = ps.PARTIAL_VERIFY
+    return StepObservation(shape, tokens, batch, _fits(shape, batch, gamma, capture_sizes))
+
+
+def infer_step(
+    *,
+    gamma: int,
+    num_drafts: int,
+    num_draft_tokens: int,
+    num_running_reqs: int,
+    num_prompt_tokens: int,
+    capture_sizes=None,
+) -> StepObservation:
+    """Shape inferred without iteration details (see the module docstring)."""
+    batch = max(num_running_reqs, num_drafts, 1)
+    tokens = batch + num_draft_tokens
+    if num_prompt_tokens > 0:
+        shape = ps.WITH_PREFILL
+        tokens += num_prompt_tokens
+    elif num_drafts == 0:
+        shape = ps.PURE_DECODE
+    elif gamma > 0 and num_drafts == batch and num_draft_tokens == batch * gamma:
+        shape = ps.UNIFORM_VERIFY
+    else:
+        shape = ps.PARTIAL_VERIFY
+    return StepObservation(shape, tokens, batch, _fits(shape, batch, gamma, capture_sizes))
+
+
+# Batch sizes below this look their bucket label up in a list (the common case).
+_BUCKET_TABLE_SIZE = 1024
+
+
+def _unregister(registry, names) -> None:
+    """Drop our collectors from a registry: a logger created again in the same process
+    (vLLM recreates loggers; tests do) would otherwise fail on duplicate names."""
+    for collector, cnames in list(registry._collector_to_names.items()):
+        if any(n.startswith(tuple(names)) for n in cnames):
+            registry.unregister(collector)
+
+
+class PluginMetrics:
+    """The plugin's counters and per-step logic (no vLLM import).
+
+    A step's counts go into plain Python lists first and reach the Prometheus counters at
+    most every ``flush_interval_s`` (and on ``flush()``, which vLLM's periodic ``log()``
+    calls): in multiprocess mode every counter increment is a locked mmap write, and a
+    step has 2·γ + 2 of them, too dear for the engine's output loop at every step. The
+    exported series lag the engine by at most the interval.
+    """
+
+    def __init__(
+        self,
+        model_name: str,
+        engine_indexes,
+        gamma: int,
+        capture_sizes=None,
+        registry=prometheus_client.REGISTRY,
+        flush_interval_s: float = 1.0,
+    ):
+        self.model_name = str(model_name)
+        self.gamma = int(gamma)
+        self.capture_sizes = tuple(capture_sizes) if capture_sizes else None
+        self.flush_interval_s = float(flush_interval_s)
+        self._engine_label = {int(i): str(i) for i in engine_indexes}
+        _unregister(registry, ps.PLUGIN_FAMILIES)
+        base = [ps.vm.MODEL_NAME_LABEL, ps.vm.ENGINE_LABEL]
+        self._drafts = prometheus_client.Counter(
+            ps.DRAFTS_BY_BATCH, ps.HELP[ps.DRAFTS_BY_BATCH], base + [ps.BATCH_LABEL], registry=registry
+        )
+        self._accepted = prometheus_client.Counter(
+            ps.ACCEPTED_PER_POSITION_BY_BATCH,
+            ps.HELP[ps.ACCEPTED_PER_POSITION_BY_BATCH],
+            base + [ps.BATCH_LABEL, ps.vm.POSITION_LABEL],
+            registry=registry,
+        )
+        self._reached = prometheus_client.Counter(
+            ps.DRAFT_TOKENS_PER_POSITION_BY_BATCH,
+            ps.HELP[ps.DRAFT_TOKENS_PER_POSITION_BY_BATCH],
+            base + [ps.BATCH_LABEL, ps.vm.POSITION_LABEL],
+            registry=registry,
+        )
+        self._steps = prometheus_client.Counter(
+            ps.ENGINE_STEPS, ps.HELP[ps.ENGINE_STEPS], base + [ps.SHAPE_LABEL, ps.TOKENS_LABEL, ps.FITS_LABEL], registry=registry
+        )
+        # Pending counts: (engine, bucket label) → [D, A_1..A_γ, R_1..R_γ]; step key → steps.
+        self._pending_acceptance: dict[tuple[int, str], list[int]] = {}
+        self._pending_steps: dict[tuple[int, str, int, bool], int] = {}
+        self._bucket_labels = [ps.batch_bucket(b).label for b in range(_BUCKET_TABLE_SIZE)]
+        self._last_flush = time.monotonic()
+
+    def _engine(self, engine_idx: int) -> str:
+        label = self._engine_label.get(engine_idx)
+        if label is None:  # an engine added after start (elastic scaling): count it too
+            label = self._engine_label[engine_idx] = str(engine_idx)
+        return label
+
+    def _bucket(self, batch_size: int) -> str:
+        if 0 <= batch_size < _BUCKET_TABLE_SIZE:
+            return self._bucket_labels[batch_size]
+        return ps.batch_bucket(batch_size).label
+
+    def observe_acceptance(self, engine_idx: int, batch_size: int, spec_stats) -> None:
+        """Add one step's SpecDecodingStats (num_drafts, num_accepted_tokens_per_pos,
+        num_draft_tokens_per_pos) to the bucket of ``batch_size``."""
+        if not spec_stats.num_drafts or self.gamma <= 0:
+            return
+        key = (engine_idx, self._bucket(batch_size))
+        row = self._pending_acceptance.get(key)
+        if row is None:
+            row = self._pending_acceptance[key] = [0] * (1 + 2 * self.gamma)
+        row[0] += spec_stats.num_drafts
+        g = self.gamma
+        for k, n in enumerate(spec_stats.num_accepted_tokens_per_pos[:g], start=1):
+            row[k] += n
+        for k, n in enumerate(spec_stats.num_draft_tokens_per_pos[:g], start=1 + g):
+            row[k] += n
+
+    def observe_step(self, engine_idx: int, step: StepObservation) -> None:
+        key = (engine_idx, step.shape, step.tokens if step.tokens <= ps.TOKENS_EXACT_LIMIT else -1, step.fits_specialized)
+        self._pending_steps[key] = self._pending_steps.get(key, 0) + 1
+
+    def flush(self) -> None:
+        """Move the pending counts into the Prometheus counters."""
+        self._last_flush = time.monotonic()
+        pending, self._pending_acceptance = self._pending_acceptance, {}
+        g = self.gamma
+        for (engine_idx, bucket), row in pending.items():
+            lv = (self.model_name, self._engine(engine_idx), bucket)
+            self._drafts.labels(*lv).inc(row[0])
+            # Every position, zeros included: the position label set reveals γ, as in vLLM's family.
+            for k in range(g):
+                self._accepted.labels(*lv, str(k)).inc(row[1 + k])
+                self._reached.labels(*lv, str(k)).inc(row[1 + g + k])
+        steps, self._pending_steps = self._pending_steps, {}
+        for (engine_idx, shape, tokens, fits), n in steps.items():
+            self._steps.labels(
+                self.model_name,
+                self._engine(engine_idx),
+                shape,
+                ps.TOKENS_OVER_LIMIT if tokens < 0 else str(tokens),
+                "true" if fits else "false",
+            ).inc(n)
+
+    def record(self, scheduler_stats, iteration_stats, engine_idx: int = 0) -> None:
+        """One engine-core output message (vLLM's ``StatLoggerBase.record``)."""
+        if scheduler_stats is None:
+            return  # another API server's share of the step, or no stats at all
+        spec = scheduler_stats.spec_decoding_stats
+        details = scheduler_stats.iteration_details
+        step = None
+        if details is not None:
+            if not details.is_dummy and details.num_ctx_tokens + details.num_generation_tokens > 0:
+                step = classify_step(
+                    gamma=self.gamma,
+                    num_ctx_requests=details.num_ctx_requests,
+                    num_ctx_tokens=details.num_ctx_tokens,
+                    num_generation_requests=details.num_generation_requests,
+                    num_generation_tokens=details.num_generation_tokens,
+                    capture_sizes=self.capture_sizes,
+                )
+        elif iteration_stats is not None:  # a message with outputs: one executed step
+            step = infer_step(
+                gamma=self.gamma,
+                num_drafts=spec.num_drafts if spec is not None else 0,
+                num_draft_tokens=spec.num_draft_tokens if spec is not None else 0,
+                num_running_reqs=scheduler_stats.num_running_reqs,
+                num_prompt_tokens=iteration_stats.num_prompt_tokens,
+                capture_sizes=self.capture_sizes,
+            )
+        if step is not None:
+            self.observe_step(engine_idx, step)
+        if spec is not None:
+            batch = step.batch_size if step is not None else max(scheduler_stats.num_running_reqs, spec.num_drafts, 1)
+            self.observe_acceptance(engine_idx, batch, spec)
+        if time.monotonic() - self._last_flush >= self.flush_interval_s:
+            self.flush()
+
+
+def metrics_for_config(vllm_config, engine_indexes, registry=None) -> PluginMetrics:
+    """PluginMetrics from a vLLM ``VllmConfig`` (served model name, γ, capture sizes)."""
+    spec = vllm_config.speculative_config
+    gamma = (spec.num_speculative_tokens or 0) if spec is not None else 0
+    capture = getattr(vllm_config.compilation_config, "cudagraph_capture_sizes", None)
+    model_name = vllm_config.model_config.served_model_name
+    if registry is None:
+        registry = prometheus_client.REGISTRY
+    return PluginMetrics(model_name, engine_indexes, gamma, capture, registry)
+
+
+def _build_stat_logger():
+    # Imported only here: vLLM loads this attribute through the entry point.
+    from vllm.v1.metrics.loggers import AggregateStatLoggerBase
+
+    class SpecdecStatLogger(AggregateStatLoggerBase):
+        """specdec's plugin: per-position drafts and acceptance by batch size, and step
+        shapes, as Prometheus series (acceptance/plugin_series.py)."""
+
+        def __init__(self, vllm_config, engine_indexes=None):
+            self.engine_indexes = list(engine_indexes) if engine_indexes else [0]
+            self.metrics = metrics_for_config(vllm_config, self.engine_indexes)
+
+        def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx=0):
+            self.metrics.record(scheduler_stats, iteration_stats, engine_idx)
+
+        def log(self):
+            # vLLM calls log() periodically (VLLM_LOG_STATS_INTERVAL): counts idle since
+            # the last step reach the counters here.
+            self.metrics.flush()
+
+        def log_engine_initialized(self):
+            pass
+
+    SpecdecStatLogger.__module__ = __name__
+    SpecdecStatLogger.__qualname__ = "SpecdecStatLogger"
+    return SpecdecStatLogger
+
+
+def __getattr__(name: str):
+    if name == "SpecdecStatLogger":
+        cls = _build_stat_logger()
+        globals()[name] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

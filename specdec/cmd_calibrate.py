@@ -1,0 +1,129 @@
+"""`specdec calibrate`: measure step costs on a benchmark deployment (model/calibrate.py).
+
+    specdec calibrate plan --model CHECKPOINT --survival A1,A2,... [--gammas 0,1,2,3]
+        [--batch-sizes 1,2,4,8] [--method M] [--decode-backend B] [--tensor-parallel-size N]
+        [--result-dir DIR] [--port P] [--json]
+    specdec calibrate ingest RESULTS... [--out cost_table.csv] [--method M] [--draft-cost R]
+        [--draft-overhead C0] [--json]
+
+`plan` prints the vLLM servers (synthetic acceptance — a benchmark deployment only,
+never a serving one: it corrupts outputs) and the `vllm bench serve` runs; `ingest` turns
+their `--save-result` JSON files into the measured cost table (`cost_profile = "<path>"`).
+Bad input: one line on stderr naming it, exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+
+SCHEMA_VERSION = 1
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "calibrate",
+        help="measure step costs per γ and batch size on a benchmark deployment",
+        description=__doc__.split("\n\n")[0],
+    )
+    sub = parser.add_subparsers(dest="calibrate_command", required=True)
+    plan = sub.add_parser("plan", help="print the benchmark servers and `vllm bench serve` runs")
+    plan.add_argument("--model", required=True, help="the checkpoint the benchmark server loads")
+    plan.add_argument("--survival", required=True, type=_floats, metavar="A1,A2,...",
+                      help="the route's survival curve, replayed as synthetic_acceptance_rates")
+    plan.add_argument("--gammas", type=_ints, default=None, metavar="G1,G2,...",
+                      help="candidate γs (γ = 0 is always added; default 0..observed γ + 2)")
+    plan.add_argument("--batch-sizes", type=_ints, default=[1, 2, 4, 8, 16, 32, 64], metavar="B1,B2,...")
+    plan.add_argument("--method", default="dspark", help="vLLM speculative method (default dspark)")
+    plan.add_argument("--decode-backend", default="auto", choices=("auto", "latency_specialized"))
+    plan.add_argument("--tensor-parallel-size", type=int, default=16)
+    plan.add_argument("--result-dir", default="specdec-calibration")
+    plan.add_argument("--port", type=int, default=8000)
+    plan.add_argument("--json", action="store_true", help="print one JSON document")
+    ingest = sub.add_parser("ingest", help="turn `vllm bench serve --save-result` files into the cost table")
+    ingest.add_argument("results", nargs="+", metavar="RESULTS")
+    ingest.add_argument("--out", default=None, help="write the table here (CSV); default: print it")
+    ingest.add_argument("--method", default="dspark", help="the drafter the runs used (default dspark)")
+    ingest.add_argument("--draft-cost", type=float, default=0.10,
+                        help="draft cost subtracted from each step (r, or c per token; default 0.10)")
+    ingest.add_argument("--draft-overhead", type=float, default=0.0, help="c0 of a sequential drafter")
+    ingest.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.set_defaults(run=run)
+    return parser
+
+
+def _plan(args) -> dict | str:
+    from model.calibrate import calibration_plan, format_plan
+    from model.deployment import Deployment
+
+    deployment = Deployment(method=args.method, decode_backend=args.decode_backend,
+                            tensor_parallel_size=args.tensor_parallel_size)
+    plan = calibration_plan(deployment, args.survival, model=args.model, gammas=args.gammas,
+                            batch_sizes=args.batch_sizes, result_dir=args.result_dir, port=args.port)
+    if not args.json:
+        return format_plan(plan)
+    doc = asdict(plan)
+    doc["schema_version"] = SCHEMA_VERSION
+    return doc
+
+
+def _ingest(args) -> dict | str:
+    from model.calibrate import ingest_results, table_csv
+    from model.deployment import Deployment
+
+    deployment = Deployment(method=args.method, draft_cost=args.draft_cost, draft_overhead=args.draft_overhead)
+    result = ingest_results(args.results, deployment, out=args.out)
+    if args.json:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "method": result.method,
+            "draft_cost": result.draft_cost,
+            "out": args.out,
+            "runs": [asdict(s) for s in result.steps],
+            "rows": [asdict(r) for r in result.rows],
+        }
+    if args.out is None:
+        return table_csv(result.rows).rstrip("\n")
+    return (f"{len(result.rows)} rows from {len(result.steps)} runs written to {args.out} "
+            f"(draft time of {result.method}, draft_cost {result.draft_cost:g}, subtracted); "
+            f'use it with cost_profile = "{args.out}"')
+
+
+def run(args) -> int:
+    """Plan or ingest; 2 on bad input (one line on stderr)."""
+    try:
+        out = _plan(args) if args.calibrate_command == "plan" else _ingest(args)
+    except ValueError as exc:  # ModelInputError and CalibrationInputError are ValueErrors
+        message = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        print(f"specdec calibrate: {message}", file=sys.stderr)
+        return 2
+    print(json.dumps(out) if isinstance(out, dict) else out)
+    return 0
+
+
+def main(argv=None) -> int:
+    """Stand-alone entry (`python -m specdec.cmd_calibrate ...`) until the CLI registers it."""
+    parser = argparse.ArgumentParser(prog="specdec")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["calibrate", *(sys.argv[1:] if argv is None else argv)])
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
