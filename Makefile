@@ -33,6 +33,7 @@ demo: $(STAMP)
 
 test: $(DEVSTAMP)
 	sh scripts/ensure_chromium.sh
+	sh scripts/ensure_prometheus.sh
 	$(BIN)/python -m pytest -q -m "not vllm" tests
 
 bench: $(STAMP)

@@ -142,7 +142,18 @@ def cmd_collect(args) -> int:
     store = _open_store(config, args.db)
     print(f"collecting {len(targets)} target(s) every {interval:g}s into {args.db or config.store_path}", file=sys.stderr)
 
+    gauges = None
+    if args.serve is not None:
+        from .exporter import RouteGauges
+
+        gauges = RouteGauges()
+        gauges.serve(args.serve, host=args.serve_host)
+        print(f"serving per-route gauges on http://{args.serve_host}:{args.serve}/metrics "
+              f"(window {args.serve_window:g}s, refreshed every cycle)", file=sys.stderr)
+
     def progress(n: int, results, seconds: float) -> None:
+        if gauges is not None:
+            _refresh_gauges(gauges, config, store, args.serve_window)
         failed = [r for r in results if not r.ok]
         line = f"cycle {n}: {len(results) - len(failed)}/{len(results)} targets ok in {seconds:.2f}s"
         if failed:
@@ -158,6 +169,32 @@ def cmd_collect(args) -> int:
         store.close()
     if args.once:
         print("baseline laid: a window needs a second scrape (run collect again, or without --once)", file=sys.stderr)
+    return 0
+
+
+def _refresh_gauges(gauges, config, store, window_s: float) -> None:
+    """Re-tune every scraped route and publish it; a route without data yet keeps its gauges."""
+    from . import pipeline
+
+    for name, route in config.routes.items():
+        if route.source != "scrape":
+            continue
+        try:
+            tuning = pipeline.tune_route(config, name, store=store, window_s=window_s)
+        except pipeline.NoDataError:
+            continue
+        gauges.update(name, pipeline.tuning_to_dict(tuning))
+
+
+def cmd_rules(args) -> int:
+    from .config import load_config
+    from .exporter import recording_rules
+
+    config = load_config(args.config, required=True)
+    routes = {name: (r.selector if r.source == "prometheus" else list(r.targets)) for name, r in config.routes.items()}
+    if not routes:
+        raise UsageError(f"{config.path}: no routes to write rules for")
+    sys.stdout.write(recording_rules(routes, window=args.rate_window))
     return 0
 
 
@@ -300,12 +337,14 @@ def cmd_tune_gamma(args) -> int:
         if not args.route:
             raise UsageError("give --route NAME (a route of the config) or --survival A1,A2,...")
         config = load_config(args.config, required=True)
-        config.route(args.route)
-        store = _open_store_for_reading(config, args.db)
-        try:
-            tuning = pipeline.tune_route(config, args.route, store=store, window_s=args.window)
-        finally:
-            store.close()
+        if config.route(args.route).source == "prometheus":
+            tuning = pipeline.tune_route(config, args.route, window_s=args.window)
+        else:
+            store = _open_store_for_reading(config, args.db)
+            try:
+                tuning = pipeline.tune_route(config, args.route, store=store, window_s=args.window)
+            finally:
+                store.close()
     doc = pipeline.tuning_to_dict(tuning)
     if args.emit == "vllm":
         conf = doc["vllm"]["speculative_config"]
@@ -439,7 +478,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=_duration, help="seconds between cycles (default [collect] interval, 15s)")
     p.add_argument("--once", action="store_true", help="one cycle (a baseline: a window needs two)")
     p.add_argument("--duration", type=_duration, help="stop after this long (default: run until Ctrl-C)")
+    p.add_argument("--serve", type=int, metavar="PORT",
+                   help="also expose per-route survival, AL, equivalent p, speedup and recommended γ as Prometheus gauges")
+    p.add_argument("--serve-host", default="127.0.0.1")
+    p.add_argument("--serve-window", type=_duration, default=3600.0, help="window of the served gauges (default 1h)")
     p.set_defaults(fn=cmd_collect)
+
+    p = sub.add_parser("rules", help="Prometheus recording rules that precompute per-route survival")
+    p.add_argument("--config", help="config file (default ./specdec.toml)")
+    p.add_argument("--rate-window", default="5m", help="the rate() window of the rules (default 5m)")
+    p.set_defaults(fn=cmd_rules)
 
     p = sub.add_parser("simulate", help="serve a simulated vLLM fleet on loopback")
     from acceptance.simulate import SCENARIO_NAMES

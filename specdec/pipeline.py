@@ -148,11 +148,18 @@ def tune_route(
         config.route(route)  # raises the one-line unknown-route error
     deployment = deployment_for_route(config, route)
     rc = config.routes[route]
-    if rc.source != "scrape":
-        raise ConfigError(f"route {route!r}: source {rc.source!r} is not readable by this version (use targets)")
     end = time.time() if now is None else now
     start = end - window_s
-    window = route_window(store, list(rc.targets), start, end)
+    if rc.source == "scrape":
+        window = route_window(store, list(rc.targets), start, end)
+    elif rc.source == "prometheus":
+        from acceptance.prometheus import prometheus_route_window
+
+        # Windows computed in Prometheus: increase() per block, summed by position over the
+        # engines of each γ — the per-engine data stays there.
+        window = prometheus_route_window(config.prometheus, rc.selector, start, end)
+    else:
+        raise ConfigError(f"route {route!r}: source {rc.source!r} is not readable by this version (use targets or a selector)")
     segment = window.newest_segment
     if segment is None or segment.total.drafts <= 0:
         status = _target_summary(window)

@@ -236,3 +236,58 @@ def test_collect_survives_sigkill(tmp_path):
         code = subprocess.run([sys.executable, "-m", "specdec.cli", "collect", "--config", str(cfg), "--once"],
                               capture_output=True, text=True, env=env)
         assert code.returncode == 0, code.stderr
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_collect_serves_route_gauges(tmp_path):
+    import time
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from acceptance.simulate import Fleet, build_scenario
+
+    with Fleet(build_scenario("independent", seed=5)) as fleet:
+        urls = list(fleet.serve().values())
+        fleet.start_realtime(speed=60.0)
+        cfg = tmp_path / "specdec.toml"
+        cfg.write_text("[deployment]\ncost_profile = \"flat\"\n[routes.independent]\ntargets = ["
+                       + ", ".join(f'"{u}"' for u in urls) + "]\n")
+        port = _free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "specdec.cli", "collect", "--config", str(cfg),
+                                 "--interval", "0.2", "--duration", "20", "--serve", str(port)],
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            samples = {}
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and "specdec_route_recommended_gamma" not in samples:
+                time.sleep(0.5)
+                try:
+                    page = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+                except OSError:
+                    continue
+                samples = {s.name: s for f in text_string_to_metric_families(page) for s in f.samples
+                           if s.labels.get("route") == "independent"}
+        finally:
+            proc.kill()
+            proc.wait()
+        assert "specdec_route_recommended_gamma" in samples, samples.keys()
+        # The simulated route accepts each token with p = 0.8 at gamma 4.
+        assert abs(samples["specdec_route_equivalent_p"].value - 0.8) < 0.05
+        al = samples["specdec_route_mean_acceptance_length"].value
+        assert abs(al - (1 - 0.8 ** 5) / (1 - 0.8)) < 0.2
+
+
+def test_rules_from_config(tmp_path, capsys):
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[routes.a]\ntargets = ["http://127.0.0.1:9101/metrics"]\n')
+    code, out, err = run_cli(capsys, main, ["rules", "--config", str(cfg)])
+    assert code == 0, err
+    assert 'route: "a"' in out and "vllm:spec_decode_num_accepted_tokens_per_pos_total" in out

@@ -1,0 +1,451 @@
+"""A route's window read through a Prometheus server's HTTP API (DESIGN.md, Scale).
+
+A route is a PromQL label selector (``{job="vllm-structured"}``); the aggregation is done
+in PromQL, so only per-γ, per-position sums cross the wire, never per-engine counters:
+
+* γ of an engine at time t = the number of its ``position`` series,
+  ``G = count without (position) (vllm:spec_decode_num_accepted_tokens_per_pos_total{SEL})``
+  (``without (position)`` keeps every engine-identifying label: job, instance,
+  model_name, engine, ...). The γ values present over the window come from
+  ``count_values("gamma", G)`` over the blocks.
+* Blocks: the window (start, end] is cut into n equal blocks of B seconds (n ≤
+  ``max_blocks``, B ≥ 3 scrape intervals so that every block holds several samples per
+  engine); one ``query_range`` per γ with step B evaluates, at each block end t,
+      sum by (position) (increase(PER_POS{SEL}[B]) and ignoring(position) G_g)
+  with D, T, A in the same sum (tagged position="drafts" etc. with label_replace), where
+      G_g = (G == g) and (G offset B == g)
+  — the engines whose γ is g at both ends of the block: counts are never summed across
+  γ, and a block in which an engine changed γ belongs to neither (the store drops the
+  straddling interval the same way unless the engine restarted). Each block is one row of
+  ``IntervalCounts`` (the bootstrap's unit); consecutive block rows of one γ form a
+  segment, a gap of more than one block starts a new one.
+* ``increase`` handles counter resets (an engine restart) and EXTRAPOLATES to the block's
+  edges: windowed counts are fractional and their sum over blocks is close to, not exactly,
+  the true count. All series of an engine come from the same scrapes and share their
+  timestamps, so within a block each engine's D, T, A, A_k are scaled by about the same
+  factor and the ratios (survival, AL) are unaffected up to the weighting between engines.
+* Step shape over the whole window, at ``end``:
+  batch_mix — the ``vllm:num_requests_running`` gauge, sampled by a subquery at the scrape
+  interval (coarser over long windows, at most ``MAX_BATCH_SAMPLES_PER_ENGINE`` points per
+  engine), histogrammed with ``count_values`` over engines and summed over the samples:
+  {B: share of (engine, sample) pairs with B running}, B ≥ 1 — the store's definition
+  (idle samples carry no decode steps); iteration_tokens — ``sum by (le) (increase(..._bucket[W]))``;
+  itl_mean_s — ``sum(rate(_sum[W])) / sum(rate(_count[W]))``.
+* Events: restarts from ``resets()`` of the drafts counter per block (time = the block's
+  end; its range reaches 1.5 scrape intervals into the previous block so a drop between two
+  blocks is seen; a reset seen by consecutive blocks is reported once — two restarts of one
+  engine in adjacent blocks read as one), γ changes where ``G`` differs from ``G offset B``.
+
+Errors: ``PrometheusError`` (a ``SourceError``), one line naming the URL — an unreachable
+server, a bad HTTP status, an ``"status": "error"`` document, a token variable that is not
+set. The bearer token is read from the environment variable the config names and is never
+put in a message or a repr.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import vllm_metrics as vm
+from .counts import IntervalCounts
+from .fetch import SourceError
+from .store import EngineRef, Event, TargetStatus
+from .windows import GammaSegment, StepShapeWindow
+
+# A block must hold several samples of every engine: increase() needs two, and with three
+# scrape intervals at most about a third of a block is extrapolated at its edges.
+MIN_SCRAPES_PER_BLOCK = 3
+# The batch-mix subquery samples the gauge at the scrape interval, but at most this many
+# times per engine over the window (a week at 15 s would be 40,320 points per engine).
+MAX_BATCH_SAMPLES_PER_ENGINE = 2000
+# The scrape interval is estimated from the samples of the last this-many seconds.
+SCRAPE_INTERVAL_PROBE_S = 600.0
+_USER_AGENT = "specdec-prometheus/0.1"
+_MAX_RESPONSE_BYTES = 64 << 20
+
+
+class PrometheusError(SourceError):
+    """Prometheus could not be read; the message is one line naming the server URL."""
+
+
+@dataclass(frozen=True)
+class PrometheusSettings:
+    """The config's [source] for kind = "prometheus" (specdec.config.PrometheusSource has the
+    same two attributes and is accepted wherever this is)."""
+
+    url: str
+    bearer_token_env: str | None = None
+
+
+def _one_line(text) -> str:
+    return " ".join(str(text).split())
+
+
+def _ms(seconds: float) -> str:
+    """A PromQL duration in whole milliseconds (PromQL durations take no fractions)."""
+    return f"{max(1, int(round(seconds * 1000)))}ms"
+
+
+def normalise_selector(selector: str) -> str:
+    """``{matchers}`` from ``{...}`` or bare ``a="b",c=~"d"``; one line, braces balanced."""
+    if not isinstance(selector, str):
+        raise ValueError(f"route selector must be a string of PromQL label matchers, got {selector!r}")
+    s = selector.strip()
+    if "\n" in s or "\r" in s:
+        raise ValueError(f"route selector {selector!r}: must be one line")
+    if not s.startswith("{"):
+        s = "{" + s + "}"
+    if not s.endswith("}") or s.count("{") != 1 or s.count("}") != 1:
+        raise ValueError(f"route selector {selector!r}: expected PromQL label matchers like {{job=\"vllm\"}}")
+    return s
+
+
+# ----------------------------------------------------------------------------- client
+
+class PrometheusClient:
+    """query / query_range against ``settings.url`` + /api/v1 with urllib (POST forms)."""
+
+    def __init__(self, settings, *, timeout_s: float = 10.0):
+        url = getattr(settings, "url", None)
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise PrometheusError(f"prometheus url must be an http(s) URL, got {url!r}")
+        if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
+            raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+        self.url = url.rstrip("/")
+        self.timeout_s = float(timeout_s)
+        env = getattr(settings, "bearer_token_env", None)
+        self._token: str | None = None
+        if env:
+            token = os.environ.get(env)
+            if not token:
+                raise PrometheusError(
+                    f"prometheus {self.url}: bearer_token_env names {env!r}, which is not set in the environment")
+            self._token = token.strip()
+        self.queries = 0  # how many requests this client made (benchmarks report it)
+
+    def __repr__(self) -> str:  # never shows the token
+        return f"PrometheusClient({self.url!r}, token={'set' if self._token else 'none'})"
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._token, "***") if self._token else text
+
+    def _fail(self, what: str) -> PrometheusError:
+        return PrometheusError(self._scrub(_one_line(f"prometheus {self.url}: {what}")))
+
+    def _request(self, endpoint: str, params: dict) -> object:
+        self.queries += 1
+        body = urllib.parse.urlencode(params).encode()
+        req = urllib.request.Request(f"{self.url}/api/v1/{endpoint}", data=body, method="POST")
+        req.add_header("Content-Type", "application/x-www-form-urlencoded")
+        req.add_header("Accept", "application/json")
+        req.add_header("User-Agent", _USER_AGENT)
+        if self._token:
+            req.add_header("Authorization", f"Bearer {self._token}")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                raw = resp.read(_MAX_RESPONSE_BYTES + 1)
+        except urllib.error.HTTPError as e:
+            detail = ""
+            try:  # Prometheus answers errors with {"status": "error", "errorType", "error"}
+                doc = json.loads(e.read(65536) or b"{}")
+                if isinstance(doc, dict) and doc.get("error"):
+                    detail = f": {doc.get('errorType', 'error')}: {doc['error']}"
+            except (ValueError, OSError):
+                pass
+            raise self._fail(f"HTTP {e.code} {e.reason} from /api/v1/{endpoint}{detail}") from None
+        except urllib.error.URLError as e:
+            raise self._fail(f"cannot reach the server ({e.reason})") from None
+        except (TimeoutError, OSError) as e:
+            raise self._fail(f"request failed ({type(e).__name__}: {e})") from None
+        if len(raw) > _MAX_RESPONSE_BYTES:
+            raise self._fail(f"/api/v1/{endpoint} answered more than {_MAX_RESPONSE_BYTES >> 20} MiB")
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            raise self._fail(f"/api/v1/{endpoint} did not answer JSON (is this a Prometheus server?)") from None
+        if not isinstance(doc, dict) or doc.get("status") != "success":
+            err = doc.get("error", "no error text") if isinstance(doc, dict) else "not an object"
+            etype = doc.get("errorType", "error") if isinstance(doc, dict) else "error"
+            raise self._fail(f"/api/v1/{endpoint} failed: {etype}: {err}")
+        data = doc.get("data")
+        if not isinstance(data, dict) or "result" not in data:
+            raise self._fail(f"/api/v1/{endpoint} answered without data.result")
+        return data
+
+    def query(self, expr: str, at: float) -> list[tuple[dict, float]]:
+        """An instant vector at ``at``: [(labels, value)]."""
+        data = self._request("query", {"query": expr, "time": f"{at:.3f}"})
+        if data.get("resultType") != "vector":
+            raise self._fail(f"query answered a {data.get('resultType')!r}, expected a vector")
+        return [(r.get("metric", {}), float(r["value"][1])) for r in data["result"]]
+
+    def query_range(self, expr: str, start: float, end: float, step: float
+                    ) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+        """A range vector: [(labels, times (n,), values (n,))] for steps start, start+step, ... ≤ end."""
+        data = self._request("query_range", {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}",
+                                             "step": f"{step:.3f}"})
+        if data.get("resultType") != "matrix":
+            raise self._fail(f"query_range answered a {data.get('resultType')!r}, expected a matrix")
+        out = []
+        for r in data["result"]:
+            vals = r.get("values", [])
+            out.append((r.get("metric", {}), np.array([float(v[0]) for v in vals]),
+                        np.array([float(v[1]) for v in vals])))
+        return out
+
+
+# ----------------------------------------------------------------------------- window
+
+@dataclass(frozen=True)
+class PrometheusWindow:
+    """A route's window from Prometheus, with acceptance.windows.RouteWindow's attributes.
+
+    segments: GammaSegment per γ run of blocks (oldest first); their ``engines`` are
+    EngineRef(target = the ``instance`` label, model_name, engine) and ``engine_labels``
+    (same order as the segments, then engines) the full label sets. Counts are increase()
+    sums: fractional (see the module docstring).
+    """
+
+    url: str
+    selector: str
+    start: float
+    end: float
+    block_s: float
+    scrape_interval_s: float | None
+    segments: list[GammaSegment]
+    events: list[Event]
+    step_shape: StepShapeWindow
+    engine_labels: list[list[dict]] = field(default_factory=list)
+    not_speculating: list[EngineRef] = field(default_factory=list)
+    target_status: list[TargetStatus] = field(default_factory=list)  # Prometheus scrapes, not us
+    targets: list[str] = field(default_factory=list)
+    queries: int = 0
+
+    @property
+    def newest_segment(self) -> GammaSegment | None:
+        """The newest segment; among parallel ones (overlapping the last block of the one
+        that ends last), the one with the most drafts (as RouteWindow.newest_segment)."""
+        if not self.segments:
+            return None
+        last = max(self.segments, key=lambda s: s.end)
+        last_block_start = float(last.intervals.start[-1]) if len(last.intervals) else last.start
+        parallel = [s for s in self.segments if s.end > last_block_start]
+        return max(parallel, key=lambda s: (s.total.drafts, s.end))
+
+
+def _counter(name: str) -> str:
+    return f"{name}_total"
+
+
+def _engine_ref(labels: dict) -> EngineRef:
+    return EngineRef(labels.get("instance", labels.get("job", "")), labels.get(vm.MODEL_NAME_LABEL, ""),
+                     labels.get(vm.ENGINE_LABEL, ""))
+
+
+class _Queries:
+    """The PromQL of one route (selector SEL, block B)."""
+
+    def __init__(self, selector: str, block_s: float):
+        self.sel = selector
+        self.b = _ms(block_s)
+        self.per_pos = f"{_counter(vm.ACCEPTED_PER_POSITION)}{selector}"
+
+    def gamma_of_engines(self, offset: bool = False) -> str:
+        off = f" offset {self.b}" if offset else ""
+        return f"count without ({vm.POSITION_LABEL}) ({self.per_pos}{off})"
+
+    def gammas(self) -> str:
+        return f'count_values("gamma", {self.gamma_of_engines()})'
+
+    def engines_of_gamma(self, g: int) -> str:
+        """Engines whose γ is g at both ends of the block."""
+        return f"(({self.gamma_of_engines()} == {g}) and ({self.gamma_of_engines(True)} == {g}))"
+
+    def block_counts(self, g: int) -> str:
+        """Per block: D, T, A (label position = drafts | draft_tokens | accepted_tokens) and A_k
+        (position = k − 1) summed over the engines of γ g. The per-engine increases are put
+        in one vector first so that G_g is evaluated once per step, not once per counter."""
+        tagged = [f"increase({self.per_pos}[{self.b}])"] + [
+            f'label_replace(increase({_counter(name)}{self.sel}[{self.b}]), "{vm.POSITION_LABEL}", "{tag}", "", "")'
+            for name, tag in ((vm.DRAFTS, "drafts"), (vm.DRAFT_TOKENS, "draft_tokens"),
+                              (vm.ACCEPTED_TOKENS, "accepted_tokens"))
+        ]
+        return (f"sum by ({vm.POSITION_LABEL}) (({' or '.join(tagged)}) "
+                f"and ignoring({vm.POSITION_LABEL}) {self.engines_of_gamma(g)})")
+
+    def segment_engines(self, g: int, span_s: float) -> str:
+        return f"max_over_time(({self.gamma_of_engines()} == {g})[{_ms(span_s)}:{self.b}])"
+
+    def restarts(self, reach_s: float) -> str:
+        """Engines whose drafts counter dropped within ``reach_s`` before the block end: a
+        block's range must reach one scrape into the previous block, or a drop between two
+        blocks' samples would be seen by neither."""
+        return f"resets({_counter(vm.DRAFTS)}{self.sel}[{_ms(reach_s)}]) > 0"
+
+    def gamma_changes(self) -> str:
+        return f"{self.gamma_of_engines()} != {self.gamma_of_engines(True)}"
+
+
+def _scrape_interval(client: PrometheusClient, selector: str, end: float, window_s: float) -> float | None:
+    """The median scrape interval of the route's engines over the probe span before ``end``
+    (None: fewer than two samples)."""
+    probe = min(window_s, SCRAPE_INTERVAL_PROBE_S)
+    res = client.query(f"quantile(0.5, count_over_time({_counter(vm.DRAFTS)}{selector}[{_ms(probe)}]))", end)
+    if not res or not math.isfinite(res[0][1]) or res[0][1] < 2:
+        return None
+    return probe / res[0][1]
+
+
+def _plan_blocks(start: float, end: float, scrape_s: float | None, max_blocks: int,
+                 block_s: float | None) -> tuple[int, float]:
+    """(n blocks, B seconds): n·B ≤ end − start, B a whole number of milliseconds."""
+    window = end - start
+    if block_s is None:
+        floor_s = MIN_SCRAPES_PER_BLOCK * (scrape_s if scrape_s else window)
+        n = int(max(1, min(max_blocks, math.floor(window / max(floor_s, 1e-3)))))
+        block_s = window / n
+    block_s = math.floor(block_s * 1000) / 1000
+    n = int(min(max_blocks, math.floor(window / block_s + 1e-9)))
+    return max(n, 1), block_s
+
+
+def prometheus_route_window(source, selector: str, start: float, end: float, *, max_blocks: int = 200,
+                            timeout_s: float = 10, block_s: float | None = None) -> PrometheusWindow:
+    """The route's window (start, end] from Prometheus as γ segments of block rows.
+
+    ``source``: PrometheusSettings (or the config's PrometheusSource); ``selector``: the
+    route's PromQL label matchers; ``max_blocks``: at most this many blocks (rows);
+    ``block_s``: force the block length (default: window / max_blocks, but at least
+    MIN_SCRAPES_PER_BLOCK scrape intervals).
+    """
+    if not (isinstance(start, (int, float)) and isinstance(end, (int, float))
+            and math.isfinite(start) and math.isfinite(end)) or end <= start:
+        raise ValueError(f"window ({start}, {end}] is empty or not finite")
+    if isinstance(max_blocks, bool) or not isinstance(max_blocks, int) or max_blocks < 1:
+        raise ValueError(f"max_blocks {max_blocks!r} must be a positive integer")
+    if block_s is not None and not (isinstance(block_s, (int, float)) and 0.001 <= block_s <= end - start):
+        raise ValueError(f"block_s {block_s!r} must be between 1 ms and the window length")
+    sel = normalise_selector(selector)
+    client = PrometheusClient(source, timeout_s=timeout_s)
+    window_s = end - start
+    scrape_s = _scrape_interval(client, sel, end, window_s)
+    n, block = _plan_blocks(start, end, scrape_s, max_blocks, block_s)
+    q = _Queries(sel, block)
+    first_end = end - (n - 1) * block
+
+    def rng(expr):
+        return client.query_range(expr, first_end, end + 1e-6, block)
+
+    gamma_series = rng(q.gammas())
+    segments: list[GammaSegment] = []
+    engine_labels: list[list[dict]] = []
+    for labels, _, _ in sorted(gamma_series, key=lambda r: int(float(r[0].get("gamma", "0")))):
+        g = int(float(labels["gamma"]))
+        if g < 1:
+            continue
+        for seg, labs in _gamma_segments(client, q, g, rng(q.block_counts(g)), block, end):
+            segments.append(seg)
+            engine_labels.append(labs)
+    order = sorted(range(len(segments)), key=lambda i: (segments[i].start, segments[i].end, segments[i].gamma))
+    segments = [segments[i] for i in order]
+    engine_labels = [engine_labels[i] for i in order]
+
+    reach = block + 1.5 * (scrape_s or 0.0)
+    events = _events(rng(q.restarts(reach)), rng(q.gamma_changes()), block)
+    shape = _step_shape(client, sel, end, window_s, scrape_s)
+    not_spec = [_engine_ref(lab) for lab, _ in client.query(
+        f"{vm.NUM_REQUESTS_RUNNING}{sel} unless {q.gamma_of_engines()}", end)]
+    return PrometheusWindow(
+        url=client.url, selector=sel, start=float(start), end=float(end), block_s=block,
+        scrape_interval_s=scrape_s, segments=segments, events=events, step_shape=shape,
+        engine_labels=engine_labels, not_speculating=sorted(not_spec), queries=client.queries,
+    )
+
+
+def _gamma_segments(client: PrometheusClient, q: _Queries, g: int, series, block: float, end: float):
+    """Rows of one γ from the block_counts matrix, cut into segments at gaps."""
+    column = {"drafts": 0, "draft_tokens": 1, "accepted_tokens": 2}
+    column.update({str(k): 3 + k for k in range(g)})
+    rows: dict[float, np.ndarray] = defaultdict(lambda: np.zeros(3 + g))
+    for labels, times, values in series:
+        col = column.get(labels.get(vm.POSITION_LABEL))
+        if col is None:
+            continue  # a position ≥ γ cannot match G_g; ignore anything unexpected
+        for t, v in zip(times.tolist(), values.tolist()):
+            if math.isfinite(v):
+                rows[round(t, 3)][col] = max(v, 0.0)
+    times = sorted(t for t, r in rows.items() if r[0] > 0 or r.any())
+    runs: list[list[float]] = []
+    for t in times:
+        if runs and t - runs[-1][-1] <= 1.5 * block:
+            runs[-1].append(t)
+        else:
+            runs.append([t])
+    for run in runs:
+        ends = np.array(run)
+        counts = np.array([rows[t] for t in run]).reshape(len(run), 3 + g)
+        # A_k ≤ D within a block can be broken slightly by extrapolation; a_k is still a ratio of sums.
+        iv = IntervalCounts(g, ends - block, ends, counts)
+        span = float(ends[-1] - ends[0] + block)
+        labs = [lab for lab, _ in client.query(q.segment_engines(g, span), float(ends[-1]))]
+        labs.sort(key=lambda d: sorted(d.items()))
+        segments_engines = [_engine_ref(lab) for lab in labs]
+        yield (GammaSegment(g, float(ends[0] - block), float(ends[-1]), segments_engines, iv), labs)
+
+
+def _events(restarts, gamma_changes, block: float) -> list[Event]:
+    out: list[Event] = []
+    for labels, times, values in restarts:
+        ref = _engine_ref(labels)
+        previous = -math.inf
+        for t, v in zip(times.tolist(), values.tolist()):
+            seen_before = t - previous <= 1.5 * block  # the overlapping reach saw it already
+            previous = t
+            if seen_before:
+                continue
+            out.append(Event(float(t), ref.target, ref.model_name, ref.engine, "restart",
+                             f"counter reset in the {block:g} s block ending at {t:.3f} (Prometheus resets())",
+                             {"resets": v, "labels": labels}))
+    for labels, times, values in gamma_changes:
+        ref = _engine_ref(labels)
+        for t, v in zip(times.tolist(), values.tolist()):
+            out.append(Event(float(t), ref.target, ref.model_name, ref.engine, "gamma_change",
+                             f"gamma changed to {v:g} in the {block:g} s block ending at {t:.3f}",
+                             {"gamma": int(v), "labels": labels}))
+    out.sort(key=lambda e: (e.time, e.target, e.engine or "", e.kind))
+    return out
+
+
+def _step_shape(client: PrometheusClient, sel: str, end: float, window_s: float,
+                scrape_s: float | None) -> StepShapeWindow:
+    w = _ms(window_s)
+    sample_s = max(scrape_s or window_s / MAX_BATCH_SAMPLES_PER_ENGINE, window_s / MAX_BATCH_SAMPLES_PER_ENGINE)
+    hist = client.query(
+        f'sum by (batch) (sum_over_time((count_values("batch", round({vm.NUM_REQUESTS_RUNNING}{sel}) > 0))'
+        f"[{w}:{_ms(sample_s)}]))", end)
+    running = {int(float(lab["batch"])): v for lab, v in hist if "batch" in lab and v > 0}
+    samples = sum(running.values())
+    buckets = client.query(f"sum by (le) (increase({vm.ITERATION_TOKENS}_bucket{sel}[{w}]))", end)
+    iteration_tokens = {float(lab["le"]): v for lab, v in buckets if "le" in lab and math.isfinite(v)}
+    itl = client.query(f"sum(rate({vm.INTER_TOKEN_LATENCY}_sum{sel}[{w}])) / "
+                       f"sum(rate({vm.INTER_TOKEN_LATENCY}_count{sel}[{w}]))", end)
+    itl_mean = itl[0][1] if itl and math.isfinite(itl[0][1]) and itl[0][1] > 0 else None
+    return StepShapeWindow(
+        batch_mix={b: c / samples for b, c in sorted(running.items())} if samples else {},
+        iteration_tokens=dict(sorted(iteration_tokens.items())),
+        itl_mean_s=itl_mean,
+        samples=int(round(samples)),
+    )
+
+
+__all__ = ["PrometheusError", "PrometheusSettings", "PrometheusClient", "PrometheusWindow",
+           "prometheus_route_window", "normalise_selector", "MIN_SCRAPES_PER_BLOCK"]

@@ -1,0 +1,275 @@
+"""tune-gamma for one route over 7 days through Prometheus vs through the embedded store.
+
+A fleet of ENGINES engines (γ 5, one target each, job="bench") at 15 s for DAYS days is
+generated from a simple seeded process (drafts ~ Poisson(40) per interval, A_k binomial
+on a fixed survival curve, requests running 1..8, ITL ~12 ms) and loaded twice:
+
+* into Prometheus with ``promtool tsdb create-blocks-from openmetrics`` — one OpenMetrics
+  file per aligned 2-hour block (Prometheus 2.42's promtool re-reads its whole input once
+  per 2-hour block, so one big file would be parsed 84 times), then a Prometheus server is
+  started on those blocks;
+* into the store with ``Store.bulk_load_history`` (the rows and rollups write_cycle stores).
+
+Then it times the route window + estimate + recommendation (specdec.pipeline.tune_intervals)
+through each, and reports the disk each used, as one JSON document on stdout (progress on
+stderr). Memory stays modest: the fleet is generated per 2-hour chunk, from a random
+stream keyed by (engine, chunk), so the store side regenerates exactly the same counts.
+
+    .venv/bin/python benchmarks/prometheus_vs_store.py [--engines 200] [--days 7] [--keep DIR]
+
+Needs /usr/bin/prometheus and promtool (scripts/ensure_prometheus.sh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from acceptance import vllm_metrics as vm
+from acceptance.prometheus import PrometheusSettings, prometheus_route_window
+from acceptance.store import Store
+from acceptance.windows import route_window
+from model.deployment import INLINE_DEFAULTS, Deployment
+from specdec.pipeline import tune_intervals
+
+GAMMA = 5
+INTERVAL = 15.0
+CHUNK_S = 7200.0  # promtool's block length
+SURVIVAL = np.array([0.85, 0.7, 0.56, 0.44, 0.33])
+MODEL = "kimi-k3"
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def chunk_increments(engine: int, chunk: int, n: int) -> np.ndarray:
+    """(n, 3 + γ + 3) per-interval increments [D, T, A, A_1..A_γ, running, itl_sum, itl_count]
+    of one engine in one chunk (running is a gauge sample, not an increment)."""
+    rng = np.random.default_rng([engine, chunk])
+    d = rng.poisson(40, n)
+    a_k = np.empty((n, GAMMA), dtype=np.int64)
+    reached = d
+    cond = np.concatenate([[SURVIVAL[0]], SURVIVAL[1:] / SURVIVAL[:-1]])
+    for k in range(GAMMA):  # A_k: drafts whose first k tokens were all accepted
+        reached = rng.binomial(reached, cond[k])
+        a_k[:, k] = reached
+    itl_count = d * 3
+    return np.column_stack([d, GAMMA * d, a_k.sum(axis=1), a_k, rng.integers(1, 9, n), itl_count * 0.012,
+                            itl_count]).astype(float)
+
+
+def series_names() -> list[tuple[str, str, str]]:
+    """(family, type, sample name) in column order, positions separate."""
+    return [(vm.DRAFTS, "counter", f"{vm.DRAFTS}_total"), (vm.DRAFT_TOKENS, "counter", f"{vm.DRAFT_TOKENS}_total"),
+            (vm.ACCEPTED_TOKENS, "counter", f"{vm.ACCEPTED_TOKENS}_total")]
+
+
+def labels(engine: int, position: int | None = None) -> str:
+    pos = f',position="{position}"' if position is not None else ""
+    return (f'{{engine="0",instance="10.0.{engine // 250}.{engine % 250}:8000",job="bench",'
+            f'model_name="{MODEL}"{pos}}}')
+
+
+def write_chunk(path: Path, engines: int, chunk: int, times: np.ndarray, state: np.ndarray) -> None:
+    """One OpenMetrics file: every family's samples of every engine in this chunk."""
+    n = len(times)
+    ts = [f"{t:.0f}" for t in times.tolist()]
+    inc = np.stack([chunk_increments(e, chunk, n) for e in range(engines)])  # (E, n, cols)
+    cum = state[:, None, :3 + GAMMA] + np.cumsum(inc[:, :, :3 + GAMMA], axis=1)
+    itl = state[:, None, 3 + GAMMA:] + np.cumsum(inc[:, :, 4 + GAMMA:], axis=1)
+    state[:, :3 + GAMMA] = cum[:, -1]
+    state[:, 3 + GAMMA:] = itl[:, -1]
+    out: list[str] = []
+
+    def family(name: str, kind: str, sample: str, values, label_fn):
+        out.append(f"# TYPE {name} {kind}\n")
+        for e in range(engines):
+            lab = label_fn(e)
+            out.append("".join(f"{sample}{lab} {v:.6g} {t}\n" for v, t in zip(values(e).tolist(), ts)))
+
+    for col, (name, kind, sample) in enumerate(series_names()):
+        family(name, kind, sample, lambda e, c=col: cum[e, :, c], labels)
+    out.append(f"# TYPE {vm.ACCEPTED_PER_POSITION} counter\n")
+    for e in range(engines):
+        for k in range(GAMMA):
+            lab = labels(e, k)
+            out.append("".join(f"{vm.ACCEPTED_PER_POSITION}_total{lab} {v:.0f} {t}\n"
+                               for v, t in zip(cum[e, :, 3 + k].tolist(), ts)))
+    family(vm.NUM_REQUESTS_RUNNING, "gauge", vm.NUM_REQUESTS_RUNNING, lambda e: inc[e, :, 3 + GAMMA], labels)
+    out.append(f"# TYPE {vm.INTER_TOKEN_LATENCY} histogram\n")
+    for e in range(engines):
+        lab = labels(e)
+        for col, suffix in ((0, "sum"), (1, "count")):
+            out.append("".join(f"{vm.INTER_TOKEN_LATENCY}_{suffix}{lab} {v:.6f} {t}\n"
+                               for v, t in zip(itl[e, :, col].tolist(), ts)))
+    out.append("# EOF\n")
+    path.write_text("".join(out))
+
+
+def build_prometheus(dirpath: Path, engines: int, t0: float, n_chunks: int, per_chunk: int) -> float:
+    promtool = shutil.which("promtool") or "/usr/bin/promtool"
+    tsdb = dirpath / "tsdb"
+    tsdb.mkdir(parents=True)
+    state = np.zeros((engines, 3 + GAMMA + 2))
+    started = time.perf_counter()
+
+    def backfill(path: Path) -> None:
+        r = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", str(path), str(tsdb)],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"promtool failed on {path}: {r.stderr.strip()[-500:]}")
+        path.unlink()
+
+    # Generation (Python) and promtool (Go) overlap: one chunk is backfilled while the next is written.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = None
+        for c in range(n_chunks):
+            times = t0 + INTERVAL * (np.arange(per_chunk) + c * per_chunk)
+            path = dirpath / f"chunk{c:04d}.om"
+            write_chunk(path, engines, c, times, state)
+            if pending is not None:
+                pending.result()
+            pending = pool.submit(backfill, path)
+            if c % 12 == 0:
+                log(f"  prometheus: chunk {c + 1}/{n_chunks} ({time.perf_counter() - started:.0f} s)")
+        pending.result()
+    return time.perf_counter() - started
+
+
+def build_store(path: Path, engines: int, t0: float, n_chunks: int, per_chunk: int) -> float:
+    started = time.perf_counter()
+    times = t0 + INTERVAL * np.arange(n_chunks * per_chunk)
+    with Store.open(path) as store:
+        for e in range(engines):
+            inc = np.concatenate([chunk_increments(e, c, per_chunk) for c in range(n_chunks)])
+            cum = np.cumsum(inc[:, :3 + GAMMA], axis=0)
+            store.bulk_load_history(f"http://10.0.{e // 250}.{e % 250}:8000/metrics", MODEL, "0", times, cum,
+                                    running=inc[:, 3 + GAMMA], itl_sum=np.cumsum(inc[:, 4 + GAMMA]),
+                                    itl_count=np.cumsum(inc[:, 5 + GAMMA]))
+    return time.perf_counter() - started
+
+
+def disk_bytes(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def timed(fn, repeat: int):
+    secs, result = [], None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        result = fn()
+        secs.append(time.perf_counter() - t)
+    return result, secs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--engines", type=int, default=200)
+    ap.add_argument("--days", type=float, default=7.0)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--keep", type=Path, default=None, help="folder to keep (default: a temp dir, removed)")
+    args = ap.parse_args()
+    work = args.keep or Path(tempfile.mkdtemp(prefix="specdec-prom-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    per_chunk = int(CHUNK_S / INTERVAL)
+    n_chunks = int(round(args.days * 86400 / CHUNK_S))
+    # Aligned to 2 h and ending an hour ago: inside Prometheus' retention, one promtool pass per file.
+    t_end = (time.time() - 3600) // CHUNK_S * CHUNK_S
+    t0 = t_end - n_chunks * CHUNK_S + INTERVAL
+    window_end = t0 + INTERVAL * (n_chunks * per_chunk - 1)
+    window_start = window_end - args.days * 86400 + INTERVAL
+    n_intervals = n_chunks * per_chunk * args.engines
+    log(f"fleet: {args.engines} engines x {args.days:g} d at {INTERVAL:g} s = {n_intervals:,} engine intervals")
+
+    prom_build_s = build_prometheus(work, args.engines, t0, n_chunks, per_chunk)
+    store_build_s = build_store(work / "store.db", args.engines, t0, n_chunks, per_chunk)
+    prom_disk = disk_bytes(work / "tsdb")
+    store_disk = sum(disk_bytes(p) for p in (work / "store.db", work / "store.db-wal") if p.exists())
+    deployment = Deployment.from_mapping({}, where="benchmark", base=INLINE_DEFAULTS)
+
+    port = free_port()
+    (work / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
+    proc = subprocess.Popen(
+        [shutil.which("prometheus") or "/usr/bin/prometheus", f"--config.file={work / 'prometheus.yml'}",
+         f"--storage.tsdb.path={work / 'tsdb'}", "--storage.tsdb.retention.time=60d",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=(work / "prometheus.log").open("w"))
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(f"{url}/-/ready", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        settings = PrometheusSettings(url)
+
+        def via_prometheus():
+            w = prometheus_route_window(settings, '{job="bench"}', window_start - INTERVAL, window_end,
+                                        timeout_s=120)
+            return w, tune_intervals("bench", w.newest_segment.intervals, deployment, window=w, n_resamples=1000)
+
+        (pw, prom_tuning), prom_secs = timed(via_prometheus, args.repeat)
+        with Store.open(work / "store.db") as store:
+            targets = [f"http://10.0.{e // 250}.{e % 250}:8000/metrics" for e in range(args.engines)]
+
+            def via_store():
+                w = route_window(store, targets, window_start - INTERVAL, window_end)
+                return w, tune_intervals("bench", w.newest_segment.intervals, deployment, window=w, n_resamples=1000)
+
+            (sw, store_tuning), store_secs = timed(via_store, args.repeat)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def figures(w, tuning, secs, build_s, disk):
+        e = tuning.estimate
+        return {
+            "tune_seconds_median": statistics.median(secs), "tune_seconds_all": secs,
+            "build_seconds": build_s, "disk_bytes": disk, "disk_bytes_per_engine_interval": disk / n_intervals,
+            "blocks": len(w.newest_segment.intervals), "drafts": e.drafts,
+            "survival": [round(x, 5) for x in e.survival.value.tolist()],
+            "survival_halfwidth": [round(x, 5) for x in ((e.survival.high - e.survival.low) / 2).tolist()],
+            "recommended_gamma": tuning.recommendation.recommended_gamma,
+            "decision": tuning.recommendation.decision,
+            "batch_mix_samples": w.step_shape.samples,
+        }
+
+    summary = {
+        "benchmark": "prometheus_vs_store", "engines": args.engines, "days": args.days, "interval_s": INTERVAL,
+        "gamma": GAMMA, "true_survival": SURVIVAL.tolist(), "engine_intervals": n_intervals,
+        "prometheus": {**figures(pw, prom_tuning, prom_secs, prom_build_s, prom_disk),
+                       "queries": pw.queries, "block_s": pw.block_s},
+        "store": figures(sw, store_tuning, store_secs, store_build_s, store_disk),
+        "max_abs_survival_difference": float(np.max(np.abs(prom_tuning.estimate.survival.value
+                                                           - store_tuning.estimate.survival.value))),
+    }
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,388 @@
+"""The Prometheus source and the exporter.
+
+The integration test runs Debian's real Prometheus (2.42; `make test` installs it through
+scripts/ensure_prometheus.sh) on a free loopback port, scraping the simulated "restart"
+fleet every second while the embedded store collects the same targets, and compares
+survival over the same wall-clock window, through the scheduled engine restart.
+
+Tolerance 0.01 absolute on each a_k. Why: increase() extrapolates each block to its
+edges and drops what happened between two blocks' samples; every series of an engine
+comes from the same scrapes, so within a block its D and A_k are scaled alike and the
+ratio is kept — what differs is which drafts each window holds (Prometheus' first block
+needs a sample one block before it, blocks lose their edge gaps to extrapolation, the two
+scrapers sample at different instants): on the order of 10–20 % of ~10^6 drafts not shared.
+With a_k ≈ 0.4–0.8 the sampling difference over 10^5 unshared drafts has a standard
+deviation of about sqrt(0.25 / 10^5) ≈ 0.0016, so 0.01 is about six of them, while a
+wrong aggregation (summing across γ, losing the restarted engine, per-engine averaging)
+moves a_k by far more. Missing Prometheus fails the test when CI is set, else skips.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from acceptance.collector import collect_cycle
+from acceptance.estimates import estimate_acceptance
+from acceptance.prometheus import (
+    PrometheusClient,
+    PrometheusError,
+    PrometheusSettings,
+    normalise_selector,
+    prometheus_route_window,
+)
+from acceptance.simulate import Fleet, build_scenario
+from acceptance.store import Store
+from acceptance.windows import route_window
+from specdec.exporter import RouteGauges, recording_rules
+from specdec.pipeline import tune_inline, tuning_to_dict
+
+ROOT = Path(__file__).resolve().parents[1]
+SURVIVAL_TOLERANCE = 0.01  # absolute, on each a_k (module docstring says why)
+SPEED = 40.0  # simulated seconds per wall second: the restart at 10 min comes after 15 s
+AFTER_RESTART_S = 12.0  # wall seconds of data after the restart
+RULES_WINDOW = "10s"
+
+
+def _binary(name: str) -> str | None:
+    path = shutil.which(name) or (f"/usr/bin/{name}" if os.path.exists(f"/usr/bin/{name}") else None)
+    if path is None and name == "prometheus":
+        # `make test` installs it; try once here too (needs root or sudo, never starts a service).
+        subprocess.run(["sh", str(ROOT / "scripts" / "ensure_prometheus.sh")], capture_output=True, timeout=600)
+        path = shutil.which(name) or (f"/usr/bin/{name}" if os.path.exists(f"/usr/bin/{name}") else None)
+    return path
+
+
+def _require(name: str) -> str:
+    path = _binary(name)
+    if path is None:
+        message = f"{name} not installed (scripts/ensure_prometheus.sh installs Debian's prometheus)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"prometheus exited: {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"prometheus not ready after {timeout_s} s")
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """Prometheus and the embedded store both following the simulated restart fleet."""
+    prometheus = _require("prometheus")
+    tmp = tmp_path_factory.mktemp("prom")
+    fleet = Fleet(build_scenario("restart", seed=11))
+    urls = fleet.serve()
+    targets = list(urls.values())
+    hostports = [u.split("//", 1)[1].split("/", 1)[0] for u in targets]
+    (tmp / "rules.yml").write_text(recording_rules({"restart": '{job="sim-restart"}'}, window=RULES_WINDOW))
+    (tmp / "prometheus.yml").write_text(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
+        f"rule_files:\n  - {json.dumps(str(tmp / 'rules.yml'))}\n"
+        "scrape_configs:\n  - job_name: sim-restart\n    static_configs:\n"
+        f"      - targets: {json.dumps(hostports)}\n")
+    port = _free_port()
+    log = tmp / "prometheus.log"
+    proc = subprocess.Popen(
+        [prometheus, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'tsdb'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=log.open("w"))
+    store = Store.open(tmp / "store.db")
+    stop = threading.Event()
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_ready(url, proc, log)
+        fleet.start_realtime(speed=SPEED)
+        t0 = time.time()
+
+        def collect():
+            while not stop.is_set():
+                store.write_cycle(collect_cycle(targets))
+                stop.wait(1.0)
+
+        collector = threading.Thread(target=collect, daemon=True)
+        collector.start()
+        restart_at = 600.0 / SPEED
+        time.sleep(restart_at + AFTER_RESTART_S)
+        stop.set()
+        collector.join(timeout=10)
+        t_stop = time.time()
+        time.sleep(1.5)  # Prometheus' last scrape before t_stop is in
+        yield {"url": url, "store": store, "targets": targets, "start": t0 + 3.0, "end": t_stop - 1.0,
+               "restart_wall": t0 + restart_at, "fleet": fleet}
+    finally:
+        stop.set()
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        fleet.close()
+        store.close()
+
+
+def test_prometheus_and_store_agree_on_survival_through_a_restart(live):
+    pw = prometheus_route_window(PrometheusSettings(live["url"]), '{job="sim-restart"}', live["start"], live["end"])
+    sw = route_window(live["store"], live["targets"], live["start"], live["end"])
+    # The restart is seen by both: the store from the counter drop, Prometheus from resets().
+    assert [e.engine for e in sw.events if e.kind == "restart"] == ["0"]
+    restarts = [e for e in pw.events if e.kind == "restart"]
+    assert [e.engine for e in restarts] == ["0"]
+    assert abs(restarts[0].time - live["restart_wall"]) <= pw.block_s + 3.0
+    # One γ, both engines, the restarted one included, and the window spans the restart.
+    assert len(pw.segments) == 1 and pw.newest_segment.gamma == 4
+    assert sorted(ref.engine for ref in pw.newest_segment.engines) == ["0", "1"]
+    seg = pw.newest_segment
+    assert seg.start < live["restart_wall"] < seg.end
+    assert len(seg.intervals) >= 3
+    prom = estimate_acceptance(seg.intervals, n_resamples=300)
+    store = estimate_acceptance(sw.newest_segment.intervals, n_resamples=300)
+    diff = np.abs(prom.survival.value - store.survival.value)
+    print(f"prometheus {np.round(prom.survival.value, 4)} ({len(seg.intervals)} blocks of {pw.block_s:g} s, "
+          f"{prom.drafts:.0f} drafts); store {np.round(store.survival.value, 4)} ({store.drafts:.0f} drafts); "
+          f"max |diff| {diff.max():.4f}")
+    assert diff.max() <= SURVIVAL_TOLERANCE, (prom.survival.value, store.survival.value)
+    # increase() extrapolates, so the draft counts are close but not equal (and fractional).
+    assert 0.6 < prom.drafts / store.drafts < 1.2
+    # The step shape came through too.
+    assert set(pw.step_shape.batch_mix) <= {2, 4, 8} and abs(sum(pw.step_shape.batch_mix.values()) - 1) < 1e-9
+    assert pw.step_shape.itl_mean_s == pytest.approx(sw.step_shape.itl_mean_s, rel=0.05)
+    assert pw.step_shape.iteration_tokens[float("inf")] > 0
+    assert pw.not_speculating == []
+
+
+def test_recording_rules_run_in_prometheus(live):
+    client = PrometheusClient(PrometheusSettings(live["url"]))
+    at = live["end"]
+    rows = client.query(f'specdec:route_survival:ratio_rate{RULES_WINDOW}{{route="restart"}}', at)
+    by_pos = {int(labels["position"]): v for labels, v in rows}
+    assert sorted(by_pos) == [0, 1, 2, 3]
+    curve = np.array([by_pos[k] for k in range(4)])
+    assert np.all(np.diff(curve) < 0) and 0.6 < curve[0] < 0.95  # true p 0.8: a_1 ≈ 0.8
+    al = client.query(f'specdec:route_mean_acceptance_length:ratio_rate{RULES_WINDOW}{{route="restart"}}', at)
+    assert al and al[0][1] == pytest.approx(1 + curve.sum(), rel=0.02)
+    by_gamma = client.query('specdec:route_engines:count_by_gamma{route="restart"}', at)
+    assert [(lab["gamma"], v) for lab, v in by_gamma] == [("4", 2.0)]
+
+
+def test_promtool_accepts_the_rules(tmp_path):
+    promtool = _require("promtool")
+    path = tmp_path / "rules.yml"
+    path.write_text(recording_rules({"structured": '{job="vllm-structured"}',
+                                     "open": ["http://127.0.0.1:9102/metrics", "http://[::1]:8000/metrics"]}))
+    out = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "10 rules found" in out.stdout
+
+
+def test_recording_rules_bad_input():
+    with pytest.raises(ValueError, match="window"):
+        recording_rules({"a": '{job="x"}'}, window="5 minutes")
+    with pytest.raises(ValueError, match="route 'a'.*not an http"):
+        recording_rules({"a": ["ftp://x/metrics"]})
+    with pytest.raises(ValueError, match="no routes"):
+        recording_rules({})
+    with pytest.raises(ValueError, match="route 'a'"):
+        recording_rules({"a": '{job="x"'})
+
+
+# ----------------------------------------------------------------------------- client errors
+
+class _FakePrometheus(http.server.BaseHTTPRequestHandler):
+    """Answers /api/v1/query with what the test put on the server; records the request."""
+
+    def do_POST(self):  # noqa: N802
+        server = self.server
+        length = int(self.headers.get("Content-Length", 0))
+        server.seen.append((self.path, dict(self.headers), self.rfile.read(length).decode()))
+        if server.require_token and self.headers.get("Authorization") != f"Bearer {server.require_token}":
+            body, status = json.dumps({"status": "error", "errorType": "unauthorized", "error": "bad token"}), 401
+        elif server.answer is not None:
+            body, status = server.answer
+        else:  # an empty, valid answer: a route without data
+            kind = "matrix" if self.path.endswith("query_range") else "vector"
+            body, status = json.dumps({"status": "success", "data": {"resultType": kind, "result": []}}), 200
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def fake():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakePrometheus)
+    server.seen = []
+    server.require_token = None
+    server.answer = None
+    th = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    th.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _url(server) -> str:
+    return f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def test_dead_endpoint_is_a_one_line_error_naming_the_url():
+    url = f"http://127.0.0.1:{_free_port()}"
+    with pytest.raises(PrometheusError) as info:
+        prometheus_route_window(PrometheusSettings(url), '{job="x"}', 1000.0, 2000.0, timeout_s=2)
+    message = str(info.value)
+    assert url in message and "\n" not in message and "cannot reach" in message
+
+
+def test_bearer_token_is_sent_and_never_printed(fake, monkeypatch):
+    secret = "s3cr3t-token-value"
+    monkeypatch.setenv("SPECDEC_TEST_PROM_TOKEN", secret)
+    fake.require_token = secret
+    settings = PrometheusSettings(_url(fake), "SPECDEC_TEST_PROM_TOKEN")
+    window = prometheus_route_window(settings, '{job="x"}', 1000.0, 2000.0)
+    assert window.segments == [] and window.newest_segment is None
+    assert fake.seen and all(h.get("Authorization") == f"Bearer {secret}" for _, h, _ in fake.seen)
+    assert "query=" in fake.seen[0][2] and fake.seen[0][0] == "/api/v1/query"
+    # A rejected token: the server's error, one line, the URL named, the token nowhere.
+    monkeypatch.setenv("SPECDEC_TEST_PROM_TOKEN", "wrong-" + secret)
+    client = PrometheusClient(settings)
+    with pytest.raises(PrometheusError) as info:
+        client.query("up", 1000.0)
+    message = str(info.value)
+    assert "HTTP 401" in message and _url(fake) in message and "\n" not in message
+    assert secret not in message and secret not in repr(client)
+    # A token variable that is not set is named, and nothing is sent.
+    monkeypatch.delenv("SPECDEC_TEST_PROM_TOKEN")
+    with pytest.raises(PrometheusError, match="SPECDEC_TEST_PROM_TOKEN.*not set"):
+        PrometheusClient(settings)
+
+
+def test_error_document_and_bad_status_are_one_line(fake):
+    fake.answer = (json.dumps({"status": "error", "errorType": "bad_data",
+                               "error": "1:5: parse error:\nunexpected character"}), 400)
+    client = PrometheusClient(PrometheusSettings(_url(fake)))
+    with pytest.raises(PrometheusError) as info:
+        client.query("up{", 1.0)
+    assert "bad_data" in str(info.value) and "\n" not in str(info.value) and _url(fake) in str(info.value)
+    fake.answer = ("<html>gateway down</html>", 502)
+    with pytest.raises(PrometheusError, match="HTTP 502"):
+        client.query("up", 1.0)
+    fake.answer = ("not json", 200)
+    with pytest.raises(PrometheusError, match="did not answer JSON"):
+        client.query("up", 1.0)
+    fake.answer = (json.dumps({"status": "error", "errorType": "timeout", "error": "query timed out"}), 200)
+    with pytest.raises(PrometheusError, match="timeout: query timed out"):
+        client.query("up", 1.0)
+
+
+def test_window_and_selector_input_is_checked():
+    settings = PrometheusSettings("http://127.0.0.1:9")
+    with pytest.raises(ValueError, match="empty"):
+        prometheus_route_window(settings, '{job="x"}', 10.0, 10.0)
+    with pytest.raises(ValueError, match="max_blocks"):
+        prometheus_route_window(settings, '{job="x"}', 0.0, 10.0, max_blocks=0)
+    with pytest.raises(ValueError, match="selector"):
+        prometheus_route_window(settings, '{job="x"}}', 0.0, 10.0)
+    with pytest.raises(PrometheusError, match="http"):
+        PrometheusClient(PrometheusSettings("localhost:9090"))
+    assert normalise_selector('job="x"') == '{job="x"}'
+    assert normalise_selector(' {job="x", instance=~"a.*"} ') == '{job="x", instance=~"a.*"}'
+
+
+# ----------------------------------------------------------------------------- exporter
+
+def test_exporter_page_holds_the_document():
+    doc = tuning_to_dict(tune_inline([0.8, 0.62, 0.47], drafts=20000, n_resamples=200))
+    gauges = RouteGauges()
+    gauges.update("structured", doc, now=1_800_000_123.0)
+    server, _ = gauges.serve(0)
+    try:
+        port = server.server_port
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            page = r.read().decode()
+    finally:
+        gauges.close()
+    samples = {}
+    for fam in text_string_to_metric_families(page):
+        for s in fam.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    obs = doc["observed"]
+
+    def get(name, **labels):
+        return samples[(name, tuple(sorted({"route": "structured", **labels}.items())))]
+
+    for k, a in enumerate(obs["survival"]):
+        assert get("specdec_route_survival", position=str(k)) == pytest.approx(a)
+        assert get("specdec_route_survival_low", position=str(k)) == pytest.approx(obs["survival_low"][k])
+        assert get("specdec_route_survival_high", position=str(k)) == pytest.approx(obs["survival_high"][k])
+    assert get("specdec_route_mean_acceptance_length") == pytest.approx(obs["mean_acceptance_length"])
+    assert get("specdec_route_equivalent_p") == pytest.approx(obs["equivalent_p"])
+    assert get("specdec_route_equivalent_p_low") == pytest.approx(obs["equivalent_p_interval"][0])
+    assert get("specdec_route_recommended_gamma") == doc["recommended_gamma"]
+    assert get("specdec_route_deployed_gamma") == 3
+    for c in doc["candidates"]:
+        assert get("specdec_route_projected_speedup", gamma=str(c["gamma"])) == pytest.approx(c["speedup"])
+    assert get("specdec_route_decision", decision=doc["decision"]) == 1.0
+    assert sum(get("specdec_route_decision", decision=d) for d in ("change", "keep", "off")) == 1.0
+    assert get("specdec_route_last_update_timestamp_seconds") == 1_800_000_123.0
+    assert get("specdec_route_interval_level") == pytest.approx(0.9)
+
+
+def test_exporter_replaces_a_route_and_leaves_out_nulls():
+    gauges = RouteGauges()
+    five = tuning_to_dict(tune_inline([0.9, 0.8, 0.7, 0.6, 0.5], drafts=5000, n_resamples=100))
+    two = tuning_to_dict(tune_inline([0.7, 0.4]))  # no --drafts: no intervals (null bounds)
+    gauges.update("r", five)
+    gauges.update("r", two)
+    from prometheus_client import generate_latest
+
+    page = generate_latest(gauges.registry).decode()
+    positions = {s.labels["position"] for f in text_string_to_metric_families(page)
+                 for s in f.samples if s.name == "specdec_route_survival"}
+    assert positions == {"0", "1"}  # γ shrank: positions 2-4 are gone
+    assert "specdec_route_survival_low{" not in page and "specdec_route_mean_acceptance_length_low{" not in page
+    with pytest.raises(ValueError, match="route 'r'"):
+        gauges.update("r", {"no": "observed"})
+    gauges.remove("r")
+    assert "specdec_route_survival{" not in generate_latest(gauges.registry).decode()
+
+
+def test_exporter_port_in_use_is_a_one_line_error():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(ValueError, match=f"127.0.0.1:{port}"):
+            RouteGauges().serve(port)
