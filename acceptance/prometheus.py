@@ -296,13 +296,19 @@ class _Queries:
 
 
 def _scrape_interval(client: PrometheusClient, selector: str, end: float, window_s: float) -> float | None:
-    """The median scrape interval of the route's engines over the probe span before ``end``
-    (None: fewer than two samples)."""
+    """The median scrape interval of the route's engines over the probe span before ``end``,
+    from the raw sample timestamps (None: fewer than two samples). Counting samples over the
+    probe span instead would overstate the interval for series younger than the span."""
     probe = min(window_s, SCRAPE_INTERVAL_PROBE_S)
-    res = client.query(f"quantile(0.5, count_over_time({_counter(vm.DRAFTS)}{selector}[{_ms(probe)}]))", end)
-    if not res or not math.isfinite(res[0][1]) or res[0][1] < 2:
+    data = client._request("query", {"query": f"{_counter(vm.DRAFTS)}{selector}[{_ms(probe)}]", "time": f"{end:.3f}"})
+    gaps = []
+    for series in data.get("result", []) if data.get("resultType") == "matrix" else []:
+        times = np.array([float(v[0]) for v in series.get("values", [])])
+        if times.size >= 2:
+            gaps.append(np.diff(times))
+    if not gaps:
         return None
-    return probe / res[0][1]
+    return float(np.median(np.concatenate(gaps)))
 
 
 def _plan_blocks(start: float, end: float, scrape_s: float | None, max_blocks: int,

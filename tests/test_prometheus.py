@@ -386,3 +386,22 @@ def test_exporter_port_in_use_is_a_one_line_error():
         port = s.getsockname()[1]
         with pytest.raises(ValueError, match=f"127.0.0.1:{port}"):
             RouteGauges().serve(port)
+
+
+def test_tune_gamma_reads_a_prometheus_route(live, tmp_path, capsys):
+    """`source = "prometheus"`: tune-gamma gets the same curve as from the embedded store."""
+    from specdec.cli import tune_gamma_main
+
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text(f'[source]\nkind = "prometheus"\nurl = "{live["url"]}"\n\n'
+                   '[deployment]\ncost_profile = "flat"\n\n'
+                   '[routes.restart]\nselector = \'{job="sim-restart"}\'\n')
+    code = tune_gamma_main(["--route", "restart", "--config", str(cfg), "--window", "10m", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["observed"]["gamma"] == 4
+    store = estimate_acceptance(route_window(live["store"], live["targets"], live["start"], live["end"])
+                                .newest_segment.intervals, n_resamples=300)
+    assert np.max(np.abs(np.array(doc["observed"]["survival"]) - store.survival.value)) <= SURVIVAL_TOLERANCE
+    assert any(e["kind"] == "restart" for e in doc["observed"]["events"])
