@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-core
 DEVSTAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test test-vllm bench venv clean
+.PHONY: demo test test-vllm bench bench-decision venv clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,9 @@ test: $(DEVSTAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/parse_page.py
 	$(BIN)/python benchmarks/collector_fleet.py
+
+bench-decision: $(STAMP)
+	$(BIN)/python benchmarks/decision.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,772 @@
+"""Decision quality: how good is the γ the tool picks when it cannot see the truth (issue 9)?
+
+For every scenario class (benchmarks/decision_scenarios.py) and every seed, a window of
+scrape intervals is generated from a known acceptance process at the DEPLOYED γ only — the
+counts vLLM would expose (D, T, A, A_1..A_γ per 15 s scrape, summed over the route's
+engines) and the step shape (num_requests_running samples; iteration_tokens on the
+specialized path) — and fed to the tool's pipeline (specdec.pipeline.tune_intervals, 1,000
+bootstrap resamples). The truth is the process's own survival at EVERY γ
+(process.true_survival(γ, t at the window's end)) priced by the TRUE cost (the tool's
+figures, or figures off by a known factor), through the tool's own speedup formula:
+
+  S(γ) = AL(γ)·τ(0) / τ(γ),  AL(γ) = 1 + Σ_{k≤γ} a_k(γ),  τ(γ) = Σ_B v_B·t_B(γ)  (model.speedup)
+
+over the stationary batch mix (time shares → request weights at the deployed γ, as the
+tool converts them). Per seed:
+  regret           = 1 − S(recommended γ) / S(best allowed γ)
+  speedup error    = projected speedup at the recommended γ / S(recommended γ) − 1
+  covered          = S(recommended γ) inside the 90% speedup interval
+and the same for two baselines: the seeds' method (equivalent independent p from the
+window's AL, flat cost 1 + r or 1 + γ·c, over every γ the drafter allows) and keeping the
+deployed γ (the tool's projection there). Regret is measured on recommended_gamma (the best
+expected); the change/keep/off decision is reported beside it, with the regret of the γ it
+would actually deploy.
+
+Counts in-process, vectorised, with the law of the simulator's processes: a batch size per
+5 s chunk (the simulator's lazy chain), verify steps per chunk from the true step time;
+stateless processes (independent, front-loaded, drift between them) draw per-interval
+multinomial counts of accepted lengths (a sum of i.i.d. per-draft draws is exactly that);
+the heterogeneous process runs its renewal of requests per batch slot (p ~ Beta, lifetime
+geometric with the process's end_probability h(p)) and draws each request's share of an
+interval as conditional binomials N_k ~ Bin(N_{k−1}, p) — P(L ≥ k | p) = p^k, as its
+draw_lengths. Once per class the HTTP path runs too: the simulated fleet (acceptance.simulate)
+serves /metrics, the real collector scrapes it into a store, acceptance.windows reads the
+route window, and that one seed is scored the same way (``http_check``).
+
+Run:  .venv/bin/python benchmarks/decision.py [--seeds 200] [--classes a,b] [--workers N]
+      [--no-http] [--json | --markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from decision_scenarios import (  # noqa: E402  (the benchmark's own data, beside it)
+    CLASS_BY_NAME,
+    CLASSES,
+    TABLE_BATCHES,
+    TABLE_MAX_Q,
+    DecisionClass,
+    table_step_s,
+)
+
+from acceptance.counts import IntervalCounts  # noqa: E402
+from acceptance.estimates import expected_tokens_independent  # noqa: E402
+from acceptance.sim_processes import (  # noqa: E402
+    AcceptanceProcess,
+    DriftingProcess,
+    FrontLoadedProcess,
+    HeterogeneousProcess,
+)
+from acceptance.windows import StepShapeWindow  # noqa: E402
+from model.deployment import Deployment  # noqa: E402
+from model.drafters import drafter_for  # noqa: E402
+from model.profiles import STOCK, make_profile  # noqa: E402
+from model.specialized import SPECIALIZED_TOKEN_LIMIT, specialized_refusal  # noqa: E402
+from model.speedup import CostModel, flat_step_cost, mix_speedup, normalise_batch_mix  # noqa: E402
+from specdec.pipeline import tune_intervals  # noqa: E402
+
+SCRAPE_S = 15.0            # the collector's interval
+CHUNK_S = 5.0              # the simulator's chunk: one batch size per chunk
+CHUNKS_PER_SCRAPE = int(SCRAPE_S / CHUNK_S)
+GAMMA_MAX = 16             # recommend()'s default gamma_max; the truth's range for drafters without a block
+LEVEL = 0.9
+N_RESAMPLES = 1000         # the pipeline's default
+PREFILL_TOKENS = (512, 1024, 2048, 4096)  # the simulator's default prompt sizes
+TARGETS = {"median_regret": 0.005, "p95_regret": 0.02, "median_speedup_error": 0.02, "coverage_band": 0.05}
+SCHEMA_VERSION = 1
+
+
+# --------------------------------------------------------------------------- truth
+
+
+@dataclass(frozen=True)
+class ScaledVerifyProfile:
+    """A profile whose verify increments are ``factor`` × the base profile's:
+    T(B, q) = T(B, 1) + factor·(T_base(B, q) − T_base(B, 1)) — the truth of the classes whose
+    cost the tool is told wrongly. Same interface as model.profiles' profiles."""
+
+    base: object
+    factor: float
+
+    @property
+    def absolute(self) -> bool:
+        return self.base.absolute
+
+    @property
+    def name(self) -> str:
+        return f"{self.base.name}×{self.factor:g} verify"
+
+    def step_time_s(self, batch_size, tokens_per_request, path: str = STOCK):
+        one = self.base.step_time_s(batch_size, 1, path)
+        return one + self.factor * (self.base.step_time_s(batch_size, tokens_per_request, path) - one)
+
+    def stock_pass_s(self, batch_size):
+        return self.base.stock_pass_s(batch_size)
+
+    def with_specialized_speedup(self, speedup: float) -> "ScaledVerifyProfile":
+        return replace(self, base=self.base.with_specialized_speedup(speedup))
+
+
+def measured_table_path() -> Path:
+    """The measured step-time table the `measured_table` classes give the tool (written once)."""
+    path = Path(tempfile.gettempdir()) / f"specdec-decision-{os.getuid()}" / "step_costs.csv"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lines = ["batch_size,tokens_per_request,path,seconds"]
+        lines += [f"{b},{q},stock,{table_step_s(b, q):.9f}" for b in TABLE_BATCHES for q in range(1, TABLE_MAX_Q + 1)]
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        tmp.replace(path)
+    return path
+
+
+def tool_deployment(cls: DecisionClass) -> Deployment:
+    """What the tool is told."""
+    if cls.measured_table:
+        return replace(cls.deployment, cost_profile=str(measured_table_path()))
+    return cls.deployment
+
+
+class Truth:
+    """The class's true cost and acceptance: step times in seconds, S(γ) for γ = 0..GAMMA_MAX."""
+
+    def __init__(self, cls: DecisionClass):
+        self.cls = cls
+        told = tool_deployment(cls)
+        sp = cls.true_specialized_speedup or told.specialized_speedup_point
+        self.deployment = replace(told, draft_cost=told.draft_cost * cls.true_draft_cost_factor,
+                                  specialized_speedup=float(sp))
+        profile = make_profile(self.deployment)
+        if cls.true_verify_factor != 1.0:
+            profile = ScaledVerifyProfile(profile, cls.true_verify_factor)
+        if not profile.absolute:
+            raise ValueError(f"class {cls.name}: the truth needs an absolute cost profile (set a baseline)")
+        self.specialized_speedup = float(sp)
+        self.profile = profile
+        # Every verify step is pure decode in the simulation (prefills are steps of their own).
+        self.cost = CostModel.for_deployment(self.deployment, clean_share=1.0, profile=profile)
+        self.gammas = np.arange(GAMMA_MAX + 1)
+        bs, us = normalise_batch_mix(cls.batch)
+        self.batch_sizes, self.time_shares = bs, us
+        self.step_times = self.cost.step_times(self.gammas, bs, self.specialized_speedup)  # (G, nB) seconds
+        # Request weights w_B ∝ B·u_B / t_B at the deployed γ (model.speedup.batch_mix_from_time_shares).
+        w = bs * us / self.step_times[cls.deployed_gamma]
+        self.request_weights = w / w.sum()
+        drafter = drafter_for(told.method)
+        specialized = told.decode_backend == "latency_specialized"
+        self.allowed = np.array([
+            drafter.refusal(int(g)) is None and (not specialized or specialized_refusal(told.method, int(g)) is None)
+            for g in self.gammas])
+        self.prefill_s = float(np.mean([self.profile.step_time_s(1, t, STOCK) for t in PREFILL_TOKENS]))
+
+    def survival(self, gamma: int, t: float) -> np.ndarray:
+        return np.asarray(self.cls.process.true_survival(gamma, t), dtype=float)
+
+    def expected_tokens(self, t: float) -> np.ndarray:
+        """AL(γ) = 1 + Σ_{k≤γ} a_k(γ, t), γ = 0..GAMMA_MAX (a_k may depend on γ: heterogeneous)."""
+        return np.array([1.0 + self.survival(int(g), t).sum() if g else 1.0 for g in self.gammas])
+
+    def speedups(self, t: float) -> np.ndarray:
+        """S(γ), γ = 0..GAMMA_MAX, under the true acceptance at time t (seconds since start)."""
+        return mix_speedup(self.expected_tokens(t), self.step_times, self.batch_sizes, self.request_weights,
+                           self.deployment.objective)
+
+    def speedups_at_mix(self, time_shares: dict, expected_tokens: np.ndarray) -> np.ndarray:
+        """S(γ) with the true acceptance and cost but another batch mix (a window's own time
+        shares): separates the error of the acceptance from that of the observed mix."""
+        bs, us = normalise_batch_mix(time_shares)
+        times = self.cost.step_times(self.gammas, bs, self.specialized_speedup)
+        w = bs * us / times[self.cls.deployed_gamma]
+        return mix_speedup(expected_tokens, times, bs, w / w.sum(), self.deployment.objective)
+
+    def step_s(self, batch_size: int, gamma: int) -> float:
+        return _cached_step(self, int(batch_size), int(gamma))
+
+    def engine_step_time(self, batch_size: int, tokens_per_request: int) -> float:
+        """The simulator's step_time_s(B, q): a verify step (q = γ + 1 ≤ 17) or a prefill."""
+        if tokens_per_request <= GAMMA_MAX + 1:
+            return self.step_s(batch_size, tokens_per_request - 1)
+        return float(self.profile.step_time_s(batch_size, tokens_per_request, STOCK))
+
+    def verify_steps_per_s(self, batch_size: int, gamma: int) -> float:
+        """Verify steps per second at batch B, prefill steps taking their share (as SimEngine)."""
+        pi = self.cls.prefill_prob
+        return (1.0 - pi) / ((1.0 - pi) * self.step_s(batch_size, gamma) + pi * self.prefill_s)
+
+
+@lru_cache(maxsize=4096)
+def _cached_step(truth: Truth, batch_size: int, gamma: int) -> float:
+    return float(truth.cost.step_times([gamma], [batch_size], truth.specialized_speedup)[0, 0])
+
+
+# ----------------------------------------------------------------------- generation
+
+
+def _length_pmf(survival: np.ndarray) -> np.ndarray:
+    """P(L = j), j = 0..γ, from a_1..a_γ."""
+    a = np.concatenate([[1.0], survival, [0.0]])
+    return np.clip(a[:-1] - a[1:], 0.0, None)
+
+
+def _lazy_chain(rng, sizes, shares, persistence: float, n: int) -> np.ndarray:
+    """The simulator's batch chain: per chunk keep the batch with prob ``persistence``, else redraw."""
+    fresh = rng.choice(sizes, p=shares, size=n)
+    keep = rng.random(n) < persistence
+    keep[0] = False
+    last_draw = np.maximum.accumulate(np.where(keep, 0, np.arange(n)))
+    return fresh[last_draw]
+
+
+def _rows_from_lengths(length_counts: np.ndarray, gamma: int) -> np.ndarray:
+    """[D, T, A, A_1..A_γ] per row from counts of drafts by accepted length j = 0..γ."""
+    drafts = length_counts.sum(axis=1)
+    reached = np.cumsum(length_counts[:, ::-1], axis=1)[:, ::-1][:, 1:]
+    accepted = length_counts @ np.arange(gamma + 1)
+    return np.column_stack([drafts, drafts * gamma, accepted, reached]).astype(float)
+
+
+def _stateless_survival(process: AcceptanceProcess) -> bool:
+    return isinstance(process, FrontLoadedProcess) or (
+        isinstance(process, DriftingProcess) and _stateless_survival(process.base) and _stateless_survival(process.other))
+
+
+def _heterogeneous_rows(process: HeterogeneousProcess, rng, gamma: int, slot_steps: np.ndarray,
+                        n_rows: int, row_of_chunk: np.ndarray) -> np.ndarray:
+    """Per-row [D, T, A, A_k] of one engine: each batch slot runs a renewal of requests.
+
+    slot_steps: (slots, chunks) verify steps each slot runs per chunk (0 when the batch is
+    smaller than the slot: its request waits, as in the simulator). Slots start stationary.
+    """
+    out = np.zeros((n_rows, 3 + gamma))
+    h_one = float(process.end_probability(np.array(1.0), gamma))
+    for steps in slot_steps:
+        total = int(steps.sum())
+        if total == 0:
+            continue
+        row_steps = np.bincount(row_of_chunk, weights=steps, minlength=n_rows)
+        row_ends = np.cumsum(row_steps)
+        # The request running at the start: p ∝ f(p)/h(p) (rejection), residual life geometric.
+        p0 = None
+        while p0 is None:
+            cand = rng.beta(process.a, process.b, size=16)
+            ok = rng.random(16) < (1.0 / process.mean_output_tokens) / process.end_probability(cand, gamma)
+            if ok.any():
+                p0 = float(cand[np.argmax(ok)])
+        ps = [np.array([p0])]
+        lives = [rng.geometric(process.end_probability(np.array([p0]), gamma))]
+        covered = int(lives[0][0])
+        while covered < total:
+            k = int(math.ceil((total - covered) * h_one * 1.5)) + 8
+            p_more = rng.beta(process.a, process.b, size=k)
+            life_more = rng.geometric(process.end_probability(p_more, gamma))
+            ps.append(p_more)
+            lives.append(life_more)
+            covered += int(life_more.sum())
+        p_req = np.concatenate(ps)
+        req_ends = np.cumsum(np.concatenate(lives))
+        # Pieces: the slot's steps cut at request ends and at row ends.
+        cuts = np.union1d(np.minimum(req_ends, total), row_ends)
+        cuts = cuts[cuts > 0]
+        starts = np.concatenate([[0], cuts[:-1]])
+        length = cuts - starts
+        keep = length > 0
+        starts, length = starts[keep], length[keep].astype(np.int64)
+        req = np.searchsorted(req_ends, starts, side="right")
+        row = np.searchsorted(row_ends, starts, side="right")
+        p = p_req[req]
+        reached = np.empty((len(length), gamma), dtype=np.int64)
+        n = length
+        for k in range(gamma):  # N_k ~ Bin(N_{k−1}, p): drafts whose first k tokens were accepted
+            n = rng.binomial(n, p)
+            reached[:, k] = n
+        out[:, 0] += np.bincount(row, weights=length, minlength=n_rows)
+        out[:, 2] += np.bincount(row, weights=reached.sum(axis=1), minlength=n_rows)
+        for k in range(gamma):
+            out[:, 3 + k] += np.bincount(row, weights=reached[:, k], minlength=n_rows)
+    out[:, 1] = out[:, 0] * gamma
+    return out
+
+
+def _small_step_share(pmf: np.ndarray, batch_size: int) -> float:
+    """P(B + Σ_{i≤B} L_i ≤ 64): a verify step's GENERATED tokens within the le="64" bucket
+    (vLLM counts generated tokens in iteration_tokens), lengths i.i.d. with ``pmf``."""
+    dist = np.array([1.0])
+    for _ in range(batch_size):
+        dist = np.convolve(dist, pmf)[: SPECIALIZED_TOKEN_LIMIT + 1]
+    return float(dist[: SPECIALIZED_TOKEN_LIMIT - batch_size + 1].sum()) if batch_size <= SPECIALIZED_TOKEN_LIMIT else 0.0
+
+
+def generate_window(cls: DecisionClass, truth: Truth, rng: np.random.Generator):
+    """One seed's window at the deployed γ: (IntervalCounts, StepShapeWindow)."""
+    gamma = cls.deployed_gamma
+    n_rows = int(round(cls.window_s / SCRAPE_S))
+    n_chunks = n_rows * CHUNKS_PER_SCRAPE
+    chunk_mid = (np.arange(n_chunks) + 0.5) * CHUNK_S
+    row_of_chunk = np.arange(n_chunks) // CHUNKS_PER_SCRAPE
+    sizes, shares = truth.batch_sizes, truth.time_shares
+    rate = {int(b): truth.verify_steps_per_s(int(b), gamma) for b in sizes}
+    specialized = cls.deployment.decode_backend == "latency_specialized"
+    process = cls.process
+    stateless = _stateless_survival(process)
+    if not stateless and not isinstance(process, HeterogeneousProcess):
+        raise ValueError(f"class {cls.name}: no in-process generator for process kind {process.kind!r}")
+
+    rows = np.zeros((n_rows, 3 + gamma))
+    length_counts = np.zeros((n_rows, gamma + 1), dtype=np.int64)
+    gauge: dict[int, int] = {}
+    small_steps = all_steps = 0.0
+    for _ in range(cls.engines):
+        batch = _lazy_chain(rng, sizes, shares, cls.persistence, n_chunks)
+        expected = np.array([rate[int(b)] for b in batch]) * CHUNK_S
+        steps = np.floor(expected + rng.random(n_chunks)).astype(np.int64)
+        # num_requests_running at each scrape: the batch of the interval's last chunk.
+        for b, n in zip(*np.unique(batch[CHUNKS_PER_SCRAPE - 1::CHUNKS_PER_SCRAPE], return_counts=True)):
+            gauge[int(b)] = gauge.get(int(b), 0) + int(n)
+        drafts = steps * batch
+        if stateless:
+            if isinstance(process, DriftingProcess):
+                other = rng.binomial(drafts, process.weight(chunk_mid))
+                parts = ((drafts - other, process.base), (other, process.other))
+            else:
+                parts = ((drafts, process),)
+            for part, proc in parts:
+                per_row = np.bincount(row_of_chunk, weights=part, minlength=n_rows).astype(np.int64)
+                if isinstance(proc, DriftingProcess) or not isinstance(proc, FrontLoadedProcess):
+                    raise ValueError(f"class {cls.name}: nested drift is not generated in-process")
+                length_counts += rng.multinomial(per_row, _length_pmf(proc.true_survival(gamma)))
+        else:
+            slots = np.arange(int(sizes.max()))[:, None]
+            rows += _heterogeneous_rows(process, rng, gamma, np.where(batch[None, :] > slots, steps[None, :], 0),
+                                        n_rows, row_of_chunk)
+        if specialized:
+            pmf = _length_pmf(truth.survival(gamma, cls.window_s))
+            for b in np.unique(batch):
+                n_b = int(steps[batch == b].sum())
+                if b * (gamma + 1) <= SPECIALIZED_TOKEN_LIMIT:
+                    small_steps += n_b
+                else:
+                    small_steps += rng.binomial(n_b, _small_step_share(pmf, int(b)))
+            pi = cls.prefill_prob
+            all_steps += steps.sum() + rng.poisson(steps.sum() * pi / (1.0 - pi))
+    if stateless:
+        rows = _rows_from_lengths(length_counts, gamma)
+    ends = (np.arange(n_rows) + 1) * SCRAPE_S
+    intervals = IntervalCounts(gamma, ends - SCRAPE_S, ends, rows)
+    samples = sum(gauge.values())
+    iteration_tokens = {float(SPECIALIZED_TOKEN_LIMIT): float(small_steps), math.inf: float(all_steps)} if specialized else {}
+    shape = StepShapeWindow(batch_mix={b: n / samples for b, n in sorted(gauge.items())},
+                            iteration_tokens=iteration_tokens, itl_mean_s=None, samples=samples)
+    return intervals, shape
+
+
+# -------------------------------------------------------------------------- scoring
+
+
+@dataclass
+class MethodScore:
+    """One method's pick on one seed, scored against the truth."""
+
+    gamma: int
+    regret: float                      # 1 − S(γ)/S(best)
+    speedup_error: float               # projected / true − 1 at γ
+    covered: bool | None               # the truth inside the method's 90% interval (None: no interval)
+
+
+@dataclass
+class SeedScore:
+    tool: MethodScore
+    seeds_method: MethodScore
+    keep_deployed: MethodScore
+    decision: str
+    decided_regret: float              # regret of the γ the decision deploys (rec on change/off, else deployed)
+    reach_regret: float                # regret against the best γ the tool may consider (≤ deployed + 2)
+    covered_window_mix: bool | None    # the recommended γ's interval against the truth at the window's own batch mix
+    drafts: float
+    covered_by_gamma: dict[int, bool] = field(default_factory=dict)  # every candidate with an interval
+    model_error: float | None = None
+
+
+def seeds_method_speedup(p: float, gamma: int, deployment: Deployment) -> float:
+    """The seeds' model: (1 − p^(γ+1)) / (1 − p) over the flat step cost (1 + r, 1 + γ·c + c0, 1)."""
+    if gamma == 0:
+        return 1.0
+    return float(expected_tokens_independent(p, gamma)) / flat_step_cost(
+        gamma, deployment.draft_cost, deployment.method, deployment.draft_overhead)
+
+
+def score(tuning, truth: Truth, true_speedup: np.ndarray, deployment: Deployment,
+          true_at_window_mix: np.ndarray | None = None) -> SeedScore:
+    rec = tuning.recommendation
+    allowed = truth.allowed
+    best = float(np.max(np.where(allowed, true_speedup, -np.inf)))
+    cand = {c.gamma: c for c in rec.candidates}
+    reach = np.array([g in cand for g in truth.gammas]) & allowed
+    best_in_reach = float(np.max(np.where(reach, true_speedup, -np.inf)))
+
+    def scored(gamma: int, projected: float, low, high) -> MethodScore:
+        s = float(true_speedup[gamma])
+        covered = None if low is None or high is None else bool(low <= s <= high)
+        return MethodScore(int(gamma), 1.0 - s / best, projected / s - 1.0, covered)
+
+    def tool_pick(gamma: int) -> MethodScore:
+        c = cand[gamma]
+        return scored(gamma, c.speedup, c.speedup_low, c.speedup_high)
+
+    # The seeds' method: the window's equivalent p, flat cost, every γ the drafter allows.
+    p = tuning.estimate.equivalent_p
+    seeds_s = np.array([seeds_method_speedup(p.value, int(g), deployment) if allowed[g] else -np.inf
+                        for g in truth.gammas])
+    g_seeds = int(np.argmax(seeds_s))
+    lo_hi = sorted(seeds_method_speedup(x, g_seeds, deployment) for x in (p.low, p.high)) \
+        if math.isfinite(p.low) and math.isfinite(p.high) else (None, None)
+    deployed = rec.deployed_gamma
+    final = rec.recommended_gamma if rec.decision in ("change", "off") else deployed
+    covered_by_gamma = {
+        c.gamma: bool(c.speedup_low <= true_speedup[c.gamma] <= c.speedup_high)
+        for c in rec.candidates if c.gamma > 0 and c.allowed and c.speedup_low is not None
+    }
+    chosen = cand[rec.recommended_gamma]
+    covered_window_mix = None
+    if true_at_window_mix is not None and chosen.speedup_low is not None:
+        covered_window_mix = bool(chosen.speedup_low <= true_at_window_mix[chosen.gamma] <= chosen.speedup_high)
+    return SeedScore(
+        tool=tool_pick(rec.recommended_gamma),
+        seeds_method=scored(g_seeds, float(seeds_s[g_seeds]), *lo_hi),
+        keep_deployed=tool_pick(deployed),
+        decision=rec.decision,
+        decided_regret=1.0 - float(true_speedup[final]) / best,
+        reach_regret=1.0 - float(true_speedup[rec.recommended_gamma]) / best_in_reach,
+        covered_window_mix=covered_window_mix,
+        drafts=float(tuning.estimate.drafts),
+        covered_by_gamma=covered_by_gamma,
+        model_error=rec.model_error,
+    )
+
+
+def run_seed(cls: DecisionClass, truth: Truth, true_speedup: np.ndarray, deployment: Deployment,
+             class_index: int, seed: int, true_tokens: np.ndarray | None = None) -> SeedScore:
+    rng = np.random.default_rng([9, class_index, seed])
+    intervals, shape = generate_window(cls, truth, rng)
+    window = SimpleNamespace(step_shape=shape)
+    tuning = tune_intervals(cls.name, intervals, deployment, window=window, level=LEVEL,
+                            n_resamples=N_RESAMPLES, seed=seed)
+    at_window_mix = truth.speedups_at_mix(shape.batch_mix, true_tokens) if true_tokens is not None else None
+    return score(tuning, truth, true_speedup, deployment, at_window_mix)
+
+
+# ------------------------------------------------------------------------ HTTP path
+
+
+def run_http_check(cls: DecisionClass, truth: Truth, true_speedup: np.ndarray, deployment: Deployment,
+                   seed: int = 0) -> dict:
+    """One seed through the real path: simulated fleet → HTTP → collector → store → route window → pipeline."""
+    from acceptance.collector import Collector
+    from acceptance.simulate import BatchMix, EngineSpec, Fleet, PrefillMix, Scenario, TargetSpec
+    from acceptance.store import Store
+    from acceptance.windows import route_window
+
+    engines = tuple(
+        EngineSpec(str(e), cls.deployed_gamma, cls.process,
+                   BatchMix(tuple((int(b), float(w)) for b, w in sorted(cls.batch.items())), cls.persistence),
+                   step_time_s=truth.engine_step_time, prefill=PrefillMix(prob=cls.prefill_prob))
+        for e in range(cls.engines))
+    target_name = f"{cls.name}-0"
+    scenario = Scenario(name=cls.name, seed=seed, targets=(TargetSpec(target_name, cls.name, "kimi-k3", engines),),
+                        chunk_s=CHUNK_S)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp, Fleet(scenario) as fleet:
+        url = fleet.serve()[target_name]
+        with Collector(timeout_s=10.0, now=lambda: fleet.now) as collector, Store.open(Path(tmp) / "decision.db") as store:
+            for cycle in range(int(round(cls.window_s / SCRAPE_S)) + 1):
+                if cycle:
+                    fleet.advance(SCRAPE_S)
+                results = collector.collect([url])
+                if not results[0].ok:
+                    raise RuntimeError(f"class {cls.name}: scrape failed: {results[0].error}")
+                store.write_cycle(results)
+            window = route_window(store, [url], scenario.start_time, fleet.now)
+        segment = window.newest_segment
+        tuning = tune_intervals(cls.name, segment.intervals, deployment, window=window, level=LEVEL,
+                                n_resamples=N_RESAMPLES, seed=seed)
+        truth_drafts = sum(c.drafts for c in fleet.route_truth_counts(cls.name).values())
+    s = score(tuning, truth, true_speedup, deployment)
+    return {
+        "recommended_gamma": s.tool.gamma, "decision": s.decision, "regret": s.tool.regret,
+        "speedup_error": s.tool.speedup_error, "covered": s.tool.covered,
+        "drafts": float(segment.total.drafts), "simulator_drafts": float(truth_drafts),
+        "model_error": s.model_error, "wall_s": round(time.monotonic() - started, 2),
+    }
+
+
+# ---------------------------------------------------------------------- aggregation
+
+
+def _quantile(xs, q) -> float:
+    return float(np.quantile(np.asarray(xs, dtype=float), q)) if len(xs) else math.nan
+
+
+def _coverage(flags) -> float | None:
+    flags = [f for f in flags if f is not None]
+    return float(np.mean(flags)) if flags else None
+
+
+def method_summary(picks: list[MethodScore]) -> dict:
+    regrets = [m.regret for m in picks]
+    errors = [abs(m.speedup_error) for m in picks]
+    return {
+        "median_regret": _quantile(regrets, 0.5),
+        "p95_regret": _quantile(regrets, 0.95),
+        "mean_regret": float(np.mean(regrets)) if regrets else math.nan,
+        "median_speedup_error": _quantile(errors, 0.5),
+        "interval_coverage": _coverage([m.covered for m in picks]),
+        "nominal_coverage": LEVEL,
+    }
+
+
+def run_class(name: str, n_seeds: int, http: bool) -> dict:
+    """Every seed of one class, plus the HTTP check; a JSON-ready per-class report."""
+    cls = CLASS_BY_NAME[name]
+    class_index = [c.name for c in CLASSES].index(name)
+    started = time.monotonic()
+    truth = Truth(cls)
+    deployment = tool_deployment(cls)
+    true_speedup = truth.speedups(cls.window_s)
+    true_tokens = truth.expected_tokens(cls.window_s)
+    scores = [run_seed(cls, truth, true_speedup, deployment, class_index, seed, true_tokens) for seed in range(n_seeds)]
+    replicate_s = time.monotonic() - started
+    allowed_s = np.where(truth.allowed, true_speedup, -np.inf)
+    best = int(np.argmax(allowed_s))
+    tool = method_summary([s.tool for s in scores])
+    seeds = method_summary([s.seeds_method for s in scores])
+    keep = method_summary([s.keep_deployed for s in scores])
+    differ = any(s.tool.gamma != s.seeds_method.gamma for s in scores)
+    per_gamma: dict[int, list[bool]] = {}
+    for s in scores:
+        for g, c in s.covered_by_gamma.items():
+            per_gamma.setdefault(g, []).append(c)
+    decisions = {d: sum(s.decision == d for s in scores) / len(scores) for d in ("change", "keep", "off")}
+    rec_hist: dict[int, int] = {}
+    for s in scores:
+        rec_hist[s.tool.gamma] = rec_hist.get(s.tool.gamma, 0) + 1
+    report = {
+        "name": cls.name,
+        "what": cls.what,
+        "assumed": cls.assumed,
+        "not_assumed_why": cls.not_assumed_why or None,
+        "seeds": n_seeds,
+        "deployed_gamma": cls.deployed_gamma,
+        "window_s": cls.window_s,
+        "true_best_gamma": best,
+        "true_speedup": {int(g): round(float(true_speedup[g]), 4) for g in truth.gammas if truth.allowed[g]},
+        "tool": {**tool, "recommended_gamma": {str(g): n for g, n in sorted(rec_hist.items())},
+                 "decision_shares": decisions,
+                 "decided_median_regret": _quantile([s.decided_regret for s in scores], 0.5),
+                 "reach_median_regret": _quantile([s.reach_regret for s in scores], 0.5),
+                 "reach_mean_regret": float(np.mean([s.reach_regret for s in scores])),
+                 "interval_coverage_window_mix": _coverage([s.covered_window_mix for s in scores]),
+                 "decided_mean_regret": float(np.mean([s.decided_regret for s in scores])),
+                 "coverage_by_gamma": {str(g): float(np.mean(v)) for g, v in sorted(per_gamma.items())},
+                 "median_signed_speedup_error": _quantile([s.tool.speedup_error for s in scores], 0.5)},
+        "seeds_method": {**seeds, "recommended_gamma": int(np.bincount([s.seeds_method.gamma for s in scores]).argmax())},
+        "keep_deployed": keep,
+        "tool_differs_from_seeds": differ,
+        "tool_beats_seeds": (tool["mean_regret"] < seeds["mean_regret"]) if differ else None,
+        "replicate_mean_drafts": float(np.mean([s.drafts for s in scores])),
+        "replicates_wall_s": round(replicate_s, 2),
+        "_regrets": {k: [getattr(s, k).regret for s in scores] for k in ("tool", "seeds_method", "keep_deployed")},
+        "_errors": {k: [abs(getattr(s, k).speedup_error) for s in scores] for k in ("tool", "seeds_method", "keep_deployed")},
+        "_covered": {k: [getattr(s, k).covered for s in scores] for k in ("tool", "seeds_method", "keep_deployed")},
+        "_reach_regrets": [s.reach_regret for s in scores],
+        "_decided_regrets": [s.decided_regret for s in scores],
+        "_covered_window_mix": [s.covered_window_mix for s in scores],
+    }
+    report["http_check"] = run_http_check(cls, truth, true_speedup, deployment) if http else None
+    return report
+
+
+def summarise(reports: list[dict]) -> dict:
+    """Pooled over every seed of every class; coverage over the classes the models assume
+    (``interval_coverage``) and, reported beside it, over the others."""
+    def pooled(method: str) -> dict:
+        regrets = [x for r in reports for x in r["_regrets"][method]]
+        errors = [x for r in reports for x in r["_errors"][method]]
+        cov_in = _coverage([x for r in reports if r["assumed"] for x in r["_covered"][method]])
+        cov_out = _coverage([x for r in reports if not r["assumed"] for x in r["_covered"][method]])
+        return {
+            "median_regret": _quantile(regrets, 0.5),
+            "p95_regret": _quantile(regrets, 0.95),
+            "median_speedup_error": _quantile(errors, 0.5),
+            "interval_coverage": cov_in,
+            "nominal_coverage": LEVEL,
+            "mean_regret": float(np.mean(regrets)) if regrets else math.nan,
+            "interval_coverage_not_assumed": cov_out,
+            "scenarios": len(regrets),
+        }
+
+    summary = pooled("tool")
+    reach = [x for r in reports for x in r["_reach_regrets"]]
+    decided = [x for r in reports for x in r["_decided_regrets"]]
+    summary["reach_median_regret"] = _quantile(reach, 0.5)
+    summary["reach_p95_regret"] = _quantile(reach, 0.95)
+    summary["decided_median_regret"] = _quantile(decided, 0.5)
+    summary["decided_p95_regret"] = _quantile(decided, 0.95)
+    summary["interval_coverage_window_mix"] = _coverage(
+        [x for r in reports if r["assumed"] for x in r["_covered_window_mix"]])
+    summary["decision_shares"] = {
+        d: float(np.mean([r["tool"]["decision_shares"][d] for r in reports])) for d in ("change", "keep", "off")}
+    assumed = [r for r in reports if r["assumed"]]
+    summary["classes"] = len(reports)
+    summary["classes_assumed"] = len(assumed)
+    summary["classes_coverage_within_5_points"] = sum(
+        r["tool"]["interval_coverage"] is not None and abs(r["tool"]["interval_coverage"] - LEVEL) <= TARGETS["coverage_band"]
+        for r in assumed)
+    summary["classes_coverage_within_5_points_window_mix"] = sum(
+        r["tool"]["interval_coverage_window_mix"] is not None
+        and abs(r["tool"]["interval_coverage_window_mix"] - LEVEL) <= TARGETS["coverage_band"] for r in assumed)
+    differ = [r for r in reports if r["tool_differs_from_seeds"]]
+    summary["classes_differing_from_seeds"] = len(differ)
+    summary["classes_beating_seeds"] = sum(bool(r["tool_beats_seeds"]) for r in differ)
+    summary["targets"] = TARGETS
+    return {"summary": summary, "baselines": {"seeds_method": pooled("seeds_method"),
+                                                 "keep_deployed": pooled("keep_deployed")}}
+
+
+def public(report: dict) -> dict:
+    return {k: v for k, v in report.items() if not k.startswith("_")}
+
+
+def run(names: list[str], n_seeds: int, http: bool, workers: int) -> dict:
+    started = time.monotonic()
+    if workers > 1 and len(names) > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            reports = list(pool.map(run_class, names, [n_seeds] * len(names), [http] * len(names)))
+    else:
+        reports = [run_class(n, n_seeds, http) for n in names]
+    doc = {"schema_version": SCHEMA_VERSION, **summarise(reports), "scenarios": [public(r) for r in reports]}
+    doc["wall_s"] = round(time.monotonic() - started, 1)
+    doc["seeds_per_class"] = n_seeds
+    return doc
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _pct(x) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.2f}%"
+
+
+def _cov(x) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def markdown_table(doc: dict) -> str:
+    """The README's summary table (and the lines that qualify it)."""
+    s = doc["summary"]
+    rows = [("specdec (recommended γ)", s), ("seeds' method (equivalent p, flat cost)", doc["baselines"]["seeds_method"]),
+            ("keep the deployed γ", doc["baselines"]["keep_deployed"])]
+    out = [f"{s['classes']} scenario classes × {doc['seeds_per_class']} seeds ({s['scenarios']} windows); "
+           f"{s['classes_assumed']} classes use processes and costs the models assume.", "",
+           "| method | median regret | 95th pct regret | median speedup error | 90% interval coverage (assumed classes) "
+           "| coverage (other classes) |",
+           "|---|---|---|---|---|---|"]
+    for name, m in rows:
+        out.append(f"| {name} | {_pct(m['median_regret'])} | {_pct(m['p95_regret'])} | "
+                   f"{_pct(m['median_speedup_error'])} | {_cov(m['interval_coverage'])} | "
+                   f"{_cov(m['interval_coverage_not_assumed'])} |")
+    out += ["",
+            f"- specdec against the best γ it may consider (deployed γ + 2 at most): median regret "
+            f"{_pct(s['reach_median_regret'])}, 95th percentile {_pct(s['reach_p95_regret'])}.",
+            f"- the γ its decision deploys (the recommendation on change/off, else the deployed γ): median regret "
+            f"{_pct(s['decided_median_regret'])}, 95th percentile {_pct(s['decided_p95_regret'])}; decisions "
+            f"change {s['decision_shares']['change']:.0%}, keep {s['decision_shares']['keep']:.0%}, "
+            f"off {s['decision_shares']['off']:.0%}.",
+            f"- coverage (assumed classes) against the truth at each window's OWN batch mix: "
+            f"{_cov(s['interval_coverage_window_mix'])}; per class within 5 points of 90% in "
+            f"{s['classes_coverage_within_5_points_window_mix']} of {s['classes_assumed']} assumed classes "
+            f"({s['classes_coverage_within_5_points']} against the stationary mix).",
+            f"- lower mean regret than the seeds' method in {s['classes_beating_seeds']} of "
+            f"{s['classes_differing_from_seeds']} classes where their picks differ."]
+    return "\n".join(out)
+
+
+def text_report(doc: dict) -> str:
+    lines = [f"{'class':36s} {'dep':>3s} {'best':>4s} {'rec':>4s} {'regret med/p95':>15s} {'reach':>7s} {'|err|':>7s} "
+             f"{'cover':>6s} {'c.mix':>6s} {'seeds γ/regret':>15s} {'keep':>7s} {'chg/keep/off':>14s} {'http γ/regret':>14s}"]
+    for r in doc["scenarios"]:
+        t = r["tool"]
+        top = max(t["recommended_gamma"].items(), key=lambda kv: kv[1])[0]
+        h = r["http_check"]
+        ds = t["decision_shares"]
+        lines.append(
+            f"{r['name']:36s} {r['deployed_gamma']:>3d} {r['true_best_gamma']:>4d} {top:>4s} "
+            f"{_pct(t['median_regret']):>7s}/{_pct(t['p95_regret']):>7s} {_pct(t['reach_mean_regret']):>7s} "
+            f"{_pct(t['median_speedup_error']):>7s} {_cov(t['interval_coverage']):>6s} "
+            f"{_cov(t['interval_coverage_window_mix']):>6s} "
+            f"{r['seeds_method']['recommended_gamma']:>3d}/{_pct(r['seeds_method']['mean_regret']):>11s} "
+            f"{_pct(r['keep_deployed']['mean_regret']):>7s} {ds['change']:.2f}/{ds['keep']:.2f}/{ds['off']:.2f} "
+            + (f"{h['recommended_gamma']:>4d}/{_pct(h['regret']):>9s}" if h else "             —")
+            + ("" if r["assumed"] else "  (not assumed)"))
+    lines += ["", "regret med/p95: over the class's seeds; reach: mean regret against the best γ ≤ deployed + 2; "
+              "cover: 90% interval at the recommended γ against the truth; c.mix: the same at the window's own batch mix",
+              "", markdown_table(doc), "", f"wall time {doc['wall_s']:.0f} s"]
+    return "\n".join(lines)
+
+
+def _json_clean(x):
+    """NaN → null, numpy scalars → numbers (the document is strict JSON)."""
+    if isinstance(x, dict):
+        return {str(k): _json_clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_clean(v) for v in x]
+    if isinstance(x, (np.floating, np.integer, np.bool_)):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=200, help="seeds per class (default 200)")
+    parser.add_argument("--classes", default="", help="comma-separated class names (default: all)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: the CPU count)")
+    parser.add_argument("--no-http", action="store_true", help="skip the once-per-class HTTP collector path")
+    parser.add_argument("--json", action="store_true", help="print the JSON document only")
+    parser.add_argument("--markdown", action="store_true", help="print the README summary table only")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.classes.split(",") if n.strip()] or [c.name for c in CLASSES]
+    unknown = [n for n in names if n not in CLASS_BY_NAME]
+    if unknown:
+        print(f"decision: unknown class {unknown[0]!r} (see benchmarks/decision_scenarios.py)", file=sys.stderr)
+        return 2
+    if args.seeds < 1:
+        print(f"decision: --seeds must be ≥ 1, got {args.seeds}", file=sys.stderr)
+        return 2
+    doc = run(names, args.seeds, not args.no_http, max(1, args.workers))
+    if args.json:
+        print(json.dumps(_json_clean(doc), allow_nan=False))
+    elif args.markdown:
+        print(markdown_table(doc))
+    else:
+        print(text_report(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
