@@ -15,7 +15,7 @@ specialized decode path has graphs for; vLLM's defaults otherwise) and ``draft_m
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any, Iterable, Mapping
 
 

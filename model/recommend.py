@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from statistics import NormalDist
-from typing import Mapping
+
 
 import numpy as np
 

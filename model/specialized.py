@@ -26,7 +26,6 @@ from functools import lru_cache
 from dataclasses import dataclass
 from typing import Mapping
 
-import numpy as np
 
 from .deployment import ModelInputError
 

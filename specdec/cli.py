@@ -24,20 +24,10 @@ class UsageError(ValueError):
 
 def dump_json(doc: dict) -> None:
     """Print one JSON document on stdout: NaN/inf become null, schema_version first."""
+    from .pipeline import json_safe
+
     doc = {"schema_version": SCHEMA_VERSION, **doc}
-    sys.stdout.write(json.dumps(_json_safe(doc), indent=2, allow_nan=False) + "\n")
-
-
-def _json_safe(x):
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {str(k): _json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_safe(v) for v in x]
-    if hasattr(x, "tolist"):  # numpy scalars and arrays
-        return _json_safe(x.tolist())
-    return x
+    sys.stdout.write(json.dumps(json_safe(doc), indent=2, allow_nan=False) + "\n")
 
 
 def _duration(text: str) -> float:

@@ -11,9 +11,8 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from acceptance.counts import IntervalCounts, SpecCounts
+from acceptance.counts import IntervalCounts
 from acceptance.estimates import (
     AcceptanceEstimate,
     Drift,
@@ -268,17 +267,20 @@ def tuning_to_dict(t: RouteTuning) -> dict:
         "observed": observed,
     }
     doc.update(rec)
-    return _plain(doc)
+    return json_safe(doc)
 
 
-def _plain(x):
-    """numpy scalars and arrays → Python numbers and lists (the document is JSON-shaped)."""
+def json_safe(x):
+    """The JSON conventions of every document the views print: numpy → Python numbers and
+    lists, NaN/inf → null, keys → strings."""
     if isinstance(x, dict):
-        return {k: _plain(v) for k, v in x.items()}
+        return {str(k): json_safe(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
+        return [json_safe(v) for v in x]
     if hasattr(x, "tolist"):
-        return _plain(x.tolist())
+        return json_safe(x.tolist())
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
     return x
 
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import math
 
 import streamlit as st
 
-from specdec.pipeline import tuning_to_dict
+from specdec.pipeline import json_safe, tuning_to_dict
 
 from .. import text
 from ..data import FleetView
@@ -88,18 +87,7 @@ def render(fleet: FleetView) -> None:
                "route's acceptance in a benchmark on a real engine, never in serving.")
     st.code(json.dumps(rec.replay_config, indent=2), language="json")
     doc = {"schema_version": 1, **tuning_to_dict(tuning)}
-    st.download_button("tune-gamma JSON", json.dumps(_json_safe(doc), indent=2, allow_nan=False),
+    st.download_button("tune-gamma JSON", json.dumps(json_safe(doc), indent=2, allow_nan=False),
                        file_name=f"tune-gamma-{route}.json", mime="application/json", key="rec_download")
 
 
-def _json_safe(x):
-    """The CLI's JSON conventions: NaN/inf → null, numpy → lists and numbers."""
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {str(k): _json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_safe(v) for v in x]
-    if hasattr(x, "tolist"):
-        return _json_safe(x.tolist())
-    return x
