@@ -25,7 +25,6 @@ import math
 from dataclasses import asdict, dataclass, field
 from statistics import NormalDist
 
-
 import numpy as np
 
 from .deployment import Deployment, ModelInputError
