@@ -38,16 +38,31 @@ family, labels) would fit too, but costs 4 + γ rows per engine per scrape (≈ 
 week for 100 engines at 15 s) where packed arrays cost one, and every window would have to
 pivot them back into this layout.
 
-Rollups: per (engine, level ∈ {5 min, 1 h}, bucket, segment, layout) the summed deltas of
-the intervals whose end lies in the bucket (b, b + level], plus the step shape per bucket,
-maintained at write time by UPSERTs inside the cycle's transaction (so they can never
-disagree with the raw rows). A window reads whole buckets inside it and raw rows at its
-edges (``acceptance.windows``).
+Reading layout — chunks, so that a week reads in milliseconds. ``samples`` is the record
+of what was scraped (and each engine's baseline); windows never read it. They read chunk
+rows, each holding packed arrays for one engine over one span (``CHUNK_SPANS``):
+
+* ``interval_chunks`` (level 0): every sample of an engine in a 5-min chunk (time ∈
+  (c, c + 300]) with one (segment, layout, it layout) key: times, cycles, starts, ITL
+  deltas, and a count matrix [batch size, delta (W), iteration-token delta] stored in the
+  narrowest exact type (uint8/16/32, float64 for fractions or NaN). Derivable arrays
+  (cycles = times, start[i] = time[i − 1], zero ITL) are NULL. An hour of a route's
+  engines is ~13 rows per engine instead of 240.
+* ``spec_rollups`` / ``step_rollups``: per (engine, level ∈ {5 min, 1 h}, chunk of 1 h /
+  1 day, segment, layout) the buckets (b, b + level] of the chunk with their summed
+  deltas, interval counts, first start and last end; the step shape per bucket (ITL sums,
+  iteration-token deltas, batch mix as (bucket, batch size, samples) triples).
+
+Chunks are maintained at write time inside the cycle's transaction (so they can never
+disagree with ``samples``): the open chunks of each engine are kept in memory and written
+back by rowid (rowid tables: chunk rows of a few KiB would spill into overflow pages in a
+WITHOUT ROWID b-tree). A window reads whole buckets inside it and scrape intervals at its
+edges (``acceptance.windows``), one query per level for all the route's engines.
 
 Retention (``retention_s``): raw samples, failures and cycles older than ``retention_s``
-are deleted (each engine's newest sample is kept: it is the baseline of the next delta);
-rollups and events are kept ``ROLLUP_RETENTION_FACTOR`` times longer, so long windows stay
-readable at bucket resolution after the raw rows are gone (their edges are then rounded to
+and chunk entries are deleted (each engine's newest sample is kept: it is the baseline of
+the next delta); rollups and events are kept ``ROLLUP_RETENTION_FACTOR`` times longer, so
+long windows stay readable at bucket resolution after the raw rows are gone (their edges are then rounded to
 whole buckets). ``write_cycle`` applies retention at most every ``retention_s / 10``
 (capped at 1 h), in its own transaction after the cycle's.
 """
@@ -56,9 +71,9 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sqlite3
-from dataclasses import dataclass
+from array import array
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, NamedTuple
 
@@ -123,14 +138,26 @@ CREATE TABLE segments (
     first_time REAL NOT NULL);
 CREATE TABLE cycles (time REAL PRIMARY KEY, ok INTEGER NOT NULL, failed INTEGER NOT NULL);
 CREATE TABLE samples (
-    engine_id INTEGER NOT NULL, time REAL NOT NULL, cycle REAL NOT NULL,
-    start REAL,              -- the previous scrape: the delta covers (start, time]
+    engine_id INTEGER NOT NULL, time REAL NOT NULL,
     seg_id INTEGER, layout_id INTEGER, created REAL,
     value BLOB,              -- cumulative spec counters (NULL: not speculating)
     delta BLOB,              -- NULL: baseline, spec off, or unattributed
-    running REAL, itl_sum REAL, itl_count REAL, itl_sum_delta REAL, itl_count_delta REAL,
-    it_layout_id INTEGER, it_value BLOB, it_delta BLOB,
+    running REAL, itl_sum REAL, itl_count REAL, it_layout_id INTEGER, it_value BLOB,
     PRIMARY KEY (engine_id, time)) WITHOUT ROWID;
+-- Chunk tables are rowid tables: their rows (up to a few KiB) would spill into overflow
+-- pages in a WITHOUT ROWID b-tree.
+CREATE TABLE interval_chunks (           -- what windows read at scrape resolution
+    engine_id INTEGER NOT NULL, chunk REAL NOT NULL,   -- samples with time in (chunk, chunk + 300]
+    seg_id INTEGER NOT NULL, layout_id INTEGER NOT NULL,  -- 0, 0: samples without a spec delta
+    it_layout_id INTEGER NOT NULL,       -- 0: no iteration-token histogram
+    n INTEGER NOT NULL, code INTEGER NOT NULL,  -- entries, dtype of `counts` (1, 2, 4: uint, 8: float64)
+    times BLOB NOT NULL,                 -- float64 (n): sample times = interval ends
+    cycles BLOB,                         -- float64 (n), NULL: equal to times
+    first_start REAL,                    -- start of the first interval
+    starts BLOB,                         -- float64 (n), NULL: start[i] = times[i - 1]
+    counts BLOB NOT NULL,                -- (n, 1 + W + W_it): batch size, delta, it delta
+    itl BLOB,                            -- float64 (n, 2) ITL sum and count deltas, NULL: all zero
+    UNIQUE (engine_id, chunk, seg_id, layout_id, it_layout_id));
 CREATE TABLE failures (
     target_id INTEGER NOT NULL, time REAL NOT NULL, error TEXT NOT NULL,
     PRIMARY KEY (target_id, time)) WITHOUT ROWID;
@@ -138,42 +165,36 @@ CREATE TABLE events (
     id INTEGER PRIMARY KEY, time REAL NOT NULL, target_id INTEGER NOT NULL,
     engine_id INTEGER, kind TEXT NOT NULL, detail TEXT NOT NULL, data TEXT);
 CREATE INDEX events_by_target_time ON events (target_id, time);
-CREATE TABLE spec_rollups (
-    engine_id INTEGER NOT NULL, level INTEGER NOT NULL, bucket REAL NOT NULL,
-    seg_id INTEGER NOT NULL, layout_id INTEGER NOT NULL, delta BLOB NOT NULL,
-    intervals INTEGER NOT NULL, first_start REAL NOT NULL, last_end REAL NOT NULL,
-    PRIMARY KEY (engine_id, level, bucket, seg_id, layout_id)) WITHOUT ROWID;
+CREATE TABLE spec_rollups (              -- float64 arrays over the n buckets of one chunk
+    engine_id INTEGER NOT NULL, level INTEGER NOT NULL, chunk REAL NOT NULL,
+    seg_id INTEGER NOT NULL, layout_id INTEGER NOT NULL, n INTEGER NOT NULL,
+    buckets BLOB NOT NULL, intervals BLOB NOT NULL, first_start BLOB NOT NULL, last_end BLOB NOT NULL,
+    delta BLOB NOT NULL,                 -- (n, W)
+    UNIQUE (engine_id, level, chunk, seg_id, layout_id));
 CREATE TABLE step_rollups (
-    engine_id INTEGER NOT NULL, level INTEGER NOT NULL, bucket REAL NOT NULL,
-    it_layout_id INTEGER NOT NULL,          -- 0: no iteration-token histogram
-    it_delta BLOB, itl_sum REAL NOT NULL, itl_count REAL NOT NULL,
-    running TEXT NOT NULL,                  -- JSON {batch size: samples}
-    PRIMARY KEY (engine_id, level, bucket, it_layout_id)) WITHOUT ROWID;
+    engine_id INTEGER NOT NULL, level INTEGER NOT NULL, chunk REAL NOT NULL,
+    it_layout_id INTEGER NOT NULL,       -- 0: no iteration-token histogram
+    n INTEGER NOT NULL, buckets BLOB NOT NULL,
+    itl BLOB NOT NULL,                   -- (n, 2): ITL sum, ITL count
+    it_delta BLOB,                       -- (n, W_it)
+    mix_code INTEGER NOT NULL,           -- dtype of batch_mix
+    batch_mix BLOB NOT NULL,             -- (k, 3): bucket index in the chunk, batch size >= 1, samples
+    UNIQUE (engine_id, level, chunk, it_layout_id));
 """
 
 # version → statements that bring a store from version − 1 to it.
 _MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1}
 
 
-# ---------------------------------------------------------------- SQL helper functions
-
-def _blob_add(a, b):
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return (np.frombuffer(a) + np.frombuffer(b)).tobytes()
-
-
-def _hist_merge(a, b):
-    ha, hb = json.loads(a), json.loads(b)
-    for k, v in hb.items():
-        ha[k] = ha.get(k, 0) + v
-    return json.dumps(ha, separators=(",", ":"))
-
+# ---------------------------------------------------------------- packing and chunks
 
 def _pack(v: np.ndarray | None) -> bytes | None:
     return None if v is None else np.ascontiguousarray(v, dtype=np.float64).tobytes()
+
+
+def _pack_floats(v: list[float]) -> bytes:
+    """float64 bytes of a list of floats (cheaper than numpy for the short lists of a chunk)."""
+    return array("d", v).tobytes()
 
 
 def _unpack(b: bytes | None) -> np.ndarray | None:
@@ -183,6 +204,182 @@ def _unpack(b: bytes | None) -> np.ndarray | None:
 def bucket_of(t: float, level: int) -> float:
     """The rollup bucket b holding an interval that ends at t: t ∈ (b, b + level]."""
     return float((math.ceil(t / level) - 1) * level)
+
+
+# level → seconds one stored chunk row spans: 5-min chunks of scrape intervals (level 0),
+# hours of 5-min buckets, days of 1-h buckets. A week of a route's engines is then ~8 rows
+# per engine instead of ~170, and an hour of scrape intervals 13 rows instead of 240.
+CHUNK_SPANS: dict[int, float] = {0: 300.0, 300: 3600.0, 3600: 86400.0}
+
+COUNT_DTYPES: dict[int, type] = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.float64}
+_ARRAY_TYPECODES = {1: "B", 2: "H", 4: "I", 8: "d"}  # the same, as array-module type codes
+_CHUNK_TABLES = {"i": "interval_chunks", "s": "spec_rollups", "t": "step_rollups"}
+
+
+def chunk_of(bucket: float, level: int) -> float:
+    """The chunk row holding rollup bucket ``bucket`` of ``level``: floor(b / span) · span."""
+    span = CHUNK_SPANS[level]
+    return float(math.floor(bucket / span) * span)
+
+
+def _narrow(m: np.ndarray) -> tuple[int, bytes]:
+    """The smallest exact encoding of a count matrix: unsigned integers when every value is
+    whole and fits (scrape-interval deltas are small counts), else float64 (NaN, fractions)."""
+    if m.size == 0:
+        return 1, b""
+    lo, hi = m.min(), m.max()
+    if lo >= 0 and hi <= 0xFFFFFFFF and bool((m == np.floor(m)).all()):  # NaN compares False
+        code = 1 if hi <= 0xFF else 2 if hi <= 0xFFFF else 4
+        return code, m.astype(COUNT_DTYPES[code]).tobytes()
+    return 8, np.ascontiguousarray(m, dtype=np.float64).tobytes()
+
+
+def _encode_interval_chunk(times, cycles, starts, itl, counts) -> tuple:
+    """(n, code, times, cycles, first_start, starts, counts, itl) column values; what
+    can be derived is stored as NULL (cycles equal to times, starts that are the previous
+    time, ITL sums of zero) so a chunk costs little more than its counts."""
+    same_cycles = np.array_equal(cycles, times)
+    contiguous = np.array_equal(starts[1:], times[:-1])
+    code, packed = _narrow(counts)
+    first = float(starts[0])
+    return (len(times), code, times.tobytes(), None if same_cycles else cycles.tobytes(),
+            None if (not contiguous or math.isnan(first)) else first, None if contiguous else starts.tobytes(),
+            packed, itl.tobytes() if itl.any() else None)
+
+
+class _IntervalChunk:
+    """Open level-0 chunk: one engine's samples in one 5-min chunk with one (segment,
+    layout, it layout) key. ``rows``: [batch size (0: none or idle), delta (W),
+    iteration-token delta (W_it)]; ``itl``: [ITL-sum delta, ITL-count delta]."""
+
+    __slots__ = ("times", "cycles", "starts", "itl", "rows", "rowid")
+
+    def __init__(self):
+        self.rowid: int | None = None  # the stored row, updated in place
+        self.times: list[float] = []
+        self.cycles: list[float] = []
+        self.starts: list[float] = []
+        self.itl: list[tuple[float, float]] = []
+        self.rows: list = []
+
+    def encode(self) -> tuple:
+        times = self.times
+        contiguous = self.starts[1:] == times[:-1]
+        first = self.starts[0]
+        code, packed = _narrow(np.array(self.rows, dtype=np.float64))
+        itl = [x for pair in self.itl for x in pair]
+        return (len(times), code, _pack_floats(times), None if self.cycles == times else _pack_floats(self.cycles),
+                None if (not contiguous or math.isnan(first)) else first,
+                None if contiguous else _pack_floats(self.starts), packed, _pack_floats(itl) if any(itl) else None)
+
+    @classmethod
+    def decode(cls, n, code, times, cycles, first_start, starts, counts, itl, width) -> "_IntervalChunk":
+        c = cls()
+        c.times = np.frombuffer(times).tolist()
+        c.cycles = np.frombuffer(cycles).tolist() if cycles is not None else list(c.times)
+        c.starts = (np.frombuffer(starts).tolist() if starts is not None
+                    else [first_start if first_start is not None else math.nan] + c.times[:-1])
+        c.itl = np.frombuffer(itl).reshape(n, 2).tolist() if itl is not None else [(0.0, 0.0)] * n
+        c.rows = list(np.frombuffer(counts, dtype=COUNT_DTYPES[code]).astype(np.float64).reshape(n, width))
+        return c
+
+
+class _SpecRollupChunk:
+    """Open spec rollup chunk: per bucket, Σ deltas, intervals, first start, last end."""
+
+    __slots__ = ("buckets", "intervals", "first_start", "last_end", "deltas", "packed", "rowid")
+
+    def __init__(self):
+        self.rowid: int | None = None
+        self.packed: list[bytes | None] = []  # float64 bytes of each delta (None: stale)
+        self.buckets: list[float] = []
+        self.intervals: list[float] = []
+        self.first_start: list[float] = []
+        self.last_end: list[float] = []
+        self.deltas: list[np.ndarray] = []
+
+    def add(self, bucket: float, start: float, end: float, delta: np.ndarray) -> None:
+        if self.buckets and self.buckets[-1] == bucket:  # an engine's times only go forward
+            self.deltas[-1] = self.deltas[-1] + delta
+            self.packed[-1] = None
+            self.intervals[-1] += 1
+            self.first_start[-1] = min(self.first_start[-1], start)
+            self.last_end[-1] = max(self.last_end[-1], end)
+        else:
+            self.buckets.append(bucket)
+            self.intervals.append(1.0)
+            self.first_start.append(start)
+            self.last_end.append(end)
+            self.deltas.append(delta)
+            self.packed.append(None)
+
+    def encode(self) -> tuple:
+        if self.packed[-1] is None:  # only the newest bucket changes between cycles
+            self.packed[-1] = _pack(self.deltas[-1])
+        return (len(self.buckets), _pack_floats(self.buckets), _pack_floats(self.intervals),
+                _pack_floats(self.first_start), _pack_floats(self.last_end),
+                b"".join(b if b is not None else _pack(d) for b, d in zip(self.packed, self.deltas)))
+
+    @classmethod
+    def decode(cls, n, buckets, intervals, first_start, last_end, delta) -> "_SpecRollupChunk":
+        c = cls()
+        c.buckets, c.intervals = _unpack(buckets).tolist(), _unpack(intervals).tolist()
+        c.first_start, c.last_end = _unpack(first_start).tolist(), _unpack(last_end).tolist()
+        c.deltas = list(_unpack(delta).reshape(n, -1))
+        c.packed = [None] * n
+        return c
+
+
+class _StepRollupChunk:
+    """Open step rollup chunk: per bucket ITL sums and iteration-token deltas, and the
+    batch mix as (bucket, batch size, samples) triples."""
+
+    __slots__ = ("buckets", "itl", "it", "batch_mix", "rowid")
+
+    def __init__(self):
+        self.rowid: int | None = None
+        self.buckets: list[float] = []
+        self.itl: list[list[float]] = []
+        self.it: list = []
+        self.batch_mix: dict[tuple[float, int], int] = {}
+
+    def add(self, bucket: float, itl_sum: float, itl_count: float, it_delta, batch: int) -> None:
+        if not (self.buckets and self.buckets[-1] == bucket):
+            self.buckets.append(bucket)
+            self.itl.append([0.0, 0.0])
+            self.it.append(None)
+        itl = self.itl[-1]
+        itl[0] += itl_sum
+        itl[1] += itl_count
+        if it_delta is not None:
+            self.it[-1] = it_delta if self.it[-1] is None else self.it[-1] + it_delta
+        if batch >= 1:
+            key = (bucket, batch)
+            self.batch_mix[key] = self.batch_mix.get(key, 0) + 1
+
+    def encode(self, width: int, chunk: float, level: int) -> tuple:
+        it = None
+        if width:
+            none = np.full(width, math.nan)  # buckets whose samples had no iteration-token delta
+            it = b"".join(_pack(none if x is None else x) for x in self.it)
+        # whole numbers: (bucket index, batch size, samples), in the narrowest unsigned type
+        mix = [x for (b, k), n in self.batch_mix.items() for x in (round((b - chunk) / level), k, n)]
+        top = max(mix, default=0)
+        code = 1 if top <= 0xFF else 2 if top <= 0xFFFF else 4 if top <= 0xFFFFFFFF else 8
+        packed = array(_ARRAY_TYPECODES[code], mix if code != 8 else [float(x) for x in mix]).tobytes()
+        return (len(self.buckets), _pack_floats(self.buckets), _pack_floats([x for pair in self.itl for x in pair]),
+                it, code, packed)
+
+    @classmethod
+    def decode(cls, n, buckets, itl, it_delta, mix_code, batch_mix, chunk, level) -> "_StepRollupChunk":
+        c = cls()
+        c.buckets = _unpack(buckets).tolist()
+        c.itl = _unpack(itl).reshape(n, 2).tolist()
+        c.it = ([None if np.isnan(x).all() else x for x in _unpack(it_delta).reshape(n, -1)]
+                if it_delta is not None else [None] * n)
+        mix = np.frombuffer(batch_mix, dtype=COUNT_DTYPES[mix_code]).reshape(-1, 3).tolist()
+        c.batch_mix = {(chunk + i * level, int(k)): int(m) for i, k, m in mix}
+        return c
 
 
 # ---------------------------------------------------------------- in-memory engine state
@@ -270,8 +467,6 @@ class Store:
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.create_function("specdec_blob_add", 2, _blob_add, deterministic=True)
-            conn.create_function("specdec_hist_merge", 2, _hist_merge, deterministic=True)
             _migrate(conn, path)
             return cls(conn, path, retention_s)
         except StoreError:
@@ -322,7 +517,16 @@ class Store:
         for lid, kind, cols in c.execute("SELECT id, kind, columns FROM layouts"):
             self._layout_ids[(kind, cols)] = lid
             self._layouts[lid] = (kind, json.loads(cols))
-        self._segment_gamma: dict[int, int] = dict(c.execute("SELECT id, gamma FROM segments"))
+        self._layout_by_columns: dict[tuple[str, tuple], int] = {
+            (kind, tuple(cols)): lid for lid, (kind, cols) in self._layouts.items()}
+        self._segment_gamma: dict[int, int] = {}
+        self._segment_engine: dict[int, int] = {}
+        for sid, eid, gamma in c.execute("SELECT id, engine_id, gamma FROM segments"):
+            self._segment_gamma[sid] = gamma
+            self._segment_engine[sid] = eid
+        # open chunks, loaded on first write: (kind, engine, level) → {(chunk, *key): chunk object}
+        self._chunk_cache: dict[tuple, dict[tuple, object]] = {}
+        self._dirty: dict[tuple, object] = {}
         self._engines: dict[int, _EngineState] = {}
         for eid in self._engine_refs:
             row = c.execute(
@@ -355,19 +559,95 @@ class Store:
         return eid
 
     def _layout_id(self, kind: str, columns: list) -> int:
+        lid = self._layout_by_columns.get((kind, tuple(columns)))
+        if lid is not None:
+            return lid
         text = json.dumps(columns, separators=(",", ":"))
         lid = self._layout_ids.get((kind, text))
         if lid is None:
             lid = self.conn.execute("INSERT INTO layouts (kind, columns) VALUES (?, ?)", (kind, text)).lastrowid
             self._layout_ids[(kind, text)] = lid
             self._layouts[lid] = (kind, list(columns))
+        self._layout_by_columns[(kind, tuple(columns))] = lid
         return lid
 
     def _new_segment(self, eid: int, gamma: int, t: float) -> int:
         sid = self.conn.execute(
             "INSERT INTO segments (engine_id, gamma, first_time) VALUES (?, ?, ?)", (eid, gamma, t)).lastrowid
         self._segment_gamma[sid] = gamma
+        self._segment_engine[sid] = eid
         return sid
+
+    def _width(self, layout_id: int) -> int:
+        return len(self._layouts[layout_id][1]) if layout_id else 0
+
+    def _open_chunk(self, kind: str, eid: int, level: int, chunk: float, key: tuple):
+        """The open chunk object of (kind ∈ i | s | t, engine, level, chunk, key), marked dirty.
+
+        The cache holds, per (kind, engine, level), every stored chunk from the first one
+        written since open: an engine's times only go forward, so a chunk newer than those
+        cached is new, and older ones are complete and leave the cache."""
+        group = (kind, eid, level)
+        cached = self._chunk_cache.get(group)
+        if cached is None:
+            cached = self._chunk_cache[group] = self._load_chunks(kind, eid, level, chunk)
+        full = (chunk,) + key
+        obj = cached.get(full)
+        if obj is None:
+            for k in [k for k in cached if k[0] < chunk]:
+                del cached[k]
+            obj = cached[full] = (_IntervalChunk if kind == "i" else _SpecRollupChunk if kind == "s"
+                                  else _StepRollupChunk)()
+        self._dirty[(kind, eid, level) + full] = obj
+        return obj
+
+    def _load_chunks(self, kind: str, eid: int, level: int, chunk: float) -> dict[tuple, object]:
+        c = self.conn
+        out: dict[tuple, object] = {}
+        if kind == "i":
+            for rowid, ch, seg, lay, it_lay, *cols in c.execute(
+                    "SELECT rowid, chunk, seg_id, layout_id, it_layout_id, n, code, times, cycles, first_start, "
+                    "starts, counts, itl FROM interval_chunks WHERE engine_id = ? AND chunk >= ?", (eid, chunk)):
+                obj = out[(ch, seg, lay, it_lay)] = _IntervalChunk.decode(
+                    *cols, width=1 + self._width(lay) + self._width(it_lay))
+                obj.rowid = rowid
+        elif kind == "s":
+            for rowid, ch, seg, lay, *cols in c.execute(
+                    "SELECT rowid, chunk, seg_id, layout_id, n, buckets, intervals, first_start, last_end, delta "
+                    "FROM spec_rollups WHERE engine_id = ? AND level = ? AND chunk >= ?", (eid, level, chunk)):
+                obj = out[(ch, seg, lay)] = _SpecRollupChunk.decode(*cols)
+                obj.rowid = rowid
+        else:
+            for rowid, ch, it_lay, *cols in c.execute(
+                    "SELECT rowid, chunk, it_layout_id, n, buckets, itl, it_delta, mix_code, batch_mix "
+                    "FROM step_rollups WHERE engine_id = ? AND level = ? AND chunk >= ?", (eid, level, chunk)):
+                obj = out[(ch, it_lay)] = _StepRollupChunk.decode(*cols, ch, level)
+                obj.rowid = rowid
+        return out
+
+    def _flush_chunks(self) -> None:
+        """Write every chunk changed in this cycle (inside the cycle's transaction): stored
+        ones are updated in place by rowid (no index change), new ones inserted."""
+        c = self.conn
+        updates: dict[str, list] = {"i": [], "s": [], "t": []}
+        for (kind, eid, level, chunk, *key), obj in self._dirty.items():
+            if kind == "t":
+                values = obj.encode(self._width(key[0]), chunk, level)
+            else:
+                values = obj.encode()
+            if obj.rowid is not None:
+                updates[kind].append((*values, obj.rowid))
+                continue
+            row = (eid, chunk, *key, *values) if kind == "i" else (eid, level, chunk, *key, *values)
+            obj.rowid = c.execute(f"INSERT INTO {_CHUNK_TABLES[kind]} VALUES ({','.join('?' * len(row))})",
+                                  row).lastrowid
+        self._dirty = {}
+        c.executemany("UPDATE interval_chunks SET n = ?, code = ?, times = ?, cycles = ?, first_start = ?, "
+                      "starts = ?, counts = ?, itl = ? WHERE rowid = ?", updates["i"])
+        c.executemany("UPDATE spec_rollups SET n = ?, buckets = ?, intervals = ?, first_start = ?, last_end = ?, "
+                      "delta = ? WHERE rowid = ?", updates["s"])
+        c.executemany("UPDATE step_rollups SET n = ?, buckets = ?, itl = ?, it_delta = ?, mix_code = ?, "
+                      "batch_mix = ? WHERE rowid = ?", updates["t"])
 
     # -------------------------------------------------------------- writing
 
@@ -412,7 +692,7 @@ class Store:
 
     def _write_cycle_rows(self, results: list[ScrapeResult], cycle: float) -> dict[int, _EngineState]:
         c = self.conn
-        samples, spec_roll, step_roll, events, failures, target_rows = [], [], [], [], [], []
+        samples, events, failures, target_rows = [], [], [], []
         staged: dict[int, _EngineState] = {}
         n_failed = 0
         for r in results:
@@ -439,7 +719,7 @@ class Store:
                     if prev is not None and r.time <= prev.time:
                         raise ValueError(
                             f"scrape of {r.target} at {r.time} is not after its previous scrape at {prev.time}")
-                    state = self._engine_sample(eid, prev, snap, r.time, cycle, samples, spec_roll, step_roll, events)
+                    state = self._engine_sample(eid, prev, snap, r.time, cycle, samples, events)
                     staged[eid] = state
             self._targets[tid] = new_ts
             target_rows.append((new_ts.last_ok_time, new_ts.last_error, new_ts.last_error_time,
@@ -447,17 +727,8 @@ class Store:
         c.execute("INSERT INTO cycles (time, ok, failed) VALUES (?, ?, ?) "
                   "ON CONFLICT (time) DO UPDATE SET ok = ok + excluded.ok, failed = failed + excluded.failed",
                   (cycle, len(results) - n_failed, n_failed))
-        c.executemany("INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", samples)
-        c.executemany(
-            "INSERT INTO spec_rollups VALUES (?,?,?,?,?,?,1,?,?) ON CONFLICT DO UPDATE SET "
-            "delta = specdec_blob_add(delta, excluded.delta), intervals = intervals + 1, "
-            "first_start = min(first_start, excluded.first_start), last_end = max(last_end, excluded.last_end)",
-            spec_roll)
-        c.executemany(
-            "INSERT INTO step_rollups VALUES (?,?,?,?,?,?,?,?) ON CONFLICT DO UPDATE SET "
-            "it_delta = specdec_blob_add(it_delta, excluded.it_delta), itl_sum = itl_sum + excluded.itl_sum, "
-            "itl_count = itl_count + excluded.itl_count, running = specdec_hist_merge(running, excluded.running)",
-            step_roll)
+        c.executemany("INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", samples)
+        self._flush_chunks()
         c.executemany("INSERT INTO failures VALUES (?, ?, ?)", failures)
         c.executemany(
             "INSERT INTO events (time, target_id, engine_id, kind, detail, data) VALUES (?,?,?,?,?,?)", events)
@@ -467,7 +738,7 @@ class Store:
         return staged
 
     def _engine_sample(self, eid, prev: _EngineState | None, snap: EngineSnapshot, t: float, cycle: float,
-                       samples, spec_roll, step_roll, events) -> _EngineState:
+                       samples, events) -> _EngineState:
         """Compute one engine's delta and events against its previous sample (see module doc)."""
         tid = self._target_ids[self._engine_refs[eid].target]
         counts = snap.counts
@@ -554,18 +825,32 @@ class Store:
                 it_delta = it_value.copy()
         running = shape.num_requests_running
 
-        start = prev.time if prev is not None else None
-        samples.append((eid, t, cycle, start, seg_id, layout_id, snap.created, _pack(value), _pack(delta),
-                        running, itl_sum, itl_count, itl_sum_d, itl_count_d, it_layout, _pack(it_value),
-                        _pack(it_delta)))
+        start = prev.time if prev is not None else math.nan
+        samples.append((eid, t, seg_id, layout_id, snap.created, _pack(value), _pack(delta),
+                        running, itl_sum, itl_count, it_layout, _pack(it_value)))
         if delta is not None or running is not None or itl_sum_d is not None or it_delta is not None:
-            hist = json.dumps({str(int(round(running))): 1}) if running is not None else "{}"
+            batch = int(round(running)) if running is not None else 0  # 0: not a batch size
+            it_width = self._width(it_layout) if it_layout else 0
+            it_row = (it_delta if it_delta is not None else np.full(it_width, math.nan)) if it_width else ()
+            spec_key = (seg_id, layout_id) if delta is not None else (0, 0)
+            chunk = self._open_chunk("i", eid, 0, bucket_of(t, 300), spec_key + (it_layout or 0,))
+            chunk.times.append(t)
+            chunk.cycles.append(cycle)
+            chunk.starts.append(start)
+            chunk.itl.append((itl_sum_d or 0.0, itl_count_d or 0.0))
+            row = [batch]
+            if delta is not None:
+                row += delta.tolist()
+            if it_width:
+                row += it_row.tolist()
+            chunk.rows.append(row)
             for level in ROLLUP_LEVELS:
                 b = bucket_of(t, level)
+                ch = chunk_of(b, level)
                 if delta is not None:
-                    spec_roll.append((eid, level, b, seg_id, layout_id, _pack(delta), start, t))
-                step_roll.append((eid, level, b, it_layout or 0, _pack(it_delta), itl_sum_d or 0.0,
-                                  itl_count_d or 0.0, hist))
+                    self._open_chunk("s", eid, level, ch, (seg_id, layout_id)).add(b, start, t, delta)
+                self._open_chunk("t", eid, level, ch, (it_layout or 0,)).add(
+                    b, itl_sum_d or 0.0, itl_count_d or 0.0, it_delta, batch)
         return _EngineState(eid, t, seg_id, gamma, layout_id, snap.created, value, itl_sum, itl_count,
                             it_layout, it_value)
 
@@ -600,47 +885,57 @@ class Store:
             run = np.asarray(running, dtype=np.float64) if running is not None else None
             isum = np.asarray(itl_sum, dtype=np.float64) if itl_sum is not None else None
             icnt = np.asarray(itl_count, dtype=np.float64) if itl_count is not None else None
-            isum_d = np.diff(isum) if isum is not None else None
-            icnt_d = np.diff(icnt) if icnt is not None else None
             vb = cum.tobytes()
             db = delta.tobytes()
             w = cum.shape[1] * 8
-            rows = []
-            for i in range(n):
-                rows.append((
-                    eid, times[i].item(), times[i].item(), times[i - 1].item() if i else None, seg, lay, None,
-                    vb[i * w:(i + 1) * w], db[(i - 1) * w:i * w] if i else None,
-                    run[i].item() if run is not None else None,
-                    isum[i].item() if isum is not None else None, icnt[i].item() if icnt is not None else None,
-                    isum_d[i - 1].item() if (isum_d is not None and i) else None,
-                    icnt_d[i - 1].item() if (icnt_d is not None and i) else None, None, None, None))
-            c.executemany("INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            col = lambda a, i: a[i].item() if a is not None else None  # noqa: E731
+            c.executemany("INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", [
+                (eid, times[i].item(), seg, lay, None, vb[i * w:(i + 1) * w], db[(i - 1) * w:i * w] if i else None,
+                 col(run, i), col(isum, i), col(icnt, i), None, None) for i in range(n)])
             c.executemany("INSERT INTO cycles VALUES (?, 1, 0) ON CONFLICT (time) DO UPDATE SET ok = ok + 1",
                           [(t,) for t in times.tolist()])
-            end = times[1:]
+            # per interval i ≥ 1 (sample 0 is the baseline: step shape only)
+            batch = np.round(run).astype(np.int64) if run is not None else np.zeros(n, dtype=np.int64)
+            isum_d = np.concatenate([[0.0], np.diff(isum)]) if isum is not None else np.zeros(n)
+            icnt_d = np.concatenate([[0.0], np.diff(icnt)]) if icnt is not None else np.zeros(n)
+            itl_d = np.column_stack([isum_d, icnt_d])
+            starts = np.concatenate([[math.nan], times[:-1]])
+            rows = []
+            if run is not None:  # the baseline carries a batch-size sample
+                rows.append((eid, bucket_of(float(times[0]), 300), 0, 0, 0) + _encode_interval_chunk(
+                    times[:1], times[:1], starts[:1], np.zeros((1, 2)), np.array([[batch[0]]], dtype=np.float64)))
+            counts = np.column_stack([batch, np.vstack([np.zeros(cum.shape[1]), delta])]).astype(np.float64)
+            chunk0 = (np.ceil(times / 300) - 1) * 300
+            for lo, hi in _runs(chunk0[1:], 1):
+                rows.append((eid, float(chunk0[lo]), seg, lay, 0) + _encode_interval_chunk(
+                    times[lo:hi], times[lo:hi], starts[lo:hi], itl_d[lo:hi], counts[lo:hi]))
+            c.executemany("INSERT INTO interval_chunks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
             for level in ROLLUP_LEVELS:
-                buckets = (np.ceil(end / level) - 1) * level
-                cut = np.flatnonzero(np.diff(buckets)) + 1
-                starts = np.concatenate([[0], cut])
-                sums = np.add.reduceat(delta, starts, axis=0) if len(end) else np.zeros((0, cum.shape[1]))
-                counts = np.diff(np.concatenate([starts, [len(end)]]))
-                c.executemany("INSERT INTO spec_rollups VALUES (?,?,?,?,?,?,?,?,?)", [
-                    (eid, level, buckets[s].item(), seg, lay, sums[j].tobytes(), int(counts[j]),
-                     times[s].item(), end[s + counts[j] - 1].item()) for j, s in enumerate(starts[:len(sums)])])
-                srows = []
-                all_b = (np.ceil(times / level) - 1) * level  # gauge samples: every scrape
-                for b in np.unique(all_b):
-                    m = all_b == b
-                    hist: dict[str, int] = {}
+                spec_rows, step_rows = [], []
+                buckets = (np.ceil(times / level) - 1) * level
+                for lo, hi in _runs(buckets[1:] // CHUNK_SPANS[level], 0):  # intervals 1..n-1 by chunk
+                    lo, hi = lo + 1, hi + 1
+                    bounds = _runs(buckets[lo:hi], 0)
+                    first = np.array([b0 for b0, _ in bounds]) + lo
+                    spec_rows.append((eid, level, chunk_of(float(buckets[lo]), level), seg, lay, len(bounds),
+                                      _pack(buckets[first]), _pack(np.array([b1 - b0 for b0, b1 in bounds], float)),
+                                      _pack(starts[first]), _pack(times[np.array([b1 for _, b1 in bounds]) + lo - 1]),
+                                      _pack(np.add.reduceat(delta[lo - 1:hi - 1], first - lo, axis=0))))
+                for lo, hi in _runs(buckets // CHUNK_SPANS[level], 0):  # every sample: step shape
+                    first = np.array([b0 for b0, _ in _runs(buckets[lo:hi], 0)]) + lo
+                    itl = np.column_stack([np.add.reduceat(isum_d[lo:hi], first - lo),
+                                           np.add.reduceat(icnt_d[lo:hi], first - lo)])
+                    mix = np.zeros((0, 3))
+                    ch = chunk_of(float(buckets[lo]), level)
                     if run is not None:
-                        vals, cnt = np.unique(np.round(run[m]).astype(int), return_counts=True)
-                        hist = {str(v): int(k) for v, k in zip(vals, cnt)}
-                    md = m[1:]
-                    srows.append((eid, level, b.item(), 0, None,
-                                  float(isum_d[md].sum()) if isum_d is not None else 0.0,
-                                  float(icnt_d[md].sum()) if icnt_d is not None else 0.0,
-                                  json.dumps(hist, separators=(",", ":"))))
-                c.executemany("INSERT INTO step_rollups VALUES (?,?,?,?,?,?,?,?)", srows)
+                        keep = batch[lo:hi] >= 1
+                        pairs, k = np.unique(np.column_stack([(buckets[lo:hi][keep] - ch) / level,
+                                                              batch[lo:hi][keep]]), axis=0, return_counts=True)
+                        mix = np.column_stack([pairs, k]).astype(np.float64)
+                    step_rows.append((eid, level, ch, 0, len(first), _pack(buckets[first]), _pack(itl), None,
+                                      *_narrow(mix)))
+                c.executemany("INSERT INTO spec_rollups VALUES (?,?,?,?,?,?,?,?,?,?,?)", spec_rows)
+                c.executemany("INSERT INTO step_rollups VALUES (?,?,?,?,?,?,?,?,?,?)", step_rows)
             ts = self._targets[tid]
             ts.last_ok_time = max(ts.last_ok_time or -math.inf, float(times[-1]))
             c.execute("UPDATE targets SET last_ok_time = ? WHERE id = ?", (ts.last_ok_time, tid))
@@ -671,11 +966,7 @@ class Store:
                 newest = self._engines[eid].time if eid in self._engines else math.inf
                 c.execute("DELETE FROM samples WHERE engine_id = ? AND time < ? AND time < ?",
                           (eid, raw_cut, newest))
-                for table in ("spec_rollups", "step_rollups"):
-                    for level in ROLLUP_LEVELS:
-                        # a bucket goes once all of it is older than the cut
-                        c.execute(f"DELETE FROM {table} WHERE engine_id = ? AND level = ? AND bucket + ? < ?",
-                                  (eid, level, level, roll_cut))
+            self._trim_chunks(raw_cut, roll_cut)
             for tid in self._targets:
                 c.execute("DELETE FROM failures WHERE target_id = ? AND time < ?", (tid, raw_cut))
             c.execute("DELETE FROM cycles WHERE time < ?", (raw_cut,))
@@ -685,6 +976,63 @@ class Store:
         except BaseException:
             c.execute("ROLLBACK")
             raise
+        finally:
+            self._chunk_cache = {}  # rewritten chunks are reloaded on the next write
+
+    def _trim_chunks(self, raw_cut: float, roll_cut: float) -> None:
+        """Delete chunk entries older than the cuts: level-0 entries with time < raw_cut,
+        rollup buckets with b + level < roll_cut; chunks astride a cut are rewritten."""
+        c = self.conn
+        span0 = CHUNK_SPANS[0]
+        c.execute("DELETE FROM interval_chunks WHERE chunk + ? < ?", (span0, raw_cut))
+        for eid, ch, seg, lay, it_lay, *cols in c.execute(
+                "SELECT engine_id, chunk, seg_id, layout_id, it_layout_id, n, code, times, cycles, first_start, "
+                "starts, counts, itl FROM interval_chunks WHERE chunk < ?", (raw_cut,)).fetchall():
+            old = _IntervalChunk.decode(*cols, width=1 + self._width(lay) + self._width(it_lay))
+            keep = [i for i, t in enumerate(old.times) if t >= raw_cut]
+            key = (eid, ch, seg, lay, it_lay)
+            c.execute("DELETE FROM interval_chunks WHERE engine_id = ? AND chunk = ? AND seg_id = ? "
+                      "AND layout_id = ? AND it_layout_id = ?", key)
+            if keep:
+                new = _IntervalChunk()
+                for name in ("times", "cycles", "starts", "itl", "rows"):
+                    setattr(new, name, [getattr(old, name)[i] for i in keep])
+                c.execute("INSERT INTO interval_chunks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", key + new.encode())
+        for level in ROLLUP_LEVELS:
+            span = CHUNK_SPANS[level]
+            lowest = roll_cut - level  # a bucket goes once all of it is older than the cut
+            for table in ("spec_rollups", "step_rollups"):
+                c.execute(f"DELETE FROM {table} WHERE level = ? AND chunk + ? <= ?", (level, span, lowest))
+            for eid, ch, seg, lay, *cols in c.execute(
+                    "SELECT engine_id, chunk, seg_id, layout_id, n, buckets, intervals, first_start, last_end, delta "
+                    "FROM spec_rollups WHERE level = ? AND chunk < ?", (level, lowest)).fetchall():
+                old = _SpecRollupChunk.decode(*cols)
+                keep = [i for i, b in enumerate(old.buckets) if b >= lowest]
+                key = (eid, level, ch, seg, lay)
+                c.execute("DELETE FROM spec_rollups WHERE engine_id = ? AND level = ? AND chunk = ? AND seg_id = ? "
+                          "AND layout_id = ?", key)
+                if keep:
+                    new = _SpecRollupChunk()
+                    for name in ("buckets", "intervals", "first_start", "last_end", "deltas"):
+                        setattr(new, name, [getattr(old, name)[i] for i in keep])
+                    new.packed = [None] * len(keep)
+                    c.execute("INSERT INTO spec_rollups VALUES (?,?,?,?,?,?,?,?,?,?,?)", key + new.encode())
+            for eid, ch, it_lay, *cols in c.execute(
+                    "SELECT engine_id, chunk, it_layout_id, n, buckets, itl, it_delta, mix_code, batch_mix "
+                    "FROM step_rollups WHERE level = ? AND chunk < ?", (level, lowest)).fetchall():
+                old = _StepRollupChunk.decode(*cols, ch, level)
+                keep = [i for i, b in enumerate(old.buckets) if b >= lowest]
+                key = (eid, level, ch, it_lay)
+                c.execute("DELETE FROM step_rollups WHERE engine_id = ? AND level = ? AND chunk = ? "
+                          "AND it_layout_id = ?", key)
+                if keep:
+                    new = _StepRollupChunk()
+                    new.buckets = [old.buckets[i] for i in keep]
+                    new.itl = [old.itl[i] for i in keep]
+                    new.it = [old.it[i] for i in keep]
+                    new.batch_mix = {k: v for k, v in old.batch_mix.items() if k[0] >= lowest}
+                    c.execute("INSERT INTO step_rollups VALUES (?,?,?,?,?,?,?,?,?,?)",
+                              key + new.encode(self._width(it_lay), ch, level))
 
     # -------------------------------------------------------------- reading
 
@@ -746,33 +1094,168 @@ class Store:
     def layout_columns(self, layout_id: int) -> list:
         return self._layouts[layout_id][1]
 
-    def raw_rows(self, engine_id: int, lo: float, hi: float) -> list[tuple]:
-        """Samples of an engine with time in (lo, hi]: (time, cycle, start, seg_id, delta,
-        running, itl_sum_delta, itl_count_delta, it_layout_id, it_delta), oldest first."""
-        return self.conn.execute(
-            "SELECT time, cycle, start, seg_id, delta, running, itl_sum_delta, itl_count_delta, it_layout_id, "
-            "it_delta FROM samples WHERE engine_id = ? AND time > ? AND time <= ? ORDER BY time",
-            (engine_id, lo, hi)).fetchall()
+    def segment_engine(self, seg_id: int) -> int:
+        return self._segment_engine[seg_id]
 
-    def spec_rollup_rows(self, engine_id: int, level: int, b_lo: float, b_hi: float) -> list[tuple]:
-        """(bucket, seg_id, delta, intervals, first_start, last_end) for buckets b_lo ≤ b < b_hi."""
-        return self.conn.execute(
-            "SELECT bucket, seg_id, delta, intervals, first_start, last_end FROM spec_rollups "
-            "WHERE engine_id = ? AND level = ? AND bucket >= ? AND bucket < ?",
-            (engine_id, level, b_lo, b_hi)).fetchall()
+    def _engine_filter(self, engine_ids: list[int]) -> str:
+        return f"engine_id IN ({','.join(str(int(e)) for e in engine_ids)})"
 
-    def step_rollup_rows(self, engine_id: int, level: int, b_lo: float, b_hi: float) -> list[tuple]:
-        """(it_layout_id, it_delta, itl_sum, itl_count, running JSON) for buckets b_lo ≤ b < b_hi."""
-        return self.conn.execute(
-            "SELECT it_layout_id, it_delta, itl_sum, itl_count, running FROM step_rollups "
-            "WHERE engine_id = ? AND level = ? AND bucket >= ? AND bucket < ?",
-            (engine_id, level, b_lo, b_hi)).fetchall()
+    def read_intervals(self, engine_ids: list[int], lo: float, hi: float) -> tuple[list["SpecEntries"], "StepTotals"]:
+        """Scrape intervals of these engines with time (interval end) in (lo, hi]: the spec
+        deltas as one ``SpecEntries`` per layout (block key: the cycle), and step-shape totals."""
+        step = StepTotals()
+        if not engine_ids:
+            return [], step
+        rows = self.conn.execute(
+            "SELECT layout_id, it_layout_id, code, seg_id, n, times, cycles, first_start, starts, counts, itl "
+            f"FROM interval_chunks WHERE {self._engine_filter(engine_ids)} AND chunk >= ? AND chunk <= ?",
+            (bucket_of(lo, 300), bucket_of(hi, 300))).fetchall()
+        groups: dict[tuple, list] = {}
+        for r in rows:
+            groups.setdefault(r[:3], []).append(r[3:])
+        spec = []
+        for (lay, it_lay, code), rs in groups.items():
+            w, w_it = self._width(lay), self._width(it_lay)
+            segs, ns, times_b, cycles_b, first, starts_b, counts_b, itl_b = zip(*rs)
+            ns = np.array(ns)
+            offsets = np.concatenate([[0], np.cumsum(ns)[:-1]])
+            times = np.frombuffer(b"".join(times_b))
+            cycles = np.frombuffer(b"".join(c if c is not None else t for c, t in zip(cycles_b, times_b)))
+            starts = np.empty_like(times)
+            starts[1:] = times[:-1]  # start[i] = time[i - 1] within a chunk unless stored
+            starts[offsets] = np.array([math.nan if f is None else f for f in first], dtype=np.float64)
+            for o, k, sb in zip(offsets.tolist(), ns.tolist(), starts_b):
+                if sb is not None:
+                    starts[o:o + k] = np.frombuffer(sb)
+            counts = np.frombuffer(b"".join(counts_b), dtype=COUNT_DTYPES[code]).reshape(len(times), 1 + w + w_it)
+            itl = np.frombuffer(b"".join(x if x is not None else bytes(16 * k)
+                                         for x, k in zip(itl_b, ns.tolist()))).reshape(-1, 2)
+            m = (times > lo) & (times <= hi)
+            if not m.all():
+                times, cycles, starts, counts, itl = times[m], cycles[m], starts[m], counts[m], itl[m]
+                seg = np.repeat(np.array(segs), ns)[m]
+            else:
+                seg = np.repeat(np.array(segs), ns)
+            if not len(times):
+                continue
+            step.add(counts[:, 0], np.ones(len(times)), float(itl[:, 0].sum()), float(itl[:, 1].sum()),
+                     it_lay, counts[:, 1 + w:] if w_it else None)
+            if lay:
+                spec.append(SpecEntries(lay, seg, cycles, starts, times, counts[:, 1:1 + w].astype(np.float64)))
+        return spec, step
+
+    def read_rollups(self, engine_ids: list[int], level: int, b_lo: float, b_hi: float
+                     ) -> tuple[list["SpecEntries"], "StepTotals"]:
+        """Rollup buckets b_lo ≤ b < b_hi of ``level`` of these engines: spec deltas as one
+        ``SpecEntries`` per layout (block key: the bucket's end), and step-shape totals."""
+        step = StepTotals()
+        if not engine_ids or b_hi <= b_lo:
+            return [], step
+        where = f"{self._engine_filter(engine_ids)} AND level = ? AND chunk >= ? AND chunk < ?"
+        args = (level, chunk_of(b_lo, level), b_hi)
+        groups: dict[int, list] = {}
+        for r in self.conn.execute("SELECT layout_id, seg_id, n, buckets, first_start, last_end, delta "
+                                   f"FROM spec_rollups WHERE {where}", args):
+            groups.setdefault(r[0], []).append(r[1:])
+        spec = []
+        for lay, rs in groups.items():
+            segs, ns, buckets_b, first_b, last_b, delta_b = zip(*rs)
+            buckets = np.frombuffer(b"".join(buckets_b))
+            m = (buckets >= b_lo) & (buckets < b_hi)
+            seg = np.repeat(np.array(segs), np.array(ns))
+            delta = np.frombuffer(b"".join(delta_b)).reshape(len(buckets), -1)
+            if m.any():
+                spec.append(SpecEntries(lay, seg[m], buckets[m] + level, np.frombuffer(b"".join(first_b))[m],
+                                        np.frombuffer(b"".join(last_b))[m], delta[m]))
+        by_it: dict[int, list] = {}
+        by_code: dict[int, list] = {}
+        for r in self.conn.execute("SELECT it_layout_id, n, buckets, itl, it_delta, chunk, mix_code, batch_mix "
+                                   f"FROM step_rollups WHERE {where}", args):
+            by_it.setdefault(r[0], []).append(r[1:5])
+            by_code.setdefault(r[6], []).append((r[5], r[7]))
+        for code, rs in by_code.items():  # batch mix: (bucket index, batch size, samples) triples
+            chunks, blobs = zip(*rs)
+            size = 3 * np.dtype(COUNT_DTYPES[code]).itemsize
+            mix = np.frombuffer(b"".join(blobs), dtype=COUNT_DTYPES[code]).reshape(-1, 3).astype(np.float64)
+            bucket = np.repeat(np.array(chunks), [len(b) // size for b in blobs]) + mix[:, 0] * level
+            mix = mix[(bucket >= b_lo) & (bucket < b_hi)]
+            step.add(mix[:, 1], mix[:, 2], 0.0, 0.0, 0, None)
+        for it_lay, rs in by_it.items():
+            ns, buckets_b, itl_b, it_b = zip(*rs)
+            buckets = np.frombuffer(b"".join(buckets_b))
+            m = (buckets >= b_lo) & (buckets < b_hi)
+            itl = np.frombuffer(b"".join(itl_b)).reshape(-1, 2)[m]
+            it = None
+            if it_lay:
+                it = np.frombuffer(b"".join(x if x is not None else np.full(k * self._width(it_lay), np.nan).tobytes()
+                                            for x, k in zip(it_b, ns))).reshape(len(buckets), -1)[m]
+            step.add((), (), float(itl[:, 0].sum()), float(itl[:, 1].sum()), it_lay, it)
+        return spec, step
 
     def is_speculating(self, engine_id: int, at: float) -> bool | None:
         """Whether the engine's newest sample at or before ``at`` had spec-decode counters."""
+        state = self._engines.get(engine_id)
+        if state is not None and state.time <= at:  # the common case: a window ending now
+            return state.value is not None
         row = self.conn.execute("SELECT value IS NOT NULL FROM samples WHERE engine_id = ? AND time <= ? "
                                 "ORDER BY time DESC LIMIT 1", (engine_id, at)).fetchone()
         return None if row is None else bool(row[0])
+
+
+@dataclass
+class SpecEntries:
+    """Spec deltas of one layout read for a window: entry i is one engine segment's deltas
+    in one block (a scrape interval or a rollup bucket), block key ``key`` (the cycle time or
+    the bucket's end), covering (start, end]; ``delta`` (n, W) in the layout's columns."""
+
+    layout_id: int
+    seg: np.ndarray
+    key: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    delta: np.ndarray
+
+
+@dataclass
+class StepTotals:
+    """Step-shape sums read for a window: batch sizes with their sample counts (B ≥ 1),
+    Σ ITL-sum and ITL-count deltas, Σ iteration-token deltas per layout (NaN rows: none)."""
+
+    batch: list = field(default_factory=list)
+    batch_samples: list = field(default_factory=list)
+    itl_sum: float = 0.0
+    itl_count: float = 0.0
+    iteration_tokens: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def add(self, batch, samples, itl_sum: float, itl_count: float, it_layout: int, it) -> None:
+        self.batch.append(np.asarray(batch, dtype=np.float64))
+        self.batch_samples.append(np.asarray(samples, dtype=np.float64))
+        self.itl_sum += itl_sum
+        self.itl_count += itl_count
+        if it_layout and it is not None:
+            rows = it[~np.isnan(it).any(axis=1)] if it.dtype.kind == "f" else it
+            if len(rows):
+                total = rows.sum(axis=0, dtype=np.float64)
+                prev = self.iteration_tokens.get(it_layout)
+                self.iteration_tokens[it_layout] = total if prev is None else prev + total
+
+    def merge(self, other: "StepTotals") -> None:
+        self.batch += other.batch
+        self.batch_samples += other.batch_samples
+        self.itl_sum += other.itl_sum
+        self.itl_count += other.itl_count
+        for lay, v in other.iteration_tokens.items():
+            prev = self.iteration_tokens.get(lay)
+            self.iteration_tokens[lay] = v if prev is None else prev + v
+
+
+def _runs(keys: np.ndarray, offset: int) -> list[tuple[int, int]]:
+    """[(lo, hi)] index ranges of equal consecutive keys, shifted by ``offset``."""
+    if len(keys) == 0:
+        return []
+    cut = np.flatnonzero(np.diff(keys)) + 1
+    bounds = np.concatenate([[0], cut, [len(keys)]]) + offset
+    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
 
 
 def _le_name(le: float) -> str:

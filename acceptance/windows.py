@@ -3,7 +3,9 @@
 A window holds the delta rows whose interval END lies in (start, end] (see
 ``acceptance.store``), summed over the route's engines. Reading plan, so that a week reads
 in milliseconds: whole 1-hour rollup buckets inside the window, whole 5-minute buckets in
-the hour-edges, raw scrape intervals at the 5-minute edges. A level is used only when the
+the hour-edges, raw scrape intervals at the 5-minute edges, each read from the store's chunk
+rows with one query for all the route's engines and summed with NumPy (no Python object per
+interval or bucket). A level is used only when the
 window holds at least ``MIN_BLOCKS_PER_LEVEL`` of its buckets, so that short windows keep
 scrape-interval blocks for the bootstrap. Sums are exact either way: a bucket (b, b + L]
 holds exactly the intervals that end in it.
@@ -18,7 +20,6 @@ more than ``max_blocks``, adjacent blocks are merged into ``max_blocks`` equal t
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .counts import IntervalCounts, SpecCounts
-from .store import ROLLUP_LEVELS, EngineRef, Event, Store, TargetStatus, le_value
+from .store import ROLLUP_LEVELS, EngineRef, Event, SpecEntries, StepTotals, Store, TargetStatus, le_value
 
 MIN_BLOCKS_PER_LEVEL = 60
 
@@ -40,11 +41,18 @@ class GammaSegment:
     end: float  # end of its last block's interval
     engines: list[EngineRef]
     intervals: IntervalCounts
+    # Σ drafts that reached position k, k = 1..γ, when every interval of the segment reported
+    # them (SpecCounts.draft_tokens_per_position); None otherwise.
+    draft_tokens_per_position: tuple[float, ...] | None = None
 
     @property
     def total(self) -> SpecCounts:
-        """Σ over blocks: D, T, A, A_1..A_γ of the segment."""
-        return self.intervals.total()
+        """Σ over blocks: D, T, A, A_1..A_γ of the segment (and drafts per position, if known)."""
+        total = self.intervals.total()
+        if self.draft_tokens_per_position is None:
+            return total
+        return SpecCounts(total.drafts, total.draft_tokens, total.accepted_tokens, total.accepted_per_position,
+                          self.draft_tokens_per_position)
 
 
 @dataclass(frozen=True)
@@ -84,18 +92,6 @@ class RouteWindow:
         last_block_start = float(last.intervals.start[-1]) if len(last.intervals) else last.start
         parallel = [s for s in self.segments if s.end > last_block_start]
         return max(parallel, key=lambda s: (s.total.drafts, s.end))
-
-
-@dataclass
-class _Piece:
-    """One engine-segment's deltas in one block (a raw scrape or a rollup bucket)."""
-
-    engine_id: int
-    seg_id: int
-    block: float  # the block's key: the cycle time, or the bucket's end
-    start: float
-    end: float
-    vector: np.ndarray
 
 
 def _plan(start: float, end: float, raw_from: float | None = None
@@ -152,64 +148,65 @@ def route_window(store: Store, targets: list[str], start: float, end: float, *,
     targets = list(targets)
     rollups, spans = _plan(start, end, store.raw_from())
     engines = store.engines_of(targets)
+    engine_ids = [eid for eid, _ in engines]
 
-    pieces: list[_Piece] = []
-    running_hist: dict[int, int] = defaultdict(int)
-    it_sums: dict[float, float] = defaultdict(float)
-    itl_sum = itl_count = 0.0
-    not_speculating: list[EngineRef] = []
+    # one query per raw span and per rollup level range, for all the route's engines at once
+    entries: list[SpecEntries] = []
+    step = StepTotals()
+    for lo, hi in spans:
+        spec, st = store.read_intervals(engine_ids, lo, hi)
+        entries += spec
+        step.merge(st)
+    for level, b_lo, b_hi in rollups:
+        spec, st = store.read_rollups(engine_ids, level, b_lo, b_hi)
+        entries += spec
+        step.merge(st)
+    not_speculating = [ref for eid, ref in engines if store.is_speculating(eid, end) is False]
 
-    def add_it(layout_id, blob):
-        if layout_id and blob is not None:
-            for name, x in zip(store.layout_columns(layout_id), np.frombuffer(blob)):
-                it_sums[le_value(name)] += float(x)
-
-    for eid, ref in engines:
-        for lo, hi in spans:
-            for (t, cycle, s, seg, delta, running, isd, icd, it_lay, it_delta) in store.raw_rows(eid, lo, hi):
-                if delta is not None:
-                    g = store.segment_gamma(seg)
-                    pieces.append(_Piece(eid, seg, cycle, s, t, np.frombuffer(delta)[:3 + g]))
-                if running is not None and running >= 0.5:
-                    running_hist[int(round(running))] += 1
-                if isd is not None and icd is not None:
-                    itl_sum += isd
-                    itl_count += icd
-                add_it(it_lay, it_delta)
-        for level, b_lo, b_hi in rollups:
-            for (b, seg, delta, _n, s, t) in store.spec_rollup_rows(eid, level, b_lo, b_hi):
-                g = store.segment_gamma(seg)
-                pieces.append(_Piece(eid, seg, b + level, s, t, np.frombuffer(delta)[:3 + g]))
-            for (it_lay, it_delta, isd, icd, hist) in store.step_rollup_rows(eid, level, b_lo, b_hi):
-                itl_sum += isd
-                itl_count += icd
-                add_it(it_lay, it_delta)
-                for k, v in json.loads(hist).items():
-                    if int(k) >= 1:
-                        running_hist[int(k)] += v
-        if store.is_speculating(eid, end) is False:
-            not_speculating.append(ref)
-
-    segments = _build_segments(store, dict(engines), pieces, max_blocks)
-    samples = sum(running_hist.values())
-    step = StepShapeWindow(
-        batch_mix={b: n / samples for b, n in sorted(running_hist.items())} if samples else {},
-        iteration_tokens=dict(sorted(it_sums.items())),
-        itl_mean_s=itl_sum / itl_count if itl_count > 0 else None,
-        samples=samples,
-    )
-    return RouteWindow(targets, start, end, segments, store.events(targets, start, end), step,
+    segments = _build_segments(store, dict(engines), entries, max_blocks)
+    return RouteWindow(targets, start, end, segments, store.events(targets, start, end), _step_shape(store, step),
                        store.targets_status(targets), not_speculating)
 
 
-def _build_segments(store: Store, refs: dict[int, EngineRef], pieces: list[_Piece],
+def _step_shape(store: Store, step: StepTotals) -> StepShapeWindow:
+    batch_mix: dict[int, float] = {}
+    samples = 0
+    if step.batch:
+        sizes = np.concatenate(step.batch).astype(np.int64)
+        weights = np.concatenate(step.batch_samples)
+        keep = sizes >= 1  # idle samples carry no decode steps
+        per_size = np.bincount(sizes[keep], weights=weights[keep]) if keep.any() else np.zeros(0)
+        samples = int(per_size.sum())
+        batch_mix = {int(b): float(n) / samples for b, n in enumerate(per_size.tolist()) if n > 0}
+    it_sums: dict[float, float] = defaultdict(float)
+    for layout_id, sums in step.iteration_tokens.items():
+        for name, x in zip(store.layout_columns(layout_id), sums.tolist()):
+            it_sums[le_value(name)] += x
+    return StepShapeWindow(
+        batch_mix=batch_mix,
+        iteration_tokens=dict(sorted(it_sums.items())),
+        itl_mean_s=step.itl_sum / step.itl_count if step.itl_count > 0 else None,
+        samples=samples,
+    )
+
+
+def _build_segments(store: Store, refs: dict[int, EngineRef], entries: list[SpecEntries],
                     max_blocks: int) -> list[GammaSegment]:
-    by_seg: dict[int, list[_Piece]] = defaultdict(list)
-    for p in pieces:
-        by_seg[p.seg_id].append(p)
+    if not entries:
+        return []
+    # engine segments: their γ and the span of their entries in the window
+    seg_all = np.concatenate([e.seg for e in entries])
+    start_all = np.concatenate([e.start for e in entries])
+    end_all = np.concatenate([e.end for e in entries])
+    order = np.argsort(seg_all, kind="stable")
+    seg_sorted = seg_all[order]
+    first = np.concatenate([[0], np.flatnonzero(np.diff(seg_sorted)) + 1])
+    seg_ids = seg_sorted[first].tolist()
+    seg_lo = np.minimum.reduceat(start_all[order], first).tolist()
+    seg_hi = np.maximum.reduceat(end_all[order], first).tolist()
     by_gamma: dict[int, list[tuple[float, float, int]]] = defaultdict(list)
-    for seg, ps in by_seg.items():
-        by_gamma[store.segment_gamma(seg)].append((min(p.start for p in ps), max(p.end for p in ps), seg))
+    for seg, lo, hi in zip(seg_ids, seg_lo, seg_hi):
+        by_gamma[store.segment_gamma(seg)].append((lo, hi, seg))
     out: list[GammaSegment] = []
     for gamma, spans in by_gamma.items():
         spans.sort()
@@ -223,25 +220,49 @@ def _build_segments(store: Store, refs: dict[int, EngineRef], pieces: list[_Piec
                 groups.append([span])
                 group_end = span[1]
         for group in groups:
-            blocks: dict[float, list] = {}
-            engine_ids: set[int] = set()
-            for _, _, seg in group:
-                for p in by_seg[seg]:
-                    engine_ids.add(p.engine_id)
-                    b = blocks.get(p.block)
-                    if b is None:
-                        blocks[p.block] = [p.start, p.end, p.vector.copy()]
-                    else:
-                        b[0] = min(b[0], p.start)
-                        b[1] = max(b[1], p.end)
-                        b[2] += p.vector
-            keys = sorted(blocks, key=lambda k: (blocks[k][1], k))  # by block end: slots stay monotone
-            starts = np.array([blocks[k][0] for k in keys])
-            ends = np.array([blocks[k][1] for k in keys])
-            counts = np.array([blocks[k][2] for k in keys]).reshape(len(keys), 3 + gamma)
-            starts, ends, counts = _merge_blocks(starts, ends, counts, max_blocks)
-            out.append(GammaSegment(gamma, float(starts.min()), float(ends.max()),
-                                    sorted(refs[e] for e in engine_ids),
-                                    IntervalCounts(gamma, starts, ends, counts)))
+            out.append(_route_segment(store, refs, gamma, [seg for _, _, seg in group], entries, max_blocks))
     out.sort(key=lambda s: (s.start, s.end, s.gamma))
     return out
+
+
+def _route_segment(store: Store, refs: dict[int, EngineRef], gamma: int, segs: list[int],
+                   entries: list[SpecEntries], max_blocks: int) -> GammaSegment:
+    """Sum the entries of these engine segments (all of one γ) into blocks by block key."""
+    n = 3 + gamma
+    keys, starts, ends, counts, per_position = [], [], [], [], []
+    dtpp_known = True
+    wanted = np.array(segs)
+    for e in entries:
+        columns = store.layout_columns(e.layout_id)
+        if len(columns) < n or columns[n - 1] != f"accepted_per_position:{gamma - 1}" or (
+                len(columns) > n and columns[n] != "draft_tokens_per_position:0"):
+            continue  # another γ's layout
+        m = np.isin(e.seg, wanted)
+        if not m.any():
+            continue
+        keys.append(e.key[m])
+        starts.append(e.start[m])
+        ends.append(e.end[m])
+        counts.append(e.delta[m, :n])
+        if len(columns) == 2 * gamma + 3:
+            per_position.append(e.delta[m, n:])
+        else:
+            dtpp_known = False
+    key = np.concatenate(keys)
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    first = np.concatenate([[0], np.flatnonzero(np.diff(key)) + 1])
+    block_key = key[first]
+    block_start = np.minimum.reduceat(np.concatenate(starts)[order], first)
+    block_end = np.maximum.reduceat(np.concatenate(ends)[order], first)
+    block_counts = np.add.reduceat(np.concatenate(counts)[order], first, axis=0)
+    by_end = np.lexsort((block_key, block_end))  # by block end: slots stay monotone
+    starts_, ends_, counts_ = _merge_blocks(block_start[by_end], block_end[by_end], block_counts[by_end], max_blocks)
+    dtpp = None
+    if dtpp_known and per_position:
+        total = np.concatenate(per_position).sum(axis=0)
+        if np.isfinite(total).all():  # NaN: some interval did not report drafts per position
+            dtpp = tuple(total.tolist())
+    engine_ids = {store.segment_engine(s) for s in segs}
+    return GammaSegment(gamma, float(starts_.min()), float(ends_.max()), sorted(refs[e] for e in engine_ids),
+                        IntervalCounts(gamma, starts_, ends_, counts_), dtpp)

@@ -4,12 +4,16 @@ Builds a store of DAYS × TARGETS (2 engines each) × 15 s with ``Store.bulk_loa
 (the same rows and rollups ``write_cycle`` would have stored), then times ``route_window``
 over 7 days and over 1 hour, and ``write_cycle`` for a cycle of 1,000 targets. Prints figures.
 
-    .venv/bin/python benchmarks/store_window.py [--days 7] [--targets 50] [--keep PATH]
+    .venv/bin/python benchmarks/store_window.py [--days 7] [--targets 50] [--keep PATH] [--rebuild]
+
+The built store is cached in the temp dir under a name keyed by the store's schema text, days
+and targets (building a week takes about a minute); ``--rebuild`` ignores the cache.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import statistics
 import tempfile
@@ -19,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from acceptance.counts import EngineSnapshot, ScrapeResult, SpecCounts, StepShape
+from acceptance import store as store_module
 from acceptance.store import Store
 from acceptance.windows import route_window
 
@@ -58,18 +63,30 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--days", type=float, default=7.0)
     ap.add_argument("--targets", type=int, default=50)
-    ap.add_argument("--keep", type=Path, default=None, help="store path to keep (default: a temp dir)")
+    ap.add_argument("--keep", type=Path, default=None, help="store path to build (default: a cached temp file)")
+    ap.add_argument("--rebuild", action="store_true", help="build even when a cached store exists")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp()
-    path = args.keep or Path(tmp) / "bench.db"
+    schema = hashlib.sha256(f"{store_module.SCHEMA_VERSION}{store_module._SCHEMA_V1}".encode()).hexdigest()[:12]
+    path = args.keep or Path(tempfile.gettempdir()) / f"specdec-bench-{schema}-{args.days:g}d-{args.targets}t.db"
     t0 = 1_750_000_000.0
-    t = time.perf_counter()
-    t_end = build(path, args.days, args.targets, t0)
-    build_s = time.perf_counter() - t
-    n_rows = int(args.days * 86400 / INTERVAL) * args.targets * 2
-    size = sum(os.path.getsize(p) for p in (str(path), f"{path}-wal") if os.path.exists(p))
-    print(f"built {n_rows:,} engine intervals ({args.targets} targets x 2 engines, {args.days:g} d at 15 s) "
-          f"in {build_s:.1f} s; DB size {size / 2**20:.0f} MiB ({size / n_rows:.0f} B per interval)")
+    n = int(args.days * 86400 / INTERVAL)
+    t_end = t0 + INTERVAL * (n - 1)
+    n_rows = n * args.targets * 2
+    if args.rebuild or args.keep or not path.exists():
+        for p in (str(path), f"{path}-wal", f"{path}-shm"):
+            if os.path.exists(p):
+                os.remove(p)
+        t = time.perf_counter()
+        build(path, args.days, args.targets, t0)
+        print(f"built {n_rows:,} engine intervals ({args.targets} targets x 2 engines, {args.days:g} d at 15 s) "
+              f"in {time.perf_counter() - t:.1f} s")
+    else:
+        print(f"reusing {path} ({n_rows:,} engine intervals)")
+    with Store.open(path) as store:
+        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    size = os.path.getsize(path)
+    print(f"DB size {size / 2**20:.0f} MiB ({size / n_rows:.0f} B per interval)")
 
     with Store.open(path) as store:
         targets = sorted({ref.target for _, ref in store.engines_of(

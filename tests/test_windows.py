@@ -42,6 +42,7 @@ class ModelEngine:
         self.seen = False                  # a successful scrape has laid a baseline
         self.last_scraped = None           # vector at the last successful scrape
         self.restarted_unseen = False
+        self.created_changed_unseen = False  # a restart since the last scrape changed _created
         self.straddling = False            # γ changed without restart since the last scrape
         self.lost_before = 0.0             # drafts since the last scrape, before that change
 
@@ -49,8 +50,8 @@ class ModelEngine:
         if not self.spec_on:
             return
         js = [min(j, self.gamma) for j in accepted_lengths]
-        if self.restarted_unseen and not self.has_created and self.last_scraped is not None:
-            # without _created a restart is only visible as a drop: keep D below its old value
+        if self.restarted_unseen and not self.created_changed_unseen and self.last_scraped is not None:
+            # without a _created change a restart is only visible as a drop: keep D below its old value
             room = int(self.last_scraped[0]) - 1 - int(self.vec[0])
             js = js[:max(room, 0)]
         inc = np.zeros(3 + self.gamma)
@@ -71,6 +72,7 @@ class ModelEngine:
         self.restarted_unseen = True
         if created_changes and self.has_created:
             self.created += 1.0
+            self.created_changed_unseen = True
 
     def change_gamma_without_restart(self, new_gamma: int):
         # at most one such change per scrape interval, and not after an unseen restart: else
@@ -107,6 +109,7 @@ class ModelEngine:
         self.seen = True
         self.pending = np.zeros(3 + self.gamma)
         self.restarted_unseen = False
+        self.created_changed_unseen = False
         self.straddling = False
 
 
