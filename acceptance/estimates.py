@@ -219,9 +219,9 @@ def _scalar(value: float, level: float, bounds=(math.nan, math.nan)) -> ScalarEs
     return ScalarEstimate(float(value), (float(bounds[0]), float(bounds[1])), level)
 
 
-def _method_text(level: float, block_length: int, n_blocks: int, n_resamples: int) -> str:
+def _method_text(level: float, block_length: int, n_blocks: int, n_resamples: int, unit: str) -> str:
     return (
-        f"circular block bootstrap over scrape intervals (block {block_length} intervals, "
+        f"circular block bootstrap over {unit} (block {block_length} {unit.split()[-1]}, "
         f"{n_blocks} blocks, {n_resamples} resamples), percentile widened for the block count "
         f"and the long-run variance, {level:.0%}"
     )
@@ -234,6 +234,7 @@ def estimate_acceptance(
     n_resamples: int = 1000,
     seed: int = 0,
     block_length: int | None = None,
+    unit: str = "scrape intervals",
 ) -> AcceptanceEstimate:
     """Survival, conditional, AL, draft acceptance rate and equivalent p, with intervals.
 
@@ -242,6 +243,8 @@ def estimate_acceptance(
     rows, widened for the few independent blocks and the correlation a block loses at its
     edges (bootstrap.spread_factor); ``block_length`` None chooses it from the data
     (bootstrap.choose_block_length: twice the Politis–White length, in [n^(1/3), n/3]).
+    ``unit`` names what a row is in ``method`` ("scrape intervals"; "requests" for
+    per-request data, resampled one request at a time with block_length 1).
     The equivalent p's interval is the AL interval mapped through equivalent_p, which is
     increasing in AL (percentile intervals commute with increasing maps).
     Degenerate windows: no rows or no drafts → NaN values, note "no drafts in the
@@ -280,7 +283,7 @@ def estimate_acceptance(
     n_with_drafts = int((rows[:, _D] > 0).sum())
     if n_with_drafts < MIN_ROWS_FOR_INTERVAL:
         why = (
-            f"only {n_with_drafts} scrape interval{'s' if n_with_drafts != 1 else ''} with drafts in the window: "
+            f"only {n_with_drafts} {unit if n_with_drafts != 1 else unit.rstrip('s')} with drafts in the window: "
             "too few to resample, no interval"
         )
         return AcceptanceEstimate(
@@ -346,7 +349,7 @@ def estimate_acceptance(
         draft_acceptance_rate=_scalar(dar_point, level, (dar_low, dar_high)),
         equivalent_p=_scalar(p_point, level, (equivalent_p(float(al_low), gamma), equivalent_p(float(al_high), gamma))),
         level=level, n_intervals=n, n_blocks=n_blocks, block_length=block_length,
-        method=_method_text(level, block_length, n_blocks, int(n_resamples)),
+        method=_method_text(level, block_length, n_blocks, int(n_resamples), unit),
         survival_resamples=surv_resamples, note=note,
     )
 

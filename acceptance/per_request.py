@@ -380,7 +380,8 @@ def estimate_from_requests(
     records = list(records)
     return {
         gamma: estimate_acceptance(
-            requests_to_intervals(records, gamma), level=level, n_resamples=n_resamples, seed=seed, block_length=1
+            requests_to_intervals(records, gamma), level=level, n_resamples=n_resamples, seed=seed, block_length=1,
+            unit="requests",
         )
         for gamma in sorted({r.gamma for r in records})
     }

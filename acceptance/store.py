@@ -79,9 +79,9 @@ from typing import Iterable, NamedTuple
 
 import numpy as np
 
-from .counts import EngineSnapshot, ScrapeResult, SpecCounts, StepShape
+from .counts import EngineSnapshot, IntervalCounts, ScrapeResult, SpecCounts, StepShape
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APPLICATION_ID = 0x53504443  # "SPDC": marks the file as a specdec store
 ROLLUP_LEVELS = (300, 3600)  # seconds: 5 min and 1 h
 ROLLUP_RETENTION_FACTOR = 4
@@ -182,8 +182,42 @@ CREATE TABLE step_rollups (
     UNIQUE (engine_id, level, chunk, it_layout_id));
 """
 
+# Version 2: counts that `specdec ingest` brings from per-request metrics and log lines —
+# one row per request (or per logged interval) at its own γ, deduplicated by a key (the
+# request id, or engine + time for a log line) so ingesting a file twice adds nothing.
+_SCHEMA_V2 = """
+CREATE TABLE ingested (
+    id INTEGER PRIMARY KEY,
+    route TEXT NOT NULL, source TEXT NOT NULL,     -- 'per-request' | 'log'
+    time REAL NOT NULL, gamma INTEGER NOT NULL,
+    counts BLOB NOT NULL,                          -- float64 [D, T, A, A_1..A_γ]
+    draft_per_pos BLOB,                            -- float64 (γ): drafts that reached position k
+    estimated INTEGER NOT NULL DEFAULT 0,          -- log: drafts recovered from rounded fields
+    key TEXT NOT NULL,
+    UNIQUE (route, source, key));
+CREATE INDEX ingested_by_route_time ON ingested (route, source, time);
+"""
+
 # version → statements that bring a store from version − 1 to it.
-_MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1}
+_MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
+
+INGESTED_SOURCES = ("per-request", "log")
+
+
+@dataclass(frozen=True)
+class IngestedRow:
+    """One request's (or one logged interval's) counts for ``specdec ingest``."""
+
+    time: float
+    counts: SpecCounts
+    key: str
+    estimated: bool = False
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    added: int
+    duplicates: int
 
 
 # ---------------------------------------------------------------- packing and chunks
@@ -1040,6 +1074,58 @@ class Store:
         """Raw rows before this time were deleted by retention (None: none were)."""
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'raw_from'").fetchone()
         return None if row is None else float(row[0])
+
+    # -------------------------------------------------------------- ingested sources
+
+    def ingest(self, route: str, source: str, rows: Iterable[IngestedRow]) -> IngestResult:
+        """Store per-request or log-line counts for ``route`` in one transaction; rows whose
+        key is already stored for the route and source are counted as duplicates."""
+        if source not in INGESTED_SOURCES:
+            raise ValueError(f"ingest source must be one of {', '.join(INGESTED_SOURCES)}, got {source!r}")
+        if not route:
+            raise ValueError("ingest: the route name is empty")
+        c = self.conn
+        added = dupes = 0
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            for row in rows:
+                counts = row.counts
+                per_pos = counts.draft_tokens_per_position
+                cur = c.execute(
+                    "INSERT OR IGNORE INTO ingested (route, source, time, gamma, counts, draft_per_pos, estimated, key)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (route, source, float(row.time), counts.gamma, _pack(np.asarray(counts.as_vector(), float)),
+                     None if per_pos is None else _pack(np.asarray(per_pos, float)), int(row.estimated), row.key))
+                if cur.rowcount:
+                    added += 1
+                else:
+                    dupes += 1
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        return IngestResult(added, dupes)
+
+    def ingested_routes(self) -> dict[str, list[str]]:
+        """Routes with ingested data → their sources."""
+        out: dict[str, list[str]] = {}
+        for route, source in self.conn.execute("SELECT DISTINCT route, source FROM ingested ORDER BY route, source"):
+            out.setdefault(route, []).append(source)
+        return out
+
+    def ingested_intervals(self, route: str, source: str, start: float, end: float) -> dict[int, IntervalCounts]:
+        """γ → one row per ingested request (or logged interval) with time in (start, end],
+        in time order; start = end = the row's time."""
+        rows: dict[int, list[tuple[float, np.ndarray]]] = {}
+        for t, gamma, blob in self.conn.execute(
+                "SELECT time, gamma, counts FROM ingested WHERE route = ? AND source = ? AND time > ? AND time <= ?"
+                " ORDER BY time, id", (route, source, float(start), float(end))):
+            rows.setdefault(int(gamma), []).append((float(t), _unpack(blob)))
+        out = {}
+        for gamma, items in sorted(rows.items()):
+            times = np.array([t for t, _ in items])
+            out[gamma] = IntervalCounts(gamma, times, times.copy(), np.vstack([v for _, v in items]))
+        return out
 
     def latest_time(self) -> float | None:
         """The time of the newest stored scrape cycle (None for an empty store)."""

@@ -188,6 +188,56 @@ def cmd_rules(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------- ingest
+def cmd_ingest(args) -> int:
+    """Store per-request metrics or SpecDecoding log lines for a route (or the routes the
+    lines name); ingesting the same file twice adds nothing (rows are keyed)."""
+    import hashlib
+    from collections import Counter
+
+    from acceptance.store import IngestedRow
+
+    from .config import load_config
+
+    config = load_config(args.config)
+    store = _open_store(config, args.db)
+    per_route: dict[str, list[IngestedRow]] = {}
+    try:
+        if args.per_request:
+            from acceptance.per_request import read_per_request_file
+
+            parsed = read_per_request_file(args.per_request, default_route=args.route, default_time=time.time())
+            source, name = "per-request", args.per_request
+            for rec in parsed.records:
+                key = rec.request_id or hashlib.sha1(
+                    json.dumps([rec.time, rec.gamma, rec.counts.as_vector()]).encode()).hexdigest()
+                per_route.setdefault(rec.route, []).append(IngestedRow(rec.time, rec.counts, key))
+            skipped, lines = parsed.skipped, parsed.lines
+        else:
+            from acceptance.log_lines import read_log_file
+
+            parsed = read_log_file(args.log, default_time=time.time())
+            source, name = "log", args.log
+            skipped = Counter(parsed.skipped)
+            for iv in parsed.intervals:
+                if iv.counts is None or iv.time is None:
+                    skipped["drafts unknown (mean acceptance length 1.00)" if iv.counts is None else "no time"] += 1
+                    continue
+                key = f"{iv.engine or ''}|{iv.time:.3f}|{iv.accepted_tokens}|{iv.draft_tokens}"
+                per_route.setdefault(args.route, []).append(IngestedRow(iv.time, iv.counts, key, iv.drafts_estimated))
+            skipped, lines = dict(skipped), parsed.lines
+        for route, rows in per_route.items():
+            result = store.ingest(route, source, rows)
+            gammas = sorted({r.counts.gamma for r in rows})
+            print(f"route {route}: {result.added} {source} rows added, {result.duplicates} already stored "
+                  f"(gamma {', '.join(map(str, gammas))})")
+    finally:
+        store.close()
+    print(f"{name}: {lines} lines read" + (
+        "; skipped: " + ", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) if skipped else ""))
+    return 0
+
+
 # ---------------------------------------------------------------------------- model
 def cmd_model_table(args) -> int:
     from dataclasses import asdict
@@ -229,6 +279,8 @@ def _fmt(x, spec: str = ".2f", none: str = "-") -> str:
 
 def format_tuning(doc: dict) -> str:
     """The console view of a tune-gamma document (the same numbers --json prints)."""
+    from .pipeline import format_duration
+
     obs = doc["observed"]
     level = int(round(doc["interval_level"] * 100))
     lines = []
@@ -236,7 +288,7 @@ def format_tuning(doc: dict) -> str:
     if doc.get("window"):
         w = doc["window"]
         span = w["end"] - w["start"]
-        head += f" · window {span / 3600:g}h ending {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(w['end']))}"
+        head += f" · window {format_duration(span)} ending {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(w['end']))}"
     head += f" · gamma {obs['gamma']} · {_fmt(obs['drafts'], ',.0f')} drafts"
     lines.append(head)
     lines.append(f"objective {doc['objective']} · cost profile {doc['cost_profile']} · {level}% intervals ({obs['interval_method']})")
@@ -313,6 +365,8 @@ def format_tuning(doc: dict) -> str:
 
 
 def cmd_tune_gamma(args) -> int:
+    from pathlib import Path
+
     from . import pipeline
     from .config import load_config
 
@@ -326,10 +380,16 @@ def cmd_tune_gamma(args) -> int:
     else:
         if not args.route:
             raise UsageError("give --route NAME (a route of the config) or --survival A1,A2,...")
-        config = load_config(args.config, required=True)
-        if config.route(args.route).source == "prometheus":
+        # Without a config file a route can still come from `specdec ingest` (default figures).
+        config = load_config(args.config, required=args.config is not None)
+        if args.route in config.routes and config.routes[args.route].source == "prometheus":
             tuning = pipeline.tune_route(config, args.route, window_s=args.window)
         else:
+            if args.route not in config.routes and not Path(args.db or config.store_path).exists():
+                if config.path is None:
+                    raise UsageError(f"no ./specdec.toml and no ./specdec.db: pass --config FILE (routes) or --db PATH "
+                                     f"(a store with `specdec ingest --route {args.route}` data)")
+                config.route(args.route)  # the unknown-route error, naming the configured ones
             store = _open_store_for_reading(config, args.db)
             try:
                 tuning = pipeline.tune_route(config, args.route, store=store, window_s=args.window)
@@ -478,6 +538,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="config file (default ./specdec.toml)")
     p.add_argument("--rate-window", default="5m", help="the rate() window of the rules (default 5m)")
     p.set_defaults(fn=cmd_rules)
+
+    p = sub.add_parser("ingest", help="store per-request metrics or vLLM log lines for a route")
+    p.add_argument("--route", required=True, help="the route (a per-request line's \"route\" key overrides it)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--per-request", metavar="FILE", help="JSON lines of vLLM responses' metrics (- for stdin)")
+    src.add_argument("--log", metavar="FILE", help="a vLLM server log with SpecDecoding metrics lines")
+    _add_common_store_args(p)
+    p.set_defaults(fn=cmd_ingest)
 
     p = sub.add_parser("simulate", help="serve a simulated vLLM fleet on loopback")
     from acceptance.simulate import SCENARIO_NAMES

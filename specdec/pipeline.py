@@ -61,10 +61,11 @@ def deployment_for_route(config: Config, route: str) -> Deployment:
     """[deployment] merged with the route's overrides, validated (ModelInputError names the key)."""
     where = f"{config.path or 'config'} [routes.{route}]"
     if route in config.routes:
-        mapping = config.routes[route].deployment
-    else:
-        mapping = config.deployment  # a route known only from `specdec ingest`
-    return Deployment.from_mapping(mapping, where=where)
+        return Deployment.from_mapping(config.routes[route].deployment, where=where)
+    # A route known only from `specdec ingest`: the config's [deployment], or without a
+    # config file the inline defaults (dspark, 0.10, flat — DESIGN.md, Sources and routes).
+    base = INLINE_DEFAULTS if config.path is None else None
+    return Deployment.from_mapping(config.deployment, where=where, base=base)
 
 
 def observed_tokens_per_second(window, mean_acceptance_length: float) -> float | None:
@@ -89,11 +90,15 @@ def tune_intervals(
     level: float = 0.9,
     n_resamples: int = 1000,
     seed: int = 0,
+    block_length: int | None = None,
+    unit: str = "scrape intervals",
 ) -> RouteTuning:
-    """Estimate one γ segment and recommend from it."""
+    """Estimate one γ segment and recommend from it (rows resampled in blocks of
+    ``block_length``, chosen from the data when None; 1 for independent requests)."""
     if intervals.total().drafts <= 0:
         raise NoDataError(f"route {route!r}: the window holds no drafts at gamma {intervals.gamma}")
-    estimate = estimate_acceptance(intervals, level=level, n_resamples=n_resamples, seed=seed)
+    estimate = estimate_acceptance(intervals, level=level, n_resamples=n_resamples, seed=seed,
+                                   block_length=block_length, unit=unit)
     drift = detect_drift(intervals, level=level, seed=seed) if len(intervals) >= 8 else None
     batch_mix = eligibility = observed_tps = None
     notes: list[str] = []
@@ -130,6 +135,57 @@ def _al_halfwidth(estimate: AcceptanceEstimate) -> float:
     return (hi - lo) / 2 if lo is not None and hi is not None else math.nan
 
 
+def route_source(config: Config, route: str, store=None) -> str:
+    """Where a route's window comes from: its config entry, or — for a route known only
+    from `specdec ingest` — what the store holds for it (per-request before log)."""
+    if route in config.routes:
+        return config.routes[route].source
+    if store is not None:
+        sources = store.ingested_routes().get(route)
+        if sources:
+            return "per-request" if "per-request" in sources else sources[0]
+    config.route(route)  # raises the one-line unknown-route error
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class IngestedWindow:
+    """A window of ingested per-request or log-line rows, shaped like a RouteWindow."""
+
+    source: str
+    start: float
+    end: float
+    segments: list
+    events: list = field(default_factory=list)
+    target_status: list = field(default_factory=list)
+    not_speculating: list = field(default_factory=list)
+    step_shape: object = None
+
+    @property
+    def newest_segment(self):
+        """The γ whose rows end last; among γ whose rows overlap its span (requests of two
+        γ interleaved), the one with the most drafts."""
+        if not self.segments:
+            return None
+        last = max(self.segments, key=lambda s: s.end)
+        overlapping = [s for s in self.segments if s.end >= last.start]
+        return max(overlapping, key=lambda s: (s.total.drafts, s.end))
+
+
+def ingested_window(store, route: str, source: str, start: float, end: float) -> IngestedWindow:
+    """Per-request rows (or logged intervals) of a route, one γ segment per γ. Two sources
+    of the same traffic are never added together: the route's source picks one."""
+    from acceptance.windows import GammaSegment, StepShapeWindow
+
+    segments = [
+        GammaSegment(gamma=g, start=float(iv.start[0]), end=float(iv.end[-1]), engines=[], intervals=iv)
+        for g, iv in store.ingested_intervals(route, source, start, end).items()
+    ]
+    segments.sort(key=lambda s: s.end)
+    return IngestedWindow(source=source, start=start, end=end, segments=segments,
+                          step_shape=StepShapeWindow(batch_mix={}, iteration_tokens={}, itl_mean_s=None, samples=0))
+
+
 def tune_route(
     config: Config,
     route: str,
@@ -140,33 +196,41 @@ def tune_route(
     level: float = 0.9,
     n_resamples: int = 1000,
 ) -> RouteTuning:
-    """The route's window (ending ``now``) from the store, estimated and recommended."""
+    """The route's window (ending ``now``), estimated and recommended. Its source is the
+    route's: scraped targets from the store, a Prometheus selector, or what `specdec
+    ingest` stored (per-request rows, resampled one request at a time; log intervals)."""
     from acceptance.windows import route_window
 
-    if route not in config.routes:
-        config.route(route)  # raises the one-line unknown-route error
+    source = route_source(config, route, store)
     deployment = deployment_for_route(config, route)
-    rc = config.routes[route]
     end = time.time() if now is None else now
     start = end - window_s
-    if rc.source == "scrape":
-        window = route_window(store, list(rc.targets), start, end)
-    elif rc.source == "prometheus":
+    block_length, unit = None, "scrape intervals"
+    if source == "scrape":
+        window = route_window(store, list(config.routes[route].targets), start, end)
+    elif source == "prometheus":
         from acceptance.prometheus import prometheus_route_window
 
         # Windows computed in Prometheus: increase() per block, summed by position over the
         # engines of each γ — the per-engine data stays there.
-        window = prometheus_route_window(config.prometheus, rc.selector, start, end)
+        window = prometheus_route_window(config.prometheus, config.routes[route].selector, start, end)
     else:
-        raise ConfigError(f"route {route!r}: source {rc.source!r} is not readable by this version (use targets or a selector)")
+        if store is None:
+            raise ConfigError(f"route {route!r}: source {source!r} reads the store; pass --db or run `specdec ingest` first")
+        window = ingested_window(store, route, source, start, end)
+        if source == "per-request":
+            block_length, unit = 1, "requests"  # requests are the independent units
+        else:
+            unit = "logged intervals"
     segment = window.newest_segment
     if segment is None or segment.total.drafts <= 0:
         status = _target_summary(window)
-        raise NoDataError(
-            f"route {route!r}: no drafts in the last {_fmt_duration(window_s)}{status}; run `specdec collect` "
-            f"(two scrapes at least) or widen --window"
-        )
-    tuning = tune_intervals(route, segment.intervals, deployment, window=window, level=level, n_resamples=n_resamples)
+        hint = ("run `specdec collect` (two scrapes at least)" if source == "scrape"
+                else f"ingest {source} data with `specdec ingest --route {route}`" if source != "prometheus"
+                else "check the selector in Prometheus")
+        raise NoDataError(f"route {route!r}: no drafts in the last {format_duration(window_s)}{status}; {hint} or widen --window")
+    tuning = tune_intervals(route, segment.intervals, deployment, window=window, level=level,
+                            n_resamples=n_resamples, block_length=block_length, unit=unit)
     tuning.window_start, tuning.window_end = start, end
     return tuning
 
@@ -178,7 +242,7 @@ def _target_summary(window) -> str:
     return ""
 
 
-def _fmt_duration(seconds: float) -> str:
+def format_duration(seconds: float) -> str:
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"

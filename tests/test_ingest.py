@@ -1,0 +1,114 @@
+"""`specdec ingest` → store → tune-gamma, for routes that share one deployment (per-request
+metrics) or only have logs: the stored counts are the truth's, exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from acceptance.store import Store
+from specdec.cli import main, tune_gamma_main
+
+GOLDEN = Path(__file__).resolve().parent / "data" / "vllm-golden"
+
+
+def _run(capsys, fn, argv):
+    try:
+        code = fn(argv)
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _stored(db: Path, route: str, source: str) -> dict[int, np.ndarray]:
+    with Store.open(db) as store:
+        return {g: iv.counts for g, iv in store.ingested_intervals(route, source, 0, 4e9).items()}
+
+
+def test_per_request_golden_is_stored_exactly_and_once(tmp_path, capsys):
+    db = tmp_path / "s.db"
+    argv = ["ingest", "--route", "shared", "--per-request", str(GOLDEN / "per_request_sample.jsonl"), "--db", str(db)]
+    code, out, err = _run(capsys, main, argv)
+    assert code == 0, err
+    assert "3 per-request rows added" in out
+    truth = json.loads((GOLDEN / "per_request_sample_truth.json").read_text())
+    stored = _stored(db, "shared", "per-request")
+    for t in truth:
+        g = t["num_spec_tokens"]
+        h = t["ground_truth"]["acceptance_histogram"]
+        drafts = sum(h)
+        per_pos = [sum(h[k:]) for k in range(1, g + 1)]
+        row = [drafts, t["ground_truth"]["num_draft_tokens"], t["ground_truth"]["num_accepted_draft_tokens"], *per_pos]
+        assert any(np.array_equal(r, row) for r in stored[g]), (row, stored[g])
+    # The same file again adds nothing.
+    code, out, _ = _run(capsys, main, argv)
+    assert code == 0 and "0 per-request rows added, 3 already stored" in out
+
+
+def test_log_golden_is_stored_exactly(tmp_path, capsys):
+    db = tmp_path / "s.db"
+    code, out, err = _run(capsys, main, ["ingest", "--route", "logs", "--log", str(GOLDEN / "log_lines_sample.txt"),
+                                         "--db", str(db)])
+    assert code == 0, err
+    truth = json.loads((GOLDEN / "log_lines_sample_truth.json").read_text())
+    stored = _stored(db, "logs", "log")[3]
+    expected = [[t["num_drafts"], t["num_draft_tokens"], t["num_accepted_tokens"], *t["num_accepted_tokens_per_pos"]]
+                for t in truth]
+    np.testing.assert_array_equal(stored, np.array(expected, dtype=float))
+
+
+def _request_lines(n: int, p: float, gamma: int, t0: float, seed: int = 0) -> list[str]:
+    """vLLM-shaped per-request payloads from an independent-p process, and their truth."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for i in range(n):
+        steps = int(rng.integers(20, 80))
+        # accepted length per step: geometric prefix, capped at gamma
+        u = rng.random((steps, gamma))
+        lengths = np.argmin(np.concatenate([u < p, np.zeros((steps, 1), bool)], axis=1), axis=1)
+        hist = np.bincount(lengths, minlength=gamma + 1).tolist()
+        acc = int(lengths.sum())
+        spec = {"mean_acceptance_length": 1 + acc / steps, "draft_acceptance_rate": acc / (steps * gamma),
+                "acceptance_histogram": hist, "num_spec_steps": steps, "num_accepted_draft_tokens": acc,
+                "num_draft_tokens": steps * gamma, "num_spec_tokens": gamma,
+                "per_step_accepted": None, "per_step_drafted": None}
+        lines.append(json.dumps({"route": "chat", "time": t0 + i, "metrics": {"speculative_decoding": spec}}))
+    return lines
+
+
+def test_a_route_known_only_from_ingest_is_tuned_with_request_intervals(tmp_path, capsys, monkeypatch):
+    import time
+
+    monkeypatch.chdir(tmp_path)  # no specdec.toml here: the inline defaults apply
+    lines = _request_lines(400, 0.8, 4, time.time() - 1800)
+    bad = ['{"route": "chat", "metrics": {"speculative_decoding": {"num_spec_tok',   # truncated
+           "INFO 11-30 05:21:37 [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 tokens/s",  # other logger
+           json.dumps({"route": "chat", "metrics": None})]                            # n > 1
+    (tmp_path / "requests.jsonl").write_text("\n".join(lines + bad) + "\n")
+    code, out, err = _run(capsys, main, ["ingest", "--route", "ignored", "--per-request", "requests.jsonl"])
+    assert code == 0, err
+    assert "route chat: 400 per-request rows added" in out
+    assert "403 lines read" in out and "skipped" in out
+    code, out, err = _run(capsys, tune_gamma_main, ["--route", "chat", "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    obs = doc["observed"]
+    assert doc["cost_profile"] == "flat" and obs["gamma"] == 4
+    assert "requests" in obs["interval_method"]
+    truth = 0.8 ** np.arange(1, 5)
+    assert np.all(np.array(obs["survival_low"]) <= truth) and np.all(truth <= np.array(obs["survival_high"]))
+
+
+@pytest.mark.parametrize("flag,content", [("--per-request", "not json at all\n"), ("--log", "nothing to see\n")])
+def test_a_file_without_usable_lines_is_one_line_exit_2(tmp_path, capsys, flag, content):
+    f = tmp_path / "input.txt"
+    f.write_text(content)
+    db = tmp_path / "s.db"
+    code, out, err = _run(capsys, main, ["ingest", "--route", "r", flag, str(f), "--db", str(db)])
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "input.txt" in err
+    code, out, err = _run(capsys, main, ["ingest", "--route", "r", flag, str(tmp_path / "missing.txt"), "--db", str(db)])
+    assert code == 2 and "missing.txt" in err
