@@ -390,11 +390,15 @@ def cmd_tune_gamma(args) -> int:
                     raise UsageError(f"no ./specdec.toml and no ./specdec.db: pass --config FILE (routes) or --db PATH "
                                      f"(a store with `specdec ingest --route {args.route}` data)")
                 config.route(args.route)  # the unknown-route error, naming the configured ones
-            store = _open_store_for_reading(config, args.db)
-            try:
-                tuning = pipeline.tune_route(config, args.route, store=store, window_s=args.window)
-            finally:
-                store.close()
+            route = config.routes.get(args.route)
+            if route is not None and route.source == "scrape" and not Path(args.db or config.store_path).exists():
+                tuning = _tune_live(config, args.route, args.window)
+            else:
+                store = _open_store_for_reading(config, args.db)
+                try:
+                    tuning = pipeline.tune_route(config, args.route, store=store, window_s=args.window)
+                finally:
+                    store.close()
     doc = pipeline.tuning_to_dict(tuning)
     if args.emit == "vllm":
         conf = doc["vllm"]["speculative_config"]
@@ -407,6 +411,41 @@ def cmd_tune_gamma(args) -> int:
     else:
         print(format_tuning(doc))
     return 0
+
+
+def _tune_live(config, route: str, window_s: float):
+    """No store yet: scrape the route's targets for the window into a temporary store, then
+    tune it (Ctrl-C ends the window early and tunes what was seen)."""
+    import tempfile
+    from pathlib import Path
+
+    from acceptance.collector import run_collector
+    from acceptance.store import Store
+
+    from . import pipeline
+
+    targets = list(config.routes[route].targets)
+    interval = min(config.collect_interval_s, window_s / 4)
+    print(f"no store at {config.store_path}: scraping route {route}'s {len(targets)} target(s) every {interval:g}s "
+          f"for the {pipeline.format_duration(window_s)} window (Ctrl-C stops early and tunes what was seen; "
+          f"`specdec collect` keeps a store instead)", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="specdec-live-") as tmp, Store.open(Path(tmp) / "live.db") as store:
+        started = time.time()
+
+        def progress(n: int, results, seconds: float) -> None:
+            ok = sum(r.ok for r in results)
+            print(f"\r  {time.time() - started:6.0f}s of {window_s:g}s: cycle {n}, {ok}/{len(results)} targets ok",
+                  end="", file=sys.stderr, flush=True)
+
+        try:
+            # One cycle past the window: a window needs a baseline scrape at its start.
+            run_collector(store.write_cycle, targets, interval_s=interval, duration_s=window_s + interval / 2,
+                          on_cycle=progress, timeout_s=config.collect_timeout_s, max_bytes=config.max_page_bytes)
+        except KeyboardInterrupt:
+            print("\n  stopped early", file=sys.stderr)
+        print(file=sys.stderr)
+        end = time.time()
+        return pipeline.tune_route(config, route, store=store, window_s=end - started + 1.0, now=end)
 
 
 def _open_store_for_reading(config, db: str | None):

@@ -127,9 +127,12 @@ def test_tune_gamma_route_errors(capsys, tmp_path):
     cfg.write_text('[routes.structured]\ntargets = ["http://127.0.0.1:9/metrics"]\n')
     assert_one_line_error(*run_cli(capsys, tune_gamma_main, ["--route", "nosuch", "--config", str(cfg)]),
                           "nosuch", "structured")
-    # No store yet: say what to do.
-    assert_one_line_error(*run_cli(capsys, tune_gamma_main, ["--route", "structured", "--config", str(cfg)]),
-                          "specdec collect")
+    # No store yet: tune-gamma scrapes the route's targets for the window; a dead target
+    # leaves nothing to tune, and the error names it.
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "structured", "--config", str(cfg), "--window", "2s"])
+    assert code == 2 and "Traceback" not in err
+    assert "no drafts" in err.splitlines()[-1] and "127.0.0.1:9" in err.splitlines()[-1]
+    assert not (tmp_path / "specdec.db").exists()
     # An unreadable store (not SQLite).
     (tmp_path / "specdec.db").write_bytes(b"this is not a database" * 100)
     assert_one_line_error(*run_cli(capsys, tune_gamma_main, ["--route", "structured", "--config", str(cfg)]),
@@ -291,3 +294,22 @@ def test_rules_from_config(tmp_path, capsys):
     code, out, err = run_cli(capsys, main, ["rules", "--config", str(cfg)])
     assert code == 0, err
     assert 'route: "a"' in out and "vllm:spec_decode_num_accepted_tokens_per_pos_total" in out
+
+
+def test_tune_gamma_without_a_store_scrapes_the_window(tmp_path, capsys):
+    from acceptance.simulate import Fleet, build_scenario
+
+    with Fleet(build_scenario("independent", seed=7)) as fleet:
+        urls = list(fleet.serve().values())
+        fleet.start_realtime(speed=120.0)
+        cfg = tmp_path / "specdec.toml"
+        cfg.write_text('[deployment]\ncost_profile = "flat"\n[routes.independent]\ntargets = ['
+                       + ", ".join(f'"{u}"' for u in urls) + "]\n")
+        code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "independent", "--config", str(cfg),
+                                                           "--window", "3s", "--json"])
+    assert code == 0, err
+    assert "scraping route independent" in err
+    doc = json.loads(out)
+    assert doc["observed"]["gamma"] == 4 and doc["observed"]["drafts"] > 0
+    assert abs(doc["observed"]["equivalent_p"] - 0.8) < 0.05
+    assert not (tmp_path / "specdec.db").exists()  # the live window leaves no store behind
