@@ -123,12 +123,16 @@ def recommend(
     observed_tokens_per_second: float | None = None,
     seed: int = 0,
     anchor_step_s: float | None = None,
+    batch_mix_resamples: np.ndarray | None = None,
 ) -> Recommendation:
     """Recommend γ for one route (module docstring). ``eligibility``: the clean share of
     steps for the specialized path (an Eligibility, a number, or None = assumed 1).
     ``observed_tokens_per_second``: per-user decode tok/s at the deployed γ (1 / mean ITL);
     model_error compares the model's per-user tok/s with it. ``seed`` is accepted for
-    interface stability; the computation is deterministic."""
+    interface stability; the computation is deterministic.
+    ``batch_mix_resamples`` (m, nB): resampled weights over ``batch_mix``'s batch sizes in
+    ascending order; survival resample i is priced at mix row i mod m, so the intervals and
+    probabilities carry the batch mix's sampling error too (the point uses ``batch_mix``)."""
     del seed
     a = np.asarray(survival, dtype=float)
     if a.ndim != 1 or a.size == 0:
@@ -158,6 +162,14 @@ def recommend(
             raise ModelInputError("survival_resamples: no finite resample")
         _check_curve(resamples, "survival_resamples")
     bs, ws = normalise_batch_mix(batch_mix)
+    mix_res = None
+    if batch_mix_resamples is not None and resamples is not None:
+        mix_res = np.asarray(batch_mix_resamples, dtype=float)
+        if mix_res.ndim != 2 or mix_res.shape[1] != len(bs) or mix_res.shape[0] == 0:
+            raise ModelInputError(f"batch_mix_resamples: must have shape (m, {len(bs)}), got {mix_res.shape}")
+        if not np.all(np.isfinite(mix_res)) or np.any(mix_res < 0) or np.any(mix_res.sum(axis=1) <= 0):
+            raise ModelInputError("batch_mix_resamples: weights must be finite, ≥ 0 and not all 0")
+        mix_res = mix_res / mix_res.sum(axis=1, keepdims=True)
 
     # Specialized path: the clean share of steps.
     specialized = deployment.decode_backend == "latency_specialized"
@@ -194,7 +206,13 @@ def recommend(
         al_res = 1.0 + np.concatenate(
             [np.zeros(ext_res.shape[:-1] + (1,)), np.cumsum(ext_res, -1)], -1
         )[..., : top + 1]
-        samples = al_res[None] * ratio[:, None, None, :]  # (S, M, n, G)
+        if mix_res is None:
+            samples = al_res[None] * ratio[:, None, None, :]  # (S, M, n, G)
+        else:
+            v_res = objective_weights(bs, mix_res, deployment.objective)  # (m, nB)
+            tau_res = np.einsum("sgb,mb->smg", times, v_res)  # (S, m, G)
+            ratio_res = (tau_res[..., :1] / tau_res)[:, np.arange(al_res.shape[1]) % len(mix_res)]  # (S, n, G)
+            samples = al_res[None] * ratio_res[:, None]  # (S, M, n, G)
 
     # Which candidates can be deployed.
     drafter = drafter_for(deployment.method)

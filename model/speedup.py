@@ -78,10 +78,18 @@ def batch_mix_from_time_shares(time_shares: Mapping[int, float], deployment: Dep
     the deployed γ under this deployment's cost profile.
     """
     bs, us = normalise_batch_mix(time_shares)
+    w = request_weights_from_time_shares(bs, us, deployment, deployed_gamma)
+    return {int(b): float(x) for b, x in zip(bs, w)}
+
+
+def request_weights_from_time_shares(batch_sizes: np.ndarray, time_shares: np.ndarray, deployment: Deployment,
+                                     deployed_gamma: int) -> np.ndarray:
+    """w_B ∝ B·u_B / t_B (batch_mix_from_time_shares) for time shares of shape (..., nB)
+    over ``batch_sizes``; each row normalised to 1."""
     gamma = max(int(deployed_gamma), 0)
-    t = CostModel.for_deployment(deployment).step_times([gamma], bs)[0]
-    w = bs * us / t
-    return {int(b): float(x) for b, x in zip(bs, w / w.sum())}
+    t = CostModel.for_deployment(deployment).step_times([gamma], batch_sizes)[0]
+    w = np.asarray(time_shares, dtype=float) * (batch_sizes / t)
+    return w / w.sum(axis=-1, keepdims=True)
 
 
 def objective_weights(batch_sizes: np.ndarray, weights: np.ndarray, objective: str) -> np.ndarray:

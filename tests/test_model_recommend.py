@@ -197,3 +197,26 @@ def test_vllm_config_per_method():
     pard = speculative_config(Deployment(method="parallel_drafting", cost_profile="flat", draft_model="x/pard"), 4)
     assert pard == {"method": "draft_model", "parallel_drafting": True, "num_speculative_tokens": 4, "model": "x/pard"}
     assert speculative_config(Deployment(), 0) is None
+
+
+def test_batch_mix_resamples_widen_the_speedup_intervals_of_a_batch_dependent_cost():
+    """The batch mix is measured too: its resamples widen the intervals where the cost
+    depends on the batch size (roofline), and the point stays the same."""
+    import numpy as np
+
+    from model.deployment import Deployment
+    from model.recommend import recommend
+
+    rng = np.random.default_rng(0)
+    survival = np.array([0.8, 0.62, 0.48, 0.37, 0.28])
+    resamples = np.clip(survival + rng.normal(0, 0.003, (400, 5)), 0, 1)
+    resamples = np.minimum.accumulate(resamples, axis=1)
+    dep = Deployment(cost_profile="roofline")
+    mix = {4: 0.3, 16: 0.4, 64: 0.3}
+    mixes = rng.dirichlet(np.array([0.3, 0.4, 0.3]) * 30, size=400)
+    plain = recommend(survival, dep, survival_resamples=resamples, batch_mix=mix)
+    wide = recommend(survival, dep, survival_resamples=resamples, batch_mix=mix, batch_mix_resamples=mixes)
+    for a, b in zip(plain.candidates, wide.candidates):
+        assert a.speedup == b.speedup
+        if a.gamma >= 2:
+            assert (b.speedup_high - b.speedup_low) > 1.2 * (a.speedup_high - a.speedup_low), a.gamma
