@@ -481,6 +481,7 @@ def cmd_simulate(args) -> int:
     with Fleet(scenario) as fleet:
         fleet.serve(host="127.0.0.1")
         described = fleet.describe()
+        best_by_route = _simulated_best(fleet)
         print(f"simulated fleet {scenario.name!r} (seed {scenario.seed}) at {args.speed:g}x wall time; Ctrl-C stops it")
         for route, info in described.items():
             print(f"route {route}:")
@@ -488,6 +489,9 @@ def cmd_simulate(args) -> int:
                 print(f"  target {url}")
             for g, surv in info["true_survival"].items():
                 print(f"  true survival at gamma {g}: " + " ".join(f"{x:.3f}" for x in surv))
+            best, speedups = best_by_route[route]
+            print(f"  best gamma {best} ({speedups[best]:.2f}x) for a dspark drafter costing 0.10 of the stock pass "
+                  f"on these engines' step times, at the route's true batch mix")
         print("config for these targets:\n" + "\n".join(
             f"[routes.{r}]\ntargets = [{', '.join(json.dumps(u) for u in info['targets'])}]" for r, info in described.items()))
         sys.stdout.flush()
@@ -499,6 +503,28 @@ def cmd_simulate(args) -> int:
         except KeyboardInterrupt:
             pass
     return 0
+
+
+def _simulated_best(fleet) -> dict[str, tuple[int, dict[int, float]]]:
+    """Each route's best γ under its true acceptance and batch mix (specdec.demo.true_best),
+    pricing steps with the route's engines' own step-time function as a measured table."""
+    import tempfile
+    from pathlib import Path
+
+    from model.deployment import Deployment
+
+    from .demo import DEMO_DRAFT_COST, true_best, write_cost_table
+
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="specdec-sim-") as tmp:
+        for route in fleet.routes:
+            engines = [e for t in fleet.routes[route] for e in fleet.engines(t)]
+            table = Path(tmp) / f"{route}.csv"
+            write_cost_table(table, engines[0].step_time_s)
+            dep = Deployment(method="dspark", draft_cost=DEMO_DRAFT_COST, cost_profile=str(table),
+                             baseline_tokens_per_second=1.0 / engines[0].step_time_s(1, 1))
+            out[route] = true_best(fleet, route, dep, max(e.gamma for e in engines))
+    return out
 
 
 # ---------------------------------------------------------------------------- demo

@@ -72,12 +72,14 @@ class RouteResult:
         return self.true_speedup.get(rec, float("nan")) / self.true_speedup[self.true_best_gamma]
 
 
-def _write_cost_table(path: Path) -> None:
-    lines = ["# step times of the simulated engines (LatencyBoundStepTime), as calibrate would measure them",
+def write_cost_table(path: Path, step_time=DEMO_STEP_TIME) -> None:
+    """The measured-table profile (model/profiles.py load_table) of a simulated engine's
+    target step, as `specdec calibrate` would measure it."""
+    lines = ["# step times of the simulated engines, as calibrate would measure them",
              "batch_size,tokens_per_request,path,seconds"]
     for b in (1, 2, 4, 8, 16, 32, MAX_BATCH_TABLE):
         for q in range(1, MAX_GAMMA_TABLE + 2):
-            lines.append(f"{b},{q},stock,{DEMO_STEP_TIME(b, q):.9f}")
+            lines.append(f"{b},{q},stock,{step_time(b, q):.9f}")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -96,7 +98,7 @@ def _write_config(path: Path, routes: dict[str, list[str]]) -> None:
     path.write_text("\n".join(out), encoding="utf-8")
 
 
-def _true_best(fleet: Fleet, route: str, deployment: Deployment, deployed_gamma: int) -> tuple[int, dict[int, float]]:
+def true_best(fleet: Fleet, route: str, deployment: Deployment, deployed_gamma: int) -> tuple[int, dict[int, float]]:
     """The best γ under the simulator's true acceptance and batch mix (no sampling noise)."""
     from model.drafters import drafter_for
 
@@ -136,7 +138,7 @@ def run_demo(out_dir: Path = DEMO_DIR, *, seed: int = 0, duration_s: float = 360
     with Fleet(scenario) as fleet:
         urls = fleet.serve()
         routes = {r: [urls[t] for t in ts] for r, ts in fleet.routes.items()}
-        _write_cost_table(out_dir / "step_costs.csv")
+        write_cost_table(out_dir / "step_costs.csv")
         _write_config(out_dir / "specdec.toml", routes)
         config = load_config(out_dir / "specdec.toml")
         targets = config.all_targets()
@@ -162,6 +164,6 @@ def run_demo(out_dir: Path = DEMO_DIR, *, seed: int = 0, duration_s: float = 360
             results_out = []
             for route in routes:
                 tuning = tune_route(config, route, store=store, window_s=duration_s, now=fleet.now)
-                best, speedups = _true_best(fleet, route, tuning.deployment, tuning.observed_gamma)
+                best, speedups = true_best(fleet, route, tuning.deployment, tuning.observed_gamma)
                 results_out.append(RouteResult(route, tuning, best, speedups))
     return results_out
