@@ -7,14 +7,20 @@ never added: ``__add__`` refuses.
 
 ``EngineSnapshot`` is what one scrape of one engine says: its cumulative counters (or
 ``None`` when the engine does not speculate: the families are absent), the counters'
-``_created`` time when exposed, and the step-shape series used by the cost model.
+``_created`` time when exposed, the step-shape series used by the cost model, and —
+when the engine runs specdec's vLLM stat-logger plugin — the plugin's extra series
+(``acceptance.plugin_series.PluginEngineCounts``: acceptance by batch size, step shapes).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # plugin_series imports this module
+    from .plugin_series import PluginEngineCounts
 
 
 class GammaMismatch(ValueError):
@@ -84,6 +90,8 @@ class EngineSnapshot:
     counts: SpecCounts | None  # None: no spec-decode families for this engine
     created: float | None = None  # `_created` of the drafts counter, when exposed
     step_shape: StepShape | None = None
+    # specdec plugin series of this engine (cumulative, as exposed); None: not exported.
+    plugin: "PluginEngineCounts | None" = None
 
     @property
     def gamma(self) -> int:

@@ -165,6 +165,52 @@ class BatchSurvival:
     reached_survival: tuple[float, ...]
 
 
+def _gamma(by_batch: Mapping[str, SpecCounts]) -> int:
+    return next(iter(by_batch.values())).gamma if by_batch else 0
+
+
+def _total(by_batch: Mapping[str, SpecCounts]) -> SpecCounts | None:
+    if not by_batch:
+        return None
+    it = iter(by_batch.values())
+    acc = next(it)
+    for c in it:
+        acc = acc + c
+    return acc
+
+
+def _survival_by_batch(by_batch: Mapping[str, SpecCounts]) -> dict[str, BatchSurvival]:
+    out = {}
+    for label in sorted(by_batch, key=lambda lab: _BUCKET_BY_LABEL[lab].low):
+        c = by_batch[label]
+        reached = tuple(
+            a / r if r > 0 else math.nan for a, r in zip(c.accepted_per_position, c.draft_tokens_per_position or ())
+        )
+        out[label] = BatchSurvival(_BUCKET_BY_LABEL[label], c.drafts, tuple(float(x) for x in survival(c)), reached)
+    return out
+
+
+def _steps_by_shape(steps: Iterable[StepCount]) -> dict[str, float]:
+    out = {s: 0.0 for s in SHAPES}
+    for s in steps:
+        out[s.shape] += s.steps
+    return out
+
+
+def _specialized_share(steps: tuple[StepCount, ...]) -> SpecializedShare | None:
+    total = sum(s.steps for s in steps)
+    if total <= 0:
+        return None
+    fitting = sum((s.steps for s in steps if s.fits_specialized), 0.0)
+    clean = sum((s.steps for s in steps if s.shape in CLEAN_SHAPES), 0.0)
+    share = fitting / total
+    source = (
+        f"{ENGINE_STEPS}: {fitting:g} of {total:g} steps fit the specialized path ({share:.1%}); "
+        f"{clean / total:.1%} are pure decode or uniform verify"
+    )
+    return SpecializedShare(share, fitting, clean, total, source)
+
+
 @dataclass(frozen=True)
 class PluginEngineCounts:
     """One engine's plugin series (cumulative as exposed, or a window's deltas)."""
@@ -180,48 +226,114 @@ class PluginEngineCounts:
 
     @property
     def gamma(self) -> int:
-        return next(iter(self.by_batch.values())).gamma if self.by_batch else 0
+        return _gamma(self.by_batch)
 
     def total(self) -> SpecCounts | None:
         """Σ over batch buckets (None: no spec-decode series)."""
-        if not self.by_batch:
-            return None
-        it = iter(self.by_batch.values())
-        acc = next(it)
-        for c in it:
-            acc = acc + c
-        return acc
+        return _total(self.by_batch)
 
     def survival_by_batch(self) -> dict[str, BatchSurvival]:
         """Per bucket (ascending batch size): a_k = A_k / D and reached_k = A_k / R_k."""
-        out = {}
-        for label in sorted(self.by_batch, key=lambda lab: _BUCKET_BY_LABEL[lab].low):
-            c = self.by_batch[label]
-            reached = tuple(
-                a / r if r > 0 else math.nan for a, r in zip(c.accepted_per_position, c.draft_tokens_per_position or ())
-            )
-            out[label] = BatchSurvival(_BUCKET_BY_LABEL[label], c.drafts, tuple(float(x) for x in survival(c)), reached)
-        return out
+        return _survival_by_batch(self.by_batch)
 
     def steps_by_shape(self) -> dict[str, float]:
-        out = {s: 0.0 for s in SHAPES}
-        for s in self.steps:
-            out[s.shape] += s.steps
-        return out
+        return _steps_by_shape(self.steps)
 
     def specialized_share(self) -> SpecializedShare | None:
         """Steps that fit the specialized path over all steps (None: no steps counted)."""
-        total = sum(s.steps for s in self.steps)
-        if total <= 0:
-            return None
-        fitting = sum((s.steps for s in self.steps if s.fits_specialized), 0.0)
-        clean = sum((s.steps for s in self.steps if s.shape in CLEAN_SHAPES), 0.0)
-        share = fitting / total
-        source = (
-            f"{ENGINE_STEPS}: {fitting:g} of {total:g} steps fit the specialized path ({share:.1%}); "
-            f"{clean / total:.1%} are pure decode or uniform verify"
-        )
-        return SpecializedShare(share, fitting, clean, total, source)
+        return _specialized_share(self.steps)
+
+
+@dataclass(frozen=True)
+class PluginTotals:
+    """The plugin's counts summed over a window and over engines of ONE γ (a route
+    segment's: acceptance.windows), with PluginEngineCounts' readings.
+
+    by_batch: batch label → Σ SpecCounts (D, A_k, R_k = ``draft_tokens_per_position``);
+    steps: Σ steps per (shape, tokens, fits_specialized); engines: how many engines
+    exported plugin series in the window.
+    """
+
+    by_batch: Mapping[str, SpecCounts] = field(default_factory=dict)
+    steps: tuple[StepCount, ...] = ()
+    engines: int = 0
+
+    @property
+    def gamma(self) -> int:
+        return _gamma(self.by_batch)
+
+    def total(self) -> SpecCounts | None:
+        return _total(self.by_batch)
+
+    def survival_by_batch(self) -> dict[str, BatchSurvival]:
+        return _survival_by_batch(self.by_batch)
+
+    def steps_by_shape(self) -> dict[str, float]:
+        return _steps_by_shape(self.steps)
+
+    def specialized_share(self) -> SpecializedShare | None:
+        return _specialized_share(self.steps)
+
+
+# --------------------------------------------------------------------------------------
+# Flat column form (the store's packed arrays: acceptance.store keeps one float64 vector
+# per engine per scrape, its columns named by a layout)
+# --------------------------------------------------------------------------------------
+
+# Column names: "drafts:<batch>", "accepted:<batch>:<position>", "reached:<batch>:<position>",
+# "steps:<shape>:<tokens or gt64>:<true|false>".
+
+
+def plugin_columns(counts: PluginEngineCounts) -> tuple[tuple[str, ...], list[float]]:
+    """(column names, values) of one engine's plugin counts, in a fixed order."""
+    names: list[str] = []
+    values: list[float] = []
+    for label in sorted(counts.by_batch, key=lambda lab: _BUCKET_BY_LABEL[lab].low):
+        c = counts.by_batch[label]
+        names.append(f"drafts:{label}")
+        values.append(float(c.drafts))
+        for k, a in enumerate(c.accepted_per_position):
+            names.append(f"accepted:{label}:{k}")
+            values.append(float(a))
+        for k, r in enumerate(c.draft_tokens_per_position or ()):
+            names.append(f"reached:{label}:{k}")
+            values.append(float(r))
+    for st in counts.steps:
+        tok = TOKENS_OVER_LIMIT if st.tokens is None else str(st.tokens)
+        names.append(f"steps:{st.shape}:{tok}:{'true' if st.fits_specialized else 'false'}")
+        values.append(float(st.steps))
+    return tuple(names), values
+
+
+def plugin_columns_gamma(columns: Iterable[str]) -> int:
+    """γ of a plugin layout: the number of positions of its accepted columns (0: none)."""
+    positions = {int(c.rsplit(":", 1)[1]) for c in columns if c.startswith("accepted:")}
+    return max(positions) + 1 if positions else 0
+
+
+def plugin_totals_from_columns(values: Mapping[str, float], engines: int = 0) -> PluginTotals:
+    """PluginTotals from summed column values (``plugin_columns`` names)."""
+    drafts: dict[str, float] = {}
+    per_pos: dict[str, dict[str, dict[int, float]]] = {"accepted": {}, "reached": {}}
+    steps = []
+    for name, v in values.items():
+        kind, _, rest = name.partition(":")
+        if kind == "drafts":
+            drafts[rest] = float(v)
+        elif kind in per_pos:
+            label, _, pos = rest.rpartition(":")
+            per_pos[kind].setdefault(label, {})[int(pos)] = float(v)
+        elif kind == "steps":
+            shape, tok, fits = rest.split(":")
+            steps.append(StepCount(shape, None if tok == TOKENS_OVER_LIMIT else int(tok), fits == "true", float(v)))
+    by_batch = {}
+    for label in sorted(drafts, key=lambda lab: _BUCKET_BY_LABEL[lab].low):
+        acc, reached = per_pos["accepted"].get(label, {}), per_pos["reached"].get(label, {})
+        g = len(acc)
+        by_batch[label] = _counts(drafts[label], [acc.get(k, 0.0) for k in range(g)],
+                                  [reached.get(k, 0.0) for k in range(g)])
+    steps.sort(key=lambda s: (SHAPES.index(s.shape), s.tokens or 10**9, s.fits_specialized))
+    return PluginTotals(by_batch, tuple(steps), engines)
 
 
 def delta(newer: PluginEngineCounts, older: PluginEngineCounts | None) -> PluginEngineCounts:

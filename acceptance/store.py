@@ -20,7 +20,16 @@ was writing; the file always reopens). Data flows one way: ``write_cycle`` takes
   baseline, so the next good scrape's delta covers the gap.
 * the step shape: the ``num_requests_running`` sample, ITL sum/count deltas and
   iteration-token bucket deltas (reset on the same signals or on their own drop),
-* failures, events, per-target status, and the rollups below.
+* failures, events, per-target status, and the rollups below;
+* the specdec vLLM plugin's counters when the engine exports them (schema 3,
+  ``acceptance.plugin_series``): the cumulative vector per scrape in ``plugin_samples``
+  (columns named by a ``plugin`` layout: drafts / accepted / reached per batch bucket and
+  position, steps per shape, tokens and fit), and its delta in ``plugin_chunks``. The
+  delta follows the spec counters' rules — the new value itself after a restart (a spec
+  counter or a plugin counter went down, or ``_created`` changed) or when the previous
+  sample had no plugin series; a series new since the previous sample counts whole — and
+  is stored only for intervals that have a spec delta, under the same engine segment, so
+  plugin counts are never attributed across γ either.
 
 A delta row covers the interval (previous scrape, this scrape]; windows take the rows
 whose END lies in (start, end] — so a window's sums are exact and additive: any window
@@ -59,6 +68,13 @@ back by rowid (rowid tables: chunk rows of a few KiB would spill into overflow p
 WITHOUT ROWID b-tree). A window reads whole buckets inside it and scrape intervals at its
 edges (``acceptance.windows``), one query per level for all the route's engines.
 
+``plugin_chunks`` holds the plugin deltas in the same plan, one table for every level:
+level 0 rows hold a 5-min chunk of an engine's scrape intervals (keyed by interval end),
+levels 300 / 3600 the summed buckets of an hour / a day; per (engine segment, plugin
+layout), the (n, W) deltas in the narrowest exact type, zlib-compressed (most of a
+plugin vector is zero in any one interval: ~150 columns per engine at γ = 3). Windows
+only need their sums, so rows carry no interval starts.
+
 Retention (``retention_s``): raw samples, failures and cycles older than ``retention_s``
 and chunk entries are deleted (each engine's newest sample is kept: it is the baseline of
 the next delta); rollups and events are kept ``ROLLUP_RETENTION_FACTOR`` times longer, so
@@ -72,6 +88,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+import zlib
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,9 +96,10 @@ from typing import Iterable, NamedTuple
 
 import numpy as np
 
+from . import plugin_series
 from .counts import EngineSnapshot, IntervalCounts, ScrapeResult, SpecCounts, StepShape
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 APPLICATION_ID = 0x53504443  # "SPDC": marks the file as a specdec store
 ROLLUP_LEVELS = (300, 3600)  # seconds: 5 min and 1 h
 ROLLUP_RETENTION_FACTOR = 4
@@ -198,8 +216,23 @@ CREATE TABLE ingested (
 CREATE INDEX ingested_by_route_time ON ingested (route, source, time);
 """
 
+# Version 3: the specdec vLLM plugin's series (acceptance.plugin_series), see the module doc.
+_SCHEMA_V3 = """
+CREATE TABLE plugin_samples (            -- plugin counters as exposed (cumulative)
+    engine_id INTEGER NOT NULL, time REAL NOT NULL, layout_id INTEGER NOT NULL,
+    value BLOB NOT NULL,                 -- float64 (W) in the layout's columns
+    PRIMARY KEY (engine_id, time)) WITHOUT ROWID;
+CREATE TABLE plugin_chunks (             -- plugin deltas: scrape intervals (level 0) and rollup buckets
+    engine_id INTEGER NOT NULL, level INTEGER NOT NULL, chunk REAL NOT NULL,
+    seg_id INTEGER NOT NULL, layout_id INTEGER NOT NULL, n INTEGER NOT NULL,
+    keys BLOB NOT NULL,                  -- float64 (n): interval ends (level 0) or bucket starts
+    code INTEGER NOT NULL,               -- dtype of `delta` (1, 2, 4: uint, 8: float64)
+    delta BLOB NOT NULL,                 -- zlib of (n, W)
+    UNIQUE (engine_id, level, chunk, seg_id, layout_id));
+"""
+
 # version → statements that bring a store from version − 1 to it.
-_MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
+_MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
 
 INGESTED_SOURCES = ("per-request", "log")
 
@@ -247,7 +280,7 @@ CHUNK_SPANS: dict[int, float] = {0: 300.0, 300: 3600.0, 3600: 86400.0}
 
 COUNT_DTYPES: dict[int, type] = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.float64}
 _ARRAY_TYPECODES = {1: "B", 2: "H", 4: "I", 8: "d"}  # the same, as array-module type codes
-_CHUNK_TABLES = {"i": "interval_chunks", "s": "spec_rollups", "t": "step_rollups"}
+_CHUNK_TABLES = {"i": "interval_chunks", "s": "spec_rollups", "t": "step_rollups", "p": "plugin_chunks"}
 
 
 def chunk_of(bucket: float, level: int) -> float:
@@ -416,6 +449,41 @@ class _StepRollupChunk:
         return c
 
 
+class _PluginChunk:
+    """Open plugin chunk: per key (interval end at level 0, bucket start above) the
+    summed plugin deltas of one engine segment in one plugin layout."""
+
+    __slots__ = ("keys", "deltas", "rowid")
+
+    def __init__(self):
+        self.rowid: int | None = None
+        self.keys: list[float] = []
+        self.deltas: list[np.ndarray] = []
+
+    def add(self, key: float, delta: np.ndarray) -> None:
+        if self.keys and self.keys[-1] == key:  # an engine's times only go forward
+            self.deltas[-1] = self.deltas[-1] + delta
+        else:
+            self.keys.append(key)
+            self.deltas.append(delta)
+
+    def encode(self) -> tuple:
+        code, packed = _narrow(np.vstack(self.deltas))
+        return (len(self.keys), _pack_floats(self.keys), code, zlib.compress(packed, 1))
+
+    @classmethod
+    def decode(cls, n, keys, code, delta) -> "_PluginChunk":
+        c = cls()
+        c.keys = _unpack(keys).tolist()
+        c.deltas = list(_decode_plugin_delta(n, code, delta))
+        return c
+
+
+def _decode_plugin_delta(n: int, code: int, blob: bytes) -> np.ndarray:
+    """(n, W) float64 deltas of a plugin_chunks row."""
+    return np.frombuffer(zlib.decompress(blob), dtype=COUNT_DTYPES[code]).astype(np.float64).reshape(n, -1)
+
+
 # ---------------------------------------------------------------- in-memory engine state
 
 @dataclass
@@ -433,6 +501,8 @@ class _EngineState:
     itl_count: float | None
     it_layout_id: int | None
     it_value: np.ndarray | None
+    plugin_layout_id: int | None = None  # the specdec plugin's counters, when exported
+    plugin_value: np.ndarray | None = None
 
 
 @dataclass
@@ -569,9 +639,12 @@ class Store:
             if row is None:
                 continue
             t, seg, lay, created, value, itl_s, itl_c, it_lay, it_val = row
+            plugin = c.execute("SELECT layout_id, value FROM plugin_samples WHERE engine_id = ? AND time = ?",
+                               (eid, t)).fetchone()
             self._engines[eid] = _EngineState(
                 eid, t, seg, self._segment_gamma.get(seg, 0) if seg is not None else 0, lay, created,
-                _unpack(value), itl_s, itl_c, it_lay, _unpack(it_val))
+                _unpack(value), itl_s, itl_c, it_lay, _unpack(it_val),
+                plugin[0] if plugin else None, _unpack(plugin[1]) if plugin else None)
 
     def _target_id(self, url: str) -> int:
         tid = self._target_ids.get(url)
@@ -631,7 +704,7 @@ class Store:
             for k in [k for k in cached if k[0] < chunk]:
                 del cached[k]
             obj = cached[full] = (_IntervalChunk if kind == "i" else _SpecRollupChunk if kind == "s"
-                                  else _StepRollupChunk)()
+                                  else _PluginChunk if kind == "p" else _StepRollupChunk)()
         self._dirty[(kind, eid, level) + full] = obj
         return obj
 
@@ -651,6 +724,12 @@ class Store:
                     "FROM spec_rollups WHERE engine_id = ? AND level = ? AND chunk >= ?", (eid, level, chunk)):
                 obj = out[(ch, seg, lay)] = _SpecRollupChunk.decode(*cols)
                 obj.rowid = rowid
+        elif kind == "p":
+            for rowid, ch, seg, lay, *cols in c.execute(
+                    "SELECT rowid, chunk, seg_id, layout_id, n, keys, code, delta FROM plugin_chunks "
+                    "WHERE engine_id = ? AND level = ? AND chunk >= ?", (eid, level, chunk)):
+                obj = out[(ch, seg, lay)] = _PluginChunk.decode(*cols)
+                obj.rowid = rowid
         else:
             for rowid, ch, it_lay, *cols in c.execute(
                     "SELECT rowid, chunk, it_layout_id, n, buckets, itl, it_delta, mix_code, batch_mix "
@@ -663,7 +742,7 @@ class Store:
         """Write every chunk changed in this cycle (inside the cycle's transaction): stored
         ones are updated in place by rowid (no index change), new ones inserted."""
         c = self.conn
-        updates: dict[str, list] = {"i": [], "s": [], "t": []}
+        updates: dict[str, list] = {"i": [], "s": [], "t": [], "p": []}
         for (kind, eid, level, chunk, *key), obj in self._dirty.items():
             if kind == "t":
                 values = obj.encode(self._width(key[0]), chunk, level)
@@ -682,6 +761,7 @@ class Store:
                       "delta = ? WHERE rowid = ?", updates["s"])
         c.executemany("UPDATE step_rollups SET n = ?, buckets = ?, itl = ?, it_delta = ?, mix_code = ?, "
                       "batch_mix = ? WHERE rowid = ?", updates["t"])
+        c.executemany("UPDATE plugin_chunks SET n = ?, keys = ?, code = ?, delta = ? WHERE rowid = ?", updates["p"])
 
     # -------------------------------------------------------------- writing
 
@@ -726,7 +806,7 @@ class Store:
 
     def _write_cycle_rows(self, results: list[ScrapeResult], cycle: float) -> dict[int, _EngineState]:
         c = self.conn
-        samples, events, failures, target_rows = [], [], [], []
+        samples, events, failures, target_rows, plugin_samples = [], [], [], [], []
         staged: dict[int, _EngineState] = {}
         n_failed = 0
         for r in results:
@@ -753,7 +833,7 @@ class Store:
                     if prev is not None and r.time <= prev.time:
                         raise ValueError(
                             f"scrape of {r.target} at {r.time} is not after its previous scrape at {prev.time}")
-                    state = self._engine_sample(eid, prev, snap, r.time, cycle, samples, events)
+                    state = self._engine_sample(eid, prev, snap, r.time, cycle, samples, events, plugin_samples)
                     staged[eid] = state
             self._targets[tid] = new_ts
             target_rows.append((new_ts.last_ok_time, new_ts.last_error, new_ts.last_error_time,
@@ -762,6 +842,7 @@ class Store:
                   "ON CONFLICT (time) DO UPDATE SET ok = ok + excluded.ok, failed = failed + excluded.failed",
                   (cycle, len(results) - n_failed, n_failed))
         c.executemany("INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", samples)
+        c.executemany("INSERT INTO plugin_samples VALUES (?,?,?,?)", plugin_samples)
         self._flush_chunks()
         c.executemany("INSERT INTO failures VALUES (?, ?, ?)", failures)
         c.executemany(
@@ -772,7 +853,7 @@ class Store:
         return staged
 
     def _engine_sample(self, eid, prev: _EngineState | None, snap: EngineSnapshot, t: float, cycle: float,
-                       samples, events) -> _EngineState:
+                       samples, events, plugin_samples) -> _EngineState:
         """Compute one engine's delta and events against its previous sample (see module doc)."""
         tid = self._target_ids[self._engine_refs[eid].target]
         counts = snap.counts
@@ -885,8 +966,41 @@ class Store:
                     self._open_chunk("s", eid, level, ch, (seg_id, layout_id)).add(b, start, t, delta)
                 self._open_chunk("t", eid, level, ch, (it_layout or 0,)).add(
                     b, itl_sum_d or 0.0, itl_count_d or 0.0, it_delta, batch)
+
+        plugin_layout = plugin_value = None
+        if snap.plugin is not None:
+            columns, values = plugin_series.plugin_columns(snap.plugin)
+            if columns:
+                plugin_layout = self._layout_id("plugin", columns)
+                plugin_value = np.array(values, dtype=np.float64)
+                plugin_samples.append((eid, t, plugin_layout, plugin_value.tobytes()))
+                # only beside a spec delta (same engine segment, so never across γ)
+                layout_gamma = plugin_series.plugin_columns_gamma(self._layouts[plugin_layout][1])
+                if delta is not None and layout_gamma in (0, gamma):
+                    p_delta = self._plugin_delta(prev, restart, plugin_layout, plugin_value)
+                    self._open_chunk("p", eid, 0, bucket_of(t, 300), (seg_id, plugin_layout)).add(t, p_delta)
+                    for level in ROLLUP_LEVELS:
+                        b = bucket_of(t, level)
+                        self._open_chunk("p", eid, level, chunk_of(b, level), (seg_id, plugin_layout)).add(b, p_delta)
         return _EngineState(eid, t, seg_id, gamma, layout_id, snap.created, value, itl_sum, itl_count,
-                            it_layout, it_value)
+                            it_layout, it_value, plugin_layout, plugin_value)
+
+    def _plugin_delta(self, prev: _EngineState, restart: bool, layout: int, value: np.ndarray) -> np.ndarray:
+        """The plugin counters' increase since the previous sample (Prometheus ``increase``):
+        the new value after a restart, when the previous sample had none, or when one of
+        them went down; else new − previous, a column new since then counting whole."""
+        if restart or prev.plugin_value is None:
+            return value.copy()
+        if prev.plugin_layout_id == layout:
+            before = prev.plugin_value
+        else:  # the layout grew (a batch bucket or step kind seen for the first time)
+            old = dict(zip(self._layouts[prev.plugin_layout_id][1], prev.plugin_value.tolist()))
+            columns = self._layouts[layout][1]
+            if not set(old) <= set(columns):  # a series vanished: only a restart does that
+                return value.copy()
+            before = np.array([old.get(col, 0.0) for col in columns])
+        d = value - before
+        return value.copy() if bool(np.any(d < 0)) else d
 
     # -------------------------------------------------------------- bulk load (benchmarks, tests)
 
@@ -1000,6 +1114,8 @@ class Store:
                 newest = self._engines[eid].time if eid in self._engines else math.inf
                 c.execute("DELETE FROM samples WHERE engine_id = ? AND time < ? AND time < ?",
                           (eid, raw_cut, newest))
+                c.execute("DELETE FROM plugin_samples WHERE engine_id = ? AND time < ? AND time < ?",
+                          (eid, raw_cut, newest))
             self._trim_chunks(raw_cut, roll_cut)
             for tid in self._targets:
                 c.execute("DELETE FROM failures WHERE target_id = ? AND time < ?", (tid, raw_cut))
@@ -1019,6 +1135,12 @@ class Store:
         c = self.conn
         span0 = CHUNK_SPANS[0]
         c.execute("DELETE FROM interval_chunks WHERE chunk + ? < ?", (span0, raw_cut))
+        # Plugin chunks go whole once all of them is past a cut; windows select their rows by
+        # key, and read level 0 only where raw rows are kept (acceptance.windows._plan).
+        c.execute("DELETE FROM plugin_chunks WHERE level = 0 AND chunk + ? < ?", (span0, raw_cut))
+        for level in ROLLUP_LEVELS:
+            c.execute("DELETE FROM plugin_chunks WHERE level = ? AND chunk + ? <= ?",
+                      (level, CHUNK_SPANS[level], roll_cut - level))
         for eid, ch, seg, lay, it_lay, *cols in c.execute(
                 "SELECT engine_id, chunk, seg_id, layout_id, it_layout_id, n, code, times, cycles, first_start, "
                 "starts, counts, itl FROM interval_chunks WHERE chunk < ?", (raw_cut,)).fetchall():
@@ -1278,6 +1400,28 @@ class Store:
             step.add((), (), float(itl[:, 0].sum()), float(itl[:, 1].sum()), it_lay, it)
         return spec, step
 
+    def read_plugin(self, engine_ids: list[int], level: int, lo: float, hi: float) -> list["PluginEntries"]:
+        """Plugin deltas of these engines, one ``PluginEntries`` per plugin layout: scrape
+        intervals with end in (lo, hi] (level 0), or rollup buckets lo ≤ b < hi of ``level``."""
+        if not engine_ids or hi <= lo:
+            return []
+        if level == 0:
+            args = (0, bucket_of(lo, 300), bucket_of(hi, 300))
+            where = "chunk >= ? AND chunk <= ?"
+        else:
+            args = (level, chunk_of(lo, level), hi)
+            where = "chunk >= ? AND chunk < ?"
+        groups: dict[int, list] = {}
+        for lay, seg, n, keys, code, blob in self.conn.execute(
+                "SELECT layout_id, seg_id, n, keys, code, delta FROM plugin_chunks "
+                f"WHERE {self._engine_filter(engine_ids)} AND level = ? AND {where}", args):
+            k = np.frombuffer(keys)
+            m = (k > lo) & (k <= hi) if level == 0 else (k >= lo) & (k < hi)
+            if m.any():
+                groups.setdefault(lay, []).append((np.full(int(m.sum()), seg), _decode_plugin_delta(n, code, blob)[m]))
+        return [PluginEntries(lay, np.concatenate([x for x, _ in rs]), np.vstack([d for _, d in rs]))
+                for lay, rs in groups.items()]
+
     def is_speculating(self, engine_id: int, at: float) -> bool | None:
         """Whether the engine's newest sample at or before ``at`` had spec-decode counters."""
         state = self._engines.get(engine_id)
@@ -1299,6 +1443,16 @@ class SpecEntries:
     key: np.ndarray
     start: np.ndarray
     end: np.ndarray
+    delta: np.ndarray
+
+
+@dataclass
+class PluginEntries:
+    """Plugin deltas of one plugin layout read for a window: row i is one engine
+    segment's deltas in one block; ``delta`` (n, W) in the layout's columns."""
+
+    layout_id: int
+    seg: np.ndarray
     delta: np.ndarray
 
 

@@ -16,6 +16,12 @@ covered by overlapping engine segments of that γ: engines of different γ give 
 segments, and counts are never summed across γ. Rows of a segment are blocks: the deltas
 of all its engines in one scrape cycle (raw) or one rollup bucket, summed; when there are
 more than ``max_blocks``, adjacent blocks are merged into ``max_blocks`` equal time slots.
+
+Plugin series (specdec's vLLM stat-logger plugin): a segment's ``plugin`` is the sum of
+the plugin deltas of its engine segments over the same plan (same buckets and intervals,
+so the same (start, end] as its counts), as ``plugin_series.PluginTotals``: per batch
+bucket SpecCounts and per (shape, tokens, fits_specialized) steps; None when none of its
+engines exported them. They are summed within a segment only: never across γ.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .counts import IntervalCounts, SpecCounts
-from .store import ROLLUP_LEVELS, EngineRef, Event, SpecEntries, StepTotals, Store, TargetStatus, le_value
+from .plugin_series import PluginTotals, plugin_totals_from_columns
+from .store import (ROLLUP_LEVELS, EngineRef, Event, PluginEntries, SpecEntries, StepTotals, Store, TargetStatus,
+                    le_value)
 
 MIN_BLOCKS_PER_LEVEL = 60
 
@@ -44,6 +52,8 @@ class GammaSegment:
     # Σ drafts that reached position k, k = 1..γ, when every interval of the segment reported
     # them (SpecCounts.draft_tokens_per_position); None otherwise.
     draft_tokens_per_position: tuple[float, ...] | None = None
+    # Σ specdec plugin deltas of its engines over the segment's blocks; None: none exported.
+    plugin: PluginTotals | None = None
 
     @property
     def total(self) -> SpecCounts:
@@ -92,6 +102,12 @@ class RouteWindow:
         last_block_start = float(last.intervals.start[-1]) if len(last.intervals) else last.start
         parallel = [s for s in self.segments if s.end > last_block_start]
         return max(parallel, key=lambda s: (s.total.drafts, s.end))
+
+    @property
+    def plugin(self) -> PluginTotals | None:
+        """The newest segment's plugin totals (None: no engine of it exported them)."""
+        newest = self.newest_segment
+        return None if newest is None else newest.plugin
 
 
 def _plan(start: float, end: float, raw_from: float | None = None
@@ -152,18 +168,21 @@ def route_window(store: Store, targets: list[str], start: float, end: float, *,
 
     # one query per raw span and per rollup level range, for all the route's engines at once
     entries: list[SpecEntries] = []
+    plugin: list[PluginEntries] = []
     step = StepTotals()
     for lo, hi in spans:
         spec, st = store.read_intervals(engine_ids, lo, hi)
         entries += spec
         step.merge(st)
+        plugin += store.read_plugin(engine_ids, 0, lo, hi)
     for level, b_lo, b_hi in rollups:
         spec, st = store.read_rollups(engine_ids, level, b_lo, b_hi)
         entries += spec
         step.merge(st)
+        plugin += store.read_plugin(engine_ids, level, b_lo, b_hi)
     not_speculating = [ref for eid, ref in engines if store.is_speculating(eid, end) is False]
 
-    segments = _build_segments(store, dict(engines), entries, max_blocks)
+    segments = _build_segments(store, dict(engines), entries, max_blocks, plugin)
     return RouteWindow(targets, start, end, segments, store.events(targets, start, end), _step_shape(store, step),
                        store.targets_status(targets), not_speculating)
 
@@ -191,7 +210,7 @@ def _step_shape(store: Store, step: StepTotals) -> StepShapeWindow:
 
 
 def _build_segments(store: Store, refs: dict[int, EngineRef], entries: list[SpecEntries],
-                    max_blocks: int) -> list[GammaSegment]:
+                    max_blocks: int, plugin: list[PluginEntries] = ()) -> list[GammaSegment]:
     if not entries:
         return []
     # engine segments: their γ and the span of their entries in the window
@@ -220,13 +239,32 @@ def _build_segments(store: Store, refs: dict[int, EngineRef], entries: list[Spec
                 groups.append([span])
                 group_end = span[1]
         for group in groups:
-            out.append(_route_segment(store, refs, gamma, [seg for _, _, seg in group], entries, max_blocks))
+            segs = [seg for _, _, seg in group]
+            out.append(_route_segment(store, refs, gamma, segs, entries, max_blocks,
+                                      _plugin_totals(store, segs, plugin)))
     out.sort(key=lambda s: (s.start, s.end, s.gamma))
     return out
 
 
+def _plugin_totals(store: Store, segs: list[int], plugin: list[PluginEntries]) -> PluginTotals | None:
+    """Σ plugin deltas of these engine segments (all of one γ), by column name."""
+    wanted = np.array(segs)
+    sums: dict[str, float] = defaultdict(float)
+    seen_segs: set[int] = set()
+    for e in plugin:
+        m = np.isin(e.seg, wanted)
+        if not m.any():
+            continue
+        seen_segs.update(np.unique(e.seg[m]).tolist())
+        for name, x in zip(store.layout_columns(e.layout_id), e.delta[m].sum(axis=0).tolist()):
+            sums[name] += x
+    if not seen_segs:
+        return None
+    return plugin_totals_from_columns(sums, engines=len({store.segment_engine(s) for s in seen_segs}))
+
+
 def _route_segment(store: Store, refs: dict[int, EngineRef], gamma: int, segs: list[int],
-                   entries: list[SpecEntries], max_blocks: int) -> GammaSegment:
+                   entries: list[SpecEntries], max_blocks: int, plugin: PluginTotals | None = None) -> GammaSegment:
     """Sum the entries of these engine segments (all of one γ) into blocks by block key."""
     n = 3 + gamma
     keys, starts, ends, counts, per_position = [], [], [], [], []
@@ -265,4 +303,4 @@ def _route_segment(store: Store, refs: dict[int, EngineRef], gamma: int, segs: l
             dtpp = tuple(total.tolist())
     engine_ids = {store.segment_engine(s) for s in segs}
     return GammaSegment(gamma, float(starts_.min()), float(ends_.max()), sorted(refs[e] for e in engine_ids),
-                        IntervalCounts(gamma, starts_, ends_, counts_), dtpp)
+                        IntervalCounts(gamma, starts_, ends_, counts_), dtpp, plugin)

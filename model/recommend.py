@@ -14,6 +14,11 @@ decision: "change" when P(speedup(rec)/speedup(deployed) − 1 > min_gain) ≥ 0
 same ensemble, "off" when that holds for γ = 0, else "keep" — with the evidence that would
 change it in decision_reason. Without resamples there is no such probability: "keep".
 The deployable config is for the recommended γ on change/off, else the deployed γ.
+With ``survival_by_batch`` (a curve a_{B,1..γ} per batch size of the mix, from specdec's
+plugin) AL(γ) is the mix's AL_mix(γ) = Σ_B w_B·AL_B(γ) (model.speedup), each batch size's
+curve extended past γ by the tail models; batch sizes without a curve use the pooled
+one. Resamples shift every batch size's curve by the pooled resample's deviation (the
+per-batch counts carry no resamples of their own), clipped to [0, 1] and non-increasing.
 A ``num_speculative_tokens_per_batch_size`` schedule (per batch size the best K ≤ γ; on the
 specialized path only γ or 0) is suggested when it beats the fixed γ by more than min_gain
 over the mix; it enters the deployable config only together with a change of γ.
@@ -24,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from statistics import NormalDist
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -32,7 +38,7 @@ from .drafters import drafter_for
 from .extrapolate import MAX_EXTRAPOLATION, TAIL_MODELS, extend_survival
 from .profiles import make_profile
 from .specialized import Eligibility, specialized_refusal
-from .speedup import CostModel, normalise_batch_mix, objective_weights
+from .speedup import CostModel, mix_expected_tokens, normalise_batch_mix, objective_weights
 from .vllm_config import command_line, replay_config, schedule_from_best, speculative_config
 
 DECISION_CERTAINTY = 0.9
@@ -124,6 +130,7 @@ def recommend(
     seed: int = 0,
     anchor_step_s: float | None = None,
     batch_mix_resamples: np.ndarray | None = None,
+    survival_by_batch: Mapping[int, Sequence[float]] | None = None,
 ) -> Recommendation:
     """Recommend γ for one route (module docstring). ``eligibility``: the clean share of
     steps for the specialized path (an Eligibility, a number, or None = assumed 1).
@@ -132,7 +139,10 @@ def recommend(
     interface stability; the computation is deterministic.
     ``batch_mix_resamples`` (m, nB): resampled weights over ``batch_mix``'s batch sizes in
     ascending order; survival resample i is priced at mix row i mod m, so the intervals and
-    probabilities carry the batch mix's sampling error too (the point uses ``batch_mix``)."""
+    probabilities carry the batch mix's sampling error too (the point uses ``batch_mix``).
+    ``survival_by_batch``: {batch size: a_1..a_γ} for batch sizes of ``batch_mix`` whose
+    own curve is known (module docstring); others, and batch sizes not in the mix, fall
+    back to / are ignored in favour of the pooled ``survival``."""
     del seed
     a = np.asarray(survival, dtype=float)
     if a.ndim != 1 or a.size == 0:
@@ -197,15 +207,24 @@ def recommend(
 
     # Expected tokens per step for every tail model (and resample).
     extra = max(0, top - g)
-    ext_point = extend_survival(a, extra)  # (M, g+extra)
-    al_point = 1.0 + np.concatenate([np.zeros((len(TAIL_MODELS), 1)), np.cumsum(ext_point, -1)], -1)[:, : top + 1]
+    per_batch = _per_batch_curves(survival_by_batch, bs, a)  # (nB, g) or None
+    al_by_batch = None
+    if per_batch is None:
+        al_point = _expected_tokens(extend_survival(a, extra), top)  # (M, G)
+    else:
+        al_by_batch = _expected_tokens(extend_survival(per_batch, extra), top)  # (M, nB, G)
+        al_point = mix_expected_tokens(al_by_batch, ws)
     speed_point_models = al_point * ratio[0]  # (M, G)
     speed_point = speed_point_models.mean(axis=0)
     if resamples is not None:
-        ext_res = extend_survival(resamples, extra)  # (M, n, g+extra)
-        al_res = 1.0 + np.concatenate(
-            [np.zeros(ext_res.shape[:-1] + (1,)), np.cumsum(ext_res, -1)], -1
-        )[..., : top + 1]
+        if per_batch is None:
+            al_res = _expected_tokens(extend_survival(resamples, extra), top)  # (M, n, G)
+        else:
+            shifted = np.clip(per_batch[None] + (resamples - a)[:, None, :], 0.0, 1.0)  # (n, nB, g)
+            shifted = np.minimum.accumulate(shifted, axis=-1)
+            al_b_res = _expected_tokens(extend_survival(shifted, extra), top)  # (M, n, nB, G)
+            w_res = ws if mix_res is None else mix_res[np.arange(resamples.shape[0]) % len(mix_res)]
+            al_res = mix_expected_tokens(al_b_res, w_res)  # (M, n, G)
         if mix_res is None:
             samples = al_res[None] * ratio[:, None, None, :]  # (S, M, n, G)
         else:
@@ -271,7 +290,8 @@ def recommend(
     final = rec if decision in ("change", "off") else deployed
     schedule = None
     if final > 0 and len(bs) > 1:
-        schedule = _schedule(final, bs, ws, times[0], al_point.mean(axis=0), allowed, specialized,
+        al_sched = al_point.mean(axis=0) if al_by_batch is None else al_by_batch.mean(axis=0).T  # (G,) or (G, nB)
+        schedule = _schedule(final, bs, ws, times[0], al_sched, allowed, specialized,
                              deployment.objective, deployment.min_gain)
     # A schedule restarts engines like a γ change: it joins the deployable config only when
     # γ changes anyway; otherwise it is reported as a suggestion (Recommendation.schedule).
@@ -293,6 +313,35 @@ def recommend(
         specialized_eligibility=elig,
         schedule=schedule,
     )
+
+
+def _expected_tokens(curves: np.ndarray, top: int) -> np.ndarray:
+    """AL(γ) = 1 + Σ_{k≤γ} a_k for γ = 0..top over the last axis of extended curves."""
+    zero = np.zeros(curves.shape[:-1] + (1,))
+    return 1.0 + np.concatenate([zero, np.cumsum(curves, -1)], -1)[..., : top + 1]
+
+
+def _per_batch_curves(survival_by_batch, batch_sizes: np.ndarray, pooled: np.ndarray) -> np.ndarray | None:
+    """(nB, g) curves over the mix's batch sizes: each one's own where given, else pooled
+    (None when no batch size of the mix has its own)."""
+    if survival_by_batch is None:
+        return None
+    if not isinstance(survival_by_batch, Mapping):
+        raise ModelInputError("survival_by_batch: must be a {batch size: survival curve} mapping")
+    curves = np.tile(pooled, (len(batch_sizes), 1))
+    own = False
+    for j, b in enumerate(batch_sizes.tolist()):
+        curve = survival_by_batch.get(b)
+        if curve is None:
+            continue
+        c = np.asarray(curve, dtype=float)
+        if c.shape != pooled.shape:
+            raise ModelInputError(f"survival_by_batch[{b}]: must have {pooled.size} values like the survival curve, "
+                                  f"got {c.size}")
+        _check_curve(c, f"survival_by_batch[{b}]")
+        curves[j] = c
+        own = True
+    return curves if own else None
 
 
 def _decide(rec, deployed, allowed, speed_point, ens, min_gain, reasons) -> tuple[str, str]:
@@ -330,19 +379,20 @@ def _decide(rec, deployed, allowed, speed_point, ens, min_gain, reasons) -> tupl
 def _schedule(gamma, bs, ws, times, al, allowed, specialized, objective, min_gain):
     """A num_speculative_tokens_per_batch_size schedule (per batch size the best K ≤ γ;
     on the specialized path only γ or 0, since partial drafts run stock) — kept only when
-    it beats the fixed γ over the mix by more than min_gain."""
+    it beats the fixed γ over the mix by more than min_gain. ``al``: AL(K) (G,), or
+    AL_B(K) per batch size (G, nB)."""
+    al = np.broadcast_to(np.asarray(al, dtype=float).reshape(len(times), -1), times.shape)  # (G, nB)
     options = [0, gamma] if specialized else list(range(gamma + 1))
     options = [k for k in options if allowed[k]]
-    per_batch = al[options, None] * times[0][None, :] / times[options]  # S(K, B)
+    per_batch = al[options] * times[0][None, :] / times[options]  # S(K, B)
     best = {int(b): options[int(np.argmax(per_batch[:, j]))] for j, b in enumerate(bs)}
     if all(k == gamma for k in best.values()):
         return None
     v = objective_weights(bs, ws, objective)
-    fixed = al[gamma] / (times[gamma] @ v)
+    fixed = (ws @ al[gamma]) / (times[gamma] @ v)  # tokens are request-weighted (model.speedup)
     ks = np.array([best[int(b)] for b in bs])
-    rate = (v @ al[ks]) / (v @ times[ks, np.arange(len(bs))]) if objective == "interactivity" else (
-        (ws @ al[ks]) / (v @ times[ks, np.arange(len(bs))])
-    )
+    cols = np.arange(len(bs))
+    rate = (ws @ al[ks, cols]) / (v @ times[ks, cols])
     if rate / fixed - 1.0 <= min_gain:
         return None
     return schedule_from_best(best)

@@ -15,7 +15,8 @@ Capture sizes are not in /metrics: the deployment's ``cudagraph_capture_sizes`` 
 default list ``[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)`` (max 512), which
 vLLM rounds up to multiples of q for speculative decoding.
 
-The share of steps that are clean (no prompt rows) is read from the
+The share of steps that are clean (no prompt rows) is counted by specdec's vLLM plugin
+when the engines run it (``eligibility_from_step_counts``), else bounded from the
 ``vllm:iteration_tokens_total`` histogram deltas; ``le="64"`` is exactly the limit.
 """
 
@@ -158,3 +159,15 @@ def specialized_eligibility(
         f"{fit:.1%} of decode steps fit at γ={gamma} → clean share {share:.1%} (upper bound)"
     )
     return Eligibility(share, source)
+
+
+def eligibility_from_step_counts(clean_steps: float, steps: float) -> Eligibility:
+    """The share of clean steps counted by specdec's vLLM plugin (``specdec:engine_steps``):
+    clean share = (pure decode + uniform verify steps) / all steps — counted, not bounded
+    as from the iteration-token histogram. Whether a clean step's batch fits the path is
+    the cost model's part (CostModel.target_time), as with the histogram's share."""
+    if not (math.isfinite(steps) and steps > 0) or not (math.isfinite(clean_steps) and 0 <= clean_steps <= steps):
+        raise ModelInputError(f"plugin step counts: need 0 ≤ clean ({clean_steps!r}) ≤ steps ({steps!r}) and steps > 0")
+    share = clean_steps / steps
+    return Eligibility(share, f"specdec plugin: {clean_steps:.0f} of {steps:.0f} steps clean "
+                              f"(pure decode or uniform verify) → clean share {share:.1%}")

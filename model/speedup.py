@@ -17,6 +17,16 @@ request-weighted; step counts n_B convert as w_B ∝ B·n_B), tokens over time:
 Speedup = the same ratio at γ over γ = 0: AL(γ)·τ(0) / τ(γ). The two weight batch sizes
 differently (interactivity by the time users spend in each batch, throughput by the steps,
 w_B / B, so small batches count for more per token), so they can disagree.
+
+With a survival curve per batch size (specdec's vLLM plugin counts acceptance by batch
+bucket), tokens are summed per batch size too: AL_B(γ) = 1 + Σ_{k≤γ} a_{B,k} and
+  tokens over time = Σ_B w_B·AL_B(γ) / Σ_B v_B·t_B(γ)   (v_B = w_B, or w_B / B),
+  speedup = Σ_B w_B·AL_B(γ) · τ(0) / τ(γ)            (AL_B(0) = 1, so γ = 0 gives 1).
+The tokens are request-weighted under both objectives (a step at B yields B·AL_B tokens,
+and s_B·B ∝ w_B). So the mix's expected tokens AL_mix(γ) = Σ_B w_B·AL_B(γ) takes the
+place of AL(γ) — the same thing when the curves agree. It differs from the pooled curve
+(drafts-weighted over the window) when the mix priced is not the one the drafts came from:
+a what-if mix, a batch-size schedule, or a gauge-sampled mix that misses bursts.
 """
 
 from __future__ import annotations
@@ -156,6 +166,21 @@ def mix_speedup(expected_tokens, step_times, batch_sizes, weights, objective: st
     """
     tau = step_times @ objective_weights(np.asarray(batch_sizes), np.asarray(weights), objective)
     return np.asarray(expected_tokens) * tau[0] / tau
+
+
+def mix_expected_tokens(expected_tokens_by_batch, weights):
+    """AL_mix(γ) = Σ_B w_B·AL_B(γ): expected_tokens_by_batch (..., nB, G), weights
+    (nB,) or (..., nB) request weights summing to 1 → (..., G)."""
+    al = np.asarray(expected_tokens_by_batch, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    return np.einsum("...bg,...b->...g", al, w)
+
+
+def mix_speedup_by_batch(expected_tokens_by_batch, step_times, batch_sizes, weights, objective: str):
+    """Σ_B w_B·AL_B(γ) · τ(0) / τ(γ), τ = Σ_B v_B·t_B (module docstring);
+    expected_tokens_by_batch (..., nB, G), step_times[γ, B] starting at γ = 0 → (..., G)."""
+    tau = step_times @ objective_weights(np.asarray(batch_sizes), np.asarray(weights), objective)
+    return mix_expected_tokens(expected_tokens_by_batch, weights) * tau[0] / tau
 
 
 # ---------------------------------------------------------------------------------------

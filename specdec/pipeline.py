@@ -4,7 +4,16 @@
 
 Nothing here is a new quantity: it wires acceptance/ into model/ and gathers the
 results into one ``RouteTuning`` that views print, chart or serialise.
+
+When the route's engines run specdec's vLLM plugin (the window's segment has ``plugin``
+totals of its γ), two inputs of the cost model come from its counts instead:
+- the specialized path's clean share: counted steps (model.specialized.
+  eligibility_from_step_counts) instead of the iteration-token histogram's upper bound;
+- the survival per batch size: each batch size of the mix takes its bucket's curve
+  a_k = A_k / D when the bucket holds at least ``MIN_BUCKET_DRAFTS`` drafts, else the
+  pooled curve (model.recommend, survival_by_batch).
 """
+
 
 from __future__ import annotations
 
@@ -15,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from acceptance.counts import IntervalCounts
+from acceptance.plugin_series import PluginTotals, batch_bucket
 from acceptance.estimates import (
     AcceptanceEstimate,
     Drift,
@@ -26,7 +36,7 @@ from acceptance.estimates import (
 from model.deployment import INLINE_DEFAULTS, Deployment
 from model.recommend import Recommendation, recommend
 from model.speedup import batch_mix_from_time_shares, request_weights_from_time_shares
-from model.specialized import specialized_eligibility
+from model.specialized import eligibility_from_step_counts, specialized_eligibility
 
 from .config import Config, ConfigError
 
@@ -34,6 +44,11 @@ DEFAULT_WINDOW_S = 3600.0
 # Half-width of the 90% interval of the mean acceptance length below which a window is
 # precise enough to rank γ; used to say how many more drafts a thin window needs.
 DECIDABLE_AL_HALFWIDTH = 0.05
+# Drafts a plugin batch bucket needs before its own survival curve replaces the pooled one
+# for the batch sizes it holds: at 2,000 drafts a survival value's binomial standard error
+# is at most 0.011 (more with the correlation within requests; the pooled curve's
+# resamples carry the interval).
+MIN_BUCKET_DRAFTS = 2000
 
 
 class NoDataError(ValueError):
@@ -53,6 +68,9 @@ class RouteTuning:
     drafts_more_needed: int | None = None  # None: enough drafts to decide
     batch_mix: dict[int, float] | None = None  # request-weighted w_B the model used (None: batch 1)
     notes: list[str] = field(default_factory=list)
+    plugin: PluginTotals | None = None  # the segment's specdec plugin totals, when exported
+    survival_by_batch: dict[int, list[float]] | None = None  # per-batch curves the model used
+    survival_reached: list[float] | None = None  # a_k among drafts that reached k: ΣA_k / ΣR_k
 
     @property
     def observed_gamma(self) -> int:
@@ -102,8 +120,9 @@ def tune_intervals(
     estimate = estimate_acceptance(intervals, level=level, n_resamples=n_resamples, seed=seed,
                                    block_length=block_length, unit=unit)
     drift = detect_drift(intervals, level=level, seed=seed) if len(intervals) >= 8 else None
-    batch_mix = eligibility = observed_tps = mix_resamples = None
+    batch_mix = eligibility = observed_tps = mix_resamples = by_batch = None
     notes: list[str] = []
+    plugin = window_plugin(window, intervals.gamma)
     if window is not None:
         shape = window.step_shape
         if shape.batch_mix:
@@ -112,8 +131,8 @@ def tune_intervals(
                 effective = max(estimate.n_blocks, shape.samples)
                 mix_resamples = batch_mix_resamples(shape.batch_mix, deployment, intervals.gamma,
                                                     effective, len(estimate.survival_resamples), seed)
-        if deployment.decode_backend == "latency_specialized" and shape.iteration_tokens and batch_mix:
-            eligibility = specialized_eligibility(shape.iteration_tokens, batch_mix, intervals.gamma)
+        eligibility = route_eligibility(window, plugin, deployment, batch_mix, intervals.gamma)
+        by_batch = survival_by_batch_size(plugin, batch_mix)
         observed_tps = observed_tokens_per_second(window, estimate.mean_acceptance_length.value)
     rec = recommend(
         estimate.survival.value,
@@ -126,6 +145,7 @@ def tune_intervals(
         observed_tokens_per_second=observed_tps,
         seed=seed,
         batch_mix_resamples=mix_resamples,
+        survival_by_batch=by_batch,
     )
     more = None
     half = _al_halfwidth(estimate)
@@ -134,7 +154,60 @@ def tune_intervals(
     return RouteTuning(
         route=route, deployment=deployment, estimate=estimate, recommendation=rec, drift=drift,
         window=window, drafts_more_needed=more, notes=notes, batch_mix=batch_mix,
+        plugin=plugin, survival_by_batch=by_batch, survival_reached=reached_survival(window, plugin, intervals.gamma),
     )
+
+
+def window_plugin(window, gamma: int) -> PluginTotals | None:
+    """The plugin totals of the window's newest segment when they are of this γ (or carry
+    steps only); None without plugin series."""
+    plugin = getattr(window, "plugin", None) if window is not None else None
+    if plugin is None or plugin.gamma not in (0, gamma):
+        return None
+    return plugin
+
+
+def route_eligibility(window, plugin: PluginTotals | None, deployment: Deployment, batch_mix, gamma: int):
+    """The specialized path's clean share on latency_specialized: counted by the plugin's
+    steps when present, else bounded from the iteration-token histogram (None: neither)."""
+    if deployment.decode_backend != "latency_specialized":
+        return None
+    share = plugin.specialized_share() if plugin is not None else None
+    if share is not None:
+        return eligibility_from_step_counts(share.clean_steps, share.steps)
+    shape = getattr(window, "step_shape", None)
+    if shape is not None and shape.iteration_tokens and batch_mix:
+        return specialized_eligibility(shape.iteration_tokens, batch_mix, gamma)
+    return None
+
+
+def survival_by_batch_size(plugin: PluginTotals | None, batch_mix: dict[int, float] | None
+                           ) -> dict[int, list[float]] | None:
+    """{batch size of the mix: its plugin bucket's survival a_k = A_k / D} for buckets with
+    at least MIN_BUCKET_DRAFTS drafts (None: no such batch size)."""
+    if plugin is None or not batch_mix or not plugin.by_batch:
+        return None
+    buckets = plugin.survival_by_batch()
+    out = {}
+    for b in batch_mix:
+        bs = buckets.get(batch_bucket(b).label)
+        if bs is None or bs.drafts < MIN_BUCKET_DRAFTS:
+            continue
+        # counts make a_k non-increasing in [0, 1]; rounding must not make it otherwise
+        out[int(b)] = np.minimum.accumulate(np.clip(np.asarray(bs.survival, dtype=float), 0.0, 1.0)).tolist()
+    return out or None
+
+
+def reached_survival(window, plugin: PluginTotals | None, gamma: int) -> list[float] | None:
+    """a_k among the drafts that reached position k, ΣA_k / ΣR_k (DESIGN.md, Definitions):
+    from the plugin's totals, else from the segment's drafts per position (None: neither)."""
+    counts = plugin.total() if plugin is not None else None
+    if counts is None or counts.gamma != gamma or counts.draft_tokens_per_position is None:
+        segment = getattr(window, "newest_segment", None) if window is not None else None
+        if segment is None or segment.gamma != gamma or segment.draft_tokens_per_position is None:
+            return None
+        counts = segment.total
+    return [a / r if r > 0 else math.nan for a, r in zip(counts.accepted_per_position, counts.draft_tokens_per_position)]
 
 
 def batch_mix_resamples(time_shares: dict[int, float], deployment: Deployment, gamma: int,
@@ -327,7 +400,16 @@ def tuning_to_dict(t: RouteTuning) -> dict:
         "drafts_more_needed": t.drafts_more_needed,
         "batch_mix": None if t.batch_mix is None else {str(k): v for k, v in sorted(t.batch_mix.items())},
         "notes": list(t.notes),
+        "survival_reached": t.survival_reached,
+        "survival_by_batch": None,
     }
+    if t.plugin is not None and t.plugin.by_batch:
+        used = {batch_bucket(b).label for b in (t.survival_by_batch or {})}
+        observed["survival_by_batch"] = {
+            label: {"drafts": bs.drafts, "survival": list(bs.survival), "survival_reached": list(bs.reached_survival),
+                    "used_in_model": label in used}
+            for label, bs in t.plugin.survival_by_batch().items()
+        }
     if t.drift is not None:
         d = t.drift
         observed["drift"] = {
@@ -442,9 +524,9 @@ def what_if(tuning: RouteTuning, overrides: dict, *, batch_time_shares: dict[int
     ``overrides``: [deployment] keys over the route's deployment (validated: ModelInputError
     names the key). ``batch_time_shares``: the share of engine time at each batch size u_B
     (default: the window's observed shares; None and no window = batch 1); it becomes the
-    request-weighted mix under the NEW deployment (model.speedup.batch_mix_from_time_shares),
-    and on latency_specialized the clean share comes from the window's iteration_tokens,
-    as in tune_intervals.
+    request-weighted mix under the NEW deployment (model.speedup.batch_mix_from_time_shares);
+    the clean share on latency_specialized and the per-batch survival come from the window
+    as in tune_intervals (a mix moved to large batches takes their own curves).
     """
     deployment = Deployment.from_mapping(overrides, where="what-if", base=tuning.deployment)
     estimate = tuning.estimate
@@ -455,10 +537,9 @@ def what_if(tuning: RouteTuning, overrides: dict, *, batch_time_shares: dict[int
         shares = window.step_shape.batch_mix
     batch_mix = batch_mix_from_time_shares(shares, deployment, gamma) if shares else None
     eligibility = observed_tps = None
+    plugin = window_plugin(window, gamma)
     if window is not None:
-        shape = window.step_shape
-        if deployment.decode_backend == "latency_specialized" and shape.iteration_tokens and batch_mix:
-            eligibility = specialized_eligibility(shape.iteration_tokens, batch_mix, gamma)
+        eligibility = route_eligibility(window, plugin, deployment, batch_mix, gamma)
         observed_tps = observed_tokens_per_second(window, estimate.mean_acceptance_length.value)
     rec = recommend(
         estimate.survival.value,
@@ -469,5 +550,6 @@ def what_if(tuning: RouteTuning, overrides: dict, *, batch_time_shares: dict[int
         eligibility=eligibility,
         level=level,
         observed_tokens_per_second=observed_tps,
+        survival_by_batch=survival_by_batch_size(plugin, batch_mix),
     )
     return deployment, rec
