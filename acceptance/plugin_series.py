@@ -211,18 +211,12 @@ def _specialized_share(steps: tuple[StepCount, ...]) -> SpecializedShare | None:
     return SpecializedShare(share, fitting, clean, total, source)
 
 
-@dataclass(frozen=True)
-class PluginEngineCounts:
-    """One engine's plugin series (cumulative as exposed, or a window's deltas)."""
+class _PluginReadings:
+    """What a set of plugin counts says (``by_batch`` and ``steps``), for one engine or a
+    window's sum over engines."""
 
-    model_name: str
-    engine: str
-    by_batch: Mapping[str, SpecCounts] = field(default_factory=dict)  # batch label → counts
-    steps: tuple[StepCount, ...] = ()
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.model_name, self.engine)
+    by_batch: Mapping[str, SpecCounts]
+    steps: tuple[StepCount, ...]
 
     @property
     def gamma(self) -> int:
@@ -245,7 +239,21 @@ class PluginEngineCounts:
 
 
 @dataclass(frozen=True)
-class PluginTotals:
+class PluginEngineCounts(_PluginReadings):
+    """One engine's plugin series (cumulative as exposed, or a window's deltas)."""
+
+    model_name: str
+    engine: str
+    by_batch: Mapping[str, SpecCounts] = field(default_factory=dict)  # batch label → counts
+    steps: tuple[StepCount, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.model_name, self.engine)
+
+
+@dataclass(frozen=True)
+class PluginTotals(_PluginReadings):
     """The plugin's counts summed over a window and over engines of ONE γ (a route
     segment's: acceptance.windows), with PluginEngineCounts' readings.
 
@@ -257,22 +265,6 @@ class PluginTotals:
     by_batch: Mapping[str, SpecCounts] = field(default_factory=dict)
     steps: tuple[StepCount, ...] = ()
     engines: int = 0
-
-    @property
-    def gamma(self) -> int:
-        return _gamma(self.by_batch)
-
-    def total(self) -> SpecCounts | None:
-        return _total(self.by_batch)
-
-    def survival_by_batch(self) -> dict[str, BatchSurvival]:
-        return _survival_by_batch(self.by_batch)
-
-    def steps_by_shape(self) -> dict[str, float]:
-        return _steps_by_shape(self.steps)
-
-    def specialized_share(self) -> SpecializedShare | None:
-        return _specialized_share(self.steps)
 
 
 # --------------------------------------------------------------------------------------
