@@ -59,7 +59,7 @@ from . import vllm_metrics as vm
 from .counts import IntervalCounts
 from .fetch import SourceError
 from .store import EngineRef, Event, TargetStatus
-from .windows import GammaSegment, StepShapeWindow
+from .windows import GammaSegment, StepShapeWindow, newest_segment
 
 # A block must hold several samples of every engine: increase() needs two, and with three
 # scrape intervals at most about a third of a block is extrapolated at its edges.
@@ -232,14 +232,7 @@ class PrometheusWindow:
 
     @property
     def newest_segment(self) -> GammaSegment | None:
-        """The newest segment; among parallel ones (overlapping the last block of the one
-        that ends last), the one with the most drafts (as RouteWindow.newest_segment)."""
-        if not self.segments:
-            return None
-        last = max(self.segments, key=lambda s: s.end)
-        last_block_start = float(last.intervals.start[-1]) if len(last.intervals) else last.start
-        parallel = [s for s in self.segments if s.end > last_block_start]
-        return max(parallel, key=lambda s: (s.total.drafts, s.end))
+        return newest_segment(self.segments)
 
 
 def _counter(name: str) -> str:

@@ -81,6 +81,17 @@ class StepShapeWindow:
     samples: int = 0
 
 
+def newest_segment(segments: list[GammaSegment]) -> GammaSegment | None:
+    """The newest segment; among parallel ones (overlapping the last block of the one
+    that ends last), the one with the most drafts — what `observed` describes."""
+    if not segments:
+        return None
+    last = max(segments, key=lambda s: s.end)
+    last_block_start = float(last.intervals.start[-1]) if len(last.intervals) else last.start
+    parallel = [s for s in segments if s.end > last_block_start]
+    return max(parallel, key=lambda s: (s.total.drafts, s.end))
+
+
 @dataclass(frozen=True)
 class RouteWindow:
     targets: list[str]
@@ -94,14 +105,7 @@ class RouteWindow:
 
     @property
     def newest_segment(self) -> GammaSegment | None:
-        """The newest segment; among parallel ones (overlapping the last block of the one
-        that ends last), the one with the most drafts."""
-        if not self.segments:
-            return None
-        last = max(self.segments, key=lambda s: s.end)
-        last_block_start = float(last.intervals.start[-1]) if len(last.intervals) else last.start
-        parallel = [s for s in self.segments if s.end > last_block_start]
-        return max(parallel, key=lambda s: (s.total.drafts, s.end))
+        return newest_segment(self.segments)
 
     @property
     def plugin(self) -> PluginTotals | None:
