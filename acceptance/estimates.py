@@ -541,7 +541,9 @@ def detect_drift(
     n = rows.shape[0]
     if start.shape != (n,) or end.shape != (n,):
         raise ValueError(f"intervals: start and end must have one entry per row ({n})")
-    if n > 1 and (np.diff(start) < 0).any():
+    # Rows are ordered by their end (a block's start can reach back past the previous
+    # block's: an engine that was unreachable for a few scrapes counts from its last good one).
+    if n > 1 and (np.diff(end) < 0).any():
         raise ValueError("intervals: rows are not in time order")
 
     nan_difference = _scalar(math.nan, level)
@@ -549,12 +551,12 @@ def detect_drift(
         return Drift(False, math.nan, math.nan, nan_difference, math.nan,
                      "no drift test: no intervals in the window", level, min_relative_change)
 
-    split_time = end[-1] - recent_fraction * (end[-1] - start[0])
+    split_time = end[-1] - recent_fraction * (end[-1] - start.min())
     recent = 0.5 * (start + end) >= split_time
     recent_rows, earlier_rows = rows[recent], rows[~recent]
     recent_start = float(start[recent][0]) if recent.any() else math.nan
-    recent_al = 1.0 + recent_rows[:, _A].sum() / recent_rows[:, _D].sum() if recent_rows[:, _D].sum() > 0 else math.nan
-    earlier_al = 1.0 + earlier_rows[:, _A].sum() / earlier_rows[:, _D].sum() if earlier_rows[:, _D].sum() > 0 else math.nan
+    recent_al = mean_acceptance_length(SpecCounts.from_vector(recent_rows.sum(axis=0)))
+    earlier_al = mean_acceptance_length(SpecCounts.from_vector(earlier_rows.sum(axis=0)))
 
     usable = [int((part[:, _D] > 0).sum()) for part in (recent_rows, earlier_rows)]
     if min(usable) < MIN_ROWS_FOR_INTERVAL:

@@ -26,7 +26,8 @@ errors
   - an empty body, an HTML page (the body starts with ``<``), a page with no ``vllm:``
     samples at all: not a vLLM /metrics page;
   - a kept line that prometheus-client cannot parse (garbage inside the families used);
-  - a counter that is negative, NaN or infinite; a position label that is not an integer;
+  - a counter or a step-shape value (running requests, ITL sum/count, iteration-token
+    buckets) that is negative, NaN or infinite; a position label that is not an integer;
     positions that are not exactly 0..γ-1 (e.g. 0 and 2 without 1); the same series twice;
   - an engine that exposes some spec-decode counters but not all four families (a
     per-position series without drafts cannot be normalised).
@@ -280,12 +281,19 @@ def _add_sample(series: _EngineSeries, name: str, labels: dict, value: float, so
             series.created = float(value)
         return
     series.has_step_shape = True
+    # Step-shape values feed the store like counters do: a NaN or negative one is a broken
+    # page (this target's failure), not something to store.
+    if not math.isfinite(value) or value < 0:
+        raise MetricsPageError(f"{source}: {name} is {value!r}, not a finite non-negative number")
     if name == _ITER_BUCKET:
         le = labels.get("le")
         try:
-            series.iteration_tokens[float(le)] = _integral(value)
+            bound = float(le)
         except (TypeError, ValueError):
             raise MetricsPageError(f"{source}: {name} has bucket bound le={le!r}, not a number") from None
+        if math.isnan(bound):
+            raise MetricsPageError(f"{source}: {name} has bucket bound le={le!r}, not a number")
+        series.iteration_tokens[bound] = _integral(value)
     elif name == vm.NUM_REQUESTS_RUNNING:
         series.num_requests_running = value
     elif name == _ITL_SUM:

@@ -11,9 +11,9 @@ was writing; the file always reopens). Data flows one way: ``write_cycle`` takes
                                                  Prometheus ``increase`` semantics; event
                                                  ``restart``)
   so a delta is never negative and never doubled. A γ change (the position label set
-  changed) starts a new engine *segment*; its first delta is the new value when the
-  engine restarted, else the straddling interval belongs to neither γ (event
-  ``gamma_change_unattributed`` carries the lost D, T, A). Families vanishing → event
+  changed) starts a new engine *segment*; vLLM fixes γ at engine start, so it is a
+  restart too and its first delta is the new value (events ``restart`` and
+  ``gamma_change``), even when no counter went down. Families vanishing → event
   ``spec_off`` (no delta); returning → ``spec_on``, delta = new value. The first
   snapshot ever seen of an engine is a baseline only (what happened before it is not
   observable). A failed scrape is recorded and leaves the previous snapshot as the
@@ -127,7 +127,7 @@ class TargetStatus:
 
 @dataclass(frozen=True)
 class Event:
-    """restart | gamma_change | gamma_change_unattributed | spec_off | spec_on |
+    """restart | gamma_change | spec_off | spec_on |
     target_down | target_up; ``data`` carries numbers (e.g. the lost counts)."""
 
     time: float
@@ -159,7 +159,7 @@ CREATE TABLE samples (
     engine_id INTEGER NOT NULL, time REAL NOT NULL,
     seg_id INTEGER, layout_id INTEGER, created REAL,
     value BLOB,              -- cumulative spec counters (NULL: not speculating)
-    delta BLOB,              -- NULL: baseline, spec off, or unattributed
+    delta BLOB,              -- NULL: baseline or spec off
     running REAL, itl_sum REAL, itl_count REAL, it_layout_id INTEGER, it_value BLOB,
     PRIMARY KEY (engine_id, time)) WITHOUT ROWID;
 -- Chunk tables are rowid tables: their rows (up to a few KiB) would spill into overflow
@@ -879,26 +879,22 @@ class Store:
             else:
                 created_changed = (snap.created is not None and prev.created is not None
                                    and snap.created != prev.created)
-                k = 3 + min(gamma, prev.gamma)
                 common_prev = np.concatenate([prev.value[:3], prev.value[3:3 + min(gamma, prev.gamma)]])
                 common_new = np.concatenate([value[:3], value[3:3 + min(gamma, prev.gamma)]])
                 dropped = bool(np.any(common_new < common_prev))
-                restart = created_changed or dropped
+                # vLLM fixes γ (the position label set) at engine start: a new γ is a new
+                # engine, whether or not its counters have already passed the old ones (in
+                # multiprocess mode there is no _created to tell).
+                gamma_changed = gamma != prev.gamma
+                restart = created_changed or dropped or gamma_changed
                 if restart:
-                    why = "_created changed" if created_changed else "a counter went down"
+                    why = ("_created changed" if created_changed else "a counter went down" if dropped
+                           else "its gamma changed")
                     event("restart", f"engine restarted ({why})")
-                if gamma != prev.gamma:
+                if gamma_changed:
                     seg_id = self._new_segment(eid, gamma, t)
-                    if restart:
-                        delta = value.copy()
-                        event("gamma_change", f"gamma {prev.gamma} -> {gamma}")
-                    else:
-                        lost = (common_new - common_prev)[:3]
-                        event("gamma_change_unattributed",
-                              f"gamma {prev.gamma} -> {gamma} without a restart: the interval is attributed to "
-                              f"neither gamma", {"from_gamma": prev.gamma, "to_gamma": gamma,
-                                                 "drafts": float(lost[0]), "draft_tokens": float(lost[1]),
-                                                 "accepted_tokens": float(lost[2])})
+                    delta = value.copy()
+                    event("gamma_change", f"gamma {prev.gamma} -> {gamma}")
                 else:
                     seg_id = prev.seg_id
                     if restart:
@@ -910,7 +906,6 @@ class Store:
                         if len(value) > n and len(prev.value) == len(value):
                             delta[n:] = value[n:] - prev.value[n:]
                         # extra columns the previous sample lacked stay NaN: unknown for this interval
-                del k
         elif prev is not None and prev.value is not None:
             event("spec_off", "speculation off: the spec-decode families vanished")
 

@@ -173,6 +173,10 @@ def _refresh_gauges(gauges, config, store, window_s: float) -> None:
             tuning = pipeline.tune_route(config, name, store=store, window_s=window_s)
         except pipeline.NoDataError:
             continue
+        except Exception as e:  # noqa: BLE001 - one route's trouble must not stop collecting
+            print(f"gauges for route {name} not refreshed: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+                  file=sys.stderr)
+            continue
         gauges.update(name, pipeline.tuning_to_dict(tuning))
 
 

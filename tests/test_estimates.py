@@ -369,3 +369,14 @@ def test_estimate_is_a_named_result():
     assert isinstance(est, AcceptanceEstimate)
     assert est.counts == window(persistent_window(0, 50).counts, 3).total()
     assert est.gamma == 3 and est.n_intervals == 50
+
+
+def test_drift_accepts_blocks_whose_start_reaches_back():
+    """A target that was down for a few scrapes counts its first delta from its last good
+    scrape: that block starts before the previous one ends. Rows are ordered by end."""
+    w = persistent_window(0, 40)
+    start = w.start.copy()
+    start[25] = start[22]  # the recovered target's delta spans three cycles
+    reached_back = IntervalCounts(3, start, w.end.copy(), w.counts)
+    d = detect_drift(reached_back)
+    assert math.isfinite(d.difference.value) and d.message

@@ -268,3 +268,17 @@ def test_bad_page_is_one_line_error_naming_the_source(name):
 def test_gap_in_positions_message_says_which():
     with pytest.raises(MetricsPageError, match=r"positions \[0, 2\]"):
         parse_metrics_page(BAD_PAGES["gap-in-positions"], source="p")
+
+
+@pytest.mark.parametrize("line", [
+    'vllm:num_requests_running{engine="0",model_name="kimi-k3"} NaN',
+    'vllm:inter_token_latency_seconds_sum{engine="0",model_name="kimi-k3"} -1.0',
+    'vllm:iteration_tokens_total_bucket{engine="0",le="NaN",model_name="kimi-k3"} 3.0',
+])
+def test_a_broken_step_shape_value_fails_the_page_not_the_store(line):
+    """One target's bad gauge is that target's failure (a one-line error naming it), never
+    a value the store would reject for the whole cycle."""
+    page = (GOLDEN / "exposition_gamma3.txt").read_text() + line + "\n"
+    with pytest.raises(MetricsPageError, match="http://bad/metrics") as e:
+        parse_metrics_page(page, source="http://bad/metrics")
+    assert "\n" not in str(e.value)

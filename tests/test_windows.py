@@ -75,19 +75,11 @@ class ModelEngine:
             self.created_changed_unseen = True
 
     def change_gamma_without_restart(self, new_gamma: int):
-        # at most one such change per scrape interval, and not after an unseen restart: else
-        # the scraper sees no γ change (3 → 5 → 3) or a restart, and nothing is unattributed
-        if not self.spec_on or new_gamma == self.gamma or self.straddling or self.restarted_unseen:
+        # A new γ is a new engine (vLLM fixes γ at start): a restart whose counters may pass
+        # the old ones before the next scrape, without a _created change to tell.
+        if not self.spec_on or new_gamma == self.gamma:
             return
-        self.lost_before = self.pending[0]
-        old = self.vec
-        self.vec = np.zeros(3 + new_gamma)
-        self.vec[:3] = old[:3]
-        m = min(self.gamma, new_gamma)
-        self.vec[3:3 + m] = old[3:3 + m]
-        self.gamma = new_gamma
-        self.pending = np.zeros(3 + new_gamma)
-        self.straddling = True
+        self.restart(new_gamma, created_changes=False)
 
     def snapshot(self, model: str, label: str) -> EngineSnapshot:
         counts = None
