@@ -376,9 +376,9 @@ def estimate_from_survival(
     if a.ndim != 1 or a.size == 0:
         raise ValueError("survival: give at least one value a_1")
     if not np.all(np.isfinite(a)) or np.any(a < 0) or np.any(a > 1):
-        raise ValueError(f"survival: values must be in [0, 1], got {list(a)}")
+        raise ValueError(f"survival: values must be in [0, 1], got {a.tolist()}")
     if np.any(np.diff(a) > 1e-12):
-        raise ValueError(f"survival: a curve of 'at least k accepted' cannot increase, got {list(a)}")
+        raise ValueError(f"survival: a curve of 'at least k accepted' cannot increase, got {a.tolist()}")
     gamma = a.size
     d = float(drafts) if drafts is not None else math.nan
     counts = SpecCounts(d, d * gamma, d * a.sum(), tuple(d * a))

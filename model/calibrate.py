@@ -140,9 +140,15 @@ def calibration_plan(
     """The servers and runs that measure T(B, γ) for the candidate γs (default 0..observed
     γ + 2, within the drafter's limit) and batch sizes; γ = 0 is always included (the
     stock pass, the unit of the draft cost)."""
+    from .recommend import check_survival_curve
+    from .specialized import specialized_refusal
+
     a = np.asarray(survival, dtype=float)
-    if a.ndim != 1 or a.size == 0 or not np.all(np.isfinite(a)) or np.any((a < 0) | (a > 1)):
-        raise CalibrationInputError("survival: a non-empty curve a_1..a_γ of numbers in [0, 1] is needed")
+    if a.ndim != 1 or a.size == 0:
+        raise CalibrationInputError("survival: a non-empty curve a_1..a_γ is needed")
+    check_survival_curve(a, "survival")
+    if not 1 <= port <= 65535:
+        raise CalibrationInputError(f"port: must be 1..65535, got {port}")
     drafter = drafter_for(deployment.method)
     if gammas is None:
         top = a.size + MAX_EXTRAPOLATION
@@ -159,6 +165,10 @@ def calibration_plan(
         if (why := drafter.refusal(g)) is not None:
             raise CalibrationInputError(f"gammas: {g}: {why}")
     specialized = deployment.decode_backend == "latency_specialized"
+    if specialized:
+        for g in gs:
+            if g and (why := specialized_refusal(deployment.method, g)) is not None:
+                raise CalibrationInputError(f"gammas: {g} on decode_backend latency_specialized: {why}")
     servers, runs = [], []
     quoted_model = shlex.quote(model)
 

@@ -107,7 +107,8 @@ def _clean(x):
     return x
 
 
-def _check_curve(a: np.ndarray, what: str) -> None:
+def check_survival_curve(a: np.ndarray, what: str) -> None:
+    """A survival curve (or rows of them): finite, in [0, 1], never increasing."""
     if not np.all(np.isfinite(a)):
         raise ModelInputError(f"{what}: values must be finite numbers")
     if np.any(a < 0) or np.any(a > 1):
@@ -147,7 +148,7 @@ def recommend(
     a = np.asarray(survival, dtype=float)
     if a.ndim != 1 or a.size == 0:
         raise ModelInputError("survival: must be a non-empty curve a_1..a_γ")
-    _check_curve(a, "survival")
+    check_survival_curve(a, "survival")
     g = a.size
     if not isinstance(deployment, Deployment):
         raise ModelInputError("deployment: must be a Deployment")
@@ -170,7 +171,7 @@ def recommend(
         resamples = resamples[np.all(np.isfinite(resamples), axis=1)]  # resamples without drafts
         if resamples.shape[0] == 0:
             raise ModelInputError("survival_resamples: no finite resample")
-        _check_curve(resamples, "survival_resamples")
+        check_survival_curve(resamples, "survival_resamples")
     bs, ws = normalise_batch_mix(batch_mix)
     mix_res = None
     if batch_mix_resamples is not None and resamples is not None:
@@ -338,7 +339,7 @@ def _per_batch_curves(survival_by_batch, batch_sizes: np.ndarray, pooled: np.nda
         if c.shape != pooled.shape:
             raise ModelInputError(f"survival_by_batch[{b}]: must have {pooled.size} values like the survival curve, "
                                   f"got {c.size}")
-        _check_curve(c, f"survival_by_batch[{b}]")
+        check_survival_curve(c, f"survival_by_batch[{b}]")
         curves[j] = c
         own = True
     return curves if own else None

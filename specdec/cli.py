@@ -12,6 +12,7 @@ import json
 import math
 import os
 import sys
+import threading
 import time
 import traceback
 
@@ -49,11 +50,15 @@ def _positive_float(text: str) -> float:
     return v
 
 
-def _float_list(text: str) -> list[float]:
+def float_list(text: str) -> list[float]:
+    """A1,A2,...: at least one finite number."""
     try:
-        return [float(x) for x in text.split(",") if x.strip()]
+        values = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not values or not all(math.isfinite(v) for v in values):
+        raise argparse.ArgumentTypeError(f"expected comma-separated finite numbers, got {text!r}")
+    return values
 
 
 class _Parser(argparse.ArgumentParser):
@@ -137,8 +142,8 @@ def cmd_collect(args) -> int:
         from .exporter import RouteGauges
 
         gauges = RouteGauges()
-        gauges.serve(args.serve, host=args.serve_host)
-        print(f"serving per-route gauges on http://{args.serve_host}:{args.serve}/metrics "
+        server, _ = gauges.serve(args.serve, host=args.serve_host)
+        print(f"serving per-route gauges on http://{args.serve_host}:{server.server_port}/metrics "
               f"(window {args.serve_window:g}s, refreshed every cycle)", file=sys.stderr)
 
     def progress(n: int, results, seconds: float) -> None:
@@ -395,7 +400,7 @@ def cmd_tune_gamma(args) -> int:
                                      f"(a store with `specdec ingest --route {args.route}` data)")
                 config.route(args.route)  # the unknown-route error, naming the configured ones
             route = config.routes.get(args.route)
-            if route is not None and route.source == "scrape" and not Path(args.db or config.store_path).exists():
+            if route is not None and route.source == "scrape" and not args.db and not config.store_path.exists():
                 tuning = _tune_live(config, args.route, args.window)
             else:
                 store = _open_store_for_reading(config, args.db)
@@ -417,6 +422,9 @@ def cmd_tune_gamma(args) -> int:
     return 0
 
 
+DEAD_CYCLES = 3  # a live window stops early when no target answered its first cycles
+
+
 def _tune_live(config, route: str, window_s: float):
     """No store yet: scrape the route's targets for the window into a temporary store, then
     tune it (Ctrl-C ends the window early and tunes what was seen)."""
@@ -436,15 +444,22 @@ def _tune_live(config, route: str, window_s: float):
     with tempfile.TemporaryDirectory(prefix="specdec-live-") as tmp, Store.open(Path(tmp) / "live.db") as store:
         started = time.time()
 
+        answered = []
+        stop = threading.Event()
+
         def progress(n: int, results, seconds: float) -> None:
             ok = sum(r.ok for r in results)
+            answered.append(ok)
             print(f"\r  {time.time() - started:6.0f}s of {window_s:g}s: cycle {n}, {ok}/{len(results)} targets ok",
                   end="", file=sys.stderr, flush=True)
+            if n >= DEAD_CYCLES and not any(answered):
+                stop.set()  # nobody answers: say so now rather than after the whole window
 
         try:
             # One cycle past the window: a window needs a baseline scrape at its start.
             run_collector(store.write_cycle, targets, interval_s=interval, duration_s=window_s + interval / 2,
-                          on_cycle=progress, timeout_s=config.collect_timeout_s, max_bytes=config.max_page_bytes)
+                          on_cycle=progress, stop=stop, timeout_s=config.collect_timeout_s,
+                          max_bytes=config.max_page_bytes)
         except KeyboardInterrupt:
             print("\n  stopped early", file=sys.stderr)
         print(file=sys.stderr)
@@ -636,9 +651,9 @@ def build_parser() -> argparse.ArgumentParser:
     t = msub.add_parser("table", help="speedup and tok/s for a list of p")
     t.add_argument("--gamma", type=int, required=True)
     t.add_argument("--draft-cost", type=float, required=True)
-    t.add_argument("--p", type=_float_list, required=True, help="comma-separated acceptance rates")
+    t.add_argument("--p", type=float_list, required=True, help="comma-separated acceptance rates")
     t.add_argument("--method", default="dspark")
-    t.add_argument("--baseline-tps", type=float)
+    t.add_argument("--baseline-tps", type=_positive_float)
     t.add_argument("--json", action="store_true")
     t.set_defaults(fn=cmd_model_table)
     t = msub.add_parser("implied-p", help="the independent p a published speedup implies")
@@ -668,7 +683,7 @@ def _add_tune_args(p) -> None:
     p.add_argument("--window", type=_duration, default=3600.0, help="window ending now (default 1h)")
     p.add_argument("--json", action="store_true", help="the documented JSON document")
     p.add_argument("--emit", choices=["vllm"], help="print only the --speculative-config JSON")
-    p.add_argument("--survival", type=_float_list, help="inline: a_1,a_2,... instead of a route")
+    p.add_argument("--survival", type=float_list, help="inline: a_1,a_2,... instead of a route")
     p.add_argument("--drafts", type=int, help="inline: drafts behind the curve (for intervals)")
     p.add_argument("--method", help="inline: vLLM speculative method (default dspark)")
     p.add_argument("--draft-cost", type=float, help="inline: draft cost (default 0.10)")

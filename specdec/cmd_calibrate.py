@@ -15,11 +15,9 @@ Bad input: one line on stderr naming it, exit code 2.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from dataclasses import asdict
 
-SCHEMA_VERSION = 1
+from .cli import float_list
 
 
 def _ints(text: str) -> list[int]:
@@ -27,13 +25,6 @@ def _ints(text: str) -> list[int]:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-
-
-def _floats(text: str) -> list[float]:
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -45,7 +36,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="calibrate_command", required=True)
     plan = sub.add_parser("plan", help="print the benchmark servers and `vllm bench serve` runs")
     plan.add_argument("--model", required=True, help="the checkpoint the benchmark server loads")
-    plan.add_argument("--survival", required=True, type=_floats, metavar="A1,A2,...",
+    plan.add_argument("--survival", required=True, type=float_list, metavar="A1,A2,...",
                       help="the route's survival curve, replayed as synthetic_acceptance_rates")
     plan.add_argument("--gammas", type=_ints, default=None, metavar="G1,G2,...",
                       help="candidate γs (γ = 0 is always added; default 0..observed γ + 2)")
@@ -64,7 +55,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="draft cost subtracted from each step (r, or c per token; default 0.10)")
     ingest.add_argument("--draft-overhead", type=float, default=0.0, help="c0 of a sequential drafter")
     ingest.add_argument("--json", action="store_true", help="print one JSON document")
-    parser.set_defaults(run=run)
+    parser.set_defaults(fn=run)
     return parser
 
 
@@ -78,9 +69,7 @@ def _plan(args) -> dict | str:
                             batch_sizes=args.batch_sizes, result_dir=args.result_dir, port=args.port)
     if not args.json:
         return format_plan(plan)
-    doc = asdict(plan)
-    doc["schema_version"] = SCHEMA_VERSION
-    return doc
+    return asdict(plan)
 
 
 def _ingest(args) -> dict | str:
@@ -91,7 +80,6 @@ def _ingest(args) -> dict | str:
     result = ingest_results(args.results, deployment, out=args.out)
     if args.json:
         return {
-            "schema_version": SCHEMA_VERSION,
             "method": result.method,
             "draft_cost": result.draft_cost,
             "out": args.out,
@@ -106,24 +94,12 @@ def _ingest(args) -> dict | str:
 
 
 def run(args) -> int:
-    """Plan or ingest; 2 on bad input (one line on stderr)."""
-    try:
-        out = _plan(args) if args.calibrate_command == "plan" else _ingest(args)
-    except ValueError as exc:  # ModelInputError and CalibrationInputError are ValueErrors
-        message = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
-        print(f"specdec calibrate: {message}", file=sys.stderr)
-        return 2
-    print(json.dumps(out) if isinstance(out, dict) else out)
+    """Plan or ingest (bad input raises a one-line ValueError: specdec.cli prints it, exit 2)."""
+    from .cli import dump_json
+
+    out = _plan(args) if args.calibrate_command == "plan" else _ingest(args)
+    if isinstance(out, dict):
+        dump_json(out)
+    else:
+        print(out)
     return 0
-
-
-def main(argv=None) -> int:
-    """Stand-alone entry (`python -m specdec.cmd_calibrate ...`) until the CLI registers it."""
-    parser = argparse.ArgumentParser(prog="specdec")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["calibrate", *(sys.argv[1:] if argv is None else argv)])
-    return args.run(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,10 +11,7 @@ kernels/replay.py. Bad input: one line on stderr naming the file, exit code 2.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
-SCHEMA_VERSION = 1
 DEFAULT_GAMMA = 3
 DEFAULT_TEMPERATURE = 1.0
 
@@ -34,13 +31,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--backend", default="auto", choices=("auto", "cute", "torch", "numpy"),
                         help="implementation of the per-row acceptance (default: CuTe on a GPU, else torch, else NumPy)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
-    parser.set_defaults(run=run)
+    parser.set_defaults(fn=run)
     return parser
 
 
 def _document(args, result) -> dict:
     return {
-        "schema_version": SCHEMA_VERSION,
         "target_logits": str(args.target_logits),
         "draft_logits": str(args.draft_logits),
         "gamma": result.greedy.gamma,
@@ -77,37 +73,23 @@ def _table(doc: dict) -> str:
 
 
 def run(args) -> int:
-    """Load both files, replay, print; 2 on bad input (one line on stderr)."""
+    """Load both files, replay, print (bad input raises a one-line ValueError naming the
+    file: specdec.cli prints it, exit 2)."""
     from kernels.logits_io import load_logits
     from kernels.replay import replay_logits
     from kernels.rows import check_temperature
 
-    try:
-        check_temperature(args.temperature)
-        target = load_logits(args.target_logits)
-        draft = load_logits(args.draft_logits)
-        names = (f"target logits {args.target_logits}", f"draft logits {args.draft_logits}")
-        result = replay_logits(target, draft, temperature=args.temperature, gamma=args.gamma,
-                               backend=getattr(args, "backend", "auto"), names=names)
-    except ValueError as exc:
-        message = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
-        print(f"specdec replay: {message}", file=sys.stderr)
-        return 2
+    from .cli import dump_json
+
+    check_temperature(args.temperature)
+    target = load_logits(args.target_logits)
+    draft = load_logits(args.draft_logits)
+    names = (f"target logits {args.target_logits}", f"draft logits {args.draft_logits}")
+    result = replay_logits(target, draft, temperature=args.temperature, gamma=args.gamma,
+                           backend=getattr(args, "backend", "auto"), names=names)
     doc = _document(args, result)
     if args.json:
-        print(json.dumps(doc))
+        dump_json(doc)
     else:
         print(_table(doc))
     return 0
-
-
-def main(argv=None) -> int:
-    """Stand-alone entry (`python -m specdec.cmd_replay ...`) until the CLI registers it."""
-    parser = argparse.ArgumentParser(prog="specdec")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["replay", *(sys.argv[1:] if argv is None else argv)])
-    return args.run(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

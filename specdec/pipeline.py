@@ -120,33 +120,11 @@ def tune_intervals(
     estimate = estimate_acceptance(intervals, level=level, n_resamples=n_resamples, seed=seed,
                                    block_length=block_length, unit=unit)
     drift = detect_drift(intervals, level=level, seed=seed) if len(intervals) >= 8 else None
-    batch_mix = eligibility = observed_tps = mix_resamples = by_batch = None
     notes: list[str] = []
     plugin = window_plugin(window, intervals.gamma)
-    if window is not None:
-        shape = window.step_shape
-        if shape.batch_mix:
-            batch_mix = batch_mix_from_time_shares(shape.batch_mix, deployment, intervals.gamma)
-            if estimate.has_interval and len(batch_mix) > 1:
-                effective = max(estimate.n_blocks, shape.samples)
-                mix_resamples = batch_mix_resamples(shape.batch_mix, deployment, intervals.gamma,
-                                                    effective, len(estimate.survival_resamples), seed)
-        eligibility = route_eligibility(window, plugin, deployment, batch_mix, intervals.gamma)
-        by_batch = survival_by_batch_size(plugin, batch_mix)
-        observed_tps = observed_tokens_per_second(window, estimate.mean_acceptance_length.value)
-    rec = recommend(
-        estimate.survival.value,
-        deployment,
-        survival_resamples=estimate.survival_resamples if estimate.has_interval else None,
-        deployed_gamma=intervals.gamma,
-        batch_mix=batch_mix,
-        eligibility=eligibility,
-        level=level,
-        observed_tokens_per_second=observed_tps,
-        seed=seed,
-        batch_mix_resamples=mix_resamples,
-        survival_by_batch=by_batch,
-    )
+    batch_mix, by_batch, rec = _recommend_for_window(
+        estimate, deployment, window, plugin, window.step_shape.batch_mix if window is not None else None,
+        level=level, seed=seed)
     more = None
     half = _al_halfwidth(estimate)
     if not math.isfinite(half) or half > DECIDABLE_AL_HALFWIDTH:
@@ -156,6 +134,39 @@ def tune_intervals(
         window=window, drafts_more_needed=more, notes=notes, batch_mix=batch_mix,
         plugin=plugin, survival_by_batch=by_batch, survival_reached=reached_survival(window, plugin, intervals.gamma),
     )
+
+
+def _recommend_for_window(estimate: AcceptanceEstimate, deployment: Deployment, window, plugin,
+                          batch_time_shares: dict[int, float] | None, *, level: float, seed: int = 0):
+    """What recommend() needs from a window, one way for tune-gamma and the what-if: the
+    request-weighted batch mix (and its resamples), the specialized path's clean share,
+    per-batch survival and the observed tok/s. Returns (batch_mix, survival_by_batch, rec)."""
+    gamma = estimate.gamma
+    batch_mix = eligibility = observed_tps = mix_resamples = None
+    if batch_time_shares:
+        batch_mix = batch_mix_from_time_shares(batch_time_shares, deployment, gamma)
+        if estimate.has_interval and len(batch_mix) > 1:
+            samples = window.step_shape.samples if window is not None else 0
+            mix_resamples = batch_mix_resamples(batch_time_shares, deployment, gamma,
+                                                max(estimate.n_blocks, samples), len(estimate.survival_resamples), seed)
+    by_batch = survival_by_batch_size(plugin, batch_mix)
+    if window is not None:
+        eligibility = route_eligibility(window, plugin, deployment, batch_mix, gamma)
+        observed_tps = observed_tokens_per_second(window, estimate.mean_acceptance_length.value)
+    rec = recommend(
+        estimate.survival.value,
+        deployment,
+        survival_resamples=estimate.survival_resamples if estimate.has_interval else None,
+        deployed_gamma=gamma,
+        batch_mix=batch_mix,
+        eligibility=eligibility,
+        level=level,
+        observed_tokens_per_second=observed_tps,
+        seed=seed,
+        batch_mix_resamples=mix_resamples,
+        survival_by_batch=by_batch,
+    )
+    return batch_mix, by_batch, rec
 
 
 def window_plugin(window, gamma: int) -> PluginTotals | None:
@@ -529,27 +540,10 @@ def what_if(tuning: RouteTuning, overrides: dict, *, batch_time_shares: dict[int
     as in tune_intervals (a mix moved to large batches takes their own curves).
     """
     deployment = Deployment.from_mapping(overrides, where="what-if", base=tuning.deployment)
-    estimate = tuning.estimate
-    gamma = estimate.gamma
     window = tuning.window
     shares = batch_time_shares
     if shares is None and window is not None and window.step_shape.batch_mix:
         shares = window.step_shape.batch_mix
-    batch_mix = batch_mix_from_time_shares(shares, deployment, gamma) if shares else None
-    eligibility = observed_tps = None
-    plugin = window_plugin(window, gamma)
-    if window is not None:
-        eligibility = route_eligibility(window, plugin, deployment, batch_mix, gamma)
-        observed_tps = observed_tokens_per_second(window, estimate.mean_acceptance_length.value)
-    rec = recommend(
-        estimate.survival.value,
-        deployment,
-        survival_resamples=estimate.survival_resamples if estimate.has_interval else None,
-        deployed_gamma=gamma,
-        batch_mix=batch_mix,
-        eligibility=eligibility,
-        level=level,
-        observed_tokens_per_second=observed_tps,
-        survival_by_batch=survival_by_batch_size(plugin, batch_mix),
-    )
+    plugin = window_plugin(window, tuning.estimate.gamma)
+    _, _, rec = _recommend_for_window(tuning.estimate, deployment, window, plugin, shares, level=level)
     return deployment, rec

@@ -22,7 +22,7 @@ from model.deployment import Deployment
 from model.drafters import drafter_for
 from model.profiles import load_table
 from model.specialized import runs_specialized
-from specdec import cmd_calibrate
+from specdec.cli import main as specdec_main
 
 SURVIVAL = [0.8, 0.6, 0.45]
 
@@ -213,20 +213,20 @@ def test_ingest_needs_metadata_and_stock_unit(tmp_path):
 def test_cli_ingest_bad_file_exits_2_and_keeps_old_table(tmp_path, capsys):
     files = write_runs(tmp_path, [0, 1], [1], 0.10)
     out = tmp_path / "table.csv"
-    assert cmd_calibrate.main(["ingest", *map(str, files), "--out", str(out)]) == 0
+    assert specdec_main(["calibrate", "ingest", *map(str, files), "--out", str(out)]) == 0
     before = out.read_text()
     assert before.startswith("batch_size,tokens_per_request,path,seconds\n")
     bad = tmp_path / "bad.json"
     bad.write_text('{"hello": 1}')
     capsys.readouterr()
-    assert cmd_calibrate.main(["ingest", *map(str, files), str(bad), "--out", str(out)]) == 2
+    assert specdec_main(["calibrate", "ingest", *map(str, files), str(bad), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bad.json" in err
     assert out.read_text() == before  # stored data survives bad input
 
 
 def test_cli_plan_json(capsys):
-    assert cmd_calibrate.main(["plan", "--model", "m", "--survival", "0.8,0.6", "--gammas", "2",
+    assert specdec_main(["calibrate", "plan", "--model", "m", "--survival", "0.8,0.6", "--gammas", "2",
                                "--batch-sizes", "1,2", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["schema_version"] == 1 and "never a serving one" in doc["warning"]

@@ -329,6 +329,11 @@ def test_what_if_without_changes_is_the_routes_recommendation(demo_config):
     _, rec = what_if(t, {})
     assert [c.speedup for c in rec.candidates] == pytest.approx([c.speedup for c in t.recommendation.candidates])
     assert rec.recommended_gamma == t.recommendation.recommended_gamma
+    # the same intervals, probabilities and decision: the what-if is tune-gamma's own wiring
+    fields = ("speedup_low", "speedup_high", "probability_best")
+    for mine, theirs in zip(rec.candidates, t.recommendation.candidates):
+        assert [getattr(mine, f) for f in fields] == pytest.approx([getattr(theirs, f) for f in fields])
+    assert rec.decision == t.recommendation.decision
     from model.deployment import ModelInputError
 
     with pytest.raises(ModelInputError, match="draft_cost"):

@@ -9,7 +9,7 @@ import pytest
 from acceptance.estimates import equivalent_p
 from kernels.logits_io import float32_to_bf16_bits, load_logits, LogitsFileError
 from kernels.replay import ReplayError, replay_from_acceptance, replay_logits
-from specdec import cmd_replay
+from specdec.cli import main as specdec_main
 
 
 def logits_with_agreement(agree, vocab=6, seed=0):
@@ -140,12 +140,11 @@ def write_safetensors(path, arrays: dict):
 
 
 def run_cli(capsys, *argv):
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="specdec")
-    cmd_replay.add_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["replay", *map(str, argv)])
-    code = args.run(args)
+    """`specdec replay ...` through the console script's own entry point."""
+    try:
+        code = specdec_main(["replay", *map(str, argv)])
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
     out, err = capsys.readouterr()
     return code, out, err
 
