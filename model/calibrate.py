@@ -146,7 +146,10 @@ def calibration_plan(
     a = np.asarray(survival, dtype=float)
     if a.ndim != 1 or a.size == 0:
         raise CalibrationInputError("survival: a non-empty curve a_1..a_γ is needed")
-    check_survival_curve(a, "survival")
+    try:
+        check_survival_curve(a, "survival")
+    except ModelInputError as e:
+        raise CalibrationInputError(str(e)) from None
     if not 1 <= port <= 65535:
         raise CalibrationInputError(f"port: must be 1..65535, got {port}")
     drafter = drafter_for(deployment.method)
