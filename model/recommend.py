@@ -92,6 +92,9 @@ class Recommendation:
             "vllm": {"speculative_config": self.vllm_speculative_config, "command_line": self.vllm_command_line},
             "replay_config": self.replay_config,
             "specialized_eligibility": None if self.specialized_eligibility is None else asdict(self.specialized_eligibility),
+            # (first batch size, last batch size, γ) ranges; part of vllm.speculative_config
+            # only on a change of γ (a schedule restarts engines too), else a suggestion
+            "schedule": None if self.schedule is None else [list(r) for r in self.schedule],
         })
 
 

@@ -369,6 +369,10 @@ def format_tuning(doc: dict) -> str:
                      f"{_fmt(obs.get('observed_tokens_per_second'), '.1f')} tok/s")
     for note in obs.get("notes") or []:
         lines.append(f"note: {note}")
+    if doc.get("schedule"):
+        ranges = ", ".join(f"batch {lo}-{hi}: gamma {g}" for lo, hi, g in doc["schedule"])
+        deployed = "num_speculative_tokens_per_batch_size" in json.dumps(doc["vllm"]["speculative_config"] or {})
+        lines.append(f"per-batch-size schedule {'(in the config below)' if deployed else '(suggested; deploy it with the next change of gamma)'}: {ranges}")
     lines.append(f"deploy: {doc['vllm']['command_line']}")
     return "\n".join(lines)
 

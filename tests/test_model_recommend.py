@@ -51,16 +51,20 @@ def test_tight_resamples_make_the_best_certain_and_wide_ones_do_not():
     width = lambda r: r.candidates[4].speedup_high - r.candidates[4].speedup_low
     assert width(wide) > 5 * width(tight)
     assert tight.decision == "change" and tight.vllm_speculative_config["num_speculative_tokens"] == 4
-    assert wide.decision in ("keep", "change")
+    assert sum(c.probability_best > 0.05 for c in wide.candidates) >= 2  # no single sure winner
 
 
 def test_keep_says_what_evidence_would_change_it():
     curve = np.array([0.7, 0.49, 0.343])
-    rec = recommend(curve, EAGLE_FLAT, survival_resamples=resamples(curve, 60), deployed_gamma=2)
-    if rec.recommended_gamma != 2:
-        assert rec.decision == "keep"
-        assert "P(" in rec.decision_reason and ("drafts" in rec.decision_reason or "min_gain" in rec.decision_reason)
-        assert rec.vllm_speculative_config["num_speculative_tokens"] == 2  # the deployed γ stays
+    # Too few drafts: γ 4 is better on average (+8%) but not surely by min_gain.
+    rec = recommend(curve, EAGLE_FLAT, survival_resamples=resamples(curve, 15), deployed_gamma=2)
+    assert rec.recommended_gamma == 4 and rec.decision == "keep"
+    assert "P(γ=4 gains > 3% over γ=2)" in rec.decision_reason and "drafts" in rec.decision_reason
+    assert rec.vllm_speculative_config["num_speculative_tokens"] == 2  # the deployed γ stays
+    # Plenty of drafts but a gain within min_gain: keep, and say so.
+    modest = Deployment(method="eagle3", draft_cost=0.1, cost_profile="flat", min_gain=0.10)
+    rec = recommend(curve, modest, survival_resamples=resamples(curve, 1_000_000), deployed_gamma=2)
+    assert rec.recommended_gamma == 4 and rec.decision == "keep" and "within min_gain 10%" in rec.decision_reason
     no_res = recommend(CURVE, EAGLE_FLAT, deployed_gamma=2)
     assert no_res.decision == "keep" and "without resamples" in no_res.decision_reason
     assert no_res.probability_best is None and no_res.candidates[3].speedup_low is None
@@ -190,6 +194,8 @@ def test_specialized_schedule_uses_only_gamma_or_zero():
     validate_schedule(rec.schedule)
     # Only a suggestion while γ is kept (a schedule restarts engines too).
     assert rec.decision != "change" and "num_speculative_tokens_per_batch_size" not in rec.vllm_speculative_config
+    # ...and the document says so (tune-gamma --json and its console table).
+    assert rec.to_dict()["schedule"] == [list(r) for r in rec.schedule]
 
 
 def test_vllm_config_per_method():
