@@ -354,6 +354,10 @@ def recover_counts(msg: SpecDecodingMessage) -> RecoveredCounts:
     dar_expected = f"{a / t * 100:.1f}" if t > 0 else "nan"
     if a > t or msg.draft_acceptance_rate_percent != dar_expected:
         raise ValueError(f"accepted {a} and drafted {t} do not give the logged draft acceptance rate")
+    if msg.mean_acceptance_length == "1.00":
+        # DESIGN.md (Sources and routes): an AL of 1.00 leaves drafts unknown — A/D rounds
+        # below 0.005, and the 3-digit rates bound D only loosely at such acceptance.
+        return RecoveredCounts(None, 0, None)
     candidates = consistent_drafts(msg)
     if candidates is None:
         return RecoveredCounts(None, 0, None)

@@ -48,6 +48,8 @@ length 1 in ``estimates.estimate_acceptance``.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import math
 import sys
@@ -85,6 +87,9 @@ class RequestRecord:
     mean_itl_ms: float | None = None
     tokens_per_second: float | None = None
     request_id: str | None = None
+    # Where the line stands: "<line number>:<hash of the line>" — a stable key for a line
+    # without a request id (re-reading a file, or the same file grown, finds the same keys).
+    line_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -322,7 +327,9 @@ def parse_per_request_lines(
     for line in lines:
         n_lines += 1
         try:
-            records.append(_parse_line(line, default_route, float(default_time)))
+            record = _parse_line(line, default_route, float(default_time))
+            digest = hashlib.sha1(line.strip().encode("utf-8", "replace")).hexdigest()[:16]
+            records.append(dataclasses.replace(record, line_key=f"{n_lines}:{digest}"))
         except _Skip as skip:
             skipped[skip.reason] += 1
     if not records:

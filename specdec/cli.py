@@ -201,7 +201,6 @@ def cmd_rules(args) -> int:
 def cmd_ingest(args) -> int:
     """Store per-request metrics or SpecDecoding log lines for a route (or the routes the
     lines name); ingesting the same file twice adds nothing (rows are keyed)."""
-    import hashlib
     from collections import Counter
 
     from acceptance.store import IngestedRow
@@ -218,9 +217,8 @@ def cmd_ingest(args) -> int:
             parsed = read_per_request_file(args.per_request, default_route=args.route, default_time=time.time())
             source, name = "per-request", args.per_request
             for rec in parsed.records:
-                key = rec.request_id or hashlib.sha1(
-                    json.dumps([rec.time, rec.gamma, rec.counts.as_vector()]).encode()).hexdigest()
-                per_route.setdefault(rec.route, []).append(IngestedRow(rec.time, rec.counts, key))
+                # a request id names the request; else the line's place and content do
+                per_route.setdefault(rec.route, []).append(IngestedRow(rec.time, rec.counts, rec.request_id or rec.line_key))
             skipped, lines = parsed.skipped, parsed.lines
         else:
             from acceptance.log_lines import read_log_file

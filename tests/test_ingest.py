@@ -112,3 +112,20 @@ def test_a_file_without_usable_lines_is_one_line_exit_2(tmp_path, capsys, flag, 
     assert code == 2 and len(err.strip().splitlines()) == 1 and "input.txt" in err
     code, out, err = _run(capsys, main, ["ingest", "--route", "r", flag, str(tmp_path / "missing.txt"), "--db", str(db)])
     assert code == 2 and "missing.txt" in err
+
+
+def test_requests_without_id_or_time_are_each_counted_once(tmp_path, capsys):
+    """Bare speculative_decoding objects carry neither an id nor a time: identical ones are
+    still different requests, and ingesting the file again adds nothing."""
+    spec = {"acceptance_histogram": [1, 2, 3], "num_spec_steps": 6, "num_accepted_draft_tokens": 8,
+            "num_draft_tokens": 12, "num_spec_tokens": 2, "mean_acceptance_length": 1 + 8 / 6,
+            "draft_acceptance_rate": 8 / 12}
+    f = tmp_path / "bare.jsonl"
+    f.write_text("\n".join(json.dumps(spec) for _ in range(10)) + "\n")
+    db = tmp_path / "s.db"
+    argv = ["ingest", "--route", "r", "--per-request", str(f), "--db", str(db)]
+    code, out, err = _run(capsys, main, argv)
+    assert code == 0 and "10 per-request rows added" in out, err
+    code, out, _ = _run(capsys, main, argv)
+    assert "0 per-request rows added, 10 already stored" in out
+    assert _stored(db, "r", "per-request")[2][:, 0].sum() == 60  # 10 requests × 6 drafts
