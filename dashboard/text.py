@@ -6,6 +6,7 @@ import math
 import time
 
 from acceptance.estimates import ScalarEstimate
+from specdec.pipeline import format_duration
 
 
 def _finite(x) -> bool:
@@ -52,8 +53,4 @@ def clock(t: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
 
-def duration(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
+duration = format_duration  # "15m", "7d": the CLI's wording

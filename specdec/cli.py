@@ -16,7 +16,6 @@ import threading
 import time
 import traceback
 
-SCHEMA_VERSION = 1
 
 
 class UsageError(ValueError):
@@ -25,9 +24,9 @@ class UsageError(ValueError):
 
 def dump_json(doc: dict) -> None:
     """Print one JSON document on stdout: NaN/inf become null, schema_version first."""
-    from .pipeline import json_safe
+    from .pipeline import JSON_SCHEMA_VERSION, json_safe
 
-    doc = {"schema_version": SCHEMA_VERSION, **doc}
+    doc = {"schema_version": JSON_SCHEMA_VERSION, **doc}
     sys.stdout.write(json.dumps(json_safe(doc), indent=2, allow_nan=False) + "\n")
 
 

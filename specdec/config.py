@@ -15,11 +15,13 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from model.deployment import BUILTIN_PROFILES  # anything else names a measured table file
+
 DEFAULT_CONFIG_NAME = "specdec.toml"
 DEFAULT_STORE_NAME = "specdec.db"
 DEFAULT_MAX_PAGE_BYTES = 16 * 1024 * 1024
 ROUTE_SOURCES = ("scrape", "prometheus", "per-request", "log")
-BUILTIN_COST_PROFILES = ("flat", "roofline")  # anything else names a measured table file
+
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT_SECONDS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -118,7 +120,7 @@ def _table(raw: dict, key: str, where: str) -> dict:
 def _resolve_cost_table(deployment: dict, base: Path) -> dict:
     """A measured cost table named by a relative path is relative to the config's folder."""
     profile = deployment.get("cost_profile")
-    if isinstance(profile, str) and profile not in BUILTIN_COST_PROFILES and not Path(profile).is_absolute():
+    if isinstance(profile, str) and profile not in BUILTIN_PROFILES and not Path(profile).is_absolute():
         return {**deployment, "cost_profile": str(base / profile)}
     return deployment
 

@@ -41,6 +41,7 @@ from model.specialized import eligibility_from_step_counts, specialized_eligibil
 from .config import Config, ConfigError
 
 DEFAULT_WINDOW_S = 3600.0
+JSON_SCHEMA_VERSION = 1  # of every JSON document the views print (tune-gamma, inspect, ...)
 # Half-width of the 90% interval of the mean acceptance length below which a window is
 # precise enough to rank γ; used to say how many more drafts a thin window needs.
 DECIDABLE_AL_HALFWIDTH = 0.05
