@@ -99,7 +99,7 @@ import numpy as np
 from . import plugin_series
 from .counts import EngineSnapshot, IntervalCounts, ScrapeResult, SpecCounts, StepShape
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 APPLICATION_ID = 0x53504443  # "SPDC": marks the file as a specdec store
 ROLLUP_LEVELS = (300, 3600)  # seconds: 5 min and 1 h
 ROLLUP_RETENTION_FACTOR = 4
@@ -231,8 +231,14 @@ CREATE TABLE plugin_chunks (             -- plugin deltas: scrape intervals (lev
     UNIQUE (engine_id, level, chunk, seg_id, layout_id));
 """
 
+# Version 4: a request's mean inter-token latency (vLLM's per-request `mean_itl_ms`), so a
+# per-request route can compare the model's tok/s at the deployed γ with the observed.
+_SCHEMA_V4 = """
+ALTER TABLE ingested ADD COLUMN mean_itl_s REAL;
+"""
+
 # version → statements that bring a store from version − 1 to it.
-_MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
+_MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4}
 
 INGESTED_SOURCES = ("per-request", "log")
 
@@ -245,6 +251,7 @@ class IngestedRow:
     counts: SpecCounts
     key: str
     estimated: bool = False
+    mean_itl_s: float | None = None  # per request: vLLM's mean inter-token latency
 
 
 @dataclass(frozen=True)
@@ -1209,10 +1216,11 @@ class Store:
                 counts = row.counts
                 per_pos = counts.draft_tokens_per_position
                 cur = c.execute(
-                    "INSERT OR IGNORE INTO ingested (route, source, time, gamma, counts, draft_per_pos, estimated, key)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT OR IGNORE INTO ingested (route, source, time, gamma, counts, draft_per_pos, estimated, key,"
+                    " mean_itl_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (route, source, float(row.time), counts.gamma, _pack(np.asarray(counts.as_vector(), float)),
-                     None if per_pos is None else _pack(np.asarray(per_pos, float)), int(row.estimated), row.key))
+                     None if per_pos is None else _pack(np.asarray(per_pos, float)), int(row.estimated), row.key,
+                     row.mean_itl_s))
                 if cur.rowcount:
                     added += 1
                 else:
@@ -1243,6 +1251,19 @@ class Store:
             times = np.array([t for t, _ in items])
             out[gamma] = IntervalCounts(gamma, times, times.copy(), np.vstack([v for _, v in items]))
         return out
+
+    def ingested_itl(self, route: str, source: str, gamma: int, start: float, end: float) -> tuple[float, float]:
+        """(Σ mean ITL × verify steps, Σ verify steps) over the rows of one γ that report a
+        mean inter-token latency: vLLM observes one ITL per request per step, so the
+        step-weighted mean of the requests' means is the window's mean ITL."""
+        total = steps = 0.0
+        for itl, blob in self.conn.execute(
+                "SELECT mean_itl_s, counts FROM ingested WHERE route = ? AND source = ? AND gamma = ? AND time > ?"
+                " AND time <= ? AND mean_itl_s IS NOT NULL", (route, source, int(gamma), float(start), float(end))):
+            drafts = float(_unpack(blob)[0])  # a verify step that carried this request's draft
+            total += float(itl) * drafts
+            steps += drafts
+        return total, steps
 
     def latest_time(self) -> float | None:
         """The time of the newest stored scrape cycle (None for an empty store)."""

@@ -217,7 +217,9 @@ def cmd_ingest(args) -> int:
             source, name = "per-request", args.per_request
             for rec in parsed.records:
                 # a request id names the request; else the line's place and content do
-                per_route.setdefault(rec.route, []).append(IngestedRow(rec.time, rec.counts, rec.request_id or rec.line_key))
+                itl = rec.mean_itl_ms / 1000.0 if rec.mean_itl_ms else None
+                per_route.setdefault(rec.route, []).append(
+                    IngestedRow(rec.time, rec.counts, rec.request_id or rec.line_key, mean_itl_s=itl))
             skipped, lines = parsed.skipped, parsed.lines
         else:
             from acceptance.log_lines import read_log_file

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -297,8 +297,13 @@ def ingested_window(store, route: str, source: str, start: float, end: float) ->
         for g, iv in store.ingested_intervals(route, source, start, end).items()
     ]
     segments.sort(key=lambda s: s.end)
-    return IngestedWindow(source=source, start=start, end=end, segments=segments,
-                          step_shape=StepShapeWindow(batch_mix={}, iteration_tokens={}, itl_mean_s=None, samples=0))
+    window = IngestedWindow(source=source, start=start, end=end, segments=segments)
+    itl_mean = None
+    newest = window.newest_segment
+    if newest is not None:
+        itl_sum, steps = store.ingested_itl(route, source, newest.gamma, start, end)
+        itl_mean = itl_sum / steps if steps > 0 else None
+    return replace(window, step_shape=StepShapeWindow(batch_mix={}, iteration_tokens={}, itl_mean_s=itl_mean, samples=0))
 
 
 def tune_route(

@@ -76,7 +76,10 @@ def _request_lines(n: int, p: float, gamma: int, t0: float, seed: int = 0) -> li
                 "acceptance_histogram": hist, "num_spec_steps": steps, "num_accepted_draft_tokens": acc,
                 "num_draft_tokens": steps * gamma, "num_spec_tokens": gamma,
                 "per_step_accepted": None, "per_step_drafted": None}
-        lines.append(json.dumps({"route": "chat", "time": t0 + i, "metrics": {"speculative_decoding": spec}}))
+        # a flat-cost engine at the seeds' 118 tok/s with a drafter costing 0.10 of a pass
+        itl_ms = 1000.0 / 118 * 1.10
+        lines.append(json.dumps({"route": "chat", "time": t0 + i,
+                                 "metrics": {"mean_itl_ms": itl_ms, "speculative_decoding": spec}}))
     return lines
 
 
@@ -101,6 +104,9 @@ def test_a_route_known_only_from_ingest_is_tuned_with_request_intervals(tmp_path
     assert "requests" in obs["interval_method"]
     truth = 0.8 ** np.arange(1, 5)
     assert np.all(np.array(obs["survival_low"]) <= truth) and np.all(truth <= np.array(obs["survival_high"]))
+    # the requests' mean inter-token latency gives the observed tok/s, and the model's error
+    assert obs["observed_tokens_per_second"] == pytest.approx(obs["mean_acceptance_length"] / (1.1 / 118), rel=1e-6)
+    assert abs(doc["model_error"]) < 0.01
 
 
 @pytest.mark.parametrize("flag,content", [("--per-request", "not json at all\n"), ("--log", "nothing to see\n")])
