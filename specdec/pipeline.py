@@ -118,10 +118,24 @@ def tune_intervals(
     ``block_length``, chosen from the data when None; 1 for independent requests)."""
     if intervals.total().drafts <= 0:
         raise NoDataError(f"route {route!r}: the window holds no drafts at gamma {intervals.gamma}")
-    estimate = estimate_acceptance(intervals, level=level, n_resamples=n_resamples, seed=seed,
-                                   block_length=block_length, unit=unit)
     drift = detect_drift(intervals, level=level, seed=seed) if len(intervals) >= 8 else None
     notes: list[str] = []
+    estimate = None
+    if drift is not None and drift.detected:
+        # Acceptance moved inside the window: what comes next looks like its newest part,
+        # so estimate and recommend from that part alone (when it holds enough to resample).
+        recent = intervals.end > drift.recent_start
+        recent_rows = IntervalCounts(intervals.gamma, intervals.start[recent], intervals.end[recent],
+                                     intervals.counts[recent])
+        recent_estimate = estimate_acceptance(recent_rows, level=level, n_resamples=n_resamples, seed=seed,
+                                              block_length=block_length, unit=unit)
+        if recent_estimate.has_interval:
+            estimate = recent_estimate
+            notes.append(f"drift: estimates and the recommendation use the window's newest part only, "
+                         f"from {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(drift.recent_start))}")
+    if estimate is None:
+        estimate = estimate_acceptance(intervals, level=level, n_resamples=n_resamples, seed=seed,
+                                       block_length=block_length, unit=unit)
     plugin = window_plugin(window, intervals.gamma)
     batch_mix, by_batch, rec = _recommend_for_window(
         estimate, deployment, window, plugin, window.step_shape.batch_mix if window is not None else None,

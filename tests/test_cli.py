@@ -313,3 +313,32 @@ def test_tune_gamma_without_a_store_scrapes_the_window(tmp_path, capsys):
     assert doc["observed"]["gamma"] == 4 and doc["observed"]["drafts"] > 0
     assert abs(doc["observed"]["equivalent_p"] - 0.8) < 0.05
     assert not (tmp_path / "specdec.db").exists()  # the live window leaves no store behind
+
+
+def test_a_drifting_window_is_tuned_on_its_newest_part():
+    """Acceptance fell in the last quarter of the window: the estimate and the
+    recommendation follow the newest part, and the document says so."""
+    import numpy as np
+
+    from acceptance.counts import IntervalCounts
+    from model.deployment import Deployment
+    from specdec.pipeline import tune_intervals, tuning_to_dict
+
+    rng = np.random.default_rng(3)
+    gamma, n = 4, 240
+    rows = []
+    for i in range(n):
+        p = 0.85 if i < 180 else 0.55
+        d = 2000
+        u = rng.random((d, gamma))
+        lengths = np.argmin(np.concatenate([u < p, np.zeros((d, 1), bool)], axis=1), axis=1)
+        rows.append([d, gamma * d, lengths.sum(), *[(lengths >= k).sum() for k in range(1, gamma + 1)]])
+    t = 1_800_000_000 + 15.0 * np.arange(1, n + 1)
+    iv = IntervalCounts(gamma, t - 15.0, t, np.array(rows, dtype=float))
+    tuning = tune_intervals("r", iv, Deployment(cost_profile="flat"))
+    doc = tuning_to_dict(tuning)
+    assert doc["observed"]["drift"]["detected"]
+    assert any(n.startswith("drift:") for n in doc["observed"]["notes"])
+    recent_al = (1 - 0.55 ** (gamma + 1)) / (1 - 0.55)
+    assert abs(doc["observed"]["mean_acceptance_length"] - recent_al) < 0.05
+    assert doc["observed"]["drafts"] < iv.total().drafts
