@@ -252,11 +252,17 @@ def cmd_model_table(args) -> int:
 
     from model.speedup import seeds_table
 
+    from model.drafters import drafter_for
+
     rows = seeds_table(args.gamma, args.draft_cost, args.p, method=args.method, baseline_tps=args.baseline_tps)
+    refusal = drafter_for(args.method).refusal(args.gamma)  # a what-if the drafter cannot deploy
     if args.json:
-        dump_json({"profile": "flat", "rows": [asdict(r) for r in rows]})
+        dump_json({"profile": "flat", "rows": [asdict(r) for r in rows], "deployable": refusal is None,
+                   "reason": refusal})
         return 0
     print(f"flat profile (the seeds' model): gamma {args.gamma}, draft cost {args.draft_cost:g}, method {args.method}")
+    if refusal:
+        print(f"note: not deployable: {refusal}")
     print(f"{'p':>6} {'E[tokens/step]':>15} {'speedup':>9} {'tok/s':>9}")
     for r in rows:
         tps = "-" if r.tokens_per_second is None else f"{r.tokens_per_second:.1f}"
