@@ -53,11 +53,6 @@ def expected_tokens_from_survival(survival, gamma: int):
     return 1.0 + a[..., :gamma].sum(axis=-1)
 
 
-def speedup_at_batch(expected_tokens, target_time_1, target_time_q, draft_time):
-    """S(γ, B) = AL·T_target(B, 1) / (T_target(B, γ+1) + T_draft(B, γ))."""
-    return np.asarray(expected_tokens) * target_time_1 / (np.asarray(target_time_q) + draft_time)
-
-
 def normalise_batch_mix(batch_mix: Mapping[int, float] | None) -> tuple[np.ndarray, np.ndarray]:
     """(batch sizes, weights summing to 1); None → batch 1 only. Bad → ModelInputError."""
     if batch_mix is None:
@@ -175,16 +170,6 @@ def mix_expected_tokens(expected_tokens_by_batch, weights):
     w = np.asarray(weights, dtype=float)
     return np.einsum("...bg,...b->...g", al, w)
 
-
-def mix_speedup_by_batch(expected_tokens_by_batch, step_times, batch_sizes, weights, objective: str):
-    """Σ_B w_B·AL_B(γ) · τ(0) / τ(γ), τ = Σ_B v_B·t_B (module docstring);
-    expected_tokens_by_batch (..., nB, G), step_times[γ, B] starting at γ = 0 → (..., G)."""
-    tau = step_times @ objective_weights(np.asarray(batch_sizes), np.asarray(weights), objective)
-    return mix_expected_tokens(expected_tokens_by_batch, weights) * tau[0] / tau
-
-
-# ---------------------------------------------------------------------------------------
-# The seeds' flat model: tables and inversions (specdec model table / implied-p).
 
 @dataclass(frozen=True)
 class TableRow:
