@@ -118,14 +118,15 @@ def collect_cycle(
     A failed fetch or parse is ``ScrapeResult(ok=False, error=...)`` with a one-line message
     naming the target; the other targets are still collected.
     """
-    _check_concurrency(concurrency)
-    with Collector(
-        timeout_s=timeout_s,
-        max_bytes=max_bytes,
-        concurrency=max(1, min(concurrency, len(targets))),
-        now=now,
-    ) as collector:
+    with _collector_for(targets, timeout_s, max_bytes, concurrency, now) as collector:
         return collector.collect(targets)
+
+
+def _collector_for(targets, timeout_s, max_bytes, concurrency, now) -> "Collector":
+    """A Collector with no more worker threads than targets."""
+    _check_concurrency(concurrency)
+    return Collector(timeout_s=timeout_s, max_bytes=max_bytes,
+                     concurrency=max(1, min(concurrency, len(targets))), now=now)
 
 
 def run_collector(
@@ -158,16 +159,10 @@ def run_collector(
         raise ValueError(f"duration must be a non-negative number of seconds, got {duration_s!r}")
     if not targets:
         raise ValueError("no targets to collect")
-    _check_concurrency(concurrency)
     stop = stop or threading.Event()
     cycles = 0
     t0 = time.monotonic()
-    with Collector(
-        timeout_s=timeout_s,
-        max_bytes=max_bytes,
-        concurrency=max(1, min(concurrency, len(targets))),
-        now=now,
-    ) as collector:
+    with _collector_for(targets, timeout_s, max_bytes, concurrency, now) as collector:
         tick = 0
         while not stop.is_set():
             started = time.monotonic()

@@ -5,14 +5,7 @@ set -eu
 if [ -x /usr/bin/chromium ]; then
     exit 0
 fi
-if [ "$(id -u)" -eq 0 ]; then
-    SUDO=""
-elif command -v sudo >/dev/null 2>&1; then
-    SUDO="sudo -n"
-else
-    echo "ensure_chromium: /usr/bin/chromium is missing and this user cannot install packages (run as root: apt-get install -y chromium)" >&2
-    exit 1
-fi
+. "$(dirname "$0")/sudo_or_root.sh" "apt-get install -y chromium"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends chromium

@@ -8,14 +8,7 @@ set -eu
 if [ -x /usr/bin/prometheus ] && [ -x /usr/bin/promtool ]; then
     exit 0
 fi
-if [ "$(id -u)" -eq 0 ]; then
-    SUDO=""
-elif command -v sudo >/dev/null 2>&1; then
-    SUDO="sudo -n"
-else
-    echo "ensure_prometheus: /usr/bin/prometheus is missing and this user cannot install packages (run as root: apt-get install -y --no-install-recommends prometheus)" >&2
-    exit 1
-fi
+. "$(dirname "$0")/sudo_or_root.sh" "apt-get install -y --no-install-recommends prometheus"
 POLICY=/usr/sbin/policy-rc.d
 OWN_POLICY=0
 if [ ! -e "$POLICY" ]; then

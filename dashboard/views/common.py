@@ -43,6 +43,14 @@ def untuned(fleet: FleetView) -> None:
             st.info(f"Route {rv.route}: {rv.error}")
 
 
+def open_page(fleet: FleetView, title: str) -> bool:
+    """Every page's head: its title and the window it shows; False (after saying why) when
+    the fleet could not be read and there is nothing to show."""
+    st.header(title)
+    st.caption(window_caption(fleet))
+    return not nothing_to_show(fleet)
+
+
 def route_picker(fleet: FleetView, label: str, key: str) -> str | None:
     """A select box over the routes that have an estimate (None when none has)."""
     names = list(fleet.tuned)

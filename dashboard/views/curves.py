@@ -7,7 +7,7 @@ import streamlit as st
 
 from .. import charts, text
 from ..data import FleetView, RouteView
-from .common import nothing_to_show, untuned, window_caption
+from .common import open_page, untuned
 
 TITLE = "Acceptance curves"
 
@@ -67,9 +67,7 @@ def render_history(rv: RouteView, fleet: FleetView) -> None:
 
 
 def render(fleet: FleetView) -> None:
-    st.header(TITLE)
-    st.caption(window_caption(fleet))
-    if nothing_to_show(fleet):
+    if not open_page(fleet, TITLE):
         return
     tuned = fleet.tuned
     if not tuned:

@@ -9,7 +9,7 @@ import streamlit as st
 
 from .. import charts, text
 from ..data import FleetView, RouteView, age_text
-from .common import nothing_to_show, untuned, window_caption
+from .common import open_page, untuned
 
 TITLE = "Routes overview"
 
@@ -59,9 +59,7 @@ def route_row(rv: RouteView, now: float) -> dict:
 
 
 def render(fleet: FleetView) -> None:
-    st.header(TITLE)
-    st.caption(window_caption(fleet))
-    if nothing_to_show(fleet):
+    if not open_page(fleet, TITLE):
         return
     now = time.time()
     tuned = fleet.tuned

@@ -10,7 +10,7 @@ from specdec.pipeline import JSON_SCHEMA_VERSION, json_safe, tuning_to_dict
 
 from .. import text
 from ..data import FleetView
-from .common import nothing_to_show, route_picker, window_caption
+from .common import open_page, route_picker
 
 TITLE = "Recommendation"
 
@@ -39,9 +39,7 @@ def decision_text(rec) -> str:
 
 
 def render(fleet: FleetView) -> None:
-    st.header(TITLE)
-    st.caption(window_caption(fleet))
-    if nothing_to_show(fleet):
+    if not open_page(fleet, TITLE):
         return
     route = route_picker(fleet, "Route", key="rec_route")
     if route is None:

@@ -15,7 +15,7 @@ from specdec.pipeline import what_if
 from .. import charts, text
 from ..data import FleetView
 from ..seeds import SEEDS_BASELINE_TPS, SEEDS_DRAFT_COST, SEEDS_GAMMA, SEEDS_MEASUREMENTS, SEEDS_TABLE_POINTS
-from .common import nothing_to_show, route_picker, window_caption
+from .common import open_page, route_picker
 
 TITLE = "What-if"
 MAX_GAMMA = 16
@@ -53,9 +53,7 @@ def _methods(current: str) -> list[str]:
 
 
 def render(fleet: FleetView) -> None:
-    st.header(TITLE)
-    st.caption(window_caption(fleet))
-    if nothing_to_show(fleet):
+    if not open_page(fleet, TITLE):
         return
     route = route_picker(fleet, "Route", key="whatif_route")
     if route is None:
