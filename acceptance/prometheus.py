@@ -433,6 +433,13 @@ def _step_shape(client: PrometheusClient, sel: str, end: float, window_s: float,
         f"[{w}:{_ms(sample_s)}]))", end)
     running = {int(float(lab["batch"])): v for lab, v in hist if "batch" in lab and v > 0}
     samples = sum(running.values())
+    # Pairs of consecutive samples of one series (n − 1 per series) and how many changed B:
+    # StepShapeWindow.batch_persistence (idle samples dropped first, as in the mix).
+    busy = f"(round({vm.NUM_REQUESTS_RUNNING}{sel}) > 0)[{w}:{_ms(sample_s)}]"
+    series = client.query(f"count(count_over_time({busy}))", end)
+    changed = client.query(f"sum(changes({busy}))", end)
+    pairs = int(round(samples - series[0][1])) if series and samples else 0
+    repeated = int(round(pairs - changed[0][1])) if changed and pairs > 0 else 0
     buckets = client.query(f"sum by (le) (increase({vm.ITERATION_TOKENS}_bucket{sel}[{w}]))", end)
     iteration_tokens = {float(lab["le"]): v for lab, v in buckets if "le" in lab and math.isfinite(v)}
     itl = client.query(f"sum(rate({vm.INTER_TOKEN_LATENCY}_sum{sel}[{w}])) / "
@@ -443,6 +450,8 @@ def _step_shape(client: PrometheusClient, sel: str, end: float, window_s: float,
         iteration_tokens=dict(sorted(iteration_tokens.items())),
         itl_mean_s=itl_mean,
         samples=int(round(samples)),
+        sample_pairs=max(pairs, 0),
+        repeated_pairs=min(max(repeated, 0), max(pairs, 0)),
     )
 
 

@@ -1331,16 +1331,17 @@ class Store:
         if not engine_ids:
             return [], step
         rows = self.conn.execute(
-            "SELECT layout_id, it_layout_id, code, seg_id, n, times, cycles, first_start, starts, counts, itl "
+            "SELECT layout_id, it_layout_id, code, seg_id, n, times, cycles, first_start, starts, counts, itl, engine_id "
             f"FROM interval_chunks WHERE {self._engine_filter(engine_ids)} AND chunk >= ? AND chunk <= ?",
             (bucket_of(lo, 300), bucket_of(hi, 300))).fetchall()
         groups: dict[tuple, list] = {}
         for r in rows:
             groups.setdefault(r[:3], []).append(r[3:])
         spec = []
+        gauge = []  # (engine, time, running) of every row, for the pairs of consecutive samples
         for (lay, it_lay, code), rs in groups.items():
             w, w_it = self._width(lay), self._width(it_lay)
-            segs, ns, times_b, cycles_b, first, starts_b, counts_b, itl_b = zip(*rs)
+            segs, ns, times_b, cycles_b, first, starts_b, counts_b, itl_b, engine_of = zip(*rs)
             ns = np.array(ns)
             offsets = np.concatenate([[0], np.cumsum(ns)[:-1]])
             times = np.frombuffer(b"".join(times_b))
@@ -1355,17 +1356,21 @@ class Store:
             itl = np.frombuffer(b"".join(x if x is not None else bytes(16 * k)
                                          for x, k in zip(itl_b, ns.tolist()))).reshape(-1, 2)
             m = (times > lo) & (times <= hi)
+            seg, engine = np.repeat(np.array(segs), ns), np.repeat(np.array(engine_of), ns)
             if not m.all():
                 times, cycles, starts, counts, itl = times[m], cycles[m], starts[m], counts[m], itl[m]
-                seg = np.repeat(np.array(segs), ns)[m]
-            else:
-                seg = np.repeat(np.array(segs), ns)
+                seg, engine = seg[m], engine[m]
             if not len(times):
                 continue
             step.add(counts[:, 0], np.ones(len(times)), float(itl[:, 0].sum()), float(itl[:, 1].sum()),
                      it_lay, counts[:, 1 + w:] if w_it else None)
+            gauge.append((engine, times, counts[:, 0].astype(np.float64)))
             if lay:
                 spec.append(SpecEntries(lay, seg, cycles, starts, times, counts[:, 1:1 + w].astype(np.float64)))
+        if gauge:
+            engine, times, running = (np.concatenate(x) for x in zip(*gauge))
+            order = np.lexsort((times, engine))
+            step.add_pairs(engine[order], times[order], running[order])
         return spec, step
 
     def read_rollups(self, engine_ids: list[int], level: int, b_lo: float, b_hi: float
@@ -1479,6 +1484,8 @@ class StepTotals:
 
     batch: list = field(default_factory=list)
     batch_samples: list = field(default_factory=list)
+    batch_pairs: int = 0          # consecutive raw samples of one engine, both with B ≥ 1
+    batch_repeats: int = 0        # ... of which B did not change
     itl_sum: float = 0.0
     itl_count: float = 0.0
     iteration_tokens: dict[int, np.ndarray] = field(default_factory=dict)
@@ -1495,9 +1502,27 @@ class StepTotals:
                 prev = self.iteration_tokens.get(it_layout)
                 self.iteration_tokens[it_layout] = total if prev is None else prev + total
 
+    def add_pairs(self, engine: np.ndarray, times: np.ndarray, batch: np.ndarray) -> None:
+        """Count consecutive gauge samples of one engine (rows sorted by engine and time;
+        same engine, next scrape: a gap over twice the median interval is a target that was
+        down) and how many kept B — what StepShapeWindow.batch_persistence needs. Rollups
+        keep no order: raw rows only."""
+        if len(times) < 2:
+            return
+        dt = np.diff(times)
+        positive = dt[dt > 0]
+        if not positive.size:
+            return
+        pair = (engine[1:] == engine[:-1]) & (dt > 0) & (dt <= 2.0 * float(np.median(positive))) \
+            & (batch[1:] >= 1) & (batch[:-1] >= 1)
+        self.batch_pairs += int(pair.sum())
+        self.batch_repeats += int((pair & (batch[1:] == batch[:-1])).sum())
+
     def merge(self, other: "StepTotals") -> None:
         self.batch += other.batch
         self.batch_samples += other.batch_samples
+        self.batch_pairs += other.batch_pairs
+        self.batch_repeats += other.batch_repeats
         self.itl_sum += other.itl_sum
         self.itl_count += other.itl_count
         for lay, v in other.iteration_tokens.items():

@@ -161,7 +161,7 @@ def _recommend_for_window(estimate: AcceptanceEstimate, deployment: Deployment, 
     if batch_time_shares:
         batch_mix = batch_mix_from_time_shares(batch_time_shares, deployment, gamma)
         if estimate.has_interval and len(batch_mix) > 1:
-            samples = window.step_shape.samples if window is not None else 0
+            samples = window.step_shape.effective_samples if window is not None else 0
             mix_resamples = batch_mix_resamples(batch_time_shares, deployment, gamma,
                                                 max(estimate.n_blocks, samples), len(estimate.survival_resamples), seed)
     by_batch = survival_by_batch_size(plugin, batch_mix)
@@ -242,12 +242,9 @@ def batch_mix_resamples(time_shares: dict[int, float], deployment: Deployment, g
 
     The window's time shares u_B come from num_requests_running samples (one per engine
     per scrape). Dirichlet(n · u) has the sampling variance of a mix measured from n
-    independent samples; the pipeline passes n = the number of gauge samples. That treats
-    scrapes 15 s apart as independent, which holds when batch sizes change within a scrape
-    interval; a batch size that persists across scrapes makes this spread too narrow
-    (decision benchmark, mixed-batch classes: 90% speedup intervals cover 76–86%, up from
-    8–31% without it). Counting one sample per bootstrap block instead was measured to be
-    far too wide (100%).
+    independent samples; the pipeline passes n = the gauge samples' effective number
+    (StepShapeWindow.effective_samples: fewer when a batch size persists across scrapes).
+    Counting one sample per bootstrap block instead was measured to be far too wide (100%).
     """
     sizes = np.array(sorted(time_shares), dtype=int)
     shares = np.array([time_shares[b] for b in sizes], dtype=float)

@@ -177,6 +177,12 @@ def test_prometheus_and_store_agree_on_survival_through_a_restart(live):
     assert set(pw.step_shape.batch_mix) <= {2, 4, 8} and abs(sum(pw.step_shape.batch_mix.values()) - 1) < 1e-9
     assert pw.step_shape.itl_mean_s == pytest.approx(sw.step_shape.itl_mean_s, rel=0.05)
     assert pw.step_shape.iteration_tokens[float("inf")] > 0
+    # consecutive gauge samples and how often B persisted (the batch mix's effective samples)
+    ps, ss = pw.step_shape, sw.step_shape
+    print(f"batch persistence: prometheus {ps.batch_persistence:.3f} ({ps.sample_pairs} pairs), "
+          f"store {ss.batch_persistence:.3f} ({ss.sample_pairs} pairs)")
+    assert 0 < ps.sample_pairs < ps.samples and 0 <= ps.repeated_pairs <= ps.sample_pairs
+    assert abs(ps.batch_persistence - ss.batch_persistence) <= 0.25
     assert pw.not_speculating == []
 
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from acceptance import windows
 from acceptance.counts import EngineSnapshot, ScrapeResult, SpecCounts, StepShape
 from acceptance.store import Store
-from acceptance.windows import route_window
+from acceptance.windows import StepShapeWindow, route_window
 
 # (target, engine label, exposes _created)
 FLEET = [("http://a/metrics", "0", True), ("http://a/metrics", "1", False),
@@ -260,6 +260,9 @@ def test_step_shape_and_not_speculating(tmp_path):
         s = w.step_shape
         assert s.samples == 4  # the idle sample (0 running) is not a batch size
         assert s.batch_mix == {1: 0.25, 2: 0.5, 6: 0.25}
+        # consecutive samples of one engine segment, both running: (2, 2) kept B, (2, 6) did not;
+        # the restart starts a new segment and idle samples are not batch sizes
+        assert (s.sample_pairs, s.repeated_pairs) == (2, 1)
         assert s.itl_mean_s == pytest.approx((1.0 + 2.0 + 0.5) / (50 + 100 + 10))
         assert s.iteration_tokens == {1.0: 10.0, 8.0: 20.0, 64.0: 30.0, float("inf"): 30.0}
         assert [e.engine for e in w.not_speculating] == ["0"]
@@ -298,3 +301,36 @@ def test_window_rejects_empty_interval(tmp_path):
     with Store.open(tmp_path / "s.db") as store:
         with pytest.raises(ValueError, match="window"):
             route_window(store, ["x"], 10, 10)
+
+
+def test_batch_persistence_and_effective_samples():
+    # P(same) = ρ + (1 − ρ)·Σu²: with u = (½, ½) and P(same) = ¾, ρ = ½ and n_eff = n·(1 − ρ)/(1 + ρ)
+    s = StepShapeWindow(batch_mix={1: 0.5, 2: 0.5}, samples=100, sample_pairs=80, repeated_pairs=60)
+    assert s.batch_persistence == pytest.approx(0.5)
+    assert s.effective_samples == pytest.approx(100 / 3)
+    # no pairs known, or one batch size: the samples count as independent
+    assert StepShapeWindow(batch_mix={1: 0.5, 2: 0.5}, samples=100).effective_samples == 100
+    assert StepShapeWindow(batch_mix={4: 1.0}, samples=100, sample_pairs=99, repeated_pairs=99).batch_persistence == 0
+    # changing more often than a fresh draw would (anti-persistent): not counted as more samples
+    assert StepShapeWindow(batch_mix={1: 0.5, 2: 0.5}, samples=100, sample_pairs=99,
+                           repeated_pairs=0).effective_samples == 100
+
+
+def test_batch_persistence_recovers_a_lazy_chain(tmp_path):
+    """A batch that persists with probability 0.6 per scrape, else is redrawn: the store's
+    pairs (consecutive raw samples of one engine) give ρ ≈ 0.6."""
+    rng = np.random.default_rng(3)
+    sizes, shares = np.array([1, 4, 8]), np.array([0.3, 0.5, 0.2])
+    engines = [str(e) for e in range(8)]
+    with Store.open(tmp_path / "s.db") as store:
+        batch = {e: int(rng.choice(sizes, p=shares)) for e in engines}
+        for i in range(240):  # an hour: raw scrape rows (rollups keep no order)
+            for e in batch:
+                if rng.random() >= 0.6:
+                    batch[e] = int(rng.choice(sizes, p=shares))
+            store.write_cycle([ScrapeResult("x", 15.0 * (i + 1), True,
+                                            tuple(_snap(e, 10 * i, running=batch[e]) for e in engines))])
+        s = route_window(store, ["x"], 0, 15.0 * 241).step_shape
+    assert s.samples == 8 * 240 and s.sample_pairs == 8 * 239
+    assert s.batch_persistence == pytest.approx(0.6, abs=0.08)
+    assert s.effective_samples == pytest.approx(8 * 240 * 0.4 / 1.6, rel=0.3)
