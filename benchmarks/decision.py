@@ -7,7 +7,8 @@ engines) and the step shape (num_requests_running samples; iteration_tokens on t
 specialized path) — and fed to the tool's pipeline (specdec.pipeline.tune_intervals, 1,000
 bootstrap resamples). The truth is the process's own survival at EVERY γ
 (process.true_survival(γ, t at the window's end)) priced by the TRUE cost (the tool's
-figures, or figures off by a known factor), through the tool's own speedup formula:
+figures, or figures off by a known factor; a told specialized_speedup range is the truth's
+law, one uniform draw per seed), through the tool's own speedup formula:
 
   S(γ) = AL(γ)·τ(0) / τ(γ),  AL(γ) = 1 + Σ_{k≤γ} a_k(γ),  τ(γ) = Σ_B v_B·t_B(γ)  (model.speedup)
 
@@ -146,10 +147,10 @@ def tool_deployment(cls: DecisionClass) -> Deployment:
 class Truth:
     """The class's true cost and acceptance: step times in seconds, S(γ) for γ = 0..GAMMA_MAX."""
 
-    def __init__(self, cls: DecisionClass):
+    def __init__(self, cls: DecisionClass, specialized_speedup: float | None = None):
         self.cls = cls
         told = tool_deployment(cls)
-        sp = cls.true_specialized_speedup or told.specialized_speedup_point
+        sp = specialized_speedup or cls.true_specialized_speedup or told.specialized_speedup_point
         self.deployment = replace(told, draft_cost=told.draft_cost * cls.true_draft_cost_factor,
                                   specialized_speedup=float(sp))
         profile = make_profile(self.deployment)
@@ -330,14 +331,18 @@ def generate_window(cls: DecisionClass, truth: Truth, rng: np.random.Generator):
     rows = np.zeros((n_rows, 3 + gamma))
     length_counts = np.zeros((n_rows, gamma + 1), dtype=np.int64)
     gauge: dict[int, int] = {}
+    pairs = repeats = 0          # consecutive gauge samples of one engine, and those that kept B
     small_steps = all_steps = 0.0
     for _ in range(cls.engines):
         batch = _lazy_chain(rng, sizes, shares, cls.persistence, n_chunks)
         expected = np.array([rate[int(b)] for b in batch]) * CHUNK_S
         steps = np.floor(expected + rng.random(n_chunks)).astype(np.int64)
         # num_requests_running at each scrape: the batch of the interval's last chunk.
-        for b, n in zip(*np.unique(batch[CHUNKS_PER_SCRAPE - 1::CHUNKS_PER_SCRAPE], return_counts=True)):
+        at_scrape = batch[CHUNKS_PER_SCRAPE - 1::CHUNKS_PER_SCRAPE]
+        for b, n in zip(*np.unique(at_scrape, return_counts=True)):
             gauge[int(b)] = gauge.get(int(b), 0) + int(n)
+        pairs += len(at_scrape) - 1
+        repeats += int((at_scrape[1:] == at_scrape[:-1]).sum())
         drafts = steps * batch
         if stateless:
             if isinstance(process, DriftingProcess):
@@ -371,7 +376,8 @@ def generate_window(cls: DecisionClass, truth: Truth, rng: np.random.Generator):
     samples = sum(gauge.values())
     iteration_tokens = {float(SPECIALIZED_TOKEN_LIMIT): float(small_steps), math.inf: float(all_steps)} if specialized else {}
     shape = StepShapeWindow(batch_mix={b: n / samples for b, n in sorted(gauge.items())},
-                            iteration_tokens=iteration_tokens, itl_mean_s=None, samples=samples)
+                            iteration_tokens=iteration_tokens, itl_mean_s=None, samples=samples,
+                            sample_pairs=pairs, repeated_pairs=repeats)
     return intervals, shape
 
 
@@ -457,6 +463,14 @@ def score(tuning, truth: Truth, true_speedup: np.ndarray, deployment: Deployment
         covered_by_gamma=covered_by_gamma,
         model_error=rec.model_error,
     )
+
+
+def drawn_specialized_speedup(cls: DecisionClass) -> bool:
+    """Whether each seed draws its true specialized speedup uniformly from the told range
+    (the specialized classes at the cost they are told); else the class's one value."""
+    lo, hi = tool_deployment(cls).specialized_speedup_range
+    return (cls.deployment.decode_backend == "latency_specialized" and cls.true_specialized_speedup is None
+            and hi > lo)
 
 
 def run_seed(cls: DecisionClass, truth: Truth, true_speedup: np.ndarray, deployment: Deployment,
@@ -548,7 +562,16 @@ def run_class(name: str, n_seeds: int, http: bool) -> dict:
     deployment = tool_deployment(cls)
     true_speedup = truth.speedups(cls.window_s)
     true_tokens = truth.expected_tokens(cls.window_s)
-    scores = [run_seed(cls, truth, true_speedup, deployment, class_index, seed, true_tokens) for seed in range(n_seeds)]
+    scores = []
+    for seed in range(n_seeds):
+        if drawn_specialized_speedup(cls):
+            # The told range is the truth's law: each seed's true speedup is drawn from it.
+            lo, hi = deployment.specialized_speedup_range
+            seed_truth = Truth(cls, float(np.random.default_rng([10, class_index, seed]).uniform(lo, hi)))
+            scores.append(run_seed(cls, seed_truth, seed_truth.speedups(cls.window_s), deployment, class_index, seed,
+                                   true_tokens))
+        else:
+            scores.append(run_seed(cls, truth, true_speedup, deployment, class_index, seed, true_tokens))
     replicate_s = time.monotonic() - started
     allowed_s = np.where(truth.allowed, true_speedup, -np.inf)
     best = int(np.argmax(allowed_s))

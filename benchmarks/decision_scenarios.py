@@ -6,7 +6,9 @@ what the tool is told about the deployment (``deployment``), what steps really c
 TIME at each batch size, the stationary law of the simulator's batch chain), the deployed
 γ and the window. ``assumed`` says whether the tool's models assume this process and this
 cost — decided from what the models are, before any run: the independent and front-loaded
-processes with a smooth tail, at the cost the tool is told. Heterogeneous requests are not
+processes with a smooth tail, at the cost the tool is told (on the specialized path the told
+speedup is a range: each seed's true speedup is drawn uniformly from it, the prior the tool
+puts on a range). Heterogeneous requests are not
 fully assumed (their draft-weighted curve moves with γ, which the tool cannot see at one γ),
 nor are drift, tails that jump or rise past the deployed γ, and wrong costs.
 """

@@ -5,11 +5,13 @@ For each candidate γ = 0 .. min(gamma_max, observed γ + 2):
   curve, extended past the observed γ by the tail models (model.extrapolate) —
   the point is the mean over tail models, at the midpoint of specialized_speedup;
   speedup_low/high: the (1 − level)/2 and (1 + level)/2 quantiles over the resamples,
-  widened to the extremes over tail models and over the ends of the specialized_speedup
-  range (null without resamples).
+  widened to the extremes over tail models (null without resamples). A specialized_speedup
+  range is a uniform prior: resample i runs at the midpoint of bin (i mod K) of K equal
+  bins of the range, so the quantiles are over the range too (its ends are not both
+  inside every interval: a 90% interval leaves out the least likely 10%).
 recommended γ: the best point speedup among allowed candidates (0 when nothing beats 1).
-probability_best: the share of resamples × tail models (at the midpoint speedup) in which
-a candidate is the best allowed one.
+probability_best: the share of resamples × tail models (each resample at its own
+specialized speedup) in which a candidate is the best allowed one.
 decision: "change" when P(speedup(rec)/speedup(deployed) − 1 > min_gain) ≥ 0.9 over the
 same ensemble, "off" when that holds for γ = 0, else "keep" — with the evidence that would
 change it in decision_reason. Without resamples there is no such probability: "keep".
@@ -42,6 +44,8 @@ from .speedup import CostModel, mix_expected_tokens, normalise_batch_mix, object
 from .vllm_config import command_line, replay_config, schedule_from_best, speculative_config
 
 DECISION_CERTAINTY = 0.9
+# Bins of a specialized_speedup range the resamples are spread over (uniform prior).
+SPECIALIZED_SPEEDUP_BINS = 8
 
 
 @dataclass(frozen=True)
@@ -203,7 +207,11 @@ def recommend(
     profile = make_profile(deployment, anchor_step_s=anchor_step_s)
     model = CostModel.for_deployment(deployment, clean_share=elig.share if elig else 1.0, profile=profile)
     lo_sp, hi_sp = deployment.specialized_speedup_range
-    speeds = [deployment.specialized_speedup_point] + ([lo_sp, hi_sp] if specialized and lo_sp != hi_sp else [])
+    speed_range = specialized and lo_sp != hi_sp
+    # speeds[0]: the point (midpoint); then the K bin midpoints the resamples are spread over.
+    speeds = [deployment.specialized_speedup_point] + (
+        list(lo_sp + (hi_sp - lo_sp) * (np.arange(SPECIALIZED_SPEEDUP_BINS) + 0.5) / SPECIALIZED_SPEEDUP_BINS)
+        if speed_range else [])
     times = np.stack([model.step_times(gammas, bs, sp) for sp in speeds])  # (S, G, nB)
     v = objective_weights(bs, ws, deployment.objective)
     tau = times @ v  # (S, G)
@@ -250,14 +258,19 @@ def recommend(
     masked_point = np.where(allowed, speed_point, -np.inf)
     rec = int(np.argmax(masked_point))  # ties → the smaller γ; γ = 0 scores exactly 1
 
-    prob_best = None
+    prob_best = ensemble = None
     if resamples is not None:
-        ens = samples[0].reshape(-1, len(gammas))  # (M·n, G) at the midpoint speedup
-        best = np.argmax(np.where(allowed, ens, -np.inf), axis=1)
+        if speed_range:  # resample i at the specialized speedup of bin i mod K
+            n = samples.shape[2]
+            drawn = samples[1 + np.arange(n) % SPECIALIZED_SPEEDUP_BINS, :, np.arange(n), :].transpose(1, 0, 2)
+        else:
+            drawn = samples[0]  # (M, n, G)
+        ensemble = drawn.reshape(-1, len(gammas))  # (M·n, G)
+        best = np.argmax(np.where(allowed, ensemble, -np.inf), axis=1)
         prob_best = np.bincount(best, minlength=len(gammas)) / best.size
         q_lo, q_hi = (1 - level) / 2, (1 + level) / 2
-        lows = np.quantile(samples, q_lo, axis=2).min(axis=(0, 1))
-        highs = np.quantile(samples, q_hi, axis=2).max(axis=(0, 1))
+        lows = np.quantile(drawn, q_lo, axis=1).min(axis=0)
+        highs = np.quantile(drawn, q_hi, axis=1).max(axis=0)
     # Tokens/s in the objective's unit (profile in seconds only).
     tps = None
     if getattr(profile, "absolute", False):
@@ -278,7 +291,6 @@ def recommend(
             reason=reasons[i],
         ))
 
-    ensemble = samples[0].reshape(-1, len(gammas)) if resamples is not None else None  # (M·n, G)
     decision, reason = _decide(rec, deployed, allowed, speed_point, ensemble, deployment.min_gain, reasons)
 
     # Model error at the deployed γ: per-user tokens/s, whatever the objective.

@@ -226,3 +226,23 @@ def test_batch_mix_resamples_widen_the_speedup_intervals_of_a_batch_dependent_co
         assert a.speedup == b.speedup
         if a.gamma >= 2:
             assert (b.speedup_high - b.speedup_low) > 1.2 * (a.speedup_high - a.speedup_low), a.gamma
+
+
+def test_a_specialized_speedup_range_is_a_uniform_prior_over_the_resamples():
+    """A range spreads the resamples over it: the interval is wider than at its midpoint
+    alone, but inside the hull of the intervals at its two ends (a 90% interval leaves out
+    the least likely ends), and the point stays at the midpoint."""
+    curve = np.array([0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65])
+    res = resamples(curve, 4000, n=800)
+
+    def at(speedup):
+        dep = Deployment(decode_backend="latency_specialized", specialized_speedup=speedup)
+        return recommend(curve, dep, survival_resamples=res, batch_mix={1: 0.5, 4: 0.5}).candidates[7]
+
+    ranged, mid, low, high = at((1.5, 2.0)), at(1.75), at(1.5), at(2.0)
+    assert ranged.speedup == pytest.approx(mid.speedup)
+    assert ranged.speedup_high - ranged.speedup_low > 1.5 * (mid.speedup_high - mid.speedup_low)
+    hull_low = min(low.speedup_low, high.speedup_low)
+    hull_high = max(low.speedup_high, high.speedup_high)
+    assert hull_low < ranged.speedup_low and ranged.speedup_high < hull_high
+    assert ranged.speedup_high - ranged.speedup_low < 0.95 * (hull_high - hull_low)
