@@ -90,11 +90,13 @@ class StepShapeWindow:
 
             P(B_{i+1} = B_i) = ρ + (1 − ρ)·Σ_B u_B²   ⇒   ρ = (P_same − Σ u²) / (1 − Σ u²)
 
-        (a batch that persists with probability ρ, else is redrawn from the mix u). 0 when
-        no pairs are known or the mix has one size; clipped to [0, 0.99]."""
-        if self.sample_pairs <= 0 or len(self.batch_mix) < 2:
+        (a batch that persists with probability ρ, else is redrawn from the mix u; Σ u² by its
+        unbiased estimate (n·Σ û² − 1)/(n − 1), as û comes from the same n samples). 0 when no
+        pairs are known or the mix has one size; clipped to [0, 0.99]."""
+        if self.sample_pairs <= 0 or len(self.batch_mix) < 2 or self.samples < 2:
             return 0.0
-        collision = sum(u * u for u in self.batch_mix.values())
+        n = self.samples
+        collision = (n * sum(u * u for u in self.batch_mix.values()) - 1.0) / (n - 1.0)
         same = self.repeated_pairs / self.sample_pairs
         return float(min(max((same - collision) / (1.0 - collision), 0.0), 0.99))
 

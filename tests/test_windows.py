@@ -304,10 +304,13 @@ def test_window_rejects_empty_interval(tmp_path):
 
 
 def test_batch_persistence_and_effective_samples():
-    # P(same) = ρ + (1 − ρ)·Σu²: with u = (½, ½) and P(same) = ¾, ρ = ½ and n_eff = n·(1 − ρ)/(1 + ρ)
+    # P(same) = ρ + (1 − ρ)·Σu²: with û = (½, ½) from n = 100 samples, Σu² ≈ (100·½ − 1)/99,
+    # and P(same) = ¾: ρ ≈ ½, n_eff = n·(1 − ρ)/(1 + ρ)
     s = StepShapeWindow(batch_mix={1: 0.5, 2: 0.5}, samples=100, sample_pairs=80, repeated_pairs=60)
-    assert s.batch_persistence == pytest.approx(0.5)
-    assert s.effective_samples == pytest.approx(100 / 3)
+    collision = 49 / 99
+    rho = (0.75 - collision) / (1 - collision)
+    assert s.batch_persistence == pytest.approx(rho) and rho == pytest.approx(0.5, abs=0.01)
+    assert s.effective_samples == pytest.approx(100 * (1 - rho) / (1 + rho))
     # no pairs known, or one batch size: the samples count as independent
     assert StepShapeWindow(batch_mix={1: 0.5, 2: 0.5}, samples=100).effective_samples == 100
     assert StepShapeWindow(batch_mix={4: 1.0}, samples=100, sample_pairs=99, repeated_pairs=99).batch_persistence == 0
