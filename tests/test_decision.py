@@ -138,7 +138,7 @@ def test_in_process_generator_is_exact_for_stateless_processes():
 # the specialized path's 64-token limit.
 SUBSET = ("fl-steep-moe-large-g7", "ind-p75-eagle3-llama-g3", "ind-p30-moe-large-off",
           "fl-structured-specialized-edge-g7", "fl-ngram-moe-large-g4")
-SUBSET_SEEDS = 10
+SUBSET_SEEDS = 40
 
 
 @pytest.fixture(scope="module")
@@ -160,12 +160,13 @@ def test_subset_beats_the_seeds_method_where_their_picks_differ(subset_reports):
     assert sum(r["tool_differs_from_seeds"] for r in subset_reports) >= 3
 
 
-def test_subset_intervals_cover_at_the_windows_own_batch_mix(subset_reports):
-    # Against the truth at each window's observed batch mix the 90% intervals hold (the
-    # acceptance part of the interval); the full suite's figure is in the README.
-    flags = [x for r in subset_reports for x in r["_covered_window_mix"] if x is not None]
+def test_subset_intervals_cover_the_truth(subset_reports):
+    # The 90% intervals against the truth (stationary batch mix, each seed's specialized
+    # speedup drawn from the told range): the full suite's per-class figures are in the README.
+    flags = [x for r in subset_reports for x in r["_covered"]["tool"] if x is not None]
     assert len(flags) == len(SUBSET) * SUBSET_SEEDS
-    assert np.mean(flags) >= 0.8
+    print(f"subset coverage {np.mean(flags):.3f}")
+    assert 0.82 <= np.mean(flags) <= 0.97
 
 
 def test_http_path_once_sees_every_count_and_decides_like_the_replicates():
