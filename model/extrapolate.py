@@ -26,9 +26,15 @@ MAX_EXTRAPOLATION = 2
 
 
 def _beta_concentration(survival: np.ndarray) -> np.ndarray:
-    """s of the Beta-mixture whose Σ_k a_k (mean a_1) matches the curve; shape (...)."""
+    """s of the Beta-mixture whose Σ_k a_k (mean a_1) matches the curve; shape (...).
+
+    One position (g = 1) says nothing of heterogeneity — every s matches a_1 — so the curve
+    is taken as independent (s → ∞), not as the most heterogeneous fleet the bisection
+    would otherwise settle on (α rising to 1 after a single observed position)."""
     g = survival.shape[-1]
     m = np.clip(survival[..., 0], 1e-9, 1 - 1e-9)
+    if g == 1:
+        return np.full(m.shape, 1e6)
     target = survival.sum(axis=-1)
     j = np.arange(g)
     lo = np.full(m.shape, np.log(1e-3))

@@ -42,3 +42,13 @@ def test_independent_curve_extends_flat():
     a = 0.7 ** np.arange(1, 6)
     for row in extend_survival(a, 2):
         assert row[5:] == pytest.approx([0.7**6, 0.7**7], rel=1e-3)
+
+
+def test_one_observed_position_extends_as_independent():
+    # γ = 1 shows a_1 only: every Beta concentration matches it, so nothing says the fleet is
+    # heterogeneous; the tail models agree on α = a_1 (the most heterogeneous fleet would
+    # instead make α rise to ~1 and push the recommendation past a γ the data cannot check).
+    for a1 in (0.3, 0.8):
+        ext = extend_survival(np.array([a1]), 2)
+        for row in ext:
+            assert row == pytest.approx([a1, a1**2, a1**3], rel=1e-4)
