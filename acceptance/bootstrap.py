@@ -17,32 +17,56 @@ matters, and everything below is computed on those series.
 Block length (``choose_block_length``): twice the Politis & White (2004; corrected by
 Patton, Politis & White 2009) plug-in length for the circular block bootstrap,
 
-    L_PW = (2 G² / D_CB)^(1/3) · n^(1/3),   G = Σ_{|k|≤M} λ(k/M) |k| R(k),
+    L_PW = (2 G₊² / D_CB)^(1/3) · n^(1/3),   G = Σ_{|k|≤M} λ(k/M) |k| R(k),  G₊ = max(G, 0),
     D_CB = (4/3) g², g = Σ_{|k|≤M} λ(k/M) R(k),
 
 with R(k) the autocovariance, λ the flat-top lag window (1 up to 1/2, falling linearly to
 0 at 1) and M twice the smallest lag after which K_N = max(5, √log10 n) autocorrelations in
-a row are insignificant (|ρ| < 2 √(log10 n / n)); the longest over the statistics is
-taken. L_PW minimises the error of the bootstrap variance; an interval's coverage suffers
-more from the variance's downward bias (correlation across block edges is lost, ~ G / L)
-than from its noise, which the t quantile below accounts for, hence 2·L_PW. L is kept
-between ⌈n^(1/3)⌉ and n/3 (at least three blocks).
+a row are insignificant (|ρ| < 2 √(log10 n / n)), at least 2; the longest over the
+statistics is taken. L_PW minimises the error of the bootstrap variance; an interval's
+coverage suffers more from the variance's downward bias (positive correlation across block
+edges is lost, ~ G / L) than from its noise, which the t quantile below accounts for, hence
+2·L_PW. Only G > 0 asks for longer blocks: with G ≤ 0 nothing positive is lost at the edges,
+and on short windows a negative Ĝ (mostly noise: ρ(1) has standard error 1/√n, 0.22 at
+n = 20) drove L_PW up as g → 0 and so L to its cap. L is kept between ⌈n^(1/3)⌉ and n/3 (at
+least three blocks).
 
 Spread correction (``spread_factor``): the percentile interval of the resamples is widened
-about the point value by
+about the point value by a factor f per statistic, which depends on whether its series
+shows positive correlation: Ĝ > ½ SE₀(Ĝ), SE₀(Ĝ) = 2 R(0) √(Σ_{k≤M} (λ(k/M) k)² / n) being
+Ĝ's standard error if the rows were independent (R(k), k ≥ 1, then uncorrelated with
+variance R(0)²/n). That is a one-sided test at about the 30% level, lenient on purpose:
+a missed correlation costs coverage, a false one only width (at n = 20, requests over ~3
+intervals show ρ(1) ≈ 0.4, under two standard errors). With q = (1 + level) / 2:
 
-    f = √(n / (n − L)) · √max(1, g_c / v_L) · t_{n/L − 1}(q) / z(q),   q = (1 + level) / 2,
+  correlated:    f = √(n / (n − L)) · √max(1, g_c / v_L) · t_{n/L − 1}(q) / z(q),
+  uncorrelated:  f = √(n / (n − L)) · t_ν(q) / z(q),   ν = 3nL / (2L² + 1) − 1,
 
 where v_L = Σ_{|k|<L} (1 − |k|/L) R(k) is the long-run variance the block bootstrap
 implies (Bartlett window of width L), g_c = g / (1 − 1.5 M / n) the flat-top estimate
-corrected for centring on the sample mean, and n/(n − L) the same centring correction for
-the bootstrap's own variance. The t quantile with n/L − 1 degrees of freedom accounts for a
-variance estimated from only about n/L independent blocks. These corrections are first
-order; tests/test_coverage.py and benchmarks/estimates.py measure the coverage they give
-against a known process: 0.87–0.93 for a nominal 0.90 (1,000 windows per scenario; 0.87
-with only 60 intervals and requests over ~4 of them, where there are ~4 blocks; without
-the widening, plain percentiles gave 0.70–0.87 on the same kind of windows in
-development runs).
+corrected for centring on the sample mean (E R̂(k) ≈ R(k) − σ²/n, σ² the long-run variance,
+and the flat-top weights sum to 1.5 M over |k| ≤ M), and n/(n − L) the same centring
+correction for the bootstrap's own variance (E v_L ≈ σ² − G/L − L σ²/n). With correlation
+the t quantile with n/L − 1 degrees of freedom accounts for a variance resting on only
+about n/L independent blocks; on short windows it is also what keeps them near the level,
+since g_c (small M) and v_L (L ≤ n/3) both miss much of a correlation spanning several
+intervals (and g_c/v_L repeats part of the centring correction). Without correlation
+nothing is lost at the edges, so only the noise of the
+bootstrap's Bartlett-window variance is left: ν is its Satterthwaite degrees of freedom,
+n / Σ_{|k|<L} (1 − |k|/L)² − 1 (n − 1 at L = 1, about 1.5 n/L for long blocks, as for
+overlapping batch means). These corrections are first order; tests/test_coverage.py and
+benchmarks/estimates.py measure the coverage they give against a known process for a
+nominal 0.90 (1,000 windows per scenario):
+  5-minute windows (n = 20) of independent rows, γ = 3 and 7:  0.89–0.92 (0.96–0.98
+    before, when every statistic got the correlated correction and L often reached n/3);
+  n = 20, requests over ~3 intervals:                          0.84 (0.85 before);
+  n = 60, independent rows:                                    0.90 (0.93 before);
+  n = 60 with requests over ~4 intervals (~4 blocks):          0.86;
+  n = 120–960, requests over 3–8 intervals:                    0.88–0.93.
+In benchmarks/decision.py the 90% speedup interval of the 5-minute independent classes
+(ind-p60-flat-dspark-g7-short, ind-p75-moe-batch1-short; 200 seeds) covers 0.945 and 0.93
+(1.00 and 0.985 before). Without the widening, plain percentiles gave 0.70–0.87 on the
+same kind of windows in development runs.
 """
 
 from __future__ import annotations
@@ -57,6 +81,10 @@ from scipy.special import ndtri, stdtrit
 # (chunk · blocks · columns elements at a time).
 _CHUNK_ELEMENTS = 4_000_000
 
+# A column counts as positively correlated when Ĝ exceeds this many of its standard errors
+# under independence (module docstring: a lenient one-sided test, at about the 30% level).
+_CORRELATION_Z = 0.5
+
 
 @dataclass(frozen=True, eq=False)
 class LongRunVariance:
@@ -64,13 +92,19 @@ class LongRunVariance:
 
     autocovariance: (n, m) R(k) for k = 0..n−1 (centred on the sample mean, divided by n);
     variance: (m,) flat-top long-run variance g, corrected for centring (NaN if ≤ 0);
-    plug_in_block_length: (m,) Politis–White L_PW (≥ 1).
+    plug_in_block_length: (m,) Politis–White L_PW (≥ 1), from the positive part of G;
+    edge_covariance: (m,) flat-top G = Σ_{|k|≤M} λ(k/M) |k| R(k) (0 for a constant column
+    or fewer than 4 rows);
+    correlated: (m,) G exceeds half its standard error under independence: the column
+    shows the positive correlation that blocks lose at their edges.
     """
 
     n: int
     autocovariance: np.ndarray
     variance: np.ndarray
     plug_in_block_length: np.ndarray
+    edge_covariance: np.ndarray
+    correlated: np.ndarray
 
 
 def _flat_top(t: np.ndarray) -> np.ndarray:
@@ -106,8 +140,10 @@ def long_run_variance(series: np.ndarray) -> LongRunVariance:
     acov = np.fft.irfft(spectrum * np.conj(spectrum), size, axis=0)[:n] / n
     variance = np.full(m, np.nan)
     plug_in = np.ones(m)
+    edge = np.zeros(m)
+    correlated = np.zeros(m, dtype=bool)
     if n < 4:
-        return LongRunVariance(n, acov, variance, plug_in)
+        return LongRunVariance(n, acov, variance, plug_in, edge, correlated)
 
     k_n = max(5, math.ceil(math.sqrt(math.log10(n))))
     m_max = min(math.ceil(math.sqrt(n)) + k_n, n - 1)
@@ -125,12 +161,19 @@ def long_run_variance(series: np.ndarray) -> LongRunVariance:
         lags = np.arange(1, big_m + 1)
         weights = _flat_top(lags / big_m)
         g_edge = 2.0 * float(np.sum(weights * lags * acov[1 : big_m + 1, j]))
+        edge[j] = g_edge
+        # Under independence the R(k), k ≥ 1, are uncorrelated with variance ≈ R(0)² / n.
+        g_edge_se = 2.0 * r0 * math.sqrt(float(np.sum((weights * lags) ** 2)) / n)
+        correlated[j] = g_edge > _CORRELATION_Z * g_edge_se
         g = float(r0 + 2.0 * np.sum(weights * acov[1 : big_m + 1, j]))
         if g > 0:
             variance[j] = g / max(0.2, 1.0 - 1.5 * big_m / n)
             d_cb = (4.0 / 3.0) * g * g
-            plug_in[j] = max(1.0, (2.0 * g_edge * g_edge / d_cb) ** (1.0 / 3.0) * n ** (1.0 / 3.0))
-    return LongRunVariance(n, acov, variance, plug_in)
+            # Only G > 0 asks for longer blocks (module docstring): a negative G, mostly noise
+            # on short windows, would otherwise inflate L_PW as g → 0.
+            g_plus = max(g_edge, 0.0)
+            plug_in[j] = max(1.0, (2.0 * g_plus * g_plus / d_cb) ** (1.0 / 3.0) * n ** (1.0 / 3.0))
+    return LongRunVariance(n, acov, variance, plug_in, edge, correlated)
 
 
 def choose_block_length(lrv: LongRunVariance) -> int:
@@ -144,19 +187,32 @@ def choose_block_length(lrv: LongRunVariance) -> int:
 
 
 def spread_factor(lrv: LongRunVariance, block_length: int, level: float) -> np.ndarray:
-    """Per column, the factor f ≥ 1 that widens the percentile interval (module docstring)."""
+    """Per column, the factor f ≥ 1 that widens the percentile interval (module docstring).
+
+    Columns that show positive correlation (``lrv.correlated``) get the edge-loss and
+    few-blocks corrections; the others only the centring correction and the t quantile of
+    a Bartlett-window variance.
+    """
     n = lrv.n
     length = int(block_length)
+    q = 0.5 * (1.0 + level)
+    centring = math.sqrt(n / (n - length)) if n > length else 1.0
+
+    # Positive correlation: the blocks lose some of it at their edges.
     lags = np.arange(1, length)
     bartlett = lrv.autocovariance[0] + 2.0 * ((1.0 - lags / length)[:, None] * lrv.autocovariance[1:length]).sum(axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where((bartlett > 0) & np.isfinite(lrv.variance), lrv.variance / bartlett, 1.0)
     variance_factor = np.sqrt(np.maximum(1.0, ratio))
-    centring = math.sqrt(n / (n - length)) if n > length else 1.0
-    q = 0.5 * (1.0 + level)
-    degrees_of_freedom = max(1.0, n / length - 1.0)
-    t_over_z = float(stdtrit(degrees_of_freedom, q) / ndtri(q))
-    return centring * variance_factor * t_over_z
+    few_blocks = max(1.0, n / length - 1.0)
+    correlated = centring * variance_factor * float(stdtrit(few_blocks, q) / ndtri(q))
+
+    # No positive correlation: nothing lost at the edges; the bootstrap variance is a
+    # Bartlett-window estimate with Satterthwaite degrees of freedom n / Σ_{|k|<L} w(k)² − 1.
+    bartlett_dof = max(1.0, 3.0 * n * length / (2.0 * length * length + 1.0) - 1.0)
+    uncorrelated = centring * float(stdtrit(bartlett_dof, q) / ndtri(q))
+
+    return np.where(lrv.correlated, correlated, uncorrelated)
 
 
 def circular_block_sums(rows: np.ndarray, block_length: int, n_resamples: int, rng: np.random.Generator) -> np.ndarray:

@@ -5,8 +5,9 @@ Prints figures, asserts nothing:
      well under 50 ms), for independent rows (short blocks, the slowest case) and for
      requests spanning many intervals; and of detect_drift on the same window;
   2. empirical coverage of the 90% intervals of a_1, a_γ and AL against the known process
-     of tests/test_coverage.py, over many windows and several scenarios, beside the
-     coverage of a binomial interval on D.
+     of tests/test_coverage.py, over many windows and several scenarios (from 5-minute
+     windows of 20 scrape intervals, independent or with requests over ~3 of them, to
+     4 hours), beside the coverage of a binomial interval on D.
 
 Run: .venv/bin/python benchmarks/estimates.py [--windows 1000] [--resamples 1000]
 """
@@ -67,6 +68,9 @@ def main() -> None:
     print("(standard error of a coverage near 0.90 over these windows: "
           f"{np.sqrt(0.09 / args.windows):.3f})")
     scenarios = [
+        ("gamma 3, 20 intervals (5 min), requests ~1", 3, 20, {"lifetime": 1.0}),
+        ("gamma 7, 20 intervals (5 min), requests ~1", 7, 20, {"lifetime": 1.0}),
+        ("gamma 3, 20 intervals (5 min), requests ~3", 3, 20, {"lifetime": 3.0}),
         ("gamma 3, 60 intervals, requests ~1", 3, 60, {"lifetime": 1.0}),
         ("gamma 3, 60 intervals, requests ~4", 3, 60, {"lifetime": 4.0}),
         ("gamma 4, 120 intervals, requests ~3", 4, 120, {"lifetime": 3.0}),
