@@ -17,7 +17,7 @@ from acceptance.counts import EngineSnapshot, ScrapeResult, SpecCounts, StepShap
 from acceptance.parse import MetricsPageError, parse_metrics_page
 from acceptance.store import SCHEMA_VERSION, Store
 from acceptance.vllm_plugin import PluginMetrics
-from acceptance.windows import route_window
+from acceptance.windows import StepShapeWindow, route_window
 from model.deployment import INLINE_DEFAULTS, Deployment
 from specdec.pipeline import MIN_BUCKET_DRAFTS, tune_intervals, tuning_to_dict
 
@@ -215,8 +215,8 @@ def plugin_totals(curves: dict[str, list[float]], drafts: float, steps=()) -> ps
 
 def window_with(plugin, batch_mix, iteration_tokens=None):
     """A RouteWindow-shaped object: the pipeline reads step_shape, plugin, newest_segment."""
-    return NS(step_shape=NS(batch_mix=batch_mix, iteration_tokens=iteration_tokens or {}, itl_mean_s=None,
-                            samples=1000),
+    return NS(step_shape=StepShapeWindow(batch_mix=batch_mix, iteration_tokens=iteration_tokens or {}, itl_mean_s=None,
+                                         samples=1000),
               plugin=plugin, newest_segment=None, segments=[], events=[], target_status=[])
 
 
