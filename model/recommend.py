@@ -139,6 +139,7 @@ def recommend(
     anchor_step_s: float | None = None,
     batch_mix_resamples: np.ndarray | None = None,
     survival_by_batch: Mapping[int, Sequence[float]] | None = None,
+    mix_in_time: bool = False,
 ) -> Recommendation:
     """Recommend γ for one route (module docstring). ``eligibility``: the clean share of
     steps for the specialized path (an Eligibility, a number, or None = assumed 1).
@@ -150,7 +151,10 @@ def recommend(
     probabilities carry the batch mix's sampling error too (the point uses ``batch_mix``).
     ``survival_by_batch``: {batch size: a_1..a_γ} for batch sizes of ``batch_mix`` whose
     own curve is known (module docstring); others, and batch sizes not in the mix, fall
-    back to / are ignored in favour of the pooled ``survival``."""
+    back to / are ignored in favour of the pooled ``survival``. ``mix_in_time``: the mix
+    was converted from time shares measured at the deployed γ (num_requests_running), so
+    a resample priced at another specialized speedup re-weights it by that speedup's step
+    times (w_B ∝ B·u_B / t_B(γ_d)); without it the request weights are taken as given."""
     del seed
     a = np.asarray(survival, dtype=float)
     if a.ndim != 1 or a.size == 0:
@@ -237,13 +241,16 @@ def recommend(
             al_b_res = _expected_tokens(extend_survival(shifted, extra), top)  # (M, n, nB, G)
             w_res = ws if mix_res is None else mix_res[np.arange(resamples.shape[0]) % len(mix_res)]
             al_res = mix_expected_tokens(al_b_res, w_res)  # (M, n, G)
-        if mix_res is None:
-            samples = al_res[None] * ratio[:, None, None, :]  # (S, M, n, G)
-        else:
-            v_res = objective_weights(bs, mix_res, deployment.objective)  # (m, nB)
-            tau_res = np.einsum("sgb,mb->smg", times, v_res)  # (S, m, G)
-            ratio_res = (tau_res[..., :1] / tau_res)[:, np.arange(al_res.shape[1]) % len(mix_res)]  # (S, n, G)
-            samples = al_res[None] * ratio_res[:, None]  # (S, M, n, G)
+        mix_w = ws[None, :] if mix_res is None else mix_res  # (m, nB)
+        mix_w = np.broadcast_to(mix_w[None], (len(speeds),) + mix_w.shape)  # (S, m, nB)
+        if speed_range and mix_in_time:
+            # The mix was measured in time at the deployed γ: at another specialized speedup
+            # the same time shares hold other requests, w_B ∝ B·u_B / t_B(γ_d).
+            mix_w = mix_w * (times[0, deployed] / times[:, deployed])[:, None, :]
+            mix_w = mix_w / mix_w.sum(axis=-1, keepdims=True)
+        tau_res = np.einsum("sgb,smb->smg", times, objective_weights(bs, mix_w, deployment.objective))  # (S, m, G)
+        ratio_res = (tau_res[..., :1] / tau_res)[:, np.arange(al_res.shape[1]) % mix_w.shape[1]]  # (S, n, G)
+        samples = al_res[None] * ratio_res[:, None]  # (S, M, n, G)
 
     # Which candidates can be deployed.
     drafter = drafter_for(deployment.method)

@@ -180,6 +180,7 @@ def _recommend_for_window(estimate: AcceptanceEstimate, deployment: Deployment, 
         seed=seed,
         batch_mix_resamples=mix_resamples,
         survival_by_batch=by_batch,
+        mix_in_time=batch_mix is not None,
     )
     return batch_mix, by_batch, rec
 

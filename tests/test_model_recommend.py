@@ -246,3 +246,30 @@ def test_a_specialized_speedup_range_is_a_uniform_prior_over_the_resamples():
     hull_high = max(low.speedup_high, high.speedup_high)
     assert hull_low < ranged.speedup_low and ranged.speedup_high < hull_high
     assert ranged.speedup_high - ranged.speedup_low < 0.95 * (hull_high - hull_low)
+
+
+def test_a_mix_measured_in_time_follows_each_specialized_speedup():
+    """Time shares u_B hold other requests at another specialized speedup (w_B ∝ B·u_B/t_B):
+    with noiseless resamples the ranged interval's ends are exactly the point projections
+    at the outermost bins, each with the mix converted at that bin's speedup."""
+    from model.recommend import SPECIALIZED_SPEEDUP_BINS
+    from model.speedup import batch_mix_from_time_shares
+
+    curve = np.array([0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65])
+    shares = {4: 0.3, 8: 0.3, 16: 0.4}  # B = 16 runs stock at γ 7 (128 tokens > 64)
+    flat = np.tile(curve, (8 * SPECIALIZED_SPEEDUP_BINS, 1))
+    ranged = Deployment(decode_backend="latency_specialized", specialized_speedup=(1.5, 2.0))
+    mid_mix = batch_mix_from_time_shares(shares, ranged, 7)
+    rec = recommend(curve, ranged, survival_resamples=flat, batch_mix=mid_mix, mix_in_time=True)
+    step = 0.5 / SPECIALIZED_SPEEDUP_BINS
+    ends = []
+    for sp in (1.5 + step / 2, 2.0 - step / 2):
+        point = Deployment(decode_backend="latency_specialized", specialized_speedup=sp)
+        ends.append(recommend(curve, point, batch_mix=batch_mix_from_time_shares(shares, point, 7)).candidates)
+    for g in (3, 7):
+        lo, hi = sorted((ends[0][g].speedup, ends[1][g].speedup))
+        assert rec.candidates[g].speedup_low == pytest.approx(lo, rel=1e-9)
+        assert rec.candidates[g].speedup_high == pytest.approx(hi, rel=1e-9)
+    # taken as request weights (mix_in_time=False) the ends differ: the mix does not move
+    fixed = recommend(curve, ranged, survival_resamples=flat, batch_mix=mid_mix)
+    assert fixed.candidates[7].speedup_low != pytest.approx(rec.candidates[7].speedup_low, rel=1e-6)
