@@ -433,13 +433,15 @@ def _step_shape(client: PrometheusClient, sel: str, end: float, window_s: float,
         f"[{w}:{_ms(sample_s)}]))", end)
     running = {int(float(lab["batch"])): v for lab, v in hist if "batch" in lab and v > 0}
     samples = sum(running.values())
-    # Pairs of consecutive samples of one series (n − 1 per series) and how many changed B:
-    # StepShapeWindow.batch_persistence (idle samples dropped first, as in the mix).
-    busy = f"(round({vm.NUM_REQUESTS_RUNNING}{sel}) > 0)[{w}:{_ms(sample_s)}]"
-    series = client.query(f"count(count_over_time({busy}))", end)
-    changed = client.query(f"sum(changes({busy}))", end)
-    pairs = int(round(samples - series[0][1])) if series and samples else 0
-    repeated = int(round(pairs - changed[0][1])) if changed and pairs > 0 else 0
+    # Pairs of consecutive samples of one engine, both running, and how many kept B (as the
+    # store counts them: a sample and the one a sampling step before it, in one series):
+    # StepShapeWindow.batch_persistence.
+    now, before = f"round({vm.NUM_REQUESTS_RUNNING}{sel})", f"round({vm.NUM_REQUESTS_RUNNING}{sel} offset {_ms(sample_s)})"
+    sub = f"[{w}:{_ms(sample_s)}]"
+    paired = client.query(f"sum(count_over_time(({now} > 0 and {before} > 0){sub}))", end)
+    kept = client.query(f"sum(count_over_time(({now} > 0 and {now} == {before}){sub}))", end)
+    pairs = int(round(paired[0][1])) if paired else 0
+    repeated = int(round(kept[0][1])) if kept else 0
     buckets = client.query(f"sum by (le) (increase({vm.ITERATION_TOKENS}_bucket{sel}[{w}]))", end)
     iteration_tokens = {float(lab["le"]): v for lab, v in buckets if "le" in lab and math.isfinite(v)}
     itl = client.query(f"sum(rate({vm.INTER_TOKEN_LATENCY}_sum{sel}[{w}])) / "

@@ -70,7 +70,8 @@ class Deployment:
 
     @property
     def specialized_speedup_point(self) -> float:
-        """The midpoint of the range: the point estimate uses it, the interval its ends."""
+        """The midpoint of the range: the point estimate uses it; the interval treats the
+        range as a uniform prior (model.recommend)."""
         lo, hi = self.specialized_speedup_range
         return 0.5 * (lo + hi)
 

@@ -6,9 +6,11 @@ For each candidate γ = 0 .. min(gamma_max, observed γ + 2):
   the point is the mean over tail models, at the midpoint of specialized_speedup;
   speedup_low/high: the (1 − level)/2 and (1 + level)/2 quantiles over the resamples,
   widened to the extremes over tail models (null without resamples). A specialized_speedup
-  range is a uniform prior: resample i runs at the midpoint of bin (i mod K) of K equal
+  range is a uniform prior: resample i of n runs at the midpoint of bin ⌊i·K/n⌋ of K equal
   bins of the range, so the quantiles are over the range too (its ends are not both
-  inside every interval: a 90% interval leaves out the least likely 10%).
+  inside every interval: a 90% interval leaves out the least likely 10%); a mix measured in
+  time (``mix_in_time``) is converted at each bin's speedup
+  (model.speedup.request_weights_at_speedup).
 recommended γ: the best point speedup among allowed candidates (0 when nothing beats 1).
 probability_best: the share of resamples × tail models (each resample at its own
 specialized speedup) in which a candidate is the best allowed one.
@@ -40,7 +42,13 @@ from .drafters import drafter_for
 from .extrapolate import MAX_EXTRAPOLATION, TAIL_MODELS, extend_survival
 from .profiles import make_profile
 from .specialized import Eligibility, specialized_refusal
-from .speedup import CostModel, mix_expected_tokens, normalise_batch_mix, objective_weights
+from .speedup import (
+    CostModel,
+    mix_expected_tokens,
+    normalise_batch_mix,
+    objective_weights,
+    request_weights_at_speedup,
+)
 from .vllm_config import command_line, replay_config, schedule_from_best, speculative_config
 
 DECISION_CERTAINTY = 0.9
@@ -233,24 +241,25 @@ def recommend(
     speed_point_models = al_point * ratio[0]  # (M, G)
     speed_point = speed_point_models.mean(axis=0)
     if resamples is not None:
+        n = resamples.shape[0]
+        mix_w = ws[None, :] if mix_res is None else mix_res  # (m, nB)
+        if speed_range and mix_in_time:
+            # The mix was measured in time at the deployed γ: at another specialized speedup
+            # the same time shares hold other requests (w_B ∝ B·u_B / t_B(γ_d)).
+            mix_w = np.stack([request_weights_at_speedup(bs, mix_w, deployment, deployed, sp) for sp in speeds])
+        else:
+            mix_w = np.broadcast_to(mix_w[None], (len(speeds),) + mix_w.shape)  # (S, m, nB)
+        row = np.arange(n) % mix_w.shape[1]  # survival resample i is priced at mix row i mod m
         if per_batch is None:
-            al_res = _expected_tokens(extend_survival(resamples, extra), top)  # (M, n, G)
+            al_res = _expected_tokens(extend_survival(resamples, extra), top)[None]  # (1, M, n, G)
         else:
             shifted = np.clip(per_batch[None] + (resamples - a)[:, None, :], 0.0, 1.0)  # (n, nB, g)
             shifted = np.minimum.accumulate(shifted, axis=-1)
             al_b_res = _expected_tokens(extend_survival(shifted, extra), top)  # (M, n, nB, G)
-            w_res = ws if mix_res is None else mix_res[np.arange(resamples.shape[0]) % len(mix_res)]
-            al_res = mix_expected_tokens(al_b_res, w_res)  # (M, n, G)
-        mix_w = ws[None, :] if mix_res is None else mix_res  # (m, nB)
-        mix_w = np.broadcast_to(mix_w[None], (len(speeds),) + mix_w.shape)  # (S, m, nB)
-        if speed_range and mix_in_time:
-            # The mix was measured in time at the deployed γ: at another specialized speedup
-            # the same time shares hold other requests, w_B ∝ B·u_B / t_B(γ_d).
-            mix_w = mix_w * (times[0, deployed] / times[:, deployed])[:, None, :]
-            mix_w = mix_w / mix_w.sum(axis=-1, keepdims=True)
+            al_res = np.stack([mix_expected_tokens(al_b_res, w[row]) for w in mix_w])  # (S, M, n, G)
         tau_res = np.einsum("sgb,smb->smg", times, objective_weights(bs, mix_w, deployment.objective))  # (S, m, G)
-        ratio_res = (tau_res[..., :1] / tau_res)[:, np.arange(al_res.shape[1]) % mix_w.shape[1]]  # (S, n, G)
-        samples = al_res[None] * ratio_res[:, None]  # (S, M, n, G)
+        ratio_res = (tau_res[..., :1] / tau_res)[:, row]  # (S, n, G)
+        samples = al_res * ratio_res[:, None]  # (S, M, n, G)
 
     # Which candidates can be deployed.
     drafter = drafter_for(deployment.method)
@@ -267,9 +276,10 @@ def recommend(
 
     prob_best = ensemble = None
     if resamples is not None:
-        if speed_range:  # resample i at the specialized speedup of bin i mod K
+        if speed_range:  # resample i at the specialized speedup of bin ⌊i·K/n⌋ (each bin n/K resamples)
             n = samples.shape[2]
-            drawn = samples[1 + np.arange(n) % SPECIALIZED_SPEEDUP_BINS, :, np.arange(n), :].transpose(1, 0, 2)
+            bins = 1 + (np.arange(n) * SPECIALIZED_SPEEDUP_BINS) // n
+            drawn = samples[bins, :, np.arange(n), :].transpose(1, 0, 2)
         else:
             drawn = samples[0]  # (M, n, G)
         ensemble = drawn.reshape(-1, len(gammas))  # (M·n, G)

@@ -246,7 +246,8 @@ def batch_mix_resamples(time_shares: dict[int, float], deployment: Deployment, g
     The window's time shares u_B come from num_requests_running samples (one per engine
     per scrape). Dirichlet(n · u + ½) is the posterior of the mix under the Jeffreys prior
     given n samples; the pipeline passes n = the gauge samples' effective number
-    (StepShapeWindow.effective_samples: fewer when a batch size persists across scrapes).
+    (StepShapeWindow.effective_samples: fewer when a batch size persists across scrapes),
+    at least the acceptance estimate's bootstrap blocks.
     The ½ matters on short windows only: with ~40 samples over 4 batch sizes, Dirichlet(n·u)
     alone covered 0.86 for a nominal 0.9 (the mix's part of the decision benchmark's 5-minute
     chat class), with the prior 0.89; at 2 hours both give 0.88. Counting one sample per

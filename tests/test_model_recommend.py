@@ -273,3 +273,16 @@ def test_a_mix_measured_in_time_follows_each_specialized_speedup():
     # taken as request weights (mix_in_time=False) the ends differ: the mix does not move
     fixed = recommend(curve, ranged, survival_resamples=flat, batch_mix=mid_mix)
     assert fixed.candidates[7].speedup_low != pytest.approx(rec.candidates[7].speedup_low, rel=1e-6)
+    # with per-batch curves the tokens per step follow the re-weighted mix too
+    by_batch = {4: curve, 8: curve * 0.97, 16: curve * 0.9}
+    rec = recommend(curve, ranged, survival_resamples=flat, batch_mix=mid_mix, mix_in_time=True,
+                    survival_by_batch=by_batch)
+    ends = []
+    for sp in (1.5 + step / 2, 2.0 - step / 2):
+        point = Deployment(decode_backend="latency_specialized", specialized_speedup=sp)
+        ends.append(recommend(curve, point, batch_mix=batch_mix_from_time_shares(shares, point, 7),
+                              survival_by_batch=by_batch).candidates)
+    for g in (3, 7):
+        lo, hi = sorted((ends[0][g].speedup, ends[1][g].speedup))
+        assert rec.candidates[g].speedup_low == pytest.approx(lo, rel=1e-9)
+        assert rec.candidates[g].speedup_high == pytest.approx(hi, rel=1e-9)

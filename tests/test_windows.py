@@ -260,8 +260,8 @@ def test_step_shape_and_not_speculating(tmp_path):
         s = w.step_shape
         assert s.samples == 4  # the idle sample (0 running) is not a batch size
         assert s.batch_mix == {1: 0.25, 2: 0.5, 6: 0.25}
-        # consecutive samples of one engine segment, both running: (2, 2) kept B, (2, 6) did not;
-        # the restart starts a new segment and idle samples are not batch sizes
+        # consecutive samples of one engine, both running: (2, 2) kept B, (2, 6) did not; the
+        # pairs around the restart hold an idle sample (0 running), which is not a batch size
         assert (s.sample_pairs, s.repeated_pairs) == (2, 1)
         assert s.itl_mean_s == pytest.approx((1.0 + 2.0 + 0.5) / (50 + 100 + 10))
         assert s.iteration_tokens == {1.0: 10.0, 8.0: 20.0, 64.0: 30.0, float("inf"): 30.0}
