@@ -482,8 +482,10 @@ def second_round_regret(cls: DecisionClass, truth: Truth, rec, deployment: Deplo
     recommendation stays 0."""
     gamma = rec.recommended_gamma if rec.decision in ("change", "off") else rec.deployed_gamma
     t_end = 2.0 * cls.window_s
-    moved = replace(cls, deployed_gamma=int(gamma)) if gamma > 0 else cls
-    truth2 = Truth(moved, truth.specialized_speedup if drawn_specialized_speedup(cls) else None)
+    # Same γ (or off): the same truth; else the truth of the new deployment at this seed's speedup.
+    truth2 = truth if gamma in (0, cls.deployed_gamma) else \
+        Truth(replace(cls, deployed_gamma=int(gamma)), truth.specialized_speedup)
+    moved = truth2.cls
     true2 = truth2.speedups(t_end)
     best = float(np.max(np.where(truth2.allowed, true2, -np.inf)))
     if gamma == 0:

@@ -10,7 +10,7 @@ For each candidate γ = 0 .. min(gamma_max, observed γ + 2):
   bins of the range, so the quantiles are over the range too (its ends are not both
   inside every interval: a 90% interval leaves out the least likely 10%); a mix measured in
   time (``mix_in_time``) is converted at each bin's speedup
-  (model.speedup.request_weights_at_speedup).
+  (model.speedup.request_weights_at_speedups).
 recommended γ: the best point speedup among allowed candidates (0 when nothing beats 1).
 probability_best: the share of resamples × tail models (each resample at its own
 specialized speedup) in which a candidate is the best allowed one.
@@ -47,7 +47,7 @@ from .speedup import (
     mix_expected_tokens,
     normalise_batch_mix,
     objective_weights,
-    request_weights_at_speedup,
+    request_weights_at_speedups,
 )
 from .vllm_config import command_line, replay_config, schedule_from_best, speculative_config
 
@@ -246,7 +246,7 @@ def recommend(
         if speed_range and mix_in_time:
             # The mix was measured in time at the deployed γ: at another specialized speedup
             # the same time shares hold other requests (w_B ∝ B·u_B / t_B(γ_d)).
-            mix_w = np.stack([request_weights_at_speedup(bs, mix_w, deployment, deployed, sp) for sp in speeds])
+            mix_w = request_weights_at_speedups(bs, mix_w, deployment, deployed, speeds)
         else:
             mix_w = np.broadcast_to(mix_w[None], (len(speeds),) + mix_w.shape)  # (S, m, nB)
         row = np.arange(n) % mix_w.shape[1]  # survival resample i is priced at mix row i mod m

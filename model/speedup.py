@@ -88,31 +88,32 @@ def batch_mix_from_time_shares(time_shares: Mapping[int, float], deployment: Dep
 
 
 def _conversion_step_times(batch_sizes: np.ndarray, deployment: Deployment, deployed_gamma: int,
-                           specialized_speedup: float | None = None) -> np.ndarray:
-    """t_B at the deployed γ that turns time shares into request weights (the deployment's
-    profile, every step clean; its point specialized speedup unless one is given)."""
-    gamma = max(int(deployed_gamma), 0)
-    return CostModel.for_deployment(deployment).step_times([gamma], batch_sizes, specialized_speedup)[0]
+                           specialized_speedups=(None,)) -> np.ndarray:
+    """(S, nB) t_B at the deployed γ that turns time shares into request weights: the
+    deployment's profile, every step clean, at each specialized speedup (None: its point)."""
+    cost = CostModel.for_deployment(deployment)
+    gamma = [max(int(deployed_gamma), 0)]
+    return np.stack([cost.step_times(gamma, batch_sizes, sp)[0] for sp in specialized_speedups])
 
 
 def request_weights_from_time_shares(batch_sizes: np.ndarray, time_shares: np.ndarray, deployment: Deployment,
                                      deployed_gamma: int) -> np.ndarray:
     """w_B ∝ B·u_B / t_B (batch_mix_from_time_shares) for time shares of shape (..., nB)
     over ``batch_sizes``; each row normalised to 1."""
-    t = _conversion_step_times(batch_sizes, deployment, deployed_gamma)
+    t = _conversion_step_times(batch_sizes, deployment, deployed_gamma)[0]
     w = np.asarray(time_shares, dtype=float) * (batch_sizes / t)
     return w / w.sum(axis=-1, keepdims=True)
 
 
-def request_weights_at_speedup(batch_sizes: np.ndarray, request_weights: np.ndarray, deployment: Deployment,
-                               deployed_gamma: int, specialized_speedup: float) -> np.ndarray:
-    """The request weights the same time shares give at another specialized speedup:
-    w'_B ∝ w_B · t_B / t'_B, with t and t' the conversion's step times at the deployed γ at
-    the deployment's point speedup and at ``specialized_speedup`` (w from
-    request_weights_from_time_shares); rows (..., nB) normalised to 1."""
-    t = _conversion_step_times(batch_sizes, deployment, deployed_gamma)
-    t_at = _conversion_step_times(batch_sizes, deployment, deployed_gamma, specialized_speedup)
-    w = np.asarray(request_weights, dtype=float) * (t / t_at)
+def request_weights_at_speedups(batch_sizes: np.ndarray, request_weights: np.ndarray, deployment: Deployment,
+                                deployed_gamma: int, specialized_speedups) -> np.ndarray:
+    """The request weights the same time shares give at other specialized speedups:
+    w'_B ∝ w_B · t_B / t'_B, with t the step times request_weights_from_time_shares converted
+    with (the point speedup) and t' those at each of ``specialized_speedups``; weights
+    (..., nB) → (S, ..., nB), rows normalised to 1."""
+    t = _conversion_step_times(batch_sizes, deployment, deployed_gamma, [None, *specialized_speedups])
+    w = np.asarray(request_weights, dtype=float)
+    w = w[None] * (t[0] / t[1:]).reshape((len(t) - 1,) + (1,) * (w.ndim - 1) + (-1,))
     return w / w.sum(axis=-1, keepdims=True)
 
 
