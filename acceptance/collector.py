@@ -26,12 +26,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from .counts import ScrapeResult
-from .fetch import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, PageFetcher
+from .fetch import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, PageFetcher, _one_line
 from .parse import parse_metrics_page
 
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
 
 
 def _check_concurrency(concurrency) -> None:

@@ -34,12 +34,11 @@ rounding error is symmetric: with many candidates (large D) the pick errs either
 where always taking the smallest or the largest would be biased by up to the whole range.
 ``T/γ`` is no guide: it is a lower bound, reached only when every draft is γ long, which
 dynamic γ, grammar-invalidated tokens and the ends of sequences break (the golden's first
-line has T = 1995 for D = 666 at γ = 3). When AL prints 1.00, A/Σ rate_k stands in for
-A/(AL − 1). ``drafts_candidates`` and ``drafts_range`` expose the ambiguity, and
-``drafts_estimated`` is always True for these counts. The A_k are, among those consistent
-with that D, the ones nearest rate_k·D. When the rounded fields bound D from neither side
-(AL 1.00 and every rate 0.000: the drafter accepted almost nothing), drafts are unknown:
-counts None (A and T are still reported, exactly).
+line has T = 1995 for D = 666 at γ = 3). ``drafts_candidates`` and ``drafts_range`` expose
+the ambiguity, and ``drafts_estimated`` is always True for these counts. The A_k are, among
+those consistent with that D, the ones nearest rate_k·D. When AL prints 1.00 (A/D below
+0.005: the 3-digit rates bound D only loosely) or the rounded fields bound D from neither
+side, drafts are unknown: counts None (A and T are still reported, exactly).
 """
 
 from __future__ import annotations
@@ -183,24 +182,6 @@ def parse_spec_decoding_message(text: str) -> SpecDecodingMessage | None:
     )
 
 
-def format_spec_decoding_message(
-    counts: SpecCounts, accepted_throughput: float, drafted_throughput: float
-) -> str:
-    """The message vLLM 0.33 would log for ``counts`` (its format string, reimplemented)."""
-    d, t, a = counts.drafts, counts.draft_tokens, counts.accepted_tokens
-    dar = a / t * 100 if t > 0 else math.nan
-    rates = ", ".join(f"{x / d:.3f}" for x in counts.accepted_per_position)
-    return (
-        "SpecDecoding metrics: "
-        f"Mean acceptance length: {1 + a / d:.2f}, "
-        f"Accepted throughput: {accepted_throughput:.2f} tokens/s, "
-        f"Drafted throughput: {drafted_throughput:.2f} tokens/s, "
-        f"Accepted: {int(a)} tokens, Drafted: {int(t)} tokens, "
-        f"Per-position acceptance rate: {rates}, "
-        f"Avg Draft acceptance rate: {dar:.1f}%"
-    )
-
-
 def _rounds_to(values: np.ndarray, text: str, digits: int) -> np.ndarray:
     """values (float64) that print as ``text`` with ``digits`` decimals, like "%.{digits}f".
 
@@ -327,12 +308,8 @@ def _accepted_per_position(msg: SpecDecodingMessage, drafts: int) -> tuple[int, 
 
 
 def _direct_drafts_estimate(msg: SpecDecodingMessage) -> float:
-    """A/(AL − 1) with AL as printed; A/Σ rate_k when AL prints 1.00 (module docstring)."""
-    excess = float(msg.mean_acceptance_length) - 1.0 if msg.mean_acceptance_length != "nan" else 0.0
-    if excess > 0:
-        return msg.accepted_tokens / excess
-    total = sum(float(r) for r in msg.per_position_rates)
-    return msg.accepted_tokens / total if total > 0 else 0.0
+    """A/(AL − 1) with AL as printed (module docstring); AL prints above 1.00 here."""
+    return msg.accepted_tokens / (float(msg.mean_acceptance_length) - 1.0)
 
 
 @dataclass(frozen=True)

@@ -57,14 +57,10 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .counts import IntervalCounts, SpecCounts
-
-if TYPE_CHECKING:
-    from .estimates import AcceptanceEstimate
+from .counts import SpecCounts
 
 
 class PerRequestError(ValueError):
@@ -102,9 +98,6 @@ class PerRequestParse:
     records: list[RequestRecord]
     skipped: dict[str, int] = field(default_factory=dict)
     lines: int = 0
-
-    def gammas(self) -> list[int]:
-        return sorted({r.gamma for r in self.records})
 
 
 # Skip reasons (keys of PerRequestParse.skipped).
@@ -352,43 +345,3 @@ def read_per_request_file(
             return parse_per_request_lines(f, default_route=default_route, default_time=default_time, source=str(path))
     except OSError as e:
         raise PerRequestError(f"{path}: cannot read per-request file: {e.strerror or e}") from None
-
-
-def requests_to_intervals(records: Iterable[RequestRecord], gamma: int) -> IntervalCounts:
-    """One row per request of γ ``gamma``, sorted by time: the rows a request bootstrap resamples.
-
-    start = end = the request's time (a request is a unit, not a span); counts in the
-    ``SpecCounts.as_vector`` layout [D, T, A, A_1..A_γ]. No request of that γ → zero rows.
-    """
-    if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
-        raise ValueError(f"gamma must be a positive integer, got {gamma!r}")
-    chosen = sorted((r for r in records if r.gamma == gamma), key=lambda r: r.time)
-    times = np.array([r.time for r in chosen], dtype=float)
-    counts = np.array([r.counts.as_vector() for r in chosen], dtype=float).reshape(len(chosen), 3 + gamma)
-    return IntervalCounts(gamma, times, times.copy(), counts)
-
-
-def estimate_from_requests(
-    records: Iterable[RequestRecord],
-    *,
-    level: float = 0.9,
-    n_resamples: int = 1000,
-    seed: int = 0,
-) -> dict[int, AcceptanceEstimate]:
-    """γ → AcceptanceEstimate of the requests at that γ (never pooled across γ).
-
-    Point values are ratios of the totals (a_k = Σ A_k / Σ D over the requests); intervals
-    resample whole requests (estimate_acceptance with block length 1: requests are the
-    independent units, the steps within one are not). Pass one route's records to get that
-    route's curve.
-    """
-    from .estimates import estimate_acceptance  # the estimator lives with the point formulas
-
-    records = list(records)
-    return {
-        gamma: estimate_acceptance(
-            requests_to_intervals(records, gamma), level=level, n_resamples=n_resamples, seed=seed, block_length=1,
-            unit="requests",
-        )
-        for gamma in sorted({r.gamma for r in records})
-    }

@@ -84,9 +84,6 @@ class BatchBucket:
             return f"{self.low}+"
         return str(self.low) if self.low == self.high else f"{self.low}-{self.high}"
 
-    def contains(self, batch_size: int) -> bool:
-        return batch_size >= self.low and (self.high is None or batch_size <= self.high)
-
 
 def _buckets() -> tuple[BatchBucket, ...]:
     out, low = [], 1
@@ -326,38 +323,6 @@ def plugin_totals_from_columns(values: Mapping[str, float], engines: int = 0) ->
                                   [reached.get(k, 0.0) for k in range(g)])
     steps.sort(key=lambda s: (SHAPES.index(s.shape), s.tokens or 10**9, s.fits_specialized))
     return PluginTotals(by_batch, tuple(steps), engines)
-
-
-def delta(newer: PluginEngineCounts, older: PluginEngineCounts | None) -> PluginEngineCounts:
-    """Counts between two scrapes of one engine, with Prometheus' ``increase`` semantics:
-    a series that went down (an engine restart) contributes its new value; one absent
-    before contributes all of it. A γ change makes the older by-batch counts unusable:
-    the newer ones are returned as they are (counts are never mixed across γ)."""
-    if older is None:
-        return newer
-    by_batch = {}
-    same_gamma = older.gamma in (0, newer.gamma)
-    for label, c in newer.by_batch.items():
-        o = older.by_batch.get(label) if same_gamma else None
-        if o is None:
-            by_batch[label] = c
-            continue
-        new_v = [c.drafts, *c.accepted_per_position, *(c.draft_tokens_per_position or ())]
-        old_v = [o.drafts, *o.accepted_per_position, *(o.draft_tokens_per_position or ())]
-        if any(n < p for n, p in zip(new_v, old_v)):
-            by_batch[label] = c  # reset: the new value is the increase
-            continue
-        by_batch[label] = _counts(
-            c.drafts - o.drafts,
-            [a - b for a, b in zip(c.accepted_per_position, o.accepted_per_position)],
-            [a - b for a, b in zip(c.draft_tokens_per_position or (), o.draft_tokens_per_position or ())],
-        )
-    old_steps = {(s.shape, s.tokens, s.fits_specialized): s.steps for s in older.steps}
-    steps = []
-    for s in newer.steps:
-        before = old_steps.get((s.shape, s.tokens, s.fits_specialized), 0.0)
-        steps.append(StepCount(s.shape, s.tokens, s.fits_specialized, s.steps - before if s.steps >= before else s.steps))
-    return PluginEngineCounts(newer.model_name, newer.engine, by_batch, tuple(steps))
 
 
 def _counts(drafts: float, accepted: list[float], reached: list[float]) -> SpecCounts:

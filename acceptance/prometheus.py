@@ -57,7 +57,7 @@ import numpy as np
 
 from . import vllm_metrics as vm
 from .counts import IntervalCounts
-from .fetch import SourceError
+from .fetch import SourceError, _one_line
 from .store import EngineRef, Event, TargetStatus
 from .windows import GammaSegment, StepShapeWindow, newest_segment
 
@@ -85,9 +85,6 @@ class PrometheusSettings:
     url: str
     bearer_token_env: str | None = None
 
-
-def _one_line(text) -> str:
-    return " ".join(str(text).split())
 
 
 def _ms(seconds: float) -> str:

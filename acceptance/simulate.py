@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import threading
 import time as _wall
 from dataclasses import dataclass, field
@@ -56,6 +55,7 @@ from prometheus_client.utils import floatToGoString
 
 from . import vllm_metrics as vm
 from .counts import SpecCounts
+from .durations import duration_seconds
 from .sim_processes import (
     AcceptanceProcess,
     DriftingProcess,
@@ -358,10 +358,6 @@ class SimEngine:
         self._start_life(0.0)
 
     # -- lifecycle
-
-    @property
-    def spec_enabled(self) -> bool:
-        return self.gamma > 0
 
     @property
     def created(self) -> float:
@@ -873,17 +869,10 @@ def _sum_by_gamma(per_engine: Iterable[dict[int, SpecCounts]]) -> dict[int, Spec
 
 # ------------------------------------------------------------------------- scenarios
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-
-
 def _seconds(value, where: str) -> float:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        v = float(value)
-    else:
-        m = _DURATION.match(str(value))
-        if not m:
-            raise ScenarioError(f"{where}: must be seconds or a duration like 90s, 15m, 1h; got {value!r}")
-        v = float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+    v = duration_seconds(value)
+    if v is None:
+        raise ScenarioError(f"{where}: must be seconds or a duration like 90s, 15m, 1h; got {value!r}")
     if not (math.isfinite(v) and v >= 0):
         raise ScenarioError(f"{where}: must be a non-negative duration, got {value!r}")
     return v

@@ -321,6 +321,16 @@ def _encode_interval_chunk(times, cycles, starts, itl, counts) -> tuple:
             packed, itl.tobytes() if itl.any() else None)
 
 
+def _kept(old, new, fields: tuple[str, ...], keep: list[int]):
+    """``new`` holding the entries ``keep`` of ``old``'s per-entry lists ``fields``; None
+    when nothing is kept (retention rewriting a chunk astride a cut)."""
+    if not keep:
+        return None
+    for name in fields:
+        setattr(new, name, [getattr(old, name)[i] for i in keep])
+    return new
+
+
 class _IntervalChunk:
     """Open level-0 chunk: one engine's samples in one 5-min chunk with one (segment,
     layout, it layout) key. ``rows``: [batch size (0: none or idle), delta (W),
@@ -977,8 +987,7 @@ class Store:
                 plugin_value = np.array(values, dtype=np.float64)
                 plugin_samples.append((eid, t, plugin_layout, plugin_value.tobytes()))
                 # only beside a spec delta (same engine segment, so never across γ)
-                layout_gamma = plugin_series.plugin_columns_gamma(self._layouts[plugin_layout][1])
-                if delta is not None and layout_gamma in (0, gamma):
+                if delta is not None and snap.plugin.gamma in (0, gamma):
                     p_delta = self._plugin_delta(prev, restart, plugin_layout, plugin_value)
                     self._open_chunk("p", eid, 0, bucket_of(t, 300), (seg_id, plugin_layout)).add(t, p_delta)
                     for level in ROLLUP_LEVELS:
@@ -1119,7 +1128,7 @@ class Store:
                 c.execute("DELETE FROM plugin_samples WHERE engine_id = ? AND time < ? AND time < ?",
                           (eid, raw_cut, newest))
             self._trim_chunks(raw_cut, roll_cut)
-            for tid in self._targets:
+            for tid in self._targets:  # (target, time) is the key: a range per target, not a scan
                 c.execute("DELETE FROM failures WHERE target_id = ? AND time < ?", (tid, raw_cut))
             c.execute("DELETE FROM cycles WHERE time < ?", (raw_cut,))
             c.execute("DELETE FROM events WHERE time < ?", (roll_cut,))
@@ -1148,14 +1157,9 @@ class Store:
                 "starts, counts, itl FROM interval_chunks WHERE chunk < ?", (raw_cut,)).fetchall():
             old = _IntervalChunk.decode(*cols, width=1 + self._width(lay) + self._width(it_lay))
             keep = [i for i, t in enumerate(old.times) if t >= raw_cut]
-            key = (eid, ch, seg, lay, it_lay)
-            c.execute("DELETE FROM interval_chunks WHERE engine_id = ? AND chunk = ? AND seg_id = ? "
-                      "AND layout_id = ? AND it_layout_id = ?", key)
-            if keep:
-                new = _IntervalChunk()
-                for name in ("times", "cycles", "starts", "itl", "rows"):
-                    setattr(new, name, [getattr(old, name)[i] for i in keep])
-                c.execute("INSERT INTO interval_chunks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", key + new.encode())
+            new = _kept(old, _IntervalChunk(), ("times", "cycles", "starts", "itl", "rows"), keep)
+            self._rewrite_chunk("interval_chunks", ("engine_id", "chunk", "seg_id", "layout_id", "it_layout_id"),
+                                (eid, ch, seg, lay, it_lay), None if new is None else new.encode())
         for level in ROLLUP_LEVELS:
             span = CHUNK_SPANS[level]
             lowest = roll_cut - level  # a bucket goes once all of it is older than the cut
@@ -1166,31 +1170,29 @@ class Store:
                     "FROM spec_rollups WHERE level = ? AND chunk < ?", (level, lowest)).fetchall():
                 old = _SpecRollupChunk.decode(*cols)
                 keep = [i for i, b in enumerate(old.buckets) if b >= lowest]
-                key = (eid, level, ch, seg, lay)
-                c.execute("DELETE FROM spec_rollups WHERE engine_id = ? AND level = ? AND chunk = ? AND seg_id = ? "
-                          "AND layout_id = ?", key)
-                if keep:
-                    new = _SpecRollupChunk()
-                    for name in ("buckets", "intervals", "first_start", "last_end", "deltas"):
-                        setattr(new, name, [getattr(old, name)[i] for i in keep])
+                new = _kept(old, _SpecRollupChunk(), ("buckets", "intervals", "first_start", "last_end", "deltas"), keep)
+                if new is not None:
                     new.packed = [None] * len(keep)
-                    c.execute("INSERT INTO spec_rollups VALUES (?,?,?,?,?,?,?,?,?,?,?)", key + new.encode())
+                self._rewrite_chunk("spec_rollups", ("engine_id", "level", "chunk", "seg_id", "layout_id"),
+                                    (eid, level, ch, seg, lay), None if new is None else new.encode())
             for eid, ch, it_lay, *cols in c.execute(
                     "SELECT engine_id, chunk, it_layout_id, n, buckets, itl, it_delta, mix_code, batch_mix "
                     "FROM step_rollups WHERE level = ? AND chunk < ?", (level, lowest)).fetchall():
                 old = _StepRollupChunk.decode(*cols, ch, level)
                 keep = [i for i, b in enumerate(old.buckets) if b >= lowest]
-                key = (eid, level, ch, it_lay)
-                c.execute("DELETE FROM step_rollups WHERE engine_id = ? AND level = ? AND chunk = ? "
-                          "AND it_layout_id = ?", key)
-                if keep:
-                    new = _StepRollupChunk()
-                    new.buckets = [old.buckets[i] for i in keep]
-                    new.itl = [old.itl[i] for i in keep]
-                    new.it = [old.it[i] for i in keep]
+                new = _kept(old, _StepRollupChunk(), ("buckets", "itl", "it"), keep)
+                if new is not None:
                     new.batch_mix = {k: v for k, v in old.batch_mix.items() if k[0] >= lowest}
-                    c.execute("INSERT INTO step_rollups VALUES (?,?,?,?,?,?,?,?,?,?)",
-                              key + new.encode(self._width(it_lay), ch, level))
+                self._rewrite_chunk("step_rollups", ("engine_id", "level", "chunk", "it_layout_id"),
+                                    (eid, level, ch, it_lay),
+                                    None if new is None else new.encode(self._width(it_lay), ch, level))
+
+    def _rewrite_chunk(self, table: str, key_columns: tuple[str, ...], key: tuple, rest: tuple | None) -> None:
+        """Replace the chunk row of ``key`` by key + ``rest`` (its other columns, in table
+        order); None: delete it (nothing in it was kept)."""
+        self.conn.execute(f"DELETE FROM {table} WHERE " + " AND ".join(f"{k} = ?" for k in key_columns), key)
+        if rest is not None:
+            self.conn.execute(f"INSERT INTO {table} VALUES ({', '.join('?' * (len(key) + len(rest)))})", key + rest)
 
     # -------------------------------------------------------------- reading
 

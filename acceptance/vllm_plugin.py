@@ -216,7 +216,8 @@ class PluginMetrics:
             row[k] += n
 
     def observe_step(self, engine_idx: int, step: StepObservation) -> None:
-        key = (engine_idx, step.shape, step.tokens if step.tokens <= ps.TOKENS_EXACT_LIMIT else -1, step.fits_specialized)
+        # every count past the exact limit shares one label (ps.tokens_label), so one key
+        key = (engine_idx, step.shape, min(step.tokens, ps.TOKENS_EXACT_LIMIT + 1), step.fits_specialized)
         self._pending_steps[key] = self._pending_steps.get(key, 0) + 1
 
     def flush(self) -> None:
@@ -237,7 +238,7 @@ class PluginMetrics:
                 self.model_name,
                 self._engine(engine_idx),
                 shape,
-                ps.TOKENS_OVER_LIMIT if tokens < 0 else str(tokens),
+                ps.tokens_label(tokens),
                 "true" if fits else "false",
             ).inc(n)
 

@@ -10,11 +10,11 @@ Extensions beyond DESIGN.md (all optional): [collect] interval / timeout / max_p
 
 from __future__ import annotations
 
-import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from acceptance.durations import duration_seconds
 from model.deployment import BUILTIN_PROFILES  # anything else names a measured table file
 
 DEFAULT_CONFIG_NAME = "specdec.toml"
@@ -22,9 +22,6 @@ DEFAULT_STORE_NAME = "specdec.db"
 DEFAULT_MAX_PAGE_BYTES = 16 * 1024 * 1024
 ROUTE_SOURCES = ("scrape", "prometheus", "per-request", "log")
 
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_UNIT_SECONDS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 class ConfigError(ValueError):
@@ -35,13 +32,9 @@ def parse_duration(text: str | int | float, *, what: str = "duration") -> float:
     """Seconds from a number of seconds or a duration with s, m, h or d ("15m", "7d")."""
     if isinstance(text, bool):
         raise ValueError(f"{what}: expected seconds or a duration like 15m, got {text!r}")
-    if isinstance(text, (int, float)):
-        seconds = float(text)
-    else:
-        m = _DURATION.match(str(text))
-        if not m:
-            raise ValueError(f"{what}: expected seconds or a duration like 15m or 7d, got {text!r}")
-        seconds = float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+    seconds = duration_seconds(text)
+    if seconds is None:
+        raise ValueError(f"{what}: expected seconds or a duration like 15m or 7d, got {text!r}")
     if seconds <= 0:
         raise ValueError(f"{what}: must be positive, got {text!r}")
     return seconds

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -12,16 +13,55 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acceptance.counts import IntervalCounts
+from acceptance.estimates import AcceptanceEstimate, estimate_acceptance
 from acceptance.per_request import (
     PerRequestError,
-    estimate_from_requests,
+    RequestRecord,
     parse_per_request_lines,
     read_per_request_file,
-    requests_to_intervals,
     spec_counts_from_payload,
 )
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "vllm-golden"  # a copy of the shared reference data
+
+
+def requests_to_intervals(records: Iterable[RequestRecord], gamma: int) -> IntervalCounts:
+    """One row per request of γ ``gamma``, sorted by time: the rows a request bootstrap resamples
+    (what Store.ingested_intervals gives the pipeline for a per-request route).
+
+    start = end = the request's time (a request is a unit, not a span); counts in the
+    ``SpecCounts.as_vector`` layout [D, T, A, A_1..A_γ]. No request of that γ → zero rows.
+    """
+    if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
+        raise ValueError(f"gamma must be a positive integer, got {gamma!r}")
+    chosen = sorted((r for r in records if r.gamma == gamma), key=lambda r: r.time)
+    times = np.array([r.time for r in chosen], dtype=float)
+    counts = np.array([r.counts.as_vector() for r in chosen], dtype=float).reshape(len(chosen), 3 + gamma)
+    return IntervalCounts(gamma, times, times.copy(), counts)
+
+
+def estimate_from_requests(
+    records: Iterable[RequestRecord],
+    *,
+    level: float = 0.9,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> dict[int, AcceptanceEstimate]:
+    """γ → AcceptanceEstimate of the requests at that γ (never pooled across γ).
+
+    Point values are ratios of the totals (a_k = Σ A_k / Σ D over the requests); intervals
+    resample whole requests (estimate_acceptance with block length 1: requests are the
+    independent units, the steps within one are not). Pass one route's records to get that
+    route's curve.
+    """
+    records = list(records)
+    return {
+        gamma: estimate_acceptance(
+            requests_to_intervals(records, gamma), level=level, n_resamples=n_resamples, seed=seed, block_length=1,
+            unit="requests",
+        )
+        for gamma in sorted({r.gamma for r in records})
+    }
 
 T0 = 1_764_480_000.0
 

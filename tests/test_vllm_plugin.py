@@ -160,20 +160,6 @@ def test_counts_are_buffered_until_flush():
     assert got.by_batch["2"] == SpecCounts(2, 4, 3, (2, 1), (2, 2))
 
 
-def test_delta_handles_restart_and_new_series():
-    a = ps.PluginEngineCounts("m", "0", {"1": SpecCounts(10, 30, 20, (8, 7, 5), (10, 10, 10))},
-                              (ps.StepCount(ps.UNIFORM_VERIFY, 4, True, 10),))
-    b = ps.PluginEngineCounts("m", "0", {"1": SpecCounts(15, 45, 28, (12, 9, 7), (15, 15, 15)),
-                                          "2": SpecCounts(2, 6, 3, (2, 1, 0), (2, 2, 2))},
-                              (ps.StepCount(ps.UNIFORM_VERIFY, 4, True, 16),))
-    d = ps.delta(b, a)
-    assert d.by_batch["1"] == SpecCounts(5, 15, 8, (4, 2, 2), (5, 5, 5))
-    assert d.by_batch["2"] == b.by_batch["2"]
-    assert d.steps[0].steps == 6
-    restarted = ps.delta(a, b)  # counters went down: the new value is the increase
-    assert restarted.by_batch["1"] == a.by_batch["1"] and restarted.steps[0].steps == 10
-
-
 @pytest.mark.parametrize("bad,match", [
     ('specdec:spec_decode_drafts_by_batch_total{model_name="m",engine="0",batch="3-5"} 1\n', "batch buckets"),
     ('specdec:spec_decode_drafts_by_batch_total{model_name="m",engine="0",batch="1"} 4\n'
