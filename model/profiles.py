@@ -29,6 +29,7 @@ import csv
 import json
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -186,7 +187,20 @@ class TableProfile:
 def load_table(path: str | Path) -> TableProfile:
     """A measured table: CSV with a header ``batch_size,tokens_per_request,path,seconds``,
     or JSON lines / a JSON list of objects with those keys. Malformed → one-line
-    ModelInputError naming the file and the line. Stock rows at q = 1 are required."""
+    ModelInputError naming the file and the line. Stock rows at q = 1 are required.
+    Parsed once per version of the file (path, modification time, size): a tune builds
+    the profile in several places."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError as e:
+        raise ModelInputError(f"cost table {p}: cannot read ({e.strerror or e})") from None
+    return _parse_table(str(path), st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=16)
+def _parse_table(path: str, mtime_ns: int, size: int) -> TableProfile:
+    del mtime_ns, size  # the cache key: a rewritten file is parsed again
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -262,26 +276,20 @@ def load_table(path: str | Path) -> TableProfile:
     return TableProfile(source=str(path), rows=rows)
 
 
-def make_profile(deployment: Deployment, *, anchor_step_s: float | None = None, anchor_batch: int = 1):
-    """The deployment's cost profile, at the midpoint of its specialized speedup.
-
-    The anchor defaults to 1 / baseline_tokens_per_second at batch 1; pass a measured step
-    time (e.g. mean inter-token latency at the route's mean batch) to anchor on it instead.
-    """
+def make_profile(deployment: Deployment):
+    """The deployment's cost profile, at the midpoint of its specialized speedup, anchored
+    on 1 / baseline_tokens_per_second at batch 1."""
     sp = deployment.specialized_speedup_point
     base = deployment.baseline_tokens_per_second
     if deployment.cost_profile == "flat":
-        if anchor_step_s is not None:
-            return FlatProfile(anchor_step_s, sp, True)
         return FlatProfile(1.0 / base, sp, True) if base else FlatProfile(1.0, sp, False)
     if deployment.cost_profile == "roofline":
-        step = anchor_step_s if anchor_step_s is not None else 1.0 / base
         return RooflineProfile(
             MODELS[deployment.model.lower()],
             GPUS[deployment.gpu.upper()],
             deployment.tensor_parallel_size,
-            step,
-            anchor_batch,
+            1.0 / base,
+            1,
             sp,
         )
     return replace(load_table(deployment.cost_profile), specialized_speedup=sp)

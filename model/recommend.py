@@ -44,6 +44,7 @@ from .profiles import make_profile
 from .specialized import Eligibility, specialized_refusal
 from .speedup import (
     CostModel,
+    expected_tokens_by_gamma,
     mix_expected_tokens,
     normalise_batch_mix,
     objective_weights,
@@ -143,8 +144,6 @@ def recommend(
     gamma_max: int = 16,
     level: float = 0.9,
     observed_tokens_per_second: float | None = None,
-    seed: int = 0,
-    anchor_step_s: float | None = None,
     batch_mix_resamples: np.ndarray | None = None,
     survival_by_batch: Mapping[int, Sequence[float]] | None = None,
     mix_in_time: bool = False,
@@ -152,8 +151,7 @@ def recommend(
     """Recommend γ for one route (module docstring). ``eligibility``: the clean share of
     steps for the specialized path (an Eligibility, a number, or None = assumed 1).
     ``observed_tokens_per_second``: per-user decode tok/s at the deployed γ (1 / mean ITL);
-    model_error compares the model's per-user tok/s with it. ``seed`` is accepted for
-    interface stability; the computation is deterministic.
+    model_error compares the model's per-user tok/s with it. The computation is deterministic.
     ``batch_mix_resamples`` (m, nB): resampled weights over ``batch_mix``'s batch sizes in
     ascending order; survival resample i is priced at mix row i mod m, so the intervals and
     probabilities carry the batch mix's sampling error too (the point uses ``batch_mix``).
@@ -163,7 +161,6 @@ def recommend(
     was converted from time shares measured at the deployed γ (num_requests_running), so
     a resample priced at another specialized speedup re-weights it by that speedup's step
     times (w_B ∝ B·u_B / t_B(γ_d)); without it the request weights are taken as given."""
-    del seed
     a = np.asarray(survival, dtype=float)
     if a.ndim != 1 or a.size == 0:
         raise ModelInputError("survival: must be a non-empty curve a_1..a_γ")
@@ -216,7 +213,7 @@ def recommend(
         if not 0.0 <= elig.share <= 1.0:
             raise ModelInputError(f"eligibility: share must be in [0, 1], got {elig.share!r}")
 
-    profile = make_profile(deployment, anchor_step_s=anchor_step_s)
+    profile = make_profile(deployment)
     model = CostModel.for_deployment(deployment, clean_share=elig.share if elig else 1.0, profile=profile)
     lo_sp, hi_sp = deployment.specialized_speedup_range
     speed_range = specialized and lo_sp != hi_sp
@@ -234,9 +231,9 @@ def recommend(
     per_batch = _per_batch_curves(survival_by_batch, bs, a)  # (nB, g) or None
     al_by_batch = None
     if per_batch is None:
-        al_point = _expected_tokens(extend_survival(a, extra), top)  # (M, G)
+        al_point = expected_tokens_by_gamma(extend_survival(a, extra), top)  # (M, G)
     else:
-        al_by_batch = _expected_tokens(extend_survival(per_batch, extra), top)  # (M, nB, G)
+        al_by_batch = expected_tokens_by_gamma(extend_survival(per_batch, extra), top)  # (M, nB, G)
         al_point = mix_expected_tokens(al_by_batch, ws)
     speed_point_models = al_point * ratio[0]  # (M, G)
     speed_point = speed_point_models.mean(axis=0)
@@ -251,11 +248,11 @@ def recommend(
             mix_w = np.broadcast_to(mix_w[None], (len(speeds),) + mix_w.shape)  # (S, m, nB)
         row = np.arange(n) % mix_w.shape[1]  # survival resample i is priced at mix row i mod m
         if per_batch is None:
-            al_res = _expected_tokens(extend_survival(resamples, extra), top)[None]  # (1, M, n, G)
+            al_res = expected_tokens_by_gamma(extend_survival(resamples, extra), top)[None]  # (1, M, n, G)
         else:
             shifted = np.clip(per_batch[None] + (resamples - a)[:, None, :], 0.0, 1.0)  # (n, nB, g)
             shifted = np.minimum.accumulate(shifted, axis=-1)
-            al_b_res = _expected_tokens(extend_survival(shifted, extra), top)  # (M, n, nB, G)
+            al_b_res = expected_tokens_by_gamma(extend_survival(shifted, extra), top)  # (M, n, nB, G)
             al_res = np.stack([mix_expected_tokens(al_b_res, w[row]) for w in mix_w])  # (S, M, n, G)
         tau_res = np.einsum("sgb,smb->smg", times, objective_weights(bs, mix_w, deployment.objective))  # (S, m, G)
         ratio_res = (tau_res[..., :1] / tau_res)[:, row]  # (S, n, G)
@@ -346,12 +343,6 @@ def recommend(
         specialized_eligibility=elig,
         schedule=schedule,
     )
-
-
-def _expected_tokens(curves: np.ndarray, top: int) -> np.ndarray:
-    """AL(γ) = 1 + Σ_{k≤γ} a_k for γ = 0..top over the last axis of extended curves."""
-    zero = np.zeros(curves.shape[:-1] + (1,))
-    return 1.0 + np.concatenate([zero, np.cumsum(curves, -1)], -1)[..., : top + 1]
 
 
 def _per_batch_curves(survival_by_batch, batch_sizes: np.ndarray, pooled: np.ndarray) -> np.ndarray | None:

@@ -45,12 +45,19 @@ from .profiles import SPECIALIZED, STOCK, FlatProfile, make_profile
 from .specialized import padded_step_tokens, runs_specialized
 
 
+def expected_tokens_by_gamma(survival, top: int) -> np.ndarray:
+    """AL(γ) = 1 + Σ_{k≤γ} a_k for γ = 0..top over the last axis of ``survival`` (a_1..a_g, g ≥ top)."""
+    a = np.asarray(survival, dtype=float)
+    zero = np.zeros(a.shape[:-1] + (1,))
+    return 1.0 + np.concatenate([zero, np.cumsum(a, -1)], -1)[..., : top + 1]
+
+
 def expected_tokens_from_survival(survival, gamma: int):
     """AL(γ) = 1 + Σ_{k≤γ} a_k over the last axis of ``survival`` (a_1..a_g, g ≥ γ)."""
     a = np.asarray(survival, dtype=float)
     if gamma < 0 or gamma > a.shape[-1]:
         raise ModelInputError(f"gamma {gamma} is outside 0..{a.shape[-1]} (the survival curve's length)")
-    return 1.0 + a[..., :gamma].sum(axis=-1)
+    return expected_tokens_by_gamma(a, gamma)[..., gamma]
 
 
 def normalise_batch_mix(batch_mix: Mapping[int, float] | None) -> tuple[np.ndarray, np.ndarray]:

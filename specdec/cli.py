@@ -376,7 +376,7 @@ def format_tuning(doc: dict) -> str:
         lines.append(f"note: {note}")
     if doc.get("schedule"):
         ranges = ", ".join(f"batch {lo}-{hi}: gamma {g}" for lo, hi, g in doc["schedule"])
-        deployed = "num_speculative_tokens_per_batch_size" in json.dumps(doc["vllm"]["speculative_config"] or {})
+        deployed = "num_speculative_tokens_per_batch_size" in (doc["vllm"]["speculative_config"] or {})
         lines.append(f"per-batch-size schedule {'(in the config below)' if deployed else '(suggested; deploy it with the next change of gamma)'}: {ranges}")
     lines.append(f"deploy: {doc['vllm']['command_line']}")
     return "\n".join(lines)
@@ -560,6 +560,7 @@ def cmd_demo(args) -> int:
     from pathlib import Path
 
     from .demo import run_demo
+    from .pipeline import tuning_to_dict
 
     out_dir = Path(args.dir)
     print("specdec demo: a simulated vLLM fleet -> the real collector over HTTP -> store -> tune-gamma")
@@ -567,7 +568,7 @@ def cmd_demo(args) -> int:
     results = run_demo(out_dir, seed=args.seed, progress=lambda msg: print(msg, flush=True))
     for r in results:
         print()
-        print(format_tuning(_tuning_doc(r.tuning)))
+        print(format_tuning(tuning_to_dict(r.tuning)))
     print()
     print("the simulator's truth (speedups under the true acceptance and batch mix):")
     print(f"{'route':<12} {'deployed':>8} {'recommended':>12} {'decision':>9} {'true best':>10} {'speedup of ours / best':>24}")
@@ -588,12 +589,6 @@ def cmd_demo(args) -> int:
         print("demo: the recommendation is more than 1% from the simulator's best", file=sys.stderr)
         return 1
     return 0
-
-
-def _tuning_doc(tuning) -> dict:
-    from .pipeline import tuning_to_dict
-
-    return tuning_to_dict(tuning)
 
 
 # ---------------------------------------------------------------------------- parsers

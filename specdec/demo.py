@@ -105,9 +105,9 @@ def true_best(fleet: Fleet, route: str, deployment: Deployment, deployed_gamma: 
     max_gamma = drafter_for(deployment.method).max_gamma or MAX_GAMMA_TABLE
     truth = fleet.route_true_survival(route, max_gamma)
     mix = batch_mix_from_time_shares(fleet.route_batch_mix(route, weighting="time"), deployment, deployed_gamma)
-    rec = recommend(np.asarray(truth), deployment, deployed_gamma=max_gamma, batch_mix=mix)
-    speedups = {c.gamma: c.speedup for c in rec.candidates if c.allowed and not c.extrapolated}
-    return max(speedups, key=speedups.get), speedups
+    # deployed at max_gamma: no candidate is extrapolated; ties go to the smaller γ
+    rec = recommend(np.asarray(truth), deployment, deployed_gamma=max_gamma, gamma_max=max_gamma, batch_mix=mix)
+    return rec.recommended_gamma, {c.gamma: c.speedup for c in rec.candidates if c.allowed}
 
 
 def _demo_scenario(seed: int) -> dict:
