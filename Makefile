@@ -22,9 +22,10 @@ $(STAMP): pyproject.toml | $(BIN)/python
 # other version downloads a CUDA build of several GB).
 TEST_EXTRAS := nvidia-cutlass-dsl==4.8.1 torch==2.13.0
 
-$(DEVSTAMP): pyproject.toml Makefile $(STAMP)
+# '.[dev]' installs the core too: one install, and the core's stamp says so.
+$(DEVSTAMP): pyproject.toml Makefile | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]' $(TEST_EXTRAS)
-	touch $@
+	touch $(STAMP) $@
 
 venv: $(STAMP)
 

@@ -18,7 +18,7 @@ import time
 import streamlit as st
 
 from dashboard import data
-from specdec.config import ConfigError, load_config
+from specdec.config import DEFAULT_CONFIG_NAME, ConfigError, load_config
 from dashboard.views import curves, overview, recommendation, whatif
 
 PAGES = {
@@ -42,8 +42,9 @@ def app_args(argv: list[str]) -> argparse.Namespace:
 
 @st.cache_data(ttl=CACHE_TTL_S, max_entries=32, show_spinner="Reading the store…")
 def cached_fleet(config_path: str | None, db: str | None, window: str, end_mode: str, signature: tuple,
-                 now: float) -> data.FleetView:
-    """data.load_fleet, cached per store state (``signature`` changes with every write)."""
+                 now: float | None) -> data.FleetView:
+    """data.load_fleet, cached per store state (``signature`` changes with every write);
+    ``now``: the window's end when it ends now (None: it ends at the newest scrape)."""
     del signature  # part of the cache key only
     return data.load_fleet(config_path, db, window=window, end_mode=end_mode, now=now)
 
@@ -72,9 +73,12 @@ def main() -> None:
     except ConfigError:
         config = None
     store_path = data.resolve_store_path(config, args.db)
+    # The clock is part of the key only when the window ends now; at the newest scrape
+    # the store's signature alone says when a read is stale.
     now = time.time()
-    fleet = cached_fleet(args.config, args.db, window, end_mode, data.store_signature(store_path),
-                         now - now % NOW_BUCKET_S)
+    fleet = cached_fleet(args.config, args.db, window, end_mode,
+                         data.store_signature(store_path, args.config or DEFAULT_CONFIG_NAME),
+                         now - now % NOW_BUCKET_S if end_mode == data.END_AT_NOW else None)
     st.sidebar.caption(f"Config: {args.config or './specdec.toml'}  \nStore: {store_path}")
     if st.sidebar.button("Reload", key="reload"):
         cached_fleet.clear()

@@ -21,8 +21,8 @@ from pathlib import Path
 from acceptance.store import Store, StoreError, TargetStatus
 from specdec.config import Config, ConfigError, load_config, parse_duration
 from model.deployment import ModelInputError
-from model.specialized import Eligibility, specialized_eligibility
-from specdec.pipeline import CurveSlice, NoDataError, RouteTuning, curve_history, tune_route
+from model.specialized import Eligibility
+from specdec.pipeline import CurveSlice, NoDataError, RouteTuning, curve_history, histogram_eligibility, tune_route
 
 WINDOW_CHOICES = ("15m", "1h", "6h", "1d", "7d")
 DEFAULT_WINDOW = "1h"
@@ -69,12 +69,8 @@ class RouteView:
         rec = self.tuning.recommendation
         if rec.specialized_eligibility is not None:
             return rec.specialized_eligibility
-        window = self.tuning.window
-        if window is None or not window.step_shape.iteration_tokens:
-            return None
         try:
-            return specialized_eligibility(window.step_shape.iteration_tokens, self.tuning.batch_mix,
-                                           self.tuning.observed_gamma)
+            return histogram_eligibility(self.tuning.window, self.tuning.batch_mix, self.tuning.observed_gamma)
         except ModelInputError:
             return None  # buckets without le="64"/+Inf: not vLLM's histogram, nothing to say
 
@@ -202,10 +198,12 @@ def _read(config: Config, config_path, store_path: Path, window_s: float, end_mo
                      read_time, routes)
 
 
-def store_signature(store_path: str | Path) -> tuple:
-    """Changes whenever the store file (or its WAL) is written: the cache key of a read."""
+def store_signature(store_path: str | Path, config_path: str | Path | None = None) -> tuple:
+    """Changes whenever the store file (or its WAL), or the config, is written: the cache
+    key of a read."""
     out = []
-    for p in (Path(store_path), Path(f"{store_path}-wal")):
+    paths = [Path(store_path), Path(f"{store_path}-wal")] + ([Path(config_path)] if config_path else [])
+    for p in paths:
         try:
             st = os.stat(p)
             out.append((st.st_mtime_ns, st.st_size))

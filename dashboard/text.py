@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import math
-import time
 
 from acceptance.estimates import ScalarEstimate
-from specdec.pipeline import format_duration
+from specdec.pipeline import format_clock, format_duration
 
 
 def _finite(x) -> bool:
@@ -47,10 +46,8 @@ def level(x: float) -> str:
 
 
 def clock(t: float | None) -> str:
-    """UTC wall time of an epoch second: '2026-07-29 08:15:00 UTC'."""
-    if not _finite(t):
-        return "—"
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
+    """UTC wall time of an epoch second: '2026-07-29 08:15:00 UTC' ('—' for none)."""
+    return format_clock(t) if _finite(t) else "—"
 
 
 duration = format_duration  # "15m", "7d": the CLI's wording

@@ -72,17 +72,11 @@ def acceptance_numpy(target_logits, draft_logits, temperature, *, names=DEFAULT_
     )
 
 
-def acceptance_torch(
-    target_logits, draft_logits, temperature, *, names=DEFAULT_NAMES, compute_dtype=None, device=None
-) -> RowAcceptance:
-    """The same in torch (any float dtype incl. bfloat16, on the tensors' device).
-
-    compute_dtype: float64 by default (the reference); the benchmark's "plain torch"
-    timing uses float32.
-    """
+def acceptance_torch(target_logits, draft_logits, temperature, *, names=DEFAULT_NAMES) -> RowAcceptance:
+    """The same in torch (any float dtype incl. bfloat16, on the tensors' device), computed
+    in float64: the reference."""
     import torch
 
-    compute_dtype = torch.float64 if compute_dtype is None else compute_dtype
     temperature = check_temperature(temperature)
     target, draft = target_logits, draft_logits
     for x, name in ((target, names[0]), (draft, names[1])):
@@ -90,8 +84,7 @@ def acceptance_torch(
         if not floating:
             raise LogitsError(f"{name}: expected floating-point logits, got dtype {x.dtype}")
     n, vocab = check_shapes(target.shape, draft.shape, names)
-    if device is None:
-        device = target.device if isinstance(target, torch.Tensor) else torch.device("cpu")
+    device = target.device if isinstance(target, torch.Tensor) else torch.device("cpu")
 
     def block_tensor(x, start, stop):
         if isinstance(x, torch.Tensor):
@@ -114,8 +107,8 @@ def acceptance_torch(
             if bool(masked.any()):
                 raise row_error(name, start + int(torch.nonzero(masked)[0, 0]), False)
         # softmax subtracts the row max itself; −inf → probability 0
-        p = torch.softmax(t.to(compute_dtype) / temperature, dim=1)
-        q = torch.softmax(d.to(compute_dtype) / temperature, dim=1)
+        p = torch.softmax(t.to(torch.float64) / temperature, dim=1)
+        q = torch.softmax(d.to(torch.float64) / temperature, dim=1)
         expected[start:start + step] = torch.minimum(p, q).sum(dim=1).to(torch.float64)
         target_argmax[start:start + step] = torch.argmax(t, dim=1)  # first maximum on ties
         draft_argmax[start:start + step] = torch.argmax(d, dim=1)

@@ -24,10 +24,9 @@ class UsageError(ValueError):
 
 def dump_json(doc: dict) -> None:
     """Print one JSON document on stdout: NaN/inf become null, schema_version first."""
-    from .pipeline import JSON_SCHEMA_VERSION, json_safe
+    from .pipeline import json_document
 
-    doc = {"schema_version": JSON_SCHEMA_VERSION, **doc}
-    sys.stdout.write(json.dumps(json_safe(doc), indent=2, allow_nan=False) + "\n")
+    sys.stdout.write(json_document(doc) + "\n")
 
 
 def _duration(text: str) -> float:
@@ -293,7 +292,7 @@ def _fmt(x, spec: str = ".2f", none: str = "-") -> str:
 
 def format_tuning(doc: dict) -> str:
     """The console view of a tune-gamma document (the same numbers --json prints)."""
-    from .pipeline import format_duration
+    from .pipeline import format_clock, format_duration
 
     obs = doc["observed"]
     level = int(round(doc["interval_level"] * 100))
@@ -302,7 +301,7 @@ def format_tuning(doc: dict) -> str:
     if doc.get("window"):
         w = doc["window"]
         span = w["end"] - w["start"]
-        head += f" · window {format_duration(span)} ending {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(w['end']))}"
+        head += f" · window {format_duration(span)} ending {format_clock(w['end'])}"
     head += f" · gamma {obs['gamma']} · {_fmt(obs['drafts'], ',.0f')} drafts"
     lines.append(head)
     lines.append(f"objective {doc['objective']} · cost profile {doc['cost_profile']} · {level}% intervals ({obs['interval_method']})")

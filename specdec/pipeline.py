@@ -17,6 +17,7 @@ totals of its γ), two inputs of the cost model come from its counts instead:
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import dataclass, field, replace
@@ -134,7 +135,7 @@ def tune_intervals(
         if recent_estimate.has_interval:
             estimate = recent_estimate
             notes.append(f"drift: estimates and the recommendation use the window's newest part only, "
-                         f"from {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(drift.recent_start))}")
+                         f"from {format_clock(drift.recent_start)}")
     if estimate is None:
         estimate = estimate_acceptance(intervals, level=level, n_resamples=n_resamples, seed=seed,
                                        block_length=block_length, unit=unit)
@@ -203,8 +204,14 @@ def route_eligibility(window, plugin: PluginTotals | None, deployment: Deploymen
     share = plugin.specialized_share() if plugin is not None else None
     if share is not None:
         return eligibility_from_step_counts(share.clean_steps, share.steps)
+    return histogram_eligibility(window, batch_mix, gamma) if batch_mix else None
+
+
+def histogram_eligibility(window, batch_mix, gamma: int):
+    """The clean share bounded from the window's vllm:iteration_tokens_total histogram at γ
+    (model.specialized.specialized_eligibility), whatever decode_backend; None without it."""
     shape = getattr(window, "step_shape", None)
-    if shape is not None and shape.iteration_tokens and batch_mix:
+    if shape is not None and shape.iteration_tokens:
         return specialized_eligibility(shape.iteration_tokens, batch_mix, gamma)
     return None
 
@@ -377,6 +384,17 @@ def _target_summary(window) -> str:
     if failing:
         return f" ({len(failing)} target(s) failing, e.g. {failing[0].last_error})"
     return ""
+
+
+def json_document(doc: dict) -> str:
+    """The text of one JSON document as the views print it: schema_version first, NaN and
+    inf as null (json_safe), indented."""
+    return json.dumps(json_safe({"schema_version": JSON_SCHEMA_VERSION, **doc}), indent=2, allow_nan=False)
+
+
+def format_clock(t: float) -> str:
+    """UTC wall time of an epoch second: '2026-07-29 08:15:00 UTC' (every view's wording)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
 
 def format_duration(seconds: float) -> str:

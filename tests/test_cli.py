@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from specdec.cli import main, tune_gamma_main
+from support import free_port
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "vllm-golden"  # a copy of the shared reference data
 
@@ -207,6 +208,14 @@ def test_demo_recommends_the_simulators_best_gamma(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------ collect: SIGKILL mid-run
+def route_config(tmp_path, urls, *, flat: bool = False):
+    """specdec.toml with route `independent` on these targets (the seeds' flat cost if ``flat``)."""
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text(('[deployment]\ncost_profile = "flat"\n' if flat else "")
+                   + "[routes.independent]\ntargets = [" + ", ".join(f'"{u}"' for u in urls) + "]\n")
+    return cfg
+
+
 def test_collect_survives_sigkill(tmp_path):
     import signal
     import time
@@ -218,8 +227,7 @@ def test_collect_survives_sigkill(tmp_path):
     with Fleet(build_scenario("independent", seed=3)) as fleet:
         urls = list(fleet.serve().values())
         fleet.start_realtime(speed=30.0)
-        cfg = tmp_path / "specdec.toml"
-        cfg.write_text("[routes.independent]\ntargets = [" + ", ".join(f'"{u}"' for u in urls) + "]\n")
+        cfg = route_config(tmp_path, urls)
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         proc = subprocess.Popen([sys.executable, "-m", "specdec.cli", "collect", "--config", str(cfg),
                                  "--interval", "0.1"], stderr=subprocess.PIPE, text=True, env=env)
@@ -241,14 +249,6 @@ def test_collect_survives_sigkill(tmp_path):
         assert code.returncode == 0, code.stderr
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_collect_serves_route_gauges(tmp_path):
     import time
     import urllib.request
@@ -260,10 +260,8 @@ def test_collect_serves_route_gauges(tmp_path):
     with Fleet(build_scenario("independent", seed=5)) as fleet:
         urls = list(fleet.serve().values())
         fleet.start_realtime(speed=60.0)
-        cfg = tmp_path / "specdec.toml"
-        cfg.write_text("[deployment]\ncost_profile = \"flat\"\n[routes.independent]\ntargets = ["
-                       + ", ".join(f'"{u}"' for u in urls) + "]\n")
-        port = _free_port()
+        cfg = route_config(tmp_path, urls, flat=True)
+        port = free_port()
         proc = subprocess.Popen([sys.executable, "-m", "specdec.cli", "collect", "--config", str(cfg),
                                  "--interval", "0.2", "--duration", "20", "--serve", str(port)],
                                 stderr=subprocess.PIPE, text=True)
@@ -302,9 +300,7 @@ def test_tune_gamma_without_a_store_scrapes_the_window(tmp_path, capsys):
     with Fleet(build_scenario("independent", seed=7)) as fleet:
         urls = list(fleet.serve().values())
         fleet.start_realtime(speed=120.0)
-        cfg = tmp_path / "specdec.toml"
-        cfg.write_text('[deployment]\ncost_profile = "flat"\n[routes.independent]\ntargets = ['
-                       + ", ".join(f'"{u}"' for u in urls) + "]\n")
+        cfg = route_config(tmp_path, urls, flat=True)
         code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "independent", "--config", str(cfg),
                                                            "--window", "3s", "--json"])
     assert code == 0, err

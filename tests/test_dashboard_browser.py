@@ -12,9 +12,6 @@ import argparse
 import base64
 import contextlib
 import json
-import os
-import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -26,6 +23,7 @@ import pytest
 from dashboard import launch
 
 from dashboard_fixtures import shared_demo_config
+from support import find_binary, free_port, skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts" / "dashboard"
@@ -52,19 +50,10 @@ STATE_JS = """JSON.stringify({
 
 
 def chromium() -> str:
-    path = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
+    path = find_binary("chromium")
     if path is None:
-        message = "chromium is not installed (scripts/ensure_chromium.sh installs it)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_or_fail("chromium is not installed (scripts/ensure_chromium.sh installs it)")
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

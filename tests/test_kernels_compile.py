@@ -6,21 +6,20 @@ In CI (environment variable CI set) a missing nvidia-cutlass-dsl FAILS these tes
 than skipping them, so a broken install cannot pass silently.
 """
 
-import os
 import re
 
 import numpy as np
 import pytest
 
 from kernels.acceptance import cuda_gpu_present, cutlass_available
+from support import skip_or_fail
 
 
 def require_cutlass():
     if cutlass_available():
         return
-    if os.environ.get("CI"):
-        pytest.fail("nvidia-cutlass-dsl is not importable in CI: install nvidia-cutlass-dsl==4.8.1")
-    pytest.skip("nvidia-cutlass-dsl not installed (set CI=1 to make this a failure)")
+    skip_or_fail("nvidia-cutlass-dsl not installed (set CI=1 to make this a failure)",
+                 in_ci="nvidia-cutlass-dsl is not importable in CI: install nvidia-cutlass-dsl==4.8.1")
 
 
 @pytest.fixture(scope="module")

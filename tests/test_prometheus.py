@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
-import shutil
 import socket
 import subprocess
 import threading
@@ -49,6 +47,7 @@ from acceptance.store import Store
 from acceptance.windows import route_window
 from specdec.exporter import RouteGauges, recording_rules
 from specdec.pipeline import tune_inline, tuning_to_dict
+from support import find_binary, free_port, skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[1]
 SURVIVAL_TOLERANCE = 0.01  # absolute, on each a_k (module docstring says why)
@@ -58,28 +57,19 @@ RULES_WINDOW = "10s"
 
 
 def _binary(name: str) -> str | None:
-    path = shutil.which(name) or (f"/usr/bin/{name}" if os.path.exists(f"/usr/bin/{name}") else None)
+    path = find_binary(name)
     if path is None and name == "prometheus":
         # `make test` installs it; try once here too (needs root or sudo, never starts a service).
         subprocess.run(["sh", str(ROOT / "scripts" / "ensure_prometheus.sh")], capture_output=True, timeout=600)
-        path = shutil.which(name) or (f"/usr/bin/{name}" if os.path.exists(f"/usr/bin/{name}") else None)
+        path = find_binary(name)
     return path
 
 
 def _require(name: str) -> str:
     path = _binary(name)
     if path is None:
-        message = f"{name} not installed (scripts/ensure_prometheus.sh installs Debian's prometheus)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_or_fail(f"{name} not installed (scripts/ensure_prometheus.sh installs Debian's prometheus)")
     return path
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 20.0) -> None:
@@ -122,7 +112,7 @@ def live(tmp_path_factory):
         f"rule_files:\n  - {json.dumps(str(tmp / 'rules.yml'))}\n"
         "scrape_configs:\n  - job_name: sim-restart\n    static_configs:\n"
         f"      - targets: {json.dumps(hostports)}\n")
-    port = _free_port()
+    port = free_port()
     log = tmp / "prometheus.log"
     proc = subprocess.Popen(
         [prometheus, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'tsdb'}",
@@ -280,7 +270,7 @@ def _url(server) -> str:
 
 
 def test_dead_endpoint_is_a_one_line_error_naming_the_url():
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(PrometheusError) as info:
         prometheus_route_window(PrometheusSettings(url), '{job="x"}', 1000.0, 2000.0, timeout_s=2)
     message = str(info.value)

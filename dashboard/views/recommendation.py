@@ -6,7 +6,7 @@ import json
 
 import streamlit as st
 
-from specdec.pipeline import JSON_SCHEMA_VERSION, json_safe, tuning_to_dict
+from specdec.pipeline import json_document, tuning_to_dict
 
 from .. import text
 from ..data import FleetView
@@ -84,8 +84,7 @@ def render(fleet: FleetView) -> None:
     st.warning("Synthetic acceptance forces accept decisions and corrupts outputs: use this only to replay the "
                "route's acceptance in a benchmark on a real engine, never in serving.")
     st.code(json.dumps(rec.replay_config, indent=2), language="json")
-    doc = {"schema_version": JSON_SCHEMA_VERSION, **tuning_to_dict(tuning)}
-    st.download_button("tune-gamma JSON", json.dumps(json_safe(doc), indent=2, allow_nan=False),
+    st.download_button("tune-gamma JSON", json_document(tuning_to_dict(tuning)),
                        file_name=f"tune-gamma-{route}.json", mime="application/json", key="rec_download")
 
 
