@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-core
 DEVSTAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test test-vllm bench bench-decision venv clean
+.PHONY: demo test test-vllm bench bench-decision gpu-checks-prepare venv clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ bench: $(STAMP)
 
 bench-decision: $(STAMP)
 	$(BIN)/python benchmarks/decision.py
+
+# The GPU machine has torch but not the CuTe DSL: compile the kernel here (no GPU needed)
+# and carry .gpu/ to it; benchmarks/gpu_checks.py loads the cubins through the driver API.
+gpu-checks-prepare: $(DEVSTAMP)
+	$(BIN)/python benchmarks/kernel_gpu.py --emit-cubin .gpu/cubins
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
