@@ -143,3 +143,36 @@ class ScrapeResult:
     engines: tuple[EngineSnapshot, ...] = ()
     error: str | None = None
     duration_s: float = 0.0
+
+
+def survival(counts: SpecCounts) -> np.ndarray:
+    """a_k = A_k / D, k = 1..γ (NaN when there are no drafts)."""
+    a = np.asarray(counts.accepted_per_position, dtype=float)
+    if counts.drafts <= 0:
+        return np.full(counts.gamma, np.nan)
+    return a / counts.drafts
+
+
+def mean_draft_length(counts: SpecCounts) -> float:
+    """T / D: draft tokens proposed per draft (γ when every draft is full; n-gram and suffix
+    drafters often propose fewer). NaN when there are no drafts."""
+    return counts.draft_tokens / counts.drafts if counts.drafts > 0 else float("nan")
+
+
+def draft_reach(counts: SpecCounts) -> np.ndarray | None:
+    """r_k = R_k / D, k = 1..γ: the share of drafts that proposed a token at position k, i.e.
+    P(draft length ≥ k). None when the counts do not carry R_k (vLLM's /metrics alone)."""
+    if counts.draft_tokens_per_position is None or counts.drafts <= 0:
+        return None
+    return np.asarray(counts.draft_tokens_per_position, dtype=float) / counts.drafts
+
+
+def survival_among_reached(counts: SpecCounts) -> np.ndarray | None:
+    """A_k / R_k: acceptance at k among the drafts that proposed a token there (NaN where no
+    draft reached k). None without R_k."""
+    if counts.draft_tokens_per_position is None:
+        return None
+    a = np.asarray(counts.accepted_per_position, dtype=float)
+    r = np.asarray(counts.draft_tokens_per_position, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(r > 0, a / np.where(r > 0, r, 1.0), np.nan)

@@ -36,15 +36,7 @@ from .bootstrap import (
     ratio_contributions,
     spread_factor,
 )
-from .counts import IntervalCounts, SpecCounts
-
-
-def survival(counts: SpecCounts) -> np.ndarray:
-    """a_k = A_k / D, k = 1..γ (NaN when there are no drafts)."""
-    a = np.asarray(counts.accepted_per_position, dtype=float)
-    if counts.drafts <= 0:
-        return np.full(counts.gamma, np.nan)
-    return a / counts.drafts
+from .counts import IntervalCounts, SpecCounts, survival  # noqa: F401  (survival: re-exported)
 
 
 def conditional_from_survival(surv: np.ndarray) -> np.ndarray:

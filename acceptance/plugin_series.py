@@ -33,8 +33,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from . import vllm_metrics as vm
-from .counts import SpecCounts
-from .estimates import survival
+from .counts import SpecCounts, survival
 
 DRAFTS_BY_BATCH = "specdec:spec_decode_drafts_by_batch"
 ACCEPTED_PER_POSITION_BY_BATCH = "specdec:spec_decode_accepted_tokens_per_pos_by_batch"

@@ -44,9 +44,8 @@ from functools import lru_cache
 
 import prometheus_client
 
-from model.specialized import runs_specialized
-
 from . import plugin_series as ps
+from .specialized_steps import runs_specialized
 
 
 @dataclass(frozen=True)

@@ -298,3 +298,17 @@ def test_plugin_totals_round_trip_through_columns():
     assert back.steps == counts.steps
     assert ps.plugin_columns_gamma(columns) == GAMMA
     assert dataclasses.asdict(back.specialized_share()) == dataclasses.asdict(counts.specialized_share())
+
+
+def test_plugin_imports_nothing_of_model_dashboard_or_the_cli():
+    """The plugin runs inside the engine's process, installed there with --no-deps: it may
+    import neither model/, dashboard/, the CLI nor what only they need (scipy, Streamlit)."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, acceptance.vllm_plugin as p; p.PluginMetrics; "
+             "print(sorted({m.split('.')[0] for m in sys.modules} & "
+             "{'model', 'dashboard', 'specdec', 'scipy', 'streamlit', 'plotly', 'vllm'}))")
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
