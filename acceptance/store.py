@@ -1254,6 +1254,20 @@ class Store:
             out[gamma] = IntervalCounts(gamma, times, times.copy(), np.vstack([v for _, v in items]))
         return out
 
+    def ingested_draft_tokens_per_position(self, route: str, source: str, gamma: int, start: float, end: float
+                                           ) -> tuple[float, ...] | None:
+        """Σ R_k (drafts that reached position k) over the ingested rows of γ with time in
+        (start, end], when every one of them carries R_k (per-request ``detailed``); else None."""
+        total, rows = np.zeros(gamma), 0
+        for (blob,) in self.conn.execute(
+                "SELECT draft_per_pos FROM ingested WHERE route = ? AND source = ? AND gamma = ? AND time > ?"
+                " AND time <= ?", (route, source, int(gamma), float(start), float(end))):
+            if blob is None:
+                return None
+            total += _unpack(blob)
+            rows += 1
+        return tuple(float(x) for x in total) if rows else None
+
     def ingested_itl(self, route: str, source: str, gamma: int, start: float, end: float) -> tuple[float, float]:
         """(Σ mean ITL × verify steps, Σ verify steps) over the rows of one γ that report a
         mean inter-token latency: vLLM observes one ITL per request per step, so the

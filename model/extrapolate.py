@@ -49,10 +49,25 @@ def _beta_concentration(survival: np.ndarray) -> np.ndarray:
     return np.exp(0.5 * (lo + hi))
 
 
-def extend_survival(survival, extra: int) -> np.ndarray:
+def _among_reached(survival: np.ndarray, reach) -> np.ndarray:
+    """s_k = a_k / r_k (= A_k / R_k): survival among the drafts that proposed position k,
+    made non-increasing in [0, 1] (0 where no draft reached k)."""
+    r = np.clip(np.asarray(reach, dtype=float), 0.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = np.where(r > 0, survival / np.where(r > 0, r, 1.0), 0.0)
+    return np.minimum.accumulate(np.clip(s, 0.0, 1.0), axis=-1)
+
+
+def extend_survival(survival, extra: int, reach=None) -> np.ndarray:
     """(M, ..., g + extra): the curve extended by each of TAIL_MODELS (same order).
 
     survival: (..., g) non-increasing a_1..a_g; extra ≤ MAX_EXTRAPOLATION.
+    reach: r_k = R_k / D, k = 1..g, when the drafter's draft lengths are known (n-gram and
+    suffix drafts are often shorter than γ). a_k = r_k·s_k mixes two things — how far the
+    drafter proposes and how far the target accepts what it proposed (s_k = A_k / R_k) —
+    so the tail models then extend s's conditionals, and the drafts that reached g are
+    taken to go on proposing (r_{g+j} = r_g, the assumption model.speedup.verify_widths
+    prices): a_{g+j} = a_{g+j−1}·α^s_{g+j}. Without reach, a's own conditionals.
     """
     a = np.asarray(survival, dtype=float)
     if a.shape[-1] < 1:
@@ -62,7 +77,8 @@ def extend_survival(survival, extra: int) -> np.ndarray:
     if extra == 0:
         return np.broadcast_to(a, (len(TAIL_MODELS),) + a.shape).copy()
     g = a.shape[-1]
-    alpha = np.nan_to_num(conditional_from_survival(a), nan=0.0)
+    basis = a if reach is None else _among_reached(a, reach)
+    alpha = np.nan_to_num(conditional_from_survival(basis), nan=0.0)
     last = alpha[..., -1]
     w = min(3, g)
     mean_last = alpha[..., -w:].mean(axis=-1)
@@ -73,7 +89,7 @@ def extend_survival(survival, extra: int) -> np.ndarray:
     ys = alpha[..., -w:]
     slope = (ys * kc).sum(axis=-1) / (kc @ kc) if w > 1 else np.zeros_like(last)
     fitted_at_g = ys.mean(axis=-1) + slope * (g - k.mean())
-    s = _beta_concentration(a)
+    s = _beta_concentration(basis)
 
     ext = np.empty((len(TAIL_MODELS),) + a.shape[:-1] + (g + extra,))
     ext[..., :g] = a

@@ -49,6 +49,7 @@ from .speedup import (
     normalise_batch_mix,
     objective_weights,
     request_weights_at_speedups,
+    verify_widths,
 )
 from .vllm_config import command_line, replay_config, schedule_from_best, speculative_config
 
@@ -88,6 +89,7 @@ class Recommendation:
     specialized_eligibility: Eligibility | None = None
     schedule: list[tuple[int, int, int]] | None = None
     tail_models: tuple[str, ...] = field(default=TAIL_MODELS)
+    verify_widths: tuple[float, ...] | None = None  # tokens per request a step verifies, per candidate γ
 
     def to_dict(self) -> dict:
         """The tune-gamma JSON keys this module owns (NaN → None)."""
@@ -108,6 +110,7 @@ class Recommendation:
             # (first batch size, last batch size, γ) ranges; part of vllm.speculative_config
             # only on a change of γ (a schedule restarts engines too), else a suggestion
             "schedule": None if self.schedule is None else [list(r) for r in self.schedule],
+            "verify_widths": None if self.verify_widths is None else list(self.verify_widths),
         })
 
 
@@ -147,6 +150,8 @@ def recommend(
     batch_mix_resamples: np.ndarray | None = None,
     survival_by_batch: Mapping[int, Sequence[float]] | None = None,
     mix_in_time: bool = False,
+    mean_draft_length: float | None = None,
+    draft_reach: Sequence[float] | None = None,
 ) -> Recommendation:
     """Recommend γ for one route (module docstring). ``eligibility``: the clean share of
     steps for the specialized path (an Eligibility, a number, or None = assumed 1).
@@ -160,7 +165,10 @@ def recommend(
     back to / are ignored in favour of the pooled ``survival``. ``mix_in_time``: the mix
     was converted from time shares measured at the deployed γ (num_requests_running), so
     a resample priced at another specialized speedup re-weights it by that speedup's step
-    times (w_B ∝ B·u_B / t_B(γ_d)); without it the request weights are taken as given."""
+    times (w_B ∝ B·u_B / t_B(γ_d)); without it the request weights are taken as given.
+    ``mean_draft_length`` (T / D) and ``draft_reach`` (R_k / D, k = 1..γ): the drafter's
+    draft lengths at the observed γ, so that a step is priced at the tokens it verifies
+    (speedup.verify_widths), not γ + 1, when drafts come out shorter than γ."""
     a = np.asarray(survival, dtype=float)
     if a.ndim != 1 or a.size == 0:
         raise ModelInputError("survival: must be a non-empty curve a_1..a_γ")
@@ -221,7 +229,10 @@ def recommend(
     speeds = [deployment.specialized_speedup_point] + (
         list(lo_sp + (hi_sp - lo_sp) * (np.arange(SPECIALIZED_SPEEDUP_BINS) + 0.5) / SPECIALIZED_SPEEDUP_BINS)
         if speed_range else [])
-    times = np.stack([model.step_times(gammas, bs, sp) for sp in speeds])  # (S, G, nB)
+    widths = None if specialized else verify_widths(top, g, mean_draft_length, draft_reach)
+    # the law of draft lengths, when known, is extrapolated apart from acceptance (extend_survival)
+    reach = None if draft_reach is None or specialized else np.asarray(draft_reach, dtype=float)
+    times = np.stack([model.step_times(gammas, bs, sp, widths) for sp in speeds])  # (S, G, nB)
     v = objective_weights(bs, ws, deployment.objective)
     tau = times @ v  # (S, G)
     ratio = tau[:, :1] / tau  # τ(0)/τ(γ)
@@ -231,9 +242,9 @@ def recommend(
     per_batch = _per_batch_curves(survival_by_batch, bs, a)  # (nB, g) or None
     al_by_batch = None
     if per_batch is None:
-        al_point = expected_tokens_by_gamma(extend_survival(a, extra), top)  # (M, G)
+        al_point = expected_tokens_by_gamma(extend_survival(a, extra, reach), top)  # (M, G)
     else:
-        al_by_batch = expected_tokens_by_gamma(extend_survival(per_batch, extra), top)  # (M, nB, G)
+        al_by_batch = expected_tokens_by_gamma(extend_survival(per_batch, extra, reach), top)  # (M, nB, G)
         al_point = mix_expected_tokens(al_by_batch, ws)
     speed_point_models = al_point * ratio[0]  # (M, G)
     speed_point = speed_point_models.mean(axis=0)
@@ -248,11 +259,11 @@ def recommend(
             mix_w = np.broadcast_to(mix_w[None], (len(speeds),) + mix_w.shape)  # (S, m, nB)
         row = np.arange(n) % mix_w.shape[1]  # survival resample i is priced at mix row i mod m
         if per_batch is None:
-            al_res = expected_tokens_by_gamma(extend_survival(resamples, extra), top)[None]  # (1, M, n, G)
+            al_res = expected_tokens_by_gamma(extend_survival(resamples, extra, reach), top)[None]  # (1, M, n, G)
         else:
             shifted = np.clip(per_batch[None] + (resamples - a)[:, None, :], 0.0, 1.0)  # (n, nB, g)
             shifted = np.minimum.accumulate(shifted, axis=-1)
-            al_b_res = expected_tokens_by_gamma(extend_survival(shifted, extra), top)  # (M, n, nB, G)
+            al_b_res = expected_tokens_by_gamma(extend_survival(shifted, extra, reach), top)  # (M, n, nB, G)
             al_res = np.stack([mix_expected_tokens(al_b_res, w[row]) for w in mix_w])  # (S, M, n, G)
         tau_res = np.einsum("sgb,smb->smg", times, objective_weights(bs, mix_w, deployment.objective))  # (S, m, G)
         ratio_res = (tau_res[..., :1] / tau_res)[:, row]  # (S, n, G)
@@ -342,6 +353,7 @@ def recommend(
         replay_config=replay_config(deployment, a),
         specialized_eligibility=elig,
         schedule=schedule,
+        verify_widths=None if widths is None else tuple(float(w) for w in widths),
     )
 
 

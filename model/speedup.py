@@ -60,6 +60,35 @@ def expected_tokens_from_survival(survival, gamma: int):
     return expected_tokens_by_gamma(a, gamma)[..., gamma]
 
 
+def verify_widths(top: int, observed_gamma: int, mean_draft_length: float | None = None, reach=None) -> np.ndarray:
+    """q(γ) = 1 + E[min(L, γ)], γ = 0..top: tokens one verify step checks per request, for a
+    drafter whose drafts at the observed γ_o have length L with P(L ≥ k) = r_k = R_k / D
+    (a step verifies its draft and the bonus token, not γ + 1 when the draft is short).
+
+    - r known (per-request ``per_step_drafted``, the plugin): q(γ) = 1 + Σ_{k≤γ} r_k up to
+      γ_o; past it the drafts that reached γ_o are assumed to go on: + (γ − γ_o)·r_{γ_o};
+    - only T / D (every /metrics page): r_k = (T/D) / γ_o for every k — exact at γ_o, a
+      flat guess elsewhere;
+    - neither (or T = γ_o·D, full drafts): q(γ) = γ + 1.
+    """
+    gammas = np.arange(top + 1, dtype=float)
+    if observed_gamma <= 0:
+        return gammas + 1.0
+    if reach is not None:
+        r = np.clip(np.asarray(reach, dtype=float), 0.0, 1.0)
+        if r.shape != (observed_gamma,) or not np.all(np.isfinite(r)):
+            raise ModelInputError(f"draft reach: need {observed_gamma} finite shares R_k / D, got {list(r)}")
+    elif mean_draft_length is not None and math.isfinite(mean_draft_length):
+        if not 0.0 <= mean_draft_length <= observed_gamma + 1e-9:
+            raise ModelInputError(f"mean draft length {mean_draft_length:g} is outside 0..γ = {observed_gamma}")
+        r = np.full(observed_gamma, mean_draft_length / observed_gamma)
+    else:
+        return gammas + 1.0
+    within = 1.0 + np.concatenate([[0.0], np.cumsum(r)])  # γ = 0..γ_o
+    beyond = within[-1] + (np.arange(1, max(0, top - observed_gamma) + 1)) * r[-1]
+    return np.concatenate([within, beyond])[: top + 1]
+
+
 def normalise_batch_mix(batch_mix: Mapping[int, float] | None) -> tuple[np.ndarray, np.ndarray]:
     """(batch sizes, weights summing to 1); None → batch 1 only. Bad → ModelInputError."""
     if batch_mix is None:
@@ -166,16 +195,21 @@ class CostModel:
         e = self.clean_share
         return e * fast + (1.0 - e) * stock
 
-    def step_times(self, gammas: Sequence[int], batch_sizes: Sequence[int], specialized_speedup: float | None = None):
-        """t[γ, B] in the profile's time unit (seconds when the profile is absolute)."""
+    def step_times(self, gammas: Sequence[int], batch_sizes: Sequence[int], specialized_speedup: float | None = None,
+                   widths: Sequence[float] | None = None):
+        """t[γ, B] in the profile's time unit (seconds when the profile is absolute).
+        ``widths[i]``: tokens per request the step verifies at gammas[i] (``verify_widths``;
+        default γ + 1, full drafts). The specialized path always verifies γ + 1: it runs
+        only uniform verify steps, of dspark's full blocks."""
         prof = self.profile if specialized_speedup is None else self.profile.with_specialized_speedup(specialized_speedup)
         g = np.asarray(gammas, dtype=int)
         b = np.asarray(batch_sizes, dtype=int)
+        q = g + 1.0 if widths is None else np.asarray(widths, dtype=float)
         stock_pass = np.asarray(prof.stock_pass_s(b), dtype=float)  # T_stock(B, 1), the draft's unit
         if self.deployment.decode_backend == "latency_specialized":
             target = np.array([[self.target_time(int(bb), int(gg) + 1, prof) for bb in b] for gg in g])
         else:
-            target = np.asarray(prof.step_time_s(b[None, :], g[:, None] + 1, STOCK), dtype=float)
+            target = np.asarray(prof.step_time_s(b[None, :], q[:, None], STOCK), dtype=float)
             target = np.broadcast_to(target, (len(g), len(b)))
         draft = self.drafter.draft_time_factor(g, self.deployment.draft_cost, self.deployment.draft_overhead)
         return target + draft[:, None] * stock_pass[None, :]

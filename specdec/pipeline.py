@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from acceptance.counts import IntervalCounts
+from acceptance.counts import IntervalCounts, SpecCounts, draft_reach, mean_draft_length, survival_among_reached
 from acceptance.plugin_series import PluginTotals, batch_bucket
 from acceptance.estimates import (
     AcceptanceEstimate,
@@ -183,6 +183,8 @@ def _recommend_for_window(estimate: AcceptanceEstimate, deployment: Deployment, 
         batch_mix_resamples=mix_resamples,
         survival_by_batch=by_batch,
         mix_in_time=batch_mix is not None,
+        mean_draft_length=mean_draft_length(estimate.counts),
+        draft_reach=reach_shares(window, plugin, gamma),
     )
     return batch_mix, by_batch, rec
 
@@ -233,16 +235,29 @@ def survival_by_batch_size(plugin: PluginTotals | None, batch_mix: dict[int, flo
     return out or None
 
 
-def reached_survival(window, plugin: PluginTotals | None, gamma: int) -> list[float] | None:
-    """a_k among the drafts that reached position k, ΣA_k / ΣR_k (DESIGN.md, Definitions):
-    from the plugin's totals, else from the segment's drafts per position (None: neither)."""
+def counts_with_reach(window, plugin: PluginTotals | None, gamma: int) -> SpecCounts | None:
+    """The counts at γ that carry R_k (drafts that reached position k): the plugin's totals,
+    else the newest segment's when every interval reported them (None: neither)."""
     counts = plugin.total() if plugin is not None else None
     if counts is None or counts.gamma != gamma or counts.draft_tokens_per_position is None:
         segment = getattr(window, "newest_segment", None) if window is not None else None
         if segment is None or segment.gamma != gamma or segment.draft_tokens_per_position is None:
             return None
         counts = segment.total
-    return [a / r if r > 0 else math.nan for a, r in zip(counts.accepted_per_position, counts.draft_tokens_per_position)]
+    return counts
+
+
+def reached_survival(window, plugin: PluginTotals | None, gamma: int) -> list[float] | None:
+    """a_k among the drafts that reached position k, ΣA_k / ΣR_k (DESIGN.md, Definitions)."""
+    counts = counts_with_reach(window, plugin, gamma)
+    return None if counts is None else survival_among_reached(counts).tolist()
+
+
+def reach_shares(window, plugin: PluginTotals | None, gamma: int) -> list[float] | None:
+    """R_k / D per position (acceptance.counts.draft_reach), None where R_k is unknown."""
+    counts = counts_with_reach(window, plugin, gamma)
+    reach = None if counts is None else draft_reach(counts)
+    return None if reach is None else reach.tolist()
 
 
 def batch_mix_resamples(time_shares: dict[int, float], deployment: Deployment, gamma: int,
@@ -317,7 +332,8 @@ def ingested_window(store, route: str, source: str, start: float, end: float) ->
     from acceptance.windows import GammaSegment, StepShapeWindow
 
     segments = [
-        GammaSegment(gamma=g, start=float(iv.start[0]), end=float(iv.end[-1]), engines=[], intervals=iv)
+        GammaSegment(gamma=g, start=float(iv.start[0]), end=float(iv.end[-1]), engines=[], intervals=iv,
+                     draft_tokens_per_position=store.ingested_draft_tokens_per_position(route, source, g, start, end))
         for g, iv in store.ingested_intervals(route, source, start, end).items()
     ]
     segments.sort(key=lambda s: s.end)
@@ -453,6 +469,8 @@ def tuning_to_dict(t: RouteTuning) -> dict:
         "batch_mix": None if t.batch_mix is None else {str(k): v for k, v in sorted(t.batch_mix.items())},
         "notes": list(t.notes),
         "survival_reached": t.survival_reached,
+        "mean_draft_length": mean_draft_length(e.counts),
+        "reached": reach_shares(t.window, t.plugin, e.gamma),
         "survival_by_batch": None,
     }
     if t.plugin is not None and t.plugin.by_batch:

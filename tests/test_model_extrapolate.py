@@ -52,3 +52,24 @@ def test_one_observed_position_extends_as_independent():
         ext = extend_survival(np.array([a1]), 2)
         for row in ext:
             assert row == pytest.approx([a1, a1**2, a1**3], rel=1e-4)
+
+
+def test_with_the_reach_the_tail_extends_acceptance_among_proposed_tokens():
+    """Independent p = 0.8 per proposed token, drafts that reach 1, 2, 3 positions with
+    r = 1, 0.8, 0.6: a_k = r_k·p^k. Past γ 3 the drafts that reached 3 go on (r = 0.6), so
+    a_4 = 0.6·0.8^4; a's own conditionals (reach and acceptance mixed) would say 0.6·a_3."""
+    import numpy as np
+
+    from model.extrapolate import TAIL_MODELS, extend_survival
+
+    p, r = 0.8, np.array([1.0, 0.8, 0.6])
+    a = r * p ** np.arange(1, 4)
+    with_reach = extend_survival(a, 2, reach=r)
+    last = TAIL_MODELS.index("last")
+    np.testing.assert_allclose(with_reach[last, :3], a)
+    np.testing.assert_allclose(with_reach[last, 3:], 0.6 * p ** np.array([4, 5]))
+    mixed = extend_survival(a, 2)
+    assert mixed[last, 3] == pytest.approx(a[2] * (a[2] / a[1]))
+    # full drafts (r = 1): the same as without reach
+    full = np.array([0.8, 0.6, 0.45])
+    np.testing.assert_allclose(extend_survival(full, 2, reach=np.ones(3)), extend_survival(full, 2))

@@ -286,3 +286,46 @@ def test_a_mix_measured_in_time_follows_each_specialized_speedup():
         lo, hi = sorted((ends[0][g].speedup, ends[1][g].speedup))
         assert rec.candidates[g].speedup_low == pytest.approx(lo, rel=1e-9)
         assert rec.candidates[g].speedup_high == pytest.approx(hi, rel=1e-9)
+
+
+# ---------------------------------------------------------------------------------------
+# drafts shorter than γ: a step verifies its draft + the bonus token, not γ + 1
+
+
+def test_verify_widths_from_reach_mean_length_or_neither():
+    from model.speedup import verify_widths
+
+    # reach known: q(γ) = 1 + Σ_{k≤γ} r_k, then r_γo per position past the observed γ
+    np.testing.assert_allclose(verify_widths(5, 3, 2.1, [0.9, 0.7, 0.5]), [1, 1.9, 2.6, 3.1, 3.6, 4.1])
+    # only T / D: flat reach, exact at the observed γ
+    np.testing.assert_allclose(verify_widths(4, 3, 1.5), [1, 1.5, 2.0, 2.5, 3.0])
+    # neither, or nothing observed: full drafts
+    np.testing.assert_allclose(verify_widths(3, 3), [1, 2, 3, 4])
+    np.testing.assert_allclose(verify_widths(2, 0, 0.0), [1, 2, 3])
+    with pytest.raises(ModelInputError, match="outside 0..γ = 3"):
+        verify_widths(3, 3, 3.5)
+    with pytest.raises(ModelInputError, match="need 3 finite shares"):
+        verify_widths(3, 3, None, [0.9, 0.5])
+
+
+def test_short_drafts_are_priced_at_the_tokens_they_verify(tmp_path):
+    """A measured table whose step time grows steeply with q: ngram at γ 3 proposing 1.5
+    tokens per draft on average verifies 2.5 tokens per step, and the projection at the
+    deployed γ is priced there, not at q = 4."""
+    table = tmp_path / "steep.csv"
+    table.write_text("batch_size,tokens_per_request,path,seconds\n"
+                     + "".join(f"1,{q},stock,{0.010 * (1 + 0.5 * (q - 1)):.6f}\n" for q in range(1, 9)))
+    d = Deployment.from_mapping({"method": "ngram", "cost_profile": str(table)}, where="test")
+    survival = [0.45, 0.30, 0.20]
+    al = 1 + sum(survival)
+    full = recommend(np.array(survival), d)
+    short = recommend(np.array(survival), d, mean_draft_length=1.5)
+    t = lambda q: 0.010 * (1 + 0.5 * (q - 1))  # noqa: E731
+    assert full.candidates[3].speedup == pytest.approx(al * t(1) / t(4))
+    assert short.candidates[3].speedup == pytest.approx(al * t(1) / t(2.5))
+    assert short.candidates[3].speedup > 1.25 * full.candidates[3].speedup
+    assert short.verify_widths[3] == pytest.approx(2.5) and short.to_dict()["verify_widths"][3] == pytest.approx(2.5)
+    # with the law of lengths (per_step_drafted or the plugin's R_k / D), γ 1 and 2 too
+    reach = recommend(np.array(survival), d, mean_draft_length=1.5, draft_reach=[0.7, 0.5, 0.3])
+    assert reach.candidates[1].speedup == pytest.approx((1 + 0.45) * t(1) / t(1.7))
+    assert reach.candidates[2].speedup == pytest.approx((1 + 0.75) * t(1) / t(2.2))
