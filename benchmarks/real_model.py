@@ -1,16 +1,20 @@
 """The real engine's local models, built on this machine from a seed (no hub).
 
-    python benchmarks/real_model.py --out .real [--seed 0] [--target-seconds 180] [--draft-seconds 60]
+    python benchmarks/real_model.py --out .real [--seed 0] [--target-steps 600] [--draft-steps 1000]
 
 Writes, under OUT:
   corpus.txt   the training text, generated from the seed: structured documents (tool
                calls, JSON records, code that repeats names from its prompt) and open prose
                (sentences over a Zipf vocabulary of made-up words, high entropy);
-  target/      a small Llama (4 layers, hidden 192) trained for ``--target-seconds``;
+  target/      a small Llama (4 layers, hidden 192) trained for ``--target-steps`` steps
+               (about 3 min on 2 cores);
   draft/       a one-layer Llama of the same tokenizer trained on the same text for
-               ``--draft-seconds``: a related draft, so ``draft_model`` accepts something;
+               ``--draft-steps`` (about 1 min): a related draft, so ``draft_model`` accepts
+               something;
   prompts.json prompts per route ("structured", "open") that the traffic generator sends;
   build.json   the recipe, the seed, the losses and the build's seconds.
+A fixed number of steps (not of seconds), so the models are a function of the seed and
+the recipe, whatever the machine's load.
 Both model folders hold float32 safetensors, a byte-level BPE tokenizer trained here with
 `tokenizers`, and the config vLLM reads. The routes differ by what the model learned:
 structured text is predictable from its prompt (drafts survive), prose is not.
@@ -29,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
 BOS, EOS, USER, ASSISTANT = "<|bos|>", "<|end|>", "<|user|>", "<|assistant|>"
 VOCAB_SIZE = 1024
 SEQUENCE = 128
@@ -152,8 +156,8 @@ def _config(shape: dict, tokenizer):
                        rms_norm_eps=1e-5, rope_theta=10000.0, torch_dtype="float32", **shape)
 
 
-def train(shape: dict, token_stream, tokenizer, seconds: float, seed: int, log) -> tuple[object, list[float]]:
-    """A Llama of ``shape`` trained with AdamW for ``seconds`` on random windows of the stream."""
+def train(shape: dict, token_stream, tokenizer, steps: int, seed: int, log) -> tuple[object, list[float]]:
+    """A Llama of ``shape`` trained with AdamW for ``steps`` batches of random windows of the stream."""
     import torch
     from transformers import LlamaForCausalLM
 
@@ -164,14 +168,14 @@ def train(shape: dict, token_stream, tokenizer, seconds: float, seed: int, log) 
     generator = torch.Generator().manual_seed(seed)
     losses, start, step = [], time.perf_counter(), 0
     model.train()
-    while time.perf_counter() - start < seconds:
+    while step < steps:
         starts = torch.randint(0, data.numel() - SEQUENCE - 1, (16,), generator=generator)
         batch = torch.stack([data[s:s + SEQUENCE] for s in starts])
         loss = model(input_ids=batch, labels=batch).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
         step += 1
         if step % 50 == 0:
             log(f"  step {step}: loss {sum(losses[-50:]) / 50:.3f} ({time.perf_counter() - start:.0f} s)")
@@ -179,7 +183,7 @@ def train(shape: dict, token_stream, tokenizer, seconds: float, seed: int, log) 
     return model, losses
 
 
-def build(out: Path, seed: int, target_seconds: float, draft_seconds: float, log=print) -> dict:
+def build(out: Path, seed: int, target_steps: int, draft_steps: int, log=print) -> dict:
     import torch
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
@@ -193,10 +197,10 @@ def build(out: Path, seed: int, target_seconds: float, draft_seconds: float, log
         stream += tokenizer.encode(d).ids
     log(f"corpus: {len(docs)} documents, {len(stream)} tokens, vocab {tokenizer.get_vocab_size()}")
     results = {}
-    for name, shape, seconds, model_seed in (("target", TARGET_SHAPE, target_seconds, seed),
-                                              ("draft", DRAFT_SHAPE, draft_seconds, seed + 1)):
-        log(f"training {name} {shape} for {seconds:.0f} s")
-        model, losses = train(shape, stream, tokenizer, seconds, model_seed, log)
+    for name, shape, steps, model_seed in (("target", TARGET_SHAPE, target_steps, seed),
+                                            ("draft", DRAFT_SHAPE, draft_steps, seed + 1)):
+        log(f"training {name} {shape} for {steps} steps")
+        model, losses = train(shape, stream, tokenizer, steps, model_seed, log)
         folder = out / name
         model.save_pretrained(folder, safe_serialization=True)
         save_tokenizer(tokenizer, folder)
@@ -204,8 +208,8 @@ def build(out: Path, seed: int, target_seconds: float, draft_seconds: float, log
         results[name] = {"shape": shape, "steps": len(losses), "final_loss": sum(tail) / len(tail),
                          "params": sum(p.numel() for p in model.parameters())}
     (out / "prompts.json").write_text(json.dumps(prompts, indent=1))
-    recipe = {"recipe_version": RECIPE_VERSION, "seed": seed, "target_seconds": target_seconds,
-              "draft_seconds": draft_seconds, "models": results, "seconds": time.perf_counter() - start}
+    recipe = {"recipe_version": RECIPE_VERSION, "seed": seed, "target_steps": target_steps,
+              "draft_steps": draft_steps, "models": results, "seconds": time.perf_counter() - start}
     (out / "build.json").write_text(json.dumps(recipe, indent=1))
     return recipe
 
@@ -214,10 +218,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path(".real"))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--target-seconds", type=float, default=180.0)
-    parser.add_argument("--draft-seconds", type=float, default=60.0)
+    parser.add_argument("--target-steps", type=int, default=600)
+    parser.add_argument("--draft-steps", type=int, default=1000)
     args = parser.parse_args(argv)
-    recipe = build(args.out, args.seed, args.target_seconds, args.draft_seconds,
+    recipe = build(args.out, args.seed, args.target_steps, args.draft_steps,
                    log=lambda m: print(m, file=sys.stderr, flush=True))
     print(json.dumps(recipe))
     return 0

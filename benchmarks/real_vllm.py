@@ -8,7 +8,7 @@
 serve   starts `vllm serve` on 127.0.0.1:P with .real/target (draft_model drafts with
         .real/draft), per-request spec-decode metrics when K > 0 (with K = 0 that flag
         aborts vLLM's start-up, so it is left out and speculation is off), prints one line
-        `ready http://127.0.0.1:P method=M gamma=K pid=N` once the server answers, and stays
+        `ready http://127.0.0.1:P method=M gamma=K pid=N after S s` once the server answers, and stays
         in the foreground until killed. Its children go with it: on SIGTERM/SIGINT/SIGHUP
         it stops vLLM's process group, and vLLM is told by the kernel (PR_SET_PDEATHSIG)
         when this process dies any other way. Exit status: vLLM's, or 3 when it exits
@@ -148,7 +148,8 @@ def serve(args) -> int:
     stop_requested: list[int] = []
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(s, lambda signum, frame: stop_requested.append(signum))
-    deadline = time.monotonic() + args.startup_timeout
+    launched = time.monotonic()
+    deadline = launched + args.startup_timeout
     ready = False
     while True:
         if stop_requested:
@@ -165,7 +166,7 @@ def serve(args) -> int:
         if not ready and _ready(args.port):
             ready = True
             print(f"ready http://{HOST}:{args.port} method={args.method if args.gamma else 'none'} gamma={args.gamma} "
-                  f"pid={child.pid}", flush=True)
+                  f"pid={child.pid} after {time.monotonic() - launched:.0f} s", flush=True)
         elif not ready and time.monotonic() > deadline:
             print(f"real_vllm serve: not ready after {args.startup_timeout:.0f} s; its last lines:", file=sys.stderr)
             print("\n".join(log_tail), file=sys.stderr)
