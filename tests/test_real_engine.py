@@ -105,20 +105,29 @@ def traffic(port: int, route: str, requests: int, jsonl: Path, *, seed: int, con
     return run
 
 
+def _page_sum(page: str, prefix: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in page.splitlines() if line.startswith(prefix))
+
+
 def settle(engines) -> None:
-    """Traffic has returned: wait until no engine runs a request and its counters stopped
-    moving (vLLM records a step's stats in the same loop that answers the request)."""
+    """Traffic has returned: wait until no engine runs a request, its counters stopped
+    moving (vLLM records a step's stats in the same loop that answers the request), and the
+    plugin's series caught up with them (the plugin flushes at most every second while
+    steps run, and when the engine goes idle at vLLM's next periodic log(), every 10 s)."""
     for engine in engines:
         last = None
-        for _ in range(60):
+        deadline = time.time() + 60
+        while time.time() < deadline:
             page = urllib.request.urlopen(engine.url, timeout=10).read().decode()
-            running = sum(float(line.rsplit(" ", 1)[1]) for line in page.splitlines()
-                          if line.startswith("vllm:num_requests_running"))
-            drafts = [line for line in page.splitlines() if line.startswith("vllm:spec_decode_num_drafts_total")]
-            if running == 0 and drafts == last:
+            running = _page_sum(page, "vllm:num_requests_running")
+            drafts = _page_sum(page, "vllm:spec_decode_num_drafts_total")
+            plugin = _page_sum(page, "specdec:spec_decode_drafts_by_batch_total")
+            if running == 0 and drafts == last and plugin == drafts:
                 break
             last = drafts
             time.sleep(0.5)
+        else:
+            pytest.fail(f"{engine.url}: counters did not settle in 60 s (vLLM drafts {drafts}, plugin {plugin})")
 
 
 def specdec(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -201,6 +210,15 @@ def assert_observed_equals(observed: dict, truth: dict) -> None:
     assert observed["survival"] == pytest.approx([a / d for a in truth["accepted_per_position"]], **exact)
     assert observed["reached"] == pytest.approx([r / d for r in truth["reached"]], **exact)
     assert observed["mean_draft_length"] == pytest.approx(truth["draft_tokens"] / d, **exact)
+
+
+def assert_anchored_on(doc: dict, detail: str) -> None:
+    """Anchored on what the engine reports: tok/s at the deployed γ within 10% of the
+    observed rate, and the output names the anchor."""
+    observed = doc["observed"]["observed_tokens_per_second"]
+    deployed = next(c for c in doc["candidates"] if c["gamma"] == doc["deployed_gamma"])
+    assert doc["anchor"]["source"] == "observed" and doc["anchor"]["detail"] == detail, doc["anchor"]
+    assert abs(deployed["tokens_per_second"] / observed - 1.0) <= 0.10, (deployed, observed)
 
 
 def assert_routes_differ(structured: dict, open_: dict, at_least: float = 0.3) -> None:
@@ -303,6 +321,8 @@ def test_scrape_path_store_equals_summed_responses(engines, tmp_path):
         # the deployed γ is the current segment's (5 for structured); from /metrics and the
         # plugin's counters, the engine's own responses to the count
         assert_observed_equals(doc["observed"], truth)
+        # no deployment figures but the method: the level is the engine's own latency
+        assert_anchored_on(doc, "vllm:inter_token_latency_seconds")
 
     # one stop without draining: traffic in flight when the server stops
     already = len(response_lines(open_log))
@@ -341,6 +361,7 @@ def test_per_request_path_survival_and_reached_exact(engines, tmp_path):
         truth = summed_responses([x for x in lines if x["route"] == route], 3)
         doc = tune(config, db, route)
         assert_observed_equals(doc["observed"], truth)
+        assert_anchored_on(doc, "per-request mean_itl_ms")
         by_route[route] = truth
     assert_routes_differ(by_route["structured"], by_route["open"])
 
