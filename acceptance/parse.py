@@ -419,11 +419,20 @@ def _not_speculating_entry() -> dict:
     }
 
 
+def _mean_itl_ms(snap: EngineSnapshot) -> float | None:
+    """Mean of vllm:inter_token_latency_seconds since the engine started, in ms (None: absent)."""
+    shape = snap.step_shape
+    if shape is None or not shape.itl_count or shape.itl_sum is None:
+        return None
+    return 1e3 * shape.itl_sum / shape.itl_count
+
+
 def inspect_report(snapshots: list[EngineSnapshot]) -> dict:
     """``specdec inspect --json`` without ``schema_version``: counters as they are (totals since start).
 
     ``engines``: one entry per engine (γ 0, zero counts, empty curves and null ratios when
-    it does not speculate). ``total``: the counts summed over the speculating engines and
+    it does not speculate; ``mean_itl_ms``, the mean inter-token latency since start, null
+    without the histogram). ``total``: the counts summed over the speculating engines and
     the same quantities computed from the sums (survival a_k = ΣA_k / ΣD, AL = 1 + ΣA/ΣD,
     …) — only when they share one γ; null when none speculates or when γ differ, in which
     case ``totals_by_gamma`` lists one total per γ (counts are never added across γ).
@@ -431,7 +440,7 @@ def inspect_report(snapshots: list[EngineSnapshot]) -> dict:
     engines = []
     by_gamma: dict[int, SpecCounts] = {}
     for snap in snapshots:
-        entry = {"model_name": snap.model_name, "engine": snap.engine}
+        entry = {"model_name": snap.model_name, "engine": snap.engine, "mean_itl_ms": _mean_itl_ms(snap)}
         if snap.counts is None:
             entry.update(_not_speculating_entry())
         else:

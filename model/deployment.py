@@ -58,6 +58,14 @@ class Deployment:
     draft_overhead: float = 0.0
     cudagraph_capture_sizes: tuple[int, ...] | None = None
     draft_model: str | None = None
+    # Which keys a config set (from_mapping): the rest are defaults, and the output says so
+    # (model.anchor). None — built in code — counts every figure as the caller's choice.
+    # Not a deployment key itself.
+    configured: frozenset | None = None
+
+    def is_configured(self, key: str) -> bool:
+        """Whether ``key`` was set by the config (or the deployment was built in code)."""
+        return self.configured is None or key in self.configured
 
     def __post_init__(self):
         _validate(self, "Deployment")
@@ -101,13 +109,14 @@ class Deployment:
             if key not in known:
                 raise ModelInputError(f"{where}: unknown deployment key {key!r} (known: {', '.join(known)})")
             values[key] = _coerce(key, value, where)
-        start = base if base is not None else cls()
+        start = base if base is not None else cls(configured=frozenset())
+        values["configured"] = None if start.configured is None else start.configured | frozenset(values)
         merged = replace_unvalidated(start, values)
         _validate(merged, where)
         return merged
 
 
-DEPLOYMENT_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Deployment))
+DEPLOYMENT_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Deployment) if f.name != "configured")
 
 
 def replace_unvalidated(dep: Deployment, values: Mapping[str, Any]) -> Deployment:
@@ -191,4 +200,5 @@ def _validate(dep: Deployment, where: str) -> None:
 
 # Inline tune-gamma without a config (DESIGN.md): dspark, 0.10 and the flat profile (the
 # seeds' model); every other figure is the [deployment] default.
-INLINE_DEFAULTS = Deployment(method="dspark", draft_cost=0.10, cost_profile="flat")
+INLINE_DEFAULTS = Deployment(method="dspark", draft_cost=0.10, cost_profile="flat",
+                             configured=frozenset({"method", "draft_cost", "cost_profile"}))

@@ -31,7 +31,7 @@ over the mix; it enters the deployable config only together with a change of γ.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from statistics import NormalDist
 from typing import Mapping, Sequence
 
@@ -42,6 +42,7 @@ from .drafters import drafter_for
 from .extrapolate import MAX_EXTRAPOLATION, TAIL_MODELS, extend_survival
 from .profiles import make_profile
 from .specialized import Eligibility, specialized_refusal
+from .anchor import DEFAULT, OBSERVED, Anchor, configured_or_default, profile_figures, solve_observed_rate
 from .speedup import (
     CostModel,
     expected_tokens_by_gamma,
@@ -90,6 +91,8 @@ class Recommendation:
     schedule: list[tuple[int, int, int]] | None = None
     tail_models: tuple[str, ...] = field(default=TAIL_MODELS)
     verify_widths: tuple[float, ...] | None = None  # tokens per request a step verifies, per candidate γ
+    anchor: Anchor | None = None  # the plain-decode rate priced at, and its source (model.anchor)
+    profile_figures: dict | None = None
 
     def to_dict(self) -> dict:
         """The tune-gamma JSON keys this module owns (NaN → None)."""
@@ -111,6 +114,8 @@ class Recommendation:
             # only on a change of γ (a schedule restarts engines too), else a suggestion
             "schedule": None if self.schedule is None else [list(r) for r in self.schedule],
             "verify_widths": None if self.verify_widths is None else list(self.verify_widths),
+            "anchor": None if self.anchor is None else self.anchor.to_dict(),
+            "profile_figures": self.profile_figures,
         })
 
 
@@ -152,6 +157,7 @@ def recommend(
     mix_in_time: bool = False,
     mean_draft_length: float | None = None,
     draft_reach: Sequence[float] | None = None,
+    observed_latency_source: str | None = None,
 ) -> Recommendation:
     """Recommend γ for one route (module docstring). ``eligibility``: the clean share of
     steps for the specialized path (an Eligibility, a number, or None = assumed 1).
@@ -168,7 +174,9 @@ def recommend(
     times (w_B ∝ B·u_B / t_B(γ_d)); without it the request weights are taken as given.
     ``mean_draft_length`` (T / D) and ``draft_reach`` (R_k / D, k = 1..γ): the drafter's
     draft lengths at the observed γ, so that a step is priced at the tokens it verifies
-    (speedup.verify_widths), not γ + 1, when drafts come out shorter than γ."""
+    (speedup.verify_widths), not γ + 1, when drafts come out shorter than γ.
+    ``observed_latency_source`` names where ``observed_tokens_per_second`` came from; when
+    baseline_tokens_per_second is not configured, the profile is anchored on it (model.anchor)."""
     a = np.asarray(survival, dtype=float)
     if a.ndim != 1 or a.size == 0:
         raise ModelInputError("survival: must be a non-empty curve a_1..a_γ")
@@ -221,6 +229,10 @@ def recommend(
         if not 0.0 <= elig.share <= 1.0:
             raise ModelInputError(f"eligibility: share must be in [0, 1], got {elig.share!r}")
 
+    widths = None if specialized else verify_widths(top, g, mean_draft_length, draft_reach)
+    per_batch = _per_batch_curves(survival_by_batch, bs, a)  # (nB, g) or None
+    deployment, anchor = _anchor(deployment, observed_tokens_per_second, observed_latency_source, a, per_batch,
+                                 bs, ws, deployed, widths, elig)
     profile = make_profile(deployment)
     model = CostModel.for_deployment(deployment, clean_share=elig.share if elig else 1.0, profile=profile)
     lo_sp, hi_sp = deployment.specialized_speedup_range
@@ -229,7 +241,6 @@ def recommend(
     speeds = [deployment.specialized_speedup_point] + (
         list(lo_sp + (hi_sp - lo_sp) * (np.arange(SPECIALIZED_SPEEDUP_BINS) + 0.5) / SPECIALIZED_SPEEDUP_BINS)
         if speed_range else [])
-    widths = None if specialized else verify_widths(top, g, mean_draft_length, draft_reach)
     # the law of draft lengths, when known, is extrapolated apart from acceptance (extend_survival)
     reach = None if draft_reach is None or specialized else np.asarray(draft_reach, dtype=float)
     times = np.stack([model.step_times(gammas, bs, sp, widths) for sp in speeds])  # (S, G, nB)
@@ -239,7 +250,6 @@ def recommend(
 
     # Expected tokens per step for every tail model (and resample).
     extra = max(0, top - g)
-    per_batch = _per_batch_curves(survival_by_batch, bs, a)  # (nB, g) or None
     al_by_batch = None
     if per_batch is None:
         al_point = expected_tokens_by_gamma(extend_survival(a, extra, reach), top)  # (M, G)
@@ -323,7 +333,7 @@ def recommend(
     if observed_tokens_per_second is not None:
         if not isinstance(observed_tokens_per_second, (int, float)) or not observed_tokens_per_second > 0:
             raise ModelInputError(f"observed_tokens_per_second must be > 0, got {observed_tokens_per_second!r}")
-        if getattr(profile, "absolute", False):
+        if getattr(profile, "absolute", False) and anchor.source != OBSERVED:  # observed: equal by construction
             tau_int = times[0] @ ws
             model_tps = float(al_point[:, deployed].mean() / tau_int[deployed])
             model_error = model_tps / observed_tokens_per_second - 1.0
@@ -354,7 +364,37 @@ def recommend(
         specialized_eligibility=elig,
         schedule=schedule,
         verify_widths=None if widths is None else tuple(float(w) for w in widths),
+        anchor=anchor,
+        profile_figures=profile_figures(deployment, anchor),
     )
+
+
+def _anchor(deployment: Deployment, observed_tps, observed_source, survival, per_batch, bs, ws, deployed: int,
+            widths, elig) -> tuple[Deployment, Anchor]:
+    """The deployment with the anchor it is priced at (model.anchor): the observed rate when
+    baseline_tokens_per_second is not configured and the window has the engine's latency."""
+    anchor = configured_or_default(deployment)
+    if anchor.source != DEFAULT or observed_tps is None or deployed > survival.size:
+        return deployment, anchor
+    if not isinstance(observed_tps, (int, float)) or not observed_tps > 0:
+        raise ModelInputError(f"observed_tokens_per_second must be > 0, got {observed_tps!r}")
+    if per_batch is None:
+        tokens = float(expected_tokens_by_gamma(survival, deployed)[deployed])
+    else:
+        tokens = float(mix_expected_tokens(expected_tokens_by_gamma(per_batch, deployed), ws)[deployed])
+    width = None if widths is None else [widths[deployed]]
+
+    def model_rate_at(rate: float) -> float:
+        at = replace(deployment, baseline_tokens_per_second=rate)
+        cost = CostModel.for_deployment(at, clean_share=elig.share if elig else 1.0)
+        return tokens / float(cost.step_times([deployed], bs, None, width)[0] @ ws)
+
+    rate = solve_observed_rate(model_rate_at, float(observed_tps), deployment.baseline_tokens_per_second or 1.0)
+    if rate is None:
+        return deployment, replace(anchor, detail=f"the observed {observed_tps:.1f} tok/s is faster than the profile "
+                                                  f"can model at any plain-decode rate")
+    return (replace(deployment, baseline_tokens_per_second=rate),
+            Anchor(rate, OBSERVED, observed_source or "observed latency"))
 
 
 def _per_batch_curves(survival_by_batch, batch_sizes: np.ndarray, pooled: np.ndarray) -> np.ndarray | None:

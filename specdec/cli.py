@@ -111,7 +111,26 @@ def cmd_inspect(args) -> int:
         dump_json(report)
     else:
         print(format_inspect_table(report))
+        print("\n".join(_setup_hint(report)))
     return 0
+
+
+def _setup_hint(report: dict) -> list[str]:
+    """Which [deployment] keys describe this engine (DESIGN.md, Interfaces)."""
+    from model.drafters import KNOWN_METHODS
+    from model.figures import GPUS, MODELS
+
+    itl = [e["mean_itl_ms"] for e in report["engines"] if e.get("mean_itl_ms")]
+    level = (f"- baseline_tokens_per_second: optional here — the page has vllm:inter_token_latency_seconds "
+             f"(mean {min(itl):.2f} ms), which tune-gamma anchors on when it is not set"
+             if itl else
+             "- baseline_tokens_per_second: plain decode tok/s at batch 1 — this page has no "
+             "vllm:inter_token_latency_seconds, so without it the default (118, Kimi K3 on 16 GB300) is used")
+    return ["", "to tune this engine, set in specdec.toml [deployment] (or per route):",
+            f"- method: the --speculative-config method ({', '.join(KNOWN_METHODS)})",
+            f"- model, gpu, tensor_parallel_size: the roofline's figures ({', '.join(MODELS)}; {', '.join(GPUS)}),"
+            " or cost_profile = \"flat\" or the path of a measured table",
+            level]
 
 
 # ---------------------------------------------------------------------------- collect
@@ -290,6 +309,12 @@ def _fmt(x, spec: str = ".2f", none: str = "-") -> str:
     return format(x, spec)
 
 
+def _anchor_lines(doc: dict) -> list[str]:
+    from model.anchor import Anchor, describe_lines
+
+    return describe_lines(Anchor(**doc["anchor"]) if doc.get("anchor") else None, doc.get("profile_figures"))
+
+
 def format_tuning(doc: dict) -> str:
     """The console view of a tune-gamma document (the same numbers --json prints)."""
     from .pipeline import format_clock, format_duration
@@ -305,6 +330,7 @@ def format_tuning(doc: dict) -> str:
     head += f" · gamma {obs['gamma']} · {_fmt(obs['drafts'], ',.0f')} drafts"
     lines.append(head)
     lines.append(f"objective {doc['objective']} · cost profile {doc['cost_profile']} · {level}% intervals ({obs['interval_method']})")
+    lines += _anchor_lines(doc)
     al_lo, al_hi = obs["mean_acceptance_length_interval"]
     p_lo, p_hi = obs["equivalent_p_interval"]
     lines.append(

@@ -34,6 +34,7 @@ from acceptance.estimates import (
     estimate_acceptance,
     estimate_from_survival,
 )
+from model.anchor import LATENCY_HISTOGRAM, PER_REQUEST_LATENCY
 from model.deployment import INLINE_DEFAULTS, Deployment
 from model.recommend import Recommendation, recommend
 from model.speedup import batch_mix_from_time_shares, request_weights_from_time_shares
@@ -103,6 +104,14 @@ def observed_tokens_per_second(window, mean_acceptance_length: float) -> float |
     if not itl or itl <= 0 or not math.isfinite(mean_acceptance_length):
         return None
     return mean_acceptance_length / itl
+
+
+def observed_latency_source(window) -> str | None:
+    """Where the window's latency came from: the requests' mean_itl_ms (ingested per-request
+    rows) or vLLM's inter-token latency histogram (scraped or through Prometheus)."""
+    if window is None or not getattr(window.step_shape, "itl_mean_s", None):
+        return None
+    return PER_REQUEST_LATENCY if getattr(window, "source", None) == "per-request" else LATENCY_HISTOGRAM
 
 
 def tune_intervals(
@@ -185,6 +194,7 @@ def _recommend_for_window(estimate: AcceptanceEstimate, deployment: Deployment, 
         mix_in_time=batch_mix is not None,
         mean_draft_length=mean_draft_length(estimate.counts),
         draft_reach=reach_shares(window, plugin, gamma),
+        observed_latency_source=observed_latency_source(window),
     )
     return batch_mix, by_batch, rec
 

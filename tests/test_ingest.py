@@ -111,9 +111,13 @@ def test_a_route_known_only_from_ingest_is_tuned_with_request_intervals(tmp_path
     assert np.all(high - low < 0.08)
     slack = 0.5 * (high - low)
     assert np.all(low - slack <= truth) and np.all(truth <= high + slack)
-    # the requests' mean inter-token latency gives the observed tok/s, and the model's error
+    # the requests' mean inter-token latency gives the observed tok/s; no baseline is
+    # configured, so the profile is anchored on it (model.anchor) — at the rate that
+    # generated these requests, 118 tok/s under the flat model's draft cost
     assert obs["observed_tokens_per_second"] == pytest.approx(obs["mean_acceptance_length"] / (1.1 / 118), rel=1e-6)
-    assert abs(doc["model_error"]) < 0.01
+    assert doc["anchor"]["source"] == "observed" and doc["anchor"]["detail"] == "per-request mean_itl_ms"
+    assert doc["anchor"]["baseline_tokens_per_second"] == pytest.approx(118, rel=1e-6)
+    assert doc["model_error"] is None
 
 
 @pytest.mark.parametrize("flag,content", [("--per-request", "not json at all\n"), ("--log", "nothing to see\n")])

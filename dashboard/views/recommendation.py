@@ -6,6 +6,7 @@ import json
 
 import streamlit as st
 
+from model.anchor import describe_lines
 from specdec.pipeline import json_document, tuning_to_dict
 
 from .. import text
@@ -51,8 +52,12 @@ def render(fleet: FleetView) -> None:
     st.caption(f"Objective {rec.objective} (tokens/s column: {unit}); cost profile {rec.cost_profile}; "
                f"{text.level(rec.interval_level)} intervals; P(best) of the recommended γ "
                f"{text.number(rec.probability_best)}; model error at the deployed γ: "
-               + (text.percent(rec.model_error, 1) if rec.model_error is not None else "— (no latency metrics)")
+               + (text.percent(rec.model_error, 1) if rec.model_error is not None else
+                  "— (anchored on the observed rate)" if rec.anchor and rec.anchor.source == "observed" else
+                  "— (no latency metrics)")
                + ".")
+    for line in describe_lines(rec.anchor, rec.profile_figures):
+        (st.warning if "DEFAULT" in line or "(default)" in line else st.caption)(line)
     if tuning.drafts_more_needed:
         st.info(f"The window is thin: about {tuning.drafts_more_needed:,} more drafts would pin the mean acceptance "
                 f"length to ±0.05.")

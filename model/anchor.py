@@ -1,0 +1,113 @@
+"""Where a projection's level comes from: the anchor of the cost profile, and the figures
+a roofline used — each with its source, so that no default passes for the user's engine.
+
+The anchor is the plain-decode rate at batch 1 (``baseline_tokens_per_second``) that the
+flat and roofline profiles are anchored on (DESIGN.md, Cost model):
+- ``configured`` — set in the config (or by the caller);
+- ``observed`` — not set, and the window has the engine's own latency
+  (``vllm:inter_token_latency_seconds``, or per-request ``mean_itl_ms``): the rate b that
+  makes the model's per-user tokens/s at the deployed γ equal the observed one,
+  AL(γ_d) / τ_int(γ_d; b) = observed. The level is then the engine's own; what the model
+  can still get wrong is the shape (how step time and acceptance move with γ), which only
+  a γ sweep measures — so no model error is reported at the deployed γ;
+- ``default`` — neither: the built-in 118 tok/s of Kimi K3 on 16 GB300, announced as such;
+- ``measured table`` — a table's own seconds (nothing to anchor).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from .deployment import Deployment
+
+CONFIGURED, OBSERVED, DEFAULT, TABLE = "configured", "observed", "default", "measured table"
+LATENCY_HISTOGRAM = "vllm:inter_token_latency_seconds"
+PER_REQUEST_LATENCY = "per-request mean_itl_ms"
+
+
+@dataclass(frozen=True)
+class Anchor:
+    baseline_tokens_per_second: float | None
+    source: str  # CONFIGURED | OBSERVED | DEFAULT | TABLE
+    detail: str = ""  # what was observed, or why the observed rate was not used
+
+    def to_dict(self) -> dict:
+        return {"baseline_tokens_per_second": self.baseline_tokens_per_second, "source": self.source,
+                "detail": self.detail}
+
+    def describe(self) -> str:
+        """One line for the console and the dashboard."""
+        if self.source == TABLE:
+            return "anchor: the measured table's own step times"
+        if self.baseline_tokens_per_second is None:
+            return "anchor: none (relative units only)"
+        rate = f"{self.baseline_tokens_per_second:,.1f} tok/s plain decode at batch 1"
+        if self.source == OBSERVED:
+            return f"anchor: {rate}, observed ({self.detail}: the level matches the engine at the deployed gamma)"
+        if self.source == DEFAULT:
+            return (f"anchor: {rate}, the DEFAULT (Kimi K3 on 16 GB300) — set baseline_tokens_per_second or "
+                    f"collect latency metrics for your engine{f' ({self.detail})' if self.detail else ''}")
+        return f"anchor: {rate}, configured"
+
+
+def configured_or_default(deployment: Deployment) -> Anchor:
+    """The anchor before any observation: the table's, the configured rate, or the default."""
+    if deployment.cost_profile not in ("flat", "roofline"):
+        return Anchor(None, TABLE)
+    source = CONFIGURED if deployment.is_configured("baseline_tokens_per_second") else DEFAULT
+    return Anchor(deployment.baseline_tokens_per_second, source)
+
+
+def solve_observed_rate(model_rate_at: Callable[[float], float], observed_rate: float, start: float) -> float | None:
+    """The b with model_rate_at(b) = observed_rate, by the fixed point b ← b·observed / model(b)
+    (exact in one step for the flat profile, whose rate is proportional to b). None when the
+    profile cannot reach the observed rate at any b (its increments alone are slower)."""
+    b = start
+    for _ in range(100):
+        modelled = model_rate_at(b)
+        if not (math.isfinite(modelled) and modelled > 0):
+            return None
+        nxt = b * observed_rate / modelled
+        if not math.isfinite(nxt) or nxt > 1e12:
+            return None
+        if abs(nxt - b) <= 1e-12 * b:
+            return nxt
+        b = nxt
+    return b if abs(model_rate_at(b) / observed_rate - 1.0) < 1e-6 else None
+
+
+def profile_figures(deployment: Deployment, anchor: Anchor) -> dict:
+    """The figures the cost profile used, each with its source (configured or default)."""
+    def figure(key: str) -> dict:
+        return {"value": getattr(deployment, key),
+                "source": CONFIGURED if deployment.is_configured(key) else DEFAULT}
+
+    out: dict = {"profile": deployment.cost_profile, "baseline_tokens_per_second": anchor.to_dict()}
+    if deployment.cost_profile == "roofline":
+        out.update({k: figure(k) for k in ("model", "gpu", "tensor_parallel_size")})
+    elif deployment.cost_profile not in ("flat",):
+        out["table"] = deployment.cost_profile
+    return out
+
+
+def describe_figures(figures: dict) -> str | None:
+    """'roofline figures: kimi-k3 (default), GB300 (default), TP 16 (default)', or None."""
+    if figures.get("profile") != "roofline":
+        return None
+    parts = [f"{figures['model']['value']} ({figures['model']['source']})",
+             f"{figures['gpu']['value']} ({figures['gpu']['source']})",
+             f"TP {figures['tensor_parallel_size']['value']} ({figures['tensor_parallel_size']['source']})"]
+    line = "roofline figures: " + ", ".join(parts)
+    if any(figures[k]["source"] == DEFAULT for k in ("model", "gpu", "tensor_parallel_size")):
+        line += " — set model, gpu and tensor_parallel_size for your engine"
+    return line
+
+
+def describe_lines(anchor: Anchor | None, figures: dict | None) -> list[str]:
+    """The anchor's line and the roofline figures' line (when a roofline priced it): what
+    the CLI header and the dashboard say."""
+    lines = [] if anchor is None else [anchor.describe()]
+    figures_line = describe_figures(figures or {})
+    return lines + ([figures_line] if figures_line else [])

@@ -1,0 +1,124 @@
+"""The anchor of the cost profile, from each of its sources (model.anchor): configured,
+observed through vLLM's inter-token latency histogram, observed through the requests'
+mean_itl_ms, and the default — which is announced, with the roofline figures it used."""
+
+import json
+import random
+
+import pytest
+
+from model.anchor import Anchor, solve_observed_rate
+from model.deployment import Deployment
+from model.recommend import recommend
+from specdec.cli import tune_gamma_main
+from test_cli import route_config, run_cli
+from test_per_request import vllm_payload
+
+CURVE = [0.8, 0.6, 0.45]
+
+
+def per_request_file(tmp_path, *, itl_ms: float | None, n: int = 200, seed: int = 3):
+    """Requests of γ 3 at independent p 0.75 with the given mean_itl_ms (None: not reported)."""
+    rng = random.Random(seed)
+    lines = []
+    for i in range(n):
+        steps = []
+        for _ in range(30):
+            accepted = 0
+            while accepted < 3 and rng.random() < 0.75:
+                accepted += 1
+            steps.append((3, accepted))
+        metrics = {"mean_itl_ms": itl_ms, "tokens_per_second": None, "speculative_decoding": vllm_payload(steps, 3)}
+        lines.append(json.dumps({"id": f"cmpl-{i}", "route": "chat", "time": 1_796_000_000 + i, "metrics": metrics}))
+    path = tmp_path / "requests.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def tune_ingested(capsys, tmp_path, requests, deployment_toml: str) -> tuple[dict, str]:
+    from specdec.cli import main
+
+    config = tmp_path / "specdec.toml"
+    config.write_text("[deployment]\n" + deployment_toml)
+    db = tmp_path / "specdec.db"
+    code, _, err = run_cli(capsys, main, ["ingest", "--route", "chat", "--per-request", str(requests),
+                                          "--config", str(config), "--db", str(db)])
+    assert code == 0, err
+    argv = ["--route", "chat", "--config", str(config), "--db", str(db), "--window", "30d"]
+    code, out, err = run_cli(capsys, tune_gamma_main, argv + ["--json"])
+    assert code == 0, err
+    code, console, err = run_cli(capsys, tune_gamma_main, argv)
+    assert code == 0, err
+    return json.loads(out), console
+
+
+def deployed_candidate(doc: dict) -> dict:
+    return next(c for c in doc["candidates"] if c["gamma"] == doc["deployed_gamma"])
+
+
+def test_per_request_latency_anchors_the_level(capsys, tmp_path):
+    doc, console = tune_ingested(capsys, tmp_path, per_request_file(tmp_path, itl_ms=2.5), 'method = "ngram"\n')
+    observed = doc["observed"]["observed_tokens_per_second"]
+    assert observed == pytest.approx(doc["observed"]["mean_acceptance_length"] / 2.5e-3)
+    assert doc["anchor"]["source"] == "observed" and doc["anchor"]["detail"] == "per-request mean_itl_ms"
+    assert deployed_candidate(doc)["tokens_per_second"] == pytest.approx(observed, rel=1e-6)
+    assert doc["model_error"] is None  # the level matches by construction
+    # the roofline's figures are still the defaults, and the output says so
+    figures = doc["profile_figures"]
+    assert figures["model"] == {"value": "kimi-k3", "source": "default"}
+    assert "observed (per-request mean_itl_ms" in console
+    assert "roofline figures: kimi-k3 (default), GB300 (default), TP 16 (default)" in console
+
+
+def test_configured_baseline_is_kept_and_the_model_error_reported(capsys, tmp_path):
+    doc, console = tune_ingested(capsys, tmp_path, per_request_file(tmp_path, itl_ms=2.5),
+                                 'method = "ngram"\nbaseline_tokens_per_second = 300\nmodel = "llama-3.1-8b"\n'
+                                 'gpu = "H100"\ntensor_parallel_size = 1\n')
+    assert doc["anchor"] == {"baseline_tokens_per_second": 300, "source": "configured", "detail": ""}
+    assert doc["model_error"] is not None
+    assert doc["profile_figures"]["gpu"] == {"value": "H100", "source": "configured"}
+    assert "anchor: 300.0 tok/s plain decode at batch 1, configured" in console
+    assert "roofline figures: llama-3.1-8b (configured), H100 (configured), TP 1 (configured)" in console
+    assert "set model" not in console
+
+
+def test_without_latency_the_default_is_announced(capsys, tmp_path):
+    doc, console = tune_ingested(capsys, tmp_path, per_request_file(tmp_path, itl_ms=None), 'method = "ngram"\n')
+    assert doc["anchor"]["source"] == "default" and doc["anchor"]["baseline_tokens_per_second"] == 118.0
+    assert deployed_candidate(doc)["tokens_per_second"] > 118.0
+    assert "the DEFAULT (Kimi K3 on 16 GB300)" in console
+    assert "set model, gpu and tensor_parallel_size for your engine" in console
+
+
+def test_the_latency_histogram_anchors_a_scraped_window(capsys, tmp_path):
+    from acceptance.simulate import Fleet, build_scenario
+
+    with Fleet(build_scenario("independent", seed=7)) as fleet:
+        urls = list(fleet.serve().values())
+        fleet.start_realtime(speed=120.0)
+        cfg = route_config(tmp_path, urls, flat=True)
+        code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "independent", "--config", str(cfg),
+                                                           "--window", "3s", "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    observed = doc["observed"]["observed_tokens_per_second"]
+    assert observed and doc["anchor"]["source"] == "observed"
+    assert doc["anchor"]["detail"] == "vllm:inter_token_latency_seconds"
+    assert deployed_candidate(doc)["tokens_per_second"] == pytest.approx(observed, rel=1e-6)
+    assert doc["profile_figures"] == {"profile": "flat", "baseline_tokens_per_second": doc["anchor"]}
+
+
+def test_the_roofline_fixed_point_and_an_unreachable_rate():
+    import numpy as np
+
+    dep = Deployment.from_mapping({"method": "ngram", "model": "llama-3.1-8b", "gpu": "H100",
+                                   "tensor_parallel_size": 1}, where="test")
+    rec = recommend(np.array(CURVE), dep, batch_mix={1: 0.5, 32: 0.5}, observed_tokens_per_second=250.0,
+                    observed_latency_source="test")
+    assert rec.anchor.source == "observed"
+    deployed = rec.candidates[rec.deployed_gamma]
+    assert deployed.tokens_per_second == pytest.approx(250.0, rel=1e-6)
+    # the model's rate tops out below the observed one: no anchor is invented
+    assert solve_observed_rate(lambda b: min(b, 100.0), 250.0, 118.0) is None
+    assert solve_observed_rate(lambda b: 2.0 * b, 250.0, 118.0) == pytest.approx(125.0)
+    assert Anchor(None, "measured table").describe() == "anchor: the measured table's own step times"
