@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-core
 DEVSTAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test test-vllm real-engine test-real bench bench-decision gpu-checks-prepare venv clean
+.PHONY: demo test test-vllm real-engine test-real bench-real bench bench-decision gpu-checks-prepare venv clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -88,3 +88,8 @@ real-engine: $(REAL_STAMP) $(REAL_MODEL)
 
 test-real: $(DEVSTAMP) real-engine
 	$(BIN)/python -m pytest -q -m real -p no:cacheprovider tests/test_real_engine.py
+
+# The decision on the real engine: a γ sweep (0, 1, 2, 3, 5, 7) per method and route against
+# tune-gamma from the γ 3 window alone. Not in CI: about 30 min on 2 cores.
+bench-real: $(DEVSTAMP) real-engine
+	$(BIN)/python benchmarks/real_sweep.py

@@ -1,0 +1,46 @@
+"""benchmarks/real_sweep.py's arithmetic on made-up runs (the sweep itself needs the real
+engine: make bench-real)."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import real_sweep as rs  # noqa: E402
+
+
+def line(histogram, drafted, completion_tokens, itl_ms):
+    return {"metrics": {"mean_itl_ms": itl_ms, "speculative_decoding": {
+        "acceptance_histogram": histogram, "num_draft_tokens": drafted,
+        "num_accepted_draft_tokens": sum(j * n for j, n in enumerate(histogram))}},
+        "completion_tokens": completion_tokens}
+
+
+def test_spec_totals_and_step_time_weight_requests_by_their_steps():
+    a = line([1, 1, 2], 8, 11, 2.0)  # 4 drafts, 5 accepted: 11 − 1 − 5 = 5 steps at 2 ms
+    b = line([2, 0, 0], 3, 6, 4.0)   # 2 drafts, 0 accepted: 5 steps at 4 ms
+    totals = rs.spec_totals([a, b])
+    assert totals == {"drafts": 6, "draft_tokens": 11, "accepted": 5, "accepted_per_position": [3, 2]}
+    assert rs.step_time_s([a, b]) == pytest.approx((5 * 2e-3 + 5 * 4e-3) / 10)
+
+
+def test_paired_ratio_compares_each_block_with_its_own_gamma_zero():
+    def runs(rates):
+        return [rs.Run(0, 1.0, int(r), 0.0, []) for r in rates]
+
+    # phase 1 blocks run γ 0 at 100, 200, 100, 200 tok/s; γ 2 at exactly 1.5× of each
+    by_gamma = {0: runs([100, 200, 100, 200] + [50] * 4), 2: runs([150, 300, 150, 300]), 5: runs([100] * 4)}
+    median, low, high = rs.paired_ratio(by_gamma, 2, np.random.default_rng(0))
+    assert median == pytest.approx(1.5) and low == pytest.approx(1.5) and high == pytest.approx(1.5)
+    assert rs.paired_ratio(by_gamma, 5, np.random.default_rng(0))[0] == pytest.approx(2.0)  # phase 2: γ 0 at 50
+
+
+def test_line_fit_and_the_unmeasured_gamma():
+    c0, c1 = rs.fit_line([(1.0, 0.010), (3.5, 0.015)])
+    assert c0 == pytest.approx(0.010) and c1 == pytest.approx(0.002)
+    ratios = {3: (1.2, 1.1, 1.3), 5: (1.8, 1.7, 1.9)}
+    assert rs.measured_or_interpolated(ratios, 4) == pytest.approx(np.sqrt(1.2 * 1.8))
+    assert rs.measured_or_interpolated(ratios, 5) == 1.8
