@@ -1269,17 +1269,20 @@ class Store:
         return tuple(float(x) for x in total) if rows else None
 
     def ingested_itl(self, route: str, source: str, gamma: int, start: float, end: float) -> tuple[float, float]:
-        """(Σ mean ITL × verify steps, Σ verify steps) over the rows of one γ that report a
-        mean inter-token latency: vLLM observes one ITL per request per step, so the
-        step-weighted mean of the requests' means is the window's mean ITL."""
-        total = steps = 0.0
+        """(Σ mean ITL × tokens, Σ tokens) over the rows of one γ that report a mean
+        inter-token latency. vLLM's per-request ``mean_itl_ms`` is decode time / (tokens − 1)
+        (vllm/entrypoints/generate/base/serving.py, 0.32 and 0.33): a time per output token,
+        so the requests' means are weighted by their tokens, here the D + A tokens their
+        drafted steps emitted (all of them when every step drafted)."""
+        total = tokens = 0.0
         for itl, blob in self.conn.execute(
                 "SELECT mean_itl_s, counts FROM ingested WHERE route = ? AND source = ? AND gamma = ? AND time > ?"
                 " AND time <= ? AND mean_itl_s IS NOT NULL", (route, source, int(gamma), float(start), float(end))):
-            drafts = float(_unpack(blob)[0])  # a verify step that carried this request's draft
-            total += float(itl) * drafts
-            steps += drafts
-        return total, steps
+            counts = _unpack(blob)
+            emitted = float(counts[0] + counts[2])  # D + A: each drafted step emits 1 + its accepted
+            total += float(itl) * emitted
+            tokens += emitted
+        return total, tokens
 
     def latest_time(self) -> float | None:
         """The time of the newest stored scrape cycle (None for an empty store)."""

@@ -72,7 +72,10 @@ class StepShapeWindow:
     batch_mix: {batch size B: share of ``num_requests_running`` samples with B running},
     over engines and time, B ≥ 1 (idle samples carry no decode steps); iteration_tokens:
     {le: Σ bucket deltas} (cumulative by le, as the histogram is); itl_mean_s =
-    Σ ITL-sum deltas / Σ ITL-count deltas; samples: the gauge samples behind batch_mix;
+    Σ ITL-sum deltas / Σ ITL-count deltas, the mean STEP time a request sees (vLLM observes
+    vllm:inter_token_latency_seconds once per request per step, however many tokens the
+    step emits); itl_per_token_s: the mean time per output TOKEN, which per-request
+    ``mean_itl_ms`` is (decode time / (tokens − 1)); samples: the gauge samples behind batch_mix;
     sample_pairs / repeated_pairs: consecutive samples of one engine (both B ≥ 1) and how
     many of them kept B (raw rows only; 0 when unknown).
     """
@@ -81,6 +84,7 @@ class StepShapeWindow:
     iteration_tokens: dict[float, float] = field(default_factory=dict)
     itl_mean_s: float | None = None
     samples: int = 0
+    itl_per_token_s: float | None = None
     sample_pairs: int = 0
     repeated_pairs: int = 0
 

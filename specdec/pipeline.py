@@ -94,12 +94,17 @@ def deployment_for_route(config: Config, route: str) -> Deployment:
 
 
 def observed_tokens_per_second(window, mean_acceptance_length: float) -> float | None:
-    """Per-user decode tokens/s at the deployed γ: AL / mean inter-token latency.
+    """Per-user decode tokens/s at the deployed γ.
 
     vLLM 0.33 observes vllm:inter_token_latency_seconds once per request per decode step
     (the time since that request's previous tokens), however many tokens the step emitted:
-    its mean is the mean step time a request sees, and a step emits AL tokens on average.
+    its mean is the mean step time a request sees, and a step emits AL tokens on average,
+    so the rate is AL / mean ITL. The requests' own ``mean_itl_ms`` is already per token
+    (decode time / (tokens − 1)): the rate is its reciprocal.
     """
+    per_token = getattr(window.step_shape, "itl_per_token_s", None) if window is not None else None
+    if per_token and per_token > 0:
+        return 1.0 / per_token
     itl = getattr(window.step_shape, "itl_mean_s", None) if window is not None else None
     if not itl or itl <= 0 or not math.isfinite(mean_acceptance_length):
         return None
@@ -109,7 +114,8 @@ def observed_tokens_per_second(window, mean_acceptance_length: float) -> float |
 def observed_latency_source(window) -> str | None:
     """Where the window's latency came from: the requests' mean_itl_ms (ingested per-request
     rows) or vLLM's inter-token latency histogram (scraped or through Prometheus)."""
-    if window is None or not getattr(window.step_shape, "itl_mean_s", None):
+    shape = window.step_shape if window is not None else None
+    if shape is None or not (getattr(shape, "itl_mean_s", None) or getattr(shape, "itl_per_token_s", None)):
         return None
     return PER_REQUEST_LATENCY if getattr(window, "source", None) == "per-request" else LATENCY_HISTOGRAM
 
@@ -351,9 +357,10 @@ def ingested_window(store, route: str, source: str, start: float, end: float) ->
     itl_mean = None
     newest = window.newest_segment
     if newest is not None:
-        itl_sum, steps = store.ingested_itl(route, source, newest.gamma, start, end)
-        itl_mean = itl_sum / steps if steps > 0 else None
-    return replace(window, step_shape=StepShapeWindow(batch_mix={}, iteration_tokens={}, itl_mean_s=itl_mean, samples=0))
+        itl_sum, tokens = store.ingested_itl(route, source, newest.gamma, start, end)
+        itl_mean = itl_sum / tokens if tokens > 0 else None
+    return replace(window, step_shape=StepShapeWindow(batch_mix={}, iteration_tokens={}, itl_per_token_s=itl_mean,
+                                                      samples=0))
 
 
 def tune_route(

@@ -207,6 +207,9 @@ def test_recommendation_page_gives_the_config_to_copy(monkeypatch, demo_config):
         if not c.allowed:
             assert f"γ={c.gamma}: {c.reason}" in body
     assert any("corrupts outputs" in w.value for w in at.warning)
+    # where the level comes from (model.anchor): the demo prices with its measured table
+    assert rec.anchor.source == "measured table"
+    assert "anchor: the measured table's own step times" in [c.value for c in at.caption]
 
 
 # ----------------------------------------------------------------------------- drift, failures, empty
