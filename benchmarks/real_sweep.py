@@ -187,17 +187,19 @@ def spec_totals(responses: list) -> dict:
 
 
 def step_time_s(responses: list) -> float:
-    """Mean step time: the requests' mean_itl_ms (one value per decode step) weighted by
-    their decode steps, completion tokens − 1 − accepted (the first token comes from the
-    prefill; each step emits 1 + its accepted tokens)."""
-    weighted = steps_total = 0.0
+    """Mean step time, drafter included: Σ decode time / Σ decode steps. vLLM's mean_itl_ms
+    is decode time / (tokens − 1), per output token; a request's decode steps are its
+    completion tokens − 1 − accepted (the first token comes from the prefill, each step
+    emits 1 + its accepted tokens)."""
+    decode_s = steps_total = 0.0
     for line in responses:
         sd = line["metrics"].get("speculative_decoding") or {}
-        steps = line["completion_tokens"] - 1 - sd.get("num_accepted_draft_tokens", 0)
+        tokens = line["completion_tokens"] - 1
+        steps = tokens - sd.get("num_accepted_draft_tokens", 0)
         if steps > 0 and line["metrics"].get("mean_itl_ms"):
-            weighted += line["metrics"]["mean_itl_ms"] / 1e3 * steps
+            decode_s += line["metrics"]["mean_itl_ms"] / 1e3 * tokens
             steps_total += steps
-    return weighted / steps_total
+    return decode_s / steps_total
 
 
 def paired_ratio(runs_by_gamma: dict[int, list[Run]], gamma: int, rng: np.random.Generator) -> tuple[float, float, float]:

@@ -20,11 +20,11 @@ def line(histogram, drafted, completion_tokens, itl_ms):
 
 
 def test_spec_totals_and_step_time_weight_requests_by_their_steps():
-    a = line([1, 1, 2], 8, 11, 2.0)  # 4 drafts, 5 accepted: 11 − 1 − 5 = 5 steps at 2 ms
-    b = line([2, 0, 0], 3, 6, 4.0)   # 2 drafts, 0 accepted: 5 steps at 4 ms
+    a = line([1, 1, 2], 8, 11, 2.0)  # 10 tokens at 2 ms each over 11 − 1 − 5 accepted = 5 steps
+    b = line([2, 0, 0], 3, 6, 4.0)   # 5 tokens at 4 ms over 5 steps
     totals = rs.spec_totals([a, b])
     assert totals == {"drafts": 6, "draft_tokens": 11, "accepted": 5, "accepted_per_position": [3, 2]}
-    assert rs.step_time_s([a, b]) == pytest.approx((5 * 2e-3 + 5 * 4e-3) / 10)
+    assert rs.step_time_s([a, b]) == pytest.approx((10 * 2e-3 + 5 * 4e-3) / 10)
 
 
 def test_paired_ratio_compares_each_block_with_its_own_gamma_zero():
