@@ -297,7 +297,9 @@ def cell_result(method: str, route: str, runs_by_gamma: dict[int, list[Run]], fo
     considered = [g for g in GAMMAS if g <= CONSIDERED_MAX]
     best_considered = max(considered, key=lambda g: ratios[g][0])
     rec = doc["recommended_gamma"]
-    rec_ratio = measured_or_interpolated(ratios, rec)
+    # what runs after the decision: the recommended γ on change or off, the deployed one on keep
+    acted = rec if doc["decision"] in ("change", "off") else DEPLOYED
+    rec_ratio = measured_or_interpolated(ratios, acted)
     gammas = []
     for g in GAMMAS:
         c = by_gamma.get(g)
@@ -318,6 +320,7 @@ def cell_result(method: str, route: str, runs_by_gamma: dict[int, list[Run]], fo
     return {
         "method": method, "route": route, "deployed_gamma": DEPLOYED, "recommended_gamma": rec,
         "recommended_measured": rec in ratios,
+        "acted_gamma": acted,  # regrets are of this γ (the deployed one when the decision is keep)
         "decision": doc["decision"], "best_gamma": best,
         "best_separated": bool(ratios[best][1] > ratios[runner_up][0]),
         "regret_considered": 1.0 - rec_ratio / ratios[best_considered][0],
