@@ -11,7 +11,7 @@ from model.anchor import Anchor, solve_observed_rate
 from model.deployment import Deployment
 from model.recommend import recommend
 from specdec.cli import tune_gamma_main
-from test_cli import route_config, run_cli
+from test_cli import run_cli, tune_live_window
 from test_per_request import vllm_payload
 
 CURVE = [0.8, 0.6, 0.45]
@@ -91,14 +91,7 @@ def test_without_latency_the_default_is_announced(capsys, tmp_path):
 
 
 def test_the_latency_histogram_anchors_a_scraped_window(capsys, tmp_path):
-    from acceptance.simulate import Fleet, build_scenario
-
-    with Fleet(build_scenario("independent", seed=7)) as fleet:
-        urls = list(fleet.serve().values())
-        fleet.start_realtime(speed=120.0)
-        cfg = route_config(tmp_path, urls, flat=True)
-        code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "independent", "--config", str(cfg),
-                                                           "--window", "3s", "--json"])
+    code, out, err = tune_live_window(tmp_path, capsys)
     assert code == 0, err
     doc = json.loads(out)
     observed = doc["observed"]["observed_tokens_per_second"]

@@ -294,15 +294,20 @@ def test_rules_from_config(tmp_path, capsys):
     assert 'route: "a"' in out and "vllm:spec_decode_num_accepted_tokens_per_pos_total" in out
 
 
-def test_tune_gamma_without_a_store_scrapes_the_window(tmp_path, capsys):
+def tune_live_window(tmp_path, capsys):
+    """tune-gamma --json on a 3 s live window of a simulated fleet (flat profile, no store)."""
     from acceptance.simulate import Fleet, build_scenario
 
     with Fleet(build_scenario("independent", seed=7)) as fleet:
         urls = list(fleet.serve().values())
         fleet.start_realtime(speed=120.0)
         cfg = route_config(tmp_path, urls, flat=True)
-        code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "independent", "--config", str(cfg),
-                                                           "--window", "3s", "--json"])
+        return run_cli(capsys, tune_gamma_main, ["--route", "independent", "--config", str(cfg),
+                                                 "--window", "3s", "--json"])
+
+
+def test_tune_gamma_without_a_store_scrapes_the_window(tmp_path, capsys):
+    code, out, err = tune_live_window(tmp_path, capsys)
     assert code == 0, err
     assert "scraping route independent" in err
     doc = json.loads(out)
