@@ -167,12 +167,18 @@ def draft_reach(counts: SpecCounts) -> np.ndarray | None:
     return np.asarray(counts.draft_tokens_per_position, dtype=float) / counts.drafts
 
 
+def among_reached(accepted, reached, *, none_reached: float = float("nan")) -> np.ndarray:
+    """accepted / reached per position (counts A_k / R_k, or shares a_k / r_k alike), with
+    ``none_reached`` where nothing reached the position."""
+    a = np.asarray(accepted, dtype=float)
+    r = np.asarray(reached, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(r > 0, a / np.where(r > 0, r, 1.0), none_reached)
+
+
 def survival_among_reached(counts: SpecCounts) -> np.ndarray | None:
     """A_k / R_k: acceptance at k among the drafts that proposed a token there (NaN where no
     draft reached k). None without R_k."""
     if counts.draft_tokens_per_position is None:
         return None
-    a = np.asarray(counts.accepted_per_position, dtype=float)
-    r = np.asarray(counts.draft_tokens_per_position, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(r > 0, a / np.where(r > 0, r, 1.0), np.nan)
+    return among_reached(counts.accepted_per_position, counts.draft_tokens_per_position)

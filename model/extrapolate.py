@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from acceptance.counts import among_reached
 from acceptance.estimates import conditional_from_survival
 
 from .deployment import ModelInputError
@@ -52,9 +53,7 @@ def _beta_concentration(survival: np.ndarray) -> np.ndarray:
 def _among_reached(survival: np.ndarray, reach) -> np.ndarray:
     """s_k = a_k / r_k (= A_k / R_k): survival among the drafts that proposed position k,
     made non-increasing in [0, 1] (0 where no draft reached k)."""
-    r = np.clip(np.asarray(reach, dtype=float), 0.0, 1.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        s = np.where(r > 0, survival / np.where(r > 0, r, 1.0), 0.0)
+    s = among_reached(survival, np.clip(np.asarray(reach, dtype=float), 0.0, 1.0), none_reached=0.0)
     return np.minimum.accumulate(np.clip(s, 0.0, 1.0), axis=-1)
 
 

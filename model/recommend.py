@@ -229,6 +229,9 @@ def recommend(
         if not 0.0 <= elig.share <= 1.0:
             raise ModelInputError(f"eligibility: share must be in [0, 1], got {elig.share!r}")
 
+    if observed_tokens_per_second is not None and (
+            not isinstance(observed_tokens_per_second, (int, float)) or not observed_tokens_per_second > 0):
+        raise ModelInputError(f"observed_tokens_per_second must be > 0, got {observed_tokens_per_second!r}")
     widths = None if specialized else verify_widths(top, g, mean_draft_length, draft_reach)
     per_batch = _per_batch_curves(survival_by_batch, bs, a)  # (nB, g) or None
     deployment, anchor = _anchor(deployment, observed_tokens_per_second, observed_latency_source, a, per_batch,
@@ -330,13 +333,10 @@ def recommend(
 
     # Model error at the deployed γ: per-user tokens/s, whatever the objective.
     model_error = None
-    if observed_tokens_per_second is not None:
-        if not isinstance(observed_tokens_per_second, (int, float)) or not observed_tokens_per_second > 0:
-            raise ModelInputError(f"observed_tokens_per_second must be > 0, got {observed_tokens_per_second!r}")
-        if getattr(profile, "absolute", False) and anchor.source != OBSERVED:  # observed: equal by construction
-            tau_int = times[0] @ ws
-            model_tps = float(al_point[:, deployed].mean() / tau_int[deployed])
-            model_error = model_tps / observed_tokens_per_second - 1.0
+    if observed_tokens_per_second is not None and getattr(profile, "absolute", False) and anchor.source != OBSERVED:
+        tau_int = times[0] @ ws  # (observed: equal by construction, no error to report)
+        model_tps = float(al_point[:, deployed].mean() / tau_int[deployed])
+        model_error = model_tps / observed_tokens_per_second - 1.0
 
     final = rec if decision in ("change", "off") else deployed
     schedule = None
@@ -376,8 +376,6 @@ def _anchor(deployment: Deployment, observed_tps, observed_source, survival, per
     anchor = configured_or_default(deployment)
     if anchor.source != DEFAULT or observed_tps is None or deployed > survival.size:
         return deployment, anchor
-    if not isinstance(observed_tps, (int, float)) or not observed_tps > 0:
-        raise ModelInputError(f"observed_tokens_per_second must be > 0, got {observed_tps!r}")
     if per_batch is None:
         tokens = float(expected_tokens_by_gamma(survival, deployed)[deployed])
     else:

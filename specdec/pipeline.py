@@ -76,6 +76,7 @@ class RouteTuning:
     plugin: PluginTotals | None = None  # the segment's specdec plugin totals, when exported
     survival_by_batch: dict[int, list[float]] | None = None  # per-batch curves the model used
     survival_reached: list[float] | None = None  # a_k among drafts that reached k: ΣA_k / ΣR_k
+    draft_reach: list[float] | None = None  # R_k / D per position, None where R_k is unknown
 
     @property
     def observed_gamma(self) -> int:
@@ -115,9 +116,9 @@ def observed_latency_source(window) -> str | None:
     """Where the window's latency came from: the requests' mean_itl_ms (ingested per-request
     rows) or vLLM's inter-token latency histogram (scraped or through Prometheus)."""
     shape = window.step_shape if window is not None else None
-    if shape is None or not (getattr(shape, "itl_mean_s", None) or getattr(shape, "itl_per_token_s", None)):
-        return None
-    return PER_REQUEST_LATENCY if getattr(window, "source", None) == "per-request" else LATENCY_HISTOGRAM
+    if shape is not None and getattr(shape, "itl_per_token_s", None):
+        return PER_REQUEST_LATENCY
+    return LATENCY_HISTOGRAM if shape is not None and getattr(shape, "itl_mean_s", None) else None
 
 
 def tune_intervals(
@@ -155,9 +156,10 @@ def tune_intervals(
         estimate = estimate_acceptance(intervals, level=level, n_resamples=n_resamples, seed=seed,
                                        block_length=block_length, unit=unit)
     plugin = window_plugin(window, intervals.gamma)
+    reach = reach_shares(window, plugin, intervals.gamma)
     batch_mix, by_batch, rec = _recommend_for_window(
         estimate, deployment, window, plugin, window.step_shape.batch_mix if window is not None else None,
-        level=level, seed=seed)
+        level=level, seed=seed, draft_reach=reach)
     more = None
     half = _al_halfwidth(estimate)
     if not math.isfinite(half) or half > DECIDABLE_AL_HALFWIDTH:
@@ -166,14 +168,17 @@ def tune_intervals(
         route=route, deployment=deployment, estimate=estimate, recommendation=rec, drift=drift,
         window=window, drafts_more_needed=more, notes=notes, batch_mix=batch_mix,
         plugin=plugin, survival_by_batch=by_batch, survival_reached=reached_survival(window, plugin, intervals.gamma),
+        draft_reach=reach,
     )
 
 
 def _recommend_for_window(estimate: AcceptanceEstimate, deployment: Deployment, window, plugin,
-                          batch_time_shares: dict[int, float] | None, *, level: float, seed: int = 0):
+                          batch_time_shares: dict[int, float] | None, *, level: float, seed: int = 0,
+                          draft_reach: list[float] | None):
     """What recommend() needs from a window, one way for tune-gamma and the what-if: the
     request-weighted batch mix (and its resamples), the specialized path's clean share,
-    per-batch survival and the observed tok/s. Returns (batch_mix, survival_by_batch, rec)."""
+    per-batch survival and the observed tok/s; ``draft_reach``: R_k / D from the tuning (reach_shares).
+    Returns (batch_mix, survival_by_batch, rec)."""
     gamma = estimate.gamma
     batch_mix = eligibility = observed_tps = mix_resamples = None
     if batch_time_shares:
@@ -199,7 +204,7 @@ def _recommend_for_window(estimate: AcceptanceEstimate, deployment: Deployment, 
         survival_by_batch=by_batch,
         mix_in_time=batch_mix is not None,
         mean_draft_length=mean_draft_length(estimate.counts),
-        draft_reach=reach_shares(window, plugin, gamma),
+        draft_reach=draft_reach,
         observed_latency_source=observed_latency_source(window),
     )
     return batch_mix, by_batch, rec
@@ -487,7 +492,7 @@ def tuning_to_dict(t: RouteTuning) -> dict:
         "notes": list(t.notes),
         "survival_reached": t.survival_reached,
         "mean_draft_length": mean_draft_length(e.counts),
-        "reached": reach_shares(t.window, t.plugin, e.gamma),
+        "reached": t.draft_reach,
         "survival_by_batch": None,
     }
     if t.plugin is not None and t.plugin.by_batch:
@@ -621,5 +626,6 @@ def what_if(tuning: RouteTuning, overrides: dict, *, batch_time_shares: dict[int
     if shares is None and window is not None and window.step_shape.batch_mix:
         shares = window.step_shape.batch_mix
     plugin = window_plugin(window, tuning.estimate.gamma)
-    _, _, rec = _recommend_for_window(tuning.estimate, deployment, window, plugin, shares, level=level)
+    _, _, rec = _recommend_for_window(tuning.estimate, deployment, window, plugin, shares, level=level,
+                                      draft_reach=tuning.draft_reach)
     return deployment, rec
