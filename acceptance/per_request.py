@@ -73,7 +73,8 @@ class RequestRecord:
 
     time: epoch seconds (the line's ``time``, else the response's ``created``, else the
     parse's default); mean_itl_ms / tokens_per_second: vLLM's per-request timing fields,
-    None when the server does not report them.
+    None when the server does not report them; decode_tokens: output tokens − 1, the tokens
+    its decode steps emitted (``_decode_tokens``), None when the line does not say.
     """
 
     route: str
@@ -83,6 +84,7 @@ class RequestRecord:
     mean_itl_ms: float | None = None
     tokens_per_second: float | None = None
     request_id: str | None = None
+    decode_tokens: int | None = None
     # Where the line stands: "<line number>:<hash of the line>" — a stable key for a line
     # without a request id (re-reading a file, or the same file grown, finds the same keys).
     line_key: str | None = None
@@ -241,6 +243,26 @@ def _locate(obj: dict) -> tuple[dict, dict | None]:
     raise _Skip(SKIP_NOT_RESPONSE)
 
 
+def _decode_tokens(obj: dict, timing: dict, counts: SpecCounts) -> int | None:
+    """Output tokens − 1: from the response's ``usage.completion_tokens`` or the line's own
+    ``completion_tokens``; else from vLLM's timing fields, which give it exactly:
+    mean_itl_ms = generation_time_ms / (tokens − 1) (vllm/entrypoints/generate/base/serving.py).
+    None when neither is there, or when it is fewer than the drafted steps emitted (D + A)."""
+    usage = obj.get("usage")
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else obj.get("completion_tokens")
+    if _is_count(tokens) and tokens >= 1:
+        decode = tokens - 1
+    else:
+        itl, generation = _optional_float(timing.get("mean_itl_ms")), _optional_float(timing.get("generation_time_ms"))
+        if not itl or itl <= 0 or generation is None:
+            return None
+        steps = generation / itl
+        decode = round(steps)
+        if abs(steps - decode) > 1e-6 * max(1.0, steps):
+            return None
+    return decode if decode >= counts.drafts + counts.accepted_tokens else None
+
+
 def _record(obj: dict, default_route: str | None, default_time: float) -> RequestRecord:
     spec, metrics = _locate(obj)
     counts = _spec_counts(spec)
@@ -275,6 +297,7 @@ def _record(obj: dict, default_route: str | None, default_time: float) -> Reques
         mean_itl_ms=_optional_float(timing.get("mean_itl_ms")),
         tokens_per_second=_optional_float(timing.get("tokens_per_second")),
         request_id=request_id if isinstance(request_id, str) else None,
+        decode_tokens=_decode_tokens(obj, timing, counts),
     )
 
 

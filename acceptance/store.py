@@ -99,7 +99,7 @@ import numpy as np
 from . import plugin_series
 from .counts import EngineSnapshot, IntervalCounts, ScrapeResult, SpecCounts, StepShape
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 APPLICATION_ID = 0x53504443  # "SPDC": marks the file as a specdec store
 ROLLUP_LEVELS = (300, 3600)  # seconds: 5 min and 1 h
 ROLLUP_RETENTION_FACTOR = 4
@@ -237,8 +237,14 @@ _SCHEMA_V4 = """
 ALTER TABLE ingested ADD COLUMN mean_itl_s REAL;
 """
 
+# Version 5: a request's decode tokens (output tokens − 1), so the steps that carried no
+# draft (an ngram drafter without a match) are counted: U = N − D − A (counts.undrafted_token_share).
+_SCHEMA_V5 = """
+ALTER TABLE ingested ADD COLUMN decode_tokens INTEGER;
+"""
+
 # version → statements that bring a store from version − 1 to it.
-_MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4}
+_MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5}
 
 INGESTED_SOURCES = ("per-request", "log")
 
@@ -252,6 +258,7 @@ class IngestedRow:
     key: str
     estimated: bool = False
     mean_itl_s: float | None = None  # per request: vLLM's mean inter-token latency
+    decode_tokens: int | None = None  # per request: output tokens − 1
 
 
 @dataclass(frozen=True)
@@ -1219,10 +1226,10 @@ class Store:
                 per_pos = counts.draft_tokens_per_position
                 cur = c.execute(
                     "INSERT OR IGNORE INTO ingested (route, source, time, gamma, counts, draft_per_pos, estimated, key,"
-                    " mean_itl_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " mean_itl_s, decode_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (route, source, float(row.time), counts.gamma, _pack(np.asarray(counts.as_vector(), float)),
                      None if per_pos is None else _pack(np.asarray(per_pos, float)), int(row.estimated), row.key,
-                     row.mean_itl_s))
+                     row.mean_itl_s, row.decode_tokens))
                 if cur.rowcount:
                     added += 1
                 else:
@@ -1272,17 +1279,34 @@ class Store:
         """(Σ mean ITL × tokens, Σ tokens) over the rows of one γ that report a mean
         inter-token latency. vLLM's per-request ``mean_itl_ms`` is decode time / (tokens − 1)
         (vllm/entrypoints/generate/base/serving.py, 0.32 and 0.33): a time per output token,
-        so the requests' means are weighted by their tokens, here the D + A tokens their
-        drafted steps emitted (all of them when every step drafted)."""
+        so the requests' means are weighted by their decode tokens (tokens − 1) — where a row
+        does not know them, by the D + A tokens its drafted steps emitted."""
         total = tokens = 0.0
-        for itl, blob in self.conn.execute(
-                "SELECT mean_itl_s, counts FROM ingested WHERE route = ? AND source = ? AND gamma = ? AND time > ?"
-                " AND time <= ? AND mean_itl_s IS NOT NULL", (route, source, int(gamma), float(start), float(end))):
-            counts = _unpack(blob)
-            emitted = float(counts[0] + counts[2])  # D + A: each drafted step emits 1 + its accepted
-            total += float(itl) * emitted
-            tokens += emitted
+        for itl, blob, decode in self.conn.execute(
+                "SELECT mean_itl_s, counts, decode_tokens FROM ingested WHERE route = ? AND source = ? AND gamma = ?"
+                " AND time > ? AND time <= ? AND mean_itl_s IS NOT NULL",
+                (route, source, int(gamma), float(start), float(end))):
+            if decode is None:
+                counts = _unpack(blob)
+                decode = float(counts[0] + counts[2])  # D + A: each drafted step emits 1 + its accepted
+            total += float(itl) * decode
+            tokens += decode
         return total, tokens
+
+    def ingested_decode_tokens(self, route: str, source: str, gamma: int, start: float, end: float
+                               ) -> tuple[float, float, float] | None:
+        """(Σ decode tokens N, Σ drafts D, Σ accepted A) over the rows of one γ with time in
+        (start, end], when every one of them knows its decode tokens; else None."""
+        n = d = a = 0.0
+        rows = 0
+        for blob, decode in self.conn.execute(
+                "SELECT counts, decode_tokens FROM ingested WHERE route = ? AND source = ? AND gamma = ? AND time > ?"
+                " AND time <= ?", (route, source, int(gamma), float(start), float(end))):
+            if decode is None:
+                return None
+            counts = _unpack(blob)
+            n, d, a, rows = n + float(decode), d + float(counts[0]), a + float(counts[2]), rows + 1
+        return (n, d, a) if rows else None
 
     def latest_time(self) -> float | None:
         """The time of the newest stored scrape cycle (None for an empty store)."""

@@ -75,7 +75,9 @@ class StepShapeWindow:
     Σ ITL-sum deltas / Σ ITL-count deltas, the mean STEP time a request sees (vLLM observes
     vllm:inter_token_latency_seconds once per request per step, however many tokens the
     step emits); itl_per_token_s: the mean time per output TOKEN, which per-request
-    ``mean_itl_ms`` is (decode time / (tokens − 1)); samples: the gauge samples behind batch_mix;
+    ``mean_itl_ms`` is (decode time / (tokens − 1)); undrafted_token_share: ν, the share of
+    decode tokens from steps that carried no draft (counts.undrafted_token_share; per-request
+    rows that know their tokens only, else None); samples: the gauge samples behind batch_mix;
     sample_pairs / repeated_pairs: consecutive samples of one engine (both B ≥ 1) and how
     many of them kept B (raw rows only; 0 when unknown).
     """
@@ -87,6 +89,7 @@ class StepShapeWindow:
     itl_per_token_s: float | None = None
     sample_pairs: int = 0
     repeated_pairs: int = 0
+    undrafted_token_share: float | None = None
 
     @property
     def batch_persistence(self) -> float:

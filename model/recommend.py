@@ -50,6 +50,8 @@ from .speedup import (
     normalise_batch_mix,
     objective_weights,
     request_weights_at_speedups,
+    speedup_with_undrafted,
+    tokens_per_time,
     verify_widths,
 )
 from .vllm_config import command_line, replay_config, schedule_from_best, speculative_config
@@ -158,6 +160,7 @@ def recommend(
     mean_draft_length: float | None = None,
     draft_reach: Sequence[float] | None = None,
     observed_latency_source: str | None = None,
+    undrafted_token_share: float | None = None,
 ) -> Recommendation:
     """Recommend γ for one route (module docstring). ``eligibility``: the clean share of
     steps for the specialized path (an Eligibility, a number, or None = assumed 1).
@@ -176,7 +179,10 @@ def recommend(
     draft lengths at the observed γ, so that a step is priced at the tokens it verifies
     (speedup.verify_widths), not γ + 1, when drafts come out shorter than γ.
     ``observed_latency_source`` names where ``observed_tokens_per_second`` came from; when
-    baseline_tokens_per_second is not configured, the profile is anchored on it (model.anchor)."""
+    baseline_tokens_per_second is not configured, the profile is anchored on it (model.anchor).
+    ``undrafted_token_share``: ν, the share of decode tokens from steps that carried no draft
+    (acceptance.counts.undrafted_token_share), priced at every γ (speedup.speedup_with_undrafted);
+    None = every step drafted."""
     a = np.asarray(survival, dtype=float)
     if a.ndim != 1 or a.size == 0:
         raise ModelInputError("survival: must be a non-empty curve a_1..a_γ")
@@ -232,10 +238,15 @@ def recommend(
     if observed_tokens_per_second is not None and (
             not isinstance(observed_tokens_per_second, (int, float)) or not observed_tokens_per_second > 0):
         raise ModelInputError(f"observed_tokens_per_second must be > 0, got {observed_tokens_per_second!r}")
+    if undrafted_token_share is not None and not (
+            isinstance(undrafted_token_share, (int, float)) and 0.0 <= undrafted_token_share < 1.0):
+        raise ModelInputError(f"undrafted_token_share must be in [0, 1), got {undrafted_token_share!r}")
+    # the specialized path runs dspark, which drafts at every step
+    nu = None if specialized or not undrafted_token_share else float(undrafted_token_share)
     widths = None if specialized else verify_widths(top, g, mean_draft_length, draft_reach)
     per_batch = _per_batch_curves(survival_by_batch, bs, a)  # (nB, g) or None
     deployment, anchor = _anchor(deployment, observed_tokens_per_second, observed_latency_source, a, per_batch,
-                                 bs, ws, deployed, widths, elig)
+                                 bs, ws, deployed, widths, elig, nu)
     profile = make_profile(deployment)
     model = CostModel.for_deployment(deployment, clean_share=elig.share if elig else 1.0, profile=profile)
     lo_sp, hi_sp = deployment.specialized_speedup_range
@@ -247,9 +258,13 @@ def recommend(
     # the law of draft lengths, when known, is extrapolated apart from acceptance (extend_survival)
     reach = None if draft_reach is None or specialized else np.asarray(draft_reach, dtype=float)
     times = np.stack([model.step_times(gammas, bs, sp, widths) for sp in speeds])  # (S, G, nB)
+    # a step that drafted nothing verifies one token (only read when nu is set)
+    times_u = times if nu is None else np.stack([model.step_times(gammas, bs, sp, np.ones(len(gammas)))
+                                                  for sp in speeds])
     v = objective_weights(bs, ws, deployment.objective)
     tau = times @ v  # (S, G)
     ratio = tau[:, :1] / tau  # τ(0)/τ(γ)
+    ratio_u = tau[:, :1] / (times_u @ v)  # τ(0)/τ_u(γ)
 
     # Expected tokens per step for every tail model (and resample).
     extra = max(0, top - g)
@@ -259,7 +274,7 @@ def recommend(
     else:
         al_by_batch = expected_tokens_by_gamma(extend_survival(per_batch, extra, reach), top)  # (M, nB, G)
         al_point = mix_expected_tokens(al_by_batch, ws)
-    speed_point_models = al_point * ratio[0]  # (M, G)
+    speed_point_models = speedup_with_undrafted(al_point, ratio[0], ratio_u[0], nu)  # (M, G)
     speed_point = speed_point_models.mean(axis=0)
     if resamples is not None:
         n = resamples.shape[0]
@@ -278,9 +293,11 @@ def recommend(
             shifted = np.minimum.accumulate(shifted, axis=-1)
             al_b_res = expected_tokens_by_gamma(extend_survival(shifted, extra, reach), top)  # (M, n, nB, G)
             al_res = np.stack([mix_expected_tokens(al_b_res, w[row]) for w in mix_w])  # (S, M, n, G)
-        tau_res = np.einsum("sgb,smb->smg", times, objective_weights(bs, mix_w, deployment.objective))  # (S, m, G)
+        v_res = objective_weights(bs, mix_w, deployment.objective)
+        tau_res = np.einsum("sgb,smb->smg", times, v_res)  # (S, m, G)
         ratio_res = (tau_res[..., :1] / tau_res)[:, row]  # (S, n, G)
-        samples = al_res * ratio_res[:, None]  # (S, M, n, G)
+        ratio_u_res = (tau_res[..., :1] / np.einsum("sgb,smb->smg", times_u, v_res))[:, row]
+        samples = speedup_with_undrafted(al_res, ratio_res[:, None], ratio_u_res[:, None], nu)  # (S, M, n, G)
 
     # Which candidates can be deployed.
     drafter = drafter_for(deployment.method)
@@ -334,8 +351,8 @@ def recommend(
     # Model error at the deployed γ: per-user tokens/s, whatever the objective.
     model_error = None
     if observed_tokens_per_second is not None and getattr(profile, "absolute", False) and anchor.source != OBSERVED:
-        tau_int = times[0] @ ws  # (observed: equal by construction, no error to report)
-        model_tps = float(al_point[:, deployed].mean() / tau_int[deployed])
+        tau_int, tau_u_int = times[0] @ ws, times_u[0] @ ws  # (observed: equal by construction, no error to report)
+        model_tps = float(tokens_per_time(al_point[:, deployed].mean(), tau_int[deployed], tau_u_int[deployed], nu))
         model_error = model_tps / observed_tokens_per_second - 1.0
 
     final = rec if decision in ("change", "off") else deployed
@@ -343,7 +360,7 @@ def recommend(
     if final > 0 and len(bs) > 1:
         al_sched = al_point.mean(axis=0) if al_by_batch is None else al_by_batch.mean(axis=0).T  # (G,) or (G, nB)
         schedule = _schedule(final, bs, ws, times[0], al_sched, allowed, specialized,
-                             deployment.objective, deployment.min_gain)
+                             deployment.objective, deployment.min_gain, times_u[0], nu)
     # A schedule restarts engines like a γ change: it joins the deployable config only when
     # γ changes anyway; otherwise it is reported as a suggestion (Recommendation.schedule).
     spec_cfg = speculative_config(deployment, final, schedule if decision == "change" else None)
@@ -370,7 +387,7 @@ def recommend(
 
 
 def _anchor(deployment: Deployment, observed_tps, observed_source, survival, per_batch, bs, ws, deployed: int,
-            widths, elig) -> tuple[Deployment, Anchor]:
+            widths, elig, nu) -> tuple[Deployment, Anchor]:
     """The deployment with the anchor it is priced at (model.anchor): the observed rate when
     baseline_tokens_per_second is not configured and the window has the engine's latency."""
     anchor = configured_or_default(deployment)
@@ -385,7 +402,9 @@ def _anchor(deployment: Deployment, observed_tps, observed_source, survival, per
     def model_rate_at(rate: float) -> float:
         at = replace(deployment, baseline_tokens_per_second=rate)
         cost = CostModel.for_deployment(at, clean_share=elig.share if elig else 1.0)
-        return tokens / float(cost.step_times([deployed], bs, None, width)[0] @ ws)
+        drafted = float(cost.step_times([deployed], bs, None, width)[0] @ ws)
+        undrafted = float(cost.step_times([deployed], bs, None, [1.0])[0] @ ws)
+        return float(tokens_per_time(tokens, drafted, undrafted, nu))
 
     rate = solve_observed_rate(model_rate_at, float(observed_tps), deployment.baseline_tokens_per_second or 1.0)
     if rate is None:
@@ -450,23 +469,24 @@ def _decide(rec, deployed, allowed, speed_point, ens, min_gain, reasons) -> tupl
     )
 
 
-def _schedule(gamma, bs, ws, times, al, allowed, specialized, objective, min_gain):
+def _schedule(gamma, bs, ws, times, al, allowed, specialized, objective, min_gain, times_u, nu):
     """A num_speculative_tokens_per_batch_size schedule (per batch size the best K ≤ γ;
     on the specialized path only γ or 0, since partial drafts run stock) — kept only when
     it beats the fixed γ over the mix by more than min_gain. ``al``: AL(K) (G,), or
-    AL_B(K) per batch size (G, nB)."""
+    AL_B(K) per batch size (G, nB); ``times_u``, ``nu``: the undrafted steps (speedup_with_undrafted)."""
     al = np.broadcast_to(np.asarray(al, dtype=float).reshape(len(times), -1), times.shape)  # (G, nB)
     options = [0, gamma] if specialized else list(range(gamma + 1))
     options = [k for k in options if allowed[k]]
-    per_batch = al[options] * times[0][None, :] / times[options]  # S(K, B)
+    per_batch = speedup_with_undrafted(al[options], times[0][None, :] / times[options],
+                                       times[0][None, :] / times_u[options], nu)  # S(K, B)
     best = {int(b): options[int(np.argmax(per_batch[:, j]))] for j, b in enumerate(bs)}
     if all(k == gamma for k in best.values()):
         return None
     v = objective_weights(bs, ws, objective)
-    fixed = (ws @ al[gamma]) / (times[gamma] @ v)  # tokens are request-weighted (model.speedup)
+    fixed = tokens_per_time(ws @ al[gamma], times[gamma] @ v, times_u[gamma] @ v, nu)  # tokens request-weighted
     ks = np.array([best[int(b)] for b in bs])
     cols = np.arange(len(bs))
-    rate = (ws @ al[ks, cols]) / (v @ times[ks, cols])
+    rate = tokens_per_time(ws @ al[ks, cols], v @ times[ks, cols], v @ times_u[ks, cols], nu)
     if rate / fixed - 1.0 <= min_gain:
         return None
     return schedule_from_best(best)

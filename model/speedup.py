@@ -215,6 +215,30 @@ class CostModel:
         return target + draft[:, None] * stock_pass[None, :]
 
 
+def speedup_with_undrafted(expected_tokens, ratio, undrafted_ratio, undrafted_token_share):
+    """Speedup when a share ν of the decode tokens comes from steps that drafted nothing
+    (acceptance.counts.undrafted_token_share; ν holds across γ). Per token the time is
+    ν·τ_u(γ) + (1 − ν)·τ(γ)/AL(γ), τ_u the step of a request with no draft at γ (it verifies
+    one token; the drafter's fixed cost still runs), so
+
+        S(γ) = 1 / (ν / ρ_u(γ) + (1 − ν) / (AL(γ)·ρ(γ))),   ρ = τ(0)/τ(γ), ρ_u = τ(0)/τ_u(γ).
+
+    ν = 0 or None: AL·ρ, every step drafted."""
+    if not undrafted_token_share:
+        return expected_tokens * ratio
+    nu = float(undrafted_token_share)
+    return 1.0 / (nu / undrafted_ratio + (1.0 - nu) / (expected_tokens * ratio))
+
+
+def tokens_per_time(expected_tokens, step_time, undrafted_step_time, undrafted_token_share):
+    """Tokens per unit of step time, the rate behind speedup_with_undrafted:
+    AL/τ, or 1 / (ν·τ_u + (1 − ν)·τ/AL) with a share ν of undrafted tokens."""
+    if not undrafted_token_share:
+        return expected_tokens / step_time
+    nu = float(undrafted_token_share)
+    return 1.0 / (nu * undrafted_step_time + (1.0 - nu) * step_time / expected_tokens)
+
+
 def mix_speedup(expected_tokens, step_times, batch_sizes, weights, objective: str):
     """AL(γ)·τ(0) / τ(γ) with τ = Σ_B v_B·t_B; step_times[γ, B] must start at γ = 0.
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from acceptance.counts import IntervalCounts, SpecCounts, draft_reach, mean_draft_length, survival_among_reached
+from acceptance.counts import (IntervalCounts, SpecCounts, draft_reach, mean_draft_length, survival_among_reached,
+                               undrafted_token_share)
 from acceptance.plugin_series import PluginTotals, batch_bucket
 from acceptance.estimates import (
     AcceptanceEstimate,
@@ -206,8 +207,15 @@ def _recommend_for_window(estimate: AcceptanceEstimate, deployment: Deployment, 
         mean_draft_length=mean_draft_length(estimate.counts),
         draft_reach=draft_reach,
         observed_latency_source=observed_latency_source(window),
+        undrafted_token_share=window_undrafted_share(window),
     )
     return batch_mix, by_batch, rec
+
+
+def window_undrafted_share(window) -> float | None:
+    """ν of the window (StepShapeWindow.undrafted_token_share), None when not known."""
+    shape = window.step_shape if window is not None else None
+    return getattr(shape, "undrafted_token_share", None) if shape is not None else None
 
 
 def window_plugin(window, gamma: int) -> PluginTotals | None:
@@ -359,13 +367,15 @@ def ingested_window(store, route: str, source: str, start: float, end: float) ->
     ]
     segments.sort(key=lambda s: s.end)
     window = IngestedWindow(source=source, start=start, end=end, segments=segments)
-    itl_mean = None
+    itl_mean = undrafted = None
     newest = window.newest_segment
     if newest is not None:
         itl_sum, tokens = store.ingested_itl(route, source, newest.gamma, start, end)
         itl_mean = itl_sum / tokens if tokens > 0 else None
+        decode = store.ingested_decode_tokens(route, source, newest.gamma, start, end)
+        undrafted = None if decode is None else undrafted_token_share(*decode)
     return replace(window, step_shape=StepShapeWindow(batch_mix={}, iteration_tokens={}, itl_per_token_s=itl_mean,
-                                                      samples=0))
+                                                      samples=0, undrafted_token_share=undrafted))
 
 
 def tune_route(
@@ -493,6 +503,7 @@ def tuning_to_dict(t: RouteTuning) -> dict:
         "survival_reached": t.survival_reached,
         "mean_draft_length": mean_draft_length(e.counts),
         "reached": t.draft_reach,
+        "undrafted_token_share": window_undrafted_share(t.window),
         "survival_by_batch": None,
     }
     if t.plugin is not None and t.plugin.by_batch:
