@@ -13,15 +13,20 @@ reused connection that the server has closed is detected before the request (the
 reads as closed) or by the request failing before any response byte, and the scrape is
 retried once on a fresh connection.
 
-The time limit ``timeout_s`` is the whole scrape's (connect, request, every read), not
-per socket operation: a server that trickles bytes is cut off at the deadline. The body is
-read in chunks and reading stops at ``max_bytes`` (a 50 MB page is never buffered whole).
+The time limit ``timeout_s`` is the whole scrape's, from connect to the last byte, not per
+socket operation: a server that trickles its status line, its headers, its chunk-size
+lines or its body one byte at a time is cut off at the deadline. Socket timeouts alone
+cannot do that (each recv returns its byte in time), so a watchdog thread shuts the
+socket down when a scrape passes its deadline, and the scrape reads as timed out. The body
+is read in chunks and reading stops at ``max_bytes`` (a 50 MB page is never buffered whole).
 """
 
 from __future__ import annotations
 
 import errno
+import heapq
 import http.client
+import itertools
 import select
 import socket
 import ssl
@@ -55,6 +60,69 @@ class _Deadline:
         if left <= 0:
             raise socket.timeout("deadline")
         return left
+
+
+class _Watch:
+    """One scrape's socket under the watchdog: ``fire`` shuts it down (a blocked recv then
+    returns at once), ``disarm`` ends the watch and says whether it fired."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.done = self.fired = False
+        self._lock = threading.Lock()
+
+    def fire(self) -> None:
+        with self._lock:
+            if self.done:
+                return
+            self.fired = True
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def disarm(self) -> bool:
+        with self._lock:
+            self.done = True
+            return self.fired
+
+
+class _Watchdog:
+    """One thread for every scrape in the process: it sleeps until the earliest deadline
+    and fires the watches still running past theirs."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, _Watch]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, end: float, sock: socket.socket) -> _Watch:
+        watch = _Watch(sock)
+        with self._cond:
+            heapq.heappush(self._heap, (end, next(self._order), watch))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="specdec-scrape-deadline", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        return watch
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                while self._heap and self._heap[0][2].done:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._cond.wait()
+                    continue
+                left = self._heap[0][0] - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                heapq.heappop(self._heap)[2].fire()
+
+
+_WATCHDOG = _Watchdog()
 
 
 class _StaleConnection(Exception):
@@ -150,11 +218,11 @@ class PageFetcher:
             conn = self._take(key) if self.keep_alive else None
             if conn is not None:
                 try:
-                    return self._exchange(url, key, conn, path, host_header, deadline, reused=True)
+                    return self._watched_exchange(url, key, conn, path, host_header, deadline, reused=True)
                 except _StaleConnection:
                     pass  # the server closed it while idle: one retry on a fresh connection
             conn = self._new_connection(scheme, host, port, deadline)
-            return self._exchange(url, key, conn, path, host_header, deadline, reused=False)
+            return self._watched_exchange(url, key, conn, path, host_header, deadline, reused=False)
         except SourceError:
             raise
         except (socket.timeout, TimeoutError):
@@ -175,6 +243,23 @@ class PageFetcher:
             if exc.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
                 raise SourceError(f"{url}: host unreachable") from None
             raise SourceError(f"{url}: {_one_line(exc.strerror or exc)}") from None
+
+    def _watched_exchange(self, url, key, conn, path, host_header, deadline, *, reused: bool) -> str:
+        """_exchange under the watchdog: past the deadline its socket is shut down, and
+        whatever the exchange then made of it (an error, or a page cut short that reads as
+        complete), the scrape timed out."""
+        watch = _WATCHDOG.arm(deadline.end, conn.sock)
+        try:
+            body = self._exchange(url, key, conn, path, host_header, deadline, reused=reused)
+        except BaseException:
+            if watch.disarm():
+                conn.close()
+                raise socket.timeout("deadline") from None
+            raise
+        if watch.disarm():
+            conn.close()
+            raise socket.timeout("deadline")
+        return body
 
     def _exchange(self, url, key, conn, path, host_header, deadline, *, reused: bool) -> str:
         keep = False

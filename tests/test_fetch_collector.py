@@ -63,6 +63,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     time.sleep(0.05)
             except OSError:
                 pass
+        elif path in ("/trickle-status", "/trickle-headers", "/trickle-chunks"):
+            self._trickle(path)
         elif path == "/chunked":  # no Content-Length: the body comes in chunks
             self.send_response(200)
             self.send_header("Content-Type", PROM_TYPE)
@@ -92,6 +94,29 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
         else:
             self._send(404, b"not found", content_type="text/plain")
+
+    def _trickle(self, path: str):
+        """A byte every 0.1 s of the status line, of the headers, or of the chunk-size
+        lines: each recv returns in time, only a deadline from connect to the last byte stops it."""
+        head = (f"HTTP/1.1 200 OK\r\nContent-Type: {PROM_TYPE}\r\nTransfer-Encoding: chunked\r\n"
+                f"X-Padding: {'p' * 200}\r\n\r\n").encode()
+        status_end = head.index(b"\r\n") + 2
+        slow = {"/trickle-status": head[:status_end], "/trickle-headers": head}.get(path, b"")
+        try:
+            for i in range(len(slow)):
+                self.wfile.write(slow[i:i + 1])
+                self.wfile.flush()
+                time.sleep(0.1)
+            self.wfile.write(head[len(slow):])
+            chunk_line = b"%x" % len(SPEC_PAGE) + b";" + b"x" * 200 + b"\r\n"  # a chunk extension, slowly
+            for i in range(len(chunk_line)):
+                self.wfile.write(chunk_line[i:i + 1])
+                self.wfile.flush()
+                time.sleep(0.1)
+            self.wfile.write(SPEC_PAGE + b"\r\n0\r\n\r\n")
+        except OSError:
+            pass
+        self.close_connection = True
 
     def _send_big(self, *, sized: bool):
         """50 MB, with or without Content-Length; counts what was actually sent."""
@@ -204,6 +229,25 @@ def test_timeout_is_a_total_deadline(base):
         with pytest.raises(SourceError, match="timed out") as info:
             fetch_page(url, timeout_s=0.3)
         _assert_one_line_naming(str(info.value), url)
+
+
+@pytest.mark.parametrize("path", ["/trickle-status", "/trickle-headers", "/trickle-chunks"])
+def test_a_trickled_status_line_headers_or_chunk_size_meet_the_deadline(base, path):
+    url = f"{base}{path}"
+    started = time.monotonic()
+    with pytest.raises(SourceError, match="timed out after 0.5 s") as info:
+        fetch_page(url, timeout_s=0.5)
+    assert time.monotonic() - started < 1.5  # the server would go on for 20 s and more
+    _assert_one_line_naming(str(info.value), url)
+
+
+def test_a_slow_target_does_not_hold_the_cycle_and_the_healthy_ones_are_kept(base):
+    targets = [f"{base}/metrics", f"{base}/trickle-headers", f"{base}/spec"]
+    started = time.monotonic()
+    results = collect_cycle(targets, timeout_s=0.5, concurrency=4)
+    assert time.monotonic() - started < 1.5
+    assert [r.ok for r in results] == [True, False, True]
+    assert "timed out" in results[1].error
 
 
 def test_unresolvable_host_and_bad_urls():
