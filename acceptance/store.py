@@ -587,7 +587,7 @@ class Store:
         path = Path(path)
         if retention_s is not None and not (math.isfinite(retention_s) and retention_s > 0):
             raise ValueError(f"retention {retention_s!r} must be a positive number of seconds")
-        _check_file(path)
+        header_short = _check_file(path)
         try:
             conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         except sqlite3.Error as e:
@@ -595,7 +595,7 @@ class Store:
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            _migrate(conn, path)
+            _migrate(conn, path, full_check=header_short)
             return cls(conn, path, retention_s)
         except StoreError:
             conn.close()
@@ -1590,12 +1590,15 @@ def le_value(name: str) -> float:
     return math.inf if name == "+Inf" else float(name)
 
 
-def _check_file(path: Path) -> None:
-    """Reject, before SQLite touches it, a file that is not (or no longer) an SQLite store."""
+def _check_file(path: Path) -> bool:
+    """Reject, before SQLite touches it, a file that is not an SQLite store. True when its
+    header counts more pages than the file holds: truncated, or legitimately so in WAL mode
+    (a checkpoint writes page 1 before the pages past the end; a writer killed mid-way
+    leaves the rest in the WAL) — only SQLite can tell which (_migrate checks it in full)."""
     if not path.exists():
         if not path.parent.exists():
             raise StoreError(f"cannot create store {path}: directory {path.parent} does not exist")
-        return
+        return False
     if path.is_dir():
         raise StoreError(f"store {path} is a directory")
     try:
@@ -1605,7 +1608,7 @@ def _check_file(path: Path) -> None:
     except OSError as e:
         raise StoreError(f"store {path} is unreadable: {e.strerror}") from None
     if size == 0:
-        return
+        return False
     if len(header) < 100 or not header.startswith(_SQLITE_MAGIC):
         raise StoreError(f"{path} is not a specdec store (not an SQLite database)")
     page_size = int.from_bytes(header[16:18], "big")
@@ -1613,11 +1616,10 @@ def _check_file(path: Path) -> None:
     change_counter = int.from_bytes(header[24:28], "big")
     pages = int.from_bytes(header[28:32], "big")
     valid_for = int.from_bytes(header[92:96], "big")
-    if pages and valid_for == change_counter and size < pages * page_size:
-        raise StoreError(f"store {path} is corrupt: truncated ({size} bytes, header says {pages * page_size})")
+    return bool(pages and valid_for == change_counter and size < pages * page_size)
 
 
-def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+def _migrate(conn: sqlite3.Connection, path: Path, *, full_check: bool = False) -> None:
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     app_id = conn.execute("PRAGMA application_id").fetchone()[0]
     if not tables:
@@ -1649,7 +1651,9 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
             conn.execute("ROLLBACK")
             raise
     # touch every table so that damage shows now, not in the middle of a collect loop
-    if path.exists() and path.stat().st_size <= _QUICK_CHECK_MAX_BYTES:
+    # "corrupt" is SQLite's verdict only: quick_check when the file is small or its header
+    # disagrees with its size (it may be sound: _check_file)
+    if path.exists() and (full_check or path.stat().st_size <= _QUICK_CHECK_MAX_BYTES):
         res = conn.execute("PRAGMA quick_check").fetchone()[0]
         if res != "ok":
             raise StoreError(f"store {path} is corrupt: {res.splitlines()[0]}")
