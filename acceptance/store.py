@@ -85,6 +85,8 @@ whole buckets). ``write_cycle`` applies retention at most every ``retention_s / 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import json
 import math
 import sqlite3
@@ -626,6 +628,28 @@ class Store:
     def _load_state(self) -> None:
         """(Re)load ids and each engine's newest sample: after open and after a rollback."""
         c = self.conn
+        self._load_identities()
+        # open chunks, loaded on first write: (kind, engine, level) → {(chunk, *key): chunk object}
+        self._chunk_cache: dict[tuple, dict[tuple, object]] = {}
+        self._dirty: dict[tuple, object] = {}
+        self._engines: dict[int, _EngineState] = {}
+        for eid in self._engine_refs:
+            row = c.execute(
+                "SELECT time, seg_id, layout_id, created, value, itl_sum, itl_count, it_layout_id, it_value "
+                "FROM samples WHERE engine_id = ? ORDER BY time DESC LIMIT 1", (eid,)).fetchone()
+            if row is None:
+                continue
+            t, seg, lay, created, value, itl_s, itl_c, it_lay, it_val = row
+            plugin = c.execute("SELECT layout_id, value FROM plugin_samples WHERE engine_id = ? AND time = ?",
+                               (eid, t)).fetchone()
+            self._engines[eid] = _EngineState(
+                eid, t, seg, self._segment_gamma.get(seg, 0) if seg is not None else 0, lay, created,
+                _unpack(value), itl_s, itl_c, it_lay, _unpack(it_val),
+                plugin[0] if plugin else None, _unpack(plugin[1]) if plugin else None)
+
+    def _load_identities(self) -> None:
+        """(Re)load the id maps: targets, engines, layouts, γ segments."""
+        c = self.conn
         self._target_ids: dict[str, int] = {}
         self._targets: dict[int, _TargetState] = {}
         self._target_urls: dict[int, str] = {}
@@ -652,23 +676,23 @@ class Store:
         for sid, eid, gamma in c.execute("SELECT id, engine_id, gamma FROM segments"):
             self._segment_gamma[sid] = gamma
             self._segment_engine[sid] = eid
-        # open chunks, loaded on first write: (kind, engine, level) → {(chunk, *key): chunk object}
-        self._chunk_cache: dict[tuple, dict[tuple, object]] = {}
-        self._dirty: dict[tuple, object] = {}
-        self._engines: dict[int, _EngineState] = {}
-        for eid in self._engine_refs:
-            row = c.execute(
-                "SELECT time, seg_id, layout_id, created, value, itl_sum, itl_count, it_layout_id, it_value "
-                "FROM samples WHERE engine_id = ? ORDER BY time DESC LIMIT 1", (eid,)).fetchone()
-            if row is None:
-                continue
-            t, seg, lay, created, value, itl_s, itl_c, it_lay, it_val = row
-            plugin = c.execute("SELECT layout_id, value FROM plugin_samples WHERE engine_id = ? AND time = ?",
-                               (eid, t)).fetchone()
-            self._engines[eid] = _EngineState(
-                eid, t, seg, self._segment_gamma.get(seg, 0) if seg is not None else 0, lay, created,
-                _unpack(value), itl_s, itl_c, it_lay, _unpack(it_val),
-                plugin[0] if plugin else None, _unpack(plugin[1]) if plugin else None)
+
+    @contextmanager
+    def read_snapshot(self):
+        """One read transaction: every read inside sees the same committed state (WAL) —
+        a writer that commits meanwhile is not seen — and the targets, engines, layouts and
+        γ segments of that state are the ones looked up (a reader opened before a writer
+        added a segment would otherwise meet ids it does not know). Nested: the outer one holds."""
+        if self.conn.in_transaction:
+            self._load_identities()
+            yield self
+            return
+        self.conn.execute("BEGIN")
+        try:
+            self._load_identities()
+            yield self
+        finally:
+            self.conn.execute("ROLLBACK")
 
     def _target_id(self, url: str) -> int:
         tid = self._target_ids.get(url)

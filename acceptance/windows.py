@@ -201,7 +201,11 @@ def route_window(store: Store, targets: list[str], start: float, end: float, *,
         raise ValueError(f"window ({start}, {end}] is empty or not finite")
     if max_blocks < 1:
         raise ValueError(f"max_blocks {max_blocks} must be at least 1")
-    targets = list(targets)
+    with store.read_snapshot():  # one committed state, whatever a collector writes meanwhile
+        return _read_route_window(store, list(targets), start, end, max_blocks)
+
+
+def _read_route_window(store: Store, targets: list[str], start: float, end: float, max_blocks: int) -> RouteWindow:
     rollups, spans = _plan(start, end, store.raw_from())
     engines = store.engines_of(targets)
     engine_ids = [eid for eid, _ in engines]

@@ -171,9 +171,7 @@ def _read(config: Config, config_path, store_path: Path, window_s: float, end_mo
           history_slices: int, n_resamples: int) -> FleetView:
     store = Store.open(store_path)  # no retention: the dashboard never deletes anything
     try:
-        conn = store.conn
-        conn.execute("BEGIN")  # one read snapshot (WAL) for everything below
-        try:
+        with store.read_snapshot():  # one read snapshot (WAL) for everything below
             latest = store.latest_time()
             if latest is None:
                 return FleetView(config_path, str(store_path), "empty",
@@ -190,8 +188,6 @@ def _read(config: Config, config_path, store_path: Path, window_s: float, end_mo
                     continue
                 history = curve_history(tuning.window, n_slices=history_slices) if history_slices else []
                 routes[name] = RouteView(name, rc.targets, tuning, None, history, status)
-        finally:
-            conn.execute("ROLLBACK")
     finally:
         store.close()
     return FleetView(config_path, str(store_path), "ok", None, config, window_s, end, end_mode, latest,

@@ -358,6 +358,11 @@ class IngestedWindow:
 def ingested_window(store, route: str, source: str, start: float, end: float) -> IngestedWindow:
     """Per-request rows (or logged intervals) of a route, one γ segment per γ. Two sources
     of the same traffic are never added together: the route's source picks one."""
+    with store.read_snapshot():  # one committed state, whatever an ingest writes meanwhile
+        return _read_ingested_window(store, route, source, start, end)
+
+
+def _read_ingested_window(store, route: str, source: str, start: float, end: float) -> IngestedWindow:
     from acceptance.windows import GammaSegment, StepShapeWindow
 
     segments = [

@@ -255,3 +255,37 @@ def test_sigkill_mid_cycle_loses_at_most_that_cycle(tmp_path):
             EngineSnapshot("m", "0", SpecCounts(i, 3.0 * i, i, (i, 0.0, 0.0)), 1.0),))])
         w = route_window(store, ["http://t0"], last, last + 15)
         assert w.segments[0].total.drafts == 1
+
+
+def test_a_reader_opened_before_a_gamma_change_reads_the_new_segment(tmp_path):
+    """A collector commits a new γ segment (and a new engine) after a reader opened the
+    store: the reader's next window meets their ids and reads them, no KeyError."""
+    p = tmp_path / "s.db"
+    writer = Store.open(p)
+    for i in range(3):
+        writer.write_cycle([ok("x", 10.0 + i, snap(10 * (i + 1)))])
+    reader = Store.open(p)
+    before = route_window(reader, ["x"], 0.0, 1e9)
+    assert [s.gamma for s in before.segments] == [3]
+    writer.write_cycle([ok("x", 20.0, snap(5, gamma=5, created=2.0), snap(7, label="1"))])  # γ 3 → 5, a new engine
+    writer.write_cycle([ok("x", 21.0, snap(15, gamma=5, created=2.0), snap(17, label="1"))])
+    after = route_window(reader, ["x"], 0.0, 1e9)
+    assert {s.gamma for s in after.segments} == {3, 5}
+    # the restarted engine's counters count from its new _created: 5, then 10 more
+    assert sum(s.total.drafts for s in after.segments if s.gamma == 5) == 15
+    reader.close()
+    writer.close()
+
+
+def test_reads_inside_one_snapshot_do_not_see_a_commit_made_meanwhile(tmp_path):
+    p = tmp_path / "s.db"
+    writer = Store.open(p)
+    writer.write_cycle([ok("x", 10.0, snap(10))])
+    writer.write_cycle([ok("x", 11.0, snap(20))])
+    with Store.open(p) as reader, reader.read_snapshot():
+        first = drafts(reader)
+        writer.write_cycle([ok("x", 12.0, snap(35))])
+        assert drafts(reader) == first == 10  # the same state inside the snapshot
+    with Store.open(p) as reader:
+        assert drafts(reader) == 25
+    writer.close()
