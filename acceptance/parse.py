@@ -302,6 +302,31 @@ def _add_sample(series: _EngineSeries, name: str, labels: dict, value: float, so
         series.itl_count = _integral(value)
 
 
+# A scrape reads the families one after another while the engine may finish a step in
+# between, so counts of one page can disagree by one step's worth (at most the batch, a few
+# hundred drafts): only disagreement past that is impossible.
+_SCRAPE_RACE_SLACK = 1024.0
+_SCRAPE_RACE_SHARE = 1e-3
+
+
+def _impossible(c: SpecCounts) -> str | None:
+    """Why cumulative counts no engine can produce are impossible, or None: every position's
+    accepted A_k ≤ drafts D; A_k not rising with k; accepted A ≤ draft tokens T ≤ γ·D."""
+    def over(x: float, bound: float) -> bool:
+        return x > bound + _SCRAPE_RACE_SLACK + _SCRAPE_RACE_SHARE * bound
+
+    for k, a in enumerate(c.accepted_per_position):
+        if over(a, c.drafts):
+            return f"{a:g} accepted at position {k} of {c.drafts:g} drafts"
+        if k and over(a, c.accepted_per_position[k - 1]):
+            return f"{a:g} accepted at position {k}, more than the {c.accepted_per_position[k - 1]:g} at position {k - 1}"
+    if over(c.accepted_tokens, c.draft_tokens):
+        return f"{c.accepted_tokens:g} accepted of {c.draft_tokens:g} draft tokens"
+    if over(c.draft_tokens, c.gamma * c.drafts):
+        return f"{c.draft_tokens:g} draft tokens in {c.drafts:g} drafts of at most {c.gamma}"
+    return None
+
+
 def _snapshot(key: tuple[str, str], series: _EngineSeries, source: str) -> EngineSnapshot:
     model_name, engine = key
     counts = None
@@ -326,6 +351,10 @@ def _snapshot(key: tuple[str, str], series: _EngineSeries, source: str) -> Engin
             accepted_tokens=series.counters[vm.ACCEPTED_TOKENS],
             accepted_per_position=tuple(series.positions[k] for k in range(gamma)),
         )
+        impossible = _impossible(counts)
+        if impossible:
+            raise MetricsPageError(f"{source}: engine {engine!r} of model {model_name!r} reports impossible counts "
+                                   f"({impossible})")
     step_shape = None
     if series.has_step_shape:
         step_shape = StepShape(

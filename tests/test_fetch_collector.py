@@ -80,6 +80,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(200, b"\n<!DOCTYPE html><html></html>")
         elif path == "/unavailable":
             self._send(503, b"overloaded", content_type="text/plain")
+        elif path == "/impossible":  # 825,900 accepted at position 0 of 9,134 drafts
+            self._send(200, SPEC_PAGE.replace(b'position="0"} 8259.0', b'position="0"} 825900.0'))
         elif path == "/garbage":
             self._send(200, SPEC_PAGE + b'vllm:spec_decode_num_drafts_total{engine="9" 12\n')
         elif path == "/latin1":
@@ -248,6 +250,12 @@ def test_a_slow_target_does_not_hold_the_cycle_and_the_healthy_ones_are_kept(bas
     assert time.monotonic() - started < 1.5
     assert [r.ok for r in results] == [True, False, True]
     assert "timed out" in results[1].error
+
+
+def test_a_target_with_impossible_counts_fails_alone(base):
+    results = collect_cycle([f"{base}/spec", f"{base}/impossible"], timeout_s=2.0)
+    assert results[0].ok and not results[1].ok
+    assert "impossible counts" in results[1].error and f"{base}/impossible" in results[1].error
 
 
 def test_unresolvable_host_and_bad_urls():

@@ -211,20 +211,19 @@ def test_engines_sorted_numerically():
     assert [s.engine for s in parse_metrics_page(page)] == ["2", "10"]
 
 
+@st.composite
+def possible_counts(draw):
+    """(D, T, A, [A_1..A_γ]) an engine can report: A_k ≤ D falling with k, A = Σ A_k ≤ T ≤ γ·D."""
+    gamma = draw(st.integers(1, 7))
+    drafts = draw(st.integers(0, 10**8))
+    per_pos = sorted(draw(st.lists(st.integers(0, drafts), min_size=gamma, max_size=gamma)), reverse=True)
+    accepted = sum(per_pos)
+    draft_tokens = draw(st.integers(accepted, max(accepted, gamma * drafts)))
+    return drafts, draft_tokens, accepted, per_pos
+
+
 @settings(max_examples=40, deadline=None)
-@given(
-    st.dictionaries(
-        st.integers(0, 99).map(str),
-        st.integers(1, 7).flatmap(
-            lambda g: st.tuples(
-                st.integers(0, 10**9), st.integers(0, 10**9), st.integers(0, 10**9),
-                st.lists(st.integers(0, 10**9), min_size=g, max_size=g),
-            )
-        ),
-        min_size=1,
-        max_size=4,
-    )
-)
+@given(st.dictionaries(st.integers(0, 99).map(str), possible_counts(), min_size=1, max_size=4))
 def test_rendered_counts_round_trip(engines):
     snaps = by_engine(parse_metrics_page(render_page(engines)))
     for engine, (d, t, a, per_pos) in engines.items():
@@ -282,3 +281,23 @@ def test_a_broken_step_shape_value_fails_the_page_not_the_store(line):
     with pytest.raises(MetricsPageError, match="http://bad/metrics") as e:
         parse_metrics_page(page, source="http://bad/metrics")
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("counts, why", [
+    ((100, 300, 200, [8259, 90, 50]), "8259 accepted at position 0 of 100 drafts"),
+    ((10_000, 30_000, 9_000, [5000, 9000, 100]), "more than the 5000 at position 0"),
+    ((10_000, 3_000, 9_000, [5000, 3000, 1000]), "9000 accepted of 3000 draft tokens"),
+    ((1_000, 90_000, 2_000, [900, 700, 400]), "90000 draft tokens in 1000 drafts of at most 3"),
+])
+def test_impossible_counts_are_refused_naming_the_engine(counts, why):
+    with pytest.raises(MetricsPageError, match="impossible counts") as info:
+        parse_metrics_page(render_page({"0": counts}), source="http://127.0.0.1:9/metrics")
+    message = str(info.value)
+    assert why in message and "engine '0'" in message and "http://127.0.0.1:9/metrics" in message
+    assert "\n" not in message
+
+
+def test_counts_a_scrape_race_can_produce_are_kept():
+    # a step finished between reading drafts and the per-position counters: off by a batch
+    (snap,) = parse_metrics_page(render_page({"0": (10_000, 30_000, 8_300, [10_200, 6_000, 2_100])}))
+    assert snap.counts.accepted_per_position[0] == 10_200
