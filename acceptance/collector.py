@@ -26,7 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from .counts import ScrapeResult
-from .fetch import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, PageFetcher, _one_line
+from .fetch import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, PageFetcher, _one_line, mask_userinfo
 from .parse import parse_metrics_page
 
 
@@ -62,9 +62,9 @@ class Collector:
             page = self.fetcher.fetch(target)
             engines = parse_metrics_page(page, source=target)
         except Exception as exc:  # a bad target must never stop the cycle
-            message = _one_line(exc)
-            if target not in message:
-                message = f"{target}: {type(exc).__name__}: {message}"
+            message, shown = _one_line(exc).replace(target, mask_userinfo(target)), mask_userinfo(target)
+            if shown not in message:
+                message = f"{shown}: {type(exc).__name__}: {message}"
             return ScrapeResult(target, taken_at, False, (), message, time.monotonic() - started)
         return ScrapeResult(target, taken_at, True, tuple(engines), None, time.monotonic() - started)
 

@@ -50,6 +50,19 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def mask_userinfo(url: str) -> str:
+    """``url`` with the password of its userinfo (``http://user:secret@host``) as ***, for
+    messages: credentials in a URL are never printed."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"{parts.username or ''}:***@{host}").geturl()
+
+
 class _Deadline:
     def __init__(self, timeout_s: float):
         self.timeout_s = timeout_s
@@ -200,7 +213,17 @@ class PageFetcher:
     # -- fetching ------------------------------------------------------------------------
 
     def fetch(self, url: str) -> str:
-        """The body of ``url`` as text; ``SourceError`` (one line naming the URL) on any failure."""
+        """The body of ``url`` as text; ``SourceError`` (one line naming the URL, its password
+        masked) on any failure."""
+        shown = mask_userinfo(url)
+        try:
+            return self._fetch(url)
+        except SourceError as exc:
+            if shown == url:
+                raise
+            raise SourceError(str(exc).replace(url, shown)) from None
+
+    def _fetch(self, url: str) -> str:
         try:
             parts = urlsplit(url)
             scheme = parts.scheme.lower()

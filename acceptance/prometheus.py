@@ -47,6 +47,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -57,7 +58,7 @@ import numpy as np
 
 from . import vllm_metrics as vm
 from .counts import IntervalCounts
-from .fetch import SourceError, _one_line
+from .fetch import SourceError, _one_line, mask_userinfo
 from .store import EngineRef, Event, TargetStatus
 from .windows import GammaSegment, StepShapeWindow, newest_segment
 
@@ -108,6 +109,23 @@ def normalise_selector(selector: str) -> str:
 
 # ----------------------------------------------------------------------------- client
 
+class _Redirected(urllib.error.URLError):
+    def __init__(self, location: str):
+        super().__init__(f"redirect to {location}")
+        self.location = location
+
+
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """No redirect is followed: urllib would send the Authorization header to wherever a
+    3xx points, another origin included."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        raise _Redirected(newurl)
+
+
+_NO_REDIRECTS = urllib.request.build_opener(_RefuseRedirects)
+
+
 class PrometheusClient:
     """query / query_range against ``settings.url`` + /api/v1 with urllib (POST forms)."""
 
@@ -118,6 +136,7 @@ class PrometheusClient:
         if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
             raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
         self.url = url.rstrip("/")
+        self.shown_url = mask_userinfo(self.url)  # what messages print
         self.timeout_s = float(timeout_s)
         env = getattr(settings, "bearer_token_env", None)
         self._token: str | None = None
@@ -130,10 +149,14 @@ class PrometheusClient:
         self.queries = 0  # how many requests this client made (benchmarks report it)
 
     def __repr__(self) -> str:  # never shows the token
-        return f"PrometheusClient({self.url!r}, token={'set' if self._token else 'none'})"
+        return f"PrometheusClient({self.shown_url!r}, token={'set' if self._token else 'none'})"
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self._token, "***") if self._token else text
+        """The text with the token (in any case) and the URL's password masked."""
+        text = text.replace(self.url, self.shown_url)
+        if self._token:
+            text = re.sub(re.escape(self._token), "***", text, flags=re.IGNORECASE)
+        return text
 
     def _fail(self, what: str) -> PrometheusError:
         return PrometheusError(self._scrub(_one_line(f"prometheus {self.url}: {what}")))
@@ -148,8 +171,12 @@ class PrometheusClient:
         if self._token:
             req.add_header("Authorization", f"Bearer {self._token}")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+            with _NO_REDIRECTS.open(req, timeout=self.timeout_s) as resp:
                 raw = resp.read(_MAX_RESPONSE_BYTES + 1)
+        except _Redirected as e:
+            raise self._fail(f"/api/v1/{endpoint} redirects to {mask_userinfo(e.location)}: redirects are not "
+                             f"followed (the token must not go elsewhere); set [prometheus] url to the final address"
+                             ) from None
         except urllib.error.HTTPError as e:
             detail = ""
             try:  # Prometheus answers errors with {"status": "error", "errorType", "error"}

@@ -235,6 +235,12 @@ class _FakePrometheus(http.server.BaseHTTPRequestHandler):
         server = self.server
         length = int(self.headers.get("Content-Length", 0))
         server.seen.append((self.path, dict(self.headers), self.rfile.read(length).decode()))
+        if server.redirect_to is not None:
+            self.send_response(302)
+            self.send_header("Location", server.redirect_to + self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if server.require_token and self.headers.get("Authorization") != f"Bearer {server.require_token}":
             body, status = json.dumps({"status": "error", "errorType": "unauthorized", "error": "bad token"}), 401
         elif server.answer is not None:
@@ -254,15 +260,25 @@ class _FakePrometheus(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def fake():
+    yield from _fake_server()
+
+
+def _fake_server():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakePrometheus)
     server.seen = []
     server.require_token = None
     server.answer = None
+    server.redirect_to = None
     th = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     th.start()
     yield server
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def elsewhere():
+    yield from _fake_server()
 
 
 def _url(server) -> str:
@@ -298,6 +314,42 @@ def test_bearer_token_is_sent_and_never_printed(fake, monkeypatch):
     monkeypatch.delenv("SPECDEC_TEST_PROM_TOKEN")
     with pytest.raises(PrometheusError, match="SPECDEC_TEST_PROM_TOKEN.*not set"):
         PrometheusClient(settings)
+
+
+def test_a_redirect_is_not_followed_and_the_token_stays_home(fake, elsewhere, monkeypatch):
+    secret = "Tok3n-Value"
+    monkeypatch.setenv("SPECDEC_TEST_PROM_TOKEN", secret)
+    fake.redirect_to = _url(elsewhere)  # another port: another origin
+    client = PrometheusClient(PrometheusSettings(_url(fake), "SPECDEC_TEST_PROM_TOKEN"))
+    with pytest.raises(PrometheusError, match="redirects are not followed") as info:
+        client.query("up", 1.0)
+    assert elsewhere.seen == []  # nothing, and no token, went there
+    assert _url(elsewhere) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_credentials_are_masked_in_any_case_and_in_urls(fake, monkeypatch):
+    secret = "Tok3n-Value"
+    monkeypatch.setenv("SPECDEC_TEST_PROM_TOKEN", secret)
+    fake.answer = (json.dumps({"status": "error", "errorType": "bad_data",
+                               "error": f"token {secret.lower()} and {secret.upper()} refused"}), 400)
+    client = PrometheusClient(PrometheusSettings(_url(fake), "SPECDEC_TEST_PROM_TOKEN"))
+    with pytest.raises(PrometheusError) as info:
+        client.query("up", 1.0)
+    assert secret.lower() not in str(info.value).lower() and "***" in str(info.value)
+    port = fake.server_address[1]
+    with_password = PrometheusClient(PrometheusSettings(f"http://admin:hunter2@127.0.0.1:{port}"))
+    with pytest.raises(PrometheusError) as info:
+        with_password.query("up", 1.0)
+    assert "hunter2" not in str(info.value) and "hunter2" not in repr(with_password)
+    assert f"admin:***@127.0.0.1:{port}" in str(info.value)
+
+
+def test_a_target_password_is_masked_in_scrape_errors():
+    from acceptance.collector import collect_cycle
+
+    url = f"http://user:pa55word@127.0.0.1:{free_port()}/metrics"
+    (result,) = collect_cycle([url], timeout_s=1.0)
+    assert not result.ok and "pa55word" not in result.error and "user:***@" in result.error
 
 
 def test_error_document_and_bad_status_are_one_line(fake):
