@@ -53,6 +53,7 @@ import hashlib
 import json
 import math
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -85,8 +86,10 @@ class RequestRecord:
     tokens_per_second: float | None = None
     request_id: str | None = None
     decode_tokens: int | None = None
-    # Where the line stands: "<line number>:<hash of the line>" — a stable key for a line
-    # without a request id (re-reading a file, or the same file grown, finds the same keys).
+    # (per_step_drafted, per_step_accepted) in step order (``detailed`` only): acceptance.replay
+    steps: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    # The hash of the line's text: the key of a line without a request id — never its
+    # position or the time it was read, so re-reading, reordering or prepending adds nothing.
     line_key: str | None = None
 
 
@@ -127,8 +130,20 @@ class _Skip(Exception):
         self.reason = reason
 
 
+# No engine produces more: a request's counts stay far below 10^12 tokens, and its time is
+# after 2000-01-01 and not more than a day ahead of this machine's clock.
+_MAX_COUNT = 10**12
+_EARLIEST_TIME = 946_684_800.0
+_FUTURE_SLACK_S = 86_400.0
+
+
 def _is_count(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= _MAX_COUNT
+
+
+def _plausible_time(x) -> float | None:
+    t = _optional_float(x)
+    return t if t is not None and _EARLIEST_TIME <= t <= time.time() + _FUTURE_SLACK_S else None
 
 
 def _count_list(x) -> list[int]:
@@ -208,6 +223,9 @@ def _spec_counts(spec: dict) -> SpecCounts:
         reached = np.bincount(step_drafted, minlength=gamma + 1)
         draft_tokens_per_position = tuple(int(x) for x in np.cumsum(reached[::-1])[::-1][1:])
 
+    if drafts == 0 and draft_tokens_per_position is None:
+        # no drafted step: nothing reached any position (vLLM lists no steps, null, here)
+        draft_tokens_per_position = (0,) * gamma
     return SpecCounts(drafts, draft_tokens, accepted, accepted_per_position, draft_tokens_per_position)
 
 
@@ -241,6 +259,15 @@ def _locate(obj: dict) -> tuple[dict, dict | None]:
     if str(obj.get("object", "")).endswith(".chunk"):
         raise _Skip(SKIP_STREAM_CHUNK)
     raise _Skip(SKIP_NOT_RESPONSE)
+
+
+def _step_lists(spec: dict) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(per_step_drafted, per_step_accepted) of a payload _spec_counts has checked, or None."""
+    drafted, accepted = spec.get("per_step_drafted"), spec.get("per_step_accepted")
+    if drafted is None or accepted is None:
+        # a request without a drafted step has nothing to list (vLLM may leave them out)
+        return ((), ()) if not any(spec.get("acceptance_histogram") or ()) else None
+    return tuple(drafted), tuple(accepted)
 
 
 def _decode_tokens(obj: dict, timing: dict, counts: SpecCounts) -> int | None:
@@ -277,13 +304,15 @@ def _record(obj: dict, default_route: str | None, default_time: float) -> Reques
         raise _Skip(SKIP_NO_ROUTE)
 
     if "time" in obj:
-        when = _optional_float(obj["time"])
-        if when is None or when < 0:
+        when = _plausible_time(obj["time"])
+        if when is None:
             raise _Skip(SKIP_BAD_TIME)
-    elif _optional_float(obj.get("created")) is not None:
+    elif "created" in obj and _optional_float(obj.get("created")) is not None:
         # An OpenAI response's `created`: when the request arrived, close enough for
         # windows of minutes.
-        when = float(obj["created"])
+        when = _plausible_time(obj["created"])
+        if when is None:
+            raise _Skip(SKIP_BAD_TIME)
     else:
         when = float(default_time)
 
@@ -298,6 +327,7 @@ def _record(obj: dict, default_route: str | None, default_time: float) -> Reques
         tokens_per_second=_optional_float(timing.get("tokens_per_second")),
         request_id=request_id if isinstance(request_id, str) else None,
         decode_tokens=_decode_tokens(obj, timing, counts),
+        steps=_step_lists(spec),
     )
 
 
@@ -345,7 +375,7 @@ def parse_per_request_lines(
         try:
             record = _parse_line(line, default_route, float(default_time))
             digest = hashlib.sha1(line.strip().encode("utf-8", "replace")).hexdigest()[:16]
-            records.append(dataclasses.replace(record, line_key=f"{n_lines}:{digest}"))
+            records.append(dataclasses.replace(record, line_key=digest))
         except _Skip as skip:
             skipped[skip.reason] += 1
     if not records:

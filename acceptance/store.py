@@ -240,9 +240,15 @@ ALTER TABLE ingested ADD COLUMN mean_itl_s REAL;
 """
 
 # Version 5: a request's decode tokens (output tokens − 1), so the steps that carried no
-# draft (an ngram drafter without a match) are counted: U = N − D − A (counts.undrafted_token_share).
+# draft (an ngram drafter without a match) are counted: U = N − D − A (counts.undrafted_token_share);
+# its drafted steps in order (int32 [d_1..d_n, j_1..j_n], ``detailed`` only) for acceptance.replay.
+# A line without a request id is keyed by the hash of its text alone, no longer
+# "<line number>:<hash>" (a line put in front of a file re-keyed every line after it).
 _SCHEMA_V5 = """
 ALTER TABLE ingested ADD COLUMN decode_tokens INTEGER;
+ALTER TABLE ingested ADD COLUMN steps BLOB;
+UPDATE OR IGNORE ingested SET key = substr(key, instr(key, ':') + 1)
+    WHERE source = 'per-request' AND key GLOB '[0-9]*:[0-9a-f]*' AND length(key) - instr(key, ':') = 16;
 """
 
 # version → statements that bring a store from version − 1 to it.
@@ -261,6 +267,7 @@ class IngestedRow:
     estimated: bool = False
     mean_itl_s: float | None = None  # per request: vLLM's mean inter-token latency
     decode_tokens: int | None = None  # per request: output tokens − 1
+    steps: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # per request: (drafted, accepted) per step
 
 
 @dataclass(frozen=True)
@@ -1250,10 +1257,11 @@ class Store:
                 per_pos = counts.draft_tokens_per_position
                 cur = c.execute(
                     "INSERT OR IGNORE INTO ingested (route, source, time, gamma, counts, draft_per_pos, estimated, key,"
-                    " mean_itl_s, decode_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " mean_itl_s, decode_tokens, steps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (route, source, float(row.time), counts.gamma, _pack(np.asarray(counts.as_vector(), float)),
                      None if per_pos is None else _pack(np.asarray(per_pos, float)), int(row.estimated), row.key,
-                     row.mean_itl_s, row.decode_tokens))
+                     row.mean_itl_s, row.decode_tokens,
+                     None if row.steps is None else np.asarray(row.steps, dtype="<i4").tobytes()))
                 if cur.rowcount:
                     added += 1
                 else:
@@ -1316,6 +1324,20 @@ class Store:
             total += float(itl) * decode
             tokens += decode
         return total, tokens
+
+    def ingested_step_sequences(self, route: str, source: str, gamma: int, start: float, end: float
+                                ) -> list[tuple[tuple[int, ...], tuple[int, ...]]] | None:
+        """Each row's (drafted, accepted) per step, in time order, when every row of γ with time
+        in (start, end] carries them (per-request ``detailed``); else None."""
+        out = []
+        for (blob,) in self.conn.execute(
+                "SELECT steps FROM ingested WHERE route = ? AND source = ? AND gamma = ? AND time > ? AND time <= ?"
+                " ORDER BY time, id", (route, source, int(gamma), float(start), float(end))):
+            if blob is None:
+                return None
+            pairs = np.frombuffer(blob, dtype="<i4").reshape(2, -1)
+            out.append((tuple(int(v) for v in pairs[0]), tuple(int(v) for v in pairs[1])))
+        return out or None
 
     def ingested_decode_tokens(self, route: str, source: str, gamma: int, start: float, end: float
                                ) -> tuple[float, float, float] | None:

@@ -27,7 +27,8 @@ The tool's side (what it would have in production, no sweep):
 - the window at γ 3: the γ 3 responses of every block, ingested per request (`specdec
   ingest --per-request`: survival, reach R_k / D, ν, intervals from resampling requests);
 - a step cost of the same engine (StepCost): the plain step t0 of γ 0 and a line through the
-  speculating γ's mean step times, t0 + overhead + slope·T/S, written as a measured table
+  speculating γ's mean step times (each the median over blocks of its ratio to γ 0's in the
+  same block, times t0), t0 + overhead + slope·T/S, written as a measured table
   (t0 + slope·(q − 1)) and draft_overhead = overhead / t0. Each γ's predicted speedup comes
   from a fit that leaves that γ out (no in-sample prediction); the recommendation from the
   fit on every γ (the step cost in sample, the acceptance from γ 3 alone), and beside it the
@@ -321,17 +322,10 @@ def tune(method: str, route: str, jsonl: Path, table: tuple[Path, float], folder
     return json.loads(run.stdout)
 
 
-def predicted_al(observed: dict, gamma: int) -> float:
-    """AL(γ) the tool predicts: 1 + Σ a_k, past the observed γ the mean of its tail models
-    (with the reach when known) — model.extrapolate, as recommend() uses it."""
-    from model.extrapolate import extend_survival
-    from model.speedup import expected_tokens_by_gamma
-
-    a = np.asarray(observed["survival"], dtype=float)
-    extra = max(0, gamma - a.size)
-    reach = observed.get("reached")
-    ext = extend_survival(a, extra, None if reach is None else np.asarray(reach, dtype=float))
-    return float(expected_tokens_by_gamma(ext, gamma)[:, gamma].mean())
+def predicted_al(doc: dict, gamma: int) -> float | None:
+    """AL(γ) the tool priced γ at (its candidate's expected_tokens: the replay of the γ 3
+    requests' steps, or the survival curve's when they carry none)."""
+    return next((c["expected_tokens"] for c in doc["candidates"] if c["gamma"] == gamma), None)
 
 
 def undrafted_share(responses: list) -> float:
@@ -351,7 +345,11 @@ def cell_result(method: str, route: str, runs_by_gamma: dict[int, list[Run]], fo
     steps = {g: sum(line["completion_tokens"] - 1 - spec_totals([line])["accepted"] for line in responses[g])
              for g in GAMMAS}
     extra_width = {g: spec[g]["draft_tokens"] / steps[g] for g in GAMMAS}  # T / S, undrafted steps included
-    step = {g: step_time_s(responses[g]) for g in GAMMAS}
+    # step times relative to γ 0 in the same block (paired, like the rates: a phase run while
+    # the machine was busier shifts both), on the level of γ 0's own
+    step0 = step_time_s(responses[0])
+    step = {g: step0 / paired_ratio(runs_by_gamma, g, rng, rate=lambda run: 1.0 / step_time_s(run.responses))[0]
+            for g in GAMMAS}
     measured_al = {g: 1.0 + (spec[g]["accepted"] / spec[g]["drafts"] if g and spec[g]["drafts"] else 0.0) for g in GAMMAS}
     window = folder / f"{method}-{route}-g{DEPLOYED}.jsonl"
     window.write_text("".join(json.dumps(line) + "\n" for line in responses[DEPLOYED]))
@@ -382,7 +380,7 @@ def cell_result(method: str, route: str, runs_by_gamma: dict[int, list[Run]], fo
         gammas.append({
             "gamma": g,
             "measured_al": measured_al[g],
-            "predicted_al": predicted_al(doc["observed"], g) if g <= CONSIDERED_MAX else None,
+            "predicted_al": predicted_al(doc, g),
             "measured_ratio": ratios[g][0], "ratio_low": ratios[g][1], "ratio_high": ratios[g][2],
             "predicted_speedup": None if c is None else c["speedup"],
             "speedup_low": None if c is None else c["speedup_low"],
@@ -407,6 +405,7 @@ def cell_result(method: str, route: str, runs_by_gamma: dict[int, list[Run]], fo
         "loo_best_gamma": loo_best,  # the γ whose out-of-sample prediction is highest
         "regret_loo_best": 1.0 - measured_or_interpolated(ratios, loo_best) / ratios[best_considered][0],
         "model_error": doc.get("model_error"),
+        "acceptance_model": doc.get("acceptance_model"),
         "undrafted_token_share_observed": doc["observed"].get("undrafted_token_share"),
         "step_cost": {"t0_ms": fit.t0 * 1e3, "overhead_ms": fit.overhead * 1e3, "slope_ms": fit.slope * 1e3},
         "blocks": len(runs_by_gamma[DEPLOYED]),

@@ -37,6 +37,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from acceptance.replay import StepSequence, replay_by_gamma, resampled_tokens, tokens_and_widths
+
 from .deployment import Deployment, ModelInputError
 from .drafters import drafter_for
 from .extrapolate import MAX_EXTRAPOLATION, TAIL_MODELS, extend_survival
@@ -72,6 +74,7 @@ class Candidate:
     extrapolated: bool
     allowed: bool
     reason: str | None
+    expected_tokens: float | None = None  # AL(γ) priced: the survival curve's (its tail models' mean), or the replay's
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,9 @@ class Recommendation:
     tail_models: tuple[str, ...] = field(default=TAIL_MODELS)
     verify_widths: tuple[float, ...] | None = None  # tokens per request a step verifies, per candidate γ
     anchor: Anchor | None = None  # the plain-decode rate priced at, and its source (model.anchor)
+    # how AL at other γ was priced: "survival" (the curve, cut or extended by tail models) or
+    # "replay" (the requests' own steps replayed at each γ: acceptance.replay)
+    acceptance_model: str = "survival"
     profile_figures: dict | None = None
 
     def to_dict(self) -> dict:
@@ -116,6 +122,7 @@ class Recommendation:
             # only on a change of γ (a schedule restarts engines too), else a suggestion
             "schedule": None if self.schedule is None else [list(r) for r in self.schedule],
             "verify_widths": None if self.verify_widths is None else list(self.verify_widths),
+            "acceptance_model": self.acceptance_model,
             "anchor": None if self.anchor is None else self.anchor.to_dict(),
             "profile_figures": self.profile_figures,
         })
@@ -161,6 +168,7 @@ def recommend(
     draft_reach: Sequence[float] | None = None,
     observed_latency_source: str | None = None,
     undrafted_token_share: float | None = None,
+    step_sequences: Sequence[StepSequence] | None = None,
 ) -> Recommendation:
     """Recommend γ for one route (module docstring). ``eligibility``: the clean share of
     steps for the specialized path (an Eligibility, a number, or None = assumed 1).
@@ -182,7 +190,9 @@ def recommend(
     baseline_tokens_per_second is not configured, the profile is anchored on it (model.anchor).
     ``undrafted_token_share``: ν, the share of decode tokens from steps that carried no draft
     (acceptance.counts.undrafted_token_share), priced at every γ (speedup.speedup_with_undrafted);
-    None = every step drafted."""
+    None = every step drafted. ``step_sequences``: the requests' drafted steps in order at the
+    deployed γ (per-request ``detailed``); AL and the verify width of every candidate then come
+    from replaying them (acceptance.replay), not from the survival curve and its tail models."""
     a = np.asarray(survival, dtype=float)
     if a.ndim != 1 or a.size == 0:
         raise ModelInputError("survival: must be a non-empty curve a_1..a_γ")
@@ -245,6 +255,12 @@ def recommend(
     nu = None if specialized or not undrafted_token_share else float(undrafted_token_share)
     widths = None if specialized else verify_widths(top, g, mean_draft_length, draft_reach)
     per_batch = _per_batch_curves(survival_by_batch, bs, a)  # (nB, g) or None
+    replayed = None  # (requests, G, 4) expected D, A, T, U per request and candidate
+    if step_sequences is not None and not specialized and per_batch is None:
+        if any(seq.gamma != g for seq in step_sequences) or not step_sequences:
+            raise ModelInputError(f"step_sequences: need the requests' steps at the deployed gamma {g}")
+        replayed = replay_by_gamma(step_sequences, top)
+        widths = tokens_and_widths(replayed.sum(axis=0))[1]
     deployment, anchor = _anchor(deployment, observed_tokens_per_second, observed_latency_source, a, per_batch,
                                  bs, ws, deployed, widths, elig, nu)
     profile = make_profile(deployment)
@@ -269,7 +285,9 @@ def recommend(
     # Expected tokens per step for every tail model (and resample).
     extra = max(0, top - g)
     al_by_batch = None
-    if per_batch is None:
+    if replayed is not None:
+        al_point = tokens_and_widths(replayed.sum(axis=0))[0][None]  # (1, G): one model, the replay
+    elif per_batch is None:
         al_point = expected_tokens_by_gamma(extend_survival(a, extra, reach), top)  # (M, G)
     else:
         al_by_batch = expected_tokens_by_gamma(extend_survival(per_batch, extra, reach), top)  # (M, nB, G)
@@ -286,7 +304,9 @@ def recommend(
         else:
             mix_w = np.broadcast_to(mix_w[None], (len(speeds),) + mix_w.shape)  # (S, m, nB)
         row = np.arange(n) % mix_w.shape[1]  # survival resample i is priced at mix row i mod m
-        if per_batch is None:
+        if replayed is not None:
+            al_res = resampled_tokens(replayed, n)[None, None]  # (1, 1, n, G)
+        elif per_batch is None:
             al_res = expected_tokens_by_gamma(extend_survival(resamples, extra, reach), top)[None]  # (1, M, n, G)
         else:
             shifted = np.clip(per_batch[None] + (resamples - a)[:, None, :], 0.0, 1.0)  # (n, nB, g)
@@ -344,6 +364,7 @@ def recommend(
             extrapolated=bool(extrapolated[i]),
             allowed=bool(allowed[i]),
             reason=reasons[i],
+            expected_tokens=float(al_point[:, i].mean()),
         ))
 
     decision, reason = _decide(rec, deployed, allowed, speed_point, ensemble, deployment.min_gain, reasons)
@@ -381,6 +402,7 @@ def recommend(
         specialized_eligibility=elig,
         schedule=schedule,
         verify_widths=None if widths is None else tuple(float(w) for w in widths),
+        acceptance_model="replay" if replayed is not None else "survival",
         anchor=anchor,
         profile_figures=profile_figures(deployment, anchor),
     )

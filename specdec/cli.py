@@ -238,7 +238,7 @@ def cmd_ingest(args) -> int:
                 itl = rec.mean_itl_ms / 1000.0 if rec.mean_itl_ms else None
                 per_route.setdefault(rec.route, []).append(
                     IngestedRow(rec.time, rec.counts, rec.request_id or rec.line_key, mean_itl_s=itl,
-                                decode_tokens=rec.decode_tokens))
+                                decode_tokens=rec.decode_tokens, steps=rec.steps))
             skipped, lines = parsed.skipped, parsed.lines
         else:
             from acceptance.log_lines import read_log_file
@@ -345,6 +345,9 @@ def format_tuning(doc: dict) -> str:
                              obs["survival_high"] or [None] * len(obs["survival"]))
     )
     lines.append(f"survival a_1..a_{obs['gamma']}: {surv}")
+    if doc.get("acceptance_model") == "replay":
+        lines.append("acceptance at other gammas: the requests' own drafted steps replayed at each gamma "
+                     "(per-request detailed metrics), not the survival curve cut or extended")
     if obs.get("undrafted_token_share"):
         lines.append(f"steps without a draft: {obs['undrafted_token_share']:.1%} of decode tokens came from steps whose "
                      f"drafter proposed nothing (priced at every gamma)")

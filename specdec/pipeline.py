@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from acceptance.replay import StepSequence
 from acceptance.counts import (IntervalCounts, SpecCounts, draft_reach, mean_draft_length, survival_among_reached,
                                undrafted_token_share)
 from acceptance.plugin_series import PluginTotals, batch_bucket
@@ -78,6 +79,7 @@ class RouteTuning:
     survival_by_batch: dict[int, list[float]] | None = None  # per-batch curves the model used
     survival_reached: list[float] | None = None  # a_k among drafts that reached k: ΣA_k / ΣR_k
     draft_reach: list[float] | None = None  # R_k / D per position, None where R_k is unknown
+    step_sequences: list | None = None  # the requests' drafted steps the replay read (acceptance.replay)
 
     @property
     def observed_gamma(self) -> int:
@@ -141,6 +143,7 @@ def tune_intervals(
     drift = detect_drift(intervals, level=level, seed=seed) if len(intervals) >= 8 else None
     notes: list[str] = []
     estimate = None
+    sequences = window_step_sequences(window, intervals)
     if drift is not None and drift.detected:
         # Acceptance moved inside the window: what comes next looks like its newest part,
         # so estimate and recommend from that part alone (when it holds enough to resample).
@@ -151,6 +154,7 @@ def tune_intervals(
                                               block_length=block_length, unit=unit)
         if recent_estimate.has_interval:
             estimate = recent_estimate
+            sequences = None if sequences is None else [s for s, keep in zip(sequences, recent) if keep]
             notes.append(f"drift: estimates and the recommendation use the window's newest part only, "
                          f"from {format_clock(drift.recent_start)}")
     if estimate is None:
@@ -160,7 +164,7 @@ def tune_intervals(
     reach = reach_shares(window, plugin, intervals.gamma)
     batch_mix, by_batch, rec = _recommend_for_window(
         estimate, deployment, window, plugin, window.step_shape.batch_mix if window is not None else None,
-        level=level, seed=seed, draft_reach=reach)
+        level=level, seed=seed, draft_reach=reach, step_sequences=sequences)
     more = None
     half = _al_halfwidth(estimate)
     if not math.isfinite(half) or half > DECIDABLE_AL_HALFWIDTH:
@@ -169,13 +173,13 @@ def tune_intervals(
         route=route, deployment=deployment, estimate=estimate, recommendation=rec, drift=drift,
         window=window, drafts_more_needed=more, notes=notes, batch_mix=batch_mix,
         plugin=plugin, survival_by_batch=by_batch, survival_reached=reached_survival(window, plugin, intervals.gamma),
-        draft_reach=reach,
+        draft_reach=reach, step_sequences=sequences,
     )
 
 
 def _recommend_for_window(estimate: AcceptanceEstimate, deployment: Deployment, window, plugin,
                           batch_time_shares: dict[int, float] | None, *, level: float, seed: int = 0,
-                          draft_reach: list[float] | None):
+                          draft_reach: list[float] | None, step_sequences: list | None = None):
     """What recommend() needs from a window, one way for tune-gamma and the what-if: the
     request-weighted batch mix (and its resamples), the specialized path's clean share,
     per-batch survival and the observed tok/s; ``draft_reach``: R_k / D from the tuning (reach_shares).
@@ -208,8 +212,18 @@ def _recommend_for_window(estimate: AcceptanceEstimate, deployment: Deployment, 
         draft_reach=draft_reach,
         observed_latency_source=observed_latency_source(window),
         undrafted_token_share=window_undrafted_share(window),
+        step_sequences=step_sequences,
     )
     return batch_mix, by_batch, rec
+
+
+def window_step_sequences(window, intervals: IntervalCounts) -> list | None:
+    """The window's per-request step sequences when they are the rows of ``intervals`` (one
+    per request, same γ, same order); None otherwise."""
+    sequences = getattr(window, "step_sequences", None)
+    if not sequences or len(sequences) != len(intervals) or sequences[0].gamma != intervals.gamma:
+        return None
+    return sequences
 
 
 def window_undrafted_share(window) -> float | None:
@@ -343,6 +357,9 @@ class IngestedWindow:
     target_status: list = field(default_factory=list)
     not_speculating: list = field(default_factory=list)
     step_shape: object = None
+    # the newest segment's requests' drafted steps in order (acceptance.replay), when every
+    # one of them carries them (per-request ``detailed``); None otherwise
+    step_sequences: list | None = None
 
     @property
     def newest_segment(self):
@@ -372,15 +389,18 @@ def _read_ingested_window(store, route: str, source: str, start: float, end: flo
     ]
     segments.sort(key=lambda s: s.end)
     window = IngestedWindow(source=source, start=start, end=end, segments=segments)
-    itl_mean = undrafted = None
+    itl_mean = undrafted = sequences = None
     newest = window.newest_segment
     if newest is not None:
         itl_sum, tokens = store.ingested_itl(route, source, newest.gamma, start, end)
         itl_mean = itl_sum / tokens if tokens > 0 else None
         decode = store.ingested_decode_tokens(route, source, newest.gamma, start, end)
         undrafted = None if decode is None else undrafted_token_share(*decode)
-    return replace(window, step_shape=StepShapeWindow(batch_mix={}, iteration_tokens={}, itl_per_token_s=itl_mean,
-                                                      samples=0, undrafted_token_share=undrafted))
+        steps = store.ingested_step_sequences(route, source, newest.gamma, start, end)
+        sequences = None if steps is None else [StepSequence(newest.gamma, d, a) for d, a in steps]
+    return replace(window, step_sequences=sequences,
+                   step_shape=StepShapeWindow(batch_mix={}, iteration_tokens={}, itl_per_token_s=itl_mean,
+                                              samples=0, undrafted_token_share=undrafted))
 
 
 def tune_route(
@@ -643,5 +663,5 @@ def what_if(tuning: RouteTuning, overrides: dict, *, batch_time_shares: dict[int
         shares = window.step_shape.batch_mix
     plugin = window_plugin(window, tuning.estimate.gamma)
     _, _, rec = _recommend_for_window(tuning.estimate, deployment, window, plugin, shares, level=level,
-                                      draft_reach=tuning.draft_reach)
+                                      draft_reach=tuning.draft_reach, step_sequences=tuning.step_sequences)
     return deployment, rec

@@ -102,7 +102,7 @@ def test_to_dict_has_the_json_keys_and_no_nan():
     assert set(d) >= {"objective", "cost_profile", "interval_level", "deployed_gamma", "recommended_gamma", "decision",
                       "probability_best", "candidates", "model_error", "vllm", "replay_config"}
     assert set(d["candidates"][0]) == {"gamma", "speedup", "speedup_low", "speedup_high", "tokens_per_second",
-                                       "probability_best", "extrapolated", "allowed", "reason"}
+                                       "probability_best", "extrapolated", "allowed", "reason", "expected_tokens"}
     assert d["cost_profile"] == "flat" and d["interval_level"] == 0.9
     json.dumps(d, allow_nan=False)
     weird = Recommendation("interactivity", "flat", 0.9, 1, 1, "keep", "", math.nan,

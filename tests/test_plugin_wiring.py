@@ -188,7 +188,8 @@ def test_schema_2_store_migrates_to_the_current_schema_keeping_its_data(tmp_path
     conn.execute("DROP TABLE plugin_samples")
     conn.execute("DROP TABLE plugin_chunks")
     conn.execute("ALTER TABLE ingested DROP COLUMN mean_itl_s")  # a version-4 column
-    conn.execute("ALTER TABLE ingested DROP COLUMN decode_tokens")  # a version-5 column
+    conn.execute("ALTER TABLE ingested DROP COLUMN decode_tokens")  # version-5 columns
+    conn.execute("ALTER TABLE ingested DROP COLUMN steps")
     conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()

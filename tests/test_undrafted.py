@@ -36,7 +36,7 @@ def test_a_real_vllm_cpu_response_gives_its_decode_tokens_and_undrafted_steps():
 
 def test_decode_tokens_from_the_timing_fields_when_usage_is_absent():
     real = json.loads(REAL_RESPONSE.read_text())
-    bare = {"route": "r", "time": 1.0, **real["metrics"]}  # the gateway's metrics object alone
+    bare = {"route": "r", "time": 1_796_000_000.0, **real["metrics"]}  # the gateway's metrics object alone
     record = parse_per_request_lines([json.dumps(bare)], default_route=None, default_time=0.0, source="t").records[0]
     assert record.decode_tokens == 255  # generation_time_ms / mean_itl_ms
     line = dict(bare, completion_tokens=100)  # fewer than the drafted steps emitted (D + A = 237): not trusted
