@@ -330,3 +330,26 @@ def test_request_bootstrap_interval_covers_the_true_mixture():
         s = estimate_from_requests(records, n_resamples=300, seed=seed)[3].survival
         hits += s.low[0] <= 0.6 <= s.high[0]
     assert hits >= 15
+
+
+def test_a_line_without_id_is_keyed_by_its_text_not_its_place():
+    spec = vllm_payload([(3, 2), (3, 3)], 3)
+    lines = [json.dumps({"route": "r", "time": 1_796_000_000 + i, "speculative_decoding": spec}) for i in range(5)]
+    first = parse_per_request_lines(lines, default_route=None, default_time=0.0, source="t").records
+    prepended = parse_per_request_lines(['{"route": "r", "time": 1796000100, "speculative_decoding": '
+                                         + json.dumps(spec) + "}"] + lines, default_route=None,
+                                        default_time=0.0, source="t").records
+    assert {r.line_key for r in first} <= {r.line_key for r in prepended}  # nothing re-keyed
+
+
+def test_times_and_counts_no_engine_produces_are_skipped():
+    spec = vllm_payload([(3, 2)], 3)
+    huge = dict(spec, acceptance_histogram=[0, 0, 10**30, 0], num_spec_steps=10**30,
+                num_accepted_draft_tokens=2 * 10**30, num_draft_tokens=3 * 10**30)
+    lines = [json.dumps({"route": "r", "time": 1e300, "speculative_decoding": spec}),
+             json.dumps({"route": "r", "time": 12.0, "speculative_decoding": spec}),
+             json.dumps({"route": "r", "time": 1_796_000_000, "speculative_decoding": huge}),
+             json.dumps({"route": "r", "time": 1_796_000_000, "speculative_decoding": spec})]
+    parsed = parse_per_request_lines(lines, default_route=None, default_time=0.0, source="t")
+    assert len(parsed.records) == 1
+    assert parsed.skipped == {"bad time": 2, "inconsistent counts": 1}
