@@ -33,6 +33,7 @@ import ssl
 import sys
 import threading
 import time
+import zlib
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -44,6 +45,11 @@ _USER_AGENT = "specdec-collector/0.1"
 
 class SourceError(ValueError):
     """A source that could not be read; the message is one line naming the URL or path."""
+
+
+class UnreachableError(SourceError):
+    """A source that gave no page at all: refused, timed out, unresolvable, unreachable, reset,
+    or an HTTP status other than 200 (the commands' exit status 3, "nothing answered")."""
 
 
 def _one_line(text: str) -> str:
@@ -221,7 +227,7 @@ class PageFetcher:
         except SourceError as exc:
             if shown == url:
                 raise
-            raise SourceError(str(exc).replace(url, shown)) from None
+            raise type(exc)(str(exc).replace(url, shown)) from None
 
     def _fetch(self, url: str) -> str:
         try:
@@ -249,22 +255,22 @@ class PageFetcher:
         except SourceError:
             raise
         except (socket.timeout, TimeoutError):
-            raise SourceError(f"{url}: timed out after {self.timeout_s:g} s") from None
+            raise UnreachableError(f"{url}: timed out after {self.timeout_s:g} s") from None
         except ConnectionRefusedError:
-            raise SourceError(f"{url}: connection refused") from None
+            raise UnreachableError(f"{url}: connection refused") from None
         except socket.gaierror as exc:
-            raise SourceError(f"{url}: cannot resolve host {host!r} ({_one_line(exc.strerror or exc)})") from None
+            raise UnreachableError(f"{url}: cannot resolve host {host!r} ({_one_line(exc.strerror or exc)})") from None
         except ssl.SSLError as exc:
             raise SourceError(f"{url}: TLS error ({_one_line(exc)})") from None
         except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected):
-            raise SourceError(f"{url}: connection closed by the server") from None
+            raise UnreachableError(f"{url}: connection closed by the server") from None
         except http.client.IncompleteRead as exc:
             raise SourceError(f"{url}: response cut short after {len(exc.partial)} bytes") from None
         except http.client.HTTPException as exc:
             raise SourceError(f"{url}: bad HTTP response ({type(exc).__name__}: {_one_line(exc)})") from None
         except OSError as exc:
             if exc.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
-                raise SourceError(f"{url}: host unreachable") from None
+                raise UnreachableError(f"{url}: host unreachable") from None
             raise SourceError(f"{url}: {_one_line(exc.strerror or exc)}") from None
 
     def _watched_exchange(self, url, key, conn, path, host_header, deadline, *, reused: bool) -> str:
@@ -313,7 +319,7 @@ class PageFetcher:
 
     def _read_body(self, url, sock, response, deadline) -> str:
         if response.status != 200:
-            raise SourceError(f"{url}: HTTP {response.status} {_one_line(response.reason)}")
+            raise UnreachableError(f"{url}: HTTP {response.status} {_one_line(response.reason)}")
         content_type = (response.getheader("Content-Type") or "").lower()
         if content_type.startswith(("text/html", "application/xhtml")):
             raise SourceError(f"{url}: HTML page (Content-Type {content_type}), not the Prometheus text format")
@@ -336,7 +342,13 @@ class PageFetcher:
         # read1 does not mark a fully read response done; closing it frees the connection
         # for the next request (the socket itself stays open for keep-alive).
         response.close()
-        return decode_page(b"".join(chunks), url)
+        data = b"".join(chunks)
+        encoding = (response.getheader("Content-Encoding") or "identity").strip().lower()
+        if encoding in ("gzip", "x-gzip"):
+            data = gunzip_page(data, url, self.max_bytes)
+        elif encoding != "identity":
+            raise SourceError(f"{url}: page in Content-Encoding {encoding!r}, which specdec does not decode")
+        return decode_page(data, url, self.max_bytes)
 
 
 def _still_open(conn: http.client.HTTPConnection) -> bool:
@@ -355,8 +367,29 @@ def _still_open(conn: http.client.HTTPConnection) -> bool:
         return False
 
 
-def decode_page(data: bytes, name: str) -> str:
-    """UTF-8 text of a page; ``SourceError`` naming the source for undecodable bytes or HTML."""
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def gunzip_page(data: bytes, name: str, max_bytes: int) -> bytes:
+    """A gzip-compressed page (a server that always compresses, or a saved .gz), at most
+    ``max_bytes`` once decompressed; ``SourceError`` naming the source otherwise."""
+    inflater = zlib.decompressobj(wbits=31)
+    try:
+        out = inflater.decompress(data, max_bytes + 1)
+    except zlib.error as exc:
+        raise SourceError(f"{name}: gzip-compressed page that does not decompress ({_one_line(exc)})") from None
+    if len(out) > max_bytes:
+        raise SourceError(f"{name}: page over the {max_bytes}-byte limit once decompressed")
+    if not inflater.eof:
+        raise SourceError(f"{name}: gzip-compressed page cut short")
+    return out
+
+
+def decode_page(data: bytes, name: str, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    """UTF-8 text of a page (gunzipped first when it is gzip); ``SourceError`` naming the
+    source for undecodable bytes or HTML."""
+    if data.startswith(_GZIP_MAGIC):
+        data = gunzip_page(data, name, max_bytes)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -409,4 +442,4 @@ def read_source(
         raise SourceError(f"{name}: over the {max_bytes}-byte limit")
     if not data.strip():
         raise SourceError(f"{name}: empty")
-    return decode_page(data, name)
+    return decode_page(data, name, max_bytes)

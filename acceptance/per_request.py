@@ -117,6 +117,11 @@ SKIP_NO_ROUTE = "no route"
 SKIP_BAD_ROUTE = "bad route"
 SKIP_BAD_TIME = "bad time"
 SKIP_INCONSISTENT = "inconsistent counts"
+SKIP_TOO_LONG = "line over 16 MiB"
+
+# A response line is a few KiB (a detailed one with thousands of steps, some 100 KiB): a
+# longer one is not a response, and is skipped without being held in memory.
+MAX_LINE_CHARS = 16 * 1024 * 1024
 
 # Keys that make an object a speculative_decoding payload.
 _SPEC_KEYS = ("acceptance_histogram", "num_spec_tokens")
@@ -135,6 +140,12 @@ class _Skip(Exception):
 _MAX_COUNT = 10**12
 _EARLIEST_TIME = 946_684_800.0
 _FUTURE_SLACK_S = 86_400.0
+
+
+def has_control_characters(name: str) -> bool:
+    """A name (a route's) with a newline, tab or other control character: it would break the
+    one-line output every command promises."""
+    return any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in name)
 
 
 def _is_count(x) -> bool:
@@ -296,7 +307,7 @@ def _record(obj: dict, default_route: str | None, default_time: float) -> Reques
 
     if "route" in obj:
         route = obj["route"]
-        if not isinstance(route, str) or not route.strip():
+        if not isinstance(route, str) or not route.strip() or has_control_characters(route.strip()):
             raise _Skip(SKIP_BAD_ROUTE)
     elif default_route is not None:
         route = default_route
@@ -372,6 +383,9 @@ def parse_per_request_lines(
     n_lines = 0
     for line in lines:
         n_lines += 1
+        if line is _TOO_LONG:
+            skipped[SKIP_TOO_LONG] += 1
+            continue
         try:
             record = _parse_line(line, default_route, float(default_time))
             digest = hashlib.sha1(line.strip().encode("utf-8", "replace")).hexdigest()[:16]
@@ -384,6 +398,24 @@ def parse_per_request_lines(
     return PerRequestParse(records=records, skipped=dict(sorted(skipped.items())), lines=n_lines)
 
 
+_TOO_LONG = object()  # what bounded_lines yields for a line over MAX_LINE_CHARS
+
+
+def bounded_lines(stream, max_chars: int = MAX_LINE_CHARS):
+    """The stream's lines, each read at most ``max_chars`` at a time: a longer line is
+    consumed to its end in pieces and yielded as one marker, never held whole."""
+    while True:
+        line = stream.readline(max_chars + 1)
+        if not line:
+            return
+        if len(line) <= max_chars or line.endswith("\n"):
+            yield line
+            continue
+        while line and not line.endswith("\n"):  # the rest of the long line
+            line = stream.readline(max_chars + 1)
+        yield _TOO_LONG
+
+
 def read_per_request_file(
     path: str | Path,
     *,
@@ -392,9 +424,11 @@ def read_per_request_file(
 ) -> PerRequestParse:
     """parse_per_request_lines over a file (``-`` reads stdin); unreadable → PerRequestError."""
     if str(path) == "-":
-        return parse_per_request_lines(sys.stdin, default_route=default_route, default_time=default_time, source="<stdin>")
+        return parse_per_request_lines(bounded_lines(sys.stdin), default_route=default_route, default_time=default_time,
+                                       source="<stdin>")
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            return parse_per_request_lines(f, default_route=default_route, default_time=default_time, source=str(path))
+            return parse_per_request_lines(bounded_lines(f), default_route=default_route, default_time=default_time,
+                                           source=str(path))
     except OSError as e:
         raise PerRequestError(f"{path}: cannot read per-request file: {e.strerror or e}") from None

@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import threading
 import time
@@ -48,6 +49,19 @@ def _positive_float(text: str) -> float:
     return v
 
 
+def _bounded_int(low: int, high: int):
+    """An argparse type: an integer in [low, high] (argparse names the option in its error)."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not low <= v <= high:
+            raise argparse.ArgumentTypeError(f"must be an integer from {low:,} to {high:,}, got {text!r}")
+        return v
+    return parse
+
+
 def float_list(text: str) -> list[float]:
     """A1,A2,...: at least one finite number."""
     try:
@@ -78,6 +92,21 @@ def _input_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
+def _nothing_answered() -> tuple[type[BaseException], ...]:
+    """Exception classes that mean no source gave anything (exit 3)."""
+    from acceptance.fetch import UnreachableError
+
+    return (UnreachableError, NothingAnswered)
+
+
+class NothingAnswered(RuntimeError):
+    """Every target (or source) failed: the commands' exit status 3."""
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
 def _run(fn, args, prog: str) -> int:
     try:
         return fn(args)
@@ -86,6 +115,9 @@ def _run(fn, args, prog: str) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except _nothing_answered() as e:
+        print(f"{prog}: error: {_first_line(e)}", file=sys.stderr)
+        return 3
     except _input_errors() as e:
         if os.environ.get("SPECDEC_DEBUG"):
             traceback.print_exc()
@@ -163,10 +195,14 @@ def cmd_collect(args) -> int:
         print(f"serving per-route gauges on http://{args.serve_host}:{server.server_port}/metrics "
               f"(window {args.serve_window:g}s, refreshed every cycle)", file=sys.stderr)
 
+    answered = {"ok": 0, "first_error": None}
+
     def progress(n: int, results, seconds: float) -> None:
         if gauges is not None:
             _refresh_gauges(gauges, config, store, args.serve_window)
         failed = [r for r in results if not r.ok]
+        answered["ok"] += len(results) - len(failed)
+        answered["first_error"] = answered["first_error"] or (failed[0].error if failed else None)
         line = f"cycle {n}: {len(results) - len(failed)}/{len(results)} targets ok in {seconds:.2f}s"
         if failed:
             line += f"; failing: {failed[0].error}" + (f" (+{len(failed) - 1} more)" if len(failed) > 1 else "")
@@ -179,6 +215,8 @@ def cmd_collect(args) -> int:
         )
     finally:
         store.close()
+    if answered["ok"] == 0 and answered["first_error"]:
+        raise NothingAnswered(f"no target answered ({len(targets)} tried); first: {answered['first_error']}")
     if args.once:
         print("baseline laid: a window needs a second scrape (run collect again, or without --once)", file=sys.stderr)
     return 0
@@ -640,7 +678,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("source")
     p.add_argument("--json", action="store_true")
     p.add_argument("--timeout", type=_duration, default=5.0, help="for a URL (default 5s)")
-    p.add_argument("--max-page-bytes", type=int, default=DEFAULT_MAX_PAGE_BYTES)
+    p.add_argument("--max-page-bytes", type=_bounded_int(1, 1 << 30), default=DEFAULT_MAX_PAGE_BYTES)
     p.set_defaults(fn=cmd_inspect)
 
     p = sub.add_parser("collect", help="scrape the config's targets into the store")
@@ -660,7 +698,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_rules)
 
     p = sub.add_parser("ingest", help="store per-request metrics or vLLM log lines for a route")
-    p.add_argument("--route", required=True, help="the route (a per-request line's \"route\" key overrides it)")
+    p.add_argument("--route", required=True, type=route_name, help="the route (a per-request line's \"route\" key overrides it)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--per-request", metavar="FILE", help="JSON lines of vLLM responses' metrics (- for stdin)")
     src.add_argument("--log", metavar="FILE", help="a vLLM server log with SpecDecoding metrics lines")
@@ -713,30 +751,57 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def route_name(text: str) -> str:
+    """An argparse type: a route name without control characters."""
+    from acceptance.per_request import has_control_characters
+
+    if not text.strip() or has_control_characters(text):
+        raise argparse.ArgumentTypeError(f"route name {text!r} is empty or holds a control character")
+    return text
+
+
 def _add_tune_args(p) -> None:
-    p.add_argument("--route", help="a route of the config")
+    p.add_argument("--route", type=route_name, help="a route of the config")
     _add_common_store_args(p)
     p.add_argument("--window", type=_duration, default=3600.0, help="window ending now (default 1h)")
     p.add_argument("--json", action="store_true", help="the documented JSON document")
     p.add_argument("--emit", choices=["vllm"], help="print only the --speculative-config JSON")
     p.add_argument("--survival", type=float_list, help="inline: a_1,a_2,... instead of a route")
-    p.add_argument("--drafts", type=int, help="inline: drafts behind the curve (for intervals)")
+    p.add_argument("--drafts", type=_bounded_int(1, 10**12), help="inline: drafts behind the curve (for intervals)")
     p.add_argument("--method", help="inline: vLLM speculative method (default dspark)")
     p.add_argument("--draft-cost", type=float, help="inline: draft cost (default 0.10)")
     p.add_argument("--cost-profile", help="inline: flat | roofline | a measured table (default flat)")
-    p.add_argument("--deployed-gamma", type=int, help="inline: the deployed γ (default: the curve's length)")
+    p.add_argument("--deployed-gamma", type=_bounded_int(0, 64), help="inline: the deployed γ (default: the curve's length)")
+
+
+def _values_that_look_like_options(argv: list[str] | None) -> list[str]:
+    """``--window -1h`` as ``--window=-1h``: argparse takes a value that starts with "-" and a
+    digit (not a plain negative number) for an option and says "expected one argument";
+    joined, the option's own check answers (a window must be positive)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a.startswith("--") and "=" not in a and i + 1 < len(args) and re.match(r"^-\d", args[i + 1]):
+            out.append(f"{a}={args[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_values_that_look_like_options(argv))
     return _run(args.fn, args, "specdec")
 
 
 def tune_gamma_main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog="tune-gamma", description="Recommend the number of draft tokens γ for a route.")
     _add_tune_args(parser)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_values_that_look_like_options(argv))
     return _run(cmd_tune_gamma, args, "tune-gamma")
 
 

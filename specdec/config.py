@@ -10,6 +10,8 @@ Extensions beyond DESIGN.md (all optional): [collect] interval / timeout / max_p
 
 from __future__ import annotations
 
+from acceptance.per_request import has_control_characters
+
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,6 +157,8 @@ def config_from_mapping(raw: dict, *, path: Path | None) -> Config:
 
     routes: dict[str, RouteConfig] = {}
     for name, table in _table(raw, "routes", where).items():
+        if has_control_characters(name):
+            raise ConfigError(f"{where}: route name {name!r} holds a control character")
         rwhere = f"{where} [routes.{name}]"
         if not isinstance(table, dict):
             raise ConfigError(f"{rwhere}: must be a table")

@@ -178,8 +178,39 @@ def test_inspect_bad_sources(capsys, tmp_path):
     html.write_text("<html><body>502 Bad Gateway</body></html>")
     assert_one_line_error(*run_cli(capsys, main, ["inspect", str(html)]), "error.html")
     assert_one_line_error(*run_cli(capsys, main, ["inspect", str(tmp_path / "missing.txt")]), "missing.txt")
-    assert_one_line_error(*run_cli(capsys, main, ["inspect", "http://127.0.0.1:9/metrics", "--timeout", "1s"]),
-                          "127.0.0.1:9")
+    # nothing answered: exit 3, one line naming the URL
+    code, out, err = run_cli(capsys, main, ["inspect", "http://127.0.0.1:9/metrics", "--timeout", "1s"])
+    assert code == 3 and len(err.strip().splitlines()) == 1 and "127.0.0.1:9" in err and "Traceback" not in err
+
+
+def test_exit_codes_and_one_line_messages_for_hostile_arguments(capsys, tmp_path):
+    # 2: bad input, the option named
+    code, _, err = run_cli(capsys, tune_gamma_main, ["--survival", "0.8,0.6", "--drafts", "9" * 23])
+    assert code == 2 and "--drafts" in err and "Traceback" not in err
+    code, _, err = run_cli(capsys, main, ["inspect", "-", "--max-page-bytes", "-5"])
+    assert code == 2 and "--max-page-bytes" in err
+    code, _, err = run_cli(capsys, tune_gamma_main, ["--route", "x", "--window", "-1h"])
+    assert code == 2 and "--window" in err and "-1h" in err and "expected one argument" not in err
+    code, _, err = run_cli(capsys, tune_gamma_main, ["--route", "bad\nname"])
+    assert code == 2 and "control character" in err and len(err.strip().splitlines()) == 1
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[routes."a\\u0007b"]\ntargets = ["http://127.0.0.1:9/metrics"]\n')
+    code, _, err = run_cli(capsys, tune_gamma_main, ["--route", "x", "--config", str(cfg)])
+    assert code == 2 and "control character" in err
+    # 3: every target failed
+    cfg.write_text('[routes.r]\ntargets = ["http://127.0.0.1:9/metrics"]\n')
+    code, _, err = run_cli(capsys, main, ["collect", "--config", str(cfg), "--db", str(tmp_path / "s.db"), "--once"])
+    assert code == 3 and "no target answered" in err.strip().splitlines()[-1]
+
+
+def test_a_gzip_page_is_read(tmp_path, capsys):
+    import gzip
+
+    page = tmp_path / "metrics.txt.gz"
+    page.write_bytes(gzip.compress((GOLDEN / "exposition_gamma3.txt").read_bytes()))
+    code, out, err = run_cli(capsys, main, ["inspect", str(page)])
+    assert code == 0, err
+    assert "9134" in out.replace(",", "")
 
 
 # ------------------------------------------------------------------ demo, end to end

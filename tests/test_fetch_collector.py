@@ -80,6 +80,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(200, b"\n<!DOCTYPE html><html></html>")
         elif path == "/unavailable":
             self._send(503, b"overloaded", content_type="text/plain")
+        elif path == "/gzip":  # compressed whatever the request asked for
+            import gzip
+
+            body = gzip.compress(SPEC_PAGE)
+            self.send_response(200)
+            self.send_header("Content-Type", PROM_TYPE)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
         elif path == "/impossible":  # 825,900 accepted at position 0 of 9,134 drafts
             self._send(200, SPEC_PAGE.replace(b'position="0"} 8259.0', b'position="0"} 825900.0'))
         elif path == "/garbage":
@@ -250,6 +260,10 @@ def test_a_slow_target_does_not_hold_the_cycle_and_the_healthy_ones_are_kept(bas
     assert time.monotonic() - started < 1.5
     assert [r.ok for r in results] == [True, False, True]
     assert "timed out" in results[1].error
+
+
+def test_a_page_always_served_gzip_is_decoded(base):
+    assert fetch_page(f"{base}/gzip") == SPEC_PAGE.decode()
 
 
 def test_a_target_with_impossible_counts_fails_alone(base):

@@ -353,3 +353,18 @@ def test_times_and_counts_no_engine_produces_are_skipped():
     parsed = parse_per_request_lines(lines, default_route=None, default_time=0.0, source="t")
     assert len(parsed.records) == 1
     assert parsed.skipped == {"bad time": 2, "inconsistent counts": 1}
+
+
+def test_a_line_over_16_mib_is_skipped_without_being_held(tmp_path):
+    import io
+
+    from acceptance.per_request import bounded_lines
+
+    stream = io.StringIO("short\n" + "x" * 10_000 + "\nafter\n")
+    lines = list(bounded_lines(stream, max_chars=100))
+    assert lines[0] == "short\n" and lines[2] == "after\n" and lines[1] is not None and not isinstance(lines[1], str)
+    good = json.dumps({"route": "r", "time": 1_796_000_000, "speculative_decoding": vllm_payload([(3, 2)], 3)})
+    path = tmp_path / "big.jsonl"
+    path.write_text(good + "\n" + "y" * (16 * 1024 * 1024 + 10) + "\n" + good.replace("1796000000", "1796000001") + "\n")
+    parsed = read_per_request_file(path, default_route=None, default_time=0.0)
+    assert len(parsed.records) == 2 and parsed.skipped == {"line over 16 MiB": 1}
