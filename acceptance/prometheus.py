@@ -58,7 +58,7 @@ import numpy as np
 
 from . import vllm_metrics as vm
 from .counts import IntervalCounts
-from .fetch import SourceError, _one_line, mask_userinfo
+from .fetch import SourceError, UnreachableError, _one_line, mask_userinfo
 from .store import EngineRef, Event, TargetStatus
 from .windows import GammaSegment, StepShapeWindow, newest_segment
 
@@ -76,6 +76,10 @@ _MAX_RESPONSE_BYTES = 64 << 20
 
 class PrometheusError(SourceError):
     """Prometheus could not be read; the message is one line naming the server URL."""
+
+
+class PrometheusUnreachable(PrometheusError, UnreachableError):
+    """Prometheus gave no answer: not reached, timed out, or an HTTP error (exit status 3)."""
 
 
 @dataclass(frozen=True)
@@ -158,8 +162,8 @@ class PrometheusClient:
             text = re.sub(re.escape(self._token), "***", text, flags=re.IGNORECASE)
         return text
 
-    def _fail(self, what: str) -> PrometheusError:
-        return PrometheusError(self._scrub(_one_line(f"prometheus {self.url}: {what}")))
+    def _fail(self, what: str, kind: type[PrometheusError] = PrometheusError) -> PrometheusError:
+        return kind(self._scrub(_one_line(f"prometheus {self.url}: {what}")))
 
     def _request(self, endpoint: str, params: dict) -> object:
         self.queries += 1
@@ -185,11 +189,11 @@ class PrometheusClient:
                     detail = f": {doc.get('errorType', 'error')}: {doc['error']}"
             except (ValueError, OSError):
                 pass
-            raise self._fail(f"HTTP {e.code} {e.reason} from /api/v1/{endpoint}{detail}") from None
+            raise self._fail(f"HTTP {e.code} {e.reason} from /api/v1/{endpoint}{detail}", PrometheusUnreachable) from None
         except urllib.error.URLError as e:
-            raise self._fail(f"cannot reach the server ({e.reason})") from None
+            raise self._fail(f"cannot reach the server ({e.reason})", PrometheusUnreachable) from None
         except (TimeoutError, OSError) as e:
-            raise self._fail(f"request failed ({type(e).__name__}: {e})") from None
+            raise self._fail(f"request failed ({type(e).__name__}: {e})", PrometheusUnreachable) from None
         if len(raw) > _MAX_RESPONSE_BYTES:
             raise self._fail(f"/api/v1/{endpoint} answered more than {_MAX_RESPONSE_BYTES >> 20} MiB")
         try:
