@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .counts import ScrapeResult
 from .fetch import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, PageFetcher, _one_line, mask_userinfo
-from .parse import parse_metrics_page
+from .parse import DEFAULT_MAX_ENGINES, parse_metrics_page
 
 
 
@@ -47,8 +47,10 @@ class Collector:
         concurrency: int = 64,
         keep_alive: bool = True,
         now: Callable[[], float] = time.time,
+        max_engines: int = DEFAULT_MAX_ENGINES,
     ):
         _check_concurrency(concurrency)
+        self.max_engines = max_engines
         self.fetcher = PageFetcher(timeout_s=timeout_s, max_bytes=max_bytes, keep_alive=keep_alive)
         self.concurrency = concurrency
         self.now = now
@@ -60,7 +62,7 @@ class Collector:
         started = time.monotonic()
         try:
             page = self.fetcher.fetch(target)
-            engines = parse_metrics_page(page, source=target)
+            engines = parse_metrics_page(page, source=target, max_engines=self.max_engines)
         except Exception as exc:  # a bad target must never stop the cycle
             message, shown = _one_line(exc).replace(target, mask_userinfo(target)), mask_userinfo(target)
             if shown not in message:
@@ -119,11 +121,11 @@ def collect_cycle(
         return collector.collect(targets)
 
 
-def _collector_for(targets, timeout_s, max_bytes, concurrency, now) -> "Collector":
+def _collector_for(targets, timeout_s, max_bytes, concurrency, now, max_engines=DEFAULT_MAX_ENGINES) -> "Collector":
     """A Collector with no more worker threads than targets."""
     _check_concurrency(concurrency)
     return Collector(timeout_s=timeout_s, max_bytes=max_bytes,
-                     concurrency=max(1, min(concurrency, len(targets))), now=now)
+                     concurrency=max(1, min(concurrency, len(targets))), now=now, max_engines=max_engines)
 
 
 def run_collector(
@@ -139,6 +141,7 @@ def run_collector(
     max_bytes: int = DEFAULT_MAX_BYTES,
     concurrency: int = 64,
     now: Callable[[], float] = time.time,
+    max_engines: int = DEFAULT_MAX_ENGINES,
 ) -> int:
     """Scrape ``targets`` every ``interval_s`` and hand each cycle's results to ``write_cycle``.
 
@@ -159,7 +162,7 @@ def run_collector(
     stop = stop or threading.Event()
     cycles = 0
     t0 = time.monotonic()
-    with _collector_for(targets, timeout_s, max_bytes, concurrency, now) as collector:
+    with _collector_for(targets, timeout_s, max_bytes, concurrency, now, max_engines) as collector:
         tick = 0
         while not stop.is_set():
             started = time.monotonic()

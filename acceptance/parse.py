@@ -204,14 +204,21 @@ def _engine_sort_key(key: tuple[str, str]):
     return (model_name, (0, int(engine), "") if engine.isdigit() else (1, 0, engine))
 
 
-def parse_metrics_page(text: str, *, source: str = "<page>") -> list[EngineSnapshot]:
+# One vLLM server exposes an engine per data-parallel rank: tens, not thousands. A page
+# with more is not a vLLM server's, and parsing it all would cost seconds per scrape.
+DEFAULT_MAX_ENGINES = 1024
+
+
+def parse_metrics_page(text: str, *, source: str = "<page>", max_engines: int = DEFAULT_MAX_ENGINES
+                       ) -> list[EngineSnapshot]:
     """Per-engine snapshots (labels ``model_name``, ``engine``) of a vLLM /metrics page.
 
     For each engine: ``SpecCounts`` with D = ``spec_decode_num_drafts``, T =
     ``…num_draft_tokens``, A = ``…num_accepted_tokens`` and A_k = ``…per_pos{position=k-1}``,
     k = 1..γ, γ = the number of position series; ``counts`` None when the engine exposes no
     spec-decode family. ``created`` = the drafts counter's ``_created`` (None when absent).
-    Engines are sorted by (model_name, engine number).
+    Engines are sorted by (model_name, engine number). A page listing more than
+    ``max_engines`` engines is refused before it is parsed (one line naming the source).
     """
     if not text or not text.strip():
         raise MetricsPageError(f"{source}: empty page, not a vLLM /metrics page")
@@ -221,6 +228,7 @@ def parse_metrics_page(text: str, *, source: str = "<page>") -> list[EngineSnaps
         raise MetricsPageError(f"{source}: no vllm: metrics on the page (is this a vLLM /metrics endpoint?)")
 
     lines, plugin_lines = _filter(text)
+    _check_engine_count(lines, source, max_engines)
     engines: dict[tuple[str, str], _EngineSeries] = {}
     seen: set[tuple[str, tuple]] = set()
     try:
@@ -325,6 +333,16 @@ def _impossible(c: SpecCounts) -> str | None:
     if over(c.draft_tokens, c.gamma * c.drafts):
         return f"{c.draft_tokens:g} draft tokens in {c.drafts:g} drafts of at most {c.gamma}"
     return None
+
+
+def _check_engine_count(lines: list[str], source: str, max_engines: int) -> None:
+    """Every engine has one drafts counter and one running-requests gauge: count their lines."""
+    drafts = f"{vm.DRAFTS}_total{{"
+    running = f"{vm.NUM_REQUESTS_RUNNING}{{"
+    n = max(sum(1 for line in lines if line.startswith(drafts)), sum(1 for line in lines if line.startswith(running)))
+    if n > max_engines:
+        raise MetricsPageError(f"{source}: page lists {n:,} engines, over the limit of {max_engines:,} "
+                               f"([collect] max_engines)")
 
 
 def _snapshot(key: tuple[str, str], series: _EngineSeries, source: str) -> EngineSnapshot:

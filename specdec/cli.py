@@ -212,6 +212,7 @@ def cmd_collect(args) -> int:
         run_collector(
             store.write_cycle, targets, interval_s=interval, duration_s=args.duration, once=args.once,
             on_cycle=progress, timeout_s=config.collect_timeout_s, max_bytes=config.max_page_bytes,
+            max_engines=config.max_engines,
         )
     finally:
         store.close()
@@ -538,7 +539,7 @@ def _tune_live(config, route: str, window_s: float):
             # One cycle past the window: a window needs a baseline scrape at its start.
             run_collector(store.write_cycle, targets, interval_s=interval, duration_s=window_s + interval / 2,
                           on_cycle=progress, stop=stop, timeout_s=config.collect_timeout_s,
-                          max_bytes=config.max_page_bytes)
+                          max_bytes=config.max_page_bytes, max_engines=config.max_engines)
         except KeyboardInterrupt:
             print("\n  stopped early", file=sys.stderr)
         print(file=sys.stderr)

@@ -5,11 +5,12 @@ Commands look for ./specdec.toml unless --config says otherwise; the store is
 --db says otherwise. Every [deployment] key may be overridden per route; the merged
 mapping is validated by model.deployment.Deployment.from_mapping where it is used.
 
-Extensions beyond DESIGN.md (all optional): [collect] interval / timeout / max_page_bytes.
+Extensions beyond DESIGN.md (all optional): [collect] interval / timeout / max_page_bytes / max_engines.
 """
 
 from __future__ import annotations
 
+from acceptance.parse import DEFAULT_MAX_ENGINES
 from acceptance.per_request import has_control_characters
 
 import tomllib
@@ -68,6 +69,7 @@ class Config:
     collect_interval_s: float = 15.0
     collect_timeout_s: float = 5.0
     max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES
+    max_engines: int = DEFAULT_MAX_ENGINES  # per target page
 
     def route(self, name: str) -> RouteConfig:
         try:
@@ -139,6 +141,9 @@ def config_from_mapping(raw: dict, *, path: Path | None) -> Config:
     max_page_bytes = collect.get("max_page_bytes", DEFAULT_MAX_PAGE_BYTES)
     if not isinstance(max_page_bytes, int) or isinstance(max_page_bytes, bool) or max_page_bytes <= 0:
         raise ConfigError(f"{where}: [collect] max_page_bytes must be a positive integer, got {max_page_bytes!r}")
+    max_engines = collect.get("max_engines", DEFAULT_MAX_ENGINES)
+    if not isinstance(max_engines, int) or isinstance(max_engines, bool) or max_engines <= 0:
+        raise ConfigError(f"{where}: [collect] max_engines must be a positive integer, got {max_engines!r}")
 
     deployment = _resolve_cost_table(_table(raw, "deployment", where), base)
     source = _table(raw, "source", where)
@@ -189,5 +194,5 @@ def config_from_mapping(raw: dict, *, path: Path | None) -> Config:
     return Config(
         path=path, store_path=store_path, retention_s=retention_s, deployment=dict(deployment),
         routes=routes, prometheus=prometheus, collect_interval_s=interval,
-        collect_timeout_s=timeout, max_page_bytes=max_page_bytes,
+        collect_timeout_s=timeout, max_page_bytes=max_page_bytes, max_engines=max_engines,
     )

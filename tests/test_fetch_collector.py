@@ -404,10 +404,10 @@ def test_unexpected_exception_in_one_target_is_contained(base, monkeypatch):
 
     real_parse = collector_module.parse_metrics_page
 
-    def flaky_parse(text, *, source):
+    def flaky_parse(text, *, source, **kwargs):
         if source.endswith("/spec"):
             raise RuntimeError("boom\nsecond line")
-        return real_parse(text, source=source)
+        return real_parse(text, source=source, **kwargs)
 
     monkeypatch.setattr(collector_module, "parse_metrics_page", flaky_parse)
     results = collect_cycle([f"{base}/spec", f"{base}/metrics"])

@@ -301,3 +301,12 @@ def test_counts_a_scrape_race_can_produce_are_kept():
     # a step finished between reading drafts and the per-position counters: off by a batch
     (snap,) = parse_metrics_page(render_page({"0": (10_000, 30_000, 8_300, [10_200, 6_000, 2_100])}))
     assert snap.counts.accepted_per_position[0] == 10_200
+
+
+def test_a_page_with_more_engines_than_the_limit_is_refused_before_parsing():
+    engines = {str(i): (100, 300, 150, [80, 50, 20]) for i in range(50)}
+    page = render_page(engines)
+    assert len(parse_metrics_page(page, max_engines=50)) == 50
+    with pytest.raises(MetricsPageError, match="lists 50 engines, over the limit of 49") as info:
+        parse_metrics_page(page, source="http://127.0.0.1:9/metrics", max_engines=49)
+    assert "127.0.0.1:9" in str(info.value) and "max_engines" in str(info.value)
