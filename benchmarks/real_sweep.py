@@ -431,6 +431,28 @@ def summary(cells: list[dict]) -> dict:
     }
 
 
+def markdown(cells: list[dict]) -> str:
+    """The README's tables."""
+    def f(x, fmt=".2f"):
+        return "" if x is None else format(x, fmt)
+
+    out = ["| method / route | γ | AL measured | AL predicted | ν | decode tok/s ratio to γ 0 [90%] | "
+           "predicted speedup [90%] | wall-clock ratio | step ms |", "|---|---|---|---|---|---|---|---|---|"]
+    for c in cells:
+        for g in c["gammas"]:
+            pred = "" if g["predicted_speedup"] is None else \
+                f"{g['predicted_speedup']:.2f} [{f(g['speedup_low'])}, {f(g['speedup_high'])}]"
+            out.append(f"| {c['method']} / {c['route']} | {g['gamma']} | {g['measured_al']:.3f} | {f(g['predicted_al'], '.3f')} "
+                       f"| {f(g['undrafted_token_share'], '.3f')} | {g['measured_ratio']:.2f} [{g['ratio_low']:.2f}, "
+                       f"{g['ratio_high']:.2f}] | {pred} | {g['wall_ratio']:.2f} | {g['step_time_ms']:.2f} |")
+    out += ["", "| method / route | recommended (decision) | best measured | separated | regret vs best considered "
+            "(γ ≤ 5) | regret vs best |", "|---|---|---|---|---|---|"]
+    for c in cells:
+        out.append(f"| {c['method']} / {c['route']} | {c['recommended_gamma']} ({c['decision']}) | {c['best_gamma']} | "
+                   f"{'yes' if c['best_separated'] else 'no'} | {c['regret_considered']:.1%} | {c['regret']:.1%} |")
+    return "\n".join(out)
+
+
 def print_table(cells: list[dict]) -> None:
     print(f"{'method':<12}{'route':<11}{'γ':>3}{'AL meas':>9}{'AL pred':>9}{'ν':>7}{'decode ratio [90%]':>22}"
           f"{'pred [90%]':>22}{'wall ratio':>12}{'cpu s/tok':>11}")
@@ -502,6 +524,7 @@ def main(argv=None) -> int:
     parser.add_argument("--raw", type=Path, default=RAW, help="the runs' responses (written, or read with --from-raw)")
     parser.add_argument("--from-raw", action="store_true", help="analyse the runs of --raw again, no engine")
     parser.add_argument("--curves", type=Path, default=CURVES)
+    parser.add_argument("--markdown", action="store_true", help="also print the README's tables")
     args = parser.parse_args(argv)
     if args.from_raw:
         measured = load_raw(args.raw)
@@ -525,6 +548,8 @@ def main(argv=None) -> int:
                                        "survival": curves}, indent=1) + "\n")
     print_table(cells)
     print(json.dumps(document["summary"], indent=1))
+    if args.markdown:
+        print(markdown(cells))
     log(f"wrote {args.out} and {args.curves} (sweep {document['seconds'] / 60:.0f} min)")
     return 0
 

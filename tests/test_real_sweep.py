@@ -65,3 +65,22 @@ def test_step_cost_splits_the_fixed_overhead_from_the_width_slope(tmp_path):
 
     table = load_table(path)
     assert table.step_time_s(1, 1) == pytest.approx(0.005) and table.step_time_s(1, 4) == pytest.approx(0.008)
+
+
+def made_up_cell(predicted_al_at_2: float) -> dict:
+    def g(gamma, al, pal, ratio, lo, hi, pred, plo, phi):
+        return {"gamma": gamma, "measured_al": al, "predicted_al": pal, "measured_ratio": ratio, "ratio_low": lo,
+                "ratio_high": hi, "predicted_speedup": pred, "speedup_low": plo, "speedup_high": phi,
+                "undrafted_token_share": None, "wall_ratio": ratio, "step_time_ms": 5.0}
+    return {"method": "m", "route": "r", "recommended_gamma": 3, "decision": "keep", "best_gamma": 3,
+            "best_separated": True, "regret_considered": 0.0, "regret": 0.01,
+            "gammas": [g(0, 1, 1, 1, 1, 1, 1, 1, 1), g(2, 2.0, predicted_al_at_2, 1.2, 1.1, 1.3, 1.25, 1.2, 1.3),
+                       g(3, 2.5, 2.5, 1.4, 1.3, 1.5, 1.6, 1.55, 1.65)]}
+
+
+def test_summary_counts_the_issues_checks():
+    s = rs.summary([made_up_cell(2.04), made_up_cell(2.10)])
+    assert s["al_within_3pct"] == "1/2" and s["al_misses"] == ["m/r γ 2: +5.0%"]
+    assert s["predicted_in_measured_interval"] == "2/4"  # γ 2 inside [1.1, 1.3], γ 3's 1.6 outside [1.3, 1.5]
+    assert s["measured_in_predicted_interval"] == "2/4"  # 1.2 in [1.2, 1.3]; 1.4 outside [1.55, 1.65]
+    assert "| m / r | 3 (keep) | 3 | yes | 0.0% | 1.0% |" in rs.markdown([made_up_cell(2.0)])
