@@ -88,8 +88,9 @@ class RequestRecord:
     decode_tokens: int | None = None
     # (per_step_drafted, per_step_accepted) in step order (``detailed`` only): acceptance.replay
     steps: tuple[tuple[int, ...], tuple[int, ...]] | None = None
-    # The hash of the line's text: the key of a line without a request id — never its
-    # position or the time it was read, so re-reading, reordering or prepending adds nothing.
+    # "<hash of the line's text>#<how many identical lines came before it>": the key of a
+    # line without a request id — never its position or the time it was read, so re-reading,
+    # reordering or prepending other lines adds nothing, and identical lines stay distinct.
     line_key: str | None = None
 
 
@@ -380,6 +381,7 @@ def parse_per_request_lines(
     default_route = default_route.strip() if default_route is not None else None
     records: list[RequestRecord] = []
     skipped: Counter[str] = Counter()
+    seen: Counter[str] = Counter()  # lines of the same text so far: identical lines are distinct requests
     n_lines = 0
     for line in lines:
         n_lines += 1
@@ -389,7 +391,8 @@ def parse_per_request_lines(
         try:
             record = _parse_line(line, default_route, float(default_time))
             digest = hashlib.sha1(line.strip().encode("utf-8", "replace")).hexdigest()[:16]
-            records.append(dataclasses.replace(record, line_key=digest))
+            records.append(dataclasses.replace(record, line_key=f"{digest}#{seen[digest]}"))
+            seen[digest] += 1
         except _Skip as skip:
             skipped[skip.reason] += 1
     if not records:

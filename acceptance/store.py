@@ -242,13 +242,18 @@ ALTER TABLE ingested ADD COLUMN mean_itl_s REAL;
 # Version 5: a request's decode tokens (output tokens − 1), so the steps that carried no
 # draft (an ngram drafter without a match) are counted: U = N − D − A (counts.undrafted_token_share);
 # its drafted steps in order (int32 [d_1..d_n, j_1..j_n], ``detailed`` only) for acceptance.replay.
-# A line without a request id is keyed by the hash of its text alone, no longer
-# "<line number>:<hash>" (a line put in front of a file re-keyed every line after it).
+# A line without a request id is keyed "<hash of its text>#<identical lines before it>", no
+# longer "<line number>:<hash>" (a line put in front of a file re-keyed every line after it).
 _SCHEMA_V5 = """
 ALTER TABLE ingested ADD COLUMN decode_tokens INTEGER;
 ALTER TABLE ingested ADD COLUMN steps BLOB;
-UPDATE OR IGNORE ingested SET key = substr(key, instr(key, ':') + 1)
-    WHERE source = 'per-request' AND key GLOB '[0-9]*:[0-9a-f]*' AND length(key) - instr(key, ':') = 16;
+CREATE TEMP TABLE rekey AS SELECT id, substr(key, instr(key, ':') + 1) || '#' || (ROW_NUMBER() OVER (
+        PARTITION BY route, source, substr(key, instr(key, ':') + 1)
+        ORDER BY CAST(substr(key, 1, instr(key, ':') - 1) AS INTEGER)) - 1) AS new_key
+    FROM ingested WHERE source = 'per-request' AND key GLOB '[0-9]*:[0-9a-f]*' AND length(key) - instr(key, ':') = 16;
+UPDATE OR IGNORE ingested SET key = (SELECT new_key FROM rekey WHERE rekey.id = ingested.id)
+    WHERE id IN (SELECT id FROM rekey);
+DROP TABLE rekey;
 """
 
 # version → statements that bring a store from version − 1 to it.

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from acceptance.counts import EngineSnapshot, ScrapeResult, SpecCounts
-from acceptance.store import SCHEMA_VERSION, Store, StoreError
+from acceptance.store import SCHEMA_VERSION, IngestedRow, Store, StoreError
 from acceptance.windows import route_window
 
 
@@ -289,3 +289,27 @@ def test_reads_inside_one_snapshot_do_not_see_a_commit_made_meanwhile(tmp_path):
     with Store.open(p) as reader:
         assert drafts(reader) == 25
     writer.close()
+
+
+def test_schema_4_line_keys_become_text_keys_keeping_identical_lines_apart(tmp_path):
+    import json as _json
+
+    from acceptance.per_request import parse_per_request_lines
+
+    spec = {"acceptance_histogram": [1, 2], "num_spec_steps": 3, "num_accepted_draft_tokens": 2,
+            "num_draft_tokens": 3, "num_spec_tokens": 1}
+    lines = [_json.dumps(spec)] * 3
+    records = parse_per_request_lines(lines, default_route="r", default_time=1.8e9, source="t").records
+    p = tmp_path / "s.db"
+    with Store.open(p) as store:
+        store.ingest("r", "per-request", [IngestedRow(1.8e9, rec.counts, f"{i + 1}:{rec.line_key[:16]}")
+                                          for i, rec in enumerate(records)])  # the old keys
+    conn = sqlite3.connect(p)
+    conn.execute("ALTER TABLE ingested DROP COLUMN decode_tokens")
+    conn.execute("ALTER TABLE ingested DROP COLUMN steps")
+    conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with Store.open(p) as store:
+        again = store.ingest("r", "per-request", [IngestedRow(1.8e9, rec.counts, rec.line_key) for rec in records])
+        assert (again.added, again.duplicates) == (0, 3)  # the same file: nothing new
