@@ -179,11 +179,52 @@ def _plugin_families(lines: list[str], source: str) -> list[_Family]:
 _SAMPLE = re.compile(r'([^{ \t]+)(?:\{((?:[^"}]|"(?:[^"\\]|\\.)*")*)\})?[ \t]+(\S+)(?:[ \t]+-?\d+)?[ \t]*')
 
 
+def _plain_sample(line: str) -> _Sample | None:
+    """``name{k="v",...} value`` as vLLM writes it (no escapes, no timestamp), by string
+    splits; None for anything else (then the regex reads it)."""
+    head, _, value = line.rpartition(" ")
+    if not head or "\\" in head:
+        return None
+    brace = head.find("{")
+    labels: dict[str, str] = {}
+    if brace < 0:
+        name = head.rstrip()
+    else:
+        if not head.endswith("}"):
+            return None
+        name = head[:brace]
+        body = head[brace + 1:-1]
+        if body.endswith(","):
+            body = body[:-1]
+        if body:
+            if not body.endswith('"'):
+                return None
+            for part in body[:-1].split('",'):
+                key, eq, val = part.partition('="')
+                key = key.strip(" \t,")
+                if not eq or '"' in val or not _LABEL_NAME.fullmatch(key):
+                    return None
+                labels[key] = val
+    if not name or " " in name or "\t" in name:
+        return None
+    try:
+        return _Sample(name, labels, float(value))
+    except ValueError:
+        return None
+
+
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
 def _fast_samples(lines: list[str]) -> list[_Sample] | None:
     """The sample lines of ``lines`` (comments skipped), or None when one does not fit."""
     out = []
     for line in lines:
         if not line or line[0] == "#":
+            continue
+        plain = _plain_sample(line)
+        if plain is not None:
+            out.append(plain)
             continue
         m = _SAMPLE.fullmatch(line)
         if m is None:

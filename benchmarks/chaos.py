@@ -10,7 +10,9 @@ four plain pages and one always gzip-encoded, whose drafts counter grows by 100 
 served (so the counts a store must hold are known exactly), and one whose γ flips 3 ↔ 5 on
 every page (its counters restart each time, as a restarted engine's do).
 
-A baseline `collect --once` opens the run and another closes it, neither killed; between
+With `[store] retention` 60 s the raw rows of the run's first minute are rolled up and
+deleted while it runs (the rollups, kept 4× longer, outlive it). A baseline `collect --once`
+opens the run and another closes it, neither killed; between
 them `collect` runs in lives ended by SIGKILL at random moments, while two readers loop
 `tune-gamma --json` on the healthy and the flipping route. Reported (and written to
 benchmarks/results/chaos.json):
@@ -157,11 +159,12 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
-def write_config(folder: Path, base: str, interval: float) -> Path:
+def write_config(folder: Path, base: str, interval: float, retention: str | None) -> Path:
     healthy = ", ".join(f'"{base}{p}"' for p in HEALTHY)
     zoo = ", ".join(f'"{base}{p}"' for p in ZOO) + f', "http://127.0.0.1:{closed_port()}/metrics"'
     cfg = folder / "specdec.toml"
-    cfg.write_text(f'[store]\npath = "chaos.db"\nretention = "20s"\n\n[collect]\ninterval = {interval}\ntimeout = 1\n\n'
+    kept = f'retention = "{retention}"\n' if retention else ""
+    cfg.write_text(f'[store]\npath = "chaos.db"\n{kept}\n[collect]\ninterval = {interval}\ntimeout = 1\n\n'
                    f'[deployment]\nmethod = "eagle3"\ncost_profile = "flat"\n\n'
                    f'[routes.healthy]\ntargets = [{healthy}]\n\n[routes.flip]\ntargets = ["{base}/flip"]\n\n'
                    f'[routes.zoo]\ntargets = [{zoo}]\n')
@@ -231,6 +234,8 @@ def main(argv=None) -> int:
     parser.add_argument("--joint-kills", type=int, default=5, help="SIGKILLs of the collector and a reader together")
     parser.add_argument("--interval", type=float, default=2.0)
     parser.add_argument("--seed", type=int, default=0)
+    # raw rows go after 60 s, in the run; rollups (4× longer) outlive it, so every count stays readable
+    parser.add_argument("--retention", default="60s", help="[store] retention ('' for none)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
@@ -238,7 +243,7 @@ def main(argv=None) -> int:
     threading.Thread(target=zoo.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     base = f"http://127.0.0.1:{zoo.server_address[1]}"
     folder = Path(tempfile.mkdtemp(prefix="specdec-chaos-"))
-    cfg = write_config(folder, base, args.interval)
+    cfg = write_config(folder, base, args.interval, args.retention or None)
     db = folder / "chaos.db"
     errors: list[str] = []
 
@@ -281,7 +286,7 @@ def main(argv=None) -> int:
         cycles = stored_cycles(db)
         drafts_by_target = {}
         for p in HEALTHY:
-            w = route_window(store, [f"{base}{p}"], started - 1, time.time() + 1)
+            w = route_window(store, [f"{base}{p}"], 0.0, time.time() + 3600)  # whole rollup buckets
             drafts_by_target[p] = sum(s.total.drafts for s in w.segments)
         samples = dict(store.conn.execute(
             "SELECT t.url, COUNT(*) FROM samples s JOIN engines e ON s.engine_id = e.id JOIN targets t "
