@@ -29,7 +29,7 @@ def _port(text: str) -> int:
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("dashboard", help="the Streamlit dashboard over the store (127.0.0.1 by default)",
-                              description=__doc__.split("\n\n")[0])
+                              description=__doc__.split("\n\n")[0].replace("`", ""))
     p.add_argument("--config", help="config file (default ./specdec.toml)")
     p.add_argument("--db", help="store path (default [store] path, else specdec.db beside the config)")
     p.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")

@@ -404,3 +404,10 @@ def test_misspelt_sections_and_keys_are_named_not_ignored(capsys, tmp_path, text
     code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "open", "--config", str(cfg)])
     assert_one_line_error(code, out, err, "specdec.toml", *needles)
     assert "[routes.open]" not in err  # the typo is where it was written
+
+
+def test_emit_and_json_are_refused_together_and_help_has_no_markup(capsys):
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--survival", "0.8,0.6", "--emit", "vllm", "--json"])
+    assert code == 2 and "not allowed with argument" in err and len(err.strip().splitlines()) == 1
+    code, out, err = run_cli(capsys, main, ["dashboard", "--help"])
+    assert code == 0 and "`" not in out
