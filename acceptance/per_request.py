@@ -86,7 +86,7 @@ class RequestRecord:
     tokens_per_second: float | None = None
     request_id: str | None = None
     decode_tokens: int | None = None
-    # (per_step_drafted, per_step_accepted) in step order (``detailed`` only): acceptance.replay
+    # (per_step_drafted, per_step_accepted) in step order (``detailed`` only): acceptance.step_replay
     steps: tuple[tuple[int, ...], tuple[int, ...]] | None = None
     # "<hash of the line's text>#<how many identical lines came before it>": the key of a
     # line without a request id — never its position or the time it was read, so re-reading,

@@ -241,7 +241,7 @@ ALTER TABLE ingested ADD COLUMN mean_itl_s REAL;
 
 # Version 5: a request's decode tokens (output tokens − 1), so the steps that carried no
 # draft (an ngram drafter without a match) are counted: U = N − D − A (counts.undrafted_token_share);
-# its drafted steps in order (int32 [d_1..d_n, j_1..j_n], ``detailed`` only) for acceptance.replay.
+# its drafted steps in order (int32 [d_1..d_n, j_1..j_n], ``detailed`` only) for acceptance.step_replay.
 # A line without a request id is keyed "<hash of its text>#<identical lines before it>", no
 # longer "<line number>:<hash>" (a line put in front of a file re-keyed every line after it).
 _SCHEMA_V5 = """

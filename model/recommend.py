@@ -37,7 +37,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from acceptance.replay import StepSequence, replay_by_gamma, resampled_tokens, tokens_and_widths
+from acceptance.step_replay import StepSequence, replay_by_gamma, resampled_tokens, tokens_and_widths
 
 from .deployment import Deployment, ModelInputError
 from .drafters import drafter_for
@@ -98,7 +98,7 @@ class Recommendation:
     verify_widths: tuple[float, ...] | None = None  # tokens per request a step verifies, per candidate γ
     anchor: Anchor | None = None  # the plain-decode rate priced at, and its source (model.anchor)
     # how AL at other γ was priced: "survival" (the curve, cut or extended by tail models) or
-    # "replay" (the requests' own steps replayed at each γ: acceptance.replay)
+    # "replay" (the requests' own steps replayed at each γ: acceptance.step_replay)
     acceptance_model: str = "survival"
     profile_figures: dict | None = None
 
@@ -192,7 +192,7 @@ def recommend(
     (acceptance.counts.undrafted_token_share), priced at every γ (speedup.speedup_with_undrafted);
     None = every step drafted. ``step_sequences``: the requests' drafted steps in order at the
     deployed γ (per-request ``detailed``); AL and the verify width of every candidate then come
-    from replaying them (acceptance.replay), not from the survival curve and its tail models."""
+    from replaying them (acceptance.step_replay), not from the survival curve and its tail models."""
     a = np.asarray(survival, dtype=float)
     if a.ndim != 1 or a.size == 0:
         raise ModelInputError("survival: must be a non-empty curve a_1..a_γ")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from acceptance.replay import StepSequence
+from acceptance.step_replay import StepSequence
 from acceptance.counts import (IntervalCounts, SpecCounts, draft_reach, mean_draft_length, survival_among_reached,
                                undrafted_token_share)
 from acceptance.plugin_series import PluginTotals, batch_bucket
@@ -79,7 +79,7 @@ class RouteTuning:
     survival_by_batch: dict[int, list[float]] | None = None  # per-batch curves the model used
     survival_reached: list[float] | None = None  # a_k among drafts that reached k: ΣA_k / ΣR_k
     draft_reach: list[float] | None = None  # R_k / D per position, None where R_k is unknown
-    step_sequences: list | None = None  # the requests' drafted steps the replay read (acceptance.replay)
+    step_sequences: list | None = None  # the requests' drafted steps the replay read (acceptance.step_replay)
 
     @property
     def observed_gamma(self) -> int:
@@ -357,7 +357,7 @@ class IngestedWindow:
     target_status: list = field(default_factory=list)
     not_speculating: list = field(default_factory=list)
     step_shape: object = None
-    # the newest segment's requests' drafted steps in order (acceptance.replay), when every
+    # the newest segment's requests' drafted steps in order (acceptance.step_replay), when every
     # one of them carries them (per-request ``detailed``); None otherwise
     step_sequences: list | None = None
 
