@@ -226,8 +226,8 @@ def speedup_with_undrafted(expected_tokens, ratio, undrafted_ratio, undrafted_to
     ν = 0 or None: AL·ρ, every step drafted."""
     if not undrafted_token_share:
         return expected_tokens * ratio
-    nu = float(undrafted_token_share)
-    return 1.0 / (nu / undrafted_ratio + (1.0 - nu) / (expected_tokens * ratio))
+    # τ(0) = 1: the per-token rate of tokens_per_time, at step times 1/ρ and 1/ρ_u
+    return tokens_per_time(expected_tokens, 1.0 / ratio, 1.0 / undrafted_ratio, undrafted_token_share)
 
 
 def tokens_per_time(expected_tokens, step_time, undrafted_step_time, undrafted_token_share):
