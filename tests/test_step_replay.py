@@ -17,7 +17,9 @@ from acceptance.step_replay import (
     replay,
     replay_by_gamma,
     resampled_tokens,
+    survival_and_reach,
 )
+from model.extrapolate import TAIL_MODELS, bonus_acceptances
 from model.speedup import expected_tokens_by_gamma
 from test_anchor import tune_ingested
 from test_per_request import vllm_payload
@@ -99,6 +101,17 @@ def test_bonus_acceptance_is_the_last_conditional_among_drafts_that_reached():
     assert bonus_acceptance(seqs) == pytest.approx((1 / 3) / (2 / 3))
 
 
+def test_the_tail_models_guess_the_bonus_position_and_last_is_the_one_seen():
+    # drafts of a route whose acceptance falls with the position, some cut short by the drafter
+    seqs = [StepSequence(3, (3, 3, 3, 2, 3, 1), (3, 2, 1, 2, 0, 1)), StepSequence(3, (3, 3), (3, 3))]
+    survival, reach = survival_and_reach(seqs)
+    assert survival == pytest.approx([7 / 8, 5 / 8, 3 / 8]) and reach == pytest.approx([1, 7 / 8, 6 / 8])
+    guesses = dict(zip(TAIL_MODELS, bonus_acceptances(survival, reach)))
+    assert guesses["last"] == pytest.approx(bonus_acceptance(seqs))  # one definition, two readers
+    assert guesses["trend"] < guesses["last"]  # the conditionals fall: the trend carries the fall on
+    assert all(0 <= q <= 1 for q in guesses.values())
+
+
 def test_resampled_tokens_vary_around_the_point():
     rng = np.random.default_rng(3)
     seqs = [engine_steps(runs_of_text(rng, 120, 0.9, 0.5), 3) for _ in range(40)]
@@ -127,10 +140,14 @@ def test_tune_gamma_prices_other_gammas_by_the_replay_of_detailed_requests(capsy
     doc, console = tune_ingested(capsys, tmp_path, detailed_requests(tmp_path, seqs),
                                  'method = "eagle3"\ncost_profile = "flat"\n')
     assert doc["acceptance_model"] == "replay"
-    replayed = expected_tokens_by_replay(seqs, 5)
+    # the point is the mean of one replay per tail model's guess of the unseen bonus positions
+    guesses = bonus_acceptances(*survival_and_reach(seqs))
+    replayed = np.mean([expected_tokens_by_replay(seqs, 5, q) for q in guesses], axis=0)
     by_gamma = {c["gamma"]: c for c in doc["candidates"]}
     for g in range(6):
         assert by_gamma[g]["expected_tokens"] == pytest.approx(replayed[g])
+    lows = [expected_tokens_by_replay(seqs, 5, min(guesses))[g] for g in range(6)]
+    assert lows[5] < by_gamma[5]["expected_tokens"] or min(guesses) == max(guesses)
     assert by_gamma[3]["expected_tokens"] == pytest.approx(doc["observed"]["mean_acceptance_length"])
     assert "drafted steps replayed at each gamma" in console
 
