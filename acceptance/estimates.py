@@ -211,11 +211,12 @@ def _scalar(value: float, level: float, bounds=(math.nan, math.nan)) -> ScalarEs
     return ScalarEstimate(float(value), (float(bounds[0]), float(bounds[1])), level)
 
 
-def _method_text(level: float, block_length: int, n_blocks: int, n_resamples: int, unit: str) -> str:
+def _method_text(block_length: int, n_blocks: int, n_resamples: int, unit: str) -> str:
+    # the level is said once, by whoever prints the method beside it
     return (
-        f"circular block bootstrap over {unit} (block {block_length} {unit.split()[-1]}, "
-        f"{n_blocks} blocks, {n_resamples} resamples), percentile widened for the block count "
-        f"and the long-run variance, {level:.0%}"
+        f"circular block bootstrap over {unit}, block {block_length} {unit.split()[-1]}, "
+        f"{n_blocks} blocks, {n_resamples} resamples; percentile widened for the block count "
+        f"and the long-run variance"
     )
 
 
@@ -341,7 +342,7 @@ def estimate_acceptance(
         draft_acceptance_rate=_scalar(dar_point, level, (dar_low, dar_high)),
         equivalent_p=_scalar(p_point, level, (equivalent_p(float(al_low), gamma), equivalent_p(float(al_high), gamma))),
         level=level, n_intervals=n, n_blocks=n_blocks, block_length=block_length,
-        method=_method_text(level, block_length, n_blocks, int(n_resamples), unit),
+        method=_method_text(block_length, n_blocks, int(n_resamples), unit),
         survival_resamples=surv_resamples, note=note,
     )
 
@@ -405,7 +406,7 @@ def estimate_from_survival(
         draft_acceptance_rate=_scalar((al_point - 1.0) / gamma, level, ((al_low - 1.0) / gamma, (al_high - 1.0) / gamma)),
         equivalent_p=_scalar(p_point, level, (equivalent_p(float(al_low), gamma), equivalent_p(float(al_high), gamma))),
         level=level, n_intervals=0, n_blocks=0, block_length=None,
-        method=f"multinomial resample of {int(drafts):,} independent drafts ({int(n_resamples)} resamples), percentile, {level:.0%}",
+        method=f"multinomial resample of {int(drafts):,} independent drafts, {int(n_resamples)} resamples; percentile",
         survival_resamples=surv_resamples,
         note="intervals assume independent drafts: a curve given inline carries no time structure",
     )

@@ -948,9 +948,9 @@ class Store:
                 gamma_changed = gamma != prev.gamma
                 restart = created_changed or dropped or gamma_changed
                 if restart:
-                    why = ("_created changed" if created_changed else "a counter went down" if dropped
+                    why = ("its _created time changed" if created_changed else "a counter went down" if dropped
                            else "its gamma changed")
-                    event("restart", f"engine restarted ({why})")
+                    event("restart", f"restarted: {why}")
                 if gamma_changed:
                     seg_id = self._new_segment(eid, gamma, t)
                     delta = value.copy()

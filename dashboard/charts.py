@@ -119,7 +119,7 @@ def seeds_figure(ps, speedups, *, title: str, published: Sequence[tuple[str, flo
 
     published: (label, p, speedup); route_marks: (route, p, p_low, p_high, speedup at p).
     """
-    fig = go.Figure(go.Scatter(x=list(ps), y=list(speedups), mode="lines", name="flat model (seeds' formula)",
+    fig = go.Figure(go.Scatter(x=list(ps), y=list(speedups), mode="lines", name="flat model (independent p, draft cost r)",
                                line=dict(color=PALETTE[0], width=2)))
     if published:
         fig.add_trace(go.Scatter(

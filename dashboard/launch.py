@@ -2,12 +2,14 @@
 
 Starts ``python -m streamlit run dashboard/app.py`` with this interpreter, bound to
 127.0.0.1 unless --host says otherwise, headless (no browser is opened on the server);
-the app reads --config and --db after streamlit's ``--``.
+the app reads --config and --db after streamlit's ``--``. The server is a child process that
+stops with the command (SIGTERM, SIGINT) and whose exit ends it (see `serve`).
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +17,7 @@ from pathlib import Path
 APP = Path(__file__).resolve().parent / "app.py"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8501
+STOP_GRACE_S = 3.0  # the server's time to stop on SIGTERM before SIGKILL (all within 5 s)
 
 
 def _port(text: str) -> int:
@@ -71,7 +74,40 @@ def run(args) -> int:
     check_inputs(args)
     url_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
     print(f"specdec dashboard: http://{url_host}:{args.port}/ (Ctrl-C stops it)", file=sys.stderr)
+    return serve(streamlit_command(args))
+
+
+class _Stop(Exception):
+    """SIGTERM or SIGINT arrived while the server ran."""
+
+
+def serve(cmd: list[str], grace_s: float = STOP_GRACE_S) -> int:
+    """Run ``cmd`` (the server) as a child until it exits, and return its status (128 + N for
+    signal N, as a shell says). SIGTERM's default action would end this process alone and
+    leave the server serving on its port, so SIGTERM and SIGINT here stop the server
+    (terminate, ``grace_s``, then kill) and return 128 + the signal."""
+    def stop(signum, _frame):
+        raise _Stop(signum)
+
+    child = subprocess.Popen(cmd)
+    previous = {}
     try:
-        return subprocess.call(streamlit_command(args))
-    except KeyboardInterrupt:
-        return 130
+        for s in (signal.SIGTERM, signal.SIGINT):
+            if signal.getsignal(s) is not signal.SIG_IGN:  # `cmd &` ignores SIGINT: keep that
+                previous[s] = signal.signal(s, stop)
+        code = child.wait()
+        return 128 - code if code < 0 else code
+    except (_Stop, KeyboardInterrupt) as e:
+        return 128 + (e.args[0] if isinstance(e, _Stop) else signal.SIGINT)
+    finally:
+        for s in previous:
+            signal.signal(s, signal.SIG_IGN)  # a second signal must not cut the clean-up short
+        if child.poll() is None:
+            child.terminate()
+            try:
+                child.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        for s, handler in previous.items():
+            signal.signal(s, handler)

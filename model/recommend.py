@@ -78,6 +78,22 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class Gain:
+    """speedup(recommended) / speedup(deployed) − 1: the point and its interval over the same
+    resamples × tail models as the decision (None without resamples)."""
+
+    value: float
+    low: float | None
+    high: float | None
+
+    def __str__(self) -> str:
+        """+9.6% [+8.1%, +11.0%] (the point alone without resamples)."""
+        if self.low is None or self.high is None:
+            return f"{self.value:+.1%}"
+        return f"{self.value:+.1%} [{self.low:+.1%}, {self.high:+.1%}]"
+
+
+@dataclass(frozen=True)
 class Recommendation:
     objective: str
     cost_profile: str
@@ -101,6 +117,9 @@ class Recommendation:
     # "replay" (the requests' own steps replayed at each γ: acceptance.step_replay)
     acceptance_model: str = "survival"
     profile_figures: dict | None = None
+    gain: Gain | None = None  # of the recommended γ over the deployed one; None when they are the same
+    # a "keep" whose gain is not yet sure: the window's drafts × this would settle it (1/√drafts)
+    drafts_factor_to_settle: float | None = None
 
     def to_dict(self) -> dict:
         """The tune-gamma JSON keys this module owns (NaN → None)."""
@@ -125,6 +144,8 @@ class Recommendation:
             "acceptance_model": self.acceptance_model,
             "anchor": None if self.anchor is None else self.anchor.to_dict(),
             "profile_figures": self.profile_figures,
+            "gain": None if self.gain is None else asdict(self.gain),
+            "drafts_factor_to_settle": self.drafts_factor_to_settle,
         })
 
 
@@ -371,7 +392,7 @@ def recommend(
             expected_tokens=float(al_point[:, i].mean()),
         ))
 
-    decision, reason = _decide(rec, deployed, allowed, speed_point, ensemble, deployment.min_gain, reasons)
+    decision, reason, settle = _decide(rec, deployed, allowed, speed_point, ensemble, deployment.min_gain, reasons)
 
     # Model error at the deployed γ: per-user tokens/s, whatever the objective.
     model_error = None
@@ -409,6 +430,8 @@ def recommend(
         acceptance_model="replay" if replayed is not None else "survival",
         anchor=anchor,
         profile_figures=profile_figures(deployment, anchor),
+        gain=_gain(rec, deployed, speed_point, ensemble, level),
+        drafts_factor_to_settle=settle,
     )
 
 
@@ -463,36 +486,49 @@ def _per_batch_curves(survival_by_batch, batch_sizes: np.ndarray, pooled: np.nda
     return curves if own else None
 
 
-def _decide(rec, deployed, allowed, speed_point, ens, min_gain, reasons) -> tuple[str, str]:
-    """change / off / keep, and why (see module docstring)."""
+def _gain(rec, deployed, speed_point, ens, level) -> Gain | None:
+    """Gain of the recommended γ over the deployed one (None when they are the same γ)."""
+    if rec == deployed or not speed_point[deployed] > 0:
+        return None
+    value = float(speed_point[rec] / speed_point[deployed] - 1.0)
+    if ens is None:
+        return Gain(value, None, None)
+    gains = ens[:, rec] / ens[:, deployed] - 1.0
+    low, high = np.quantile(gains, [(1 - level) / 2, (1 + level) / 2])
+    return Gain(value, float(low), float(high))
+
+
+def _decide(rec, deployed, allowed, speed_point, ens, min_gain, reasons) -> tuple[str, str, float | None]:
+    """change / off / keep, why (see module docstring), and for a keep whose gain is not yet
+    sure the factor on the window's drafts that would settle it."""
     if not allowed[deployed]:
-        return ("off" if rec == 0 else "change"), f"the deployed γ={deployed} cannot run here: {reasons[deployed]}"
+        return ("off" if rec == 0 else "change"), f"the deployed γ={deployed} cannot run here: {reasons[deployed]}", None
     if rec == deployed:
-        return "keep", f"γ={deployed} already has the best expected speedup ({speed_point[deployed]:.3f}×)"
+        return "keep", f"γ={deployed} already has the best expected speedup ({speed_point[deployed]:.3f}×)", None
     expected_gain = speed_point[rec] / speed_point[deployed] - 1.0
     if ens is None:
         return "keep", (
             f"γ={rec} is expected to gain {expected_gain:+.1%} over γ={deployed}, but without resamples "
             f"(draft counts) the certainty of that gain is unknown; a window with counts would decide"
-        )
+        ), None
     gains = ens[:, rec] / ens[:, deployed] - 1.0  # (M·n,)
     p_gain = float(np.mean(gains > min_gain))
     if p_gain >= DECISION_CERTAINTY:
         verb = "off" if rec == 0 else "change"
-        return verb, f"P(γ={rec} gains > {min_gain:.0%} over γ={deployed}) = {p_gain:.2f} ≥ {DECISION_CERTAINTY}"
+        return verb, f"P(γ={rec} gains > {min_gain:.0%} over γ={deployed}) = {p_gain:.2f} ≥ {DECISION_CERTAINTY}", None
     head = f"P(γ={rec} gains > {min_gain:.0%} over γ={deployed}) = {p_gain:.2f} < {DECISION_CERTAINTY}"
     mean, sd = float(np.mean(gains)), float(np.std(gains))
     if mean <= min_gain:
         return "keep", (
             f"{head}: the expected gain {expected_gain:+.1%} is within min_gain {min_gain:.0%}; only a clearly "
             f"different acceptance at γ={rec} would change this"
-        )
+        ), None
     z = NormalDist().inv_cdf(DECISION_CERTAINTY)
-    factor = (z * sd / (mean - min_gain)) ** 2 if sd > 0 else 1.0
+    factor = max((z * sd / (mean - min_gain)) ** 2 if sd > 0 else 1.0, 1.0)
     return "keep", (
-        f"{head}: a window with about {max(factor, 1.0):.1f}× the drafts (intervals shrinking as 1/√drafts) "
+        f"{head}: a window with about {factor:.1f}× the drafts (intervals shrinking as 1/√drafts) "
         f"would settle a gain of {mean:+.1%}"
-    )
+    ), factor
 
 
 def _schedule(gamma, bs, ws, times, al, allowed, specialized, objective, min_gain, times_u, nu):

@@ -318,7 +318,7 @@ def cmd_model_table(args) -> int:
         dump_json({"profile": "flat", "rows": [asdict(r) for r in rows], "deployable": refusal is None,
                    "reason": refusal})
         return 0
-    print(f"flat profile (the seeds' model): gamma {args.gamma}, draft cost {args.draft_cost:g}, method {args.method}")
+    print(f"flat profile (the flat model: independent p, draft cost r): gamma {args.gamma}, draft cost {args.draft_cost:g}, method {args.method}")
     if refusal:
         print(f"note: not deployable: {refusal}")
     print(f"{'p':>6} {'E[tokens/step]':>15} {'speedup':>9} {'tok/s':>9}")
@@ -357,7 +357,7 @@ def _anchor_lines(doc: dict) -> list[str]:
 
 def format_tuning(doc: dict) -> str:
     """The console view of a tune-gamma document (the same numbers --json prints)."""
-    from .pipeline import format_clock, format_duration
+    from .pipeline import format_clock, format_duration, more_drafts_sentence
 
     obs = doc["observed"]
     level = int(round(doc["interval_level"] * 100))
@@ -369,7 +369,7 @@ def format_tuning(doc: dict) -> str:
         head += f" · window {format_duration(span)} ending {format_clock(w['end'])}"
     head += f" · gamma {obs['gamma']} · {_fmt(obs['drafts'], ',.0f')} drafts"
     lines.append(head)
-    lines.append(f"objective {doc['objective']} · cost profile {doc['cost_profile']} · {level}% intervals ({obs['interval_method']})")
+    lines.append(f"objective {doc['objective']} · cost profile {doc['cost_profile']} · {level}% intervals: {obs['interval_method']}")
     lines += _anchor_lines(doc)
     al_lo, al_hi = obs["mean_acceptance_length_interval"]
     p_lo, p_hi = obs["equivalent_p_interval"]
@@ -379,7 +379,7 @@ def format_tuning(doc: dict) -> str:
         f"draft acceptance rate {_fmt(obs['draft_acceptance_rate'], '.3f')}"
     )
     surv = " ".join(
-        f"{_fmt(v, '.3f')}[{_fmt(lo, '.2f')},{_fmt(hi, '.2f')}]"
+        f"{_fmt(v, '.3f')} [{_fmt(lo, '.3f')}, {_fmt(hi, '.3f')}]"
         for v, lo, hi in zip(obs["survival"], obs["survival_low"] or [None] * len(obs["survival"]),
                              obs["survival_high"] or [None] * len(obs["survival"]))
     )
@@ -399,7 +399,8 @@ def format_tuning(doc: dict) -> str:
             f"gamma {s['gamma']} ({_fmt(s['drafts'], ',.0f')} drafts)" for s in older))
     for ev in obs.get("events") or []:
         when = time.strftime("%H:%M:%S", time.gmtime(ev["time"])) if ev.get("time") else "?"
-        lines.append(f"event {when}: {ev.get('kind')} {ev.get('target', '')} engine {ev.get('engine', '')} {ev.get('detail') or ''}".rstrip())
+        lines.append(f"event {when}: {ev.get('kind')} {ev.get('target', '')} engine {ev.get('engine', '')}: "
+                     f"{ev.get('detail') or ''}".rstrip(" :"))
     failing = [t for t in obs.get("targets") or [] if t.get("last_error")]
     for t in failing:
         lines.append(f"failing target: {t['last_error']}")
@@ -431,15 +432,19 @@ def format_tuning(doc: dict) -> str:
     decision = doc["decision"]
     rec = doc["recommended_gamma"]
     pb = _fmt(doc["probability_best"])
+    gain = _gain_text(doc.get("gain"))
     if decision == "change":
-        lines.append(f"recommendation: change gamma {doc['deployed_gamma']} -> {rec} (probability best {pb}). {doc['decision_reason']}")
+        lines.append(f"recommendation: change gamma {doc['deployed_gamma']} -> {rec}, expected gain {gain} "
+                     f"(probability best {pb}). {doc['decision_reason']}")
     elif decision == "off":
-        lines.append(f"recommendation: turn speculation off (probability best {pb}). {doc['decision_reason']}")
+        lines.append(f"recommendation: turn speculation off, expected gain {gain} (probability best {pb}). "
+                     f"{doc['decision_reason']}")
     else:
-        lines.append(f"recommendation: keep gamma {doc['deployed_gamma']} (best expected: {rec}, probability best {pb}). {doc['decision_reason']}")
-    if obs.get("drafts_more_needed"):
-        lines.append(f"too few drafts to decide: about {obs['drafts_more_needed']:,} more drafts would narrow the "
-                     f"mean acceptance length to ±0.05")
+        best = f"best expected: {rec}" + (f", {gain}" if doc.get("gain") else "")
+        lines.append(f"recommendation: keep gamma {doc['deployed_gamma']} ({best}, probability best {pb}). {doc['decision_reason']}")
+    more = more_drafts_sentence(obs.get("drafts_more_needed"), doc.get("drafts_factor_to_settle"))
+    if more:
+        lines.append(more)
     if doc.get("model_error") is not None:
         lines.append(f"model error at the deployed gamma: {doc['model_error'] * 100:+.1f}% tokens/s vs observed "
                      f"{_fmt(obs.get('observed_tokens_per_second'), '.1f')} tok/s")
@@ -451,6 +456,12 @@ def format_tuning(doc: dict) -> str:
         lines.append(f"per-batch-size schedule {'(in the config below)' if deployed else '(suggested; deploy it with the next change of gamma)'}: {ranges}")
     lines.append(f"deploy: {doc['vllm']['command_line']}")
     return "\n".join(lines)
+
+
+def _gain_text(gain: dict | None) -> str:
+    from model.recommend import Gain
+
+    return str(Gain(**gain)) if gain else "none"
 
 
 def cmd_tune_gamma(args) -> int:
@@ -627,6 +638,23 @@ def _simulated_best(fleet) -> dict[str, tuple[int, dict[int, float]]]:
 
 
 # ---------------------------------------------------------------------------- demo
+def as_typed(command: str) -> str:
+    """``command`` as a fresh shell in this directory runs it: bare when PATH finds this
+    installation's own, else its path (relative when under the current directory, as
+    `.venv/bin/tune-gamma`), so that what specdec prints can be pasted as it is."""
+    import shutil
+    from pathlib import Path
+
+    mine = Path(sys.executable).parent / command  # the console scripts sit beside the interpreter
+    if not mine.exists():
+        return command
+    found = shutil.which(command)
+    if found and Path(found).resolve() == mine.resolve():
+        return command
+    relative = os.path.relpath(mine, os.getcwd())
+    return relative if not relative.startswith("..") else str(mine)
+
+
 def cmd_demo(args) -> int:
     from pathlib import Path
 
@@ -653,9 +681,13 @@ def cmd_demo(args) -> int:
     print()
     config = out_dir / "specdec.toml"
     print(f"done in {time.monotonic() - t0:.1f}s. The store and config are in {out_dir}/:")
-    print(f"  tune-gamma --route open --config {config}            # the simulated hour ended now: a 1h window finds it")
-    print(f"  tune-gamma --route open --config {config} --json     # the same as JSON; --emit vllm for the config alone")
-    print(f"  specdec dashboard --config {config}                  # then open http://127.0.0.1:8501")
+    tune, specdec = as_typed("tune-gamma"), as_typed("specdec")
+    commands = [(f"{tune} --route open --config {config}", "the simulated hour ended now: a 1h window finds it"),
+                (f"{tune} --route open --config {config} --json", "the same as JSON; --emit vllm for the config alone"),
+                (f"{specdec} dashboard --config {config}", "then open http://127.0.0.1:8501")]
+    width = max(len(c) for c, _ in commands)
+    for command, why in commands:
+        print(f"  {command:<{width}}  # {why}")
     if not ok:
         print("demo: the recommendation is more than 1% from the simulator's best", file=sys.stderr)
         return 1

@@ -165,13 +165,9 @@ def tune_intervals(
     batch_mix, by_batch, rec = _recommend_for_window(
         estimate, deployment, window, plugin, window.step_shape.batch_mix if window is not None else None,
         level=level, seed=seed, draft_reach=reach, step_sequences=sequences)
-    more = None
-    half = _al_halfwidth(estimate)
-    if not math.isfinite(half) or half > DECIDABLE_AL_HALFWIDTH:
-        more = drafts_needed(estimate, DECIDABLE_AL_HALFWIDTH)
     return RouteTuning(
         route=route, deployment=deployment, estimate=estimate, recommendation=rec, drift=drift,
-        window=window, drafts_more_needed=more, notes=notes, batch_mix=batch_mix,
+        window=window, drafts_more_needed=drafts_more_needed(estimate, rec), notes=notes, batch_mix=batch_mix,
         plugin=plugin, survival_by_batch=by_batch, survival_reached=reached_survival(window, plugin, intervals.gamma),
         draft_reach=reach, step_sequences=sequences,
     )
@@ -325,6 +321,30 @@ def batch_mix_resamples(time_shares: dict[int, float], deployment: Deployment, g
     live = shares > 0
     drawn[:, live] = rng.dirichlet(max(effective_samples, 1.0) * shares[live] + JEFFREYS_PRIOR, size=n_resamples)
     return request_weights_from_time_shares(sizes, drawn, deployment, gamma)
+
+
+def drafts_more_needed(estimate: AcceptanceEstimate, rec: Recommendation) -> int | None:
+    """The one "more data" figure of a tuning (None: enough to decide). A keep whose gain is not
+    yet sure says which factor on the window's drafts would settle it, and that is the figure;
+    otherwise a window whose mean acceptance length is wider than ±DECIDABLE_AL_HALFWIDTH
+    wants the drafts that would narrow it to that."""
+    if rec.drafts_factor_to_settle is not None and rec.drafts_factor_to_settle > 1.0:
+        return math.ceil((rec.drafts_factor_to_settle - 1.0) * estimate.drafts)
+    half = _al_halfwidth(estimate)
+    if not math.isfinite(half) or half > DECIDABLE_AL_HALFWIDTH:
+        return drafts_needed(estimate, DECIDABLE_AL_HALFWIDTH)
+    return None
+
+
+def more_drafts_sentence(drafts_more: int | None, factor: float | None) -> str | None:
+    """What drafts_more_needed means, in the words every view prints."""
+    if not drafts_more:
+        return None
+    if factor is not None and factor > 1.0:
+        return (f"too few drafts to decide: about {drafts_more:,} more drafts ({factor:.1f}× the window's) "
+                f"would settle the decision")
+    return (f"too few drafts to decide: about {drafts_more:,} more drafts would narrow the mean acceptance "
+            f"length to ±{DECIDABLE_AL_HALFWIDTH}")
 
 
 def _al_halfwidth(estimate: AcceptanceEstimate) -> float:

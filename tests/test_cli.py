@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -236,6 +237,34 @@ def test_demo_recommends_the_simulators_best_gamma(tmp_path, capsys):
     assert "synthetic" not in json.dumps(doc["vllm"])
     kinds = {e["kind"] for e in doc["observed"]["events"]}
     assert "restart" in kinds
+    gain = doc["gain"]
+    assert gain["low"] < gain["value"] < gain["high"]
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "open", "--config", str(cfg)])
+    assert (f"change gamma 7 -> 3, expected gain {gain['value']:+.1%} [{gain['low']:+.1%}, {gain['high']:+.1%}]"
+            in out)
+    assert "intervals: circular block bootstrap" in out and "), percentile" not in out  # no nested brackets
+    assert "engine restarted" not in out and "engine 0: restarted: " in out
+    survival = next(line for line in out.splitlines() if line.startswith("survival a_1..a_7: "))
+    assert re.fullmatch(r"survival a_1\.\.a_7:( \d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]){7}", survival), survival
+
+
+def test_the_commands_the_demo_prints_run_as_printed_in_a_fresh_shell(tmp_path):
+    import shlex
+
+    bare = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}  # a fresh shell: no virtual environment on PATH
+    demo = subprocess.run([str(Path(sys.executable).parent / "specdec"), "demo", "--dir", "demo"], cwd=tmp_path,
+                          env=bare, capture_output=True, text=True, timeout=300)
+    assert demo.returncode == 0, demo.stderr
+    printed = [line.strip().split("  #")[0].strip() for line in demo.stdout.splitlines()[-3:]]
+    assert len(printed) == 3 and "dashboard" in printed[2]
+    for command in printed[:2]:
+        run = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=bare, capture_output=True, text=True,
+                             timeout=300)
+        assert run.returncode == 0, (command, run.stderr)
+    assert json.loads(subprocess.run(["bash", "-c", printed[1]], cwd=tmp_path, env=bare, capture_output=True,
+                                     text=True, timeout=300).stdout)["route"] == "open"
+    dashboard = shlex.split(printed[2])[0]  # a server: that the shell finds it is the check
+    assert os.access(tmp_path / dashboard if not os.path.isabs(dashboard) else dashboard, os.X_OK), printed[2]
 
 
 # ------------------------------------------------------------------ collect: SIGKILL mid-run

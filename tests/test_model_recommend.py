@@ -329,3 +329,28 @@ def test_short_drafts_are_priced_at_the_tokens_they_verify(tmp_path):
     reach = recommend(np.array(survival), d, mean_draft_length=1.5, draft_reach=[0.7, 0.5, 0.3])
     assert reach.candidates[1].speedup == pytest.approx((1 + 0.45) * t(1) / t(1.7))
     assert reach.candidates[2].speedup == pytest.approx((1 + 0.75) * t(1) / t(2.2))
+
+
+def test_the_gain_of_the_recommended_gamma_comes_with_its_interval_and_one_more_data_figure():
+    from types import SimpleNamespace
+
+    from specdec.pipeline import drafts_more_needed, more_drafts_sentence
+
+    tight = recommend(CURVE, EAGLE_FLAT, survival_resamples=resamples(CURVE, 1_000_000), deployed_gamma=2)
+    point = tight.candidates[4].speedup / tight.candidates[2].speedup - 1
+    assert tight.decision == "change" and tight.gain.value == pytest.approx(point)
+    assert tight.gain.low < point < tight.gain.high and tight.gain.low > 0.03  # sure by min_gain
+    assert str(tight.gain) == f"{point:+.1%} [{tight.gain.low:+.1%}, {tight.gain.high:+.1%}]"
+    assert tight.to_dict()["gain"] == {"value": tight.gain.value, "low": tight.gain.low, "high": tight.gain.high}
+    assert tight.drafts_factor_to_settle is None
+    assert recommend(CURVE, EAGLE_FLAT, deployed_gamma=4).gain is None  # the deployed γ is the best
+    # an unsettled keep: its factor is the one "more drafts" figure, whatever the AL interval says
+    curve = np.array([0.7, 0.49, 0.343])
+    keep = recommend(curve, EAGLE_FLAT, survival_resamples=resamples(curve, 15), deployed_gamma=2)
+    factor = keep.drafts_factor_to_settle
+    assert keep.decision == "keep" and factor > 1 and f"about {factor:.1f}× the drafts" in keep.decision_reason
+    wide_al = SimpleNamespace(drafts=15, mean_acceptance_length=SimpleNamespace(halfwidth=0.5), has_interval=True)
+    more = drafts_more_needed(wide_al, keep)
+    assert more == math.ceil((factor - 1) * 15)
+    assert f"{factor:.1f}× the window's" in more_drafts_sentence(more, factor)
+    assert "±0.05" in more_drafts_sentence(more, None) and more_drafts_sentence(None, factor) is None

@@ -7,7 +7,7 @@ import json
 import streamlit as st
 
 from model.anchor import describe_lines
-from specdec.pipeline import json_document, tuning_to_dict
+from specdec.pipeline import json_document, more_drafts_sentence, tuning_to_dict
 
 from .. import text
 from ..data import FleetView
@@ -30,12 +30,13 @@ def candidate_rows(rec) -> list[dict]:
 
 
 def decision_text(rec) -> str:
+    gain = f", expected gain {rec.gain}" if rec.gain is not None else ""
     if rec.decision == "change":
-        return f"Change γ {rec.deployed_gamma} → {rec.recommended_gamma}"
+        return f"Change γ {rec.deployed_gamma} → {rec.recommended_gamma}{gain}"
     if rec.decision == "off":
-        return f"Turn speculation off (γ {rec.deployed_gamma} → 0)"
+        return f"Turn speculation off (γ {rec.deployed_gamma} → 0){gain}"
     if rec.recommended_gamma != rec.deployed_gamma:
-        return f"Keep γ={rec.deployed_gamma} (γ={rec.recommended_gamma} looks better but not surely enough)"
+        return f"Keep γ={rec.deployed_gamma} (γ={rec.recommended_gamma} looks better but not surely enough{gain})"
     return f"Keep γ={rec.deployed_gamma}"
 
 
@@ -58,9 +59,9 @@ def render(fleet: FleetView) -> None:
                + ".")
     for line in describe_lines(rec.anchor, rec.profile_figures):
         (st.warning if "DEFAULT" in line or "(default)" in line else st.caption)(line)
-    if tuning.drafts_more_needed:
-        st.info(f"The window is thin: about {tuning.drafts_more_needed:,} more drafts would pin the mean acceptance "
-                f"length to ±0.05.")
+    more = more_drafts_sentence(tuning.drafts_more_needed, rec.drafts_factor_to_settle)
+    if more:
+        st.info(more[0].upper() + more[1:] + ".")
 
     st.subheader("Candidates")
     st.dataframe(candidate_rows(rec), hide_index=True, key="rec_candidates")
@@ -72,7 +73,7 @@ def render(fleet: FleetView) -> None:
     extrapolated = [c.gamma for c in rec.candidates if c.extrapolated]
     if extrapolated:
         st.caption(f"γ {', '.join(map(str, extrapolated))}: extrapolated past the deployed γ={rec.deployed_gamma} "
-                   f"(the interval spans the tail models {', '.join(rec.tail_models)}); the data cannot check them.")
+                   f"(the interval spans {len(rec.tail_models)} guesses of how acceptance goes on past it); the data cannot check them.")
 
     st.subheader("vLLM config to deploy")
     if rec.vllm_speculative_config is None:

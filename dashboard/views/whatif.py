@@ -96,7 +96,7 @@ def render(fleet: FleetView) -> None:
         st.caption("No vllm:num_requests_running samples in the window: the model uses batch 1.")
 
     # 1. The seeds' curve over acceptance, under the controls' γ, method and draft cost.
-    st.subheader("Speedup over acceptance (the seeds' model, live)")
+    st.subheader("Speedup over acceptance (the flat model: independent p, draft cost r; live)")
     try:
         rows = seeds_table(gamma, draft_cost, P_GRID.tolist(), method=method)
     except ModelInputError as e:
