@@ -100,9 +100,16 @@ class ScenarioError(ValueError):
 # ----------------------------------------------------------------------------- specs
 
 
+# The most tokens a speculative step verifies per request (γ ≤ 16, + the bonus); a step of
+# more is a prefill, which drafts nothing.
+MAX_VERIFY_TOKENS = 17
+
+
 @dataclass(frozen=True)
 class LatencyBoundStepTime:
-    """Step time of a latency-bound decode: base_s · (1 + growth_per_token · B · q).
+    """Step time of a latency-bound decode: base_s · (1 + growth_per_token · B · q), plus on a
+    speculative step a parallel drafter's pass costing ``draft_cost`` × the stock pass at the
+    same batch (DESIGN.md, Cost model) — what a config's draft_cost tells the tool.
 
     B requests verifying q tokens each (q = γ+1; 1 without speculation; a prefill step is
     B = 1, q = its prompt tokens). 8.5 ms is the seeds' 118 tok/s on 16 GPUs.
@@ -110,12 +117,21 @@ class LatencyBoundStepTime:
 
     base_s: float = 0.0085
     growth_per_token: float = 0.002
+    draft_cost: float = 0.0
 
-    def __call__(self, batch_size: int, tokens_per_request: int) -> float:
+    def target(self, batch_size: int, tokens_per_request: int) -> float:
+        """The target's verify pass alone (what `specdec calibrate` measures)."""
         return self.base_s * (1.0 + self.growth_per_token * batch_size * tokens_per_request)
 
+    def __call__(self, batch_size: int, tokens_per_request: int) -> float:
+        t = self.target(batch_size, tokens_per_request)
+        if 1 < tokens_per_request <= MAX_VERIFY_TOKENS:
+            t += self.draft_cost * self.target(batch_size, 1)
+        return t
+
     def to_dict(self) -> dict:
-        return {"base_ms": self.base_s * 1e3, "growth_per_token": self.growth_per_token}
+        d = {"base_ms": self.base_s * 1e3, "growth_per_token": self.growth_per_token}
+        return {**d, "draft_cost": self.draft_cost} if self.draft_cost else d
 
 
 @dataclass(frozen=True)
@@ -928,16 +944,17 @@ def _batch_from_dict(d, where: str) -> BatchMix:
 
 
 def _step_time_from_dict(d, where: str) -> LatencyBoundStepTime:
-    if not isinstance(d, dict) or set(d) - {"base_ms", "growth_per_token"}:
-        raise ScenarioError(f"{where}: must be a table with base_ms, growth_per_token; got {d!r}")
+    if not isinstance(d, dict) or set(d) - {"base_ms", "growth_per_token", "draft_cost"}:
+        raise ScenarioError(f"{where}: must be a table with base_ms, growth_per_token, draft_cost; got {d!r}")
     base = d.get("base_ms", 8.5)
     growth = d.get("growth_per_token", 0.002)
-    for name, v in (("base_ms", base), ("growth_per_token", growth)):
+    draft_cost = d.get("draft_cost", 0.0)
+    for name, v in (("base_ms", base), ("growth_per_token", growth), ("draft_cost", draft_cost)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
             raise ScenarioError(f"{where}.{name}: must be a non-negative number, got {v!r}")
     if base <= 0:
         raise ScenarioError(f"{where}.base_ms: must be positive, got {base!r}")
-    return LatencyBoundStepTime(base / 1e3, float(growth))
+    return LatencyBoundStepTime(base / 1e3, float(growth), float(draft_cost))
 
 
 def _prefill_from_dict(d, where: str) -> PrefillMix:
@@ -1097,17 +1114,23 @@ _STRUCTURED_ALPHAS = [0.95, 0.92, 0.88, 0.84, 0.80, 0.76, 0.72]
 _AGENTIC_BATCH = {"weights": {"1": 0.15, "2": 0.25, "4": 0.35, "8": 0.25}, "persistence": 0.6}
 _CHAT_BATCH = {"weights": {"4": 0.2, "8": 0.35, "16": 0.3, "32": 0.15}, "persistence": 0.6}
 _SMALL_BATCH = {"weights": {"2": 0.3, "4": 0.4, "8": 0.3}, "persistence": 0.5}
+# Verify cost grows with the tokens a step verifies (8.5 ms at batch 1 = the seeds' 118 tok/s;
+# +1% per verified token): large batches × long drafts get dear, so the best γ is not simply
+# the drafter's maximum (the demo's `open` route's is 3, below its deployed 7).
+_DEMO_STEP_TIME = {"base_ms": 8.5, "growth_per_token": 0.01, "draft_cost": 0.10}
 
 _BUILTIN: dict[str, dict] = {
+    # `specdec demo` runs this very scenario: one truth for both (open deployed above its best γ)
     "demo": {
-        "description": "structured (agentic, front-loaded, γ 7) and open (chat, heterogeneous, γ 5): "
-                       "6 engines on 4 targets; a restart at 20m, a γ change 7→5 at 40m",
+        "description": "structured (agentic, front-loaded, γ 7) and open (chat, heterogeneous, γ 7): "
+                       "6 engines on 4 targets, a dspark drafter costing 0.10 of the stock pass, verify "
+                       "+1% per token; a restart at 20m, a γ change 7→5 at 40m",
         "routes": {
             "structured": {"gamma": 7, "process": {"kind": "front_loaded", "alphas": _STRUCTURED_ALPHAS},
-                           "batch": _AGENTIC_BATCH,
+                           "batch": _AGENTIC_BATCH, "step_time": _DEMO_STEP_TIME,
                            "targets": [{"name": "structured-a", "engines": 2}, {"name": "structured-b", "engines": 1}]},
-            "open": {"gamma": 5, "process": {"kind": "heterogeneous", "a": 3.2, "b": 1.6, "mean_output_tokens": 400},
-                     "batch": _CHAT_BATCH,
+            "open": {"gamma": 7, "process": {"kind": "heterogeneous", "a": 3.2, "b": 1.6, "mean_output_tokens": 400},
+                     "batch": _CHAT_BATCH, "step_time": _DEMO_STEP_TIME,
                      "targets": [{"name": "open-a", "engines": 2}, {"name": "open-b", "engines": 1}]},
         },
         "events": [{"at": "20m", "kind": "restart", "target": "open-b", "engine": "0"},

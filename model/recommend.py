@@ -59,6 +59,9 @@ from .speedup import (
 from .vllm_config import command_line, replay_config, schedule_from_best, speculative_config
 
 DECISION_CERTAINTY = 0.9
+# Beyond this the cost model is off by more than the gains it ranks (a few %): say so and what to do.
+MODEL_ERROR_TOLERANCE = 0.15
+
 # Bins of a specialized_speedup range the resamples are spread over (uniform prior).
 SPECIALIZED_SPEEDUP_BINS = 8
 
@@ -118,6 +121,7 @@ class Recommendation:
     acceptance_model: str = "survival"
     profile_figures: dict | None = None
     gain: Gain | None = None  # of the recommended γ over the deployed one; None when they are the same
+    model_error_warning: str | None = None  # model_error beyond ±MODEL_ERROR_TOLERANCE, and what to do
     # a "keep" whose gain is not yet sure: the window's drafts × this would settle it (1/√drafts)
     drafts_factor_to_settle: float | None = None
 
@@ -146,6 +150,7 @@ class Recommendation:
             "profile_figures": self.profile_figures,
             "gain": None if self.gain is None else asdict(self.gain),
             "drafts_factor_to_settle": self.drafts_factor_to_settle,
+            "model_error_warning": self.model_error_warning,
         })
 
 
@@ -431,6 +436,7 @@ def recommend(
         anchor=anchor,
         profile_figures=profile_figures(deployment, anchor),
         gain=_gain(rec, deployed, speed_point, ensemble, level),
+        model_error_warning=_model_error_warning(model_error, deployment),
         drafts_factor_to_settle=settle,
     )
 
@@ -484,6 +490,18 @@ def _per_batch_curves(survival_by_batch, batch_sizes: np.ndarray, pooled: np.nda
         curves[j] = c
         own = True
     return curves if own else None
+
+
+def _model_error_warning(model_error: float | None, deployment: Deployment) -> str | None:
+    """model_error beyond ±MODEL_ERROR_TOLERANCE: the speedups are priced on step times the
+    engines do not have, and the two things that set them."""
+    if model_error is None or abs(model_error) <= MODEL_ERROR_TOLERANCE:
+        return None
+    baseline = deployment.baseline_tokens_per_second
+    return (f"the cost model misses the observed tokens/s at the deployed gamma by {model_error:+.1%} (beyond "
+            f"±{MODEL_ERROR_TOLERANCE:.0%}): its speedups may be as far off. Measure the step costs "
+            f"(`specdec calibrate plan`, then cost_profile = the table), or check baseline_tokens_per_second"
+            + (f" ({baseline:g} now)" if baseline else "") + f" and draft_cost ({deployment.draft_cost:g} now)")
 
 
 def _gain(rec, deployed, speed_point, ens, level) -> Gain | None:

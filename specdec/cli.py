@@ -333,7 +333,12 @@ def cmd_model_implied_p(args) -> int:
 
     from model.speedup import implied_p
 
-    r = implied_p(args.speedup, args.gamma, args.draft_cost, method=args.method)
+    if (args.speedup is None) == (args.tokens_per_second is None):
+        raise UsageError("give either --speedup S or --tokens-per-second X with --baseline-tps Y")
+    if (args.tokens_per_second is None) != (args.baseline_tps is None):
+        raise UsageError("--tokens-per-second and --baseline-tps go together (the speedup is their ratio)")
+    speedup = args.speedup if args.speedup is not None else args.tokens_per_second / args.baseline_tps
+    r = implied_p(speedup, args.gamma, args.draft_cost, method=args.method)
     if args.json:
         dump_json(asdict(r))
     else:
@@ -448,6 +453,8 @@ def format_tuning(doc: dict) -> str:
     if doc.get("model_error") is not None:
         lines.append(f"model error at the deployed gamma: {doc['model_error'] * 100:+.1f}% tokens/s vs observed "
                      f"{_fmt(obs.get('observed_tokens_per_second'), '.1f')} tok/s")
+    if doc.get("model_error_warning"):
+        lines.append(f"warning: {doc['model_error_warning']}")
     for note in obs.get("notes") or []:
         lines.append(f"note: {note}")
     if doc.get("schedule"):
@@ -530,8 +537,9 @@ def _tune_live(config, route: str, window_s: float):
     targets = list(config.routes[route].targets)
     interval = min(config.collect_interval_s, window_s / 4)
     print(f"no store at {config.store_path}: scraping route {route}'s {len(targets)} target(s) every {interval:g}s "
-          f"for the {pipeline.format_duration(window_s)} window (Ctrl-C stops early and tunes what was seen; "
-          f"`specdec collect` keeps a store instead)", file=sys.stderr)
+          f"for the {pipeline.format_duration(window_s)} window, so this takes {pipeline.format_duration(window_s)} "
+          f"(until {pipeline.format_clock(time.time() + window_s)}); a shorter --window shortens it, Ctrl-C stops "
+          f"early and tunes what was seen, and `specdec collect` keeps a store to tune at once", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="specdec-live-") as tmp, Store.open(Path(tmp) / "live.db") as store:
         started = time.time()
 
@@ -600,10 +608,16 @@ def cmd_simulate(args) -> int:
             for g, surv in info["true_survival"].items():
                 print(f"  true survival at gamma {g}: " + " ".join(f"{x:.3f}" for x in surv))
             best, speedups = best_by_route[route]
-            print(f"  best gamma {best} ({speedups[best]:.2f}x) for a dspark drafter costing 0.10 of the stock pass "
-                  f"on these engines' step times, at the route's true batch mix")
-        print("config for these targets:\n" + "\n".join(
-            f"[routes.{r}]\ntargets = [{', '.join(json.dumps(u) for u in info['targets'])}]" for r, info in described.items()))
+            step = fleet.engines(fleet.routes[route][0])[0].step_time_s
+            print(f"  best gamma {best} ({speedups[best]:.2f}x) for a dspark drafter costing {step.draft_cost:g} of the "
+                  f"stock pass on these engines' step times, at the route's true batch mix")
+        print("# config for these targets: the engines' own drafter cost and plain-decode rate (their step times "
+              "grow with the tokens verified: a measured table from `specdec calibrate` prices them best)")
+        for r, info in described.items():
+            step = fleet.engines(fleet.routes[r][0])[0].step_time_s
+            print(f"[routes.{r}]\ntargets = [{', '.join(json.dumps(u) for u in info['targets'])}]\n"
+                  f'method = "dspark"\ndraft_cost = {step.draft_cost:g}\n'
+                  f"baseline_tokens_per_second = {1.0 / step.target(1, 1):.3f}")
         sys.stdout.flush()
         fleet.start_realtime(speed=args.speed)
         try:
@@ -617,13 +631,12 @@ def cmd_simulate(args) -> int:
 
 def _simulated_best(fleet) -> dict[str, tuple[int, dict[int, float]]]:
     """Each route's best γ under its true acceptance and batch mix (specdec.demo.true_best),
-    pricing steps with the route's engines' own step-time function as a measured table."""
+    pricing steps as its engines pay them: their own step-time function as a measured table
+    and their own drafter's cost (specdec.demo.engine_deployment)."""
     import tempfile
     from pathlib import Path
 
-    from model.deployment import Deployment
-
-    from .demo import DEMO_DRAFT_COST, true_best, write_cost_table
+    from .demo import engine_deployment, true_best, write_cost_table
 
     out = {}
     with tempfile.TemporaryDirectory(prefix="specdec-sim-") as tmp:
@@ -631,9 +644,8 @@ def _simulated_best(fleet) -> dict[str, tuple[int, dict[int, float]]]:
             engines = [e for t in fleet.routes[route] for e in fleet.engines(t)]
             table = Path(tmp) / f"{route}.csv"
             write_cost_table(table, engines[0].step_time_s)
-            dep = Deployment(method="dspark", draft_cost=DEMO_DRAFT_COST, cost_profile=str(table),
-                             baseline_tokens_per_second=1.0 / engines[0].step_time_s(1, 1))
-            out[route] = true_best(fleet, route, dep, max(e.gamma for e in engines))
+            out[route] = true_best(fleet, route, engine_deployment(engines[0].step_time_s, table),
+                                   max(e.gamma for e in engines))
     return out
 
 
@@ -764,7 +776,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true")
     t.set_defaults(fn=cmd_model_table)
     t = msub.add_parser("implied-p", help="the independent p a published speedup implies")
-    t.add_argument("--speedup", type=float, required=True)
+    t.add_argument("--speedup", type=float, help="the published speedup, or:")
+    t.add_argument("--tokens-per-second", type=_positive_float, help="the published tok/s with speculation ...")
+    t.add_argument("--baseline-tps", type=_positive_float, help="... and without it (speedup = their ratio)")
     t.add_argument("--gamma", type=int, required=True)
     t.add_argument("--draft-cost", type=float, required=True)
     t.add_argument("--method", default="dspark")

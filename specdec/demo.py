@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from acceptance.collector import Collector
-from acceptance.simulate import Fleet, LatencyBoundStepTime, build_scenario, scenario_to_dict, scenario_from_dict
+from acceptance.simulate import Fleet, LatencyBoundStepTime, build_scenario
 from acceptance.store import Store
 from model.deployment import Deployment
 from model.recommend import recommend
@@ -32,30 +32,8 @@ from .config import load_config
 from .pipeline import RouteTuning, tune_route
 
 DEMO_DIR = Path(".demo")
-# Verify cost grows with the tokens a step verifies (8.5 ms at batch 1 = the seeds' 118
-# tok/s; +1% per verified token): large batches × long drafts get dear, so the best γ is
-# not simply the drafter's maximum (the `open` route's is 3, below its deployed 7).
-DEMO_STEP_TIME = LatencyBoundStepTime(base_s=0.0085, growth_per_token=0.01)
-DEMO_DRAFT_COST = 0.10
 MAX_GAMMA_TABLE = 12
 MAX_BATCH_TABLE = 64
-
-
-@dataclass(frozen=True)
-class DraftedStepTime:
-    """A simulated engine's step: the target's verify pass plus a parallel drafter's pass
-    costing ``draft_cost`` × the stock pass at the same batch (DESIGN.md, Cost model) —
-    so the engines pay what the config tells the tool. Prefill steps (q in the hundreds)
-    and plain decode (q = 1) draft nothing."""
-
-    target: LatencyBoundStepTime
-    draft_cost: float
-
-    def __call__(self, batch_size: int, tokens_per_request: int) -> float:
-        t = self.target(batch_size, tokens_per_request)
-        if 1 < tokens_per_request <= MAX_GAMMA_TABLE + 1:
-            t += self.draft_cost * self.target(batch_size, 1)
-        return t
 
 
 @dataclass
@@ -72,25 +50,31 @@ class RouteResult:
         return self.true_speedup.get(rec, float("nan")) / self.true_speedup[self.true_best_gamma]
 
 
-def write_cost_table(path: Path, step_time=DEMO_STEP_TIME) -> None:
+def write_cost_table(path: Path, step_time: LatencyBoundStepTime) -> None:
     """The measured-table profile (model/profiles.py load_table) of a simulated engine's
-    target step, as `specdec calibrate` would measure it."""
+    target step (its verify pass, without the drafter), as `specdec calibrate` would measure it."""
     lines = ["# step times of the simulated engines, as calibrate would measure them",
              "batch_size,tokens_per_request,path,seconds"]
     for b in (1, 2, 4, 8, 16, 32, MAX_BATCH_TABLE):
         for q in range(1, MAX_GAMMA_TABLE + 2):
-            lines.append(f"{b},{q},stock,{step_time(b, q):.9f}")
+            lines.append(f"{b},{q},stock,{step_time.target(b, q):.9f}")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def _write_config(path: Path, routes: dict[str, list[str]]) -> None:
-    baseline = 1.0 / DEMO_STEP_TIME(1, 1)
+def engine_deployment(step_time: LatencyBoundStepTime, cost_table: Path) -> Deployment:
+    """What a config says of the simulated engines when it says the truth: a dspark drafter at
+    their own draft cost, their measured step table and plain-decode rate."""
+    return Deployment(method="dspark", draft_cost=step_time.draft_cost, cost_profile=str(cost_table),
+                      baseline_tokens_per_second=1.0 / step_time.target(1, 1))
+
+
+def _write_config(path: Path, routes: dict[str, list[str]], step_time: LatencyBoundStepTime) -> None:
     out = [
         "# written by `specdec demo`: the simulated fleet's routes (their ports are gone once",
         "# the demo ends; the store keeps what was scraped)",
         "[store]", 'path = "specdec.db"', 'retention = "30d"', "",
-        "[deployment]", 'method = "dspark"', f"draft_cost = {DEMO_DRAFT_COST}", 'decode_backend = "auto"',
-        f"baseline_tokens_per_second = {baseline:.3f}", 'cost_profile = "step_costs.csv"',
+        "[deployment]", 'method = "dspark"', f"draft_cost = {step_time.draft_cost}", 'decode_backend = "auto"',
+        f"baseline_tokens_per_second = {1.0 / step_time.target(1, 1):.3f}", 'cost_profile = "step_costs.csv"',
         'objective = "interactivity"', "min_gain = 0.03", "",
     ]
     for route, urls in routes.items():
@@ -110,36 +94,23 @@ def true_best(fleet: Fleet, route: str, deployment: Deployment, deployed_gamma: 
     return rec.recommended_gamma, {c.gamma: c.speedup for c in rec.candidates if c.allowed}
 
 
-def _demo_scenario(seed: int) -> dict:
-    """The simulator's "demo" scenario with `open` deployed at γ 7: above its best γ, so
-    the demo shows a change being recommended as well as a keep."""
-    scenario = scenario_to_dict(build_scenario("demo", seed=seed))
-    for target in scenario["routes"]["open"]["targets"]:
-        for engine in target["engines"]:
-            engine["gamma"] = 7
-    return scenario
-
-
 def run_demo(out_dir: Path = DEMO_DIR, *, seed: int = 0, duration_s: float = 3600.0, interval_s: float = 15.0,
              progress=print) -> list[RouteResult]:
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
-    raw = _demo_scenario(seed)
+    # The simulator's own "demo" scenario (`specdec simulate --scenario demo` is the same fleet).
     # The simulated hour ends at the wall clock's now, so `tune-gamma --route R` (a window
     # ending now) finds it right after the demo. Counts do not depend on the start time.
-    raw["start_time"] = float(int(time.time() // interval_s) * interval_s - duration_s)
-    scenario = scenario_from_dict(raw, seed=seed)
-    engine_step = DraftedStepTime(DEMO_STEP_TIME, DEMO_DRAFT_COST)
-    scenario = replace(scenario, targets=tuple(
-        replace(t, engines=tuple(replace(e, step_time_s=engine_step) for e in t.engines)) for t in scenario.targets
-    ))
+    scenario = replace(build_scenario("demo", seed=seed),
+                       start_time=float(int(time.time() // interval_s) * interval_s - duration_s))
+    step_time = scenario.targets[0].engines[0].step_time_s
     wall0 = time.monotonic()
     with Fleet(scenario) as fleet:
         urls = fleet.serve()
         routes = {r: [urls[t] for t in ts] for r, ts in fleet.routes.items()}
-        write_cost_table(out_dir / "step_costs.csv")
-        _write_config(out_dir / "specdec.toml", routes)
+        write_cost_table(out_dir / "step_costs.csv", step_time)
+        _write_config(out_dir / "specdec.toml", routes, step_time)
         config = load_config(out_dir / "specdec.toml")
         targets = config.all_targets()
         progress(f"simulated fleet: {len(fleet.engines())} engines on {len(targets)} targets, routes "

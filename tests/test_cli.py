@@ -63,6 +63,21 @@ def test_implied_p_reproduces_the_seeds(capsys, tps, p, e):
     doc = json.loads(out)
     assert f"{doc['p']:.4f}" == p and f"{doc['expected_tokens_per_step']:.2f}" == e
     assert set(doc) >= {"p", "expected_tokens_per_step", "speedup", "gamma", "draft_cost"}
+    # the seeds' figures as published, tokens per second over the baseline's (370/118, not 3.14)
+    code, out, _ = run_cli(capsys, main, ["model", "implied-p", "--tokens-per-second", str(tps), "--baseline-tps",
+                                          "118", "--gamma", "7", "--draft-cost", "0.10", "--json"])
+    assert code == 0 and json.loads(out) == doc
+
+
+@pytest.mark.parametrize("argv,needle", [
+    ([], "either --speedup"),
+    (["--speedup", "3", "--tokens-per-second", "370", "--baseline-tps", "118"], "either --speedup"),
+    (["--tokens-per-second", "370"], "go together"),
+    (["--speedup", "3", "--baseline-tps", "118"], "go together"),
+])
+def test_implied_p_takes_one_speedup(capsys, argv, needle):
+    code, out, err = run_cli(capsys, main, ["model", "implied-p", "--gamma", "7", "--draft-cost", "0.1", *argv])
+    assert_one_line_error(code, out, err, needle)
 
 
 # ------------------------------------------------------------------ tune-gamma inline
@@ -244,8 +259,29 @@ def test_demo_recommends_the_simulators_best_gamma(tmp_path, capsys):
             in out)
     assert "intervals: circular block bootstrap" in out and "), percentile" not in out  # no nested brackets
     assert "engine restarted" not in out and "engine 0: restarted: " in out
+    assert "warning: the cost model misses" not in out  # the config tells the engines' truth: no warning
     survival = next(line for line in out.splitlines() if line.startswith("survival a_1..a_7: "))
     assert re.fullmatch(r"survival a_1\.\.a_7:( \d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]){7}", survival), survival
+
+
+def test_simulate_tells_the_demos_truth_and_a_config_of_the_engines(capsys, tmp_path):
+    import tomllib
+
+    from specdec.demo import run_demo
+
+    code = main(["simulate", "--scenario", "demo", "--duration", "0.1"])
+    out = capsys.readouterr().out
+    assert code == 0
+    best = dict(re.findall(r"best gamma (\d+) \((\d+\.\d+)x\)", out))
+    printed = {route: (int(g), x) for route, (g, x) in zip(("structured", "open"), best.items())}
+    demo = {r.route: (r.true_best_gamma, f"{r.true_speedup[r.true_best_gamma]:.2f}")
+            for r in run_demo(tmp_path / "demo", progress=lambda _m: None, duration_s=900.0)}
+    assert printed == demo  # one truth per scenario
+    config = tomllib.loads(out[out.index("# config for these targets"):])
+    written = tomllib.loads((tmp_path / "demo" / "specdec.toml").read_text())["deployment"]
+    for route in ("structured", "open"):
+        assert config["routes"][route]["draft_cost"] == written["draft_cost"]
+        assert config["routes"][route]["baseline_tokens_per_second"] == written["baseline_tokens_per_second"]
 
 
 def test_the_commands_the_demo_prints_run_as_printed_in_a_fresh_shell(tmp_path):
@@ -370,6 +406,8 @@ def test_tune_gamma_without_a_store_scrapes_the_window(tmp_path, capsys):
     code, out, err = tune_live_window(tmp_path, capsys)
     assert code == 0, err
     assert "scraping route independent" in err
+    # before it starts, how long it will take and what shortens it
+    assert "so this takes 3s (until " in err and "a shorter --window shortens it" in err
     doc = json.loads(out)
     assert doc["observed"]["gamma"] == 4 and doc["observed"]["drafts"] > 0
     assert abs(doc["observed"]["equivalent_p"] - 0.8) < 0.05

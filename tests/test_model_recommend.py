@@ -116,6 +116,11 @@ def test_model_error_at_the_deployed_gamma():
     model_tps = (1 + CURVE.sum()) * 118 / 1.1
     rec = recommend(CURVE, dep, observed_tokens_per_second=model_tps / 1.1)
     assert rec.model_error == pytest.approx(0.1)
+    assert rec.model_error_warning is None and rec.to_dict()["model_error_warning"] is None  # within ±15%
+    far = recommend(CURVE, dep, observed_tokens_per_second=model_tps / 0.57)  # the model 43% slow
+    assert far.model_error == pytest.approx(-0.43)
+    assert "-43.0%" in far.model_error_warning and "specdec calibrate plan" in far.model_error_warning
+    assert "baseline_tokens_per_second (118 now)" in far.model_error_warning
     assert recommend(CURVE, Deployment(cost_profile="flat", baseline_tokens_per_second=None),
                      observed_tokens_per_second=100.0).model_error is None
 

@@ -57,6 +57,8 @@ def render(fleet: FleetView) -> None:
                   "— (anchored on the observed rate)" if rec.anchor and rec.anchor.source == "observed" else
                   "— (no latency metrics)")
                + ".")
+    if rec.model_error_warning:
+        st.warning(rec.model_error_warning[0].upper() + rec.model_error_warning[1:] + ".")
     for line in describe_lines(rec.anchor, rec.profile_figures):
         (st.warning if "DEFAULT" in line or "(default)" in line else st.caption)(line)
     more = more_drafts_sentence(tuning.drafts_more_needed, rec.drafts_factor_to_settle)
