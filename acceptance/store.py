@@ -1418,6 +1418,29 @@ class Store:
     def _engine_filter(self, engine_ids: list[int]) -> str:
         return f"engine_id IN ({','.join(str(int(e)) for e in engine_ids)})"
 
+    def data_span(self, engine_ids: list[int], lo: float, hi: float) -> tuple[float, float] | None:
+        """(first, last]: chunk bounds around every stored interval of these engines that ends in
+        (lo, hi] — scrape chunks to 5 minutes, rollups (where retention removed the raw rows)
+        to their chunk's span — or None when there is none. Windows that contain all of it read
+        the same rows, so acceptance.windows plans them alike whatever their nominal length."""
+        if not engine_ids:
+            return None
+        first, last = math.inf, -math.inf
+        raw = self.conn.execute(
+            f"SELECT MIN(chunk), MAX(chunk) FROM interval_chunks WHERE {self._engine_filter(engine_ids)} "
+            "AND chunk >= ? AND chunk <= ?", (bucket_of(lo, 300), bucket_of(hi, 300))).fetchone()
+        if raw[0] is not None:
+            first, last = raw[0], raw[1] + 300.0
+        level = min(ROLLUP_LEVELS)
+        span = CHUNK_SPANS[level]
+        rolled = self.conn.execute(
+            f"SELECT MIN(chunk), MAX(chunk) FROM spec_rollups WHERE {self._engine_filter(engine_ids)} "
+            "AND level = ? AND chunk >= ? AND chunk <= ?",
+            (level, chunk_of(bucket_of(lo, level), level), chunk_of(bucket_of(hi, level), level))).fetchone()
+        if rolled[0] is not None:
+            first, last = min(first, rolled[0]), max(last, rolled[1] + span)
+        return None if first == math.inf else (max(lo, first), min(hi, last))
+
     def read_intervals(self, engine_ids: list[int], lo: float, hi: float) -> tuple[list["SpecEntries"], "StepTotals"]:
         """Scrape intervals of these engines with time (interval end) in (lo, hi]: the spec
         deltas as one ``SpecEntries`` per layout (block key: the cycle), and step-shape totals."""

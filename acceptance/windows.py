@@ -7,7 +7,8 @@ the hour-edges, raw scrape intervals at the 5-minute edges, each read from the s
 rows with one query for all the route's engines and summed with NumPy (no Python object per
 interval or bucket). A level is used only when the
 window holds at least ``MIN_BLOCKS_PER_LEVEL`` of its buckets, so that short windows keep
-scrape-interval blocks for the bootstrap. Sums are exact either way: a bucket (b, b + L]
+scrape-interval blocks for the bootstrap — counted over the part of the window that holds
+data (Store.data_span), so that a window's nominal length past its data changes nothing. Sums are exact either way: a bucket (b, b + L]
 holds exactly the intervals that end in it.
 
 Segments: each engine's history is cut into engine segments of constant γ (a new one at
@@ -206,9 +207,12 @@ def route_window(store: Store, targets: list[str], start: float, end: float, *,
 
 
 def _read_route_window(store: Store, targets: list[str], start: float, end: float, max_blocks: int) -> RouteWindow:
-    rollups, spans = _plan(start, end, store.raw_from())
     engines = store.engines_of(targets)
     engine_ids = [eid for eid, _ in engines]
+    # planned over the span that holds data, not the nominal one: the same hour of data reads at
+    # the same resolution (and so bootstraps alike) in a 2 h window and in a 7 d one
+    held = store.data_span(engine_ids, start, end)
+    rollups, spans = _plan(*(held or (start, end)), store.raw_from())
 
     # one query per raw span and per rollup level range, for all the route's engines at once
     entries: list[SpecEntries] = []

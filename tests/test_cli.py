@@ -260,6 +260,15 @@ def test_demo_recommends_the_simulators_best_gamma(tmp_path, capsys):
     assert "intervals: circular block bootstrap" in out and "), percentile" not in out  # no nested brackets
     assert "engine restarted" not in out and "engine 0: restarted: " in out
     assert "warning: the cost model misses" not in out  # the config tells the engines' truth: no warning
+    # the same hour of data: the same estimate, intervals and decision in any window that holds it
+    def tuned(window):
+        code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "open", "--config", str(cfg), "--window",
+                                                            window, "--json"])
+        assert code == 0, err
+        d = json.loads(out)
+        return (d["observed"]["mean_acceptance_length_interval"], d["observed"]["interval_method"], d["decision"],
+                [(c["speedup_low"], c["speedup_high"]) for c in d["candidates"]])
+    assert tuned("2h") == tuned("6h") == tuned("7d")
     survival = next(line for line in out.splitlines() if line.startswith("survival a_1..a_7: "))
     assert re.fullmatch(r"survival a_1\.\.a_7:( \d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]){7}", survival), survival
 

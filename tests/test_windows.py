@@ -297,6 +297,23 @@ def test_bulk_history_matches_write_cycle(tmp_path):
             windows.MIN_BLOCKS_PER_LEVEL = 60
 
 
+def test_an_hour_of_data_reads_alike_in_any_window_that_holds_it(tmp_path):
+    # the resolution follows the data a window holds, not its nominal length (issue 18, item 2)
+    with Store.open(tmp_path / "s.db") as store:
+        t0 = 1_800_000_000.0
+        for i in range(241):  # one hour at 15 s
+            store.write_cycle([ScrapeResult("x", t0 + 15 * i, True, (_snap("0", 40 * i),))])
+        end = t0 + 3600 + 120
+        reads = [route_window(store, ["x"], end - span, end).segments[0].intervals
+                 for span in (3900, 2 * 3600, 6 * 3600, 86400, 7 * 86400)]
+        for iv in reads[1:]:
+            assert len(iv) == len(reads[0]) == 240  # scrape intervals, never 5-minute buckets
+            np.testing.assert_array_equal(iv.counts, reads[0].counts)
+            np.testing.assert_array_equal(iv.end, reads[0].end)
+        cut = route_window(store, ["x"], t0 + 1800, end).segments[0].intervals  # a window inside the data
+        assert len(cut) == 120
+
+
 def test_window_rejects_empty_interval(tmp_path):
     with Store.open(tmp_path / "s.db") as store:
         with pytest.raises(ValueError, match="window"):
