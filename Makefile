@@ -7,13 +7,16 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-core
 DEVSTAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test test-vllm real-engine test-real bench-real bench bench-decision gpu-checks-prepare venv clean
+.PHONY: demo test notebook test-vllm real-engine test-real bench-real bench bench-decision gpu-checks-prepare venv clean
 
 $(BIN)/python:
+	@echo "creating $(VENV) and upgrading its pip (about 10 s, once)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# pip prints nothing while it works (-q): say what it does and for how long.
 $(STAMP): pyproject.toml | $(BIN)/python
+	@echo "installing specdec and its dependencies into $(VENV) (about 50 s, once; again only when pyproject.toml changes)"
 	$(BIN)/pip install -q -e .
 	touch $@
 
@@ -24,10 +27,26 @@ TEST_EXTRAS := nvidia-cutlass-dsl==4.8.1 torch==2.13.0
 
 # '.[dev]' installs the core too: one install, and the core's stamp says so.
 $(DEVSTAMP): pyproject.toml Makefile | $(BIN)/python
+	@echo "installing specdec with the test tools, torch (CPU) and the CuTe DSL into $(VENV) (about 1.5 min, once; again only when pyproject.toml or the Makefile changes)"
 	$(BIN)/pip install -q -e '.[dev]' $(TEST_EXTRAS)
 	touch $(STAMP) $@
 
 venv: $(STAMP)
+
+# The what-if notebook (notebooks/what_if.ipynb) in JupyterLab, on 127.0.0.1 only, with
+# this venv's Python as its kernel (ipykernel's "python3" in .venv, preferred over a
+# user-wide one). JupyterLab is installed into .venv the first time only. As root (a
+# container), JupyterLab refuses to start without --allow-root: given then.
+NBSTAMP  := $(VENV)/.installed-notebook
+NOTEBOOK := notebooks/what_if.ipynb
+
+$(NBSTAMP): $(STAMP)
+	@echo "installing JupyterLab into $(VENV) (about 20 s, once)"
+	$(BIN)/pip install -q jupyterlab ipykernel
+	touch $@
+
+notebook: $(NBSTAMP)
+	JUPYTER_PREFER_ENV_PATH=1 $(BIN)/jupyter lab --ip=127.0.0.1 $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(NOTEBOOK)
 
 demo: $(STAMP)
 	$(BIN)/specdec demo

@@ -186,3 +186,89 @@ def test_sample_is_a_valid_small_route():
     assert np.array_equal(counts[:, 1], doc["gamma"] * counts[:, 0])
     est = estimate_acceptance(iv)
     assert est.has_interval and 1.0 < est.mean_acceptance_length.value < 1 + doc["gamma"]
+
+
+# --- issue 18, item 6: the route is named in the notebook; one colour per series -------------
+
+ROUTE_LINE = "ROUTE = None"
+
+
+def _route_cell_index(nb) -> int:
+    return next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "tune_route(" in c.source)
+
+
+def _execute_route_cell(kernel_env: Path, monkeypatch, data: str, route: str) -> nbformat.NotebookNode:
+    """The imports cell and section 7's loading cell only, with ROUTE set as a user would."""
+    monkeypatch.setenv("JUPYTER_PATH", str(kernel_env))
+    monkeypatch.setenv("SPECDEC_WHATIF_DATA", data)
+    monkeypatch.delenv("SPECDEC_WHATIF_ROUTE", raising=False)
+    monkeypatch.setenv("SPECDEC_PLOTLY_RENDERER", "plotly_mimetype")
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    load = nb.cells[_route_cell_index(nb)]
+    assert ROUTE_LINE in load.source, "section 7 should let the user name the route: a ROUTE = None line"
+    load.source = load.source.replace(ROUTE_LINE, f"ROUTE = {route!r}", 1)
+    nb.cells = [next(c for c in nb.cells if c.cell_type == "code"), load]
+    client = nbclient.NotebookClient(nb, kernel_name=KERNEL_NAME, timeout=120, allow_errors=False,
+                                     resources={"metadata": {"path": str(NOTEBOOKS)}})
+    client.execute()
+    return nb
+
+
+def _store_with_two_routes(folder: Path) -> None:
+    """The sample's store, with a second route 'chat' (first in the config) on the same target."""
+    _store_from_sample(folder)
+    config = folder / "specdec.toml"
+    text = config.read_text(encoding="utf-8")
+    target = re.search(r'targets = \["([^"]+)"\]', text).group(1)
+    config.write_text(text.replace("[routes.open]", f'[routes.chat]\ntargets = ["{target}"]\n\n[routes.open]'),
+                      encoding="utf-8")
+
+
+def test_notebook_route_is_chosen_by_name(kernel_env, tmp_path, monkeypatch):
+    _store_with_two_routes(tmp_path)
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    intro = nb.cells[_route_cell_index(nb) - 1]
+    assert intro.cell_type == "markdown" and "ROUTE" in intro.source
+    text = _text(_execute_route_cell(kernel_env, monkeypatch, str(tmp_path), "open"))
+    assert "routes: chat, open" in text  # the ones there are to choose from
+    # 'open' is not the first route: it was loaded because it was named.
+    assert f"route 'open' from the store of {tmp_path / 'specdec.toml'}" in text
+
+
+def test_notebook_unknown_route_names_the_routes(kernel_env, tmp_path, monkeypatch):
+    _store_with_two_routes(tmp_path)
+    with pytest.raises(nbclient.exceptions.CellExecutionError) as err:
+        _execute_route_cell(kernel_env, monkeypatch, str(tmp_path), "nope")
+    message = str(err.value)
+    assert "unknown route 'nope'" in message and "chat, open" in message
+
+
+def _trace_colour(fig: dict, i: int) -> str:
+    """The colour plotly.js draws trace i with: its own, else the colourway's i-th."""
+    trace = fig["data"][i]
+    line = (trace.get("line") or {}).get("color")
+    marker = (trace.get("marker") or {}).get("color")
+    if isinstance(line, str) and isinstance(marker, str):
+        assert line == marker, f"trace {trace.get('name')!r}: line {line} but markers {marker}"
+    if isinstance(line, str) or isinstance(marker, str):
+        return line if isinstance(line, str) else marker
+    layout = fig.get("layout", {})
+    colorway = layout.get("colorway") or layout["template"]["layout"]["colorway"]
+    return colorway[i % len(colorway)]
+
+
+def test_notebook_same_al_figure_legend_colours_match_both_panels(executed_with_sample):
+    fig = next(f for f in _figures(executed_with_sample)
+               if f["layout"].get("title", {}).get("text", "").startswith("Same AL at γ = 7"))
+    by_axis: dict[str, dict[str, str]] = {}
+    legend: dict[str, str] = {}
+    for i, trace in enumerate(fig["data"]):
+        colour = _trace_colour(fig, i)
+        by_axis.setdefault(trace.get("xaxis", "x"), {})[trace["name"]] = colour
+        if trace.get("showlegend", True):
+            assert trace["name"] not in legend, f"{trace['name']!r} is in the legend twice"
+            legend[trace["name"]] = colour
+    assert sorted(by_axis) == ["x", "x2"] and len(legend) == 2
+    assert len(set(legend.values())) == len(legend), "two series share a colour"
+    for axis, series in by_axis.items():
+        assert series == legend, f"panel {axis}: lines {series}, legend {legend}"

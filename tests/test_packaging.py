@@ -1,0 +1,95 @@
+"""Packaging and the Makefile's set-up, as a new user meets them (issue 18).
+
+- pyproject.toml states its license as a PEP 639 SPDX string, not the deprecated TOML table
+  that makes setuptools warn on every build step, and asks for a setuptools that reads it.
+- `make demo`, `make test` and `make notebook` say what each pip install does, and roughly
+  how long it takes, before it runs (pip -q prints nothing for up to a minute or two).
+- `make notebook` installs JupyterLab into .venv once, then opens the what-if notebook on
+  127.0.0.1.
+
+The Makefile is read through `make -n` (print the recipes, run nothing) with VENV pointed
+at a temporary folder, so the chains are those of a fresh machine.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.licenses import canonicalize_license_expression
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parents[1]
+ANNOUNCE = re.compile(r"^echo .*\babout [\d.]+ (s|min)\b")
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def test_license_is_an_spdx_string():
+    project = _pyproject()["project"]
+    license_ = project.get("license")
+    assert isinstance(license_, str), f"project.license should be an SPDX string (PEP 639), not {license_!r}"
+    assert canonicalize_license_expression(license_) == license_ == "Apache-2.0"
+    # setuptools refuses a license expression beside License :: classifiers.
+    assert not [c for c in project.get("classifiers", []) if c.startswith("License ::")]
+
+
+def test_build_requires_a_setuptools_that_reads_spdx_strings():
+    requires = [Requirement(r) for r in _pyproject()["build-system"]["requires"]]
+    setuptools = next(r for r in requires if r.name == "setuptools")
+    # PEP 639's license strings arrived in setuptools 77.
+    assert not setuptools.specifier.contains("76.1.0") and setuptools.specifier.contains("77.0.0")
+
+
+def _dry_run(target: str, venv: Path) -> list[str]:
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    out = subprocess.run(["make", "-n", "--no-print-directory", f"VENV={venv}", target], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60, check=True,
+                         env={k: v for k, v in os.environ.items() if not k.startswith("MAKE")})
+    return out.stdout.splitlines()
+
+
+@pytest.mark.parametrize("target", ["demo", "test", "notebook"])
+def test_each_install_announces_itself_with_a_rough_time(target, tmp_path):
+    lines = _dry_run(target, tmp_path / "venv")
+    installs = [i for i, line in enumerate(lines) if re.search(r"\bpip install\b", line)]
+    assert installs, lines
+    previous = -1
+    for i in installs:
+        # Between the previous install (or the start) and this one: one line saying what and how long.
+        announced = [line for line in lines[previous + 1:i] if ANNOUNCE.search(line)]
+        assert announced, f"{target}: {lines[i]!r} runs without saying what it does and how long it takes"
+        previous = i
+
+
+def test_make_notebook_installs_jupyter_once_then_opens_the_notebook(tmp_path):
+    venv = tmp_path / "venv"
+    lines = _dry_run("notebook", venv)
+    jupyter = [line for line in lines if re.search(r"\bpip install\b.*\bjupyterlab\b", line)]
+    assert len(jupyter) == 1 and "ipykernel" in jupyter[0]
+    assert lines.index(jupyter[0]) > next(i for i, line in enumerate(lines) if "pip install -q -e ." in line), \
+        "JupyterLab goes into the venv after the core"
+    launch = lines[-1]
+    assert f"{venv}/bin/jupyter lab " in launch
+    assert "--ip=127.0.0.1" in launch
+    notebook = re.search(r"(notebooks/\S+\.ipynb)", launch).group(1)
+    assert (ROOT / notebook).is_file()
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^\.PHONY:.*\bnotebook\b", makefile, re.M)
+
+    # Installed once: with the stamps up to date only the launch is left.
+    (venv / "bin").mkdir(parents=True)
+    for name in ("bin/python", ".installed-core", ".installed-notebook"):
+        (venv / name).touch()
+    future = (ROOT / "pyproject.toml").stat().st_mtime + 60
+    for name in ("bin/python", ".installed-core", ".installed-notebook"):
+        os.utime(venv / name, (future, future))
+    assert _dry_run("notebook", venv) == [launch]
