@@ -60,7 +60,7 @@ from . import vllm_metrics as vm
 from .counts import IntervalCounts
 from .fetch import SourceError, UnreachableError, _one_line, mask_userinfo
 from .store import EngineRef, Event, TargetStatus
-from .windows import GammaSegment, StepShapeWindow, newest_segment
+from .windows import GammaSegment, StepShapeWindow, current_segments, newest_segment
 
 # A block must hold several samples of every engine: increase() needs two, and with three
 # scrape intervals at most about a third of a block is extrapolated at its edges.
@@ -261,6 +261,10 @@ class PrometheusWindow:
     @property
     def newest_segment(self) -> GammaSegment | None:
         return newest_segment(self.segments)
+
+    @property
+    def current_segments(self) -> list[GammaSegment]:
+        return current_segments(self.segments)
 
 
 def _counter(name: str) -> str:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -55,6 +55,8 @@ class GammaSegment:
     draft_tokens_per_position: tuple[float, ...] | None = None
     # Σ specdec plugin deltas of its engines over the segment's blocks; None: none exported.
     plugin: PluginTotals | None = None
+    # the engines still at this γ in the segment's last block (a rolling change leaves some)
+    engines_at_end: list[EngineRef] = field(default_factory=list)
 
     @property
     def total(self) -> SpecCounts:
@@ -118,15 +120,22 @@ class StepShapeWindow:
         return self.samples * (1.0 - rho) / (1.0 + rho)
 
 
-def newest_segment(segments: list[GammaSegment]) -> GammaSegment | None:
-    """The newest segment; among parallel ones (overlapping the last block of the one
-    that ends last), the one with the most drafts — what `observed` describes."""
+def current_segments(segments: list[GammaSegment]) -> list[GammaSegment]:
+    """The segments still running at the window's end: those overlapping the last block of
+    the one that ends last (several during a rolling γ change or a canary). The others are
+    older: they ended inside the window."""
     if not segments:
-        return None
+        return []
     last = max(segments, key=lambda s: s.end)
     last_block_start = float(last.intervals.start[-1]) if len(last.intervals) else last.start
-    parallel = [s for s in segments if s.end > last_block_start]
-    return max(parallel, key=lambda s: (s.total.drafts, s.end))
+    return [s for s in segments if s.end > last_block_start]
+
+
+def newest_segment(segments: list[GammaSegment]) -> GammaSegment | None:
+    """The deployed γ's segment, what `observed` describes: among the current segments, the
+    one with the most drafts (a one-engine canary at another γ never becomes it)."""
+    current = current_segments(segments)
+    return max(current, key=lambda s: (s.total.drafts, s.end)) if current else None
 
 
 @dataclass(frozen=True)
@@ -143,6 +152,10 @@ class RouteWindow:
     @property
     def newest_segment(self) -> GammaSegment | None:
         return newest_segment(self.segments)
+
+    @property
+    def current_segments(self) -> list[GammaSegment]:
+        return current_segments(self.segments)
 
     @property
     def plugin(self) -> PluginTotals | None:
@@ -290,8 +303,10 @@ def _build_segments(store: Store, refs: dict[int, EngineRef], entries: list[Spec
                 group_end = span[1]
         for group in groups:
             segs = [seg for _, _, seg in group]
-            out.append(_route_segment(store, refs, gamma, segs, entries, max_blocks,
-                                      _plugin_totals(store, segs, plugin)))
+            segment = _route_segment(store, refs, gamma, segs, entries, max_blocks, _plugin_totals(store, segs, plugin))
+            last_block_start = float(segment.intervals.start[-1])
+            at_end = {store.segment_engine(seg) for _, hi, seg in group if hi > last_block_start}
+            out.append(replace(segment, engines_at_end=sorted(refs[e] for e in at_end)))
     out.sort(key=lambda s: (s.start, s.end, s.gamma))
     return out
 

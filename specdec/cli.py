@@ -398,10 +398,7 @@ def format_tuning(doc: dict) -> str:
     if obs.get("drift"):
         d = obs["drift"]
         lines.append(f"drift: {d['message']}" if d["detected"] else "drift: none detected")
-    if len(obs.get("segments") or []) > 1:
-        older = [s for s in obs["segments"] if not s.get("newest")]
-        lines.append("older segments in the window (not mixed in): " + ", ".join(
-            f"gamma {s['gamma']} ({_fmt(s['drafts'], ',.0f')} drafts)" for s in older))
+    lines += _segment_lines(obs.get("segments") or [])
     for ev in obs.get("events") or []:
         when = time.strftime("%H:%M:%S", time.gmtime(ev["time"])) if ev.get("time") else "?"
         lines.append(f"event {when}: {ev.get('kind')} {ev.get('target', '')} engine {ev.get('engine', '')}: "
@@ -463,6 +460,35 @@ def format_tuning(doc: dict) -> str:
         lines.append(f"per-batch-size schedule {'(in the config below)' if deployed else '(suggested; deploy it with the next change of gamma)'}: {ranges}")
     lines.append(f"deploy: {doc['vllm']['command_line']}")
     return "\n".join(lines)
+
+
+def _segment_lines(segments: list[dict]) -> list[str]:
+    """A window with more than one γ: the current ones (a rolling change, a canary) as such,
+    which one the estimate describes, and the older ones — never a current one as older."""
+    from .pipeline import format_clock
+
+    if len(segments) < 2:
+        return []
+    first = min(s["start"] for s in segments)  # a segment that began later began with the change
+
+    def engines(s):
+        n = len(s["engines_at_end"])
+        return f"{n} engine" + ("s" if n != 1 else "")
+
+    current = [s for s in segments if s.get("current")]
+    older = [s for s in segments if not s.get("current")]
+    lines = []
+    if len(current) > 1:
+        described = next(s for s in current if s.get("newest"))
+        parts = [f"gamma {s['gamma']} on {engines(s)}" + (f" since {format_clock(s['start'])[11:16]}"
+                                                         if s["start"] > first + 1 else "") for s in current]
+        lines.append(f"rolling change: {', '.join(parts)} at the window's end; estimates describe gamma "
+                     f"{described['gamma']} (the most drafts), the others are not mixed in")
+    if older:
+        lines.append("older segments in the window (not mixed in): " + ", ".join(
+            f"gamma {s['gamma']} ({_fmt(s['drafts'], ',.0f')} drafts, until {format_clock(s['end'])[11:16]})"
+            for s in older))
+    return lines
 
 
 def _gain_text(gain: dict | None) -> str:

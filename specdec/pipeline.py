@@ -382,14 +382,19 @@ class IngestedWindow:
     step_sequences: list | None = None
 
     @property
-    def newest_segment(self):
-        """The γ whose rows end last; among γ whose rows overlap its span (requests of two
-        γ interleaved), the one with the most drafts."""
+    def current_segments(self) -> list:
+        """The γ whose rows end last, and the γ whose rows overlap its span (requests of two γ
+        interleaved)."""
         if not self.segments:
-            return None
+            return []
         last = max(self.segments, key=lambda s: s.end)
-        overlapping = [s for s in self.segments if s.end >= last.start]
-        return max(overlapping, key=lambda s: (s.total.drafts, s.end))
+        return [s for s in self.segments if s.end >= last.start]
+
+    @property
+    def newest_segment(self):
+        """Among the current segments, the one with the most drafts."""
+        current = self.current_segments
+        return max(current, key=lambda s: (s.total.drafts, s.end)) if current else None
 
 
 def ingested_window(store, route: str, source: str, start: float, end: float) -> IngestedWindow:
@@ -571,10 +576,14 @@ def tuning_to_dict(t: RouteTuning) -> dict:
         }
     w = t.window
     if w is not None:
+        current = w.current_segments
         observed["segments"] = [
             {
                 "gamma": s.gamma, "start": s.start, "end": s.end, "drafts": s.total.drafts,
                 "engines": [list(x) for x in s.engines], "newest": s is w.newest_segment,
+                # still running at the window's end (a rolling change or a canary), else older
+                "current": any(s is c for c in current),
+                "engines_at_end": [list(x) for x in getattr(s, "engines_at_end", None) or s.engines],
             }
             for s in w.segments
         ]
@@ -633,6 +642,7 @@ class CurveSlice:
     end: float
     newest_segment: bool  # the slice belongs to the segment the route's estimate describes
     estimate: AcceptanceEstimate
+    current_segment: bool = True  # its segment still runs at the window's end (else it is older)
 
 
 def curve_history(window, *, n_slices: int = 6, level: float = 0.9, n_resamples: int = 200,
@@ -649,6 +659,7 @@ def curve_history(window, *, n_slices: int = 6, level: float = 0.9, n_resamples:
         return []
     edges = np.linspace(window.start, window.end, n_slices + 1)
     newest = window.newest_segment
+    current = window.current_segments
     out: list[CurveSlice] = []
     for segment in window.segments:
         iv = segment.intervals
@@ -660,7 +671,8 @@ def curve_history(window, *, n_slices: int = 6, level: float = 0.9, n_resamples:
             if part.total().drafts <= 0:
                 continue
             est = estimate_acceptance(part, level=level, n_resamples=n_resamples, seed=seed)
-            out.append(CurveSlice(iv.gamma, float(lo), float(hi), segment is newest, est))
+            out.append(CurveSlice(iv.gamma, float(lo), float(hi), segment is newest, est,
+                                  any(segment is c for c in current)))
     out.sort(key=lambda s: (s.start, s.gamma))
     return out
 

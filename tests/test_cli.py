@@ -269,6 +269,11 @@ def test_demo_recommends_the_simulators_best_gamma(tmp_path, capsys):
         return (d["observed"]["mean_acceptance_length_interval"], d["observed"]["interval_method"], d["decision"],
                 [(c["speedup_low"], c["speedup_high"]) for c in d["candidates"]])
     assert tuned("2h") == tuned("6h") == tuned("7d")
+    # structured-b's engine 0 goes 7 → 5 at 40 min and stays: a rolling change, never "older"
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "structured", "--config", str(cfg)])
+    assert code == 0, err
+    assert "rolling change: gamma 7 on 2 engines, gamma 5 on 1 engine since " in out and "older segments" not in out
+    assert "estimates describe gamma 7 (the most drafts)" in out
     survival = next(line for line in out.splitlines() if line.startswith("survival a_1..a_7: "))
     assert re.fullmatch(r"survival a_1\.\.a_7:( \d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]){7}", survival), survival
 

@@ -116,12 +116,19 @@ def test_overview_shows_each_routes_tuning(monkeypatch, demo_config):
 
 
 def test_overview_says_gamma_changed_inside_the_window(monkeypatch, demo_config):
+    # the demo's structured-b engine 0 goes 7 → 5 and stays: a rolling change, not an older segment
     at = run_page(monkeypatch, demo_config, "overview")
-    notes = [i.value for i in at.info if "γ changes inside the window" in i.value]
-    assert len(notes) == 1 and notes[0].startswith("Route structured")
-    assert "γ=7" in notes[0] and "γ=5" in notes[0]
+    notes = [i.value for i in at.info if "rolling change" in i.value]
+    assert len(notes) == 1 and notes[0].startswith("Route structured: rolling change: γ 7 on 2 engines, γ 5 on 1 engine since ")
+    assert "older" not in notes[0]
     t = tuned(demo_config, "structured")
-    assert f"Estimates describe the newest, γ={t.window.newest_segment.gamma}" in notes[0]
+    assert t.window.newest_segment.gamma == 7  # the current segment with the most drafts is the deployed γ
+    assert "Estimates describe γ=7, the current segment with the most drafts" in notes[0]
+    from dashboard.views.curves import history_series
+
+    view = data.RouteView("structured", (), t, None, history=curve_history(t.window, n_slices=data.HISTORY_SLICES))
+    names = [name for name, *_ in history_series(view)]
+    assert "structured γ=7" in names and "structured γ=5 (current on other engines, not mixed in)" in names
 
 
 def test_curves_page_draws_the_estimates_with_bands(monkeypatch, demo_config):

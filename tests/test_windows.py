@@ -228,6 +228,8 @@ def test_parallel_gamma_segments_and_newest(tmp_path):
         assert {e.engine for e in g3.engines} == {"x", "y"} and [e.engine for e in g5.engines] == ["y"]
         # both run to the end: the newest is the one with the most drafts in the window
         assert w.newest_segment is g3
+        assert w.current_segments == [g3, g5] or w.current_segments == [g5, g3]  # a rolling change, neither older
+        assert [e.engine for e in g3.engines_at_end] == ["x"] and [e.engine for e in g5.engines_at_end] == ["y"]
         assert {e.kind for e in w.events} == {"restart", "gamma_change"}
         w2 = route_window(store, ["y"], 0, 1000)
         assert w2.newest_segment.gamma == 5

@@ -25,13 +25,14 @@ def position_rows(rv: RouteView) -> list[dict]:
 
 def history_series(rv: RouteView):
     """(name, slice midpoints, AL, low, high) per γ segment of the route's history."""
-    by_gamma: dict[tuple[int, bool], list] = {}
+    by_gamma: dict[tuple[int, bool, bool], list] = {}
     for sl in rv.history:
-        by_gamma.setdefault((sl.gamma, sl.newest_segment), []).append(sl)
+        by_gamma.setdefault((sl.gamma, sl.newest_segment, sl.current_segment), []).append(sl)
     out = []
-    for (gamma, newest), slices in sorted(by_gamma.items(), key=lambda kv: (not kv[0][1], kv[0][0])):
+    for (gamma, newest, current), slices in sorted(by_gamma.items(), key=lambda kv: (not kv[0][1], kv[0][0])):
         al = [s.estimate.mean_acceptance_length for s in slices]
-        out.append((f"{rv.route} γ={gamma}" + ("" if newest else " (older/parallel segment)"),
+        role = "" if newest else " (current on other engines, not mixed in)" if current else " (older segment)"
+        out.append((f"{rv.route} γ={gamma}{role}",
                     [0.5 * (s.start + s.end) for s in slices], [a.value for a in al], [a.low for a in al],
                     [a.high for a in al]))
     return out

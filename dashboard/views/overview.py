@@ -15,15 +15,30 @@ TITLE = "Routes overview"
 
 
 def segments_note(rv: RouteView) -> str | None:
-    """What the estimate describes when γ changed inside the window (None: one segment)."""
+    """What the estimate describes when the window holds more than one γ (None: one segment):
+    a rolling change as such, never a current segment as older."""
     t = rv.tuning
     if t is None or t.window is None or len(t.window.segments) < 2:
         return None
-    newest = t.window.newest_segment
-    parts = [f"γ={s.gamma} {text.clock(s.start)} → {text.clock(s.end)} ({s.total.drafts:,.0f} drafts, "
-             f"{len(s.engines)} engine(s))" for s in t.window.segments]
-    return (f"Route {rv.route}: γ changes inside the window — segments " + "; ".join(parts)
-            + f". Estimates describe the newest, γ={newest.gamma}; counts are never summed across γ.")
+    w = t.window
+    newest, current = w.newest_segment, w.current_segments
+    older = [s for s in w.segments if not any(s is c for c in current)]
+
+    def engines(s):
+        n = len(getattr(s, "engines_at_end", None) or s.engines)
+        return f"{n} engine" + ("s" if n != 1 else "")
+
+    first = min(s.start for s in w.segments)  # a segment that began later began with the change
+    parts = []
+    if len(current) > 1:
+        parts.append("rolling change: " + ", ".join(
+            f"γ {s.gamma} on {engines(s)}" + (f" since {text.clock(s.start)[11:16]}" if s.start > first + 1 else "")
+            for s in current) + " at the window's end")
+    if older:
+        parts.append("older segments: " + ", ".join(
+            f"γ {s.gamma} until {text.clock(s.end)[11:16]} ({s.total.drafts:,.0f} drafts)" for s in older))
+    return (f"Route {rv.route}: " + "; ".join(parts) + f". Estimates describe γ={newest.gamma}, the current "
+            f"segment with the most drafts; counts are never summed across γ.")
 
 
 def specialized_text(rv: RouteView) -> str:
