@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from acceptance.counts import SpecCounts  # noqa: E402
-from acceptance.simulate import EngineExposure, render_page  # noqa: E402
+from acceptance.sim import EngineExposure, render_page  # noqa: E402
 
 BIN = Path(sys.executable).parent
 RESULTS = REPO / "benchmarks" / "results" / "chaos.json"

@@ -30,7 +30,7 @@ multinomial counts of accepted lengths (a sum of i.i.d. per-draft draws is exact
 the heterogeneous process runs its renewal of requests per batch slot (p ~ Beta, lifetime
 geometric with the process's end_probability h(p)) and draws each request's share of an
 interval as conditional binomials N_k ~ Bin(N_{k−1}, p) — P(L ≥ k | p) = p^k, as its
-draw_lengths. Once per class the HTTP path runs too: the simulated fleet (acceptance.simulate)
+draw_lengths. Once per class the HTTP path runs too: the simulated fleet (acceptance.sim)
 serves /metrics, the real collector scrapes it into a store, acceptance.windows reads the
 route window, and that one seed is scored the same way (``http_check``).
 
@@ -68,7 +68,7 @@ from decision_scenarios import (  # noqa: E402  (the benchmark's own data, besid
 
 from acceptance.counts import IntervalCounts  # noqa: E402
 from acceptance.estimates import expected_tokens_independent  # noqa: E402
-from acceptance.sim_processes import (  # noqa: E402
+from acceptance.sim.processes import (  # noqa: E402
     AcceptanceProcess,
     DriftingProcess,
     FrontLoadedProcess,
@@ -503,7 +503,7 @@ def run_http_check(cls: DecisionClass, truth: Truth, true_speedup: np.ndarray, d
                    seed: int = 0) -> dict:
     """One seed through the real path: simulated fleet → HTTP → collector → store → route window → pipeline."""
     from acceptance.collector import Collector
-    from acceptance.simulate import BatchMix, EngineSpec, Fleet, PrefillMix, Scenario, TargetSpec
+    from acceptance.sim import BatchMix, EngineSpec, Fleet, PrefillMix, Scenario, TargetSpec
     from acceptance.store import Store
     from acceptance.windows import route_window
 

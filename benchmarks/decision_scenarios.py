@@ -1,6 +1,6 @@
 """The scenario classes of the decision-quality benchmark (benchmarks/decision.py, issue 9).
 
-A class is a route whose truth is known: an acceptance process (acceptance.sim_processes),
+A class is a route whose truth is known: an acceptance process (acceptance.sim.processes),
 what the tool is told about the deployment (``deployment``), what steps really cost
 (the same figures unless a ``true_*`` field says otherwise), the batch mix (share of engine
 TIME at each batch size, the stationary law of the simulator's batch chain), the deployed
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from acceptance.sim_processes import (
+from acceptance.sim.processes import (
     AcceptanceProcess,
     DriftingProcess,
     FrontLoadedProcess,

@@ -8,7 +8,7 @@ Python and the committed file never carries outputs:
     python notebooks/build_what_if.py --sample   # rebuild notebooks/sample_route.json
 
 The sample is one route's interval counts as the store holds them: the simulated fleet of
-``specdec demo`` (acceptance.simulate, scenario "demo", seed 0) scraped over HTTP by the
+``specdec demo`` (acceptance.sim, scenario "demo", seed 0) scraped over HTTP by the
 real collector into a fresh store, read back with ``acceptance.windows.route_window``.
 """
 
@@ -55,7 +55,7 @@ import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from acceptance.estimates import equivalent_p, estimate_from_survival
-from acceptance.sim_processes import FrontLoadedProcess, IndependentProcess
+from acceptance.sim.processes import FrontLoadedProcess, IndependentProcess
 from model.deployment import Deployment
 from model.figures import MODELS
 from model.profiles import STOCK, experts_touched, make_profile

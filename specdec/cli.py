@@ -608,7 +608,7 @@ def cmd_simulate(args) -> int:
     import tomllib
     from pathlib import Path
 
-    from acceptance.simulate import Fleet, build_scenario, scenario_from_dict
+    from acceptance.sim import Fleet, build_scenario, scenario_from_dict
 
     if args.config:
         path = Path(args.config)
@@ -777,7 +777,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_ingest)
 
     p = sub.add_parser("simulate", help="serve a simulated vLLM fleet on loopback")
-    from acceptance.simulate import SCENARIO_NAMES
+    from acceptance.sim import SCENARIO_NAMES
 
     p.add_argument("--scenario", default="demo", choices=SCENARIO_NAMES)
     p.add_argument("--config", help="a scenario file (TOML or JSON) instead of a named scenario")

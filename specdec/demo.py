@@ -1,6 +1,6 @@
 """`specdec demo`: the whole path on the embedded default — no GPU, no vLLM.
 
-A simulated fleet (acceptance.simulate, scenario "demo": routes `structured` and `open`,
+A simulated fleet (acceptance.sim, scenario "demo": routes `structured` and `open`,
 three engines each on two targets, an engine restart at 20m and a γ change at 40m) serves
 vLLM-format /metrics on loopback; the real collector scrapes it over HTTP every 15 s of
 simulated time into a fresh store; tune-gamma's pipeline recommends γ per route; and the
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from acceptance.collector import Collector
-from acceptance.simulate import Fleet, LatencyBoundStepTime, build_scenario
+from acceptance.sim import Fleet, LatencyBoundStepTime, build_scenario
 from acceptance.store import Store
 from model.deployment import Deployment
 from model.recommend import recommend

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from acceptance.counts import ScrapeResult
 from acceptance.parse import parse_metrics_page
-from acceptance.simulate import Fleet, build_scenario
+from acceptance.sim import Fleet, build_scenario
 from acceptance.store import Store
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "characterisation.json"

@@ -330,7 +330,7 @@ def test_collect_survives_sigkill(tmp_path):
     import signal
     import time
 
-    from acceptance.simulate import Fleet, build_scenario
+    from acceptance.sim import Fleet, build_scenario
     from acceptance.store import Store
     from acceptance.windows import route_window
 
@@ -365,7 +365,7 @@ def test_collect_serves_route_gauges(tmp_path):
 
     from prometheus_client.parser import text_string_to_metric_families
 
-    from acceptance.simulate import Fleet, build_scenario
+    from acceptance.sim import Fleet, build_scenario
 
     with Fleet(build_scenario("independent", seed=5)) as fleet:
         urls = list(fleet.serve().values())
@@ -406,7 +406,7 @@ def test_rules_from_config(tmp_path, capsys):
 
 def tune_live_window(tmp_path, capsys):
     """tune-gamma --json on a 3 s live window of a simulated fleet (flat profile, no store)."""
-    from acceptance.simulate import Fleet, build_scenario
+    from acceptance.sim import Fleet, build_scenario
 
     with Fleet(build_scenario("independent", seed=7)) as fleet:
         urls = list(fleet.serve().values())

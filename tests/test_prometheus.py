@@ -42,7 +42,7 @@ from acceptance.prometheus import (
     normalise_selector,
     prometheus_route_window,
 )
-from acceptance.simulate import Fleet, build_scenario
+from acceptance.sim import Fleet, build_scenario
 from acceptance.store import Store
 from acceptance.windows import route_window
 from specdec.exporter import RouteGauges, recording_rules

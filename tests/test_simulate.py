@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from acceptance import vllm_metrics as vm
 from acceptance.counts import SpecCounts
 from acceptance.estimates import survival
-from acceptance.simulate import (
+from acceptance.sim import (
     INTER_TOKEN_LATENCY_BUCKETS,
     ITERATION_TOKENS_BUCKETS,
     EngineExposure,
@@ -25,7 +25,7 @@ from acceptance.simulate import (
     scenario_from_dict,
     scenario_to_dict,
 )
-from acceptance.sim_processes import HeterogeneousProcess, ProcessError, process_from_dict
+from acceptance.sim.processes import HeterogeneousProcess, ProcessError, process_from_dict
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "vllm-golden"  # a copy of the shared reference data
 needs_golden = pytest.mark.skipif(not (GOLDEN / "exposition_gamma3.txt").exists(), reason="golden vLLM pages absent")
