@@ -219,7 +219,7 @@ def window_with(plugin, batch_mix, iteration_tokens=None):
     """A RouteWindow-shaped object: the pipeline reads step_shape, plugin, newest_segment."""
     return NS(step_shape=StepShapeWindow(batch_mix=batch_mix, iteration_tokens=iteration_tokens or {}, itl_mean_s=None,
                                          samples=1000),
-              plugin=plugin, newest_segment=None, segments=[], events=[], target_status=[])
+              plugin=plugin, newest_segment=None, current_segments=[], segments=[], events=[], target_status=[])
 
 
 def pooled_intervals(curve, n=40, drafts=500.0):

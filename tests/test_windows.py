@@ -280,12 +280,14 @@ def test_bulk_history_matches_write_cycle(tmp_path):
     inc[0] = 0
     cum = np.cumsum(inc, axis=0)
     running = rng.integers(0, 5, size=n).astype(float)
+    itl_count = np.cumsum(rng.integers(0, 50, size=n)).astype(float)  # the step shape's counters too
+    itl_sum = np.cumsum(rng.random(n) * 0.4)
     with Store.open(tmp_path / "a.db") as bulk, Store.open(tmp_path / "b.db") as cyc:
-        bulk.bulk_load_history("x", "m", "0", times, cum, running=running)
+        bulk.bulk_load_history("x", "m", "0", times, cum, running=running, itl_sum=itl_sum, itl_count=itl_count)
         for i in range(n):
             c = SpecCounts(*cum[i, :3].tolist(), tuple(cum[i, 3:].tolist()))
-            cyc.write_cycle([ScrapeResult("x", float(times[i]), True,
-                                          (EngineSnapshot("m", "0", c, None, StepShape(num_requests_running=running[i])),))])
+            shape = StepShape(num_requests_running=running[i], itl_sum=float(itl_sum[i]), itl_count=float(itl_count[i]))
+            cyc.write_cycle([ScrapeResult("x", float(times[i]), True, (EngineSnapshot("m", "0", c, None, shape),))])
         windows.MIN_BLOCKS_PER_LEVEL = 1
         try:
             for s, e in [(0, 1e6), (1500.5, 9000.0), (3600.0, 10800.0), (2000.0, 14000.2)]:

@@ -1,0 +1,144 @@
+"""The Store: opening and closing the file, its cached identities and engine states, and the
+read snapshot every reader uses; the write path, retention, readers and ingested rows are
+its mixins (writes, retention, reads, ingest, bulk)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from contextlib import contextmanager
+from pathlib import Path
+
+from .bulk import _BulkLoad
+from .codecs import _unpack
+from .ingest import _Ingested
+from .reads import _Reads
+from .records import EngineRef, StoreError
+from .retention import _Retention
+from .schema import _check_file, _migrate
+from .writes import _EngineState, _TargetState, _Writes
+
+
+class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested):
+    """The SQLite store. Open with ``Store.open(path)``; a context manager."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, retention_s: float | None):
+        self._conn = conn
+        self.path = path
+        self.retention_s = retention_s
+        self._last_retention: float | None = None
+        self._load_state()
+
+    # -------------------------------------------------------------- open / close
+
+    @classmethod
+    def open(cls, path: str | Path, *, retention_s: float | None = None) -> "Store":
+        """Create or open the store at ``path`` (StoreError when it cannot be used)."""
+        path = Path(path)
+        if retention_s is not None and not (math.isfinite(retention_s) and retention_s > 0):
+            raise ValueError(f"retention {retention_s!r} must be a positive number of seconds")
+        header_short = _check_file(path)
+        try:
+            conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot open store {path}: {e}") from None
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            _migrate(conn, path, full_check=header_short)
+            return cls(conn, path, retention_s)
+        except StoreError:
+            conn.close()
+            raise
+        except sqlite3.Error as e:
+            conn.close()
+            raise StoreError(f"store {path} is corrupt: {e}") from None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(f"store {self.path} is closed")
+        return self._conn
+
+    # -------------------------------------------------------------- cached identities
+
+    def _load_state(self) -> None:
+        """(Re)load ids and each engine's newest sample: after open and after a rollback."""
+        c = self.conn
+        self._load_identities()
+        # open chunks, loaded on first write: (kind, engine, level) → {(chunk, *key): chunk object}
+        self._chunk_cache: dict[tuple, dict[tuple, object]] = {}
+        self._dirty: dict[tuple, object] = {}
+        self._engines: dict[int, _EngineState] = {}
+        for eid in self._engine_refs:
+            row = c.execute(
+                "SELECT time, seg_id, layout_id, created, value, itl_sum, itl_count, it_layout_id, it_value "
+                "FROM samples WHERE engine_id = ? ORDER BY time DESC LIMIT 1", (eid,)).fetchone()
+            if row is None:
+                continue
+            t, seg, lay, created, value, itl_s, itl_c, it_lay, it_val = row
+            plugin = c.execute("SELECT layout_id, value FROM plugin_samples WHERE engine_id = ? AND time = ?",
+                               (eid, t)).fetchone()
+            self._engines[eid] = _EngineState(
+                eid, t, seg, self._segment_gamma.get(seg, 0) if seg is not None else 0, lay, created,
+                _unpack(value), itl_s, itl_c, it_lay, _unpack(it_val),
+                plugin[0] if plugin else None, _unpack(plugin[1]) if plugin else None)
+
+    def _load_identities(self) -> None:
+        """(Re)load the id maps: targets, engines, layouts, γ segments."""
+        c = self.conn
+        self._target_ids: dict[str, int] = {}
+        self._targets: dict[int, _TargetState] = {}
+        self._target_urls: dict[int, str] = {}
+        for tid, url, ok_t, err, err_t, since in c.execute(
+            "SELECT id, url, last_ok_time, last_error, last_error_time, failing_since FROM targets"
+        ):
+            self._target_ids[url] = tid
+            self._target_urls[tid] = url
+            self._targets[tid] = _TargetState(tid, ok_t, err, err_t, since)
+        self._engine_ids: dict[tuple[int, str, str], int] = {}
+        self._engine_refs: dict[int, EngineRef] = {}
+        for eid, tid, model, eng in c.execute("SELECT id, target_id, model_name, engine FROM engines"):
+            self._engine_ids[(tid, model, eng)] = eid
+            self._engine_refs[eid] = EngineRef(self._target_urls[tid], model, eng)
+        self._layout_ids: dict[tuple[str, str], int] = {}
+        self._layouts: dict[int, tuple[str, list]] = {}
+        for lid, kind, cols in c.execute("SELECT id, kind, columns FROM layouts"):
+            self._layout_ids[(kind, cols)] = lid
+            self._layouts[lid] = (kind, json.loads(cols))
+        self._layout_by_columns: dict[tuple[str, tuple], int] = {
+            (kind, tuple(cols)): lid for lid, (kind, cols) in self._layouts.items()}
+        self._segment_gamma: dict[int, int] = {}
+        self._segment_engine: dict[int, int] = {}
+        for sid, eid, gamma in c.execute("SELECT id, engine_id, gamma FROM segments"):
+            self._segment_gamma[sid] = gamma
+            self._segment_engine[sid] = eid
+
+    @contextmanager
+    def read_snapshot(self):
+        """One read transaction: every read inside sees the same committed state (WAL) —
+        a writer that commits meanwhile is not seen — and the targets, engines, layouts and
+        γ segments of that state are the ones looked up (a reader opened before a writer
+        added a segment would otherwise meet ids it does not know). Nested: the outer one holds."""
+        if self.conn.in_transaction:
+            self._load_identities()
+            yield self
+            return
+        self.conn.execute("BEGIN")
+        try:
+            self._load_identities()
+            yield self
+        finally:
+            self.conn.execute("ROLLBACK")

@@ -1,0 +1,102 @@
+"""How a scrape's cumulative counters become an interval's increase, and the events that says
+— Prometheus ``increase`` across restarts and γ changes, without SQLite.
+
+Spec-decode counters (``spec_increase``), against the engine's previous sample:
+- first sighting: a baseline only (what happened before it is not observable);
+- the previous sample had none (speculation was off): ``spec_on``, a new segment, and the
+  increase is the new value;
+- ``_created`` changed, or a counter common to both went down, or γ changed (vLLM fixes γ
+  at engine start, so a new γ is a new engine even when no counter went down): ``restart``,
+  and the increase is the new value — a γ change also opens a new segment
+  (``gamma_change``);
+- else new − previous; columns the previous sample lacked are unknown (NaN);
+- counters gone (``spec_off_event``): speculation switched off, no increase.
+A delta is never negative and never doubled. Other counters (ITL sum and count, the
+iteration-token buckets, the plugin's) follow ``counter_increase``: the new value after the
+engine's restart or their own drop, else new − previous.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+Event = tuple[str, str]  # (kind, detail)
+
+
+@dataclass(frozen=True)
+class SpecIncrease:
+    """The interval's increase of the spec-decode vector (None: a baseline only), whether it
+    opens a new engine segment, whether the engine restarted, and the events, in order."""
+
+    delta: np.ndarray | None
+    new_segment: bool
+    restart: bool
+    events: tuple[Event, ...]
+
+
+def spec_increase(prev_gamma: int | None, prev_created: float | None, prev_value: np.ndarray | None,
+                  gamma: int, created: float | None, value: np.ndarray, *, first_sighting: bool) -> SpecIncrease:
+    """The rules of the module docstring. ``value``: [D, T, A, A_1..A_γ, (drafts per position)];
+    ``prev_value`` None when the previous sample had no spec-decode counters."""
+    if first_sighting:
+        return SpecIncrease(None, True, False, ())
+    if prev_value is None:
+        return SpecIncrease(value.copy(), True, False, (("spec_on", f"speculation on, gamma {gamma}"),))
+    why = _restart_reason(prev_gamma, prev_created, prev_value, gamma, created, value)
+    events: tuple[Event, ...] = (("restart", f"restarted: {why}"),) if why else ()
+    if gamma != prev_gamma:
+        return SpecIncrease(value.copy(), True, True, events + (("gamma_change", f"gamma {prev_gamma} -> {gamma}"),))
+    if why:
+        return SpecIncrease(value.copy(), False, True, events)
+    return SpecIncrease(_difference(prev_value, value, gamma), False, False, ())
+
+
+def spec_off_event() -> Event:
+    return ("spec_off", "speculation off: the spec-decode families vanished")
+
+
+def _restart_reason(prev_gamma, prev_created, prev_value, gamma, created, value) -> str | None:
+    """Why the engine restarted, or None: ``_created`` changed, a counter went down, γ changed."""
+    if created is not None and prev_created is not None and created != prev_created:
+        return "its _created time changed"
+    common = 3 + min(gamma, prev_gamma)
+    if bool(np.any(value[:common] < prev_value[:common])):
+        return "a counter went down"
+    if gamma != prev_gamma:
+        return "its gamma changed"
+    return None
+
+
+def _difference(prev_value: np.ndarray, value: np.ndarray, gamma: int) -> np.ndarray:
+    """new − previous over [D, T, A, A_1..A_γ]; the extra columns (drafts per position) only
+    when the previous sample had them too, else NaN: unknown for this interval."""
+    n = 3 + gamma
+    delta = np.full(len(value), np.nan)
+    delta[:n] = value[:n] - prev_value[:n]
+    if len(value) > n and len(prev_value) == len(value):
+        delta[n:] = value[n:] - prev_value[n:]
+    return delta
+
+
+def counter_increase(prev: np.ndarray | None, value: np.ndarray, restart: bool) -> np.ndarray | None:
+    """A counter vector's increase: the new value after the engine's restart or when one of
+    them went down, else new − previous; None without a previous value unless the engine
+    restarted (then the new value counts whole)."""
+    if prev is None:
+        return value.copy() if restart else None
+    if restart or bool(np.any(value < prev)):
+        return value.copy()
+    return value - prev
+
+
+def itl_increase(prev_sum: float | None, prev_count: float | None, itl_sum: float | None, itl_count: float | None,
+                 restart: bool, *, seen_before: bool) -> tuple[float | None, float | None]:
+    """The ITL sum and count's increase (``counter_increase`` on the pair); (None, None) when
+    the page has no ITL or there is nothing to compare with."""
+    if itl_sum is None or itl_count is None or not seen_before:
+        return None, None
+    prev = None if prev_sum is None or prev_count is None else np.array([prev_sum, prev_count])
+    d = counter_increase(prev, np.array([itl_sum, itl_count]), restart)
+    return (None, None) if d is None else (float(d[0]), float(d[1]))

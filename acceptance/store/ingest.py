@@ -1,0 +1,129 @@
+"""Ingested sources: per-request rows and log-line intervals of a route (specdec ingest),
+keyed so that reading a file twice adds nothing, and their readers."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from ..counts import IntervalCounts
+from .codecs import _pack, _unpack
+from .records import INGESTED_SOURCES, IngestResult, IngestedRow
+
+
+class _Ingested:
+    """Store methods of ingested per-request and log rows."""
+
+    def ingest(self, route: str, source: str, rows: Iterable[IngestedRow]) -> IngestResult:
+        """Store per-request or log-line counts for ``route`` in one transaction; rows whose
+        key is already stored for the route and source are counted as duplicates."""
+        if source not in INGESTED_SOURCES:
+            raise ValueError(f"ingest source must be one of {', '.join(INGESTED_SOURCES)}, got {source!r}")
+        if not route:
+            raise ValueError("ingest: the route name is empty")
+        c = self.conn
+        added = dupes = 0
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            for row in rows:
+                counts = row.counts
+                per_pos = counts.draft_tokens_per_position
+                cur = c.execute(
+                    "INSERT OR IGNORE INTO ingested (route, source, time, gamma, counts, draft_per_pos, estimated, key,"
+                    " mean_itl_s, decode_tokens, steps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (route, source, float(row.time), counts.gamma, _pack(np.asarray(counts.as_vector(), float)),
+                     None if per_pos is None else _pack(np.asarray(per_pos, float)), int(row.estimated), row.key,
+                     row.mean_itl_s, row.decode_tokens,
+                     None if row.steps is None else np.asarray(row.steps, dtype="<i4").tobytes()))
+                if cur.rowcount:
+                    added += 1
+                else:
+                    dupes += 1
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        return IngestResult(added, dupes)
+
+    def ingested_routes(self) -> dict[str, list[str]]:
+        """Routes with ingested data → their sources."""
+        out: dict[str, list[str]] = {}
+        for route, source in self.conn.execute("SELECT DISTINCT route, source FROM ingested ORDER BY route, source"):
+            out.setdefault(route, []).append(source)
+        return out
+
+    def ingested_intervals(self, route: str, source: str, start: float, end: float) -> dict[int, IntervalCounts]:
+        """γ → one row per ingested request (or logged interval) with time in (start, end],
+        in time order; start = end = the row's time."""
+        rows: dict[int, list[tuple[float, np.ndarray]]] = {}
+        for t, gamma, blob in self.conn.execute(
+                "SELECT time, gamma, counts FROM ingested WHERE route = ? AND source = ? AND time > ? AND time <= ?"
+                " ORDER BY time, id", (route, source, float(start), float(end))):
+            rows.setdefault(int(gamma), []).append((float(t), _unpack(blob)))
+        out = {}
+        for gamma, items in sorted(rows.items()):
+            times = np.array([t for t, _ in items])
+            out[gamma] = IntervalCounts(gamma, times, times.copy(), np.vstack([v for _, v in items]))
+        return out
+
+    def ingested_draft_tokens_per_position(self, route: str, source: str, gamma: int, start: float, end: float
+                                           ) -> tuple[float, ...] | None:
+        """Σ R_k (drafts that reached position k) over the ingested rows of γ with time in
+        (start, end], when every one of them carries R_k (per-request ``detailed``); else None."""
+        total, rows = np.zeros(gamma), 0
+        for (blob,) in self.conn.execute(
+                "SELECT draft_per_pos FROM ingested WHERE route = ? AND source = ? AND gamma = ? AND time > ?"
+                " AND time <= ?", (route, source, int(gamma), float(start), float(end))):
+            if blob is None:
+                return None
+            total += _unpack(blob)
+            rows += 1
+        return tuple(float(x) for x in total) if rows else None
+
+    def ingested_itl(self, route: str, source: str, gamma: int, start: float, end: float) -> tuple[float, float]:
+        """(Σ mean ITL × tokens, Σ tokens) over the rows of one γ that report a mean
+        inter-token latency. vLLM's per-request ``mean_itl_ms`` is decode time / (tokens − 1)
+        (vllm/entrypoints/generate/base/serving.py, 0.32 and 0.33): a time per output token,
+        so the requests' means are weighted by their decode tokens (tokens − 1) — where a row
+        does not know them, by the D + A tokens its drafted steps emitted."""
+        total = tokens = 0.0
+        for itl, blob, decode in self.conn.execute(
+                "SELECT mean_itl_s, counts, decode_tokens FROM ingested WHERE route = ? AND source = ? AND gamma = ?"
+                " AND time > ? AND time <= ? AND mean_itl_s IS NOT NULL",
+                (route, source, int(gamma), float(start), float(end))):
+            if decode is None:
+                counts = _unpack(blob)
+                decode = float(counts[0] + counts[2])  # D + A: each drafted step emits 1 + its accepted
+            total += float(itl) * decode
+            tokens += decode
+        return total, tokens
+
+    def ingested_step_sequences(self, route: str, source: str, gamma: int, start: float, end: float
+                                ) -> list[tuple[tuple[int, ...], tuple[int, ...]]] | None:
+        """Each row's (drafted, accepted) per step, in time order, when every row of γ with time
+        in (start, end] carries them (per-request ``detailed``); else None."""
+        out = []
+        for (blob,) in self.conn.execute(
+                "SELECT steps FROM ingested WHERE route = ? AND source = ? AND gamma = ? AND time > ? AND time <= ?"
+                " ORDER BY time, id", (route, source, int(gamma), float(start), float(end))):
+            if blob is None:
+                return None
+            pairs = np.frombuffer(blob, dtype="<i4").reshape(2, -1)
+            out.append((tuple(int(v) for v in pairs[0]), tuple(int(v) for v in pairs[1])))
+        return out or None
+
+    def ingested_decode_tokens(self, route: str, source: str, gamma: int, start: float, end: float
+                               ) -> tuple[float, float, float] | None:
+        """(Σ decode tokens N, Σ drafts D, Σ accepted A) over the rows of one γ with time in
+        (start, end], when every one of them knows its decode tokens; else None."""
+        n = d = a = 0.0
+        rows = 0
+        for blob, decode in self.conn.execute(
+                "SELECT counts, decode_tokens FROM ingested WHERE route = ? AND source = ? AND gamma = ? AND time > ?"
+                " AND time <= ?", (route, source, int(gamma), float(start), float(end))):
+            if decode is None:
+                return None
+            counts = _unpack(blob)
+            n, d, a, rows = n + float(decode), d + float(counts[0]), a + float(counts[2]), rows + 1
+        return (n, d, a) if rows else None

@@ -1,0 +1,232 @@
+"""The readers windows use: statuses, events, engines and segments, and the chunk rows of a
+span (scrape intervals, rollup buckets, plugin deltas), each in one query for many engines."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Iterable
+
+import numpy as np
+
+from .codecs import CHUNK_SPANS, COUNT_DTYPES, ROLLUP_LEVELS, _decode_plugin_delta, bucket_of, chunk_of
+from .records import EngineRef, Event, PluginEntries, SpecEntries, StepTotals, TargetStatus
+
+
+class _Reads:
+    """Store methods that read scraped data."""
+
+    def raw_from(self) -> float | None:
+        """Raw rows before this time were deleted by retention (None: none were)."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'raw_from'").fetchone()
+        return None if row is None else float(row[0])
+
+    def latest_time(self) -> float | None:
+        """The time of the newest stored scrape cycle (None for an empty store)."""
+        return self.conn.execute("SELECT MAX(time) FROM cycles").fetchone()[0]
+
+    def targets_status(self, targets: Iterable[str]) -> list[TargetStatus]:
+        """Status of each target, in the order given (never-seen targets: all None)."""
+        out = []
+        for url in targets:
+            tid = self._target_ids.get(url)
+            ts = self._targets.get(tid) if tid is not None else None
+            if ts is None:
+                out.append(TargetStatus(url, None, None, None))
+            else:
+                out.append(TargetStatus(url, ts.last_ok_time, ts.last_error, ts.failing_since))
+        return out
+
+    def events(self, targets: Iterable[str], start: float, end: float) -> list[Event]:
+        """Events of these targets with time in (start, end], oldest first."""
+        out = []
+        for url in targets:
+            tid = self._target_ids.get(url)
+            if tid is None:
+                continue
+            for t, eid, kind, detail, data in self.conn.execute(
+                    "SELECT time, engine_id, kind, detail, data FROM events WHERE target_id = ? "
+                    "AND time > ? AND time <= ? ORDER BY time, id", (tid, start, end)):
+                ref = self._engine_refs.get(eid) if eid is not None else None
+                out.append(Event(t, url, ref.model_name if ref else None, ref.engine if ref else None, kind,
+                                 detail, json.loads(data) if data else None))
+        out.sort(key=lambda e: e.time)
+        return out
+
+    def failures(self, target: str, start: float, end: float) -> list[tuple[float, str]]:
+        """(time, error) of the failed scrapes of a target in (start, end]."""
+        tid = self._target_ids.get(target)
+        if tid is None:
+            return []
+        return self.conn.execute("SELECT time, error FROM failures WHERE target_id = ? AND time > ? AND time <= ? "
+                                 "ORDER BY time", (tid, start, end)).fetchall()
+
+    # Low-level reads used by acceptance.windows.
+
+    def engines_of(self, targets: Iterable[str]) -> list[tuple[int, EngineRef]]:
+        """(engine id, ref) of every engine ever seen on these targets."""
+        wanted = set(targets)
+        return sorted((eid, ref) for eid, ref in self._engine_refs.items() if ref.target in wanted)
+
+    def segment_gamma(self, seg_id: int) -> int:
+        return self._segment_gamma[seg_id]
+
+    def layout_columns(self, layout_id: int) -> list:
+        return self._layouts[layout_id][1]
+
+    def segment_engine(self, seg_id: int) -> int:
+        return self._segment_engine[seg_id]
+
+    def _engine_filter(self, engine_ids: list[int]) -> str:
+        return f"engine_id IN ({','.join(str(int(e)) for e in engine_ids)})"
+
+    def data_span(self, engine_ids: list[int], lo: float, hi: float) -> tuple[float, float] | None:
+        """(first, last]: chunk bounds around every stored interval of these engines that ends in
+        (lo, hi] — scrape chunks to 5 minutes, rollups (where retention removed the raw rows)
+        to their chunk's span — or None when there is none. Windows that contain all of it read
+        the same rows, so acceptance.windows plans them alike whatever their nominal length."""
+        if not engine_ids:
+            return None
+        first, last = math.inf, -math.inf
+        raw = self.conn.execute(
+            f"SELECT MIN(chunk), MAX(chunk) FROM interval_chunks WHERE {self._engine_filter(engine_ids)} "
+            "AND chunk >= ? AND chunk <= ?", (bucket_of(lo, 300), bucket_of(hi, 300))).fetchone()
+        if raw[0] is not None:
+            first, last = raw[0], raw[1] + 300.0
+        level = min(ROLLUP_LEVELS)
+        span = CHUNK_SPANS[level]
+        rolled = self.conn.execute(
+            f"SELECT MIN(chunk), MAX(chunk) FROM spec_rollups WHERE {self._engine_filter(engine_ids)} "
+            "AND level = ? AND chunk >= ? AND chunk <= ?",
+            (level, chunk_of(bucket_of(lo, level), level), chunk_of(bucket_of(hi, level), level))).fetchone()
+        if rolled[0] is not None:
+            first, last = min(first, rolled[0]), max(last, rolled[1] + span)
+        return None if first == math.inf else (max(lo, first), min(hi, last))
+
+    def read_intervals(self, engine_ids: list[int], lo: float, hi: float) -> tuple[list["SpecEntries"], "StepTotals"]:
+        """Scrape intervals of these engines with time (interval end) in (lo, hi]: the spec
+        deltas as one ``SpecEntries`` per layout (block key: the cycle), and step-shape totals."""
+        step = StepTotals()
+        if not engine_ids:
+            return [], step
+        rows = self.conn.execute(
+            "SELECT layout_id, it_layout_id, code, seg_id, n, times, cycles, first_start, starts, counts, itl, engine_id "
+            f"FROM interval_chunks WHERE {self._engine_filter(engine_ids)} AND chunk >= ? AND chunk <= ?",
+            (bucket_of(lo, 300), bucket_of(hi, 300))).fetchall()
+        groups: dict[tuple, list] = {}
+        for r in rows:
+            groups.setdefault(r[:3], []).append(r[3:])
+        spec = []
+        gauge = []  # (engine, time, running) of every row, for the pairs of consecutive samples
+        for (lay, it_lay, code), rs in groups.items():
+            w, w_it = self._width(lay), self._width(it_lay)
+            segs, ns, times_b, cycles_b, first, starts_b, counts_b, itl_b, engine_of = zip(*rs)
+            ns = np.array(ns)
+            offsets = np.concatenate([[0], np.cumsum(ns)[:-1]])
+            times = np.frombuffer(b"".join(times_b))
+            cycles = np.frombuffer(b"".join(c if c is not None else t for c, t in zip(cycles_b, times_b)))
+            starts = np.empty_like(times)
+            starts[1:] = times[:-1]  # start[i] = time[i - 1] within a chunk unless stored
+            starts[offsets] = np.array([math.nan if f is None else f for f in first], dtype=np.float64)
+            for o, k, sb in zip(offsets.tolist(), ns.tolist(), starts_b):
+                if sb is not None:
+                    starts[o:o + k] = np.frombuffer(sb)
+            counts = np.frombuffer(b"".join(counts_b), dtype=COUNT_DTYPES[code]).reshape(len(times), 1 + w + w_it)
+            itl = np.frombuffer(b"".join(x if x is not None else bytes(16 * k)
+                                         for x, k in zip(itl_b, ns.tolist()))).reshape(-1, 2)
+            m = (times > lo) & (times <= hi)
+            seg, engine = np.repeat(np.array(segs), ns), np.repeat(np.array(engine_of), ns)
+            if not m.all():
+                times, cycles, starts, counts, itl = times[m], cycles[m], starts[m], counts[m], itl[m]
+                seg, engine = seg[m], engine[m]
+            if not len(times):
+                continue
+            step.add(counts[:, 0], np.ones(len(times)), float(itl[:, 0].sum()), float(itl[:, 1].sum()),
+                     it_lay, counts[:, 1 + w:] if w_it else None)
+            gauge.append((engine, times, counts[:, 0].astype(np.float64)))
+            if lay:
+                spec.append(SpecEntries(lay, seg, cycles, starts, times, counts[:, 1:1 + w].astype(np.float64)))
+        if gauge:
+            engine, times, running = (np.concatenate(x) for x in zip(*gauge))
+            order = np.lexsort((times, engine))
+            step.add_pairs(engine[order], times[order], running[order])
+        return spec, step
+
+    def read_rollups(self, engine_ids: list[int], level: int, b_lo: float, b_hi: float
+                     ) -> tuple[list["SpecEntries"], "StepTotals"]:
+        """Rollup buckets b_lo ≤ b < b_hi of ``level`` of these engines: spec deltas as one
+        ``SpecEntries`` per layout (block key: the bucket's end), and step-shape totals."""
+        step = StepTotals()
+        if not engine_ids or b_hi <= b_lo:
+            return [], step
+        where = f"{self._engine_filter(engine_ids)} AND level = ? AND chunk >= ? AND chunk < ?"
+        args = (level, chunk_of(b_lo, level), b_hi)
+        groups: dict[int, list] = {}
+        for r in self.conn.execute("SELECT layout_id, seg_id, n, buckets, first_start, last_end, delta "
+                                   f"FROM spec_rollups WHERE {where}", args):
+            groups.setdefault(r[0], []).append(r[1:])
+        spec = []
+        for lay, rs in groups.items():
+            segs, ns, buckets_b, first_b, last_b, delta_b = zip(*rs)
+            buckets = np.frombuffer(b"".join(buckets_b))
+            m = (buckets >= b_lo) & (buckets < b_hi)
+            seg = np.repeat(np.array(segs), np.array(ns))
+            delta = np.frombuffer(b"".join(delta_b)).reshape(len(buckets), -1)
+            if m.any():
+                spec.append(SpecEntries(lay, seg[m], buckets[m] + level, np.frombuffer(b"".join(first_b))[m],
+                                        np.frombuffer(b"".join(last_b))[m], delta[m]))
+        by_it: dict[int, list] = {}
+        by_code: dict[int, list] = {}
+        for r in self.conn.execute("SELECT it_layout_id, n, buckets, itl, it_delta, chunk, mix_code, batch_mix "
+                                   f"FROM step_rollups WHERE {where}", args):
+            by_it.setdefault(r[0], []).append(r[1:5])
+            by_code.setdefault(r[6], []).append((r[5], r[7]))
+        for code, rs in by_code.items():  # batch mix: (bucket index, batch size, samples) triples
+            chunks, blobs = zip(*rs)
+            size = 3 * np.dtype(COUNT_DTYPES[code]).itemsize
+            mix = np.frombuffer(b"".join(blobs), dtype=COUNT_DTYPES[code]).reshape(-1, 3).astype(np.float64)
+            bucket = np.repeat(np.array(chunks), [len(b) // size for b in blobs]) + mix[:, 0] * level
+            mix = mix[(bucket >= b_lo) & (bucket < b_hi)]
+            step.add(mix[:, 1], mix[:, 2], 0.0, 0.0, 0, None)
+        for it_lay, rs in by_it.items():
+            ns, buckets_b, itl_b, it_b = zip(*rs)
+            buckets = np.frombuffer(b"".join(buckets_b))
+            m = (buckets >= b_lo) & (buckets < b_hi)
+            itl = np.frombuffer(b"".join(itl_b)).reshape(-1, 2)[m]
+            it = None
+            if it_lay:
+                it = np.frombuffer(b"".join(x if x is not None else np.full(k * self._width(it_lay), np.nan).tobytes()
+                                            for x, k in zip(it_b, ns))).reshape(len(buckets), -1)[m]
+            step.add((), (), float(itl[:, 0].sum()), float(itl[:, 1].sum()), it_lay, it)
+        return spec, step
+
+    def read_plugin(self, engine_ids: list[int], level: int, lo: float, hi: float) -> list["PluginEntries"]:
+        """Plugin deltas of these engines, one ``PluginEntries`` per plugin layout: scrape
+        intervals with end in (lo, hi] (level 0), or rollup buckets lo ≤ b < hi of ``level``."""
+        if not engine_ids or hi <= lo:
+            return []
+        if level == 0:
+            args = (0, bucket_of(lo, 300), bucket_of(hi, 300))
+            where = "chunk >= ? AND chunk <= ?"
+        else:
+            args = (level, chunk_of(lo, level), hi)
+            where = "chunk >= ? AND chunk < ?"
+        groups: dict[int, list] = {}
+        for lay, seg, n, keys, code, blob in self.conn.execute(
+                "SELECT layout_id, seg_id, n, keys, code, delta FROM plugin_chunks "
+                f"WHERE {self._engine_filter(engine_ids)} AND level = ? AND {where}", args):
+            k = np.frombuffer(keys)
+            m = (k > lo) & (k <= hi) if level == 0 else (k >= lo) & (k < hi)
+            if m.any():
+                groups.setdefault(lay, []).append((np.full(int(m.sum()), seg), _decode_plugin_delta(n, code, blob)[m]))
+        return [PluginEntries(lay, np.concatenate([x for x, _ in rs]), np.vstack([d for _, d in rs]))
+                for lay, rs in groups.items()]
+
+    def is_speculating(self, engine_id: int, at: float) -> bool | None:
+        """Whether the engine's newest sample at or before ``at`` had spec-decode counters."""
+        state = self._engines.get(engine_id)
+        if state is not None and state.time <= at:  # the common case: a window ending now
+            return state.value is not None
+        row = self.conn.execute("SELECT value IS NOT NULL FROM samples WHERE engine_id = ? AND time <= ? "
+                                "ORDER BY time DESC LIMIT 1", (engine_id, at)).fetchone()
+        return None if row is None else bool(row[0])

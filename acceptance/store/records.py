@@ -1,0 +1,142 @@
+"""What the store hands out and takes in: errors, identities, statuses, events, ingested rows,
+and the entries a window reads (acceptance.windows sums them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from ..counts import SpecCounts
+
+
+class StoreError(Exception):
+    """The store file cannot be used (message: one line naming the path)."""
+
+
+class EngineRef(NamedTuple):
+    target: str
+    model_name: str
+    engine: str
+
+
+@dataclass(frozen=True)
+class TargetStatus:
+    target: str
+    last_ok_time: float | None
+    last_error: str | None  # the last failure's message (also after recovery)
+    failing_since: float | None  # first failure of the current failing run; None when ok
+
+
+@dataclass(frozen=True)
+class Event:
+    """restart | gamma_change | spec_off | spec_on |
+    target_down | target_up; ``data`` carries numbers (e.g. the lost counts)."""
+
+    time: float
+    target: str
+    model_name: str | None
+    engine: str | None
+    kind: str
+    detail: str
+    data: dict | None = None
+
+
+INGESTED_SOURCES = ("per-request", "log")
+
+
+@dataclass(frozen=True)
+class IngestedRow:
+    """One request's (or one logged interval's) counts for ``specdec ingest``."""
+
+    time: float
+    counts: SpecCounts
+    key: str
+    estimated: bool = False
+    mean_itl_s: float | None = None  # per request: vLLM's mean inter-token latency
+    decode_tokens: int | None = None  # per request: output tokens − 1
+    steps: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # per request: (drafted, accepted) per step
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    added: int
+    duplicates: int
+
+
+@dataclass
+class SpecEntries:
+    """Spec deltas of one layout read for a window: entry i is one engine segment's deltas
+    in one block (a scrape interval or a rollup bucket), block key ``key`` (the cycle time or
+    the bucket's end), covering (start, end]; ``delta`` (n, W) in the layout's columns."""
+
+    layout_id: int
+    seg: np.ndarray
+    key: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    delta: np.ndarray
+
+
+@dataclass
+class PluginEntries:
+    """Plugin deltas of one plugin layout read for a window: row i is one engine
+    segment's deltas in one block; ``delta`` (n, W) in the layout's columns."""
+
+    layout_id: int
+    seg: np.ndarray
+    delta: np.ndarray
+
+
+@dataclass
+class StepTotals:
+    """Step-shape sums read for a window: batch sizes with their sample counts (B ≥ 1),
+    Σ ITL-sum and ITL-count deltas, Σ iteration-token deltas per layout (NaN rows: none)."""
+
+    batch: list = field(default_factory=list)
+    batch_samples: list = field(default_factory=list)
+    batch_pairs: int = 0          # consecutive raw samples of one engine, both with B ≥ 1
+    batch_repeats: int = 0        # ... of which B did not change
+    itl_sum: float = 0.0
+    itl_count: float = 0.0
+    iteration_tokens: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def add(self, batch, samples, itl_sum: float, itl_count: float, it_layout: int, it) -> None:
+        self.batch.append(np.asarray(batch, dtype=np.float64))
+        self.batch_samples.append(np.asarray(samples, dtype=np.float64))
+        self.itl_sum += itl_sum
+        self.itl_count += itl_count
+        if it_layout and it is not None:
+            rows = it[~np.isnan(it).any(axis=1)] if it.dtype.kind == "f" else it
+            if len(rows):
+                total = rows.sum(axis=0, dtype=np.float64)
+                prev = self.iteration_tokens.get(it_layout)
+                self.iteration_tokens[it_layout] = total if prev is None else prev + total
+
+    def add_pairs(self, engine: np.ndarray, times: np.ndarray, batch: np.ndarray) -> None:
+        """Count consecutive gauge samples of one engine (rows sorted by engine and time;
+        same engine, next scrape: a gap over twice the median interval is a target that was
+        down) and how many kept B — what StepShapeWindow.batch_persistence needs. Rollups
+        keep no order: raw rows only."""
+        if len(times) < 2:
+            return
+        dt = np.diff(times)
+        positive = dt[dt > 0]
+        if not positive.size:
+            return
+        pair = (engine[1:] == engine[:-1]) & (dt > 0) & (dt <= 2.0 * float(np.median(positive))) \
+            & (batch[1:] >= 1) & (batch[:-1] >= 1)
+        self.batch_pairs += int(pair.sum())
+        self.batch_repeats += int((pair & (batch[1:] == batch[:-1])).sum())
+
+    def merge(self, other: "StepTotals") -> None:
+        self.batch += other.batch
+        self.batch_samples += other.batch_samples
+        self.batch_pairs += other.batch_pairs
+        self.batch_repeats += other.batch_repeats
+        self.itl_sum += other.itl_sum
+        self.itl_count += other.itl_count
+        for lay, v in other.iteration_tokens.items():
+            prev = self.iteration_tokens.get(lay)
+            self.iteration_tokens[lay] = v if prev is None else prev + v

@@ -1,0 +1,433 @@
+"""The write path: one scrape cycle in one transaction — each engine's delta against its
+previous sample (acceptance.store.deltas), its events and segments, and the chunk rows."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import plugin_series
+from ..counts import EngineSnapshot, ScrapeResult, StepShape
+from .codecs import (
+    ROLLUP_LEVELS,
+    _CHUNK_TABLES,
+    _IntervalChunk,
+    _PluginChunk,
+    _SpecRollupChunk,
+    _StepRollupChunk,
+    _le_name,
+    _pack,
+    bucket_of,
+    chunk_of,
+)
+from .records import EngineRef
+from .deltas import counter_increase, itl_increase, spec_increase, spec_off_event
+
+
+@dataclass
+class _EngineState:
+    """What the next delta of an engine is computed against: its newest sample."""
+
+    engine_id: int
+    time: float
+    seg_id: int | None
+    gamma: int
+    layout_id: int | None
+    created: float | None
+    value: np.ndarray | None
+    itl_sum: float | None
+    itl_count: float | None
+    it_layout_id: int | None
+    it_value: np.ndarray | None
+    plugin_layout_id: int | None = None  # the specdec plugin's counters, when exported
+    plugin_value: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class _SpecSample:
+    """One sample's spec-decode part: γ, vector, layout, segment, increase, restart."""
+
+    gamma: int
+    value: np.ndarray | None
+    layout_id: int | None
+    seg_id: int | None
+    delta: np.ndarray | None
+    restart: bool
+
+
+@dataclass(frozen=True)
+class _StepSample:
+    """One sample's step shape, as exposed and as increases."""
+
+    running: float | None
+    itl_sum: float | None
+    itl_count: float | None
+    itl_sum_d: float | None
+    itl_count_d: float | None
+    it_layout: int | None
+    it_value: np.ndarray | None
+    it_delta: np.ndarray | None
+
+
+@dataclass
+class _TargetState:
+    target_id: int
+    last_ok_time: float | None
+    last_error: str | None
+    last_error_time: float | None
+    failing_since: float | None
+
+
+def _spec_columns(gamma: int, per_position_drafts: bool) -> list[str]:
+    cols = ["drafts", "draft_tokens", "accepted_tokens"] + [f"accepted_per_position:{k}" for k in range(gamma)]
+    if per_position_drafts:
+        cols += [f"draft_tokens_per_position:{k}" for k in range(gamma)]
+    return cols
+
+
+def _validate_snapshot(target: str, snap: EngineSnapshot) -> None:
+    where = f"engine {snap.model_name}/{snap.engine} of {target}"
+    if snap.counts is not None:
+        c = snap.counts
+        if c.gamma < 1:
+            raise ValueError(f"{where}: spec-decode counters without any position series")
+        vals = list(c.as_vector()) + list(c.draft_tokens_per_position or ())
+        if c.draft_tokens_per_position is not None and len(c.draft_tokens_per_position) != c.gamma:
+            raise ValueError(f"{where}: draft_tokens_per_position has {len(c.draft_tokens_per_position)} entries for gamma {c.gamma}")
+        for x in vals:
+            if not (isinstance(x, (int, float, np.floating, np.integer)) and math.isfinite(x) and x >= 0):
+                raise ValueError(f"{where}: counter value {x!r} is not a finite non-negative number")
+    s = snap.step_shape
+    if s is not None:
+        for name, x in (("num_requests_running", s.num_requests_running), ("itl_sum", s.itl_sum), ("itl_count", s.itl_count)):
+            if x is not None and not (math.isfinite(x) and x >= 0):
+                raise ValueError(f"{where}: {name} {x!r} is not a finite non-negative number")
+        for le, x in s.iteration_tokens.items():
+            if not (math.isfinite(x) and x >= 0) or math.isnan(le):
+                raise ValueError(f"{where}: iteration_tokens bucket le={le!r} value {x!r} is invalid")
+
+
+class _Writes:
+    """Store methods of the write path (write_cycle and what it stages)."""
+
+    def _target_id(self, url: str) -> int:
+        tid = self._target_ids.get(url)
+        if tid is None:
+            tid = self.conn.execute("INSERT INTO targets (url) VALUES (?)", (url,)).lastrowid
+            self._target_ids[url] = tid
+            self._target_urls[tid] = url
+            self._targets[tid] = _TargetState(tid, None, None, None, None)
+        return tid
+
+    def _engine_id(self, tid: int, model: str, eng: str) -> int:
+        key = (tid, model, eng)
+        eid = self._engine_ids.get(key)
+        if eid is None:
+            eid = self.conn.execute(
+                "INSERT INTO engines (target_id, model_name, engine) VALUES (?, ?, ?)", key).lastrowid
+            self._engine_ids[key] = eid
+            self._engine_refs[eid] = EngineRef(self._target_urls[tid], model, eng)
+        return eid
+
+    def _layout_id(self, kind: str, columns: list) -> int:
+        lid = self._layout_by_columns.get((kind, tuple(columns)))
+        if lid is not None:
+            return lid
+        text = json.dumps(columns, separators=(",", ":"))
+        lid = self._layout_ids.get((kind, text))
+        if lid is None:
+            lid = self.conn.execute("INSERT INTO layouts (kind, columns) VALUES (?, ?)", (kind, text)).lastrowid
+            self._layout_ids[(kind, text)] = lid
+            self._layouts[lid] = (kind, list(columns))
+        self._layout_by_columns[(kind, tuple(columns))] = lid
+        return lid
+
+    def _new_segment(self, eid: int, gamma: int, t: float) -> int:
+        sid = self.conn.execute(
+            "INSERT INTO segments (engine_id, gamma, first_time) VALUES (?, ?, ?)", (eid, gamma, t)).lastrowid
+        self._segment_gamma[sid] = gamma
+        self._segment_engine[sid] = eid
+        return sid
+
+    def _width(self, layout_id: int) -> int:
+        return len(self._layouts[layout_id][1]) if layout_id else 0
+
+    def _open_chunk(self, kind: str, eid: int, level: int, chunk: float, key: tuple):
+        """The open chunk object of (kind ∈ i | s | t, engine, level, chunk, key), marked dirty.
+
+        The cache holds, per (kind, engine, level), every stored chunk from the first one
+        written since open: an engine's times only go forward, so a chunk newer than those
+        cached is new, and older ones are complete and leave the cache."""
+        group = (kind, eid, level)
+        cached = self._chunk_cache.get(group)
+        if cached is None:
+            cached = self._chunk_cache[group] = self._load_chunks(kind, eid, level, chunk)
+        full = (chunk,) + key
+        obj = cached.get(full)
+        if obj is None:
+            for k in [k for k in cached if k[0] < chunk]:
+                del cached[k]
+            obj = cached[full] = (_IntervalChunk if kind == "i" else _SpecRollupChunk if kind == "s"
+                                  else _PluginChunk if kind == "p" else _StepRollupChunk)()
+        self._dirty[(kind, eid, level) + full] = obj
+        return obj
+
+    def _load_chunks(self, kind: str, eid: int, level: int, chunk: float) -> dict[tuple, object]:
+        c = self.conn
+        out: dict[tuple, object] = {}
+        if kind == "i":
+            for rowid, ch, seg, lay, it_lay, *cols in c.execute(
+                    "SELECT rowid, chunk, seg_id, layout_id, it_layout_id, n, code, times, cycles, first_start, "
+                    "starts, counts, itl FROM interval_chunks WHERE engine_id = ? AND chunk >= ?", (eid, chunk)):
+                obj = out[(ch, seg, lay, it_lay)] = _IntervalChunk.decode(
+                    *cols, width=1 + self._width(lay) + self._width(it_lay))
+                obj.rowid = rowid
+        elif kind == "s":
+            for rowid, ch, seg, lay, *cols in c.execute(
+                    "SELECT rowid, chunk, seg_id, layout_id, n, buckets, intervals, first_start, last_end, delta "
+                    "FROM spec_rollups WHERE engine_id = ? AND level = ? AND chunk >= ?", (eid, level, chunk)):
+                obj = out[(ch, seg, lay)] = _SpecRollupChunk.decode(*cols)
+                obj.rowid = rowid
+        elif kind == "p":
+            for rowid, ch, seg, lay, *cols in c.execute(
+                    "SELECT rowid, chunk, seg_id, layout_id, n, keys, code, delta FROM plugin_chunks "
+                    "WHERE engine_id = ? AND level = ? AND chunk >= ?", (eid, level, chunk)):
+                obj = out[(ch, seg, lay)] = _PluginChunk.decode(*cols)
+                obj.rowid = rowid
+        else:
+            for rowid, ch, it_lay, *cols in c.execute(
+                    "SELECT rowid, chunk, it_layout_id, n, buckets, itl, it_delta, mix_code, batch_mix "
+                    "FROM step_rollups WHERE engine_id = ? AND level = ? AND chunk >= ?", (eid, level, chunk)):
+                obj = out[(ch, it_lay)] = _StepRollupChunk.decode(*cols, ch, level)
+                obj.rowid = rowid
+        return out
+
+    def _flush_chunks(self) -> None:
+        """Write every chunk changed in this cycle (inside the cycle's transaction): stored
+        ones are updated in place by rowid (no index change), new ones inserted."""
+        c = self.conn
+        updates: dict[str, list] = {"i": [], "s": [], "t": [], "p": []}
+        for (kind, eid, level, chunk, *key), obj in self._dirty.items():
+            if kind == "t":
+                values = obj.encode(self._width(key[0]), chunk, level)
+            else:
+                values = obj.encode()
+            if obj.rowid is not None:
+                updates[kind].append((*values, obj.rowid))
+                continue
+            row = (eid, chunk, *key, *values) if kind == "i" else (eid, level, chunk, *key, *values)
+            obj.rowid = c.execute(f"INSERT INTO {_CHUNK_TABLES[kind]} VALUES ({','.join('?' * len(row))})",
+                                  row).lastrowid
+        self._dirty = {}
+        c.executemany("UPDATE interval_chunks SET n = ?, code = ?, times = ?, cycles = ?, first_start = ?, "
+                      "starts = ?, counts = ?, itl = ? WHERE rowid = ?", updates["i"])
+        c.executemany("UPDATE spec_rollups SET n = ?, buckets = ?, intervals = ?, first_start = ?, last_end = ?, "
+                      "delta = ? WHERE rowid = ?", updates["s"])
+        c.executemany("UPDATE step_rollups SET n = ?, buckets = ?, itl = ?, it_delta = ?, mix_code = ?, "
+                      "batch_mix = ? WHERE rowid = ?", updates["t"])
+        c.executemany("UPDATE plugin_chunks SET n = ?, keys = ?, code = ?, delta = ? WHERE rowid = ?", updates["p"])
+
+    def write_cycle(self, results: list[ScrapeResult]) -> None:
+        """Store one scrape cycle (snapshots, deltas, failures, events, rollups) atomically.
+
+        Bad input raises ValueError (one line naming the target) and nothing of the cycle
+        is stored; what was stored before is untouched.
+        """
+        results = list(results)
+        if not results:
+            return
+        seen: set[str] = set()
+        for r in results:
+            if not isinstance(r, ScrapeResult):
+                raise ValueError(f"write_cycle expects ScrapeResult objects, got {type(r).__name__}")
+            if not math.isfinite(r.time):
+                raise ValueError(f"scrape of {r.target} has time {r.time!r}")
+            if r.target in seen:
+                raise ValueError(f"target {r.target} appears twice in one cycle")
+            seen.add(r.target)
+            keys = [e.key for e in r.engines]
+            if len(set(keys)) != len(keys):
+                raise ValueError(f"scrape of {r.target} lists an engine twice")
+            for e in r.engines:
+                _validate_snapshot(r.target, e)
+        cycle = max(r.time for r in results)
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            staged = self._write_cycle_rows(results, cycle)
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            self._load_state()  # ids, segments and baselines created in the cycle are gone
+            raise
+        self._engines.update(staged)
+        if self.retention_s is not None:
+            every = min(self.retention_s / 10.0, 3600.0)
+            if self._last_retention is None or cycle - self._last_retention >= every:
+                self.apply_retention(cycle)
+
+    def _write_cycle_rows(self, results: list[ScrapeResult], cycle: float) -> dict[int, _EngineState]:
+        c = self.conn
+        samples, events, failures, target_rows, plugin_samples = [], [], [], [], []
+        staged: dict[int, _EngineState] = {}
+        n_failed = 0
+        for r in results:
+            tid = self._target_id(r.target)
+            ts = self._targets[tid]
+            new_ts = _TargetState(tid, ts.last_ok_time, ts.last_error, ts.last_error_time, ts.failing_since)
+            if not r.ok:
+                n_failed += 1
+                err = (r.error or "scrape failed").splitlines()[0] if (r.error or "").strip() else "scrape failed"
+                failures.append((tid, r.time, err))
+                if ts.failing_since is None:
+                    new_ts.failing_since = r.time
+                    events.append((r.time, tid, None, "target_down", err, None))
+                new_ts.last_error, new_ts.last_error_time = err, r.time
+            else:
+                if ts.failing_since is not None:
+                    events.append((r.time, tid, None, "target_up",
+                                   f"scrapes succeed again after failing since {ts.failing_since:.3f}", None))
+                new_ts.failing_since = None
+                new_ts.last_ok_time = r.time
+                for snap in r.engines:
+                    eid = self._engine_id(tid, snap.model_name, snap.engine)
+                    prev = self._engines.get(eid)
+                    if prev is not None and r.time <= prev.time:
+                        raise ValueError(
+                            f"scrape of {r.target} at {r.time} is not after its previous scrape at {prev.time}")
+                    state = self._engine_sample(eid, prev, snap, r.time, cycle, samples, events, plugin_samples)
+                    staged[eid] = state
+            self._targets[tid] = new_ts
+            target_rows.append((new_ts.last_ok_time, new_ts.last_error, new_ts.last_error_time,
+                                new_ts.failing_since, tid))
+        c.execute("INSERT INTO cycles (time, ok, failed) VALUES (?, ?, ?) "
+                  "ON CONFLICT (time) DO UPDATE SET ok = ok + excluded.ok, failed = failed + excluded.failed",
+                  (cycle, len(results) - n_failed, n_failed))
+        c.executemany("INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", samples)
+        c.executemany("INSERT INTO plugin_samples VALUES (?,?,?,?)", plugin_samples)
+        self._flush_chunks()
+        c.executemany("INSERT INTO failures VALUES (?, ?, ?)", failures)
+        c.executemany(
+            "INSERT INTO events (time, target_id, engine_id, kind, detail, data) VALUES (?,?,?,?,?,?)", events)
+        c.executemany(
+            "UPDATE targets SET last_ok_time = ?, last_error = ?, last_error_time = ?, failing_since = ? "
+            "WHERE id = ?", target_rows)
+        return staged
+
+    def _engine_sample(self, eid, prev: _EngineState | None, snap: EngineSnapshot, t: float, cycle: float,
+                       samples, events, plugin_samples) -> _EngineState:
+        """One engine's sample: its increases against the previous one (acceptance.store.deltas),
+        events and segments, its samples row and its chunk entries."""
+        tid = self._target_ids[self._engine_refs[eid].target]
+
+        def event(kind, detail, data=None):
+            events.append((t, tid, eid, kind, detail, None if data is None else json.dumps(data)))
+
+        spec = self._spec_sample(eid, prev, snap, t, event)
+        steps = self._step_sample(prev, snap.step_shape or StepShape(), spec.restart)
+        samples.append((eid, t, spec.seg_id, spec.layout_id, snap.created, _pack(spec.value), _pack(spec.delta),
+                        steps.running, steps.itl_sum, steps.itl_count, steps.it_layout, _pack(steps.it_value)))
+        if spec.delta is not None or steps.running is not None or steps.itl_sum_d is not None \
+                or steps.it_delta is not None:
+            self._stage_interval(eid, t, cycle, prev.time if prev is not None else math.nan, spec, steps)
+        plugin_layout, plugin_value = self._plugin_sample(eid, prev, snap, t, spec, plugin_samples)
+        return _EngineState(eid, t, spec.seg_id, spec.gamma, spec.layout_id, snap.created, spec.value, steps.itl_sum,
+                            steps.itl_count, steps.it_layout, steps.it_value, plugin_layout, plugin_value)
+
+    def _spec_sample(self, eid, prev: _EngineState | None, snap: EngineSnapshot, t: float, event) -> "_SpecSample":
+        """The spec-decode vector, its layout, segment and increase; events raised on the way."""
+        counts = snap.counts
+        if counts is None:
+            if prev is not None and prev.value is not None:
+                event(*spec_off_event())
+            return _SpecSample(0, None, None, None, None, False)
+        gamma, dtpp = counts.gamma, counts.draft_tokens_per_position
+        value = np.array(counts.as_vector() + (list(dtpp) if dtpp is not None else []), dtype=np.float64)
+        layout_id = self._layout_id("spec", _spec_columns(gamma, dtpp is not None))
+        inc = spec_increase(None if prev is None else prev.gamma, None if prev is None else prev.created,
+                            None if prev is None else prev.value, gamma, snap.created, value,
+                            first_sighting=prev is None)
+        for kind, detail in inc.events:
+            event(kind, detail)
+        seg_id = self._new_segment(eid, gamma, t) if inc.new_segment else prev.seg_id
+        return _SpecSample(gamma, value, layout_id, seg_id, inc.delta, inc.restart)
+
+    def _step_sample(self, prev: _EngineState | None, shape: StepShape, restart: bool) -> "_StepSample":
+        """The step shape: running requests, ITL and iteration-token increases (reset on the
+        engine's restart or on their own counters going down)."""
+        itl_sum_d, itl_count_d = itl_increase(None if prev is None else prev.itl_sum,
+                                              None if prev is None else prev.itl_count,
+                                              shape.itl_sum, shape.itl_count, restart, seen_before=prev is not None)
+        it_layout = it_value = it_delta = None
+        if shape.iteration_tokens:
+            bounds = sorted(shape.iteration_tokens)
+            it_layout = self._layout_id("iteration_tokens", [_le_name(b) for b in bounds])
+            it_value = np.array([shape.iteration_tokens[b] for b in bounds], dtype=np.float64)
+            same = prev is not None and prev.it_value is not None and prev.it_layout_id == it_layout
+            it_delta = counter_increase(prev.it_value if same else None, it_value, restart)
+        return _StepSample(shape.num_requests_running, shape.itl_sum, shape.itl_count, itl_sum_d, itl_count_d,
+                           it_layout, it_value, it_delta)
+
+    def _stage_interval(self, eid, t: float, cycle: float, start: float, spec: "_SpecSample",
+                        steps: "_StepSample") -> None:
+        """The interval's entry in its 5-min chunk and its rollup buckets."""
+        batch = int(round(steps.running)) if steps.running is not None else 0  # 0: not a batch size
+        it_width = self._width(steps.it_layout) if steps.it_layout else 0
+        it_row = (steps.it_delta if steps.it_delta is not None else np.full(it_width, math.nan)) if it_width else ()
+        spec_key = (spec.seg_id, spec.layout_id) if spec.delta is not None else (0, 0)
+        chunk = self._open_chunk("i", eid, 0, bucket_of(t, 300), spec_key + (steps.it_layout or 0,))
+        chunk.times.append(t)
+        chunk.cycles.append(cycle)
+        chunk.starts.append(start)
+        chunk.itl.append((steps.itl_sum_d or 0.0, steps.itl_count_d or 0.0))
+        row = [batch]
+        if spec.delta is not None:
+            row += spec.delta.tolist()
+        if it_width:
+            row += it_row.tolist()
+        chunk.rows.append(row)
+        for level in ROLLUP_LEVELS:
+            b = bucket_of(t, level)
+            ch = chunk_of(b, level)
+            if spec.delta is not None:
+                self._open_chunk("s", eid, level, ch, (spec.seg_id, spec.layout_id)).add(b, start, t, spec.delta)
+            self._open_chunk("t", eid, level, ch, (steps.it_layout or 0,)).add(
+                b, steps.itl_sum_d or 0.0, steps.itl_count_d or 0.0, steps.it_delta, batch)
+
+    def _plugin_sample(self, eid, prev, snap: EngineSnapshot, t: float, spec: "_SpecSample", plugin_samples):
+        """The plugin's counters (layout, value), and their increase beside a spec delta (same
+        engine segment, so never across γ)."""
+        if snap.plugin is None:
+            return None, None
+        columns, values = plugin_series.plugin_columns(snap.plugin)
+        if not columns:
+            return None, None
+        layout = self._layout_id("plugin", columns)
+        value = np.array(values, dtype=np.float64)
+        plugin_samples.append((eid, t, layout, value.tobytes()))
+        if spec.delta is not None and snap.plugin.gamma in (0, spec.gamma):
+            p_delta = self._plugin_delta(prev, spec.restart, layout, value)
+            self._open_chunk("p", eid, 0, bucket_of(t, 300), (spec.seg_id, layout)).add(t, p_delta)
+            for level in ROLLUP_LEVELS:
+                b = bucket_of(t, level)
+                self._open_chunk("p", eid, level, chunk_of(b, level), (spec.seg_id, layout)).add(b, p_delta)
+        return layout, value
+
+    def _plugin_delta(self, prev: _EngineState, restart: bool, layout: int, value: np.ndarray) -> np.ndarray:
+        """The plugin counters' increase since the previous sample (Prometheus ``increase``):
+        the new value after a restart, when the previous sample had none, or when one of
+        them went down; else new − previous, a column new since then counting whole."""
+        if restart or prev.plugin_value is None:
+            return value.copy()
+        if prev.plugin_layout_id == layout:
+            before = prev.plugin_value
+        else:  # the layout grew (a batch bucket or step kind seen for the first time)
+            old = dict(zip(self._layouts[prev.plugin_layout_id][1], prev.plugin_value.tolist()))
+            columns = self._layouts[layout][1]
+            if not set(old) <= set(columns):  # a series vanished: only a restart does that
+                return value.copy()
+            before = np.array([old.get(col, 0.0) for col in columns])
+        return counter_increase(before, value, False)

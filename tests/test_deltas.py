@@ -1,0 +1,95 @@
+"""acceptance.store.deltas: every rule of a counter's increase, and its events, without SQLite."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from acceptance.store.deltas import counter_increase, itl_increase, spec_increase, spec_off_event
+
+
+def v(*x):
+    return np.array(x, dtype=float)
+
+
+PREV = v(100, 300, 200, 90, 70, 40)  # D, T, A, A_1..A_3 at γ 3
+
+
+def test_the_first_sighting_is_a_baseline_only():
+    inc = spec_increase(None, None, None, 3, 5.0, PREV, first_sighting=True)
+    assert inc.delta is None and inc.new_segment and not inc.restart and inc.events == ()
+
+
+def test_an_ordinary_interval_is_new_minus_previous():
+    inc = spec_increase(3, 5.0, PREV, 3, 5.0, PREV + v(10, 30, 20, 9, 7, 4), first_sighting=False)
+    np.testing.assert_array_equal(inc.delta, v(10, 30, 20, 9, 7, 4))
+    assert not inc.new_segment and not inc.restart and inc.events == ()
+
+
+def test_columns_the_previous_sample_lacked_are_unknown():
+    with_drafts = np.concatenate([PREV + 5, v(100, 95, 90)])  # drafts per position appear
+    inc = spec_increase(3, None, PREV, 3, None, with_drafts, first_sighting=False)
+    np.testing.assert_array_equal(inc.delta[:6], np.full(6, 5.0))
+    assert np.isnan(inc.delta[6:]).all()
+
+
+def test_a_changed_created_is_a_restart_and_the_new_value_counts_whole():
+    new = PREV + 1  # counters even went up: _created alone says it restarted
+    inc = spec_increase(3, 5.0, PREV, 3, 6.0, new, first_sighting=False)
+    np.testing.assert_array_equal(inc.delta, new)
+    assert inc.restart and not inc.new_segment
+    assert inc.events == (("restart", "restarted: its _created time changed"),)
+
+
+def test_a_counter_that_went_down_is_a_restart():
+    new = v(5, 15, 10, 4, 3, 3)
+    inc = spec_increase(3, None, PREV, 3, None, new, first_sighting=False)  # multiprocess: no _created
+    np.testing.assert_array_equal(inc.delta, new)
+    assert inc.restart and inc.events == (("restart", "restarted: a counter went down"),)
+    # one position going down is enough
+    one = PREV.copy()
+    one[5] -= 1
+    assert spec_increase(3, None, PREV, 3, None, one, first_sighting=False).restart
+
+
+def test_a_gamma_change_is_a_restart_and_a_new_segment_even_when_nothing_went_down():
+    new = v(150, 700, 400, 130, 110, 80, 60, 50)  # γ 5, every common counter higher
+    inc = spec_increase(3, None, PREV, 5, None, new, first_sighting=False)
+    np.testing.assert_array_equal(inc.delta, new)
+    assert inc.restart and inc.new_segment
+    assert inc.events == (("restart", "restarted: its gamma changed"), ("gamma_change", "gamma 3 -> 5"))
+    # a γ change with a drop says why first: the drop
+    down = spec_increase(3, None, PREV, 2, None, v(1, 2, 1, 1, 0), first_sighting=False)
+    assert [k for k, _ in down.events] == ["restart", "gamma_change"] and "went down" in down.events[0][1]
+
+
+def test_speculation_switched_off_and_back_on():
+    assert spec_off_event()[0] == "spec_off"
+    back = v(3, 9, 6, 3, 2, 1)
+    inc = spec_increase(0, None, None, 3, None, back, first_sighting=False)  # the previous sample had none
+    np.testing.assert_array_equal(inc.delta, back)
+    assert inc.new_segment and not inc.restart and inc.events == (("spec_on", "speculation on, gamma 3"),)
+
+
+@pytest.mark.parametrize("prev,new,restart,expected", [
+    (v(1, 2), v(3, 5), False, v(2, 3)),       # new − previous
+    (v(1, 2), v(3, 5), True, v(3, 5)),        # the engine restarted: whole
+    (v(4, 2), v(3, 5), False, v(3, 5)),       # its own drop: whole
+    (None, v(3, 5), False, None),             # nothing to compare with
+    (None, v(3, 5), True, v(3, 5)),           # restarted, nothing before: whole
+])
+def test_counter_increase(prev, new, restart, expected):
+    got = counter_increase(prev, new, restart)
+    if expected is None:
+        assert got is None
+    else:
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_itl_increase_needs_both_samples_unless_restarted():
+    assert itl_increase(1.0, 10, 1.5, 14, False, seen_before=True) == (0.5, 4.0)
+    assert itl_increase(1.0, 10, 0.2, 2, False, seen_before=True) == (0.2, 2.0)  # reset
+    assert itl_increase(None, None, 1.5, 14, False, seen_before=True) == (None, None)
+    assert itl_increase(None, None, 1.5, 14, True, seen_before=True) == (1.5, 14.0)
+    assert itl_increase(1.0, 10, 1.5, 14, False, seen_before=False) == (None, None)  # a first sighting
+    assert itl_increase(1.0, 10, None, 14, False, seen_before=True) == (None, None)  # no ITL on the page
