@@ -250,48 +250,82 @@ def estimate_acceptance(
     gamma = intervals.gamma
     n = rows.shape[0]
     total = intervals.total()
-    drafts = float(total.drafts)
-
-    if n == 0 or drafts <= 0:
-        return AcceptanceEstimate(
-            gamma=gamma, drafts=drafts, counts=total,
-            survival=_nan_curve(gamma, level), conditional=_nan_curve(gamma, level),
-            mean_acceptance_length=_scalar(math.nan, level),
-            draft_acceptance_rate=_scalar(math.nan, level),
-            equivalent_p=_scalar(math.nan, level),
-            level=level, n_intervals=n, n_blocks=0, block_length=None,
-            method="none: no drafts in the window",
-            survival_resamples=np.empty((0, gamma)),
-            note="no drafts in the window",
-        )
-
-    surv_point = survival(total)
-    cond_point = conditional_from_survival(surv_point)
-    al_point = mean_acceptance_length(total)
-    dar_point = draft_acceptance_rate(total)
-    p_point = equivalent_p(al_point, gamma)
-
+    if n == 0 or total.drafts <= 0:
+        return _without_drafts(gamma, total, level, n)
     # Rows without drafts carry no acceptance: with fewer than 3 rows that do, the
     # resamples would only reshuffle one or two numbers and the interval would be a lie.
     n_with_drafts = int((rows[:, _D] > 0).sum())
     if n_with_drafts < MIN_ROWS_FOR_INTERVAL:
-        why = (
-            f"only {n_with_drafts} {unit if n_with_drafts != 1 else unit.rstrip('s')} with drafts in the window: "
-            "too few to resample, no interval"
-        )
-        return AcceptanceEstimate(
-            gamma=gamma, drafts=drafts, counts=total,
-            survival=_nan_curve(gamma, level, surv_point),
-            conditional=_nan_curve(gamma, level, cond_point),
-            mean_acceptance_length=_scalar(al_point, level),
-            draft_acceptance_rate=_scalar(dar_point, level),
-            equivalent_p=_scalar(p_point, level),
-            level=level, n_intervals=n, n_blocks=0, block_length=None,
-            method=f"none: {why}", survival_resamples=np.empty((0, gamma)), note=why,
-        )
+        why = (f"only {n_with_drafts} {unit if n_with_drafts != 1 else unit.rstrip('s')} with drafts in the window: "
+               "too few to resample, no interval")
+        return _without_interval(gamma, total, level, n, why)
 
-    # Linearised per-row contributions of each ratio: their autocorrelation sets the block
-    # length and their long-run variance the spread correction (acceptance/bootstrap.py).
+    block_length, widen = _blocks_and_widening(rows, gamma, block_length, level)
+    rng = np.random.default_rng(seed)
+    sums = circular_block_sums(rows, block_length, int(n_resamples), rng)
+    # A resample that drew only draft-free rows has no ratio: drop it (said in the note).
+    sums = sums[sums[:, _D] > 0]
+    dropped = int(n_resamples - sums.shape[0])
+    surv_point, al_point, dar_point = survival(total), mean_acceptance_length(total), draft_acceptance_rate(total)
+    surv_resamples, al_resamples, dar_resamples = _widened_resamples(sums, gamma, widen, surv_point, al_point,
+                                                                     dar_point)
+    surv_low, surv_high = _percentile_bounds(surv_resamples, level)
+    cond_low, cond_high = _percentile_bounds(conditional_from_survival(surv_resamples), level)
+    al_low, al_high = _percentile_bounds(al_resamples, level)
+    dar_low, dar_high = _percentile_bounds(dar_resamples, level)
+    n_blocks = -(-n // block_length)
+    return AcceptanceEstimate(
+        gamma=gamma, drafts=float(total.drafts), counts=total,
+        survival=CurveEstimate(surv_point, surv_low, surv_high, level),
+        conditional=CurveEstimate(conditional_from_survival(surv_point), cond_low, cond_high, level),
+        mean_acceptance_length=_scalar(al_point, level, (al_low, al_high)),
+        draft_acceptance_rate=_scalar(dar_point, level, (dar_low, dar_high)),
+        equivalent_p=_scalar(equivalent_p(al_point, gamma), level,
+                             (equivalent_p(float(al_low), gamma), equivalent_p(float(al_high), gamma))),
+        level=level, n_intervals=n, n_blocks=n_blocks, block_length=block_length,
+        method=_method_text(block_length, n_blocks, int(n_resamples), unit),
+        survival_resamples=surv_resamples,
+        note=f"{dropped} of {n_resamples} resamples had no drafts and were dropped" if dropped else "",
+    )
+
+
+def _without_drafts(gamma: int, total, level: float, n: int) -> AcceptanceEstimate:
+    """A window without drafts: NaN values, no interval."""
+    return AcceptanceEstimate(
+        gamma=gamma, drafts=float(total.drafts), counts=total,
+        survival=_nan_curve(gamma, level), conditional=_nan_curve(gamma, level),
+        mean_acceptance_length=_scalar(math.nan, level),
+        draft_acceptance_rate=_scalar(math.nan, level),
+        equivalent_p=_scalar(math.nan, level),
+        level=level, n_intervals=n, n_blocks=0, block_length=None,
+        method="none: no drafts in the window",
+        survival_resamples=np.empty((0, gamma)),
+        note="no drafts in the window",
+    )
+
+
+def _without_interval(gamma: int, total, level: float, n: int, why: str) -> AcceptanceEstimate:
+    """Values without an interval (too few rows with drafts to resample), saying why."""
+    surv_point = survival(total)
+    al_point = mean_acceptance_length(total)
+    return AcceptanceEstimate(
+        gamma=gamma, drafts=float(total.drafts), counts=total,
+        survival=_nan_curve(gamma, level, surv_point),
+        conditional=_nan_curve(gamma, level, conditional_from_survival(surv_point)),
+        mean_acceptance_length=_scalar(al_point, level),
+        draft_acceptance_rate=_scalar(draft_acceptance_rate(total), level),
+        equivalent_p=_scalar(equivalent_p(al_point, gamma), level),
+        level=level, n_intervals=n, n_blocks=0, block_length=None,
+        method=f"none: {why}", survival_resamples=np.empty((0, gamma)), note=why,
+    )
+
+
+def _blocks_and_widening(rows: np.ndarray, gamma: int, block_length, level: float) -> tuple[int, np.ndarray]:
+    """The block length (chosen from the data when None) and the spread factors of a_1..a_γ,
+    AL and the draft acceptance rate. The linearised per-row contributions of each ratio:
+    their autocorrelation sets the block length and their long-run variance the spread
+    correction (acceptance/bootstrap.py)."""
+    n = rows.shape[0]
     position_cols = list(range(_FIRST_POSITION, 3 + gamma))
     contributions = np.concatenate(
         [ratio_contributions(rows, [*position_cols, _A], _D), ratio_contributions(rows, [_A], _T)], axis=1
@@ -302,49 +336,26 @@ def estimate_acceptance(
     elif isinstance(block_length, bool) or not isinstance(block_length, (int, np.integer)) or not 1 <= block_length <= n:
         raise ValueError(f"block_length must be an integer from 1 to the number of intervals ({n}), got {block_length!r}")
     block_length = int(block_length)
-    n_blocks = -(-n // block_length)
-    widen = spread_factor(lrv, block_length, level)
+    return block_length, spread_factor(lrv, block_length, level)
+
+
+def _widened_resamples(sums: np.ndarray, gamma: int, widen: np.ndarray, surv_point, al_point: float,
+                       dar_point: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Survival, AL and draft acceptance rate of each resample, their spread about the point
+    widened by ``widen`` (survival's, AL's, the rate's)."""
     widen_survival, widen_al, widen_dar = widen[:gamma], widen[gamma], widen[gamma + 1]
-
-    rng = np.random.default_rng(seed)
-    sums = circular_block_sums(rows, block_length, int(n_resamples), rng)
-    # A resample that drew only draft-free rows has no ratio: drop it (said in the note).
-    sums = sums[sums[:, _D] > 0]
-    dropped = int(n_resamples - sums.shape[0])
     resampled_drafts = sums[:, _D]
-
     with np.errstate(divide="ignore", invalid="ignore"):
-        surv_resamples = surv_point + widen_survival * (sums[:, _FIRST_POSITION:] / resampled_drafts[:, None] - surv_point)
+        surv = surv_point + widen_survival * (sums[:, _FIRST_POSITION:] / resampled_drafts[:, None] - surv_point)
         # Per row A_k is non-increasing in k, so are the ratios; widening column by column
         # (and inconsistent rows, e.g. scrape skew) can break that: restore it, and keep
         # each a_k a probability.
-        surv_resamples = np.clip(np.minimum.accumulate(surv_resamples, axis=1), 0.0, 1.0)
-        cond_resamples = conditional_from_survival(surv_resamples)
-        al_resamples = al_point + widen_al * (sums[:, _A] / resampled_drafts - (al_point - 1.0))
-        al_resamples = np.clip(al_resamples, 1.0, gamma + 1.0)
+        surv = np.clip(np.minimum.accumulate(surv, axis=1), 0.0, 1.0)
+        al = np.clip(al_point + widen_al * (sums[:, _A] / resampled_drafts - (al_point - 1.0)), 1.0, gamma + 1.0)
         has_tokens = sums[:, _T] > 0
-        dar_resamples = np.where(
-            has_tokens, sums[:, _A] / np.where(has_tokens, sums[:, _T], 1.0), np.nan
-        )
-        dar_resamples = np.clip(dar_point + widen_dar * (dar_resamples - dar_point), 0.0, 1.0)
-
-    surv_low, surv_high = _percentile_bounds(surv_resamples, level)
-    cond_low, cond_high = _percentile_bounds(cond_resamples, level)
-    al_low, al_high = _percentile_bounds(al_resamples, level)
-    dar_low, dar_high = _percentile_bounds(dar_resamples, level)
-    note = f"{dropped} of {n_resamples} resamples had no drafts and were dropped" if dropped else ""
-
-    return AcceptanceEstimate(
-        gamma=gamma, drafts=drafts, counts=total,
-        survival=CurveEstimate(surv_point, surv_low, surv_high, level),
-        conditional=CurveEstimate(cond_point, cond_low, cond_high, level),
-        mean_acceptance_length=_scalar(al_point, level, (al_low, al_high)),
-        draft_acceptance_rate=_scalar(dar_point, level, (dar_low, dar_high)),
-        equivalent_p=_scalar(p_point, level, (equivalent_p(float(al_low), gamma), equivalent_p(float(al_high), gamma))),
-        level=level, n_intervals=n, n_blocks=n_blocks, block_length=block_length,
-        method=_method_text(block_length, n_blocks, int(n_resamples), unit),
-        survival_resamples=surv_resamples, note=note,
-    )
+        dar = np.where(has_tokens, sums[:, _A] / np.where(has_tokens, sums[:, _T], 1.0), np.nan)
+        dar = np.clip(dar_point + widen_dar * (dar - dar_point), 0.0, 1.0)
+    return surv, al, dar
 
 
 def estimate_from_survival(
