@@ -49,6 +49,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -135,8 +136,10 @@ def _unescape(value: str) -> str:
     return _ESCAPE.sub(lambda e: "\n" if e.group(1) == "n" else e.group(1), value) if "\\" in value else value
 
 
-@dataclass(frozen=True)
-class _Sample:
+class _Sample(NamedTuple):
+    """A sample as prometheus-client gives it (name, labels, value); a tuple: the fast path
+    makes one per line, and a frozen dataclass costs several times as much to build."""
+
     name: str
     labels: dict
     value: float

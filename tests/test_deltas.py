@@ -93,3 +93,15 @@ def test_itl_increase_needs_both_samples_unless_restarted():
     assert itl_increase(None, None, 1.5, 14, True, seen_before=True) == (1.5, 14.0)
     assert itl_increase(1.0, 10, 1.5, 14, False, seen_before=False) == (None, None)  # a first sighting
     assert itl_increase(1.0, 10, None, 14, False, seen_before=True) == (None, None)  # no ITL on the page
+
+
+def test_a_bulk_history_takes_the_ordinary_rule_and_refuses_a_restart():
+    from acceptance.store.deltas import history_increase
+
+    cum = np.array([PREV, PREV + 2, PREV + 5])
+    np.testing.assert_array_equal(history_increase(cum), [np.full(6, 2.0), np.full(6, 3.0)])
+    for prev, new in zip(cum[:-1], cum[1:]):  # the same as the write path's rule, sample by sample
+        np.testing.assert_array_equal(spec_increase(3, None, prev, 3, None, new, first_sighting=False).delta,
+                                      new - prev)
+    with pytest.raises(ValueError, match="restart"):
+        history_increase(np.array([PREV, PREV - 1]))

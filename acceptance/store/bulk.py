@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from .codecs import CHUNK_SPANS, ROLLUP_LEVELS, _encode_interval_chunk, _narrow, _pack, _runs, bucket_of, chunk_of
+from .deltas import history_increase
 from .writes import _EngineState, _spec_columns
 
 
@@ -27,8 +28,12 @@ class _BulkLoad:
         n = len(times)
         if cum.ndim != 2 or cum.shape[0] != n or cum.shape[1] < 4 or n < 1:
             raise ValueError(f"bulk history of {target}: cumulative must be (n, 3 + gamma), got {cum.shape}")
-        if np.any(np.diff(times) <= 0) or np.any(np.diff(cum, axis=0) < 0):
-            raise ValueError(f"bulk history of {target}: times must increase and counters never go down")
+        if np.any(np.diff(times) <= 0):
+            raise ValueError(f"bulk history of {target}: times must increase")
+        try:
+            delta = history_increase(cum)
+        except ValueError as exc:
+            raise ValueError(f"bulk history of {target}: {exc}") from None
         gamma = cum.shape[1] - 3
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
@@ -39,7 +44,6 @@ class _BulkLoad:
                 raise ValueError(f"bulk history of {target}: engine {model_name}/{engine} already has samples")
             seg = self._new_segment(eid, gamma, float(times[0]))
             lay = self._layout_id("spec", _spec_columns(gamma, False))
-            delta = np.diff(cum, axis=0)
             run = np.asarray(running, dtype=np.float64) if running is not None else None
             isum = np.asarray(itl_sum, dtype=np.float64) if itl_sum is not None else None
             icnt = np.asarray(itl_count, dtype=np.float64) if itl_count is not None else None

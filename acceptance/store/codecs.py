@@ -61,9 +61,11 @@ def _narrow(m: np.ndarray) -> tuple[int, bytes]:
 
 
 def _encode_interval_chunk(times, cycles, starts, itl, counts) -> tuple:
-    """(n, code, times, cycles, first_start, starts, counts, itl) column values; what
+    """(n, code, times, cycles, first_start, starts, counts, itl) column values of an
+    interval chunk row, from float64 arrays (n,), (n,), (n,), (n, 2), (n, 1 + W + W_it); what
     can be derived is stored as NULL (cycles equal to times, starts that are the previous
-    time, ITL sums of zero) so a chunk costs little more than its counts."""
+    time, ITL sums of zero) so a chunk costs little more than its counts. The write path's
+    open chunks and the bulk loader both encode through it."""
     same_cycles = np.array_equal(cycles, times)
     contiguous = np.array_equal(starts[1:], times[:-1])
     code, packed = _narrow(counts)
@@ -99,14 +101,10 @@ class _IntervalChunk:
         self.rows: list = []
 
     def encode(self) -> tuple:
-        times = self.times
-        contiguous = self.starts[1:] == times[:-1]
-        first = self.starts[0]
-        code, packed = _narrow(np.array(self.rows, dtype=np.float64))
-        itl = [x for pair in self.itl for x in pair]
-        return (len(times), code, _pack_floats(times), None if self.cycles == times else _pack_floats(self.cycles),
-                None if (not contiguous or math.isnan(first)) else first,
-                None if contiguous else _pack_floats(self.starts), packed, _pack_floats(itl) if any(itl) else None)
+        """The row's columns, by the one encoder of interval chunks (bulk loads use it too)."""
+        return _encode_interval_chunk(np.array(self.times), np.array(self.cycles), np.array(self.starts),
+                                      np.array(self.itl, dtype=np.float64).reshape(-1, 2),
+                                      np.array(self.rows, dtype=np.float64))
 
     @classmethod
     def decode(cls, n, code, times, cycles, first_start, starts, counts, itl, width) -> "_IntervalChunk":

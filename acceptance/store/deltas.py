@@ -100,3 +100,13 @@ def itl_increase(prev_sum: float | None, prev_count: float | None, itl_sum: floa
     prev = None if prev_sum is None or prev_count is None else np.array([prev_sum, prev_count])
     d = counter_increase(prev, np.array([itl_sum, itl_count]), restart)
     return (None, None) if d is None else (float(d[0]), float(d[1]))
+
+
+def history_increase(cumulative: np.ndarray) -> np.ndarray:
+    """(n − 1, W): the increases of one engine's history at one γ, sample by sample — the
+    ordinary rule of ``spec_increase``, new − previous, vectorised for the bulk loader. A
+    history with a restart (a counter going down) is refused: its increases are not this."""
+    delta = np.diff(cumulative, axis=0)
+    if np.any(delta < 0):
+        raise ValueError("a counter goes down: a restart, which a bulk history cannot hold")
+    return delta
