@@ -1,4 +1,4 @@
-"""A route's window read through a Prometheus server's HTTP API (DESIGN.md, Scale).
+"""A route's window read through a Prometheus server's HTTP API (docs/DESIGN.md, Scale).
 
 A route is a PromQL label selector (``{job="vllm-structured"}``); the aggregation is done
 in PromQL, so only per-γ, per-position sums cross the wire, never per-engine counters:

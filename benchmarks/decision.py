@@ -745,7 +745,7 @@ def markdown_table(doc: dict) -> str:
             f"- coverage in the assumed classes, split: {_cov(s['interval_coverage_observed'])} where the "
             f"recommended γ was observed (γ ≤ deployed: a sampling interval), "
             f"{_cov(s['interval_coverage_extrapolated'])} where it was extrapolated (the tail models' spread, "
-            f"DESIGN.md: not a sampling interval).",
+            f"docs/DESIGN.md: not a sampling interval).",
             f"- per class within 5 points of 90%: {s['classes_coverage_within_5_points']} of "
             f"{s['classes_assumed']} assumed classes at the recommended γ; "
             f"{s['classes_coverage_within_5_points_deployed']} of {s['classes_assumed']} at the deployed γ "

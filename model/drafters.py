@@ -63,7 +63,7 @@ class Drafter:
 
 
 _DRAFTERS = {
-    "dspark": Drafter("dspark", PARALLEL, 7, "its block: DESIGN.md, the DSpark model card"),
+    "dspark": Drafter("dspark", PARALLEL, 7, "its block: docs/DESIGN.md, Cost model; the DSpark model card"),
     # DFlash's block size is a property of the checkpoint (block_size in its config);
     # no fixed limit is assumed here.
     "dflash": Drafter("dflash", PARALLEL, None),

@@ -1,4 +1,4 @@
-"""Survival past the observed γ: a guess the data cannot check (DESIGN.md, Cost model).
+"""Survival past the observed γ: a guess the data cannot check (docs/DESIGN.md, Cost model).
 
 At most two positions past the observed γ. Several tail models of the conditional
 acceptance α_k = a_k / a_{k−1}; a_{g+j} = a_{g+j−1}·α_{g+j}; the spread across them is the

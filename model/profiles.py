@@ -10,7 +10,7 @@ measured table has specialized rows.
 - ``FlatProfile`` — the seeds' model: T_target flat in q and in B, T = 1 / baseline tok/s
   (or 1 time unit when there is no baseline: ``absolute`` False).
 - ``RooflineProfile`` — anchored on a measured step time t_a at batch B_a, q = 1, and
-  modelling only the increments (DESIGN.md: a roofline alone is wrong at small batch):
+  modelling only the increments (docs/DESIGN.md, Cost model: a roofline alone is wrong at small batch):
     T(B, q) = t_a + roof(B, q) − roof(B_a, 1)
     roof(B, q) = max(bytes(B, q) / (HBM·TP), flops(B, q) / (FLOP/s·TP))
     bytes = W_dense + E·(1 − (1 − k/E)^n)·W_expert + B·L·kv + B·S·(1 + q),  n = B·q

@@ -1,4 +1,4 @@
-"""The γ recommendation for one route (DESIGN.md, Cost model; tune-gamma JSON).
+"""The γ recommendation for one route (docs/DESIGN.md, Cost model; The tune-gamma JSON).
 
 For each candidate γ = 0 .. min(gamma_max, observed γ + 2):
   speedup = AL(γ)·τ(0) / τ(γ) over the batch mix (model.speedup), AL from the survival

@@ -67,7 +67,7 @@ from model.speedup import CostModel, expected_tokens_from_survival, implied_p, m
 pio.renderers.default = os.environ.get("SPECDEC_PLOTLY_RENDERER", "plotly_mimetype+notebook_connected")
 pd.set_option("display.width", 160)
 
-# The [deployment] defaults of DESIGN.md: Kimi K3 on GB300 TP16, DSpark with r = 0.10,
+# The [deployment] defaults (docs/DESIGN.md, Interfaces): Kimi K3 on GB300 TP16, DSpark with r = 0.10,
 # 118 tok/s plain decode at batch 1, the anchored roofline, optimised for interactivity.
 KIMI = Deployment()
 BATCH_SIZES = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 128]

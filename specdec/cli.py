@@ -1,4 +1,4 @@
-"""Console scripts `specdec` and `tune-gamma` (DESIGN.md, Interfaces).
+"""Console scripts `specdec` and `tune-gamma` (docs/DESIGN.md, Interfaces).
 
 Views only: every number printed here comes from acceptance/ and model/ (through
 specdec.pipeline). Errors are one line on stderr; exit code 2 for bad input, 1 for an
@@ -148,7 +148,7 @@ def cmd_inspect(args) -> int:
 
 
 def _setup_hint(report: dict) -> list[str]:
-    """Which [deployment] keys describe this engine (DESIGN.md, Interfaces)."""
+    """Which [deployment] keys describe this engine (docs/DESIGN.md, Interfaces)."""
     from model.drafters import KNOWN_METHODS
     from model.figures import GPUS, MODELS
 

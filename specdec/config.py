@@ -1,11 +1,11 @@
-"""The TOML config (DESIGN.md, Interfaces): store, deployment defaults, routes, sources.
+"""The TOML config (docs/DESIGN.md, Interfaces): store, deployment defaults, routes, sources.
 
 Commands look for ./specdec.toml unless --config says otherwise; the store is
 [store] path (relative to the config's folder), else specdec.db beside the config, unless
 --db says otherwise. Every [deployment] key may be overridden per route; the merged
 mapping is validated by model.deployment.Deployment.from_mapping where it is used.
 
-Extensions beyond DESIGN.md (all optional): [collect] interval / timeout / max_page_bytes / max_engines.
+[collect] interval / timeout / max_page_bytes / max_engines are optional (docs/DESIGN.md, Interfaces: Config).
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ def deployment_for_route(config: Config, route: str) -> Deployment:
     if route in config.routes:
         return Deployment.from_mapping(config.routes[route].deployment, where=where)
     # A route known only from `specdec ingest`: the config's [deployment], or without a
-    # config file the inline defaults (dspark, 0.10, flat — DESIGN.md, Sources and routes).
+    # config file the inline defaults (dspark, 0.10, flat — docs/DESIGN.md, Sources and routes).
     base = INLINE_DEFAULTS if config.path is None else None
     return Deployment.from_mapping(config.deployment, where=where, base=base)
 
@@ -287,7 +287,7 @@ def counts_with_reach(window, plugin: PluginTotals | None, gamma: int) -> SpecCo
 
 
 def reached_survival(window, plugin: PluginTotals | None, gamma: int) -> list[float] | None:
-    """a_k among the drafts that reached position k, ΣA_k / ΣR_k (DESIGN.md, Definitions)."""
+    """a_k among the drafts that reached position k, ΣA_k / ΣR_k (docs/DESIGN.md, Definitions)."""
     counts = counts_with_reach(window, plugin, gamma)
     return None if counts is None else survival_among_reached(counts).tolist()
 
@@ -529,7 +529,7 @@ def tune_inline(
 
 
 def tuning_to_dict(t: RouteTuning) -> dict:
-    """The tune-gamma JSON document (DESIGN.md, Interfaces), minus schema_version."""
+    """The tune-gamma JSON document (docs/DESIGN.md, The tune-gamma JSON), minus schema_version."""
     e = t.estimate
     rec = t.recommendation.to_dict()
     observed = {

@@ -44,7 +44,7 @@ def test_the_suite_spans_what_the_issue_asks():
 
 
 def test_truth_reproduces_the_seeds_table_under_the_seeds_model():
-    # Independent p 0.8, flat cost, dspark r 0.10: S(7) = 3.78 (DESIGN.md's table), and every γ
+    # Independent p 0.8, flat cost, dspark r 0.10: S(7) = 3.78 (docs/DESIGN.md's table), and every γ
     # follows (1 − p^(γ+1)) / ((1 − p)(1 + r)) whatever the batch mix.
     truth = decision.Truth(CLASS_BY_NAME["ind-p80-flat-dspark-g5"])
     s = truth.speedups(0.0)

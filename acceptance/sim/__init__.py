@@ -26,9 +26,10 @@ invisible to it; ``truth_counts`` still has them. So a harness that alternates
 ``advance(dt)`` / scrape, with events at multiples of dt, sees reset-aware deltas that
 add up exactly to ``truth_counts``.
 
-Step metrics. ``step_metrics="design"`` follows a literal reading of DESIGN.md: a verify step
-observes B·(γ+1) scheduled tokens in ``iteration_tokens_total`` (1 per request without
-speculation, the prompt tokens for a prefill step), and the inter-token latency is per
+Step metrics. ``step_metrics="design"`` follows a literal reading of the design's step-shape
+series made before vLLM's code was read (what vLLM records: docs/DESIGN.md, Where the numbers
+come from): a verify step observes B·(γ+1) scheduled tokens in ``iteration_tokens_total``
+(1 per request without speculation, the prompt tokens for a prefill step), and the inter-token latency is per
 output token: a request that emits L+1 tokens in a step observes (time since its last
 token)/(L+1), L+1 times. ``step_metrics="vllm"`` (the default: the simulator is ground truth for a real
 vLLM, so it records what vLLM records) follows vLLM 0.33.0's
