@@ -15,12 +15,8 @@ when the engine runs specdec's vLLM stat-logger plugin — the plugin's extra se
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
-
-if TYPE_CHECKING:  # plugin_series imports this module
-    from .plugin_series import PluginEngineCounts
 
 
 class GammaMismatch(ValueError):
@@ -91,7 +87,7 @@ class EngineSnapshot:
     created: float | None = None  # `_created` of the drafts counter, when exposed
     step_shape: StepShape | None = None
     # specdec plugin series of this engine (cumulative, as exposed); None: not exported.
-    plugin: "PluginEngineCounts | None" = None
+    plugin: object | None = None  # acceptance.plugin_series.PluginEngineCounts (which imports this module)
 
     @property
     def gamma(self) -> int:

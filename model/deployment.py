@@ -19,9 +19,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Iterable, Mapping
 
-
-class ModelInputError(ValueError):
-    """Bad input to the cost model; the message is one line naming the input."""
+from .errors import ModelInputError  # noqa: F401 (its home is model.errors; importers of this module keep it)
 
 
 OBJECTIVES = ("interactivity", "throughput")
@@ -140,7 +138,7 @@ def _coerce(key: str, value: Any, where: str) -> Any:
 
 
 def _validate(dep: Deployment, where: str) -> None:
-    from .drafters import KNOWN_METHODS, drafter_for  # drafters import this module's error
+    from .drafters import KNOWN_METHODS, drafter_for
 
     def bad(key: str, what: str, value: Any):
         raise ModelInputError(f"{where} {key}: {what}, got {value!r}")

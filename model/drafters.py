@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .deployment import ModelInputError
+from .errors import ModelInputError
 
 PARALLEL, SEQUENTIAL, FREE = "parallel", "sequential", "free"
 

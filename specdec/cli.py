@@ -19,58 +19,7 @@ import traceback
 
 
 
-class UsageError(ValueError):
-    """Bad command-line input not caught by argparse itself."""
-
-
-def dump_json(doc: dict) -> None:
-    """Print one JSON document on stdout: NaN/inf become null, schema_version first."""
-    from .pipeline import json_document
-
-    sys.stdout.write(json_document(doc) + "\n")
-
-
-def _duration(text: str) -> float:
-    from .config import parse_duration
-
-    try:
-        return parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (v > 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return v
-
-
-def _bounded_int(low: int, high: int):
-    """An argparse type: an integer in [low, high] (argparse names the option in its error)."""
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if not low <= v <= high:
-            raise argparse.ArgumentTypeError(f"must be an integer from {low:,} to {high:,}, got {text!r}")
-        return v
-    return parse
-
-
-def float_list(text: str) -> list[float]:
-    """A1,A2,...: at least one finite number."""
-    try:
-        values = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
-    if not values or not all(math.isfinite(v) for v in values):
-        raise argparse.ArgumentTypeError(f"expected comma-separated finite numbers, got {text!r}")
-    return values
+from .args import UsageError, bounded_int, dump_json, duration, float_list, positive_float
 
 
 class _Parser(argparse.ArgumentParser):
@@ -748,19 +697,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", help="acceptance per engine from one /metrics page (file, -, or URL)")
     p.add_argument("source")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--timeout", type=_duration, default=5.0, help="for a URL (default 5s)")
-    p.add_argument("--max-page-bytes", type=_bounded_int(1, 1 << 30), default=DEFAULT_MAX_PAGE_BYTES)
+    p.add_argument("--timeout", type=duration, default=5.0, help="for a URL (default 5s)")
+    p.add_argument("--max-page-bytes", type=bounded_int(1, 1 << 30), default=DEFAULT_MAX_PAGE_BYTES)
     p.set_defaults(fn=cmd_inspect)
 
     p = sub.add_parser("collect", help="scrape the config's targets into the store")
     _add_common_store_args(p)
-    p.add_argument("--interval", type=_duration, help="seconds between cycles (default [collect] interval, 15s)")
+    p.add_argument("--interval", type=duration, help="seconds between cycles (default [collect] interval, 15s)")
     p.add_argument("--once", action="store_true", help="one cycle (a baseline: a window needs two)")
-    p.add_argument("--duration", type=_duration, help="stop after this long (default: run until Ctrl-C)")
+    p.add_argument("--duration", type=duration, help="stop after this long (default: run until Ctrl-C)")
     p.add_argument("--serve", type=int, metavar="PORT",
                    help="also expose per-route survival, AL, equivalent p, speedup and recommended γ as Prometheus gauges")
     p.add_argument("--serve-host", default="127.0.0.1")
-    p.add_argument("--serve-window", type=_duration, default=3600.0, help="window of the served gauges (default 1h)")
+    p.add_argument("--serve-window", type=duration, default=3600.0, help="window of the served gauges (default 1h)")
     p.set_defaults(fn=cmd_collect)
 
     p = sub.add_parser("rules", help="Prometheus recording rules that precompute per-route survival")
@@ -782,8 +731,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scenario", default="demo", choices=SCENARIO_NAMES)
     p.add_argument("--config", help="a scenario file (TOML or JSON) instead of a named scenario")
     p.add_argument("--seed", type=int)
-    p.add_argument("--speed", type=_positive_float, default=1.0, help="simulated seconds per wall second")
-    p.add_argument("--duration", type=_duration, help="stop after this long (wall time)")
+    p.add_argument("--speed", type=positive_float, default=1.0, help="simulated seconds per wall second")
+    p.add_argument("--duration", type=duration, help="stop after this long (wall time)")
     p.set_defaults(fn=cmd_simulate)
 
     p = sub.add_parser("demo", help="the whole path on a simulated fleet (no GPU, no vLLM)")
@@ -798,13 +747,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--draft-cost", type=float, required=True)
     t.add_argument("--p", type=float_list, required=True, help="comma-separated acceptance rates")
     t.add_argument("--method", default="dspark")
-    t.add_argument("--baseline-tps", type=_positive_float)
+    t.add_argument("--baseline-tps", type=positive_float)
     t.add_argument("--json", action="store_true")
     t.set_defaults(fn=cmd_model_table)
     t = msub.add_parser("implied-p", help="the independent p a published speedup implies")
     t.add_argument("--speedup", type=float, help="the published speedup, or:")
-    t.add_argument("--tokens-per-second", type=_positive_float, help="the published tok/s with speculation ...")
-    t.add_argument("--baseline-tps", type=_positive_float, help="... and without it (speedup = their ratio)")
+    t.add_argument("--tokens-per-second", type=positive_float, help="the published tok/s with speculation ...")
+    t.add_argument("--baseline-tps", type=positive_float, help="... and without it (speedup = their ratio)")
     t.add_argument("--gamma", type=int, required=True)
     t.add_argument("--draft-cost", type=float, required=True)
     t.add_argument("--method", default="dspark")
@@ -836,17 +785,17 @@ def route_name(text: str) -> str:
 def _add_tune_args(p) -> None:
     p.add_argument("--route", type=route_name, help="a route of the config")
     _add_common_store_args(p)
-    p.add_argument("--window", type=_duration, default=3600.0, help="window ending now (default 1h)")
+    p.add_argument("--window", type=duration, default=3600.0, help="window ending now (default 1h)")
     # one output: the document or the bare --speculative-config (argparse refuses both at once)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="the documented JSON document")
     out.add_argument("--emit", choices=["vllm"], help="print only the --speculative-config JSON")
     p.add_argument("--survival", type=float_list, help="inline: a_1,a_2,... instead of a route")
-    p.add_argument("--drafts", type=_bounded_int(1, 10**12), help="inline: drafts behind the curve (for intervals)")
+    p.add_argument("--drafts", type=bounded_int(1, 10**12), help="inline: drafts behind the curve (for intervals)")
     p.add_argument("--method", help="inline: vLLM speculative method (default dspark)")
     p.add_argument("--draft-cost", type=float, help="inline: draft cost (default 0.10)")
     p.add_argument("--cost-profile", help="inline: flat | roofline | a measured table (default flat)")
-    p.add_argument("--deployed-gamma", type=_bounded_int(0, 64), help="inline: the deployed γ (default: the curve's length)")
+    p.add_argument("--deployed-gamma", type=bounded_int(0, 64), help="inline: the deployed γ (default: the curve's length)")
 
 
 def _values_that_look_like_options(argv: list[str] | None) -> list[str]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict
 
-from .cli import float_list
+from .args import float_list
 
 
 def _ints(text: str) -> list[int]:
@@ -95,7 +95,7 @@ def _ingest(args) -> dict | str:
 
 def run(args) -> int:
     """Plan or ingest (bad input raises a one-line ValueError: specdec.cli prints it, exit 2)."""
-    from .cli import dump_json
+    from .args import dump_json
 
     out = _plan(args) if args.calibrate_command == "plan" else _ingest(args)
     if isinstance(out, dict):

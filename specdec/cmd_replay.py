@@ -79,7 +79,7 @@ def run(args) -> int:
     from kernels.replay import replay_logits
     from kernels.rows import check_temperature
 
-    from .cli import dump_json
+    from .args import dump_json
 
     check_temperature(args.temperature)
     target = load_logits(args.target_logits)

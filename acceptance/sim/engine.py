@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from ..counts import SpecCounts
 from .exposition import INTER_TOKEN_LATENCY_BUCKETS, ITERATION_TOKENS_BUCKETS, EngineExposure
 from .scenario import EVENT_KINDS, EngineSpec, ScenarioError, TargetSpec, check_gamma
-
-if TYPE_CHECKING:
-    from .fleet import Fleet
 
 EPS_S = 1e-9  # simulated seconds: times closer than this are the same instant
 
@@ -51,7 +48,7 @@ class SimEngine:
     """One simulated vLLM engine. Call the event methods with the fleet's lock free; they
     act at the fleet's current time."""
 
-    def __init__(self, fleet: "Fleet", target: TargetSpec, spec: EngineSpec, uid: int):
+    def __init__(self, fleet, target: TargetSpec, spec: EngineSpec, uid: int):  # fleet: the Fleet whose clock it runs on
         self._fleet = fleet
         self.target = target.name
         self.route = target.route

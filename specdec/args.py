@@ -1,0 +1,62 @@
+"""The commands' argument types, their usage error and the one JSON printer — a module of
+their own, so that no subcommand module imports back from specdec.cli."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+
+class UsageError(ValueError):
+    """Bad command-line input not caught by argparse itself."""
+
+
+def dump_json(doc: dict) -> None:
+    """Print one JSON document on stdout: NaN/inf become null, schema_version first."""
+    from .pipeline import json_document
+
+    sys.stdout.write(json_document(doc) + "\n")
+
+
+def duration(text: str) -> float:
+    from .config import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (v > 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return v
+
+
+def bounded_int(low: int, high: int):
+    """An argparse type: an integer in [low, high] (argparse names the option in its error)."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not low <= v <= high:
+            raise argparse.ArgumentTypeError(f"must be an integer from {low:,} to {high:,}, got {text!r}")
+        return v
+    return parse
+
+
+def float_list(text: str) -> list[float]:
+    """A1,A2,...: at least one finite number."""
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not values or not all(math.isfinite(v) for v in values):
+        raise argparse.ArgumentTypeError(f"expected comma-separated finite numbers, got {text!r}")
+    return values
