@@ -120,6 +120,7 @@ class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested):
             self._layouts[lid] = (kind, json.loads(cols))
         self._layout_by_columns: dict[tuple[str, tuple], int] = {
             (kind, tuple(cols)): lid for lid, (kind, cols) in self._layouts.items()}
+        self._iteration_layouts: dict[tuple[float, ...], int] = {}  # bucket bounds → layout id
         self._segment_gamma: dict[int, int] = {}
         self._segment_engine: dict[int, int] = {}
         for sid, eid, gamma in c.execute("SELECT id, engine_id, gamma FROM segments"):

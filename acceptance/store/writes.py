@@ -145,6 +145,13 @@ class _Writes:
         self._layout_by_columns[(kind, tuple(columns))] = lid
         return lid
 
+    def _iteration_layout(self, bounds: tuple[float, ...]) -> int:
+        """The iteration-token layout of these bucket bounds (cached: every sample asks)."""
+        lid = self._iteration_layouts.get(bounds)
+        if lid is None:
+            lid = self._iteration_layouts[bounds] = self._layout_id("iteration_tokens", [_le_name(b) for b in bounds])
+        return lid
+
     def _new_segment(self, eid: int, gamma: int, t: float) -> int:
         sid = self.conn.execute(
             "INSERT INTO segments (engine_id, gamma, first_time) VALUES (?, ?, ?)", (eid, gamma, t)).lastrowid
@@ -364,7 +371,7 @@ class _Writes:
         it_layout = it_value = it_delta = None
         if shape.iteration_tokens:
             bounds = sorted(shape.iteration_tokens)
-            it_layout = self._layout_id("iteration_tokens", [_le_name(b) for b in bounds])
+            it_layout = self._iteration_layout(tuple(bounds))
             it_value = np.array([shape.iteration_tokens[b] for b in bounds], dtype=np.float64)
             same = prev is not None and prev.it_value is not None and prev.it_layout_id == it_layout
             it_delta = counter_increase(prev.it_value if same else None, it_value, restart)
