@@ -1,20 +1,45 @@
-"""First render of the dashboard's overview on a 7-day, 50-target store (target: < 3 s).
+"""The dashboard's overview: its first render, and a cold start in a real browser.
 
-Builds the store with ``Store.bulk_load_history`` (50 targets × 2 engines, 15 s scrapes,
-7 days, step-shape gauges and ITL), a config with two routes of 25 targets, then renders
-the overview page with Streamlit's AppTest on a cold cache — what a first visitor waits
-for — for the default 1 h window and the 7 d window. Prints figures.
+1. First render on a 7-day, 50-target store (target: < 3 s). Builds the store with
+   ``Store.bulk_load_history`` (50 targets × 2 engines, 15 s scrapes, 7 days, step-shape
+   gauges and ITL), a config with two routes of 25 targets, then renders the overview page
+   with Streamlit's AppTest on a cold cache — what a first visitor waits for — for the
+   default 1 h window and the 7 d window.
 
-    .venv/bin/python benchmarks/dashboard_overview.py [--days 7] [--targets 50]
+2. Cold start to the first complete page, demo store (issue 18, item 9; target ≤ 3 s): the
+   wall clock from launching ``specdec dashboard --config demo/specdec.toml --port P`` to
+   the moment a headless Chromium (started before, on about:blank, with a fresh profile:
+   an empty browser cache) holds the overview's route table and a Plotly chart in its DOM.
+   The page is loaded as soon as the server answers /_stcore/health and its DOM is polled
+   in real time over the DevTools protocol (``--virtual-time-budget`` skips timers and
+   cannot time a render). Median of ``--runs`` runs, each on a fresh server; a table and
+   one JSON line. ``--dashboard-tree DIR`` times another copy of the dashboard package
+   (DIR/dashboard, e.g. a snapshot before a change) with this checkout's package;
+   ``--compare DIR`` times it in turn with this checkout's dashboard (one run of each per
+   round: a shared machine's load weighs on both alike). ``--browser-cache warm``: the
+   frontend's files already in Chromium's cache, as for anyone who opened it before.
+
+    .venv/bin/python benchmarks/dashboard_overview.py [--days 7] [--targets 50]   # 1. and 2.
+    .venv/bin/python benchmarks/dashboard_overview.py --no-cold-start              # 1. only
+    .venv/bin/python benchmarks/dashboard_overview.py --cold-start-only [--runs 5] [--demo DIR] \
+        [--browser-cache empty|warm] [--compare DIR] [--json FILE]                # 2. only
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
+import signal
+import socket
 import statistics
+import subprocess
+import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -70,13 +95,264 @@ def first_render(config: Path, window: str) -> float:
     return secs
 
 
+# ----------------------------------------------------------------------------- 2. cold start in Chromium
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--remote-debugging-port=0", "--window-size=1400,1000"]
+COLD_TIMEOUT_S = 120.0
+POLL_S = 0.05
+# What the page holds: the title, the route table (a glide grid drawn, its accessible
+# header naming the route column), Plotly charts drawn (their SVG), the script still running.
+PAGE_JS = """JSON.stringify({
+  title: [...document.querySelectorAll('h2')].some(h => h.textContent.includes('Routes overview')),
+  table: [...document.querySelectorAll('[data-testid="stDataFrame"]')].some(d =>
+      d.querySelector('canvas') && [...d.querySelectorAll('th')].some(t => t.textContent === 'route')),
+  charts: document.querySelectorAll('.js-plotly-plot .main-svg').length,
+  running: !!document.querySelector('[data-testid="stStatusWidget"]'),
+  error: [...document.querySelectorAll('[data-testid="stException"]')].map(e => e.innerText.slice(0, 500)).join(' | '),
+})"""
+MARKS = ("health", "title", "table", "chart", "complete", "settled")
+MARK_WORDS = {
+    "health": "server answers /_stcore/health",
+    "title": "page title drawn",
+    "table": "route table drawn",
+    "chart": "first Plotly chart drawn",
+    "complete": "table and a chart: first complete page",
+    "settled": "both charts drawn, script finished",
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
+    if found is None:
+        raise SystemExit("chromium is not installed (sh scripts/ensure_chromium.sh installs it)")
+    return found
+
+
+class _Tab:
+    """One headless Chromium with one tab, driven over the DevTools protocol."""
+
+    def __init__(self, exe: str, profile: str):
+        from websockets.sync.client import connect
+
+        self.proc = subprocess.Popen([exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            ws_url, deadline = None, time.monotonic() + 30
+            while ws_url is None and time.monotonic() < deadline:
+                line = self.proc.stderr.readline().decode("utf-8", "replace")
+                if not line and self.proc.poll() is not None:
+                    break
+                if "DevTools listening on " in line:
+                    ws_url = line.split("DevTools listening on ", 1)[1].strip()
+            if ws_url is None:
+                raise RuntimeError("chromium did not open its DevTools endpoint")
+            threading.Thread(target=lambda: [None for _ in iter(self.proc.stderr.readline, b"")], daemon=True).start()
+            self.ws = connect(ws_url, max_size=None, open_timeout=10)
+            self.next_id = 0
+            target = self.call("Target.createTarget", url="about:blank")["targetId"]
+            self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        except BaseException:
+            self.close()
+            raise
+
+    def call(self, method: str, session: bool = False, **params):
+        self.next_id += 1
+        msg = {"id": self.next_id, "method": method, "params": params}
+        if session:
+            msg["sessionId"] = self.session
+        self.ws.send(json.dumps(msg))
+        while True:
+            reply = json.loads(self.ws.recv(timeout=30))
+            if reply.get("id") == self.next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply["result"]
+
+    def page(self) -> dict:
+        result = self.call("Runtime.evaluate", session=True, expression=PAGE_JS, returnByValue=True)["result"]
+        return json.loads(result["value"])
+
+    def close(self) -> None:
+        ws = getattr(self, "ws", None)
+        if ws is not None:
+            try:
+                ws.close()
+            except Exception:  # noqa: BLE001
+                pass
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def _dashboard_command(config: Path, port: int) -> list[str]:
+    """`specdec dashboard` as a user runs it (this venv's script, else python -m specdec.cli)."""
+    script = Path(sys.executable).with_name("specdec")
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "specdec.cli"]
+    return cmd + ["dashboard", "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
+
+
+def cold_start(config: Path, *, chromium: str, dashboard_tree: Path | None = None,
+               timeout_s: float = COLD_TIMEOUT_S, profile: str | None = None, port: int | None = None,
+               command=None) -> dict[str, float]:
+    """One cold start of the server: seconds from launching it to each of MARKS. ``profile``:
+    a Chromium profile to reuse (its cache; default a fresh one), with ``port`` the same
+    each time (the cache is per origin); ``command(port)``: another server command."""
+    keep_profile = profile is not None
+    profile = profile or tempfile.mkdtemp(prefix="specdec-chromium-")
+    tab = server = None
+    env, cwd = dict(os.environ), None
+    if dashboard_tree is not None:  # its `dashboard` package first on the path; not run from this checkout
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(dashboard_tree.resolve()), env.get("PYTHONPATH")]))
+        cwd = tempfile.gettempdir()
+    try:
+        tab = _Tab(chromium, profile)
+        port = port or _free_port()
+        cmd = command(port) if command is not None else _dashboard_command(config.resolve(), port)
+        t0 = time.monotonic()
+        server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True, env=env, cwd=cwd)
+        marks: dict[str, float] = {}
+        while "health" not in marks:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                    if r.read().strip() == b"ok":
+                        marks["health"] = time.monotonic() - t0
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None or time.monotonic() - t0 > timeout_s:
+                raise RuntimeError(f"the dashboard did not serve (exit status {server.poll()})")
+            time.sleep(POLL_S)
+        tab.call("Page.navigate", session=True, url=f"http://127.0.0.1:{port}/?page=overview")
+        while "settled" not in marks:
+            state = tab.page()
+            now = time.monotonic() - t0
+            if state["error"]:
+                raise RuntimeError(f"the overview shows an exception: {state['error']}")
+            if state["title"]:
+                marks.setdefault("title", now)
+            if state["table"]:
+                marks.setdefault("table", now)
+            if state["charts"]:
+                marks.setdefault("chart", now)
+            if state["table"] and state["charts"]:
+                marks.setdefault("complete", now)
+            if state["table"] and state["charts"] >= 2 and not state["running"]:
+                marks["settled"] = now
+            if now > timeout_s:
+                raise RuntimeError(f"no complete overview after {timeout_s:g} s: {state}")
+            time.sleep(POLL_S)
+        return marks
+    finally:
+        if server is not None and server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait(10)
+        if tab is not None:
+            tab.close()
+        if not keep_profile:
+            shutil.rmtree(profile, ignore_errors=True)
+
+
+def demo_store(folder: Path) -> Path:
+    """`specdec demo --dir FOLDER/demo` (about 10 s): its config."""
+    script = Path(sys.executable).with_name("specdec")
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "specdec.cli"]
+    subprocess.run(cmd + ["demo", "--dir", "demo"], cwd=folder, check=True, stdout=subprocess.DEVNULL, timeout=600)
+    return folder / "demo" / "specdec.toml"
+
+
+CACHE_WORDS = {"empty": "empty (fresh profile per run)", "warm": "warm (frontend cached by one earlier load)"}
+
+
+def cold_start_figures(config: Path, runs: int, *, dashboard_tree: Path | None = None,
+                       compare: Path | None = None, browser_cache: str = "empty") -> dict:
+    """Median of ``runs`` cold starts of this checkout's dashboard (or ``dashboard_tree``'s),
+    and of ``compare``'s when given: one run of each in turn, so that a machine's load
+    weighs on both alike. ``browser_cache``: "empty" (a fresh Chromium profile per run:
+    nothing of Streamlit's frontend cached, the worst case) or "warm" (one profile per tree
+    that loaded the page once before, on the same port: the frontend's files cached, as for
+    anyone who opened the dashboard before; the server is as cold as ever)."""
+    chromium = _chromium()
+    trees = {"this checkout" if dashboard_tree is None else str(dashboard_tree): dashboard_tree}
+    if compare is not None:
+        trees[str(compare)] = compare
+    results: dict[str, list] = {name: [] for name in trees}
+    cache = {name: (None, None) for name in trees}
+    if browser_cache == "warm":
+        for name, tree in trees.items():
+            cache[name] = tempfile.mkdtemp(prefix="specdec-chromium-"), _free_port()
+            cold_start(config, chromium=chromium, dashboard_tree=tree, profile=cache[name][0], port=cache[name][1])
+    try:
+        for i in range(runs):
+            for name, tree in trees.items():
+                marks = cold_start(config, chromium=chromium, dashboard_tree=tree, profile=cache[name][0],
+                                   port=cache[name][1])
+                results[name].append(marks)
+                print(f"  run {i + 1}/{runs} ({name}): " + ", ".join(f"{k} {v:.2f} s" for k, v in marks.items()),
+                      flush=True)
+    finally:
+        for profile, _ in cache.values():
+            if profile:
+                shutil.rmtree(profile, ignore_errors=True)
+    docs = []
+    for name, runs_of in results.items():
+        summary = {k: {"median_s": round(statistics.median(r[k] for r in runs_of), 2),
+                       "min_s": round(min(r[k] for r in runs_of), 2), "max_s": round(max(r[k] for r in runs_of), 2)}
+                   for k in MARKS}
+        print(f"\ncold start, demo store, browser cache {CACHE_WORDS[browser_cache]}, median of {runs} ({name}):")
+        print(f"  {'from launching specdec dashboard to':<42} {'median':>7} {'min':>6} {'max':>6}")
+        for k in MARKS:
+            f = summary[k]
+            print(f"  {MARK_WORDS[k]:<42} {f['median_s']:>6.2f}s {f['min_s']:>5.2f}s {f['max_s']:>5.2f}s")
+        docs.append({"dashboard": name, "first_complete_page_median_s": summary["complete"]["median_s"],
+                     "marks": summary, "per_run": runs_of})
+    doc = {"benchmark": "dashboard cold start to first complete page", "store": "demo", "runs": runs,
+           "browser_cache": CACHE_WORDS[browser_cache], "target_s": 3.0,
+           "load_average_1min_at_end": float(open("/proc/loadavg").read().split()[0])
+           if os.path.exists("/proc/loadavg") else None, "results": docs}
+    print(json.dumps(doc))
+    return doc
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--days", type=float, default=7.0)
     ap.add_argument("--targets", type=int, default=50)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", type=Path, help="folder to build the store in and reuse (default: a temp dir)")
+    ap.add_argument("--cold-start-only", action="store_true", help="only the cold start in Chromium (2.)")
+    ap.add_argument("--no-cold-start", action="store_true", help="only the first render on the 7-day store (1.)")
+    ap.add_argument("--runs", type=int, default=5, help="cold starts to take the median of (default 5)")
+    ap.add_argument("--demo", type=Path, help="a demo folder (its specdec.toml) to reuse; default: specdec demo anew")
+    ap.add_argument("--dashboard-tree", type=Path, help="time DIR/dashboard instead of this checkout's")
+    ap.add_argument("--compare", type=Path, metavar="DIR", help="also time DIR/dashboard, in turn with this checkout's")
+    ap.add_argument("--browser-cache", choices=("empty", "warm"), default="empty",
+                    help="empty: a fresh Chromium profile per run (default); warm: the frontend cached")
+    ap.add_argument("--json", type=Path, help="also write the cold start's JSON here")
     args = ap.parse_args()
+    if not args.no_cold_start:
+        config = args.demo / "specdec.toml" if args.demo else demo_store(Path(tempfile.mkdtemp()))
+        doc = cold_start_figures(config, args.runs, dashboard_tree=args.dashboard_tree, compare=args.compare,
+                                 browser_cache=args.browser_cache)
+        if args.json:
+            args.json.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        if args.cold_start_only:
+            return
     folder = args.keep or Path(tempfile.mkdtemp())
     config = folder / "specdec.toml"
     if not config.exists():
@@ -87,10 +363,12 @@ def main() -> None:
         print(f"built {args.days:g} d x {args.targets} targets x 2 engines at 15 s in {time.perf_counter() - t:.1f} s "
               f"({size / 2**20:.0f} MiB)")
     from dashboard.data import load_fleet
+    import acceptance.store  # noqa: F401  (dashboard.data imports these on first use: not the read's time)
+    import specdec.pipeline  # noqa: F401
 
     for window in ("1h", "7d"):
         t = time.perf_counter()
-        fleet = load_fleet(str(config), None, window=window)
+        fleet = load_fleet(str(config), None, window=window, history_slices=0)  # what the overview reads
         assert all(rv.tuning is not None for rv in fleet.routes.values()), fleet.message
         print(f"read + tune both routes (dashboard.data.load_fleet), window {window}: {time.perf_counter() - t:.2f} s")
     first_render(config, "1h")  # imports and Streamlit's own start-up, not the page's work

@@ -18,8 +18,25 @@ from model.recommend import Candidate
 from . import text
 
 PALETTE = qualitative.Plotly
-LAYOUT = dict(template="plotly_white", margin=dict(l=60, r=20, t=50, b=40), height=420,
-              legend=dict(orientation="h", yanchor="top", y=-0.15, x=0))
+# Plotly's toolbar (the modebar) is drawn over the top MODEBAR_PX of a chart, at its right,
+# when the pointer is on it: the title is placed below that band, and the plot below the
+# title (its margin reserved: title.automargin). The legend sits at the chart's bottom edge,
+# positioned on the container: Plotly then reserves its height under the x axis's tick
+# labels and title instead of drawing it over them (a legend at a paper y below the plot
+# covered "time (UTC)").
+MODEBAR_PX = 32
+TITLE = dict(x=0, xref="container", xanchor="left", y=1, yref="container", yanchor="top",
+             pad=dict(t=MODEBAR_PX, b=8, l=8), automargin=True)
+LEGEND = dict(orientation="h", x=0, xref="paper", xanchor="left", y=0, yref="container", yanchor="bottom")
+LAYOUT = dict(template="plotly_white", margin=dict(l=60, r=20, t=MODEBAR_PX, b=10), height=460, legend=LEGEND,
+              modebar=dict(orientation="h"))
+
+
+def _layout(fig: go.Figure, title: str, **kw) -> None:
+    """The dashboard's layout for a figure: its title (below the modebar), legend and margins."""
+    fig.update_layout(title=dict(text=title, **TITLE), **LAYOUT, **kw)
+    fig.update_xaxes(automargin=True)  # the tick labels and the axis title: margin reserved, above the legend
+    fig.update_yaxes(automargin=True)
 
 
 def _rgba(color: str, alpha: float) -> str:
@@ -54,8 +71,7 @@ def curve_figure(curves: Sequence[tuple[str, CurveEstimate]], *, title: str, y_t
         _band(fig, k, curve.low, curve.high, color, f"{name} {text.level(level)} interval", name)
         fig.add_trace(go.Scatter(x=k, y=curve.value, mode="lines+markers", name=name, legendgroup=name,
                                  line=dict(color=color, width=2)))
-    fig.update_layout(title=title, xaxis_title="draft position k", yaxis_title=y_title, yaxis_range=[0, 1.02],
-                      **LAYOUT)
+    _layout(fig, title, xaxis_title="draft position k", yaxis_title=y_title, yaxis_range=[0, 1.02])
     fig.update_xaxes(dtick=1)
     return fig
 
@@ -71,7 +87,7 @@ def route_bars(names: Sequence[str], values, lows, highs, *, title: str, y_title
                            text=[text.number(x) for x in v], textposition="outside"))
     if baseline is not None:
         fig.add_hline(y=baseline, line_dash="dot", line_color="gray")
-    fig.update_layout(title=title, yaxis_title=y_title, showlegend=False, **LAYOUT)
+    _layout(fig, title, yaxis_title=y_title, showlegend=False)
     return fig
 
 
@@ -95,7 +111,7 @@ def history_figure(series: Sequence[tuple[str, list[float], list[float], list[fl
         lo, hi = utc(drift_span)
         fig.add_vrect(x0=lo, x1=hi, fillcolor="orange", opacity=0.15, line_width=0,
                       annotation_text=drift_label or "drift", annotation_position="top left")
-    fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title="mean acceptance length", **LAYOUT)
+    _layout(fig, title, xaxis_title="time (UTC)", yaxis_title="mean acceptance length")
     return fig
 
 
@@ -107,10 +123,13 @@ def slices_figure(slices: Sequence[tuple[str, np.ndarray]], *, title: str) -> go
     for (name, values), color in zip(slices, colors):
         k = np.arange(1, len(values) + 1)
         fig.add_trace(go.Scatter(x=k, y=values, mode="lines+markers", name=name, line=dict(color=color)))
-    fig.update_layout(title=title, xaxis_title="draft position k", yaxis_title="survival a_k",
-                      yaxis_range=[0, 1.02], **LAYOUT)
+    _layout(fig, title, xaxis_title="draft position k", yaxis_title="survival a_k", yaxis_range=[0, 1.02])
     fig.update_xaxes(dtick=1)
     return fig
+
+
+ROUTE_MARK = "{route}: flat model at its equivalent p"
+OUTLINE = "outlined: {what}"
 
 
 def seeds_figure(ps, speedups, *, title: str, published: Sequence[tuple[str, float, float]],
@@ -118,6 +137,9 @@ def seeds_figure(ps, speedups, *, title: str, published: Sequence[tuple[str, flo
     """Speedup over the acceptance p (the seeds' model), published points and routes marked.
 
     published: (label, p, speedup); route_marks: (route, p, p_low, p_high, speedup at p).
+    A route's mark is the flat model's speedup at the route's equivalent p — not the route's
+    projection, which prices γ with its own cost profile and batch mix (the route chart):
+    its name says so (ROUTE_MARK).
     """
     fig = go.Figure(go.Scatter(x=list(ps), y=list(speedups), mode="lines", name="flat model (independent p, draft cost r)",
                                line=dict(color=PALETTE[0], width=2)))
@@ -130,18 +152,19 @@ def seeds_figure(ps, speedups, *, title: str, published: Sequence[tuple[str, flo
         err = None
         if p_lo is not None and p_hi is not None and math.isfinite(p_lo) and math.isfinite(p_hi):
             err = dict(type="data", symmetric=False, array=[p_hi - p], arrayminus=[p - p_lo])
-        fig.add_trace(go.Scatter(x=[p], y=[s], mode="markers", name=f"{route}: equivalent p", error_x=err,
+        fig.add_trace(go.Scatter(x=[p], y=[s], mode="markers", name=ROUTE_MARK.format(route=route), error_x=err,
                                  marker=dict(symbol="circle-open", size=12, line=dict(width=2),
                                              color=PALETTE[(i + 2) % len(PALETTE)])))
-    fig.update_layout(title=title, xaxis_title="acceptance rate p (independent per token)",
-                      yaxis_title="speedup over plain decoding (×)", **LAYOUT)
+    _layout(fig, title, xaxis_title="acceptance rate p (independent per token)",
+            yaxis_title="speedup over plain decoding (×)")
     return fig
 
 
 def candidates_figure(series: Sequence[tuple[str, Sequence[Candidate]]], *, title: str, y_title: str,
-                      highlight_gamma: int | None = None) -> go.Figure:
+                      highlight_gamma: int | None = None, highlight_label: str | None = None) -> go.Figure:
     """Projected speedup per γ with intervals, one bar group per named candidate list;
-    refused γ are grey, extrapolated ones hatched."""
+    refused γ are grey, extrapolated ones hatched; ``highlight_gamma``'s bars outlined in
+    black, the outline's legend entry saying what it marks (``highlight_label``)."""
     fig = go.Figure()
     for i, (name, cands) in enumerate(series):
         color = PALETTE[i % len(PALETTE)]
@@ -158,8 +181,11 @@ def candidates_figure(series: Sequence[tuple[str, Sequence[Candidate]]], *, titl
         fig.add_trace(go.Bar(x=g, y=v, name=name, error_y=err, hovertext=hover, hoverinfo="text",
                              marker=dict(color=colors, line=dict(width=lines, color="black"),
                                          pattern=dict(shape=["/" if c.extrapolated else "" for c in cands]))))
+    if highlight_gamma is not None:  # the outline's legend entry (a marker that draws nothing on the axes)
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", hoverinfo="skip",
+                                 name=OUTLINE.format(what=highlight_label or f"γ={highlight_gamma}"),
+                                 marker=dict(symbol="square", size=14, color="white", line=dict(width=3, color="black"))))
     fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
-    fig.update_layout(title=title, xaxis_title="γ (num_speculative_tokens)", yaxis_title=y_title, barmode="group",
-                      **LAYOUT)
+    _layout(fig, title, xaxis_title="γ (num_speculative_tokens)", yaxis_title=y_title, barmode="group")
     fig.update_xaxes(dtick=1)
     return fig

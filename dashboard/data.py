@@ -1,28 +1,33 @@
 """What the dashboard shows, read through the same functions as the CLI (no Streamlit here).
 
   config (specdec.config) → store (acceptance.store) → per route: tune_route (the
-  tune-gamma pipeline) and curve_history (specdec.pipeline) → ``FleetView``
+  tune-gamma pipeline) → ``FleetView``; the curves page's curve_history (specdec.pipeline)
+  per route on demand (``route_history``)
 
 The views format and chart these results; they compute no quantity of their own.
 Reading never writes: a store file that does not exist is reported as missing, not
 created (Store.open would create it), and the store is read inside one read transaction
 so that a `specdec collect` writing at the same time cannot show half a cycle.
+
+The package's modules (the store, the pipeline, scipy behind them) are imported when a
+function here first needs them, not with this module: the app draws its sidebar and the
+page's title before anything heavy is loaded.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from acceptance.store import Store, StoreError, TargetStatus
-from specdec.config import Config, ConfigError, load_config, parse_duration
-from model.deployment import ModelInputError
-from model.specialized import Eligibility
-from specdec.pipeline import CurveSlice, NoDataError, RouteTuning, curve_history, histogram_eligibility, tune_route
+if TYPE_CHECKING:
+    from acceptance.store import TargetStatus
+    from model.specialized import Eligibility
+    from specdec.config import Config
+    from specdec.pipeline import CurveSlice, RouteTuning
 
 WINDOW_CHOICES = ("15m", "1h", "6h", "1d", "7d")
 DEFAULT_WINDOW = "1h"
@@ -35,6 +40,23 @@ HISTORY_SLICES = 6
 # A store being written can change under a read (a new γ segment appears between the
 # engine list and the rows): read again, up to this many times.
 READ_ATTEMPTS = 3
+# The pipeline's messages name the CLI's flags; on the dashboard the same choice is a
+# sidebar control: (the CLI's words, the dashboard's).
+DASHBOARD_WORDING = (
+    ("or widen --window", "or choose a longer Window in the sidebar"),
+    ("--window", "the sidebar's Window"),
+)
+
+
+def dashboard_wording(message: str, end_mode: str | None = None) -> str:
+    """A pipeline message as the dashboard says it: its controls instead of the CLI's flags
+    ("widen --window" → "choose a longer Window in the sidebar"); a window that ends now
+    and finds nothing also says that it could end at the newest scrape instead."""
+    for cli, page in DASHBOARD_WORDING:
+        message = message.replace(cli, page)
+    if end_mode == END_AT_NOW and "no drafts in the last" in message:
+        message += f", or set 'Window ends at' to {END_AT_NEWEST}"
+    return message
 
 
 @dataclass(frozen=True)
@@ -69,6 +91,9 @@ class RouteView:
         rec = self.tuning.recommendation
         if rec.specialized_eligibility is not None:
             return rec.specialized_eligibility
+        from model.deployment import ModelInputError
+        from specdec.pipeline import histogram_eligibility
+
         try:
             return histogram_eligibility(self.tuning.window, self.tuning.batch_mix, self.tuning.observed_gamma)
         except ModelInputError:
@@ -108,6 +133,18 @@ class FleetView:
         return {name: rv for name, rv in self.routes.items() if rv.tuning is not None}
 
 
+def app_args(argv: list[str]):
+    """The app's --config / --db (after streamlit's `--`; unknown arguments, a test
+    runner's, are ignored); without them the environment's SPECDEC_CONFIG and SPECDEC_DB."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="specdec dashboard", add_help=False, allow_abbrev=False)
+    p.add_argument("--config", default=os.environ.get("SPECDEC_CONFIG") or None)
+    p.add_argument("--db", default=os.environ.get("SPECDEC_DB") or None)
+    args, _ = p.parse_known_args(argv)
+    return args
+
+
 def resolve_store_path(config: Config | None, db: str | None) -> Path:
     """--db, else the config's [store] path, else ./specdec.db (specdec.config's rule)."""
     if db:
@@ -125,7 +162,14 @@ def load_fleet(config_path: str | None, db: str | None, *, window: str | float =
     window: seconds or a duration ("1h"); end_mode: END_AT_NEWEST or END_AT_NOW.
     Bad window or end_mode → ValueError (one line naming it). A missing or broken config
     or store is not an exception: the FleetView's state and message say what is wrong.
+    history_slices > 0 also fills each RouteView's history (the dashboard asks for it per
+    route, on the curves page only: route_history).
     """
+    import sqlite3
+
+    from acceptance.store import StoreError
+    from specdec.config import ConfigError, load_config, parse_duration
+
     window_s = parse_duration(window, what="window")
     if end_mode not in END_CHOICES:
         raise ValueError(f"window end: must be one of {', '.join(END_CHOICES)}, got {end_mode!r}")
@@ -169,6 +213,10 @@ def load_fleet(config_path: str | None, db: str | None, *, window: str | float =
 
 def _read(config: Config, config_path, store_path: Path, window_s: float, end_mode: str, read_time: float,
           history_slices: int, n_resamples: int) -> FleetView:
+    from acceptance.store import Store
+    from specdec.config import ConfigError
+    from specdec.pipeline import NoDataError, tune_route
+
     store = Store.open(store_path)  # no retention: the dashboard never deletes anything
     try:
         with store.read_snapshot():  # one read snapshot (WAL) for everything below
@@ -184,14 +232,23 @@ def _read(config: Config, config_path, store_path: Path, window_s: float, end_mo
                 try:
                     tuning = tune_route(config, name, store=store, window_s=window_s, now=end, n_resamples=n_resamples)
                 except (NoDataError, ConfigError, ValueError) as e:
-                    routes[name] = RouteView(name, rc.targets, None, str(e).splitlines()[0], [], status)
+                    routes[name] = RouteView(name, rc.targets, None, dashboard_wording(str(e).splitlines()[0], end_mode),
+                                             [], status)
                     continue
-                history = curve_history(tuning.window, n_slices=history_slices) if history_slices else []
+                history = route_history(tuning, history_slices) if history_slices else []
                 routes[name] = RouteView(name, rc.targets, tuning, None, history, status)
     finally:
         store.close()
     return FleetView(config_path, str(store_path), "ok", None, config, window_s, end, end_mode, latest,
                      read_time, routes)
+
+
+def route_history(tuning: RouteTuning, n_slices: int = HISTORY_SLICES) -> list[CurveSlice]:
+    """How the route's curve moved over the window: specdec.pipeline.curve_history over
+    ``n_slices`` slices ([] for a window without one)."""
+    from specdec.pipeline import curve_history
+
+    return curve_history(tuning.window, n_slices=n_slices) if tuning.window is not None else []
 
 
 def store_signature(store_path: str | Path, config_path: str | Path | None = None) -> tuple:

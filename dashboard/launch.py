@@ -1,8 +1,9 @@
 """`specdec dashboard [--config FILE] [--db PATH] [--port N] [--host ADDR]`.
 
-Starts ``python -m streamlit run dashboard/app.py`` with this interpreter, bound to
-127.0.0.1 unless --host says otherwise, headless (no browser is opened on the server);
-the app reads --config and --db after streamlit's ``--``. The server is a child process that
+Starts ``python -m dashboard.server run dashboard/app.py`` with this interpreter — Streamlit's
+``streamlit run``, which also warms the first page as soon as it listens (dashboard.warm) —
+bound to 127.0.0.1 unless --host says otherwise, headless (no browser is opened on the
+server); the app reads --config and --db after streamlit's ``--``. The server is a child process that
 stops with the command (SIGTERM, SIGINT) and whose exit ends it (see `serve`).
 """
 
@@ -44,7 +45,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def streamlit_command(args) -> list[str]:
     """The command line `run` executes (a list, no shell)."""
-    cmd = [sys.executable, "-m", "streamlit", "run", str(APP),
+    cmd = [sys.executable, "-m", "dashboard.server", "run", str(APP),
            "--server.address", args.host, "--server.port", str(args.port), "--server.headless", "true",
            "--browser.gatherUsageStats", "false", "--"]
     if args.config:

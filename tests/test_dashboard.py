@@ -81,6 +81,13 @@ def trace(fig: dict, name: str) -> dict:
     return found[0]
 
 
+def route_table(at: AppTest):
+    """The overview's two route tables (acceptance, decision) joined on the route."""
+    acceptance, decisions = (at.dataframe[i].value.set_index("route") for i in (0, 1))
+    assert list(acceptance.index) == list(decisions.index)
+    return acceptance.join(decisions)
+
+
 def texts(at: AppTest) -> str:
     parts = [e.value for kind in ("markdown", "caption", "info", "warning", "success") for e in getattr(at, kind)]
     parts += [str(m.value) + " " + m.label for m in at.metric]
@@ -92,7 +99,7 @@ def texts(at: AppTest) -> str:
 
 def test_overview_shows_each_routes_tuning(monkeypatch, demo_config):
     at = run_page(monkeypatch, demo_config, "overview")
-    table = at.dataframe[0].value.set_index("route")
+    table = route_table(at)
     assert set(table.index) == {"structured", "open"}
     for route in ("structured", "open"):
         t = tuned(demo_config, route)
@@ -104,6 +111,8 @@ def test_overview_shows_each_routes_tuning(monkeypatch, demo_config):
         assert row["recommended γ"] == rec.recommended_gamma and row["decision"] == rec.decision
         best = rec.candidates[rec.recommended_gamma]
         assert row["speedup at recommended γ"] == text.speedup(best.speedup, best.speedup_low, best.speedup_high)
+        deployed = rec.candidates[rec.deployed_gamma]
+        assert row["speedup at deployed γ"] == text.speedup(deployed.speedup, deployed.speedup_low, deployed.speedup_high)
         assert row["failing targets"] == "0 of 2"
     # the demo's `open` route is deployed above its best γ: the page says change
     assert table.loc["open", "decision"] == "change"
@@ -178,7 +187,9 @@ def test_whatif_page_follows_the_controls(monkeypatch, demo_config):
     np.testing.assert_allclose(values(bars["y"]), [c.speedup for c in rec.candidates])
     chosen = rec.candidates[7]
     metric = [m for m in at.metric if m.label.startswith("Speedup at γ=7")][0]
-    assert metric.value == text.speedup(chosen.speedup, chosen.speedup_low, chosen.speedup_high)
+    # the value in the metric, its interval under it (together they were cut off at 1400 px)
+    assert metric.value == text.speedup(chosen.speedup)
+    assert f"90% interval {text.interval(chosen.speedup_low, chosen.speedup_high, 3)}" in [c.value for c in at.caption]
     # γ = 8 is refused on the specialized path (and by DSpark's block): the page says why
     at.slider(key="whatif_gamma").set_value(8)
     at.run()
@@ -229,9 +240,9 @@ def test_drift_and_failing_target_are_flagged(monkeypatch, drift_config):
     assert any(w.value == f"Route drifting: drift — {t.drift.message}" for w in at.warning)
     failing = [w.value for w in at.warning if "targets failing" in w.value]
     assert failing and FAILING_ERROR in failing[0] and failing[0].startswith("1 of 4")
-    table = at.dataframe[0].value.set_index("route")
+    table = route_table(at)
     assert table.loc["drifting", "failing targets"] == "1 of 2"
-    assert table.loc["steady", "drift"] == "no"
+    assert table.loc["steady", "drift"] == "no" and table.loc["drifting", "drift"] == "yes (below)"
     at = run_page(monkeypatch, drift_config, "curves")
     assert any(w.value == f"Drift flagged on drifting: {t.drift.message}" for w in at.warning)
     history = [f for f in figures(at) if f["layout"]["title"]["text"] == "drifting: acceptance over time"][0]
@@ -319,6 +330,223 @@ def test_pages_while_collect_writes(monkeypatch, tmp_path, demo_config):
     assert written, "the writer wrote while the pages read"
 
 
+# ----------------------------------------------------------------------------- what a first run computes (item 9)
+
+
+@pytest.fixture
+def pipeline_calls(monkeypatch):
+    """Counts the pipeline's calls wherever the dashboard reaches them: route name per
+    tune_route call, one entry per curve_history / what_if call."""
+    import specdec.pipeline as pipeline
+    from dashboard.views import whatif as whatif_view
+
+    calls: dict[str, list] = {"tune_route": [], "curve_history": [], "what_if": []}
+    for name in calls:
+        real = getattr(pipeline, name)
+
+        def counting(*args, _real=real, _name=name, **kwargs):
+            calls[_name].append(args[1] if _name == "tune_route" else None)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(pipeline, name, counting)
+        for module in (data, whatif_view):
+            if hasattr(module, name):  # a name imported at module level
+                monkeypatch.setattr(module, name, counting)
+    return calls
+
+
+def cold_cache() -> None:
+    import streamlit as st
+
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def test_first_overview_run_tunes_each_route_once(monkeypatch, demo_config, pipeline_calls):
+    """The overview's first run computes its table — each route tuned once — and nothing
+    the page does not show (no curve history, no what-if); other sessions read that from
+    the cache, and the curves page adds each route's history once."""
+    cold_cache()
+    at = run_page(monkeypatch, demo_config, "overview")
+    assert set(at.dataframe[0].value["route"]) == {"structured", "open"}
+    assert sorted(pipeline_calls["tune_route"]) == ["open", "structured"]
+    assert pipeline_calls["curve_history"] == [], "the overview built the curves page's history"
+    assert pipeline_calls["what_if"] == []
+    run_page(monkeypatch, demo_config, "overview")  # a second session: the same read, cached
+    run_page(monkeypatch, demo_config, "recommendation")
+    assert sorted(pipeline_calls["tune_route"]) == ["open", "structured"]
+    run_page(monkeypatch, demo_config, "curves")
+    run_page(monkeypatch, demo_config, "curves")
+    assert len(pipeline_calls["curve_history"]) == 2  # once per route, across both sessions
+    assert sorted(pipeline_calls["tune_route"]) == ["open", "structured"]
+
+
+def test_a_write_to_the_store_invalidates_the_cache(monkeypatch, tmp_path, demo_config, pipeline_calls):
+    live = tmp_path / "live"
+    shutil.copytree(demo_config.parent, live)
+    config = live / "specdec.toml"
+    cold_cache()
+    run_page(monkeypatch, config, "overview")
+    assert len(pipeline_calls["tune_route"]) == 2
+    store = load_config(config).store_path
+    stat = Path(store).stat()
+    import os
+
+    os.utime(store, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # what a write does to the key
+    run_page(monkeypatch, config, "overview")
+    assert len(pipeline_calls["tune_route"]) == 4
+
+
+def test_server_warm_up_reads_the_first_page_before_any_session(monkeypatch, demo_config, pipeline_calls):
+    """dashboard.server's thread: once the server listens, the default view (1h, newest
+    scrape) is read into the cache the sessions share — the first visitor's overview
+    tunes nothing."""
+    from dashboard import server, warm
+
+    cold_cache()
+    monkeypatch.setattr(server, "server_listening", lambda host, port: (host, port) == ("127.0.0.1", 1))
+    thread = server.start_warm_up(["run", "dashboard/app.py", "--server.port", "1", "--",
+                                   "--config", str(demo_config)])
+    thread.join(120)
+    assert not thread.is_alive()
+    assert sorted(pipeline_calls["tune_route"]) == ["open", "structured"]
+    at = run_page(monkeypatch, demo_config, "overview")
+    assert set(at.dataframe[0].value["route"]) == {"structured", "open"}
+    assert sorted(pipeline_calls["tune_route"]) == ["open", "structured"], "the first session read the store again"
+    assert warm.DONE.is_set()  # sessions no longer wait
+    assert warm.run(str(demo_config), None, ready=lambda: False, ready_timeout_s=0.05) is False  # no server: gives up
+    assert warm.DONE.is_set()
+
+
+def test_a_session_during_the_warm_up_waits_for_it(monkeypatch, demo_config, pipeline_calls):
+    """A visitor who arrives while the warm-up still waits for the server (or works) gets the
+    page's title, then the warm-up's read: the two never import or tune side by side."""
+    import time
+
+    from dashboard import server, warm
+
+    cold_cache()
+    listening = threading.Event()
+    monkeypatch.setattr(server, "server_listening", lambda host, port: listening.is_set())
+    thread = server.start_warm_up(["run", "dashboard/app.py", "--", "--config", str(demo_config)])
+    try:
+        assert not warm.DONE.is_set()
+        monkeypatch.setenv("SPECDEC_CONFIG", str(demo_config))
+        monkeypatch.delenv("SPECDEC_DB", raising=False)
+        at = AppTest.from_file(APP, default_timeout=120)
+        session = threading.Thread(target=at.run)
+        session.start()
+        time.sleep(2.0)
+        assert session.is_alive() and pipeline_calls["tune_route"] == [], "the session did not wait"
+    finally:
+        listening.set()
+        thread.join(120)
+    session.join(120)
+    assert not at.exception, [e.value for e in at.exception]
+    assert set(at.dataframe[0].value["route"]) == {"structured", "open"}
+    assert sorted(pipeline_calls["tune_route"]) == ["open", "structured"]
+
+
+def test_launch_runs_the_warming_server(tmp_path, drift_config):
+    cmd = launch.streamlit_command(_parse(["--config", str(drift_config)]))
+    assert cmd[1:3] == ["-m", "dashboard.server"]
+    from dashboard import server
+
+    assert callable(server.main)
+    argv = cmd[3:]
+    assert server.option(argv, "--server.address") == "127.0.0.1"
+    assert server.option(argv, "--server.port") == "8501" and server.option(["--server.port=9"], "--server.port") == "9"
+    from support import free_port
+
+    port = free_port()
+    assert not server.server_listening("127.0.0.1", port)
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+        s.listen()
+        assert server.server_listening("0.0.0.0", port)
+
+
+# ----------------------------------------------------------------------------- layout (item 13)
+
+
+def all_figures(monkeypatch, config) -> dict[str, list[dict]]:
+    return {page: figures(run_page(monkeypatch, config, page)) for page in PAGES}
+
+
+def test_chart_titles_sit_below_the_modebar_and_legends_below_the_axis_titles(monkeypatch, demo_config, drift_config):
+    """Plotly's toolbar covers the top 32 px at the right of a chart: every title is placed
+    below that band (container-referenced, padded) with the plot's margin reserved under it;
+    every legend sits at the chart's bottom edge on the container, so that Plotly reserves
+    its height under the x axis's tick labels and title (automargin) instead of drawing it
+    over "time (UTC)"."""
+    from dashboard import charts
+
+    seen = 0
+    for config in (demo_config, drift_config):
+        for page, figs in all_figures(monkeypatch, config).items():
+            for fig in figs:
+                layout = fig["layout"]
+                title = layout["title"]
+                where = f"{page}: {title.get('text')!r}"
+                assert title.get("yref") == "container" and title.get("y") == 1 and title.get("yanchor") == "top", where
+                assert title["pad"]["t"] >= charts.MODEBAR_PX and title.get("automargin") is True, where
+                legend = layout["legend"]
+                assert (legend.get("yref"), legend.get("y"), legend.get("yanchor"), legend.get("orientation")) == \
+                    ("container", 0, "bottom", "h"), where
+                assert layout["xaxis"].get("automargin") is True and layout["yaxis"].get("automargin") is True, where
+                assert layout["margin"]["t"] >= charts.MODEBAR_PX, where
+                seen += 1
+    assert seen >= 2 * 10
+
+
+def test_whatif_says_which_speedup_is_which(monkeypatch, demo_config):
+    """The flat-model chart's route markers are the flat model at the route's equivalent p,
+    and say so; the caption puts the selected route's two speedups side by side with what
+    differs; the outlined bars of the route chart are explained (legend and caption)."""
+    at = run_page(monkeypatch, demo_config, "whatif")
+    at.selectbox(key="whatif_route").set_value("open")
+    at.run()
+    assert not at.exception and not at.error
+    seeds, route_fig = figures(at)
+    t = tuned(demo_config, "open")
+    p = t.estimate.equivalent_p.value
+    gamma, deployment = at.slider(key="whatif_gamma").value, t.deployment
+    (flat,) = seeds_table(gamma, at.number_input(key="whatif_draft_cost").value, [p], method=deployment.method)
+    mark = trace(seeds, "open: flat model at its equivalent p")
+    assert values(mark["y"])[0] == pytest.approx(flat.speedup)
+    assert not [tr for tr in seeds["data"] if str(tr.get("name", "")).endswith(": equivalent p")]
+    _, rec = what_if(t, {"method": deployment.method, "draft_cost": float(deployment.draft_cost),
+                         "cost_profile": deployment.cost_profile, "decode_backend": deployment.decode_backend})
+    route_speedup = {c.gamma: c for c in rec.candidates}[gamma].speedup
+    captions = [c.value for c in at.caption]
+    both = [c for c in captions if f"Route open at γ={gamma}: {text.speedup(flat.speedup)} on this curve, "
+            f"{text.speedup(route_speedup)} in the route chart below" in c]
+    assert both and "measured acceptance per position" in both[0] and "batch mix" in both[0]
+    assert abs(flat.speedup - route_speedup) > 0.5  # the demo's open route: the two differ, hence the label
+    outline = trace(route_fig, f"outlined: γ={gamma}, the slider's (the deployed γ)")
+    assert outline["marker"]["line"]["color"] == "black"
+    assert any(c.startswith(f"Black outline: the bars at γ={gamma}, the γ chosen with the slider above "
+                            f"(it starts at the deployed γ={t.observed_gamma})") for c in captions)
+
+
+def test_messages_name_the_dashboards_controls_not_the_clis_flags(monkeypatch, drift_config):
+    """The pipeline's 'widen --window' is the CLI's: the dashboard says its sidebar's Window."""
+    monkeypatch.setenv("SPECDEC_CONFIG", str(drift_config))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.radio(key="end_mode").set_value(data.END_AT_NOW)
+    at.run()
+    infos = [i.value for i in at.info if "no drafts in the last" in i.value]
+    assert len(infos) == 2
+    for info in infos:
+        assert "--window" not in info
+        assert "choose a longer Window in the sidebar" in info and f"'Window ends at' to {data.END_AT_NEWEST}" in info
+    assert data.dashboard_wording("no drafts in the last 1h; run `specdec collect` or widen --window") == \
+        "no drafts in the last 1h; run `specdec collect` or choose a longer Window in the sidebar"
+
+
 # ----------------------------------------------------------------------------- functions behind the pages
 
 
@@ -379,7 +607,7 @@ def _parse(argv):
 def test_launch_command_binds_loopback_by_default(tmp_path, drift_config):
     args = _parse(["--config", str(drift_config)])
     cmd = launch.streamlit_command(args)
-    assert cmd[1:4] == ["-m", "streamlit", "run"] and cmd[4].endswith("dashboard/app.py")
+    assert cmd[1:4] == ["-m", "dashboard.server", "run"] and cmd[4].endswith("dashboard/app.py")
     assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"
     assert cmd[cmd.index("--server.port") + 1] == "8501"
     assert cmd[cmd.index("--") + 1:] == ["--config", str(drift_config.resolve())]

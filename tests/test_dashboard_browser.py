@@ -1,6 +1,9 @@
 """The dashboard in a real browser: `specdec dashboard`'s command on a free loopback port,
 each page loaded by headless chromium; the charts must have rendered (Plotly's SVG in the
 DOM) and no error box may show. One screenshot per page is kept in artifacts/dashboard/.
+At the 1400 px wide window of issue 18 (item 13), nothing may be cut off — no table wider
+than its frame, no metric or code block clipped — and no chart's title may lie under
+Plotly's toolbar, nor its legend over the x axis's title or tick labels.
 
 Needs Debian's chromium (`make test` installs it with scripts/ensure_chromium.sh): skipped
 without it, except under CI (the environment variable CI set), where that is a failure.
@@ -47,6 +50,40 @@ STATE_JS = """JSON.stringify({
   charts: document.querySelectorAll('.js-plotly-plot .main-svg').length,
   running: !!document.querySelector('[data-testid="stStatusWidget"]'),
 })"""
+
+
+WIDTH = 1400
+# What may be cut off or covered, measured in the page: each table's scroller (a glide
+# grid wider than its frame scrolls: its last columns are out of sight) and its column
+# headers (the grid's accessible table), each metric's value and label, each code block,
+# and per Plotly chart the boxes of its title, toolbar, legend, x-axis title and ticks.
+LAYOUT_JS = """JSON.stringify({
+  width: window.innerWidth,
+  tables: [...document.querySelectorAll('[data-testid="stDataFrame"]')]
+      .filter(d => !(d.closest('details') && !d.closest('details').open)).map(d => {  // not in a closed expander
+    const s = d.querySelector('.dvn-scroller');
+    return {scroll: s ? s.scrollWidth : null, client: s ? s.clientWidth : null,
+            headers: [...d.querySelectorAll('th[role="columnheader"]')].map(t => t.textContent)};
+  }),
+  clipped: [...document.querySelectorAll(
+      '[data-testid="stMetricValue"], [data-testid="stMetricLabel"], [data-testid="stCode"] pre')].map(m => {
+    const e = m.matches('pre') ? m : (m.querySelector('div') || m);
+    return {text: m.innerText.slice(0, 60), scroll: e.scrollWidth, client: e.clientWidth};
+  }),
+  plots: [...document.querySelectorAll('.js-plotly-plot')].map(p => {
+    const box = sel => { const e = p.querySelector(sel); if (!e) return null;
+                         const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+    return {title: box('.gtitle'), modebar: box('.modebar'), legend: box('.legend'),
+            xtitle: box('.xtitle'), xticks: box('.xaxislayer-above')};
+  }),
+})"""
+
+
+def overlap(a, b) -> bool:
+    """Two boxes [left, top, right, bottom] share more than a pixel's sliver."""
+    if a is None or b is None:
+        return False
+    return min(a[2], b[2]) - max(a[0], b[0]) > 1 and min(a[3], b[3]) - max(a[1], b[1]) > 1
 
 
 def chromium() -> str:
@@ -113,7 +150,7 @@ class Browser:
         target = self.call("Target.createTarget", url="about:blank")["targetId"]
         self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
         self.call("Page.enable", session=True)
-        self.call("Emulation.setDeviceMetricsOverride", session=True, width=1400, height=1000,
+        self.call("Emulation.setDeviceMetricsOverride", session=True, width=WIDTH, height=1000,
                   deviceScaleFactor=1, mobile=False)
 
     def _drain(self):
@@ -149,6 +186,16 @@ class Browser:
                 time.sleep(0.5)  # let the last chart finish its layout before the picture
                 return self.state()
         return state
+
+    def layout(self) -> dict:
+        """LAYOUT_JS once every table has drawn its grid and headers (after the page's script ends)."""
+        deadline = time.monotonic() + 10
+        while True:
+            result = self.call("Runtime.evaluate", session=True, expression=LAYOUT_JS, returnByValue=True)
+            measured = json.loads(result["result"]["value"])
+            if all(t["scroll"] is not None and t["headers"] for t in measured["tables"]) or time.monotonic() > deadline:
+                return measured
+            time.sleep(0.3)
 
     def screenshot(self, path: Path) -> None:
         data = self.call("Page.captureScreenshot", session=True, format="png")["data"]
@@ -187,3 +234,49 @@ def test_page_renders_in_chromium(server, browser, page):
     for marker in ERROR_MARKERS:
         assert marker not in html, f"{page}: an error box ({marker}) is shown"
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# columns each page's tables must show (their headers in sight, the grid not scrolling)
+HEADERS = {
+    "overview": ("failing targets", "newest scrape", "speedup at deployed γ", "specialized share of steps"),
+    "recommendation": ("γ", "speedup", "recommended"),
+}
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_nothing_is_cut_off_at_1400_px(server, browser, page):
+    """Issue 18, item 13: at 1400 px the overview's last column, the what-if metric
+    `3.728× [3.694, 3.7…`, the candidates' 'reason refused' and the replay config's warning
+    were cut off."""
+    must_show, charts = PAGES[page]
+    browser.render(f"{server}/?page={page}", must_show, charts)
+    measured = browser.layout()
+    assert measured["width"] == WIDTH
+    problems = [f"table {i} ({', '.join(t['headers'])}) scrolls: {t['scroll']} px in a {t['client']} px frame"
+                for i, t in enumerate(measured["tables"]) if t["scroll"] is None or t["scroll"] > t["client"] + 1]
+    problems += [f"{c['text']!r} is clipped: {c['scroll']} px in {c['client']} px"
+                 for c in measured["clipped"] if c["scroll"] > c["client"] + 1]
+    shown = {h for t in measured["tables"] for h in t["headers"]}
+    problems += [f"column {h!r} not in sight" for h in HEADERS.get(page, ()) if h not in shown]
+    assert not problems, f"{page} at {WIDTH} px: " + "; ".join(problems)
+    if page == "recommendation":  # the refused γ's reasons: in full, in the text under the table
+        html = browser.state()["html"]
+        assert "Refused γ, and why" in html and "proposes at most 7 draft tokens per pass" in html
+
+
+@pytest.mark.parametrize("page", ["overview", "curves", "whatif"])
+def test_chart_titles_and_axis_titles_are_not_covered(server, browser, page):
+    """Issue 18, item 13: Plotly's toolbar sat over chart titles, the legend over the
+    'time (UTC)' axis title."""
+    must_show, charts = PAGES[page]
+    browser.render(f"{server}/?page={page}", must_show, charts)
+    plots = browser.layout()["plots"]
+    assert len(plots) >= charts
+    problems = []
+    for i, p in enumerate(plots):
+        if overlap(p["title"], p["modebar"]):
+            problems.append(f"chart {i}: its title {p['title']} lies under the toolbar {p['modebar']}")
+        for what in ("xtitle", "xticks"):
+            if overlap(p["legend"], p[what]):
+                problems.append(f"chart {i}: its legend {p['legend']} covers the x axis's {what} {p[what]}")
+    assert not problems, f"{page}: " + "; ".join(problems)

@@ -43,10 +43,10 @@ def untuned(fleet: FleetView) -> None:
             st.info(f"Route {rv.route}: {rv.error}")
 
 
-def open_page(fleet: FleetView, title: str) -> bool:
-    """Every page's head: its title and the window it shows; False (after saying why) when
-    the fleet could not be read and there is nothing to show."""
-    st.header(title)
+def open_page(fleet: FleetView) -> bool:
+    """Every page's head under its title (the app draws that before reading): the window it
+    shows; False (after saying why) when the fleet could not be read and there is nothing
+    to show."""
     st.caption(window_caption(fleet))
     return not nothing_to_show(fleet)
 

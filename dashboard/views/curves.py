@@ -3,13 +3,13 @@ bands, routes side by side, and how the curve moved over the window (drift flagg
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
-from .. import charts, text
+from .. import charts, data, text
 from ..data import FleetView, RouteView
 from .common import open_page, untuned
-
-TITLE = "Acceptance curves"
 
 
 def position_rows(rv: RouteView) -> list[dict]:
@@ -67,8 +67,10 @@ def render_history(rv: RouteView, fleet: FleetView) -> None:
                      hide_index=True, key=f"events_{rv.route}")
 
 
-def render(fleet: FleetView) -> None:
-    if not open_page(fleet, TITLE):
+def render(fleet: FleetView, history=None) -> None:
+    """``history(route)``: the route's curve over time slices (dashboard.cache.history; by
+    default data.route_history, uncached)."""
+    if not open_page(fleet):
         return
     tuned = fleet.tuned
     if not tuned:
@@ -99,4 +101,5 @@ def render(fleet: FleetView) -> None:
         st.dataframe([row for rv in views for row in position_rows(rv)], hide_index=True, key="curves_table")
     st.subheader("How the curve moved over the window")
     for rv in views:
-        render_history(rv, fleet)
+        slices = history(rv.route) if history is not None else data.route_history(rv.tuning)
+        render_history(replace(rv, history=slices), fleet)

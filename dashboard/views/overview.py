@@ -7,11 +7,9 @@ import time
 
 import streamlit as st
 
-from .. import charts, text
+from .. import text
 from ..data import FleetView, RouteView, age_text
 from .common import open_page, untuned
-
-TITLE = "Routes overview"
 
 
 def segments_note(rv: RouteView) -> str | None:
@@ -46,41 +44,50 @@ def specialized_text(rv: RouteView) -> str:
     if e is None:
         return "— (no iteration_tokens data)"
     if rv.tuning.deployment.decode_backend != "latency_specialized":
-        return f"0% on auto (would be {text.percent(e.share)} on latency_specialized)"
+        return f"0% on auto ({text.percent(e.share)} on latency_specialized)"
     return text.percent(e.share)
 
 
-def route_row(rv: RouteView, now: float) -> dict:
+def acceptance_row(rv: RouteView, now: float) -> dict:
+    """The route's acceptance in the window and whether its targets answer."""
     t = rv.tuning
-    e, rec = t.estimate, t.recommendation
-    best = rec.candidates[rec.recommended_gamma]
-    deployed = rec.candidates[rec.deployed_gamma]
-    failing = rv.failing
+    e = t.estimate
     return {
         "route": rv.route,
         "γ deployed": e.gamma,
         "drafts": f"{e.drafts:,.0f}",
         "mean acceptance length": text.estimate(e.mean_acceptance_length, 3),
         "equivalent p": text.estimate(e.equivalent_p, 3),
+        "drift": "yes (below)" if (t.drift and t.drift.detected) else "no",
+        "newest scrape": age_text(rv.newest_ok_time, now),
+        "failing targets": f"{len(rv.failing)} of {len(rv.targets)}",
+    }
+
+
+def decision_row(rv: RouteView) -> dict:
+    """What tune-gamma recommends for the route, and the speedups behind it."""
+    rec = rv.tuning.recommendation
+    best = rec.candidates[rec.recommended_gamma]
+    deployed = rec.candidates[rec.deployed_gamma]
+    return {
+        "route": rv.route,
         "recommended γ": rec.recommended_gamma,
         "decision": rec.decision,
         "speedup at recommended γ": text.speedup(best.speedup, best.speedup_low, best.speedup_high),
         "speedup at deployed γ": text.speedup(deployed.speedup, deployed.speedup_low, deployed.speedup_high),
         "specialized share of steps": specialized_text(rv),
-        "drift": ("yes: " + t.drift.message) if (t.drift and t.drift.detected) else "no",
-        "newest scrape": age_text(rv.newest_ok_time, now),
-        "failing targets": f"{len(failing)} of {len(rv.targets)}",
     }
 
 
 def render(fleet: FleetView) -> None:
-    if not open_page(fleet, TITLE):
+    if not open_page(fleet):
         return
     now = time.time()
     tuned = fleet.tuned
     if tuned:
-        rows = [route_row(rv, now) for rv in tuned.values()]
-        st.dataframe(rows, hide_index=True, key="overview_table")
+        # Two tables of a width that fits the page (one of 13 columns did not at 1400 px).
+        st.dataframe([acceptance_row(rv, now) for rv in tuned.values()], hide_index=True, key="overview_table")
+        st.dataframe([decision_row(rv) for rv in tuned.values()], hide_index=True, key="overview_decisions")
         level = next(iter(tuned.values())).tuning.recommendation.interval_level
         objective = {rv.tuning.recommendation.objective for rv in tuned.values()}
         profiles = {rv.tuning.recommendation.cost_profile for rv in tuned.values()}
@@ -92,6 +99,8 @@ def render(fleet: FleetView) -> None:
                 st.info(note)
             if rv.tuning.drift is not None and rv.tuning.drift.detected:
                 st.warning(f"Route {rv.route}: drift — {rv.tuning.drift.message}")
+        from .. import charts  # Plotly's figures: after the tables are on the page
+
         names = list(tuned)
         left, right = st.columns(2)
         with left:

@@ -13,8 +13,6 @@ from .. import text
 from ..data import FleetView
 from .common import open_page, route_picker
 
-TITLE = "Recommendation"
-
 
 def candidate_rows(rec) -> list[dict]:
     return [{
@@ -25,8 +23,7 @@ def candidate_rows(rec) -> list[dict]:
         "extrapolated": c.extrapolated,
         "allowed": c.allowed,
         "recommended": c.gamma == rec.recommended_gamma,
-        "reason refused": c.reason or "",
-    } for c in rec.candidates]
+    } for c in rec.candidates]  # why a γ is refused: in full under the table (a column cut it off at 1400 px)
 
 
 def decision_text(rec) -> str:
@@ -41,7 +38,7 @@ def decision_text(rec) -> str:
 
 
 def render(fleet: FleetView) -> None:
-    if not open_page(fleet, TITLE):
+    if not open_page(fleet):
         return
     route = route_picker(fleet, "Route", key="rec_route")
     if route is None:
@@ -69,7 +66,7 @@ def render(fleet: FleetView) -> None:
     st.dataframe(candidate_rows(rec), hide_index=True, key="rec_candidates")
     refused = [c for c in rec.candidates if not c.allowed]
     if refused:
-        st.markdown("**Refused γ**")
+        st.markdown("**Refused γ, and why**")
         for c in refused:
             st.markdown(f"- γ={c.gamma}: {c.reason}")
     extrapolated = [c.gamma for c in rec.candidates if c.extrapolated]
@@ -81,8 +78,8 @@ def render(fleet: FleetView) -> None:
     if rec.vllm_speculative_config is None:
         st.markdown("Speculation off: start vLLM without `--speculative-config`.")
     else:
-        st.code(json.dumps(rec.vllm_speculative_config, indent=2), language="json")
-    st.code(rec.vllm_command_line, language="bash")
+        st.code(json.dumps(rec.vllm_speculative_config, indent=2), language="json", wrap_lines=True)
+    st.code(rec.vllm_command_line, language="bash", wrap_lines=True)
     if rec.schedule and rec.decision != "change":
         st.caption("Suggested batch-size schedule (num_speculative_tokens_per_batch_size), not in the config above "
                    "because it restarts engines like a γ change: "
@@ -91,7 +88,7 @@ def render(fleet: FleetView) -> None:
     st.subheader("Replay config (benchmarks only)")
     st.warning("Synthetic acceptance forces accept decisions and corrupts outputs: use this only to replay the "
                "route's acceptance in a benchmark on a real engine, never in serving.")
-    st.code(json.dumps(rec.replay_config, indent=2), language="json")
+    st.code(json.dumps(rec.replay_config, indent=2), language="json", wrap_lines=True)  # its "warning" in full
     st.download_button("tune-gamma JSON", json_document(tuning_to_dict(tuning)),
                        file_name=f"tune-gamma-{route}.json", mime="application/json", key="rec_download")
 

@@ -17,7 +17,6 @@ from ..data import FleetView
 from ..seeds import SEEDS_BASELINE_TPS, SEEDS_DRAFT_COST, SEEDS_GAMMA, SEEDS_MEASUREMENTS, SEEDS_TABLE_POINTS
 from .common import open_page, route_picker
 
-TITLE = "What-if"
 MAX_GAMMA = 16
 P_GRID = np.round(np.linspace(0.0, 0.99, 100), 4)
 MIX_OBSERVED, MIX_BATCH1, MIX_CUSTOM = "observed in the window", "batch 1 only", "custom"
@@ -53,7 +52,7 @@ def _methods(current: str) -> list[str]:
 
 
 def render(fleet: FleetView) -> None:
-    if not open_page(fleet, TITLE):
+    if not open_page(fleet):
         return
     route = route_picker(fleet, "Route", key="whatif_route")
     if route is None:
@@ -95,6 +94,17 @@ def render(fleet: FleetView) -> None:
     elif not (tuning.window is not None and tuning.window.step_shape.batch_mix):
         st.caption("No vllm:num_requests_running samples in the window: the model uses batch 1.")
 
+    # The route's projection under the controls (drawn in 2., compared with in 1.).
+    overrides = {"method": method, "draft_cost": float(draft_cost), "cost_profile": profile, "decode_backend": backend}
+    try:
+        deployment, rec = what_if(tuning, overrides, batch_time_shares=shares)
+        model_error = None
+    except ModelInputError as e:
+        deployment = rec = None
+        model_error = e
+    cands = {c.gamma: c for c in rec.candidates} if rec is not None else {}
+    chosen = cands.get(gamma)
+
     # 1. The seeds' curve over acceptance, under the controls' γ, method and draft cost.
     st.subheader("Speedup over acceptance (the flat model: independent p, draft cost r; live)")
     try:
@@ -123,30 +133,29 @@ def render(fleet: FleetView) -> None:
             published=published, route_marks=marks), key="whatif_seeds")
         st.caption(f"Diamonds: the seeds' printed table (γ={SEEDS_GAMMA}, r={SEEDS_DRAFT_COST:g}) and the published "
                    f"370 / 464 tok/s over {SEEDS_BASELINE_TPS:g} tok/s placed at the p they imply under these controls. "
-                   "Circles: each route's equivalent p (bars: its interval). The flat model is the seeds' special case; "
-                   "the route chart below uses the chosen cost profile.")
+                   "Circles: each route's equivalent p (bars: its interval) and the flat model's speedup there — "
+                   "not the route's projection. " + flat_vs_route(route, gamma, marks, chosen, rec))
         for s in skipped:
             st.caption(f"Not on this curve — {s}")
 
     # 2. The route's projected speedup per γ under the controls' figures.
     st.subheader(f"Route {route}: projected speedup per γ")
-    overrides = {"method": method, "draft_cost": float(draft_cost), "cost_profile": profile, "decode_backend": backend}
-    try:
-        deployment, rec = what_if(tuning, overrides, batch_time_shares=shares)
-    except ModelInputError as e:
-        st.warning(f"These figures cannot be modelled: {e}")
+    if rec is None:
+        st.warning(f"These figures cannot be modelled: {model_error}")
         return
-    cands = {c.gamma: c for c in rec.candidates}
     m1, m2, m3 = st.columns(3)
-    chosen = cands.get(gamma)
     if chosen is None:
         m1.metric(f"Speedup at γ={gamma}", "—",
                   help=f"Candidates stop at the deployed γ + 2 = {max(cands)}: past that the data cannot say.")
     else:
-        m1.metric(f"Speedup at γ={gamma} ({text.level(rec.interval_level)})",
-                  text.speedup(chosen.speedup, chosen.speedup_low, chosen.speedup_high),
+        # The value alone in the metric's large type (with its interval it was cut at 1400 px),
+        # the interval under it.
+        m1.metric(f"Speedup at γ={gamma} ({text.level(rec.interval_level)})", text.speedup(chosen.speedup),
                   help=("refused: " + chosen.reason) if not chosen.allowed else
                   ("extrapolated past the deployed γ" if chosen.extrapolated else None))
+        bounds = text.interval(chosen.speedup_low, chosen.speedup_high, 3)
+        if bounds:
+            m1.caption(f"{text.level(rec.interval_level)} interval {bounds}")
     m2.metric("Recommended γ under these figures", f"{rec.recommended_gamma} ({rec.decision})")
     m3.metric("Configured recommendation", f"{tuning.recommendation.recommended_gamma} ({tuning.recommendation.decision})")
     if chosen is not None and not chosen.allowed:
@@ -154,9 +163,27 @@ def render(fleet: FleetView) -> None:
     if rec.specialized_eligibility is not None:
         st.caption(f"Specialized path: clean share {text.percent(rec.specialized_eligibility.share)} — "
                    f"{rec.specialized_eligibility.source}")
+    outlined = f"γ={gamma}, the slider's" + (" (the deployed γ)" if gamma == deployed else "")
     st.plotly_chart(charts.candidates_figure(
         [("what-if", rec.candidates), ("configured", tuning.recommendation.candidates)],
         title=f"Projected speedup per γ ({text.level(rec.interval_level)} intervals; grey: refused, hatched: extrapolated)",
-        y_title="× plain decoding", highlight_gamma=gamma), key="whatif_candidates")
-    st.caption(f"What-if: cost profile {rec.cost_profile}, objective {rec.objective}, decode backend "
-               f"{deployment.decode_backend}. {rec.decision_reason}")
+        y_title="× plain decoding", highlight_gamma=gamma, highlight_label=outlined), key="whatif_candidates")
+    st.caption(f"Black outline: {outline_text(gamma, deployed)}. What-if: cost profile {rec.cost_profile}, "
+               f"objective {rec.objective}, decode backend {deployment.decode_backend}. {rec.decision_reason}")
+
+
+def outline_text(gamma: int, deployed: int) -> str:
+    """What the route chart's outlined bars are."""
+    where = (f"it starts at the deployed γ={deployed}" if gamma == deployed
+             else f"the deployed γ is {deployed}")
+    return f"the bars at γ={gamma}, the γ chosen with the slider above ({where})"
+
+
+def flat_vs_route(route: str, gamma: int, marks, chosen, rec) -> str:
+    """The selected route's two speedups on this page, and what differs between them."""
+    mine = [s for name, _, _, _, s in marks if name == route]
+    if not mine or chosen is None or rec is None:
+        return "The route chart below prices each γ with the route's own cost profile and batch mix."
+    return (f"Route {route} at γ={gamma}: {text.speedup(mine[0])} on this curve, {text.speedup(chosen.speedup)} in the "
+            f"route chart below, which prices each γ with the route's measured acceptance per position (not one "
+            f"independent p), its batch mix and cost profile {rec.cost_profile}.")
