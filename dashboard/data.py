@@ -40,11 +40,11 @@ HISTORY_SLICES = 6
 # A store being written can change under a read (a new γ segment appears between the
 # engine list and the rows): read again, up to this many times.
 READ_ATTEMPTS = 3
-# The pipeline's messages name the CLI's flags; on the dashboard the same choice is a
-# sidebar control: (the CLI's words, the dashboard's).
+# The pipeline's messages name the CLI's flags (specdec.pipeline.tune_route: "… or widen
+# --window"); on the dashboard the same choice is a sidebar control: (the CLI's words, the
+# dashboard's).
 DASHBOARD_WORDING = (
     ("or widen --window", "or choose a longer Window in the sidebar"),
-    ("--window", "the sidebar's Window"),
 )
 
 
