@@ -28,6 +28,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -157,7 +158,8 @@ class _Tab:
             if ws_url is None:
                 raise RuntimeError("chromium did not open its DevTools endpoint")
             threading.Thread(target=lambda: [None for _ in iter(self.proc.stderr.readline, b"")], daemon=True).start()
-            self.ws = connect(ws_url, max_size=None, open_timeout=10)
+            self._stack = contextlib.ExitStack()
+            self.ws = self._stack.enter_context(connect(ws_url, max_size=None, open_timeout=10))
             self.next_id = 0
             target = self.call("Target.createTarget", url="about:blank")["targetId"]
             self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
@@ -183,11 +185,11 @@ class _Tab:
         return json.loads(result["value"])
 
     def close(self) -> None:
-        ws = getattr(self, "ws", None)
-        if ws is not None:
+        stack = getattr(self, "_stack", None)
+        if stack is not None:
             try:
-                ws.close()
-            except Exception:  # noqa: BLE001
+                stack.close()
+            except Exception:  # noqa: BLE001 — the browser is stopped below either way
                 pass
         self.proc.terminate()
         try:
