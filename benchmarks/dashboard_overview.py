@@ -28,7 +28,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -38,7 +37,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -46,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from acceptance.store import Store
+from devtools import DevToolsTab  # benchmarks/devtools.py: run as a script, this folder is on the path
 
 GAMMA = 3
 INTERVAL = 15.0
@@ -98,9 +97,6 @@ def first_render(config: Path, window: str) -> float:
 
 # ----------------------------------------------------------------------------- 2. cold start in Chromium
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--remote-debugging-port=0", "--window-size=1400,1000"]
 COLD_TIMEOUT_S = 120.0
 POLL_S = 0.05
 SETTLE_S = 2.0
@@ -139,64 +135,11 @@ def _chromium() -> str:
     return found
 
 
-class _Tab:
-    """One headless Chromium with one tab, driven over the DevTools protocol."""
-
-    def __init__(self, exe: str, profile: str):
-        from websockets.sync.client import connect
-
-        self.proc = subprocess.Popen([exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        try:
-            ws_url, deadline = None, time.monotonic() + 30
-            while ws_url is None and time.monotonic() < deadline:
-                line = self.proc.stderr.readline().decode("utf-8", "replace")
-                if not line and self.proc.poll() is not None:
-                    break
-                if "DevTools listening on " in line:
-                    ws_url = line.split("DevTools listening on ", 1)[1].strip()
-            if ws_url is None:
-                raise RuntimeError("chromium did not open its DevTools endpoint")
-            threading.Thread(target=lambda: [None for _ in iter(self.proc.stderr.readline, b"")], daemon=True).start()
-            self._stack = contextlib.ExitStack()
-            self.ws = self._stack.enter_context(connect(ws_url, max_size=None, open_timeout=10))
-            self.next_id = 0
-            target = self.call("Target.createTarget", url="about:blank")["targetId"]
-            self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-        except BaseException:
-            self.close()
-            raise
-
-    def call(self, method: str, session: bool = False, **params):
-        self.next_id += 1
-        msg = {"id": self.next_id, "method": method, "params": params}
-        if session:
-            msg["sessionId"] = self.session
-        self.ws.send(json.dumps(msg))
-        while True:
-            reply = json.loads(self.ws.recv(timeout=30))
-            if reply.get("id") == self.next_id:
-                if "error" in reply:
-                    raise RuntimeError(f"{method}: {reply['error']}")
-                return reply["result"]
+class _Tab(DevToolsTab):
+    """The benchmark's tab: PAGE_JS's view of the page."""
 
     def page(self) -> dict:
-        result = self.call("Runtime.evaluate", session=True, expression=PAGE_JS, returnByValue=True)["result"]
-        return json.loads(result["value"])
-
-    def close(self) -> None:
-        stack = getattr(self, "_stack", None)
-        if stack is not None:
-            try:
-                stack.close()
-            except Exception:  # noqa: BLE001 — the browser is stopped below either way
-                pass
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+        return self.evaluate_json(PAGE_JS)
 
 
 def _dashboard_command(config: Path, port: int) -> list[str]:

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import argparse
 import base64
-import contextlib
-import json
 import subprocess
-import threading
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -29,10 +27,10 @@ from dashboard_fixtures import shared_demo_config
 from support import find_binary, free_port, skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from devtools import DevToolsTab  # noqa: E402 (shared with benchmarks/dashboard_overview.py)
+
 ARTIFACTS = ROOT / "artifacts" / "dashboard"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--remote-debugging-port=0", "--window-size=1400,1000"]
 # Streamlit loads its dataframe and Plotly components lazily and the first session imports
 # the app: --dump-dom with a virtual-time budget was seen to dump too early, so the page is
 # driven over the DevTools protocol and polled in real time until it has rendered.
@@ -124,55 +122,17 @@ def server(tmp_path_factory):
             proc.kill()
 
 
-class Browser:
-    """Headless chromium driven over the DevTools protocol (one tab)."""
+class Browser(DevToolsTab):
+    """The tests' tab (benchmarks/devtools.py), at the page width the layout checks read."""
 
     def __init__(self, exe: str, profile: str):
-        from websockets.sync.client import connect
-
-        self.proc = subprocess.Popen([exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        ws_url = None
-        deadline = time.monotonic() + 30
-        while ws_url is None and time.monotonic() < deadline:
-            line = self.proc.stderr.readline().decode("utf-8", "replace")
-            if not line and self.proc.poll() is not None:
-                break
-            if "DevTools listening on " in line:
-                ws_url = line.split("DevTools listening on ", 1)[1].strip()
-        if ws_url is None:
-            self.proc.kill()
-            raise RuntimeError("chromium did not open its DevTools endpoint")
-        threading.Thread(target=self._drain, daemon=True).start()
-        self._stack = contextlib.ExitStack()
-        self.ws = self._stack.enter_context(connect(ws_url, max_size=None, open_timeout=10))
-        self.next_id = 0
-        target = self.call("Target.createTarget", url="about:blank")["targetId"]
-        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        super().__init__(exe, profile)
         self.call("Page.enable", session=True)
         self.call("Emulation.setDeviceMetricsOverride", session=True, width=WIDTH, height=1000,
                   deviceScaleFactor=1, mobile=False)
 
-    def _drain(self):
-        for _ in iter(self.proc.stderr.readline, b""):
-            pass  # chromium's dbus complaints: read so that the pipe never fills
-
-    def call(self, method: str, session: bool = False, **params):
-        self.next_id += 1
-        msg = {"id": self.next_id, "method": method, "params": params}
-        if session:
-            msg["sessionId"] = self.session
-        self.ws.send(json.dumps(msg))
-        while True:
-            reply = json.loads(self.ws.recv(timeout=30))
-            if reply.get("id") == self.next_id:
-                if "error" in reply:
-                    raise RuntimeError(f"{method}: {reply['error']}")
-                return reply["result"]
-
     def state(self) -> dict:
-        result = self.call("Runtime.evaluate", session=True, expression=STATE_JS, returnByValue=True)
-        return json.loads(result["result"]["value"])
+        return self.evaluate_json(STATE_JS)
 
     def render(self, url: str, must_show: str, charts: int) -> dict:
         """Navigate and poll until the text shows, the charts drew and the script stopped."""
@@ -191,8 +151,7 @@ class Browser:
         """LAYOUT_JS once every table has drawn its grid and headers (after the page's script ends)."""
         deadline = time.monotonic() + 10
         while True:
-            result = self.call("Runtime.evaluate", session=True, expression=LAYOUT_JS, returnByValue=True)
-            measured = json.loads(result["result"]["value"])
+            measured = self.evaluate_json(LAYOUT_JS)
             if all(t["scroll"] is not None and t["headers"] for t in measured["tables"]) or time.monotonic() > deadline:
                 return measured
             time.sleep(0.3)
@@ -200,16 +159,6 @@ class Browser:
     def screenshot(self, path: Path) -> None:
         data = self.call("Page.captureScreenshot", session=True, format="png")["data"]
         path.write_bytes(base64.b64decode(data))
-
-    def close(self):
-        try:
-            self._stack.close()
-        finally:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
 
 
 @pytest.fixture(scope="module")
