@@ -688,7 +688,7 @@ def _add_common_store_args(p) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .config import DEFAULT_MAX_PAGE_BYTES
+    from acceptance.fetch import DEFAULT_MAX_BYTES  # not specdec.config: it pulls in scipy for every command
 
     parser = _Parser(prog="specdec", description="Speculative-decoding acceptance analyzer and γ tuner for vLLM.")
     parser.add_argument("--version", action="version", version="specdec 0.1.0")
@@ -698,7 +698,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("source")
     p.add_argument("--json", action="store_true")
     p.add_argument("--timeout", type=duration, default=5.0, help="for a URL (default 5s)")
-    p.add_argument("--max-page-bytes", type=bounded_int(1, 1 << 30), default=DEFAULT_MAX_PAGE_BYTES)
+    p.add_argument("--max-page-bytes", type=bounded_int(1, 1 << 30), default=DEFAULT_MAX_BYTES)
     p.set_defaults(fn=cmd_inspect)
 
     p = sub.add_parser("collect", help="scrape the config's targets into the store")

@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from acceptance.durations import duration_seconds
+from acceptance.fetch import DEFAULT_MAX_BYTES
 from model.deployment import BUILTIN_PROFILES  # anything else names a measured table file
 
 DEFAULT_CONFIG_NAME = "specdec.toml"
 DEFAULT_STORE_NAME = "specdec.db"
-DEFAULT_MAX_PAGE_BYTES = 16 * 1024 * 1024
+DEFAULT_MAX_PAGE_BYTES = DEFAULT_MAX_BYTES  # one limit: the fetcher's
 ROUTE_SOURCES = ("scrape", "prometheus", "per-request", "log")
 
 
