@@ -6,10 +6,9 @@ over-size, not a vLLM page — becomes ``ScrapeResult(ok=False, error=<one line 
 target>)`` and never stops the others. Results come back in target order.
 
 Why threads: the work per target is a blocking HTTP exchange (mostly waiting) plus about
-1 ms of parsing under the GIL; threads with keep-alive ``http.client`` connections keep the
-CPU cost per scrape at that parse plus a few hundred µs of HTTP (see
-benchmarks/collector_fleet.py), without an event loop's own overhead or a hand-written
-HTTP client.
+0.5 ms of parsing under the GIL; threads with keep-alive connections (``acceptance.http1``)
+keep the CPU cost per scrape at that parse plus about 0.2 ms of HTTP (see
+benchmarks/collector_fleet.py), without an event loop's own overhead.
 
 ``run_collector`` runs cycles on a fixed schedule: cycle k starts at t0 + k·interval on the
 monotonic clock. A cycle that overruns the interval does not make cycles pile up: the

@@ -15,31 +15,28 @@ retried once on a fresh connection.
 
 The time limit ``timeout_s`` is the whole scrape's, from connect to the last byte, not per
 socket operation: a server that trickles its status line, its headers, its chunk-size
-lines or its body one byte at a time is cut off at the deadline. Socket timeouts alone
-cannot do that (each recv returns its byte in time), so a watchdog thread shuts the
-socket down when a scrape passes its deadline, and the scrape reads as timed out. The body
-is read in chunks and reading stops at ``max_bytes`` (a 50 MB page is never buffered whole).
+lines or its body one byte at a time is cut off at the deadline: every recv of
+``acceptance.http1`` is given only the time left. The body is read in chunks and reading
+stops at ``max_bytes`` (a 50 MB page is never buffered whole).
 """
 
 from __future__ import annotations
 
 import errno
-import heapq
-import http.client
-import itertools
+import re
 import select
 import socket
 import ssl
 import sys
 import threading
-import time
 import zlib
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from .http1 import BodyTooLarge, ClosedBeforeAnswer, Connection, CutShort, Deadline, Head, ResponseError
+
 DEFAULT_TIMEOUT_S = 5.0
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
-_CHUNK = 256 * 1024
 _USER_AGENT = "specdec-collector/0.1"
 
 
@@ -69,85 +66,6 @@ def mask_userinfo(url: str) -> str:
     return parts._replace(netloc=f"{parts.username or ''}:***@{host}").geturl()
 
 
-class _Deadline:
-    def __init__(self, timeout_s: float):
-        self.timeout_s = timeout_s
-        self.end = time.monotonic() + timeout_s
-
-    def remaining(self) -> float:
-        left = self.end - time.monotonic()
-        if left <= 0:
-            raise socket.timeout("deadline")
-        return left
-
-
-class _Watch:
-    """One scrape's socket under the watchdog: ``fire`` shuts it down (a blocked recv then
-    returns at once), ``disarm`` ends the watch and says whether it fired."""
-
-    def __init__(self, sock: socket.socket):
-        self.sock = sock
-        self.done = self.fired = False
-        self._lock = threading.Lock()
-
-    def fire(self) -> None:
-        with self._lock:
-            if self.done:
-                return
-            self.fired = True
-            try:
-                self.sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def disarm(self) -> bool:
-        with self._lock:
-            self.done = True
-            return self.fired
-
-
-class _Watchdog:
-    """One thread for every scrape in the process: it sleeps until the earliest deadline
-    and fires the watches still running past theirs."""
-
-    def __init__(self):
-        self._cond = threading.Condition()
-        self._heap: list[tuple[float, int, _Watch]] = []
-        self._order = itertools.count()
-        self._thread: threading.Thread | None = None
-
-    def arm(self, end: float, sock: socket.socket) -> _Watch:
-        watch = _Watch(sock)
-        with self._cond:
-            heapq.heappush(self._heap, (end, next(self._order), watch))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="specdec-scrape-deadline", daemon=True)
-                self._thread.start()
-            self._cond.notify()
-        return watch
-
-    def _run(self) -> None:
-        with self._cond:
-            while True:
-                while self._heap and self._heap[0][2].done:
-                    heapq.heappop(self._heap)
-                if not self._heap:
-                    self._cond.wait()
-                    continue
-                left = self._heap[0][0] - time.monotonic()
-                if left > 0:
-                    self._cond.wait(left)
-                    continue
-                heapq.heappop(self._heap)[2].fire()
-
-
-_WATCHDOG = _Watchdog()
-
-
-class _StaleConnection(Exception):
-    """A reused keep-alive connection was closed by the server before it answered."""
-
-
 class PageFetcher:
     """Fetches /metrics pages, keeping idle connections for reuse (thread-safe).
 
@@ -172,12 +90,12 @@ class PageFetcher:
         self.max_bytes = int(max_bytes)
         self.keep_alive = keep_alive
         self._ssl_context = ssl_context
-        self._idle: dict[tuple[str, str, int], list[http.client.HTTPConnection]] = {}
+        self._idle: dict[tuple[str, str, int], list[Connection]] = {}
         self._lock = threading.Lock()
 
     # -- connections ---------------------------------------------------------------------
 
-    def _take(self, key) -> http.client.HTTPConnection | None:
+    def _take(self, key) -> Connection | None:
         with self._lock:
             idle = self._idle.get(key)
             while idle:
@@ -187,7 +105,7 @@ class PageFetcher:
                 conn.close()
         return None
 
-    def _give_back(self, key, conn: http.client.HTTPConnection) -> None:
+    def _give_back(self, key, conn: Connection) -> None:
         with self._lock:
             self._idle.setdefault(key, []).append(conn)
 
@@ -204,17 +122,19 @@ class PageFetcher:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _new_connection(self, scheme: str, host: str, port: int, deadline: _Deadline):
-        timeout = deadline.remaining()
-        if scheme == "https":
-            context = self._ssl_context or ssl.create_default_context()
-            conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
-        else:
-            conn = http.client.HTTPConnection(host, port, timeout=timeout)
-        conn.connect()
-        # Small requests, answered at once: no Nagle delay on the request.
-        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return conn
+    def _new_connection(self, scheme: str, host: str, port: int, deadline: Deadline) -> Connection:
+        sock = socket.create_connection((host, port), timeout=deadline.remaining())
+        try:
+            # Small requests, answered at once: no Nagle delay on the request.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if scheme == "https":
+                context = self._ssl_context or ssl.create_default_context()
+                sock.settimeout(deadline.remaining())  # each handshake read gets at most the time left
+                sock = context.wrap_socket(sock, server_hostname=host)
+        except BaseException:
+            sock.close()
+            raise
+        return Connection(sock)
 
     # -- fetching ------------------------------------------------------------------------
 
@@ -230,6 +150,42 @@ class PageFetcher:
             raise type(exc)(str(exc).replace(url, shown)) from None
 
     def _fetch(self, url: str) -> str:
+        key, path, headers = self._request_for(url)
+        deadline = Deadline(self.timeout_s)
+        try:
+            conn = self._take(key) if self.keep_alive else None
+            if conn is not None:
+                try:
+                    return self._exchange(url, key, conn, path, headers, deadline)
+                except ClosedBeforeAnswer:
+                    pass  # the server closed it while idle: one retry on a fresh connection
+            conn = self._new_connection(*key, deadline)
+            return self._exchange(url, key, conn, path, headers, deadline)
+        except SourceError:
+            raise
+        except (socket.timeout, TimeoutError):
+            raise UnreachableError(f"{url}: timed out after {self.timeout_s:g} s") from None
+        except ConnectionRefusedError:
+            raise UnreachableError(f"{url}: connection refused") from None
+        except socket.gaierror as exc:
+            raise UnreachableError(f"{url}: cannot resolve host {key[1]!r} ({_one_line(exc.strerror or exc)})") from None
+        except ssl.SSLError as exc:
+            raise SourceError(f"{url}: TLS error ({_one_line(exc)})") from None
+        except (ClosedBeforeAnswer, ConnectionResetError, BrokenPipeError):
+            raise UnreachableError(f"{url}: connection closed by the server") from None
+        except BodyTooLarge:
+            raise SourceError(f"{url}: page over the {self.max_bytes}-byte limit") from None
+        except CutShort as exc:
+            raise SourceError(f"{url}: response cut short in the {exc.where} after {exc.received} bytes") from None
+        except ResponseError as exc:
+            raise SourceError(f"{url}: bad HTTP response ({_one_line(exc)})") from None
+        except OSError as exc:
+            if exc.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
+                raise UnreachableError(f"{url}: host unreachable") from None
+            raise SourceError(f"{url}: {_one_line(exc.strerror or exc)}") from None
+
+    def _request_for(self, url: str) -> tuple[tuple[str, str, int], str, dict[str, str]]:
+        """(scheme, host, port), the request target and the request headers of ``url``."""
         try:
             parts = urlsplit(url)
             scheme = parts.scheme.lower()
@@ -241,109 +197,36 @@ class PageFetcher:
             raise SourceError(f"{url}: not an http(s) URL")
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         host_header = parts.netloc.rpartition("@")[2]
-        key = (scheme, host, port)
-        deadline = _Deadline(self.timeout_s)
-        try:
-            conn = self._take(key) if self.keep_alive else None
-            if conn is not None:
-                try:
-                    return self._watched_exchange(url, key, conn, path, host_header, deadline, reused=True)
-                except _StaleConnection:
-                    pass  # the server closed it while idle: one retry on a fresh connection
-            conn = self._new_connection(scheme, host, port, deadline)
-            return self._watched_exchange(url, key, conn, path, host_header, deadline, reused=False)
-        except SourceError:
-            raise
-        except (socket.timeout, TimeoutError):
-            raise UnreachableError(f"{url}: timed out after {self.timeout_s:g} s") from None
-        except ConnectionRefusedError:
-            raise UnreachableError(f"{url}: connection refused") from None
-        except socket.gaierror as exc:
-            raise UnreachableError(f"{url}: cannot resolve host {host!r} ({_one_line(exc.strerror or exc)})") from None
-        except ssl.SSLError as exc:
-            raise SourceError(f"{url}: TLS error ({_one_line(exc)})") from None
-        except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected):
-            raise UnreachableError(f"{url}: connection closed by the server") from None
-        except http.client.IncompleteRead as exc:
-            raise SourceError(f"{url}: response cut short after {len(exc.partial)} bytes") from None
-        except http.client.HTTPException as exc:
-            raise SourceError(f"{url}: bad HTTP response ({type(exc).__name__}: {_one_line(exc)})") from None
-        except OSError as exc:
-            if exc.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
-                raise UnreachableError(f"{url}: host unreachable") from None
-            raise SourceError(f"{url}: {_one_line(exc.strerror or exc)}") from None
+        if _NOT_IN_A_REQUEST.search(path) or _NOT_IN_A_REQUEST.search(host_header):
+            raise SourceError(f"{url}: not a valid URL (spaces, control or non-ASCII characters; percent-encode them)")
+        headers = {"Host": host_header, "Accept": "text/plain", "User-Agent": _USER_AGENT}
+        if not self.keep_alive:
+            headers["Connection"] = "close"
+        return (scheme, host, port), path, headers
 
-    def _watched_exchange(self, url, key, conn, path, host_header, deadline, *, reused: bool) -> str:
-        """_exchange under the watchdog: past the deadline its socket is shut down, and
-        whatever the exchange then made of it (an error, or a page cut short that reads as
-        complete), the scrape timed out."""
-        watch = _WATCHDOG.arm(deadline.end, conn.sock)
+    def _exchange(self, url, key, conn: Connection, path, headers, deadline: Deadline) -> str:
         try:
-            body = self._exchange(url, key, conn, path, host_header, deadline, reused=reused)
-        except BaseException:
-            if watch.disarm():
-                conn.close()
-                raise socket.timeout("deadline") from None
-            raise
-        if watch.disarm():
-            conn.close()
-            raise socket.timeout("deadline")
-        return body
-
-    def _exchange(self, url, key, conn, path, host_header, deadline, *, reused: bool) -> str:
-        keep = False
-        # Held here: http.client drops conn.sock once a response says it will close the
-        # connection, and the body is still read through this socket.
-        sock = conn.sock
-        try:
-            sock.settimeout(deadline.remaining())
-            try:
-                conn.putrequest("GET", path, skip_host=True, skip_accept_encoding=True)
-                conn.putheader("Host", host_header)
-                conn.putheader("Accept", "text/plain")  # identity encoding: no gzip to undo
-                conn.putheader("User-Agent", _USER_AGENT)
-                conn.endheaders()
-                response = conn.getresponse()
-            except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected):
-                if reused:
-                    raise _StaleConnection() from None
-                raise
-            body = self._read_body(url, sock, response, deadline)
-            keep = self.keep_alive and not response.will_close
+            conn.get(path, headers, deadline)
+            head = conn.read_head(deadline)
+            body = self._read_body(url, conn, head, deadline)
         finally:
-            if keep:
+            if self.keep_alive and conn.reusable:
                 self._give_back(key, conn)
             else:
                 conn.close()
         return body
 
-    def _read_body(self, url, sock, response, deadline) -> str:
-        if response.status != 200:
-            raise UnreachableError(f"{url}: HTTP {response.status} {_one_line(response.reason)}")
-        content_type = (response.getheader("Content-Type") or "").lower()
+    def _read_body(self, url, conn: Connection, head: Head, deadline: Deadline) -> str:
+        if head.status != 200:
+            raise UnreachableError(f"{url}: HTTP {head.status} {_one_line(head.reason)}")
+        content_type = head.headers.get("content-type", "").lower()
         if content_type.startswith(("text/html", "application/xhtml")):
             raise SourceError(f"{url}: HTML page (Content-Type {content_type}), not the Prometheus text format")
-        length = response.getheader("Content-Length")
-        if length is not None and length.strip().isdigit() and int(length) > self.max_bytes:
+        length = head.headers.get("content-length", "").strip()
+        if length.isdigit() and int(length) > self.max_bytes:
             raise SourceError(f"{url}: page of {int(length)} bytes is over the {self.max_bytes}-byte limit")
-        chunks = []
-        size = 0
-        while True:
-            sock.settimeout(deadline.remaining())
-            # read1: at most one recv, so the deadline is checked between recvs (read(n) would
-            # wait for all n bytes, and a trickling server could hold it far past the deadline).
-            chunk = response.read1(min(_CHUNK, self.max_bytes + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > self.max_bytes:
-                raise SourceError(f"{url}: page over the {self.max_bytes}-byte limit")
-        # read1 does not mark a fully read response done; closing it frees the connection
-        # for the next request (the socket itself stays open for keep-alive).
-        response.close()
-        data = b"".join(chunks)
-        encoding = (response.getheader("Content-Encoding") or "identity").strip().lower()
+        data = conn.read_body(head, deadline, self.max_bytes)
+        encoding = head.headers.get("content-encoding", "identity").strip().lower()
         if encoding in ("gzip", "x-gzip"):
             data = gunzip_page(data, url, self.max_bytes)
         elif encoding != "identity":
@@ -351,17 +234,19 @@ class PageFetcher:
         return decode_page(data, url, self.max_bytes)
 
 
-def _still_open(conn: http.client.HTTPConnection) -> bool:
+# What http.client also refused in a request line or Host header: it would split the
+# request (CR, LF), end the target (space) or not be ASCII.
+_NOT_IN_A_REQUEST = re.compile(r"[^\x21-\x7e]")
+
+
+def _still_open(conn: Connection) -> bool:
     """An idle connection is usable when its socket has nothing to read (no EOF, no stray bytes).
 
     poll, not select: a fleet's sockets go past select's 1,024-descriptor limit.
     """
-    sock = conn.sock
-    if sock is None:
-        return False
     try:
         poller = select.poll()
-        poller.register(sock, select.POLLIN | select.POLLPRI)
+        poller.register(conn.sock, select.POLLIN | select.POLLPRI)
         return not poller.poll(0)
     except (OSError, ValueError):
         return False

@@ -46,6 +46,7 @@ Bad plugin series (``plugin_series.PluginSeriesError``) are errors too, reported
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field, replace
@@ -186,34 +187,47 @@ def _plain_sample(line: str) -> _Sample | None:
     """``name{k="v",...} value`` as vLLM writes it (no escapes, no timestamp), by string
     splits; None for anything else (then the regex reads it)."""
     head, _, value = line.rpartition(" ")
-    if not head or "\\" in head:
+    if not head:
         return None
     brace = head.find("{")
-    labels: dict[str, str] = {}
     if brace < 0:
-        name = head.rstrip()
+        name, labels = head.rstrip(), {}
     else:
         if not head.endswith("}"):
             return None
         name = head[:brace]
-        body = head[brace + 1:-1]
-        if body.endswith(","):
-            body = body[:-1]
-        if body:
-            if not body.endswith('"'):
-                return None
-            for part in body[:-1].split('",'):
-                key, eq, val = part.partition('="')
-                key = key.strip(" \t,")
-                if not eq or '"' in val or not _LABEL_NAME.fullmatch(key):
-                    return None
-                labels[key] = val
-    if not name or " " in name or "\t" in name:
+        labels = _plain_labels(head[brace + 1:-1])
+        if labels is None:
+            return None
+    if not name or " " in name or "\t" in name or "\\" in name:
         return None
     try:
         return _Sample(name, labels, float(value))
     except ValueError:
         return None
+
+
+@functools.lru_cache(maxsize=16384)
+def _plain_labels(body: str) -> dict | None:
+    """The labels of one label body (``k="v",...`` without the braces), None when it is not
+    the plain form. Cached: a fleet's pages repeat the same few hundred label bodies (one
+    model name, a few engines, the positions and bucket bounds) on every target and every
+    cycle, and reading them was half the parse. The dict is shared: callers only read it."""
+    if "\\" in body:
+        return None
+    if body.endswith(","):
+        body = body[:-1]
+    labels: dict[str, str] = {}
+    if body:
+        if not body.endswith('"'):
+            return None
+        for part in body[:-1].split('",'):
+            key, eq, val = part.partition('="')
+            key = key.strip(" \t,")
+            if not eq or '"' in val or not _LABEL_NAME.fullmatch(key):
+                return None
+            labels[key] = val
+    return labels
 
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
