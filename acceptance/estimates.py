@@ -37,6 +37,7 @@ from .bootstrap import (
     spread_factor,
 )
 from .counts import IntervalCounts, SpecCounts, survival  # noqa: F401  (survival: re-exported)
+from .definitions import monotone_survival
 
 
 def conditional_from_survival(surv: np.ndarray) -> np.ndarray:
@@ -350,7 +351,7 @@ def _widened_resamples(sums: np.ndarray, gamma: int, widen: np.ndarray, surv_poi
         # Per row A_k is non-increasing in k, so are the ratios; widening column by column
         # (and inconsistent rows, e.g. scrape skew) can break that: restore it, and keep
         # each a_k a probability.
-        surv = np.clip(np.minimum.accumulate(surv, axis=1), 0.0, 1.0)
+        surv = monotone_survival(surv, axis=1)
         al = np.clip(al_point + widen_al * (sums[:, _A] / resampled_drafts - (al_point - 1.0)), 1.0, gamma + 1.0)
         has_tokens = sums[:, _T] > 0
         dar = np.where(has_tokens, sums[:, _A] / np.where(has_tokens, sums[:, _T], 1.0), np.nan)

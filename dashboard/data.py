@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from acceptance.store import TargetStatus
     from model.specialized import Eligibility
     from specdec.config import Config
-    from specdec.pipeline import CurveSlice, RouteTuning
+    from acceptance.curve_history import CurveSlice
+    from specdec.pipeline import RouteTuning
 
 WINDOW_CHOICES = ("15m", "1h", "6h", "1d", "7d")
 DEFAULT_WINDOW = "1h"
@@ -92,10 +93,11 @@ class RouteView:
         if rec.specialized_eligibility is not None:
             return rec.specialized_eligibility
         from model.deployment import ModelInputError
-        from specdec.pipeline import histogram_eligibility
+        from model.specialized import histogram_eligibility
 
         try:
-            return histogram_eligibility(self.tuning.window, self.tuning.batch_mix, self.tuning.observed_gamma)
+            return histogram_eligibility(getattr(self.tuning.window.step_shape, "iteration_tokens", None) if self.tuning.window is not None else None,
+                                         self.tuning.batch_mix, self.tuning.observed_gamma)
         except ModelInputError:
             return None  # buckets without le="64"/+Inf: not vLLM's histogram, nothing to say
 
@@ -244,9 +246,9 @@ def _read(config: Config, config_path, store_path: Path, window_s: float, end_mo
 
 
 def route_history(tuning: RouteTuning, n_slices: int = HISTORY_SLICES) -> list[CurveSlice]:
-    """How the route's curve moved over the window: specdec.pipeline.curve_history over
+    """How the route's curve moved over the window: acceptance.curve_history.curve_history over
     ``n_slices`` slices ([] for a window without one)."""
-    from specdec.pipeline import curve_history
+    from acceptance.curve_history import curve_history
 
     return curve_history(tuning.window, n_slices=n_slices) if tuning.window is not None else []
 

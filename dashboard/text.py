@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from acceptance.estimates import ScalarEstimate
-from specdec.pipeline import format_clock, format_duration
+from specdec.report import format_clock, format_duration
 
 
 def _finite(x) -> bool:

@@ -43,6 +43,7 @@ from .extrapolate import MAX_EXTRAPOLATION, extend_survival
 from .profiles import SPECIALIZED, STOCK
 from .specialized import runs_specialized
 from .vllm_config import SYNTHETIC_WARNING, replay_config
+from acceptance.definitions import monotone_survival
 
 # --metadata keys the plan puts on every run; vLLM writes them at the result's top level.
 META_GAMMA = "specdec_gamma"
@@ -109,7 +110,7 @@ def _synthetic_rates(survival: np.ndarray, gamma: int) -> tuple[tuple[float, ...
     else:
         tails = extend_survival(survival, gamma - g)  # (tail models, γ)
         rates, extrapolated = np.median(tails, axis=0), True
-    rates = np.minimum.accumulate(np.clip(rates, 0.0, 1.0))  # vLLM requires non-increasing
+    rates = monotone_survival(rates)  # vLLM requires non-increasing
     return tuple(round(float(r), 6) for r in rates), extrapolated
 
 

@@ -21,6 +21,7 @@ from acceptance.counts import among_reached
 from acceptance.estimates import conditional_from_survival
 
 from .deployment import ModelInputError
+from acceptance.definitions import monotone_survival
 
 TAIL_MODELS = ("last", "mean_last3", "trend", "heterogeneous")
 MAX_EXTRAPOLATION = 2
@@ -54,7 +55,7 @@ def _among_reached(survival: np.ndarray, reach) -> np.ndarray:
     """s_k = a_k / r_k (= A_k / R_k): survival among the drafts that proposed position k,
     made non-increasing in [0, 1] (0 where no draft reached k)."""
     s = among_reached(survival, np.clip(np.asarray(reach, dtype=float), 0.0, 1.0), none_reached=0.0)
-    return np.minimum.accumulate(np.clip(s, 0.0, 1.0), axis=-1)
+    return monotone_survival(s)
 
 
 def extend_survival(survival, extra: int, reach=None) -> np.ndarray:

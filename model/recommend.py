@@ -57,6 +57,7 @@ from .speedup import (
     verify_widths,
 )
 from .vllm_config import command_line, replay_config, schedule_from_best, speculative_config
+from acceptance.definitions import monotone_survival
 
 DECISION_CERTAINTY = 0.9
 # Beyond this the cost model is off by more than the gains it ranks (a few %): say so and what to do.
@@ -339,8 +340,7 @@ def recommend(
         elif per_batch is None:
             al_res = expected_tokens_by_gamma(extend_survival(resamples, extra, reach), top)[None]  # (1, M, n, G)
         else:
-            shifted = np.clip(per_batch[None] + (resamples - a)[:, None, :], 0.0, 1.0)  # (n, nB, g)
-            shifted = np.minimum.accumulate(shifted, axis=-1)
+            shifted = monotone_survival(per_batch[None] + (resamples - a)[:, None, :])  # (n, nB, g)
             al_b_res = expected_tokens_by_gamma(extend_survival(shifted, extra, reach), top)  # (M, n, nB, G)
             al_res = np.stack([mix_expected_tokens(al_b_res, w[row]) for w in mix_w])  # (S, M, n, G)
         v_res = objective_weights(bs, mix_w, deployment.objective)

@@ -113,3 +113,24 @@ def eligibility_from_step_counts(clean_steps: float, steps: float) -> Eligibilit
     share = clean_steps / steps
     return Eligibility(share, f"specdec plugin: {clean_steps:.0f} of {steps:.0f} steps clean "
                               f"(pure decode or uniform verify) → clean share {share:.1%}")
+
+
+def histogram_eligibility(iteration_tokens: Mapping | None, batch_mix, gamma: int) -> Eligibility | None:
+    """The clean share bounded from a window's vllm:iteration_tokens_total buckets at γ
+    (specialized_eligibility), whatever decode_backend; None without them."""
+    if iteration_tokens:
+        return specialized_eligibility(iteration_tokens, batch_mix, gamma)
+    return None
+
+
+def route_eligibility(deployment, plugin, iteration_tokens: Mapping | None, batch_mix, gamma: int
+                      ) -> Eligibility | None:
+    """The specialized path's clean share on latency_specialized: counted by the specdec
+    plugin's steps when present (``plugin``: acceptance.plugin_series.PluginTotals), else
+    bounded from the iteration-token histogram; None on another backend or without either."""
+    if deployment.decode_backend != "latency_specialized":
+        return None
+    share = plugin.specialized_share() if plugin is not None else None
+    if share is not None:
+        return eligibility_from_step_counts(share.clean_steps, share.steps)
+    return histogram_eligibility(iteration_tokens, batch_mix, gamma) if batch_mix else None

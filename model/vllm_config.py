@@ -25,6 +25,7 @@ import numpy as np
 
 from .deployment import Deployment, ModelInputError
 from .drafters import drafter_for
+from acceptance.definitions import monotone_survival
 
 SYNTHETIC_WARNING = (
     "synthetic acceptance forces accept decisions and corrupts outputs: for benchmarks only, never for serving"
@@ -119,7 +120,7 @@ def replay_config(deployment: Deployment, survival) -> dict:
     a = np.asarray(survival, dtype=float)
     if a.ndim != 1 or a.size == 0:
         raise ModelInputError("survival: a non-empty curve a_1..a_γ is needed for the replay config")
-    rates = np.minimum.accumulate(np.clip(a, 0.0, 1.0))  # vLLM requires non-increasing rates
+    rates = monotone_survival(a)  # vLLM requires non-increasing rates
     method = "draft_model" if deployment.method == "parallel_drafting" else deployment.method
     cfg = {
         "method": method,

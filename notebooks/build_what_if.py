@@ -358,7 +358,8 @@ from acceptance.counts import IntervalCounts
 from acceptance.store import Store
 from acceptance.windows import GammaSegment, RouteWindow, StepShapeWindow
 from specdec.config import load_config
-from specdec.pipeline import tune_intervals, tune_route, tuning_to_dict
+from specdec.pipeline import tune_intervals, tune_route
+from specdec.report import tuning_to_dict
 
 
 def pick_route(routes, where):

@@ -14,7 +14,7 @@ class UsageError(ValueError):
 
 def dump_json(doc: dict) -> None:
     """Print one JSON document on stdout: NaN/inf become null, schema_version first."""
-    from .pipeline import json_document
+    from .report import json_document
 
     sys.stdout.write(json_document(doc) + "\n")
 

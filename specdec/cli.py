@@ -175,6 +175,7 @@ def cmd_collect(args) -> int:
 def _refresh_gauges(gauges, config, store, window_s: float) -> None:
     """Re-tune every scraped route and publish it; a route without data yet keeps its gauges."""
     from . import pipeline
+    from .report import tuning_to_dict
 
     for name, route in config.routes.items():
         if route.source != "scrape":
@@ -187,7 +188,7 @@ def _refresh_gauges(gauges, config, store, window_s: float) -> None:
             print(f"gauges for route {name} not refreshed: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
                   file=sys.stderr)
             continue
-        gauges.update(name, pipeline.tuning_to_dict(tuning))
+        gauges.update(name, tuning_to_dict(tuning))
 
 
 def cmd_rules(args) -> int:
@@ -311,7 +312,9 @@ def _anchor_lines(doc: dict) -> list[str]:
 
 def format_tuning(doc: dict) -> str:
     """The console view of a tune-gamma document (the same numbers --json prints)."""
-    from .pipeline import format_clock, format_duration, more_drafts_sentence
+    from model.route import more_drafts_sentence
+
+    from .report import format_clock, format_duration
 
     obs = doc["observed"]
     level = int(round(doc["interval_level"] * 100))
@@ -414,7 +417,7 @@ def format_tuning(doc: dict) -> str:
 def _segment_lines(segments: list[dict]) -> list[str]:
     """A window with more than one γ: the current ones (a rolling change, a canary) as such,
     which one the estimate describes, and the older ones — never a current one as older."""
-    from .pipeline import format_clock
+    from .report import format_clock
 
     if len(segments) < 2:
         return []
@@ -451,6 +454,7 @@ def cmd_tune_gamma(args) -> int:
 
     from . import pipeline
     from .config import load_config
+    from .report import tuning_to_dict
 
     if args.survival is not None:
         if args.route:
@@ -481,7 +485,7 @@ def cmd_tune_gamma(args) -> int:
                     tuning = pipeline.tune_route(config, args.route, store=store, window_s=args.window)
                 finally:
                     store.close()
-    doc = pipeline.tuning_to_dict(tuning)
+    doc = tuning_to_dict(tuning)
     if args.emit == "vllm":
         conf = doc["vllm"]["speculative_config"]
         if conf is None:
@@ -508,12 +512,13 @@ def _tune_live(config, route: str, window_s: float):
     from acceptance.store import Store
 
     from . import pipeline
+    from .report import format_clock, format_duration
 
     targets = list(config.routes[route].targets)
     interval = min(config.collect_interval_s, window_s / 4)
     print(f"no store at {config.store_path}: scraping route {route}'s {len(targets)} target(s) every {interval:g}s "
-          f"for the {pipeline.format_duration(window_s)} window, so this takes {pipeline.format_duration(window_s)} "
-          f"(until {pipeline.format_clock(time.time() + window_s)}); a shorter --window shortens it, Ctrl-C stops "
+          f"for the {format_duration(window_s)} window, so this takes {format_duration(window_s)} "
+          f"(until {format_clock(time.time() + window_s)}); a shorter --window shortens it, Ctrl-C stops "
           f"early and tunes what was seen, and `specdec collect` keeps a store to tune at once", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="specdec-live-") as tmp, Store.open(Path(tmp) / "live.db") as store:
         started = time.time()
@@ -646,7 +651,7 @@ def cmd_demo(args) -> int:
     from pathlib import Path
 
     from .demo import run_demo
-    from .pipeline import tuning_to_dict
+    from .report import tuning_to_dict
 
     out_dir = Path(args.dir)
     print("specdec demo: a simulated vLLM fleet -> the real collector over HTTP -> store -> tune-gamma")

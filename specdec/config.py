@@ -19,7 +19,7 @@ from pathlib import Path
 
 from acceptance.durations import duration_seconds
 from acceptance.fetch import DEFAULT_MAX_BYTES
-from model.deployment import BUILTIN_PROFILES  # anything else names a measured table file
+from model.deployment import BUILTIN_PROFILES, INLINE_DEFAULTS, Deployment  # BUILTIN_PROFILES: anything else names a measured table file
 
 DEFAULT_CONFIG_NAME = "specdec.toml"
 DEFAULT_STORE_NAME = "specdec.db"
@@ -225,3 +225,27 @@ def config_from_mapping(raw: dict, *, path: Path | None) -> Config:
         routes=routes, prometheus=prometheus, collect_interval_s=interval,
         collect_timeout_s=timeout, max_page_bytes=max_page_bytes, max_engines=max_engines,
     )
+
+
+def deployment_for_route(config: Config, route: str) -> Deployment:
+    """[deployment] merged with the route's overrides, validated (ModelInputError names the key)."""
+    where = f"{config.path or 'config'} [routes.{route}]"
+    if route in config.routes:
+        return Deployment.from_mapping(config.routes[route].deployment, where=where)
+    # A route known only from `specdec ingest`: the config's [deployment], or without a
+    # config file the inline defaults (dspark, 0.10, flat — docs/DESIGN.md, Sources and routes).
+    base = INLINE_DEFAULTS if config.path is None else None
+    return Deployment.from_mapping(config.deployment, where=where, base=base)
+
+
+def route_source(config: Config, route: str, store=None) -> str:
+    """Where a route's window comes from: its config entry, or — for a route known only
+    from `specdec ingest` — what the store holds for it (per-request before log)."""
+    if route in config.routes:
+        return config.routes[route].source
+    if store is not None:
+        sources = store.ingested_routes().get(route)
+        if sources:
+            return "per-request" if "per-request" in sources else sources[0]
+    config.route(route)  # raises the one-line unknown-route error
+    raise AssertionError("unreachable")

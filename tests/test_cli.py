@@ -435,7 +435,8 @@ def test_a_drifting_window_is_tuned_on_its_newest_part():
 
     from acceptance.counts import IntervalCounts
     from model.deployment import Deployment
-    from specdec.pipeline import tune_intervals, tuning_to_dict
+    from specdec.pipeline import tune_intervals
+    from specdec.report import tuning_to_dict
 
     rng = np.random.default_rng(3)
     gamma, n = 4, 240

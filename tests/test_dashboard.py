@@ -22,7 +22,8 @@ from dashboard.seeds import SEEDS_BASELINE_TPS
 from dashboard.views.whatif import BatchMixError, parse_batch_mix
 from model.speedup import implied_p, seeds_table
 from specdec.config import load_config
-from specdec.pipeline import curve_history, tune_route, what_if
+from acceptance.curve_history import curve_history
+from specdec.pipeline import tune_route, what_if
 
 from dashboard_fixtures import FAILING_ERROR, build_drift_store, live_cycle, shared_demo_config
 
@@ -337,18 +338,20 @@ def test_pages_while_collect_writes(monkeypatch, tmp_path, demo_config):
 def pipeline_calls(monkeypatch):
     """Counts the pipeline's calls wherever the dashboard reaches them: route name per
     tune_route call, one entry per curve_history / what_if call."""
+    import acceptance.curve_history as curve_history
     import specdec.pipeline as pipeline
     from dashboard.views import whatif as whatif_view
 
     calls: dict[str, list] = {"tune_route": [], "curve_history": [], "what_if": []}
     for name in calls:
-        real = getattr(pipeline, name)
+        home = curve_history if name == "curve_history" else pipeline
+        real = getattr(home, name)
 
         def counting(*args, _real=real, _name=name, **kwargs):
             calls[_name].append(args[1] if _name == "tune_route" else None)
             return _real(*args, **kwargs)
 
-        monkeypatch.setattr(pipeline, name, counting)
+        monkeypatch.setattr(home, name, counting)
         for module in (data, whatif_view):
             if hasattr(module, name):  # a name imported at module level
                 monkeypatch.setattr(module, name, counting)

@@ -339,7 +339,7 @@ def test_short_drafts_are_priced_at_the_tokens_they_verify(tmp_path):
 def test_the_gain_of_the_recommended_gamma_comes_with_its_interval_and_one_more_data_figure():
     from types import SimpleNamespace
 
-    from specdec.pipeline import drafts_more_needed, more_drafts_sentence
+    from model.route import drafts_more_needed, more_drafts_sentence
 
     tight = recommend(CURVE, EAGLE_FLAT, survival_resamples=resamples(CURVE, 1_000_000), deployed_gamma=2)
     point = tight.candidates[4].speedup / tight.candidates[2].speedup - 1

@@ -19,7 +19,9 @@ from acceptance.store import SCHEMA_VERSION, Store
 from acceptance.vllm_plugin import PluginMetrics
 from acceptance.windows import StepShapeWindow, route_window
 from model.deployment import INLINE_DEFAULTS, Deployment
-from specdec.pipeline import MIN_BUCKET_DRAFTS, tune_intervals, tuning_to_dict
+from acceptance.route_estimate import MIN_BUCKET_DRAFTS
+from specdec.pipeline import tune_intervals
+from specdec.report import tuning_to_dict
 
 GOLDEN = Path(__file__).parent / "data" / "vllm-golden" / "exposition_gamma3_full_metrics_page.txt"
 GAMMA = 3

@@ -46,7 +46,8 @@ from acceptance.sim import Fleet, build_scenario
 from acceptance.store import Store
 from acceptance.windows import route_window
 from specdec.exporter import RouteGauges, recording_rules
-from specdec.pipeline import tune_inline, tuning_to_dict
+from specdec.pipeline import tune_inline
+from specdec.report import tuning_to_dict
 from support import find_binary, free_port, skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,8 @@ import json
 import streamlit as st
 
 from model.anchor import describe_lines
-from specdec.pipeline import json_document, more_drafts_sentence, tuning_to_dict
+from model.route import more_drafts_sentence
+from specdec.report import json_document, tuning_to_dict
 
 from .. import text
 from ..data import FleetView

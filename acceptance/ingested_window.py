@@ -1,0 +1,78 @@
+"""The window of a route whose data came through `specdec ingest`: per-request rows or logged intervals.
+
+Shaped like the scraped ``acceptance.windows.RouteWindow`` (one ``GammaSegment`` per γ, a
+``StepShapeWindow``): its rows are requests (resampled one at a time) or the intervals
+vLLM logged. Two sources of the same traffic are never added together: the route's
+source picks one. The current segments are the γ whose rows end last and those whose rows
+overlap its span (requests of two γ interleaved); the estimate describes the one of them
+with the most drafts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .counts import undrafted_token_share
+from .step_replay import StepSequence
+from .windows import GammaSegment, StepShapeWindow
+
+
+@dataclass(frozen=True)
+class IngestedWindow:
+    """A window of ingested per-request or log-line rows, shaped like a RouteWindow."""
+
+    source: str
+    start: float
+    end: float
+    segments: list
+    events: list = field(default_factory=list)
+    target_status: list = field(default_factory=list)
+    not_speculating: list = field(default_factory=list)
+    step_shape: object = None
+    # the newest segment's requests' drafted steps in order (acceptance.step_replay), when every
+    # one of them carries them (per-request ``detailed``); None otherwise
+    step_sequences: list | None = None
+
+    @property
+    def current_segments(self) -> list:
+        """The γ whose rows end last, and the γ whose rows overlap its span (requests of two γ
+        interleaved)."""
+        if not self.segments:
+            return []
+        last = max(self.segments, key=lambda s: s.end)
+        return [s for s in self.segments if s.end >= last.start]
+
+    @property
+    def newest_segment(self):
+        """Among the current segments, the one with the most drafts."""
+        current = self.current_segments
+        return max(current, key=lambda s: (s.total.drafts, s.end)) if current else None
+
+
+def ingested_window(store, route: str, source: str, start: float, end: float) -> IngestedWindow:
+    """Per-request rows (or logged intervals) of a route, one γ segment per γ. Two sources
+    of the same traffic are never added together: the route's source picks one."""
+    with store.read_snapshot():  # one committed state, whatever an ingest writes meanwhile
+        return _read_ingested_window(store, route, source, start, end)
+
+
+def _read_ingested_window(store, route: str, source: str, start: float, end: float) -> IngestedWindow:
+    segments = [
+        GammaSegment(gamma=g, start=float(iv.start[0]), end=float(iv.end[-1]), engines=[], intervals=iv,
+                     draft_tokens_per_position=store.ingested_draft_tokens_per_position(route, source, g, start, end))
+        for g, iv in store.ingested_intervals(route, source, start, end).items()
+    ]
+    segments.sort(key=lambda s: s.end)
+    window = IngestedWindow(source=source, start=start, end=end, segments=segments)
+    itl_mean = undrafted = sequences = None
+    newest = window.newest_segment
+    if newest is not None:
+        itl_sum, tokens = store.ingested_itl(route, source, newest.gamma, start, end)
+        itl_mean = itl_sum / tokens if tokens > 0 else None
+        decode = store.ingested_decode_tokens(route, source, newest.gamma, start, end)
+        undrafted = None if decode is None else undrafted_token_share(*decode)
+        steps = store.ingested_step_sequences(route, source, newest.gamma, start, end)
+        sequences = None if steps is None else [StepSequence(newest.gamma, d, a) for d, a in steps]
+    return replace(window, step_sequences=sequences,
+                   step_shape=StepShapeWindow(batch_mix={}, iteration_tokens={}, itl_per_token_s=itl_mean,
+                                              samples=0, undrafted_token_share=undrafted))

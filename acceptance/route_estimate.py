@@ -1,0 +1,206 @@
+"""One route's estimate from its window: everything the cost model reads of the window.
+
+``estimate_route(window, intervals)`` → ``RouteEstimate``: the acceptance estimate of the
+segment's rows (the window's newest part alone when acceptance drifted inside it), the
+drift test, and beside the survival curve what the recommendation takes from the window —
+the batch time shares u_B and their effective sample count, the specdec plugin's totals of
+the segment's γ (per-batch survival, a_k among the drafts that reached k, R_k / D), the
+observed per-user tokens/s and where its latency came from, the undrafted share ν, and
+the requests' drafted steps for the step replay.
+
+A window is any of ``acceptance.windows.Window`` (scraped, Prometheus, ingested); ``None``
+(a bare curve) gives an estimate with none of the window's extras.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .counts import IntervalCounts, SpecCounts, draft_reach, survival_among_reached
+from .definitions import monotone_survival
+from .estimates import AcceptanceEstimate, Drift, detect_drift, estimate_acceptance
+from .plugin_series import PluginTotals, batch_bucket
+
+# Drafts a plugin batch bucket needs before its own survival curve replaces the pooled one
+# for the batch sizes it holds: at 2,000 drafts a survival value's binomial standard error
+# is at most 0.011 (more with the correlation within requests; the pooled curve's
+# resamples carry the interval).
+MIN_BUCKET_DRAFTS = 2000
+# Jeffreys prior on the batch mix's shares (time_share_resamples).
+JEFFREYS_PRIOR = 0.5
+# Where an observed tokens/s came from (observed_latency_source).
+LATENCY_HISTOGRAM = "vllm:inter_token_latency_seconds"
+PER_REQUEST_LATENCY = "per-request mean_itl_ms"
+# Drift is tested only on windows of at least this many rows (blocks need a few each side).
+MIN_ROWS_FOR_DRIFT = 8
+
+
+@dataclass
+class RouteEstimate:
+    """A route's acceptance and what its window says beside it (estimate_route)."""
+
+    estimate: AcceptanceEstimate
+    drift: Drift | None = None
+    recent_start: float | None = None  # the estimate covers rows ending after this (drift), else all
+    plugin: PluginTotals | None = None  # the segment's plugin totals of its γ, when exported
+    survival_reached: list[float] | None = None  # a_k among drafts that reached k: ΣA_k / ΣR_k
+    draft_reach: list[float] | None = None  # R_k / D per position, None where R_k is unknown
+    step_sequences: list | None = None  # the requests' drafted steps (acceptance.step_replay)
+    batch_time_shares: dict[int, float] | None = None  # u_B: share of engine time at batch B
+    effective_samples: float = 0.0  # independent gauge samples behind u_B
+    iteration_tokens: dict | None = None  # vllm:iteration_tokens_total buckets of the window
+    observed_tokens_per_second: float | None = None
+    observed_latency_source: str | None = None  # LATENCY_HISTOGRAM | PER_REQUEST_LATENCY | None
+    undrafted_token_share: float | None = None  # ν
+
+    @property
+    def gamma(self) -> int:
+        return self.estimate.gamma
+
+
+def estimate_route(window, intervals: IntervalCounts, *, level: float = 0.9, n_resamples: int = 1000,
+                   seed: int = 0, block_length: int | None = None, unit: str = "scrape intervals") -> RouteEstimate:
+    """The acceptance of one γ segment's rows and what the window says beside it.
+
+    Rows are resampled in blocks of ``block_length`` (chosen from the data when None; 1 for
+    independent requests). When the drift test finds acceptance moved inside the window,
+    what comes next looks like its newest part, so the estimate is of that part alone (when
+    it holds enough rows to resample).
+    """
+    drift = detect_drift(intervals, level=level, seed=seed) if len(intervals) >= MIN_ROWS_FOR_DRIFT else None
+    sequences = window_step_sequences(window, intervals)
+    estimate, recent_start = None, None
+    if drift is not None and drift.detected:
+        recent = intervals.end > drift.recent_start
+        recent_rows = IntervalCounts(intervals.gamma, intervals.start[recent], intervals.end[recent],
+                                     intervals.counts[recent])
+        recent_estimate = estimate_acceptance(recent_rows, level=level, n_resamples=n_resamples, seed=seed,
+                                              block_length=block_length, unit=unit)
+        if recent_estimate.has_interval:
+            estimate, recent_start = recent_estimate, drift.recent_start
+            sequences = None if sequences is None else [s for s, keep in zip(sequences, recent) if keep]
+    if estimate is None:
+        estimate = estimate_acceptance(intervals, level=level, n_resamples=n_resamples, seed=seed,
+                                       block_length=block_length, unit=unit)
+    return _with_window(RouteEstimate(estimate, drift, recent_start, step_sequences=sequences), window)
+
+
+def _with_window(route: RouteEstimate, window) -> RouteEstimate:
+    """``route`` with what ``window`` says beside the acceptance (nothing when None)."""
+    if window is None:
+        return route
+    gamma = route.gamma
+    shape = window.step_shape
+    route.plugin = window_plugin(window, gamma)
+    counts = counts_with_reach(window, route.plugin, gamma)
+    if counts is not None:
+        route.survival_reached = survival_among_reached(counts).tolist()
+        reach = draft_reach(counts)
+        route.draft_reach = None if reach is None else reach.tolist()
+    route.batch_time_shares = shape.batch_mix or None
+    route.effective_samples = getattr(shape, "effective_samples", 0.0) or 0.0
+    route.iteration_tokens = shape.iteration_tokens or None
+    route.observed_tokens_per_second = observed_tokens_per_second(window, route.estimate.mean_acceptance_length.value)
+    route.observed_latency_source = observed_latency_source(window)
+    route.undrafted_token_share = getattr(shape, "undrafted_token_share", None)
+    return route
+
+
+def window_step_sequences(window, intervals: IntervalCounts) -> list | None:
+    """The window's per-request step sequences when they are the rows of ``intervals`` (one
+    per request, same γ, same order); None otherwise."""
+    sequences = getattr(window, "step_sequences", None)
+    if not sequences or len(sequences) != len(intervals) or sequences[0].gamma != intervals.gamma:
+        return None
+    return sequences
+
+
+def window_plugin(window, gamma: int) -> PluginTotals | None:
+    """The plugin totals of the window's newest segment when they are of this γ (or carry
+    steps only); None without plugin series."""
+    plugin = getattr(window, "plugin", None) if window is not None else None
+    if plugin is None or plugin.gamma not in (0, gamma):
+        return None
+    return plugin
+
+
+def counts_with_reach(window, plugin: PluginTotals | None, gamma: int) -> SpecCounts | None:
+    """The counts at γ that carry R_k (drafts that reached position k): the plugin's totals,
+    else the newest segment's when every interval reported them (None: neither)."""
+    counts = plugin.total() if plugin is not None else None
+    if counts is None or counts.gamma != gamma or counts.draft_tokens_per_position is None:
+        segment = getattr(window, "newest_segment", None) if window is not None else None
+        if segment is None or segment.gamma != gamma or segment.draft_tokens_per_position is None:
+            return None
+        counts = segment.total
+    return counts
+
+
+def observed_tokens_per_second(window, mean_acceptance_length: float) -> float | None:
+    """Per-user decode tokens/s at the deployed γ.
+
+    vLLM 0.33 observes vllm:inter_token_latency_seconds once per request per decode step
+    (the time since that request's previous tokens), however many tokens the step emitted:
+    its mean is the mean step time a request sees, and a step emits AL tokens on average,
+    so the rate is AL / mean ITL. The requests' own ``mean_itl_ms`` is already per token
+    (decode time / (tokens − 1)): the rate is its reciprocal.
+    """
+    shape = window.step_shape if window is not None else None
+    per_token = getattr(shape, "itl_per_token_s", None)
+    if per_token and per_token > 0:
+        return 1.0 / per_token
+    itl = getattr(shape, "itl_mean_s", None)
+    if not itl or itl <= 0 or not math.isfinite(mean_acceptance_length):
+        return None
+    return mean_acceptance_length / itl
+
+
+def observed_latency_source(window) -> str | None:
+    """Where the window's latency came from: the requests' mean_itl_ms (ingested per-request
+    rows) or vLLM's inter-token latency histogram (scraped or through Prometheus)."""
+    shape = window.step_shape if window is not None else None
+    if shape is not None and getattr(shape, "itl_per_token_s", None):
+        return PER_REQUEST_LATENCY
+    return LATENCY_HISTOGRAM if shape is not None and getattr(shape, "itl_mean_s", None) else None
+
+
+def survival_by_batch_size(plugin: PluginTotals | None, batch_sizes) -> dict[int, list[float]] | None:
+    """{batch size: its plugin bucket's survival a_k = A_k / D} for the ``batch_sizes`` whose
+    bucket holds at least MIN_BUCKET_DRAFTS drafts (None: no such batch size)."""
+    if plugin is None or not batch_sizes or not plugin.by_batch:
+        return None
+    buckets = plugin.survival_by_batch()
+    out = {}
+    for b in batch_sizes:
+        bs = buckets.get(batch_bucket(b).label)
+        if bs is None or bs.drafts < MIN_BUCKET_DRAFTS:
+            continue
+        out[int(b)] = monotone_survival(bs.survival).tolist()
+    return out or None
+
+
+def time_share_resamples(time_shares: dict[int, float], effective_samples: float, n_resamples: int,
+                         seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(batch sizes sorted, (n_resamples, nB) resampled time shares u_B).
+
+    The window's time shares come from num_requests_running samples (one per engine per
+    scrape). Dirichlet(n · u + ½) is the posterior of the shares under the Jeffreys prior
+    given n samples; the caller passes n = the gauge samples' effective number
+    (StepShapeWindow.effective_samples: fewer when a batch size persists across scrapes),
+    at least the acceptance estimate's bootstrap blocks.
+    The ½ matters on short windows only: with ~40 samples over 4 batch sizes, Dirichlet(n·u)
+    alone covered 0.86 for a nominal 0.9 (the mix's part of the decision benchmark's 5-minute
+    chat class), with the prior 0.89; at 2 hours both give 0.88. Counting one sample per
+    bootstrap block instead was measured to be far too wide (100%).
+    """
+    sizes = np.array(sorted(time_shares), dtype=int)
+    shares = np.array([time_shares[b] for b in sizes], dtype=float)
+    shares = shares / shares.sum()
+    rng = np.random.default_rng(seed + 1)
+    drawn = np.zeros((n_resamples, sizes.size))
+    live = shares > 0
+    drawn[:, live] = rng.dirichlet(max(effective_samples, 1.0) * shares[live] + JEFFREYS_PRIOR, size=n_resamples)
+    return sizes, drawn

@@ -1,0 +1,97 @@
+"""A route's recommendation from its estimate: the window's extras turned into recommend()'s inputs.
+
+``recommend_route(route, deployment)`` prices a ``acceptance.route_estimate.RouteEstimate``
+under a deployment: the batch time shares u_B become request weights w_B (and their
+Dirichlet resamples become resampled weights) under THIS deployment's step times, the
+specialized path's clean share comes from the plugin's steps or the iteration-token
+histogram, each batch size of the mix takes its plugin bucket's own curve when the bucket
+holds enough drafts, and everything goes to ``model.recommend.recommend``. One way for
+tune-gamma and the what-if (which changes the deployment or the batch time shares).
+
+``drafts_more_needed`` is the one "more data" figure of a tuning.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from acceptance.counts import mean_draft_length
+from acceptance.estimates import AcceptanceEstimate, drafts_needed
+from acceptance.route_estimate import RouteEstimate, survival_by_batch_size, time_share_resamples
+
+from .deployment import Deployment
+from .recommend import Recommendation, recommend
+from .specialized import route_eligibility
+from .speedup import batch_mix_from_time_shares, request_weights_from_time_shares
+
+# Half-width of the 90% interval of the mean acceptance length below which a window is
+# precise enough to rank γ; used to say how many more drafts a thin window needs.
+DECIDABLE_AL_HALFWIDTH = 0.05
+
+
+@dataclass(frozen=True)
+class RouteRecommendation:
+    """A recommendation and the two inputs derived for it that views show."""
+
+    recommendation: Recommendation
+    batch_mix: dict[int, float] | None  # request-weighted w_B the model used (None: batch 1)
+    survival_by_batch: dict[int, list[float]] | None  # per-batch curves the model used
+
+
+def recommend_route(route: RouteEstimate, deployment: Deployment, *, batch_time_shares: dict[int, float] | None,
+                    level: float = 0.9, seed: int = 0) -> RouteRecommendation:
+    """The recommendation for ``route`` under ``deployment``; ``batch_time_shares``: the u_B to
+    price (the route's own, ``route.batch_time_shares``, or a what-if's; None: batch 1)."""
+    estimate, gamma = route.estimate, route.gamma
+    batch_mix = mix_resamples = None
+    if batch_time_shares:
+        batch_mix = batch_mix_from_time_shares(batch_time_shares, deployment, gamma)
+        if estimate.has_interval and len(batch_mix) > 1:
+            sizes, drawn = time_share_resamples(batch_time_shares, max(estimate.n_blocks, route.effective_samples),
+                                                len(estimate.survival_resamples), seed)
+            mix_resamples = request_weights_from_time_shares(sizes, drawn, deployment, gamma)
+    by_batch = survival_by_batch_size(route.plugin, batch_mix)
+    rec = recommend(
+        estimate.survival.value,
+        deployment,
+        survival_resamples=estimate.survival_resamples if estimate.has_interval else None,
+        deployed_gamma=gamma,
+        batch_mix=batch_mix,
+        eligibility=route_eligibility(deployment, route.plugin, route.iteration_tokens, batch_mix, gamma),
+        level=level,
+        observed_tokens_per_second=route.observed_tokens_per_second,
+        batch_mix_resamples=mix_resamples,
+        survival_by_batch=by_batch,
+        mix_in_time=batch_mix is not None,
+        mean_draft_length=mean_draft_length(estimate.counts),
+        draft_reach=route.draft_reach,
+        observed_latency_source=route.observed_latency_source,
+        undrafted_token_share=route.undrafted_token_share,
+        step_sequences=route.step_sequences,
+    )
+    return RouteRecommendation(rec, batch_mix, by_batch)
+
+
+def drafts_more_needed(estimate: AcceptanceEstimate, rec: Recommendation) -> int | None:
+    """The one "more data" figure of a tuning (None: enough to decide). A keep whose gain is not
+    yet sure says which factor on the window's drafts would settle it, and that is the figure;
+    otherwise a window whose mean acceptance length is wider than ±DECIDABLE_AL_HALFWIDTH
+    wants the drafts that would narrow it to that."""
+    if rec.drafts_factor_to_settle is not None and rec.drafts_factor_to_settle > 1.0:
+        return math.ceil((rec.drafts_factor_to_settle - 1.0) * estimate.drafts)
+    half = estimate.mean_acceptance_length.halfwidth
+    if not math.isfinite(half) or half > DECIDABLE_AL_HALFWIDTH:
+        return drafts_needed(estimate, DECIDABLE_AL_HALFWIDTH)
+    return None
+
+
+def more_drafts_sentence(drafts_more: int | None, factor: float | None) -> str | None:
+    """What drafts_more_needed means, in the words every view prints."""
+    if not drafts_more:
+        return None
+    if factor is not None and factor > 1.0:
+        return (f"too few drafts to decide: about {drafts_more:,} more drafts ({factor:.1f}× the window's) "
+                f"would settle the decision")
+    return (f"too few drafts to decide: about {drafts_more:,} more drafts would narrow the mean acceptance "
+            f"length to ±{DECIDABLE_AL_HALFWIDTH}")
