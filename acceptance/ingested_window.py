@@ -3,9 +3,9 @@
 Shaped like the scraped ``acceptance.windows.RouteWindow`` (one ``GammaSegment`` per γ, a
 ``StepShapeWindow``): its rows are requests (resampled one at a time) or the intervals
 vLLM logged. Two sources of the same traffic are never added together: the route's
-source picks one. The current segments are the γ whose rows end last and those whose rows
-overlap its span (requests of two γ interleaved); the estimate describes the one of them
-with the most drafts.
+source picks one. Current and newest segments follow the one rule of every window
+(acceptance.windows.current_segments): the segments overlapping the last row of the one
+that ends last; the estimate describes the one of them with the most drafts.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from .counts import undrafted_token_share
 from .step_replay import StepSequence
-from .windows import GammaSegment, StepShapeWindow
+from .windows import GammaSegment, StepShapeWindow, current_segments, newest_segment
 
 
 @dataclass(frozen=True)
@@ -35,18 +35,16 @@ class IngestedWindow:
 
     @property
     def current_segments(self) -> list:
-        """The γ whose rows end last, and the γ whose rows overlap its span (requests of two γ
-        interleaved)."""
-        if not self.segments:
-            return []
-        last = max(self.segments, key=lambda s: s.end)
-        return [s for s in self.segments if s.end >= last.start]
+        return current_segments(self.segments)
 
     @property
     def newest_segment(self):
-        """Among the current segments, the one with the most drafts."""
-        current = self.current_segments
-        return max(current, key=lambda s: (s.total.drafts, s.end)) if current else None
+        return newest_segment(self.segments)
+
+    @property
+    def plugin(self) -> None:
+        """Ingested rows carry no plugin series."""
+        return None
 
 
 def ingested_window(store, route: str, source: str, start: float, end: float) -> IngestedWindow:

@@ -266,6 +266,16 @@ class PrometheusWindow:
     def current_segments(self) -> list[GammaSegment]:
         return current_segments(self.segments)
 
+    @property
+    def plugin(self) -> None:
+        """specdec's plugin series are not queried through Prometheus (yet): none."""
+        return None
+
+    @property
+    def step_sequences(self) -> None:
+        """Blocks of increase() are not requests: no drafted steps to replay."""
+        return None
+
 
 def _counter(name: str) -> str:
     return f"{name}_total"

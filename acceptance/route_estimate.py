@@ -112,7 +112,7 @@ def _with_window(route: RouteEstimate, window) -> RouteEstimate:
 def window_step_sequences(window, intervals: IntervalCounts) -> list | None:
     """The window's per-request step sequences when they are the rows of ``intervals`` (one
     per request, same γ, same order); None otherwise."""
-    sequences = getattr(window, "step_sequences", None)
+    sequences = window.step_sequences if window is not None else None
     if not sequences or len(sequences) != len(intervals) or sequences[0].gamma != intervals.gamma:
         return None
     return sequences
@@ -121,7 +121,7 @@ def window_step_sequences(window, intervals: IntervalCounts) -> list | None:
 def window_plugin(window, gamma: int) -> PluginTotals | None:
     """The plugin totals of the window's newest segment when they are of this γ (or carry
     steps only); None without plugin series."""
-    plugin = getattr(window, "plugin", None) if window is not None else None
+    plugin = window.plugin if window is not None else None
     if plugin is None or plugin.gamma not in (0, gamma):
         return None
     return plugin
@@ -132,7 +132,7 @@ def counts_with_reach(window, plugin: PluginTotals | None, gamma: int) -> SpecCo
     else the newest segment's when every interval reported them (None: neither)."""
     counts = plugin.total() if plugin is not None else None
     if counts is None or counts.gamma != gamma or counts.draft_tokens_per_position is None:
-        segment = getattr(window, "newest_segment", None) if window is not None else None
+        segment = window.newest_segment if window is not None else None
         if segment is None or segment.gamma != gamma or segment.draft_tokens_per_position is None:
             return None
         counts = segment.total

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -120,6 +121,36 @@ class StepShapeWindow:
         return self.samples * (1.0 - rho) / (1.0 + rho)
 
 
+@runtime_checkable
+class Window(Protocol):
+    """What every route window offers, whatever its source: RouteWindow (the store's scraped
+    deltas), acceptance.prometheus.PrometheusWindow (computed in Prometheus) and
+    acceptance.ingested_window.IngestedWindow (per-request rows, log intervals). Their
+    current and newest segments follow one rule (current_segments, newest_segment)."""
+
+    start: float
+    end: float
+    segments: list  # GammaSegment, oldest first
+    events: list
+    step_shape: StepShapeWindow
+    target_status: list
+    not_speculating: list
+
+    @property
+    def newest_segment(self) -> GammaSegment | None: ...
+
+    @property
+    def current_segments(self) -> list[GammaSegment]: ...
+
+    @property
+    def plugin(self) -> PluginTotals | None:
+        """The newest segment's specdec plugin totals (None: not exported, or no such source)."""
+
+    @property
+    def step_sequences(self) -> list | None:
+        """The newest segment's requests' drafted steps, in order (per-request rows only)."""
+
+
 def current_segments(segments: list[GammaSegment]) -> list[GammaSegment]:
     """The segments still running at the window's end: those overlapping the last block of
     the one that ends last (several during a rolling γ change or a canary). The others are
@@ -128,7 +159,8 @@ def current_segments(segments: list[GammaSegment]) -> list[GammaSegment]:
         return []
     last = max(segments, key=lambda s: s.end)
     last_block_start = float(last.intervals.start[-1]) if len(last.intervals) else last.start
-    return [s for s in segments if s.end > last_block_start]
+    # ``s is last``: an ingested request row may have no duration (start = end)
+    return [s for s in segments if s is last or s.end > last_block_start]
 
 
 def newest_segment(segments: list[GammaSegment]) -> GammaSegment | None:
@@ -162,6 +194,11 @@ class RouteWindow:
         """The newest segment's plugin totals (None: no engine of it exported them)."""
         newest = self.newest_segment
         return None if newest is None else newest.plugin
+
+    @property
+    def step_sequences(self) -> None:
+        """Scrape intervals are not requests: no drafted steps to replay."""
+        return None
 
 
 def _plan(start: float, end: float, raw_from: float | None = None

@@ -17,7 +17,7 @@ from acceptance.counts import EngineSnapshot, ScrapeResult, SpecCounts, StepShap
 from acceptance.parse import MetricsPageError, parse_metrics_page
 from acceptance.store import SCHEMA_VERSION, Store
 from acceptance.vllm_plugin import PluginMetrics
-from acceptance.windows import StepShapeWindow, route_window
+from acceptance.windows import StepShapeWindow, Window, route_window
 from model.deployment import INLINE_DEFAULTS, Deployment
 from acceptance.route_estimate import MIN_BUCKET_DRAFTS
 from specdec.pipeline import tune_intervals
@@ -218,10 +218,13 @@ def plugin_totals(curves: dict[str, list[float]], drafts: float, steps=()) -> ps
 
 
 def window_with(plugin, batch_mix, iteration_tokens=None):
-    """A RouteWindow-shaped object: the pipeline reads step_shape, plugin, newest_segment."""
-    return NS(step_shape=StepShapeWindow(batch_mix=batch_mix, iteration_tokens=iteration_tokens or {}, itl_mean_s=None,
-                                         samples=1000),
-              plugin=plugin, newest_segment=None, current_segments=[], segments=[], events=[], target_status=[])
+    """An acceptance.windows.Window with the given plugin totals, batch mix and histogram."""
+    window = NS(step_shape=StepShapeWindow(batch_mix=batch_mix, iteration_tokens=iteration_tokens or {},
+                                           itl_mean_s=None, samples=1000),
+                plugin=plugin, newest_segment=None, current_segments=[], segments=[], events=[], target_status=[],
+                start=0.0, end=3600.0, not_speculating=[], step_sequences=None)
+    assert isinstance(window, Window)
+    return window
 
 
 def pooled_intervals(curve, n=40, drafts=500.0):

@@ -358,3 +358,32 @@ def test_batch_persistence_recovers_a_lazy_chain(tmp_path):
     assert s.samples == 8 * 240 and s.sample_pairs == 8 * 239
     assert s.batch_persistence == pytest.approx(0.6, abs=0.08)
     assert s.effective_samples == pytest.approx(8 * 240 * 0.4 / 1.6, rel=0.3)
+
+
+def test_every_window_kind_is_a_window_with_one_current_segment_rule():
+    """The scraped, Prometheus and ingested windows all implement acceptance.windows.Window,
+    and their current and newest segments come from the one rule (windows.current_segments)."""
+    from acceptance.counts import IntervalCounts
+    from acceptance.ingested_window import IngestedWindow
+    from acceptance.prometheus import PrometheusWindow
+    from acceptance.windows import GammaSegment, RouteWindow, StepShapeWindow, Window, current_segments
+
+    def segment(gamma, start, end, drafts):
+        rows = IntervalCounts(gamma, np.array([start, end - 10.0]), np.array([start + 10.0, end]),
+                              np.array([[drafts / 2, gamma * drafts / 2, gamma * drafts / 8] + [drafts / 8] * gamma] * 2))
+        return GammaSegment(gamma=gamma, start=start, end=end, engines=[], intervals=rows)
+
+    # γ 3 ended inside the window; γ 7 runs to its end, and γ 5 (a canary) beside it
+    segments = [segment(3, 0.0, 1000.0, 9000.0), segment(7, 1000.0, 3600.0, 5000.0), segment(5, 3000.0, 3595.0, 100.0)]
+    shape = StepShapeWindow(batch_mix={}, iteration_tokens={}, samples=0)
+    windows = [
+        RouteWindow([], 0.0, 3600.0, segments, [], shape, [], []),
+        PrometheusWindow("http://127.0.0.1:9090", "{}", 0.0, 3600.0, 15.0, 15.0, segments, [], shape),
+        IngestedWindow("per-request", 0.0, 3600.0, segments),
+    ]
+    for window in windows:
+        assert isinstance(window, Window), type(window).__name__
+        assert [s.gamma for s in window.current_segments] == [7, 5], type(window).__name__
+        assert window.newest_segment.gamma == 7, type(window).__name__
+        assert window.plugin is None and window.step_sequences is None, type(window).__name__
+    assert [s.gamma for s in current_segments(segments)] == [7, 5]
