@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
 import sys
@@ -298,163 +297,12 @@ def cmd_model_implied_p(args) -> int:
 
 
 # ---------------------------------------------------------------------------- tune-gamma
-def _fmt(x, spec: str = ".2f", none: str = "-") -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return none
-    return format(x, spec)
-
-
-def _anchor_lines(doc: dict) -> list[str]:
-    from model.anchor import Anchor, describe_lines
-
-    return describe_lines(Anchor(**doc["anchor"]) if doc.get("anchor") else None, doc.get("profile_figures"))
-
-
-def format_tuning(doc: dict) -> str:
-    """The console view of a tune-gamma document (the same numbers --json prints)."""
-    from model.route import more_drafts_sentence
-
-    from .report import format_clock, format_duration
-
-    obs = doc["observed"]
-    level = int(round(doc["interval_level"] * 100))
-    lines = []
-    head = f"route {doc['route']}"
-    if doc.get("window"):
-        w = doc["window"]
-        span = w["end"] - w["start"]
-        head += f" · window {format_duration(span)} ending {format_clock(w['end'])}"
-    head += f" · gamma {obs['gamma']} · {_fmt(obs['drafts'], ',.0f')} drafts"
-    lines.append(head)
-    lines.append(f"objective {doc['objective']} · cost profile {doc['cost_profile']} · {level}% intervals: {obs['interval_method']}")
-    lines += _anchor_lines(doc)
-    al_lo, al_hi = obs["mean_acceptance_length_interval"]
-    p_lo, p_hi = obs["equivalent_p_interval"]
-    lines.append(
-        f"mean acceptance length {_fmt(obs['mean_acceptance_length'])} [{_fmt(al_lo)}, {_fmt(al_hi)}] · "
-        f"equivalent p {_fmt(obs['equivalent_p'], '.3f')} [{_fmt(p_lo, '.3f')}, {_fmt(p_hi, '.3f')}] · "
-        f"draft acceptance rate {_fmt(obs['draft_acceptance_rate'], '.3f')}"
-    )
-    surv = " ".join(
-        f"{_fmt(v, '.3f')} [{_fmt(lo, '.3f')}, {_fmt(hi, '.3f')}]"
-        for v, lo, hi in zip(obs["survival"], obs["survival_low"] or [None] * len(obs["survival"]),
-                             obs["survival_high"] or [None] * len(obs["survival"]))
-    )
-    lines.append(f"survival a_1..a_{obs['gamma']}: {surv}")
-    if doc.get("acceptance_model") == "replay":
-        lines.append("acceptance at other gammas: the requests' own drafted steps replayed at each gamma "
-                     "(per-request detailed metrics), not the survival curve cut or extended")
-    if obs.get("undrafted_token_share"):
-        lines.append(f"steps without a draft: {obs['undrafted_token_share']:.1%} of decode tokens came from steps whose "
-                     f"drafter proposed nothing (priced at every gamma)")
-    if obs.get("drift"):
-        d = obs["drift"]
-        lines.append(f"drift: {d['message']}" if d["detected"] else "drift: none detected")
-    lines += _segment_lines(obs.get("segments") or [])
-    for ev in obs.get("events") or []:
-        when = time.strftime("%H:%M:%S", time.gmtime(ev["time"])) if ev.get("time") else "?"
-        lines.append(f"event {when}: {ev.get('kind')} {ev.get('target', '')} engine {ev.get('engine', '')}: "
-                     f"{ev.get('detail') or ''}".rstrip(" :"))
-    failing = [t for t in obs.get("targets") or [] if t.get("last_error")]
-    for t in failing:
-        lines.append(f"failing target: {t['last_error']}")
-    lines.append("")
-    has_tps = any(c.get("tokens_per_second") is not None for c in doc["candidates"])
-    header = f"{'gamma':>5} {'speedup':>8} {f'{level}% interval':>17} {'P(best)':>8}"
-    tps_unit = "tok/s/user" if doc["objective"] == "interactivity" else "tok/GPU-s"
-    if has_tps:
-        header += f" {tps_unit:>10}"
-    header += "  note"
-    lines.append(header)
-    for c in doc["candidates"]:
-        interval = f"[{_fmt(c['speedup_low'])}, {_fmt(c['speedup_high'])}]" if c["speedup_low"] is not None else "-"
-        row = f"{c['gamma']:>5} {_fmt(c['speedup']):>7}x {interval:>17} {_fmt(c['probability_best']):>8}"
-        if has_tps:
-            row += f" {_fmt(c['tokens_per_second'], '.1f'):>10}"
-        notes = []
-        if c["gamma"] == doc["deployed_gamma"]:
-            notes.append("deployed")
-        if c["gamma"] == doc["recommended_gamma"]:
-            notes.append("best")
-        if c["extrapolated"]:
-            notes.append("extrapolated")
-        if not c["allowed"]:
-            notes.append(f"not allowed: {(c['reason'] or '').split(' (')[0]}")
-        row += "  " + ", ".join(notes)
-        lines.append(row.rstrip())
-    lines.append("")
-    decision = doc["decision"]
-    rec = doc["recommended_gamma"]
-    pb = _fmt(doc["probability_best"])
-    gain = _gain_text(doc.get("gain"))
-    if decision == "change":
-        lines.append(f"recommendation: change gamma {doc['deployed_gamma']} -> {rec}, expected gain {gain} "
-                     f"(probability best {pb}). {doc['decision_reason']}")
-    elif decision == "off":
-        lines.append(f"recommendation: turn speculation off, expected gain {gain} (probability best {pb}). "
-                     f"{doc['decision_reason']}")
-    else:
-        best = f"best expected: {rec}" + (f", {gain}" if doc.get("gain") else "")
-        lines.append(f"recommendation: keep gamma {doc['deployed_gamma']} ({best}, probability best {pb}). {doc['decision_reason']}")
-    more = more_drafts_sentence(obs.get("drafts_more_needed"), doc.get("drafts_factor_to_settle"))
-    if more:
-        lines.append(more)
-    if doc.get("model_error") is not None:
-        lines.append(f"model error at the deployed gamma: {doc['model_error'] * 100:+.1f}% tokens/s vs observed "
-                     f"{_fmt(obs.get('observed_tokens_per_second'), '.1f')} tok/s")
-    if doc.get("model_error_warning"):
-        lines.append(f"warning: {doc['model_error_warning']}")
-    for note in obs.get("notes") or []:
-        lines.append(f"note: {note}")
-    if doc.get("schedule"):
-        ranges = ", ".join(f"batch {lo}-{hi}: gamma {g}" for lo, hi, g in doc["schedule"])
-        deployed = "num_speculative_tokens_per_batch_size" in (doc["vllm"]["speculative_config"] or {})
-        lines.append(f"per-batch-size schedule {'(in the config below)' if deployed else '(suggested; deploy it with the next change of gamma)'}: {ranges}")
-    lines.append(f"deploy: {doc['vllm']['command_line']}")
-    return "\n".join(lines)
-
-
-def _segment_lines(segments: list[dict]) -> list[str]:
-    """A window with more than one γ: the current ones (a rolling change, a canary) as such,
-    which one the estimate describes, and the older ones — never a current one as older."""
-    from .report import format_clock
-
-    if len(segments) < 2:
-        return []
-    first = min(s["start"] for s in segments)  # a segment that began later began with the change
-
-    def engines(s):
-        n = len(s["engines_at_end"])
-        return f"{n} engine" + ("s" if n != 1 else "")
-
-    current = [s for s in segments if s.get("current")]
-    older = [s for s in segments if not s.get("current")]
-    lines = []
-    if len(current) > 1:
-        described = next(s for s in current if s.get("newest"))
-        parts = [f"gamma {s['gamma']} on {engines(s)}" + (f" since {format_clock(s['start'])[11:16]}"
-                                                         if s["start"] > first + 1 else "") for s in current]
-        lines.append(f"rolling change: {', '.join(parts)} at the window's end; estimates describe gamma "
-                     f"{described['gamma']} (the most drafts), the others are not mixed in")
-    if older:
-        lines.append("older segments in the window (not mixed in): " + ", ".join(
-            f"gamma {s['gamma']} ({_fmt(s['drafts'], ',.0f')} drafts, until {format_clock(s['end'])[11:16]})"
-            for s in older))
-    return lines
-
-
-def _gain_text(gain: dict | None) -> str:
-    from model.recommend import Gain
-
-    return str(Gain(**gain)) if gain else "none"
-
-
 def cmd_tune_gamma(args) -> int:
     from pathlib import Path
 
     from . import pipeline
     from .config import load_config
-    from .report import tuning_to_dict
+    from .report import format_tuning, tuning_to_dict
 
     if args.survival is not None:
         if args.route:
@@ -651,7 +499,7 @@ def cmd_demo(args) -> int:
     from pathlib import Path
 
     from .demo import run_demo
-    from .report import tuning_to_dict
+    from .report import format_tuning, tuning_to_dict
 
     out_dir = Path(args.dir)
     print("specdec demo: a simulated vLLM fleet -> the real collector over HTTP -> store -> tune-gamma")

@@ -1,10 +1,10 @@
-"""The one tune-gamma JSON document, the one NaN → null rule, and the clock and duration wording.
+"""The one tune-gamma JSON document and its console view, the one NaN → null rule, the clock and duration wording.
 
 Every view prints through here: ``tuning_to_dict`` is the tune-gamma document
 (docs/DESIGN.md, The tune-gamma JSON) of a ``specdec.pipeline.RouteTuning``;
 ``json_document`` the text of any document the views print (``schema_version`` first,
-NaN and inf as null by ``json_safe``); ``format_clock`` and ``format_duration`` the
-times every message names.
+NaN and inf as null by ``json_safe``); ``format_tuning`` the console view of the same
+document; ``format_clock`` and ``format_duration`` the times every message names.
 """
 
 from __future__ import annotations
@@ -132,3 +132,153 @@ def _event_dict(ev) -> dict:
 
 def _status_dict(s) -> dict:
     return {k: getattr(s, k) for k in ("target", "last_ok_time", "last_error", "failing_since") if hasattr(s, k)}
+
+
+# --------------------------------------------------------------------------- the console view
+
+
+def _fmt(x, spec: str = ".2f", none: str = "-") -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return none
+    return format(x, spec)
+
+
+def format_tuning(doc: dict) -> str:
+    """The console view of a tune-gamma document (the same numbers --json prints)."""
+    lines = _head_lines(doc) + _observed_lines(doc) + [""] + _candidate_table(doc) + [""] + _decision_lines(doc)
+    lines.append(f"deploy: {doc['vllm']['command_line']}")
+    return "\n".join(lines)
+
+
+def _head_lines(doc: dict) -> list[str]:
+    """Route, window, γ and drafts; objective, profile and interval method; the anchor."""
+    from model.anchor import Anchor, describe_lines
+
+    obs = doc["observed"]
+    level = int(round(doc["interval_level"] * 100))
+    head = f"route {doc['route']}"
+    if doc.get("window"):
+        w = doc["window"]
+        head += f" · window {format_duration(w['end'] - w['start'])} ending {format_clock(w['end'])}"
+    head += f" · gamma {obs['gamma']} · {_fmt(obs['drafts'], ',.0f')} drafts"
+    return [head, f"objective {doc['objective']} · cost profile {doc['cost_profile']} · {level}% intervals: "
+                  f"{obs['interval_method']}",
+            *describe_lines(Anchor(**doc["anchor"]) if doc.get("anchor") else None, doc.get("profile_figures"))]
+
+
+def _observed_lines(doc: dict) -> list[str]:
+    """What the window measured: AL, p, the survival with intervals, ν, drift, segments, events."""
+    obs = doc["observed"]
+    al_lo, al_hi = obs["mean_acceptance_length_interval"]
+    p_lo, p_hi = obs["equivalent_p_interval"]
+    lines = [
+        f"mean acceptance length {_fmt(obs['mean_acceptance_length'])} [{_fmt(al_lo)}, {_fmt(al_hi)}] · "
+        f"equivalent p {_fmt(obs['equivalent_p'], '.3f')} [{_fmt(p_lo, '.3f')}, {_fmt(p_hi, '.3f')}] · "
+        f"draft acceptance rate {_fmt(obs['draft_acceptance_rate'], '.3f')}"
+    ]
+    n = len(obs["survival"])
+    surv = " ".join(f"{_fmt(v, '.3f')} [{_fmt(lo, '.3f')}, {_fmt(hi, '.3f')}]"
+                    for v, lo, hi in zip(obs["survival"], obs["survival_low"] or [None] * n,
+                                         obs["survival_high"] or [None] * n))
+    lines.append(f"survival a_1..a_{obs['gamma']}: {surv}")
+    if doc.get("acceptance_model") == "replay":
+        lines.append("acceptance at other gammas: the requests' own drafted steps replayed at each gamma "
+                     "(per-request detailed metrics), not the survival curve cut or extended")
+    if obs.get("undrafted_token_share"):
+        lines.append(f"steps without a draft: {obs['undrafted_token_share']:.1%} of decode tokens came from steps whose "
+                     f"drafter proposed nothing (priced at every gamma)")
+    if obs.get("drift"):
+        d = obs["drift"]
+        lines.append(f"drift: {d['message']}" if d["detected"] else "drift: none detected")
+    lines += _segment_lines(obs.get("segments") or [])
+    for ev in obs.get("events") or []:
+        when = time.strftime("%H:%M:%S", time.gmtime(ev["time"])) if ev.get("time") else "?"
+        lines.append(f"event {when}: {ev.get('kind')} {ev.get('target', '')} engine {ev.get('engine', '')}: "
+                     f"{ev.get('detail') or ''}".rstrip(" :"))
+    lines += [f"failing target: {t['last_error']}" for t in obs.get("targets") or [] if t.get("last_error")]
+    return lines
+
+
+def _candidate_table(doc: dict) -> list[str]:
+    """One row per candidate γ: speedup, interval, P(best), tokens/s, and what it is."""
+    level = int(round(doc["interval_level"] * 100))
+    has_tps = any(c.get("tokens_per_second") is not None for c in doc["candidates"])
+    header = f"{'gamma':>5} {'speedup':>8} {f'{level}% interval':>17} {'P(best)':>8}"
+    tps_unit = "tok/s/user" if doc["objective"] == "interactivity" else "tok/GPU-s"
+    if has_tps:
+        header += f" {tps_unit:>10}"
+    lines = [header + "  note"]
+    for c in doc["candidates"]:
+        interval = f"[{_fmt(c['speedup_low'])}, {_fmt(c['speedup_high'])}]" if c["speedup_low"] is not None else "-"
+        row = f"{c['gamma']:>5} {_fmt(c['speedup']):>7}x {interval:>17} {_fmt(c['probability_best']):>8}"
+        if has_tps:
+            row += f" {_fmt(c['tokens_per_second'], '.1f'):>10}"
+        notes = [word for word, holds in (("deployed", c["gamma"] == doc["deployed_gamma"]),
+                                          ("best", c["gamma"] == doc["recommended_gamma"]),
+                                          ("extrapolated", c["extrapolated"])) if holds]
+        if not c["allowed"]:
+            notes.append(f"not allowed: {(c['reason'] or '').split(' (')[0]}")
+        lines.append((row + "  " + ", ".join(notes)).rstrip())
+    return lines
+
+
+def _decision_lines(doc: dict) -> list[str]:
+    """The decision with its gain, the one "more data" sentence, model error, notes, schedule."""
+    from model.recommend import Gain
+    from model.route import more_drafts_sentence
+
+    obs = doc["observed"]
+    decision, rec, pb = doc["decision"], doc["recommended_gamma"], _fmt(doc["probability_best"])
+    gain = str(Gain(**doc["gain"])) if doc.get("gain") else "none"
+    if decision == "change":
+        lines = [f"recommendation: change gamma {doc['deployed_gamma']} -> {rec}, expected gain {gain} "
+                 f"(probability best {pb}). {doc['decision_reason']}"]
+    elif decision == "off":
+        lines = [f"recommendation: turn speculation off, expected gain {gain} (probability best {pb}). "
+                 f"{doc['decision_reason']}"]
+    else:
+        best = f"best expected: {rec}" + (f", {gain}" if doc.get("gain") else "")
+        lines = [f"recommendation: keep gamma {doc['deployed_gamma']} ({best}, probability best {pb}). "
+                 f"{doc['decision_reason']}"]
+    more = more_drafts_sentence(obs.get("drafts_more_needed"), doc.get("drafts_factor_to_settle"))
+    if more:
+        lines.append(more)
+    if doc.get("model_error") is not None:
+        lines.append(f"model error at the deployed gamma: {doc['model_error'] * 100:+.1f}% tokens/s vs observed "
+                     f"{_fmt(obs.get('observed_tokens_per_second'), '.1f')} tok/s")
+    if doc.get("model_error_warning"):
+        lines.append(f"warning: {doc['model_error_warning']}")
+    lines += [f"note: {note}" for note in obs.get("notes") or []]
+    if doc.get("schedule"):
+        ranges = ", ".join(f"batch {lo}-{hi}: gamma {g}" for lo, hi, g in doc["schedule"])
+        deployed = "num_speculative_tokens_per_batch_size" in (doc["vllm"]["speculative_config"] or {})
+        where = "(in the config below)" if deployed else "(suggested; deploy it with the next change of gamma)"
+        lines.append(f"per-batch-size schedule {where}: {ranges}")
+    return lines
+
+
+def _segment_lines(segments: list[dict]) -> list[str]:
+    """A window with more than one γ: the current ones (a rolling change, a canary) as such,
+    which one the estimate describes, and the older ones — never a current one as older."""
+    if len(segments) < 2:
+        return []
+    first = min(s["start"] for s in segments)  # a segment that began later began with the change
+
+    def engines(s):
+        n = len(s["engines_at_end"])
+        return f"{n} engine" + ("s" if n != 1 else "")
+
+    current = [s for s in segments if s.get("current")]
+    older = [s for s in segments if not s.get("current")]
+    lines = []
+    if len(current) > 1:
+        described = next(s for s in current if s.get("newest"))
+        parts = [f"gamma {s['gamma']} on {engines(s)}" + (f" since {format_clock(s['start'])[11:16]}"
+                                                         if s["start"] > first + 1 else "") for s in current]
+        lines.append(f"rolling change: {', '.join(parts)} at the window's end; estimates describe gamma "
+                     f"{described['gamma']} (the most drafts), the others are not mixed in")
+    if older:
+        lines.append("older segments in the window (not mixed in): " + ", ".join(
+            f"gamma {s['gamma']} ({_fmt(s['drafts'], ',.0f')} drafts, until {format_clock(s['end'])[11:16]})"
+            for s in older))
+    return lines

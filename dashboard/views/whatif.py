@@ -4,6 +4,8 @@ the selected route's projected speedup per γ under the controls' figures."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import streamlit as st
 
@@ -51,6 +53,16 @@ def _methods(current: str) -> list[str]:
     return methods if current in methods else [current, *methods]
 
 
+class _Controls(NamedTuple):
+    gamma: int
+    method: str
+    draft_cost: float
+    profile: str
+    backend: str
+    mix_kind: str
+    mix_text: str
+
+
 def render(fleet: FleetView) -> None:
     if not open_page(fleet):
         return
@@ -63,7 +75,27 @@ def render(fleet: FleetView) -> None:
     st.caption(f"Controls start at route {route}'s configured figures: method {dep.method}, draft cost "
                f"{dep.draft_cost:g}, cost profile {dep.cost_profile}, decode backend {dep.decode_backend}, "
                f"deployed γ={deployed}.")
+    controls = _controls(dep, deployed)
+    # The route's projection under the controls (drawn in 2., compared with in 1.).
+    overrides = {"method": controls.method, "draft_cost": float(controls.draft_cost), "cost_profile": controls.profile,
+                 "decode_backend": controls.backend}
+    try:
+        deployment, rec = what_if(tuning, overrides, batch_time_shares=_batch_time_shares(controls, tuning))
+        model_error = None
+    except ModelInputError as e:
+        deployment = rec = None
+        model_error = e
+    chosen = {c.gamma: c for c in rec.candidates}.get(controls.gamma) if rec is not None else None
+    _flat_model_section(fleet, route, controls, chosen, rec)
+    st.subheader(f"Route {route}: projected speedup per γ")
+    if rec is None:
+        st.warning(f"These figures cannot be modelled: {model_error}")
+        return
+    _route_section(tuning, controls.gamma, deployed, deployment, rec, chosen)
 
+
+def _controls(dep, deployed: int) -> _Controls:
+    """The page's controls, starting at the route's configured figures."""
     c1, c2, c3 = st.columns(3)
     with c1:
         gamma = st.slider("γ (draft tokens)", 1, MAX_GAMMA, value=min(max(deployed, 1), MAX_GAMMA), key="whatif_gamma")
@@ -82,71 +114,67 @@ def render(fleet: FleetView) -> None:
                             key="whatif_mix", horizontal=True)
         mix_text = st.text_input("Custom mix (BATCH:SHARE, …)", value="1:0.5, 8:0.5", key="whatif_mix_text",
                                  disabled=mix_kind != MIX_CUSTOM)
+    return _Controls(gamma, method, draft_cost, profile, backend, mix_kind, mix_text)
 
-    shares = None
-    if mix_kind == MIX_BATCH1:
-        shares = {1: 1.0}
-    elif mix_kind == MIX_CUSTOM:
+
+def _batch_time_shares(controls: _Controls, tuning) -> dict[int, float] | None:
+    """The u_B the controls ask for (None: the window's observed shares)."""
+    if controls.mix_kind == MIX_BATCH1:
+        return {1: 1.0}
+    if controls.mix_kind == MIX_CUSTOM:
         try:
-            shares = parse_batch_mix(mix_text)
+            return parse_batch_mix(controls.mix_text)
         except BatchMixError as e:
             st.warning(f"{e}; using the observed mix instead.")
     elif not (tuning.window is not None and tuning.window.step_shape.batch_mix):
         st.caption("No vllm:num_requests_running samples in the window: the model uses batch 1.")
+    return None
 
-    # The route's projection under the controls (drawn in 2., compared with in 1.).
-    overrides = {"method": method, "draft_cost": float(draft_cost), "cost_profile": profile, "decode_backend": backend}
-    try:
-        deployment, rec = what_if(tuning, overrides, batch_time_shares=shares)
-        model_error = None
-    except ModelInputError as e:
-        deployment = rec = None
-        model_error = e
-    cands = {c.gamma: c for c in rec.candidates} if rec is not None else {}
-    chosen = cands.get(gamma)
 
-    # 1. The seeds' curve over acceptance, under the controls' γ, method and draft cost.
+def _flat_model_section(fleet: FleetView, route: str, controls: _Controls, chosen, rec) -> None:
+    """1. The seeds' curve over acceptance, under the controls' γ, method and draft cost."""
+    gamma, draft_cost, method = controls.gamma, controls.draft_cost, controls.method
     st.subheader("Speedup over acceptance (the flat model: independent p, draft cost r; live)")
     try:
         rows = seeds_table(gamma, draft_cost, P_GRID.tolist(), method=method)
     except ModelInputError as e:
         st.warning(str(e))
-        rows = []
-    if rows:
-        published = [(f"p={p:g}", p, s) for p, s in SEEDS_TABLE_POINTS]
-        skipped = []
-        for label, tps in SEEDS_MEASUREMENTS:
-            try:
-                imp = implied_p(tps / SEEDS_BASELINE_TPS, gamma, draft_cost, method=method)
-                published.append((label, imp.p, imp.speedup))
-            except ModelInputError as e:
-                skipped.append(f"{label}: {e}")
-        marks = []
-        for name, rv in fleet.tuned.items():
-            e = rv.tuning.estimate
-            if np.isfinite(e.equivalent_p.value):
-                (row,) = seeds_table(gamma, draft_cost, [e.equivalent_p.value], method=method)
-                marks.append((name, e.equivalent_p.value, e.equivalent_p.low, e.equivalent_p.high, row.speedup))
-        st.plotly_chart(charts.seeds_figure(
-            [r.p for r in rows], [r.speedup for r in rows],
-            title=f"S = (1 − p^(γ+1)) / ((1 − p)·step cost), γ={gamma}, {method}, draft cost {draft_cost:g} (flat profile)",
-            published=published, route_marks=marks), key="whatif_seeds")
-        st.caption(f"Diamonds: the seeds' printed table (γ={SEEDS_GAMMA}, r={SEEDS_DRAFT_COST:g}) and the published "
-                   f"370 / 464 tok/s over {SEEDS_BASELINE_TPS:g} tok/s placed at the p they imply under these controls. "
-                   "Circles: each route's equivalent p (bars: its interval) and the flat model's speedup there — "
-                   "not the route's projection. " + flat_vs_route(route, gamma, marks, chosen, rec))
-        for s in skipped:
-            st.caption(f"Not on this curve — {s}")
-
-    # 2. The route's projected speedup per γ under the controls' figures.
-    st.subheader(f"Route {route}: projected speedup per γ")
-    if rec is None:
-        st.warning(f"These figures cannot be modelled: {model_error}")
         return
+    if not rows:
+        return
+    published = [(f"p={p:g}", p, s) for p, s in SEEDS_TABLE_POINTS]
+    skipped = []
+    for label, tps in SEEDS_MEASUREMENTS:
+        try:
+            imp = implied_p(tps / SEEDS_BASELINE_TPS, gamma, draft_cost, method=method)
+            published.append((label, imp.p, imp.speedup))
+        except ModelInputError as e:
+            skipped.append(f"{label}: {e}")
+    marks = []
+    for name, rv in fleet.tuned.items():
+        e = rv.tuning.estimate
+        if np.isfinite(e.equivalent_p.value):
+            (row,) = seeds_table(gamma, draft_cost, [e.equivalent_p.value], method=method)
+            marks.append((name, e.equivalent_p.value, e.equivalent_p.low, e.equivalent_p.high, row.speedup))
+    st.plotly_chart(charts.seeds_figure(
+        [r.p for r in rows], [r.speedup for r in rows],
+        title=f"S = (1 − p^(γ+1)) / ((1 − p)·step cost), γ={gamma}, {method}, draft cost {draft_cost:g} (flat profile)",
+        published=published, route_marks=marks), key="whatif_seeds")
+    st.caption(f"Diamonds: the seeds' printed table (γ={SEEDS_GAMMA}, r={SEEDS_DRAFT_COST:g}) and the published "
+               f"370 / 464 tok/s over {SEEDS_BASELINE_TPS:g} tok/s placed at the p they imply under these controls. "
+               "Circles: each route's equivalent p (bars: its interval) and the flat model's speedup there — "
+               "not the route's projection. " + flat_vs_route(route, gamma, marks, chosen, rec))
+    for s in skipped:
+        st.caption(f"Not on this curve — {s}")
+
+
+def _route_section(tuning, gamma: int, deployed: int, deployment, rec, chosen) -> None:
+    """2. The route's projected speedup per γ under the controls' figures."""
     m1, m2, m3 = st.columns(3)
     if chosen is None:
         m1.metric(f"Speedup at γ={gamma}", "—",
-                  help=f"Candidates stop at the deployed γ + 2 = {max(cands)}: past that the data cannot say.")
+                  help=f"Candidates stop at the deployed γ + 2 = {max(c.gamma for c in rec.candidates)}: "
+                       f"past that the data cannot say.")
     else:
         # The value alone in the metric's large type (with its interval it was cut at 1400 px),
         # the interval under it.
