@@ -26,6 +26,32 @@ per-batch counts carry no resamples of their own), clipped to [0, 1] and non-inc
 A ``num_speculative_tokens_per_batch_size`` schedule (per batch size the best K ≤ γ; on the
 specialized path only γ or 0) is suggested when it beats the fixed γ by more than min_gain
 over the mix; it enters the deployable config only together with a change of γ.
+
+Inputs of ``recommend`` beside the curve and the deployment: ``eligibility``: the clean share of
+steps for the specialized path (an Eligibility, a number, or None = assumed 1).
+``observed_tokens_per_second``: per-user decode tok/s at the deployed γ (1 / mean ITL);
+model_error compares the model's per-user tok/s with it. The computation is deterministic.
+``batch_mix_resamples`` (m, nB): resampled weights over ``batch_mix``'s batch sizes in
+ascending order; survival resample i is priced at mix row i mod m, so the intervals and
+probabilities carry the batch mix's sampling error too (the point uses ``batch_mix``).
+``survival_by_batch``: {batch size: a_1..a_γ} for batch sizes of ``batch_mix`` whose
+own curve is known (module docstring); others, and batch sizes not in the mix, fall
+back to / are ignored in favour of the pooled ``survival``. ``mix_in_time``: the mix
+was converted from time shares measured at the deployed γ (num_requests_running), so
+a resample priced at another specialized speedup re-weights it by that speedup's step
+times (w_B ∝ B·u_B / t_B(γ_d)); without it the request weights are taken as given.
+``mean_draft_length`` (T / D) and ``draft_reach`` (R_k / D, k = 1..γ): the drafter's
+draft lengths at the observed γ, so that a step is priced at the tokens it verifies
+(speedup.verify_widths), not γ + 1, when drafts come out shorter than γ.
+``observed_latency_source`` names where ``observed_tokens_per_second`` came from; when
+baseline_tokens_per_second is not configured, the profile is anchored on it (model.anchor).
+``undrafted_token_share``: ν, the share of decode tokens from steps that carried no draft
+(acceptance.counts.undrafted_token_share), priced at every γ (speedup.speedup_with_undrafted);
+None = every step drafted. ``step_sequences``: the requests' drafted steps in order at the
+deployed γ (per-request ``detailed``); AL and the verify width of every candidate then come
+from replaying them (acceptance.step_replay), not from the survival curve — once per tail
+model's guess of the positions after full drafts (model.extrapolate.bonus_acceptances), the
+point their mean and the intervals widened to their extremes, as for an extended curve.
 """
 
 from __future__ import annotations
@@ -197,224 +223,60 @@ def recommend(
     undrafted_token_share: float | None = None,
     step_sequences: Sequence[StepSequence] | None = None,
 ) -> Recommendation:
-    """Recommend γ for one route (module docstring). ``eligibility``: the clean share of
-    steps for the specialized path (an Eligibility, a number, or None = assumed 1).
-    ``observed_tokens_per_second``: per-user decode tok/s at the deployed γ (1 / mean ITL);
-    model_error compares the model's per-user tok/s with it. The computation is deterministic.
-    ``batch_mix_resamples`` (m, nB): resampled weights over ``batch_mix``'s batch sizes in
-    ascending order; survival resample i is priced at mix row i mod m, so the intervals and
-    probabilities carry the batch mix's sampling error too (the point uses ``batch_mix``).
-    ``survival_by_batch``: {batch size: a_1..a_γ} for batch sizes of ``batch_mix`` whose
-    own curve is known (module docstring); others, and batch sizes not in the mix, fall
-    back to / are ignored in favour of the pooled ``survival``. ``mix_in_time``: the mix
-    was converted from time shares measured at the deployed γ (num_requests_running), so
-    a resample priced at another specialized speedup re-weights it by that speedup's step
-    times (w_B ∝ B·u_B / t_B(γ_d)); without it the request weights are taken as given.
-    ``mean_draft_length`` (T / D) and ``draft_reach`` (R_k / D, k = 1..γ): the drafter's
-    draft lengths at the observed γ, so that a step is priced at the tokens it verifies
-    (speedup.verify_widths), not γ + 1, when drafts come out shorter than γ.
-    ``observed_latency_source`` names where ``observed_tokens_per_second`` came from; when
-    baseline_tokens_per_second is not configured, the profile is anchored on it (model.anchor).
-    ``undrafted_token_share``: ν, the share of decode tokens from steps that carried no draft
-    (acceptance.counts.undrafted_token_share), priced at every γ (speedup.speedup_with_undrafted);
-    None = every step drafted. ``step_sequences``: the requests' drafted steps in order at the
-    deployed γ (per-request ``detailed``); AL and the verify width of every candidate then come
-    from replaying them (acceptance.step_replay), not from the survival curve — once per tail
-    model's guess of the positions after full drafts (model.extrapolate.bonus_acceptances), the
-    point their mean and the intervals widened to their extremes, as for an extended curve."""
-    a = np.asarray(survival, dtype=float)
-    if a.ndim != 1 or a.size == 0:
-        raise ModelInputError("survival: must be a non-empty curve a_1..a_γ")
-    check_survival_curve(a, "survival")
-    g = a.size
-    if not isinstance(deployment, Deployment):
-        raise ModelInputError("deployment: must be a Deployment")
-    if isinstance(gamma_max, bool) or not isinstance(gamma_max, int) or gamma_max < 0:
-        raise ModelInputError(f"gamma_max must be an integer ≥ 0, got {gamma_max!r}")
-    if not (isinstance(level, float) or isinstance(level, int)) or not 0 < level < 1:
-        raise ModelInputError(f"level must be in (0, 1), got {level!r}")
-    top = min(gamma_max, g + MAX_EXTRAPOLATION)
-    gammas = np.arange(top + 1)
-    deployed = g if deployed_gamma is None else deployed_gamma
-    if isinstance(deployed, bool) or not isinstance(deployed, (int, np.integer)) or deployed < 0:
-        raise ModelInputError(f"deployed_gamma must be an integer ≥ 0, got {deployed_gamma!r}")
-    if deployed > top:
-        raise ModelInputError(f"deployed_gamma {deployed} is outside the candidates 0..{top}")
-    resamples = None
-    if survival_resamples is not None:
-        resamples = np.asarray(survival_resamples, dtype=float)
-        if resamples.ndim != 2 or resamples.shape[1] != g:
-            raise ModelInputError(f"survival_resamples: must have shape (n, {g}), got {resamples.shape}")
-        resamples = resamples[np.all(np.isfinite(resamples), axis=1)]  # resamples without drafts
-        if resamples.shape[0] == 0:
-            raise ModelInputError("survival_resamples: no finite resample")
-        check_survival_curve(resamples, "survival_resamples")
+    """Recommend γ for one route (module docstring; each input below is described under
+    "Inputs" there). The computation is deterministic: resamples, tail models and the
+    specialized speedup bins are spread in a fixed order."""
+    a, resamples, deployed, gammas = _checked_curves(survival, survival_resamples, deployment, deployed_gamma,
+                                                     gamma_max, level)
+    g, top = a.size, int(gammas[-1])
     bs, ws = normalise_batch_mix(batch_mix)
-    mix_res = None
-    if batch_mix_resamples is not None and resamples is not None:
-        mix_res = np.asarray(batch_mix_resamples, dtype=float)
-        if mix_res.ndim != 2 or mix_res.shape[1] != len(bs) or mix_res.shape[0] == 0:
-            raise ModelInputError(f"batch_mix_resamples: must have shape (m, {len(bs)}), got {mix_res.shape}")
-        if not np.all(np.isfinite(mix_res)) or np.any(mix_res < 0) or np.any(mix_res.sum(axis=1) <= 0):
-            raise ModelInputError("batch_mix_resamples: weights must be finite, ≥ 0 and not all 0")
-        mix_res = mix_res / mix_res.sum(axis=1, keepdims=True)
-
-    # Specialized path: the clean share of steps.
+    mix_res = _checked_mix_resamples(batch_mix_resamples, resamples, len(bs))
     specialized = deployment.decode_backend == "latency_specialized"
-    elig: Eligibility | None = None
-    if specialized:
-        if eligibility is None:
-            elig = Eligibility(1.0, "assumed: every decode step clean (no iteration_tokens data)")
-        elif isinstance(eligibility, Eligibility):
-            elig = eligibility
-        elif isinstance(eligibility, (int, float)) and not isinstance(eligibility, bool):
-            elig = Eligibility(float(eligibility), "given")
-        else:
-            raise ModelInputError(f"eligibility: must be an Eligibility or a share in [0, 1], got {eligibility!r}")
-        if not 0.0 <= elig.share <= 1.0:
-            raise ModelInputError(f"eligibility: share must be in [0, 1], got {elig.share!r}")
-
-    if observed_tokens_per_second is not None and (
-            not isinstance(observed_tokens_per_second, (int, float)) or not observed_tokens_per_second > 0):
-        raise ModelInputError(f"observed_tokens_per_second must be > 0, got {observed_tokens_per_second!r}")
-    if undrafted_token_share is not None and not (
-            isinstance(undrafted_token_share, (int, float)) and 0.0 <= undrafted_token_share < 1.0):
-        raise ModelInputError(f"undrafted_token_share must be in [0, 1), got {undrafted_token_share!r}")
+    elig = _eligibility(eligibility) if specialized else None
+    _check_rates(observed_tokens_per_second, undrafted_token_share)
     # the specialized path runs dspark, which drafts at every step
     nu = None if specialized or not undrafted_token_share else float(undrafted_token_share)
     widths = None if specialized else verify_widths(top, g, mean_draft_length, draft_reach)
     per_batch = _per_batch_curves(survival_by_batch, bs, a)  # (nB, g) or None
     replayed = None  # (M, requests, G, 4) expected D, A, T, U per tail model, request and candidate
     if step_sequences is not None and not specialized and per_batch is None:
-        if any(seq.gamma != g for seq in step_sequences) or not step_sequences:
-            raise ModelInputError(f"step_sequences: need the requests' steps at the deployed gamma {g}")
-        # the positions after full drafts are unseen: one replay per tail model's guess of them
-        replayed = np.stack([replay_by_gamma(step_sequences, top, q)
-                             for q in bonus_acceptances(*survival_and_reach(step_sequences))])
+        replayed = _replayed(step_sequences, g, top)
         widths = tokens_and_widths(replayed.sum(axis=1))[1].mean(axis=0)
     deployment, anchor = _anchor(deployment, observed_tokens_per_second, observed_latency_source, a, per_batch,
                                  bs, ws, deployed, widths, elig, nu)
     profile = make_profile(deployment)
     model = CostModel.for_deployment(deployment, clean_share=elig.share if elig else 1.0, profile=profile)
-    lo_sp, hi_sp = deployment.specialized_speedup_range
-    speed_range = specialized and lo_sp != hi_sp
-    # speeds[0]: the point (midpoint); then the K bin midpoints the resamples are spread over.
-    speeds = [deployment.specialized_speedup_point] + (
-        list(lo_sp + (hi_sp - lo_sp) * (np.arange(SPECIALIZED_SPEEDUP_BINS) + 0.5) / SPECIALIZED_SPEEDUP_BINS)
-        if speed_range else [])
+    speeds = _specialized_speeds(deployment) if specialized else [deployment.specialized_speedup_point]
+    price = _price(model, gammas, bs, ws, speeds, widths, nu, deployment.objective)
     # the law of draft lengths, when known, is extrapolated apart from acceptance (extend_survival)
     reach = None if draft_reach is None or specialized else np.asarray(draft_reach, dtype=float)
-    times = np.stack([model.step_times(gammas, bs, sp, widths) for sp in speeds])  # (S, G, nB)
-    # a step that drafted nothing verifies one token (only read when nu is set)
-    times_u = times if nu is None else np.stack([model.step_times(gammas, bs, sp, np.ones(len(gammas)))
-                                                  for sp in speeds])
-    v = objective_weights(bs, ws, deployment.objective)
-    tau = times @ v  # (S, G)
-    ratio = tau[:, :1] / tau  # τ(0)/τ(γ)
-    ratio_u = tau[:, :1] / (times_u @ v)  # τ(0)/τ_u(γ)
-
-    # Expected tokens per step for every tail model (and resample).
-    extra = max(0, top - g)
-    al_by_batch = None
-    if replayed is not None:
-        al_point = tokens_and_widths(replayed.sum(axis=1))[0]  # (M, G)
-    elif per_batch is None:
-        al_point = expected_tokens_by_gamma(extend_survival(a, extra, reach), top)  # (M, G)
-    else:
-        al_by_batch = expected_tokens_by_gamma(extend_survival(per_batch, extra, reach), top)  # (M, nB, G)
-        al_point = mix_expected_tokens(al_by_batch, ws)
-    speed_point_models = speedup_with_undrafted(al_point, ratio[0], ratio_u[0], nu)  # (M, G)
-    speed_point = speed_point_models.mean(axis=0)
-    if resamples is not None:
-        n = resamples.shape[0]
-        mix_w = ws[None, :] if mix_res is None else mix_res  # (m, nB)
-        if speed_range and mix_in_time:
-            # The mix was measured in time at the deployed γ: at another specialized speedup
-            # the same time shares hold other requests (w_B ∝ B·u_B / t_B(γ_d)).
-            mix_w = request_weights_at_speedups(bs, mix_w, deployment, deployed, speeds)
-        else:
-            mix_w = np.broadcast_to(mix_w[None], (len(speeds),) + mix_w.shape)  # (S, m, nB)
-        row = np.arange(n) % mix_w.shape[1]  # survival resample i is priced at mix row i mod m
-        if replayed is not None:
-            al_res = np.stack([resampled_tokens(r, n) for r in replayed])[None]  # (1, M, n, G), same draws
-        elif per_batch is None:
-            al_res = expected_tokens_by_gamma(extend_survival(resamples, extra, reach), top)[None]  # (1, M, n, G)
-        else:
-            shifted = monotone_survival(per_batch[None] + (resamples - a)[:, None, :])  # (n, nB, g)
-            al_b_res = expected_tokens_by_gamma(extend_survival(shifted, extra, reach), top)  # (M, n, nB, G)
-            al_res = np.stack([mix_expected_tokens(al_b_res, w[row]) for w in mix_w])  # (S, M, n, G)
-        v_res = objective_weights(bs, mix_w, deployment.objective)
-        tau_res = np.einsum("sgb,smb->smg", times, v_res)  # (S, m, G)
-        ratio_res = (tau_res[..., :1] / tau_res)[:, row]  # (S, n, G)
-        ratio_u_res = (tau_res[..., :1] / np.einsum("sgb,smb->smg", times_u, v_res))[:, row]
-        samples = speedup_with_undrafted(al_res, ratio_res[:, None], ratio_u_res[:, None], nu)  # (S, M, n, G)
-
-    # Which candidates can be deployed.
-    drafter = drafter_for(deployment.method)
-    allowed = np.ones(len(gammas), dtype=bool)
-    reasons: list[str | None] = []
-    for gm in gammas:
-        why = [r for r in (drafter.refusal(int(gm)), specialized_refusal(deployment.method, int(gm)) if specialized else None) if r]
-        reasons.append("; ".join(why) or None)
-        allowed[gm] = not why
-    extrapolated = gammas > g
-
+    tokens = _CurveTokens(a, per_batch, replayed, max(0, top - g), reach, top)
+    al_point, al_by_batch = tokens.point(ws)
+    speed_point = speedup_with_undrafted(al_point, price.ratio[0], price.ratio_u[0], nu).mean(axis=0)
+    allowed, reasons = _admissible(deployment, gammas, specialized)
     masked_point = np.where(allowed, speed_point, -np.inf)
     rec = int(np.argmax(masked_point))  # ties → the smaller γ; γ = 0 scores exactly 1
-
-    prob_best = ensemble = None
+    ensemble = spread = None
     if resamples is not None:
-        if speed_range:  # resample i at the specialized speedup of bin ⌊i·K/n⌋ (each bin n/K resamples)
-            n = samples.shape[2]
-            bins = 1 + (np.arange(n) * SPECIALIZED_SPEEDUP_BINS) // n
-            drawn = samples[bins, :, np.arange(n), :].transpose(1, 0, 2)
-        else:
-            drawn = samples[0]  # (M, n, G)
-        ensemble = drawn.reshape(-1, len(gammas))  # (M·n, G)
-        best = np.argmax(np.where(allowed, ensemble, -np.inf), axis=1)
-        prob_best = np.bincount(best, minlength=len(gammas)) / best.size
-        q_lo, q_hi = (1 - level) / 2, (1 + level) / 2
-        lows = np.quantile(drawn, q_lo, axis=1).min(axis=0)
-        highs = np.quantile(drawn, q_hi, axis=1).max(axis=0)
-    # Tokens/s in the objective's unit (profile in seconds only).
-    tps = None
-    if getattr(profile, "absolute", False):
-        unit = tau[0] if deployment.objective == "interactivity" else tau[0] * deployment.tensor_parallel_size
-        tps = speed_point * (1.0 / unit[0])  # speedup × the γ = 0 rate
-
-    candidates = []
-    for i, gm in enumerate(gammas):
-        candidates.append(Candidate(
-            gamma=int(gm),
-            speedup=float(speed_point[i]),
-            speedup_low=None if resamples is None else float(lows[i]),
-            speedup_high=None if resamples is None else float(highs[i]),
-            tokens_per_second=None if tps is None else float(tps[i]),
-            probability_best=None if prob_best is None else float(prob_best[i]),
-            extrapolated=bool(extrapolated[i]),
-            allowed=bool(allowed[i]),
-            reason=reasons[i],
-            expected_tokens=float(al_point[:, i].mean()),
-        ))
-
+        samples = _resampled_speedups(tokens, resamples, mix_res, price, bs, ws, deployment, deployed, speeds,
+                                      mix_in_time and len(speeds) > 1, nu)
+        ensemble, spread = _ensemble(samples, allowed, level, len(speeds) > 1)
+    tps = _tokens_per_second(profile, price.tau, speed_point, deployment)
+    candidates = _candidates(gammas, g, speed_point, spread, tps, allowed, reasons, al_point)
     decision, reason, settle = _decide(rec, deployed, allowed, speed_point, ensemble, deployment.min_gain, reasons)
-
-    # Model error at the deployed γ: per-user tokens/s, whatever the objective.
     model_error = None
     if observed_tokens_per_second is not None and getattr(profile, "absolute", False) and anchor.source != OBSERVED:
-        tau_int, tau_u_int = times[0] @ ws, times_u[0] @ ws  # (observed: equal by construction, no error to report)
-        model_tps = float(tokens_per_time(al_point[:, deployed].mean(), tau_int[deployed], tau_u_int[deployed], nu))
-        model_error = model_tps / observed_tokens_per_second - 1.0
-
+        model_error = _model_error(observed_tokens_per_second, al_point, price, ws, deployed, nu)
     final = rec if decision in ("change", "off") else deployed
     schedule = None
     if final > 0 and len(bs) > 1:
         al_sched = al_point.mean(axis=0) if al_by_batch is None else al_by_batch.mean(axis=0).T  # (G,) or (G, nB)
-        schedule = _schedule(final, bs, ws, times[0], al_sched, allowed, specialized,
-                             deployment.objective, deployment.min_gain, times_u[0], nu)
+        schedule = _schedule(final, bs, ws, price.times[0], al_sched, allowed, specialized,
+                             deployment.objective, deployment.min_gain, price.times_u[0], nu)
     # A schedule restarts engines like a γ change: it joins the deployable config only when
     # γ changes anyway; otherwise it is reported as a suggestion (Recommendation.schedule).
     spec_cfg = speculative_config(deployment, final, schedule if decision == "change" else None)
+    prob_best = None if spread is None else spread.probability_best
     return Recommendation(
         objective=deployment.objective,
         cost_profile=profile.name,
@@ -439,6 +301,236 @@ def recommend(
         model_error_warning=_model_error_warning(model_error, deployment),
         drafts_factor_to_settle=settle,
     )
+
+
+# ----------------------------------------------------------------- recommend(), step by step
+
+
+def _checked_curves(survival, survival_resamples, deployment, deployed_gamma, gamma_max, level):
+    """(a, finite resamples or None, deployed γ, candidates 0..top) after checking every input."""
+    a = np.asarray(survival, dtype=float)
+    if a.ndim != 1 or a.size == 0:
+        raise ModelInputError("survival: must be a non-empty curve a_1..a_γ")
+    check_survival_curve(a, "survival")
+    g = a.size
+    if not isinstance(deployment, Deployment):
+        raise ModelInputError("deployment: must be a Deployment")
+    if isinstance(gamma_max, bool) or not isinstance(gamma_max, int) or gamma_max < 0:
+        raise ModelInputError(f"gamma_max must be an integer ≥ 0, got {gamma_max!r}")
+    if not (isinstance(level, float) or isinstance(level, int)) or not 0 < level < 1:
+        raise ModelInputError(f"level must be in (0, 1), got {level!r}")
+    top = min(gamma_max, g + MAX_EXTRAPOLATION)
+    deployed = g if deployed_gamma is None else deployed_gamma
+    if isinstance(deployed, bool) or not isinstance(deployed, (int, np.integer)) or deployed < 0:
+        raise ModelInputError(f"deployed_gamma must be an integer ≥ 0, got {deployed_gamma!r}")
+    if deployed > top:
+        raise ModelInputError(f"deployed_gamma {deployed} is outside the candidates 0..{top}")
+    resamples = None
+    if survival_resamples is not None:
+        resamples = np.asarray(survival_resamples, dtype=float)
+        if resamples.ndim != 2 or resamples.shape[1] != g:
+            raise ModelInputError(f"survival_resamples: must have shape (n, {g}), got {resamples.shape}")
+        resamples = resamples[np.all(np.isfinite(resamples), axis=1)]  # resamples without drafts
+        if resamples.shape[0] == 0:
+            raise ModelInputError("survival_resamples: no finite resample")
+        check_survival_curve(resamples, "survival_resamples")
+    return a, resamples, deployed, np.arange(top + 1)
+
+
+def _checked_mix_resamples(batch_mix_resamples, resamples, n_sizes: int) -> np.ndarray | None:
+    """The resampled mix rows normalised to 1 (None without them or without survival resamples)."""
+    if batch_mix_resamples is None or resamples is None:
+        return None
+    mix_res = np.asarray(batch_mix_resamples, dtype=float)
+    if mix_res.ndim != 2 or mix_res.shape[1] != n_sizes or mix_res.shape[0] == 0:
+        raise ModelInputError(f"batch_mix_resamples: must have shape (m, {n_sizes}), got {mix_res.shape}")
+    if not np.all(np.isfinite(mix_res)) or np.any(mix_res < 0) or np.any(mix_res.sum(axis=1) <= 0):
+        raise ModelInputError("batch_mix_resamples: weights must be finite, ≥ 0 and not all 0")
+    return mix_res / mix_res.sum(axis=1, keepdims=True)
+
+
+def _eligibility(eligibility) -> Eligibility:
+    """The specialized path's clean share of steps as an Eligibility (None: assumed 1)."""
+    if eligibility is None:
+        elig = Eligibility(1.0, "assumed: every decode step clean (no iteration_tokens data)")
+    elif isinstance(eligibility, Eligibility):
+        elig = eligibility
+    elif isinstance(eligibility, (int, float)) and not isinstance(eligibility, bool):
+        elig = Eligibility(float(eligibility), "given")
+    else:
+        raise ModelInputError(f"eligibility: must be an Eligibility or a share in [0, 1], got {eligibility!r}")
+    if not 0.0 <= elig.share <= 1.0:
+        raise ModelInputError(f"eligibility: share must be in [0, 1], got {elig.share!r}")
+    return elig
+
+
+def _check_rates(observed_tokens_per_second, undrafted_token_share) -> None:
+    if observed_tokens_per_second is not None and (
+            not isinstance(observed_tokens_per_second, (int, float)) or not observed_tokens_per_second > 0):
+        raise ModelInputError(f"observed_tokens_per_second must be > 0, got {observed_tokens_per_second!r}")
+    if undrafted_token_share is not None and not (
+            isinstance(undrafted_token_share, (int, float)) and 0.0 <= undrafted_token_share < 1.0):
+        raise ModelInputError(f"undrafted_token_share must be in [0, 1), got {undrafted_token_share!r}")
+
+
+def _replayed(step_sequences, g: int, top: int) -> np.ndarray:
+    """(M, requests, G, 4) the requests' steps replayed at every candidate, once per tail
+    model's guess of the positions after full drafts (they are unseen)."""
+    if any(seq.gamma != g for seq in step_sequences) or not step_sequences:
+        raise ModelInputError(f"step_sequences: need the requests' steps at the deployed gamma {g}")
+    return np.stack([replay_by_gamma(step_sequences, top, q)
+                     for q in bonus_acceptances(*survival_and_reach(step_sequences))])
+
+
+def _specialized_speeds(deployment: Deployment) -> list[float]:
+    """The point (midpoint) of specialized_speedup, then the K bin midpoints of its range
+    that the resamples are spread over (none when the range is a point)."""
+    lo_sp, hi_sp = deployment.specialized_speedup_range
+    bins = (lo_sp + (hi_sp - lo_sp) * (np.arange(SPECIALIZED_SPEEDUP_BINS) + 0.5) / SPECIALIZED_SPEEDUP_BINS).tolist()
+    return [deployment.specialized_speedup_point] + (bins if lo_sp != hi_sp else [])
+
+
+@dataclass(frozen=True)
+class _Price:
+    """Step times per specialized speed s, candidate γ and batch size, and τ(0)/τ(γ) over the mix."""
+
+    times: np.ndarray  # (S, G, nB)
+    times_u: np.ndarray  # (S, G, nB) a step that drafted nothing (verifies one token)
+    tau: np.ndarray  # (S, G) the objective's step time over the mix
+    ratio: np.ndarray  # (S, G) τ(0)/τ(γ)
+    ratio_u: np.ndarray  # (S, G) τ(0)/τ_u(γ)
+
+
+def _price(model: CostModel, gammas, bs, ws, speeds, widths, nu, objective: str) -> _Price:
+    times = np.stack([model.step_times(gammas, bs, sp, widths) for sp in speeds])
+    # a step that drafted nothing verifies one token (only read when nu is set)
+    times_u = times if nu is None else np.stack([model.step_times(gammas, bs, sp, np.ones(len(gammas)))
+                                                  for sp in speeds])
+    v = objective_weights(bs, ws, objective)
+    tau = times @ v
+    return _Price(times, times_u, tau, tau[:, :1] / tau, tau[:, :1] / (times_u @ v))
+
+
+@dataclass(frozen=True)
+class _CurveTokens:
+    """Expected tokens per step AL(γ) of every tail model: from the pooled curve, the
+    per-batch curves, or the replayed steps."""
+
+    pooled: np.ndarray  # a_1..a_g
+    per_batch: np.ndarray | None  # (nB, g)
+    replayed: np.ndarray | None  # (M, requests, G, 4)
+    extra: int  # positions past the observed γ
+    reach: np.ndarray | None
+    top: int
+
+    def point(self, ws) -> tuple[np.ndarray, np.ndarray | None]:
+        """(M, G) AL at the point, and (M, nB, G) per batch size when the curves are per batch."""
+        if self.replayed is not None:
+            return tokens_and_widths(self.replayed.sum(axis=1))[0], None
+        if self.per_batch is None:
+            return expected_tokens_by_gamma(extend_survival(self.pooled, self.extra, self.reach), self.top), None
+        by_batch = expected_tokens_by_gamma(extend_survival(self.per_batch, self.extra, self.reach), self.top)
+        return mix_expected_tokens(by_batch, ws), by_batch
+
+    def resampled(self, resamples: np.ndarray, mix_w: np.ndarray, row: np.ndarray) -> np.ndarray:
+        """(S or 1, M, n, G) AL of each survival resample (row: its mix row)."""
+        n = resamples.shape[0]
+        if self.replayed is not None:
+            return np.stack([resampled_tokens(r, n) for r in self.replayed])[None]  # the same draws
+        if self.per_batch is None:
+            return expected_tokens_by_gamma(extend_survival(resamples, self.extra, self.reach), self.top)[None]
+        # every batch size's curve shifted by the pooled resample's deviation
+        shifted = monotone_survival(self.per_batch[None] + (resamples - self.pooled)[:, None, :])  # (n, nB, g)
+        al_b_res = expected_tokens_by_gamma(extend_survival(shifted, self.extra, self.reach), self.top)
+        return np.stack([mix_expected_tokens(al_b_res, w[row]) for w in mix_w])
+
+
+def _resampled_speedups(tokens: _CurveTokens, resamples, mix_res, price: _Price, bs, ws, deployment: Deployment,
+                        deployed: int, speeds, reweight_mix: bool, nu) -> np.ndarray:
+    """(S, M, n, G) speedup of every survival resample, tail model and specialized speed;
+    resample i is priced at mix row i mod m."""
+    n = resamples.shape[0]
+    mix_w = ws[None, :] if mix_res is None else mix_res  # (m, nB)
+    if reweight_mix:
+        # The mix was measured in time at the deployed γ: at another specialized speedup
+        # the same time shares hold other requests (w_B ∝ B·u_B / t_B(γ_d)).
+        mix_w = request_weights_at_speedups(bs, mix_w, deployment, deployed, speeds)
+    else:
+        mix_w = np.broadcast_to(mix_w[None], (len(speeds),) + mix_w.shape)  # (S, m, nB)
+    row = np.arange(n) % mix_w.shape[1]
+    al_res = tokens.resampled(resamples, mix_w, row)
+    v_res = objective_weights(bs, mix_w, deployment.objective)
+    tau_res = np.einsum("sgb,smb->smg", price.times, v_res)  # (S, m, G)
+    ratio_res = (tau_res[..., :1] / tau_res)[:, row]  # (S, n, G)
+    ratio_u_res = (tau_res[..., :1] / np.einsum("sgb,smb->smg", price.times_u, v_res))[:, row]
+    return speedup_with_undrafted(al_res, ratio_res[:, None], ratio_u_res[:, None], nu)
+
+
+def _admissible(deployment: Deployment, gammas, specialized: bool) -> tuple[np.ndarray, list[str | None]]:
+    """Which candidates can be deployed, and why not (the drafter's limits, the specialized path's)."""
+    drafter = drafter_for(deployment.method)
+    allowed = np.ones(len(gammas), dtype=bool)
+    reasons: list[str | None] = []
+    for gm in gammas:
+        why = [r for r in (drafter.refusal(int(gm)),
+                           specialized_refusal(deployment.method, int(gm)) if specialized else None) if r]
+        reasons.append("; ".join(why) or None)
+        allowed[gm] = not why
+    return allowed, reasons
+
+
+@dataclass(frozen=True)
+class _Spread:
+    probability_best: np.ndarray  # (G,) share of the ensemble in which each is the best allowed
+    low: np.ndarray  # (G,) the (1 − level)/2 quantile, the lowest over tail models
+    high: np.ndarray  # (G,) the (1 + level)/2 quantile, the highest over tail models
+
+
+def _ensemble(samples: np.ndarray, allowed, level: float, speed_range: bool) -> tuple[np.ndarray, _Spread]:
+    """(M·n, G) the ensemble the decision reads, and the spread the candidates show. With a
+    specialized_speedup range, resample i runs at the speed of bin ⌊i·K/n⌋ (n/K each)."""
+    if speed_range:
+        n = samples.shape[2]
+        bins = 1 + (np.arange(n) * SPECIALIZED_SPEEDUP_BINS) // n
+        drawn = samples[bins, :, np.arange(n), :].transpose(1, 0, 2)
+    else:
+        drawn = samples[0]  # (M, n, G)
+    n_gammas = drawn.shape[-1]
+    ensemble = drawn.reshape(-1, n_gammas)
+    best = np.argmax(np.where(allowed, ensemble, -np.inf), axis=1)
+    q_lo, q_hi = (1 - level) / 2, (1 + level) / 2
+    return ensemble, _Spread(np.bincount(best, minlength=n_gammas) / best.size,
+                             np.quantile(drawn, q_lo, axis=1).min(axis=0), np.quantile(drawn, q_hi, axis=1).max(axis=0))
+
+
+def _tokens_per_second(profile, tau: np.ndarray, speed_point: np.ndarray, deployment: Deployment):
+    """Tokens/s in the objective's unit: speedup × the γ = 0 rate (a profile in seconds only)."""
+    if not getattr(profile, "absolute", False):
+        return None
+    unit = tau[0] if deployment.objective == "interactivity" else tau[0] * deployment.tensor_parallel_size
+    return speed_point * (1.0 / unit[0])
+
+
+def _candidates(gammas, g: int, speed_point, spread: _Spread | None, tps, allowed, reasons, al_point) -> list[Candidate]:
+    return [Candidate(
+        gamma=int(gm),
+        speedup=float(speed_point[i]),
+        speedup_low=None if spread is None else float(spread.low[i]),
+        speedup_high=None if spread is None else float(spread.high[i]),
+        tokens_per_second=None if tps is None else float(tps[i]),
+        probability_best=None if spread is None else float(spread.probability_best[i]),
+        extrapolated=bool(gm > g),
+        allowed=bool(allowed[i]),
+        reason=reasons[i],
+        expected_tokens=float(al_point[:, i].mean()),
+    ) for i, gm in enumerate(gammas)]
+
+
+def _model_error(observed_tps: float, al_point, price: _Price, ws, deployed: int, nu) -> float:
+    """The model's per-user tokens/s at the deployed γ against the observed, − 1 (whatever the objective)."""
+    tau_int, tau_u_int = price.times[0] @ ws, price.times_u[0] @ ws
+    model_tps = float(tokens_per_time(al_point[:, deployed].mean(), tau_int[deployed], tau_u_int[deployed], nu))
+    return model_tps / observed_tps - 1.0
 
 
 def _anchor(deployment: Deployment, observed_tps, observed_source, survival, per_batch, bs, ws, deployed: int,

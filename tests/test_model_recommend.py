@@ -359,3 +359,46 @@ def test_the_gain_of_the_recommended_gamma_comes_with_its_interval_and_one_more_
     assert more == math.ceil((factor - 1) * 15)
     assert f"{factor:.1f}× the window's" in more_drafts_sentence(more, factor)
     assert "±0.05" in more_drafts_sentence(more, None) and more_drafts_sentence(None, factor) is None
+
+
+# ------------------------------------------------------------------ recommend()'s named steps
+
+
+def test_ensemble_step_reads_best_and_spread_from_the_samples():
+    from model.recommend import _ensemble
+
+    # S = 1 speed, M = 2 tail models, n = 4 resamples, G = 3 candidates; candidate 2 refused
+    samples = np.array([[[[1.0, 1.5, 9.0], [1.0, 1.2, 9.0], [1.0, 0.9, 9.0], [1.0, 1.4, 9.0]],
+                         [[1.0, 1.6, 9.0], [1.0, 1.1, 9.0], [1.0, 0.8, 9.0], [1.0, 1.3, 9.0]]]])
+    ensemble, spread = _ensemble(samples, np.array([True, True, False]), 0.5, speed_range=False)
+    assert ensemble.shape == (8, 3)
+    assert spread.probability_best.tolist() == [0.25, 0.75, 0.0]  # never the refused one
+    # quantiles per tail model, widened to the extremes over tail models
+    assert spread.low[1] == pytest.approx(min(np.quantile([1.5, 1.2, 0.9, 1.4], 0.25),
+                                              np.quantile([1.6, 1.1, 0.8, 1.3], 0.25)))
+    assert spread.high[1] == pytest.approx(max(np.quantile([1.5, 1.2, 0.9, 1.4], 0.75),
+                                               np.quantile([1.6, 1.1, 0.8, 1.3], 0.75)))
+
+
+def test_admissible_step_names_why_a_candidate_is_refused():
+    from model.recommend import _admissible
+
+    dep = Deployment.from_mapping({"method": "ngram", "draft_cost": 0.02, "decode_backend": "latency_specialized",
+                                   "cost_profile": "flat"}, where="test", base=INLINE_DEFAULTS)
+    allowed, reasons = _admissible(dep, np.arange(5), specialized=True)
+    assert allowed.tolist() == [r is None for r in reasons]
+    assert allowed[0], "gamma 0 (no speculation) is always deployable"
+    assert not allowed[1:].any() and all("ngram" in r or "specialized" in r for r in reasons[1:])
+
+
+def test_specialized_speeds_step_spreads_the_range_over_bins():
+    from model.recommend import SPECIALIZED_SPEEDUP_BINS, _specialized_speeds
+
+    ranged = Deployment.from_mapping({"decode_backend": "latency_specialized", "method": "dspark",
+                                      "specialized_speedup": [1.2, 1.6]}, where="test", base=INLINE_DEFAULTS)
+    speeds = _specialized_speeds(ranged)
+    assert speeds[0] == pytest.approx(1.4) and len(speeds) == 1 + SPECIALIZED_SPEEDUP_BINS
+    assert speeds[1] == pytest.approx(1.2 + 0.4 / 16) and speeds[-1] == pytest.approx(1.6 - 0.4 / 16)
+    point = Deployment.from_mapping({"decode_backend": "latency_specialized", "method": "dspark",
+                                     "specialized_speedup": 1.3}, where="test", base=INLINE_DEFAULTS)
+    assert _specialized_speeds(point) == [pytest.approx(1.3)]
