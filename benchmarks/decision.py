@@ -51,7 +51,6 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -74,7 +73,7 @@ from acceptance.sim.processes import (  # noqa: E402
     FrontLoadedProcess,
     HeterogeneousProcess,
 )
-from acceptance.windows import StepShapeWindow  # noqa: E402
+from acceptance.windows import RouteWindow, StepShapeWindow  # noqa: E402
 from model.deployment import Deployment  # noqa: E402
 from model.drafters import drafter_for  # noqa: E402
 from model.profiles import STOCK, make_profile  # noqa: E402
@@ -462,11 +461,17 @@ def drawn_specialized_speedup(cls: DecisionClass) -> bool:
             and hi > lo)
 
 
+def _shape_window(intervals, shape) -> RouteWindow:
+    """A window of the generated rows that carries the generated step shape (no segments:
+    the rows are passed to tune_intervals directly)."""
+    return RouteWindow([], float(intervals.start[0]), float(intervals.end[-1]), [], [], shape, [], [])
+
+
 def run_seed(cls: DecisionClass, truth: Truth, true_speedup: np.ndarray, deployment: Deployment,
              class_index: int, seed: int) -> SeedScore:
     rng = np.random.default_rng([9, class_index, seed])
     intervals, shape = generate_window(cls, truth, rng)
-    tuning = tune_intervals(cls.name, intervals, deployment, window=SimpleNamespace(step_shape=shape), level=LEVEL,
+    tuning = tune_intervals(cls.name, intervals, deployment, window=_shape_window(intervals, shape), level=LEVEL,
                             n_resamples=N_RESAMPLES, seed=seed)
     first = score(tuning, truth, true_speedup, deployment)
     first.second_regret = second_round_regret(cls, truth, tuning.recommendation, deployment, rng, seed)
@@ -491,7 +496,7 @@ def second_round_regret(cls: DecisionClass, truth: Truth, rec, deployment: Deplo
     if gamma == 0:
         return 1.0 - float(true2[0]) / best
     intervals, shape = generate_window(moved, truth2, rng, t0=cls.window_s)
-    tuning = tune_intervals(cls.name, intervals, deployment, window=SimpleNamespace(step_shape=shape), level=LEVEL,
+    tuning = tune_intervals(cls.name, intervals, deployment, window=_shape_window(intervals, shape), level=LEVEL,
                             n_resamples=N_RESAMPLES, seed=seed + 1)
     return 1.0 - float(true2[tuning.recommendation.recommended_gamma]) / best
 
