@@ -1,4 +1,5 @@
-"""The duration syntax of configs and scenarios: seconds, or a number with s, m, h or d."""
+"""The duration syntax of configs, options and scenarios: seconds, or a number with s, m, h or d;
+read (duration_seconds) and written (format_duration exactly, approximate_duration rounded)."""
 
 from __future__ import annotations
 
@@ -17,3 +18,22 @@ def duration_seconds(value) -> float | None:
         return float(value)
     m = _DURATION.match(str(value))
     return float(m.group(1)) * _UNIT_SECONDS[m.group(2)] if m else None
+
+
+def format_duration(seconds: float) -> str:
+    """``seconds`` in the syntax, exactly: the largest unit that divides it ("15m", "2h",
+    "7d"), else seconds ("3601s")."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+def approximate_duration(seconds: float) -> str:
+    """``seconds`` in the syntax, rounded: one decimal in the largest unit it holds twice (or
+    once exactly): "15m", "2h", "1.5d", "90s"."""
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0)):
+        if seconds >= 2 * size or (seconds >= size and seconds % size == 0):
+            value = seconds / size
+            return f"{value:.0f}{unit}" if abs(value - round(value)) < 0.05 else f"{value:.1f}{unit}"
+    return f"{seconds:.0f}s"

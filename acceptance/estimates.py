@@ -38,6 +38,7 @@ from .bootstrap import (
 )
 from .counts import IntervalCounts, SpecCounts, survival  # noqa: F401  (survival: re-exported)
 from .definitions import monotone_survival
+from .durations import approximate_duration
 
 
 def conditional_from_survival(surv: np.ndarray) -> np.ndarray:
@@ -488,15 +489,6 @@ class Drift:
     min_relative_change: float
 
 
-def _duration_text(seconds: float) -> str:
-    """15m, 2h, 90s, 1.5d: the unit the CLI's duration options take."""
-    for unit, size in (("d", 86400.0), ("h", 3600.0), ("m", 60.0)):
-        if seconds >= 2 * size or (seconds >= size and seconds % size == 0):
-            value = seconds / size
-            return f"{value:.0f}{unit}" if abs(value - round(value)) < 0.05 else f"{value:.1f}{unit}"
-    return f"{seconds:.0f}s"
-
-
 def _signed(x: float) -> str:
     return f"{x:+.2f}".replace("-", "−")
 
@@ -582,7 +574,7 @@ def detect_drift(
     excludes_zero = low > 0 or high < 0
     large_enough = abs(difference.value) >= min_relative_change * earlier_al
     detected = bool(excludes_zero and large_enough)
-    span = _duration_text(float(end[-1] - recent_start))
+    span = approximate_duration(float(end[-1] - recent_start))
     interval_text = f"{level:.0%} interval {_signed(low)} … {_signed(high)}"
     if detected:
         verb = "fell" if difference.value < 0 else "rose"

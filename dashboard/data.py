@@ -149,11 +149,11 @@ def app_args(argv: list[str]):
 
 def resolve_store_path(config: Config | None, db: str | None) -> Path:
     """--db, else the config's [store] path, else ./specdec.db (specdec.config's rule)."""
-    if db:
-        return Path(db)
     if config is not None:
-        return Path(config.store_path)
-    return Path("specdec.db")
+        return config.store_path_for(db)
+    from specdec.config import DEFAULT_STORE_NAME
+
+    return Path(db or DEFAULT_STORE_NAME)
 
 
 def load_fleet(config_path: str | None, db: str | None, *, window: str | float = DEFAULT_WINDOW,

@@ -262,7 +262,9 @@ class CostRow:
 
 
 @dataclass(frozen=True)
-class IngestResult:
+class CalibrationResults:
+    """The step times read from `vllm bench` result files, and the cost table made of them."""
+
     steps: tuple[MeasuredStep, ...]
     rows: tuple[CostRow, ...]
     method: str
@@ -388,7 +390,7 @@ def table_csv(rows: Iterable[CostRow]) -> str:
     return buf.getvalue()
 
 
-def ingest_results(paths: Sequence[str | Path], deployment: Deployment, out: str | Path | None = None) -> IngestResult:
+def ingest_results(paths: Sequence[str | Path], deployment: Deployment, out: str | Path | None = None) -> CalibrationResults:
     """Read every result, build the table and (when ``out`` is given) write it as CSV.
     Nothing is written unless every file reads."""
     if not paths:
@@ -403,4 +405,4 @@ def ingest_results(paths: Sequence[str | Path], deployment: Deployment, out: str
             tmp.replace(out_path)  # atomic: an old table is never half-overwritten
         except OSError as e:
             raise CalibrationInputError(f"cost table {out_path}: cannot write ({e.strerror or e})") from None
-    return IngestResult(tuple(steps), rows, deployment.method, deployment.draft_cost)
+    return CalibrationResults(tuple(steps), rows, deployment.method, deployment.draft_cost)

@@ -18,6 +18,7 @@ import traceback
 
 
 
+from . import __version__
 from .args import UsageError, bounded_int, dump_json, duration, float_list, positive_float
 
 
@@ -117,8 +118,7 @@ def _setup_hint(report: dict) -> list[str]:
 def _open_store(config, db: str | None):
     from acceptance.store import Store
 
-    path = db or config.store_path
-    return Store.open(path, retention_s=config.retention_s)
+    return Store.open(config.store_path_for(db), retention_s=config.retention_s)
 
 
 def cmd_collect(args) -> int:
@@ -132,7 +132,7 @@ def cmd_collect(args) -> int:
         raise UsageError(f"{config.path}: no route has targets to scrape (add targets = [...] under [routes.NAME])")
     interval = args.interval or config.collect_interval_s
     store = _open_store(config, args.db)
-    print(f"collecting {len(targets)} target(s) every {interval:g}s into {args.db or config.store_path}", file=sys.stderr)
+    print(f"collecting {len(targets)} target(s) every {interval:g}s into {config.store_path_for(args.db)}", file=sys.stderr)
 
     gauges = None
     if args.serve is not None:
@@ -298,8 +298,6 @@ def cmd_model_implied_p(args) -> int:
 
 # ---------------------------------------------------------------------------- tune-gamma
 def cmd_tune_gamma(args) -> int:
-    from pathlib import Path
-
     from . import pipeline
     from .config import load_config
     from .report import format_tuning, tuning_to_dict
@@ -319,7 +317,7 @@ def cmd_tune_gamma(args) -> int:
         if args.route in config.routes and config.routes[args.route].source == "prometheus":
             tuning = pipeline.tune_route(config, args.route, window_s=args.window)
         else:
-            if args.route not in config.routes and not Path(args.db or config.store_path).exists():
+            if args.route not in config.routes and not config.store_path_for(args.db).exists():
                 if config.path is None:
                     raise UsageError(f"no ./specdec.toml and no ./specdec.db: pass --config FILE (routes) or --db PATH "
                                      f"(a store with `specdec ingest --route {args.route}` data)")
@@ -395,11 +393,9 @@ def _tune_live(config, route: str, window_s: float):
 
 
 def _open_store_for_reading(config, db: str | None):
-    from pathlib import Path
-
     from acceptance.store import Store
 
-    path = Path(db) if db else config.store_path
+    path = config.store_path_for(db)
     if not path.exists():
         raise UsageError(f"{path}: no store here yet; run `specdec collect --config {config.path}` first (or pass --db)")
     return Store.open(path, retention_s=config.retention_s)
@@ -544,7 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
     from acceptance.fetch import DEFAULT_MAX_BYTES  # not specdec.config: it pulls in scipy for every command
 
     parser = _Parser(prog="specdec", description="Speculative-decoding acceptance analyzer and γ tuner for vLLM.")
-    parser.add_argument("--version", action="version", version="specdec 0.1.0")
+    parser.add_argument("--version", action="version", version=f"specdec {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("inspect", help="acceptance per engine from one /metrics page (file, -, or URL)")

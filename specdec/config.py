@@ -72,6 +72,11 @@ class Config:
     max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES
     max_engines: int = DEFAULT_MAX_ENGINES  # per target page
 
+    def store_path_for(self, db: str | None) -> Path:
+        """The store a command reads or writes: --db when given, else [store] path (relative to
+        the config's folder), else specdec.db beside the config."""
+        return Path(db) if db else self.store_path
+
     def route(self, name: str) -> RouteConfig:
         try:
             return self.routes[name]

@@ -14,6 +14,7 @@ import math
 import time
 
 from acceptance.counts import mean_draft_length
+from acceptance.durations import format_duration  # noqa: F401  (the views' one duration wording)
 from acceptance.plugin_series import batch_bucket
 
 JSON_SCHEMA_VERSION = 1  # of every JSON document the views print (tune-gamma, inspect, ...)
@@ -28,13 +29,6 @@ def json_document(doc: dict) -> str:
 def format_clock(t: float) -> str:
     """UTC wall time of an epoch second: '2026-07-29 08:15:00 UTC' (every view's wording)."""
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
-
-
-def format_duration(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
 
 
 def tuning_to_dict(t) -> dict:
