@@ -609,16 +609,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true")
     t.set_defaults(fn=cmd_model_implied_p)
 
-    from . import cmd_calibrate, cmd_replay
+    from . import cmd_calibrate, cmd_replay, dashboard_launch
 
     cmd_replay.add_parser(sub)
     cmd_calibrate.add_parser(sub)
-    try:
-        from dashboard import launch as dashboard_launch
-    except ImportError:
-        dashboard_launch = None
-    if dashboard_launch is not None and hasattr(dashboard_launch, "add_parser"):
-        dashboard_launch.add_parser(sub)
+    dashboard_launch.add_parser(sub)
     return parser
 
 

@@ -17,7 +17,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from acceptance.store import Store
-from dashboard import data, launch, text
+from dashboard import data, text
+from specdec import dashboard_launch as launch
 from dashboard.seeds import SEEDS_BASELINE_TPS
 from dashboard.views.whatif import BatchMixError, parse_batch_mix
 from model.speedup import implied_p, seeds_table

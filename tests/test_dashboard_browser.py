@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard import launch
+from specdec import dashboard_launch as launch
 
 from dashboard_fixtures import shared_demo_config
 from support import find_binary, free_port, skip_or_fail

@@ -42,9 +42,7 @@ PLANNED = "Planned"
 
 # Pointers other engineers are updating: files that still cite the design doc by its bare
 # name, and that this change was not to edit. Remove a file once its pointers say docs/.
-POINTERS_BEING_UPDATED = frozenset({
-    "dashboard/seeds.py",
-})
+POINTERS_BEING_UPDATED: frozenset[str] = frozenset()
 
 # Options of other programs the doc names (vLLM's server, `vllm bench serve`, pip).
 FOREIGN_OPTIONS = frozenset({

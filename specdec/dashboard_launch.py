@@ -15,7 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-APP = Path(__file__).resolve().parent / "app.py"
+# The app is a file Streamlit runs, not a module this imports: the dashboard package
+# stays downstream of specdec (tests/test_import_graph.py).
+APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8501
 STOP_GRACE_S = 3.0  # the server's time to stop on SIGTERM before SIGKILL (all within 5 s)
