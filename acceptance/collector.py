@@ -17,6 +17,8 @@ schedule skips the ticks that passed, and the next cycle starts at the next tick
 
 from __future__ import annotations
 
+from .errors import InputError
+
 import math
 import resource
 import threading
@@ -32,7 +34,7 @@ from .parse import DEFAULT_MAX_ENGINES, parse_metrics_page
 
 def _check_concurrency(concurrency) -> None:
     if not (isinstance(concurrency, int) and concurrency >= 1):
-        raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
+        raise InputError(f"concurrency must be a positive integer, got {concurrency!r}")
 
 
 class Collector:
@@ -153,11 +155,11 @@ def run_collector(
     Returns the number of cycles run.
     """
     if not (isinstance(interval_s, (int, float)) and math.isfinite(interval_s) and interval_s > 0):
-        raise ValueError(f"interval must be a positive number of seconds, got {interval_s!r}")
+        raise InputError(f"interval must be a positive number of seconds, got {interval_s!r}")
     if duration_s is not None and not (math.isfinite(duration_s) and duration_s >= 0):
-        raise ValueError(f"duration must be a non-negative number of seconds, got {duration_s!r}")
+        raise InputError(f"duration must be a non-negative number of seconds, got {duration_s!r}")
     if not targets:
-        raise ValueError("no targets to collect")
+        raise InputError("no targets to collect")
     stop = stop or threading.Event()
     cycles = 0
     t0 = time.monotonic()

@@ -14,6 +14,8 @@ when the engine runs specdec's vLLM stat-logger plugin — the plugin's extra se
 
 from __future__ import annotations
 
+from .errors import InputError
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -115,7 +117,7 @@ class IntervalCounts:
 
     def __post_init__(self):
         if self.counts.ndim != 2 or self.counts.shape[1] != 3 + self.gamma:
-            raise ValueError(f"counts must be (n, {3 + self.gamma}), got {self.counts.shape}")
+            raise InputError(f"counts must be (n, {3 + self.gamma}), got {self.counts.shape}")
 
     def __len__(self) -> int:
         return self.counts.shape[0]

@@ -7,6 +7,8 @@ store's window convention, so a segment's slices add up to it.
 
 from __future__ import annotations
 
+from .errors import InputError
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +42,7 @@ def curve_history(window, *, n_slices: int = 6, level: float = 0.9, n_resamples:
     are left out. Oldest first, then by γ.
     """
     if isinstance(n_slices, bool) or not isinstance(n_slices, int) or n_slices < 1:
-        raise ValueError(f"n_slices must be a positive integer, got {n_slices!r}")
+        raise InputError(f"n_slices must be a positive integer, got {n_slices!r}")
     if window is None:
         return []
     edges = np.linspace(window.start, window.end, n_slices + 1)

@@ -22,6 +22,8 @@ window with the rest.
 
 from __future__ import annotations
 
+from .errors import InputError
+
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -174,20 +176,20 @@ class AcceptanceEstimate:
 
 def _check_level(level: float) -> float:
     if not (isinstance(level, (int, float)) and 0.0 < float(level) < 1.0):
-        raise ValueError(f"level must be between 0 and 1 (exclusive), got {level!r}")
+        raise InputError(f"level must be between 0 and 1 (exclusive), got {level!r}")
     return float(level)
 
 
 def _check_rows(intervals: IntervalCounts) -> np.ndarray:
     if not isinstance(intervals, IntervalCounts):
-        raise ValueError(f"intervals must be IntervalCounts, got {type(intervals).__name__}")
+        raise InputError(f"intervals must be IntervalCounts, got {type(intervals).__name__}")
     rows = np.asarray(intervals.counts, dtype=float)
     if rows.size and not np.isfinite(rows).all():
         bad = int(np.argwhere(~np.isfinite(rows))[0][0])
-        raise ValueError(f"interval counts: non-finite value in row {bad}")
+        raise InputError(f"interval counts: non-finite value in row {bad}")
     if rows.size and (rows < 0).any():
         bad_row, bad_col = (int(i) for i in np.argwhere(rows < 0)[0])
-        raise ValueError(f"interval counts: negative value in row {bad_row}, column {bad_col}")
+        raise InputError(f"interval counts: negative value in row {bad_row}, column {bad_col}")
     return rows
 
 
@@ -247,7 +249,7 @@ def estimate_acceptance(
     """
     level = _check_level(level)
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
-        raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
+        raise InputError(f"n_resamples must be a positive integer, got {n_resamples!r}")
     rows = _check_rows(intervals)
     gamma = intervals.gamma
     n = rows.shape[0]
@@ -336,7 +338,7 @@ def _blocks_and_widening(rows: np.ndarray, gamma: int, block_length, level: floa
     if block_length is None:
         block_length = choose_block_length(lrv)
     elif isinstance(block_length, bool) or not isinstance(block_length, (int, np.integer)) or not 1 <= block_length <= n:
-        raise ValueError(f"block_length must be an integer from 1 to the number of intervals ({n}), got {block_length!r}")
+        raise InputError(f"block_length must be an integer from 1 to the number of intervals ({n}), got {block_length!r}")
     block_length = int(block_length)
     return block_length, spread_factor(lrv, block_length, level)
 
@@ -380,11 +382,11 @@ def estimate_from_survival(
     level = _check_level(level)
     a = np.asarray(survival_curve, dtype=float)
     if a.ndim != 1 or a.size == 0:
-        raise ValueError("survival: give at least one value a_1")
+        raise InputError("survival: give at least one value a_1")
     if not np.all(np.isfinite(a)) or np.any(a < 0) or np.any(a > 1):
-        raise ValueError(f"survival: values must be in [0, 1], got {a.tolist()}")
+        raise InputError(f"survival: values must be in [0, 1], got {a.tolist()}")
     if np.any(np.diff(a) > 1e-12):
-        raise ValueError(f"survival: a curve of 'at least k accepted' cannot increase, got {a.tolist()}")
+        raise InputError(f"survival: a curve of 'at least k accepted' cannot increase, got {a.tolist()}")
     gamma = a.size
     d = float(drafts) if drafts is not None else math.nan
     counts = SpecCounts(d, d * gamma, d * a.sum(), tuple(d * a))
@@ -402,7 +404,7 @@ def estimate_from_survival(
             block_length=None, method=f"none: {why}", survival_resamples=np.empty((0, gamma)), note=why,
         )
     if isinstance(drafts, bool) or int(drafts) != drafts or drafts <= 0:
-        raise ValueError(f"--drafts: must be a positive integer, got {drafts!r}")
+        raise InputError(f"--drafts: must be a positive integer, got {drafts!r}")
     probs = np.clip(np.concatenate([[1.0], a]) - np.concatenate([a, [0.0]]), 0.0, None)
     lengths = np.random.default_rng(seed).multinomial(int(drafts), probs / probs.sum(), size=int(n_resamples))
     at_least = np.cumsum(lengths[:, ::-1], axis=1)[:, ::-1][:, 1:]  # drafts with length ≥ k, k = 1..γ
@@ -439,12 +441,12 @@ def drafts_needed(
     since correlated drafts carry less information. Raises ValueError without drafts.
     """
     if quantity not in ("mean_acceptance_length", "survival"):
-        raise ValueError(f"quantity must be 'mean_acceptance_length' or 'survival', got {quantity!r}")
+        raise InputError(f"quantity must be 'mean_acceptance_length' or 'survival', got {quantity!r}")
     if not (isinstance(target_halfwidth, (int, float)) and math.isfinite(target_halfwidth) and target_halfwidth > 0):
-        raise ValueError(f"target_halfwidth must be a positive number, got {target_halfwidth!r}")
+        raise InputError(f"target_halfwidth must be a positive number, got {target_halfwidth!r}")
     drafts = float(estimate.drafts)
     if not drafts > 0 or not np.isfinite(estimate.survival.value).all():
-        raise ValueError("the estimate has no drafts: cannot project how many more are needed")
+        raise InputError("the estimate has no drafts: cannot project how many more are needed")
     if estimate.has_interval:
         if quantity == "mean_acceptance_length":
             halfwidth = estimate.mean_acceptance_length.halfwidth
@@ -527,21 +529,21 @@ def detect_drift(
     """
     level = _check_level(level)
     if not (isinstance(recent_fraction, (int, float)) and 0.0 < recent_fraction < 1.0):
-        raise ValueError(f"recent_fraction must be between 0 and 1 (exclusive), got {recent_fraction!r}")
+        raise InputError(f"recent_fraction must be between 0 and 1 (exclusive), got {recent_fraction!r}")
     if not (isinstance(min_relative_change, (int, float)) and min_relative_change >= 0):
-        raise ValueError(f"min_relative_change must be a non-negative number, got {min_relative_change!r}")
+        raise InputError(f"min_relative_change must be a non-negative number, got {min_relative_change!r}")
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
-        raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
+        raise InputError(f"n_resamples must be a positive integer, got {n_resamples!r}")
     rows = _check_rows(intervals)
     start = np.asarray(intervals.start, dtype=float)
     end = np.asarray(intervals.end, dtype=float)
     n = rows.shape[0]
     if start.shape != (n,) or end.shape != (n,):
-        raise ValueError(f"intervals: start and end must have one entry per row ({n})")
+        raise InputError(f"intervals: start and end must have one entry per row ({n})")
     # Rows are ordered by their end (a block's start can reach back past the previous
     # block's: an engine that was unreachable for a few scrapes counts from its last good one).
     if n > 1 and (np.diff(end) < 0).any():
-        raise ValueError("intervals: rows are not in time order")
+        raise InputError("intervals: rows are not in time order")
 
     nan_difference = _scalar(math.nan, level)
     if n == 0:

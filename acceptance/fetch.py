@@ -22,6 +22,8 @@ stops at ``max_bytes`` (a 50 MB page is never buffered whole).
 
 from __future__ import annotations
 
+from .errors import InputError
+
 import errno
 import re
 import select
@@ -40,7 +42,7 @@ DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 _USER_AGENT = "specdec-collector/0.1"
 
 
-class SourceError(ValueError):
+class SourceError(InputError):
     """A source that could not be read; the message is one line naming the URL or path."""
 
 
@@ -83,9 +85,9 @@ class PageFetcher:
         ssl_context: ssl.SSLContext | None = None,
     ):
         if not timeout_s > 0:
-            raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
+            raise InputError(f"timeout_s must be positive, got {timeout_s!r}")
         if not max_bytes > 0:
-            raise ValueError(f"max_bytes must be positive, got {max_bytes!r}")
+            raise InputError(f"max_bytes must be positive, got {max_bytes!r}")
         self.timeout_s = float(timeout_s)
         self.max_bytes = int(max_bytes)
         self.keep_alive = keep_alive

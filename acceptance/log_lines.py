@@ -43,6 +43,8 @@ side, drafts are unknown: counts None (A and T are still reported, exactly).
 
 from __future__ import annotations
 
+from .errors import InputError
+
 import datetime as _dt
 import gzip
 import json
@@ -59,7 +61,7 @@ import numpy as np
 from .counts import SpecCounts
 
 
-class LogLinesError(ValueError):
+class LogLinesError(InputError):
     """A log file that cannot be read or holds no SpecDecoding line (one-line message)."""
 
 
@@ -170,7 +172,7 @@ def parse_spec_decoding_message(text: str) -> SpecDecodingMessage | None:
         return None
     m = _MESSAGE.match(text, start)
     if m is None:
-        raise ValueError(f"not vLLM's SpecDecoding format: {text[start:start + 80]!r}")
+        raise InputError(f"not vLLM's SpecDecoding format: {text[start:start + 80]!r}")
     return SpecDecodingMessage(
         mean_acceptance_length=m["al"],
         accepted_throughput=float(m["atp"]),
@@ -330,7 +332,7 @@ def recover_counts(msg: SpecDecodingMessage) -> RecoveredCounts:
     a, t = msg.accepted_tokens, msg.draft_tokens
     dar_expected = f"{a / t * 100:.1f}" if t > 0 else "nan"
     if a > t or msg.draft_acceptance_rate_percent != dar_expected:
-        raise ValueError(f"accepted {a} and drafted {t} do not give the logged draft acceptance rate")
+        raise InputError(f"accepted {a} and drafted {t} do not give the logged draft acceptance rate")
     if msg.mean_acceptance_length == "1.00":
         # docs/DESIGN.md (Sources and routes): an AL of 1.00 leaves drafts unknown — A/D rounds
         # below 0.005, and the 3-digit rates bound D only loosely at such acceptance.
@@ -339,7 +341,7 @@ def recover_counts(msg: SpecDecodingMessage) -> RecoveredCounts:
     if candidates is None:
         return RecoveredCounts(None, 0, None)
     if candidates.size == 0:
-        raise ValueError("no number of drafts is consistent with the logged fields")
+        raise InputError("no number of drafts is consistent with the logged fields")
     drafts = int(candidates[np.argmin(np.abs(candidates - _direct_drafts_estimate(msg)))])
     counts = SpecCounts(drafts, t, a, _accepted_per_position(msg, drafts))
     return RecoveredCounts(counts, int(candidates.size), (int(candidates[0]), int(candidates[-1])))

@@ -46,6 +46,8 @@ Bad plugin series (``plugin_series.PluginSeriesError``) are errors too, reported
 
 from __future__ import annotations
 
+from .errors import InputError
+
 import functools
 import math
 import re
@@ -66,7 +68,7 @@ from .estimates import (
 )
 
 
-class MetricsPageError(ValueError):
+class MetricsPageError(InputError):
     """A /metrics page that cannot be read as vLLM's; the message is one line naming the source."""
 
 

@@ -48,6 +48,8 @@ length 1 in ``estimates.estimate_acceptance``.
 
 from __future__ import annotations
 
+from .errors import InputError
+
 import dataclasses
 import hashlib
 import json
@@ -64,7 +66,7 @@ import numpy as np
 from .counts import SpecCounts
 
 
-class PerRequestError(ValueError):
+class PerRequestError(InputError):
     """A per-request file that cannot be read or holds no usable line (one-line message)."""
 
 
@@ -181,7 +183,7 @@ def spec_counts_from_payload(spec: dict) -> SpecCounts:
     try:
         return _spec_counts(spec)
     except _Skip as e:
-        raise ValueError(f"speculative_decoding object: {e.reason}") from None
+        raise InputError(f"speculative_decoding object: {e.reason}") from None
 
 
 def _spec_counts(spec: dict) -> SpecCounts:

@@ -28,6 +28,8 @@ Batch buckets are powers of two, labelled by their integer range: "1", "2", "3-4
 
 from __future__ import annotations
 
+from .errors import InputError
+
 import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
@@ -66,7 +68,7 @@ TOKENS_OVER_LIMIT = f"gt{TOKENS_EXACT_LIMIT}"
 BATCH_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
-class PluginSeriesError(ValueError):
+class PluginSeriesError(InputError):
     """The plugin's series cannot be read; the message is one line naming the series."""
 
 

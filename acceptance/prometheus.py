@@ -44,6 +44,8 @@ put in a message or a repr.
 
 from __future__ import annotations
 
+from .errors import InputError
+
 import json
 import math
 import os
@@ -100,14 +102,14 @@ def _ms(seconds: float) -> str:
 def normalise_selector(selector: str) -> str:
     """``{matchers}`` from ``{...}`` or bare ``a="b",c=~"d"``; one line, braces balanced."""
     if not isinstance(selector, str):
-        raise ValueError(f"route selector must be a string of PromQL label matchers, got {selector!r}")
+        raise InputError(f"route selector must be a string of PromQL label matchers, got {selector!r}")
     s = selector.strip()
     if "\n" in s or "\r" in s:
-        raise ValueError(f"route selector {selector!r}: must be one line")
+        raise InputError(f"route selector {selector!r}: must be one line")
     if not s.startswith("{"):
         s = "{" + s + "}"
     if not s.endswith("}") or s.count("{") != 1 or s.count("}") != 1:
-        raise ValueError(f"route selector {selector!r}: expected PromQL label matchers like {{job=\"vllm\"}}")
+        raise InputError(f"route selector {selector!r}: expected PromQL label matchers like {{job=\"vllm\"}}")
     return s
 
 
@@ -138,7 +140,7 @@ class PrometheusClient:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise PrometheusError(f"prometheus url must be an http(s) URL, got {url!r}")
         if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
-            raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+            raise InputError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
         self.url = url.rstrip("/")
         self.shown_url = mask_userinfo(self.url)  # what messages print
         self.timeout_s = float(timeout_s)
@@ -370,11 +372,11 @@ def prometheus_route_window(source, selector: str, start: float, end: float, *, 
     """
     if not (isinstance(start, (int, float)) and isinstance(end, (int, float))
             and math.isfinite(start) and math.isfinite(end)) or end <= start:
-        raise ValueError(f"window ({start}, {end}] is empty or not finite")
+        raise InputError(f"window ({start}, {end}] is empty or not finite")
     if isinstance(max_blocks, bool) or not isinstance(max_blocks, int) or max_blocks < 1:
-        raise ValueError(f"max_blocks {max_blocks!r} must be a positive integer")
+        raise InputError(f"max_blocks {max_blocks!r} must be a positive integer")
     if block_s is not None and not (isinstance(block_s, (int, float)) and 0.001 <= block_s <= end - start):
-        raise ValueError(f"block_s {block_s!r} must be between 1 ms and the window length")
+        raise InputError(f"block_s {block_s!r} must be between 1 ms and the window length")
     sel = normalise_selector(selector)
     client = PrometheusClient(source, timeout_s=timeout_s)
     window_s = end - start

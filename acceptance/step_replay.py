@@ -36,6 +36,8 @@ misses are the positions the deployed γ cannot see.
 
 from __future__ import annotations
 
+from .errors import InputError
+
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -55,9 +57,9 @@ class StepSequence:
 
     def __post_init__(self):
         if len(self.drafted) != len(self.accepted):
-            raise ValueError("per-step drafted and accepted differ in length")
+            raise InputError("per-step drafted and accepted differ in length")
         if any(a > d or d > self.gamma or a < 0 for d, a in zip(self.drafted, self.accepted)):
-            raise ValueError(f"per-step counts outside 0 ≤ accepted ≤ drafted ≤ γ = {self.gamma}")
+            raise InputError(f"per-step counts outside 0 ≤ accepted ≤ drafted ≤ γ = {self.gamma}")
 
 
 @dataclass(frozen=True)

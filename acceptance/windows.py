@@ -27,6 +27,8 @@ engines exported them. They are summed within a segment only: never across γ.
 
 from __future__ import annotations
 
+from .errors import InputError
+
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
@@ -249,9 +251,9 @@ def route_window(store: Store, targets: list[str], start: float, end: float, *,
                  max_blocks: int = 2000) -> RouteWindow:
     """The route's deltas with interval end in (start, end], as γ segments of blocks."""
     if not (math.isfinite(start) and math.isfinite(end)) or end <= start:
-        raise ValueError(f"window ({start}, {end}] is empty or not finite")
+        raise InputError(f"window ({start}, {end}] is empty or not finite")
     if max_blocks < 1:
-        raise ValueError(f"max_blocks {max_blocks} must be at least 1")
+        raise InputError(f"max_blocks {max_blocks} must be at least 1")
     with store.read_snapshot():  # one committed state, whatever a collector writes meanwhile
         return _read_route_window(store, list(targets), start, end, max_blocks)
 

@@ -16,6 +16,8 @@ page's title before anything heavy is loaded.
 
 from __future__ import annotations
 
+from acceptance.errors import InputError
+
 import math
 import os
 import time
@@ -174,7 +176,7 @@ def load_fleet(config_path: str | None, db: str | None, *, window: str | float =
 
     window_s = parse_duration(window, what="window")
     if end_mode not in END_CHOICES:
-        raise ValueError(f"window end: must be one of {', '.join(END_CHOICES)}, got {end_mode!r}")
+        raise InputError(f"window end: must be one of {', '.join(END_CHOICES)}, got {end_mode!r}")
     read_time = time.time() if now is None else now
 
     def empty(state: str, message: str, config=None, store_path="", latest=None) -> FleetView:

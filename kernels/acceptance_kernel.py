@@ -25,6 +25,8 @@ Compiling needs only ``nvidia-cutlass-dsl`` (no GPU, no CUDA toolkit): see
 
 from __future__ import annotations
 
+from acceptance.errors import InputError
+
 import math
 import os
 import tempfile
@@ -289,7 +291,7 @@ def fake_arguments(dtype: str, vec: int):
     """Fake tensors of symbolic size N × V (V a multiple of ``vec``; rows 16-byte aligned
     when vec > 1) matching ``launch_acceptance_rows``'s signature."""
     if dtype not in DTYPES:
-        raise ValueError(f"unknown logits dtype {dtype!r}: expected one of {sorted(DTYPES)}")
+        raise InputError(f"unknown logits dtype {dtype!r}: expected one of {sorted(DTYPES)}")
     n = cute.sym_int64(symbol="N")
     v = cute.sym_int64(divisibility=vec, symbol="V")
     align = BYTES_PER_LOAD if vec > 1 else DTYPES[dtype].width // 8
@@ -311,12 +313,12 @@ def compile_kernel(arch: str, dtype: str, dump_dir, vec: int | None = None) -> C
     "fp16"); ``vec`` logits per load (default the 16-byte width; 1 for rows whose length is
     not a multiple of it). Works without a GPU."""
     if dtype not in DTYPES:
-        raise ValueError(f"unknown logits dtype {dtype!r}: expected one of {sorted(DTYPES)}")
+        raise InputError(f"unknown logits dtype {dtype!r}: expected one of {sorted(DTYPES)}")
     if not (arch.startswith("sm_") and arch[3:].rstrip("af").isdigit()):
-        raise ValueError(f"unknown GPU architecture {arch!r}: expected e.g. sm_90a")
+        raise InputError(f"unknown GPU architecture {arch!r}: expected e.g. sm_90a")
     vec = vector_width(dtype) if vec is None else int(vec)
     if vec < 1 or vec > vector_width(dtype):
-        raise ValueError(f"vector width {vec} out of range 1..{vector_width(dtype)} for {dtype}")
+        raise InputError(f"vector width {vec} out of range 1..{vector_width(dtype)} for {dtype}")
     dump_dir = Path(dump_dir)
     # the DSL silently writes nothing when the dump folder is missing
     dump_dir.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,8 @@ caller) is widened to float32 exactly: the bf16 bits are the high half of a floa
 
 from __future__ import annotations
 
+from acceptance.errors import InputError
+
 import json
 import struct
 from pathlib import Path
@@ -15,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 
-class LogitsFileError(ValueError):
+class LogitsFileError(InputError):
     """A logits file cannot be used; the message is one line naming the file."""
 
 

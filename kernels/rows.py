@@ -11,13 +11,15 @@ A −inf logit is a token of probability 0; a row of all −inf, a NaN or a +inf
 
 from __future__ import annotations
 
+from acceptance.errors import InputError
+
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 
-class LogitsError(ValueError):
+class LogitsError(InputError):
     """Bad logits or temperature; the message is one line naming the input."""
 
 

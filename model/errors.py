@@ -3,6 +3,8 @@ table): a one-line message naming the input. The commands report it as bad input
 
 from __future__ import annotations
 
+from acceptance.errors import InputError
 
-class ModelInputError(ValueError):
+
+class ModelInputError(InputError):
     """Bad input to the cost model; the message is one line naming the input."""

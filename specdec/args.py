@@ -3,12 +3,14 @@ their own, so that no subcommand module imports back from specdec.cli."""
 
 from __future__ import annotations
 
+from acceptance.errors import InputError
+
 import argparse
 import math
 import sys
 
 
-class UsageError(ValueError):
+class UsageError(InputError):
     """Bad command-line input not caught by argparse itself."""
 
 

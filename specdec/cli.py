@@ -31,7 +31,10 @@ class _Parser(argparse.ArgumentParser):
 
 def _input_errors() -> tuple[type[BaseException], ...]:
     """Exception classes that mean bad input (exit 2), from every layer that raises them."""
-    errors: list[type[BaseException]] = [UsageError, ValueError, FileNotFoundError]
+    from acceptance.errors import InputError
+
+    # ValueError itself is not here: one that is not an InputError is a bug (exit 1)
+    errors: list[type[BaseException]] = [InputError, FileNotFoundError]
     try:
         from acceptance.store import StoreError
 

@@ -10,6 +10,8 @@ mapping is validated by model.deployment.Deployment.from_mapping where it is use
 
 from __future__ import annotations
 
+from acceptance.errors import InputError
+
 from acceptance.parse import DEFAULT_MAX_ENGINES
 from acceptance.per_request import has_control_characters
 
@@ -28,19 +30,19 @@ ROUTE_SOURCES = ("scrape", "prometheus", "per-request", "log")
 
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """A missing or broken config: the message is one line naming the file and the key."""
 
 
 def parse_duration(text: str | int | float, *, what: str = "duration") -> float:
     """Seconds from a number of seconds or a duration with s, m, h or d ("15m", "7d")."""
     if isinstance(text, bool):
-        raise ValueError(f"{what}: expected seconds or a duration like 15m, got {text!r}")
+        raise InputError(f"{what}: expected seconds or a duration like 15m, got {text!r}")
     seconds = duration_seconds(text)
     if seconds is None:
-        raise ValueError(f"{what}: expected seconds or a duration like 15m or 7d, got {text!r}")
+        raise InputError(f"{what}: expected seconds or a duration like 15m or 7d, got {text!r}")
     if seconds <= 0:
-        raise ValueError(f"{what}: must be positive, got {text!r}")
+        raise InputError(f"{what}: must be positive, got {text!r}")
     return seconds
 
 

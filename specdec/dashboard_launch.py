@@ -9,6 +9,8 @@ stops with the command (SIGTERM, SIGINT) and whose exit ends it (see `serve`).
 
 from __future__ import annotations
 
+from acceptance.errors import InputError
+
 import argparse
 import signal
 import subprocess
@@ -62,14 +64,14 @@ def check_inputs(args) -> None:
     from specdec.config import load_config
 
     if not args.host or any(c.isspace() for c in args.host):
-        raise ValueError(f"--host: expected an address such as 127.0.0.1, got {args.host!r}")
+        raise InputError(f"--host: expected an address such as 127.0.0.1, got {args.host!r}")
     config = load_config(args.config)  # ConfigError (a ValueError) names the file and the key
     if args.db:
         db = Path(args.db)
         if db.is_dir():
-            raise ValueError(f"--db {db}: is a directory, expected a store file")
+            raise InputError(f"--db {db}: is a directory, expected a store file")
         if not db.exists() and not db.parent.exists():
-            raise ValueError(f"--db {db}: directory {db.parent} does not exist")
+            raise InputError(f"--db {db}: directory {db.parent} does not exist")
     del config
 
 

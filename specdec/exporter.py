@@ -25,6 +25,8 @@ survival from vLLM's counters, for Grafana and Alertmanager without specdec in t
 
 from __future__ import annotations
 
+from acceptance.errors import InputError
+
 import json
 import math
 import re
@@ -134,9 +136,9 @@ class RouteGauges:
     def update(self, route: str, tuning: dict, *, now: float | None = None) -> None:
         """Replace ``route``'s figures with a tune-gamma document (tuning_to_dict output)."""
         if not isinstance(route, str) or not route:
-            raise ValueError(f"route name must be a non-empty string, got {route!r}")
+            raise InputError(f"route name must be a non-empty string, got {route!r}")
         if not isinstance(tuning, dict) or not isinstance(tuning.get("observed"), dict):
-            raise ValueError(f"route {route!r}: expected a tune-gamma document with an 'observed' object")
+            raise InputError(f"route {route!r}: expected a tune-gamma document with an 'observed' object")
         with self._lock:
             self._docs[route] = (tuning, time.time() if now is None else float(now))
 
@@ -154,11 +156,11 @@ class RouteGauges:
         """Serve /metrics on host:port in a daemon thread; returns (server, thread).
         Port 0 picks a free port: ``server.server_port`` says which."""
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-            raise ValueError(f"exporter port must be an integer from 0 to 65535, got {port!r}")
+            raise InputError(f"exporter port must be an integer from 0 to 65535, got {port!r}")
         try:
             server, thread = start_http_server(port, addr=host, registry=self.registry)
         except OSError as e:
-            raise ValueError(f"exporter: cannot listen on {host}:{port}: {e.strerror or e}") from None
+            raise InputError(f"exporter: cannot listen on {host}:{port}: {e.strerror or e}") from None
         self._server = server
         return server, thread
 
@@ -178,19 +180,19 @@ def _route_selector(route: str, source) -> str:
         try:
             return normalise_selector(source)
         except ValueError as e:
-            raise ValueError(f"route {route!r}: {e}") from None
+            raise InputError(f"route {route!r}: {e}") from None
     if isinstance(source, (list, tuple)) and source:
         instances = []
         for url in source:
             parts = urlsplit(url) if isinstance(url, str) else None
             if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
-                raise ValueError(f"route {route!r}: target {url!r} is not an http(s) URL")
+                raise InputError(f"route {route!r}: target {url!r} is not an http(s) URL")
             # "[.]" rather than "\\.": no backslash to double through PromQL and YAML strings
             instances.append(re.escape(parts.netloc).replace("\\.", "[.]"))
         # PromQL strings take Go escapes: any other regex backslash is written twice.
         regex = "|".join(sorted(set(instances))).replace("\\", "\\\\")
         return '{instance=~"' + regex + '"}'
-    raise ValueError(f"route {route!r}: give a PromQL selector or a non-empty list of target URLs")
+    raise InputError(f"route {route!r}: give a PromQL selector or a non-empty list of target URLs")
 
 
 def recording_rules(routes: dict, window: str = "5m") -> str:
@@ -209,9 +211,9 @@ def recording_rules(routes: dict, window: str = "5m") -> str:
     strings, which YAML reads as double-quoted scalars.
     """
     if not isinstance(window, str) or not _DURATION.match(window):
-        raise ValueError(f"rules window {window!r}: expected a Prometheus duration like 5m or 1h")
+        raise InputError(f"rules window {window!r}: expected a Prometheus duration like 5m or 1h")
     if not isinstance(routes, dict) or not routes:
-        raise ValueError("recording rules: no routes (configure [routes.NAME] with a selector or targets)")
+        raise InputError("recording rules: no routes (configure [routes.NAME] with a selector or targets)")
     per_pos = f"{vm.ACCEPTED_PER_POSITION}_total"
     drafts = f"{vm.DRAFTS}_total"
     tokens = f"{vm.DRAFT_TOKENS}_total"
@@ -236,7 +238,7 @@ def recording_rules(routes: dict, window: str = "5m") -> str:
 
     for route in sorted(routes):
         if not isinstance(route, str) or not route or "\n" in route:
-            raise ValueError(f"route name {route!r}: must be a non-empty one-line string")
+            raise InputError(f"route name {route!r}: must be a non-empty one-line string")
         sel = _route_selector(route, routes[route])
         rate = lambda metric: f"rate({metric}{sel}[{window}])"  # noqa: E731
         rule(f"specdec:route_survival:ratio_rate{window}",

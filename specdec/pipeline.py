@@ -10,6 +10,8 @@ serialise the ``RouteTuning`` (specdec.report).
 
 from __future__ import annotations
 
+from acceptance.errors import InputError
+
 import time
 from dataclasses import dataclass, field
 
@@ -28,7 +30,7 @@ from .report import format_clock, format_duration
 DEFAULT_WINDOW_S = 3600.0
 
 
-class NoDataError(ValueError):
+class NoDataError(InputError):
     """A route's window holds no drafts (nothing to estimate)."""
 
 

@@ -493,3 +493,43 @@ def test_emit_and_json_are_refused_together_and_help_has_no_markup(capsys):
     assert code == 2 and "not allowed with argument" in err and len(err.strip().splitlines()) == 1
     code, out, err = run_cli(capsys, main, ["dashboard", "--help"])
     assert code == 0 and "`" not in out
+
+
+# ------------------------------------------------------------------ the exit-code rule
+
+
+@pytest.mark.parametrize("raised, code, words", [
+    (ValueError("operands could not be broadcast together"), 1, "internal error: ValueError: operands could not"),
+    (ZeroDivisionError("float division by zero"), 1, "internal error: ZeroDivisionError"),
+])
+def test_an_unexpected_error_is_internal_not_the_users(capsys, monkeypatch, raised, code, words):
+    """Only the user's input (acceptance.errors.InputError) exits 2: a ValueError from numpy
+    is a bug, exit 1, with the hint for the traceback."""
+    import specdec.pipeline as pipeline
+
+    def broken(*args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr(pipeline, "tune_inline", broken)
+    got, out, err = run_cli(capsys, tune_gamma_main, ["--survival", "0.8,0.6"])
+    assert got == code, err
+    assert words in err
+    assert "SPECDEC_DEBUG=1" in err
+
+
+def test_every_error_class_of_the_users_input_shares_one_base():
+    from acceptance.errors import InputError
+    from acceptance.fetch import SourceError
+    from acceptance.log_lines import LogLinesError
+    from acceptance.parse import MetricsPageError
+    from acceptance.per_request import PerRequestError
+    from acceptance.plugin_series import PluginSeriesError
+    from acceptance.sim.scenario import ScenarioError
+    from model.errors import ModelInputError
+    from specdec.args import UsageError
+    from specdec.config import ConfigError
+    from specdec.pipeline import NoDataError
+
+    for cls in (SourceError, LogLinesError, MetricsPageError, PerRequestError, PluginSeriesError, ScenarioError,
+                ModelInputError, UsageError, ConfigError, NoDataError):
+        assert issubclass(cls, InputError), cls.__name__

@@ -5,6 +5,8 @@ simulated clock and its events in time order, the loopback HTTP servers, and the
 
 from __future__ import annotations
 
+from ..errors import InputError
+
 import math
 import threading
 import time as _wall
@@ -81,7 +83,7 @@ class Fleet:
         one at exactly the new time stays pending until the next advance.
         """
         if not (isinstance(dt_s, (int, float)) and math.isfinite(dt_s) and dt_s >= 0):
-            raise ValueError(f"advance: dt_s must be a finite number of seconds >= 0, got {dt_s!r}")
+            raise InputError(f"advance: dt_s must be a finite number of seconds >= 0, got {dt_s!r}")
         with self._lock:
             end = self._t + float(dt_s)
             while self._pending and self._pending[0].at_s < end - EPS_S:
@@ -114,7 +116,7 @@ class Fleet:
     def start_realtime(self, speed: float = 1.0, tick_s: float = 0.05) -> None:
         """Advance the clock from a background thread at ``speed``× wall time."""
         if not (speed > 0 and math.isfinite(speed)):
-            raise ValueError(f"speed: must be a positive number, got {speed!r}")
+            raise InputError(f"speed: must be a positive number, got {speed!r}")
         if self._realtime is not None:
             return
 
@@ -260,7 +262,7 @@ class Fleet:
         (what ``iteration_tokens_total`` counts); "time": the share of time.
         """
         if weighting not in ("steps", "time"):
-            raise ValueError(f"weighting: must be 'steps' or 'time', got {weighting!r}")
+            raise InputError(f"weighting: must be 'steps' or 'time', got {weighting!r}")
         mix: dict[int, float] = {}
         for e in self._route_engines(route):
             for b, w in zip(e.batch_mix.sizes, e.batch_mix.shares):

@@ -16,6 +16,8 @@ which has P(L ≥ k) = a_k exactly.
 
 from __future__ import annotations
 
+from ..errors import InputError
+
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -25,7 +27,7 @@ import numpy as np
 from scipy.special import roots_jacobi
 
 
-class ProcessError(ValueError):
+class ProcessError(InputError):
     """A process was described with values outside its domain (one-line message)."""
 
 

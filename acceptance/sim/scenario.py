@@ -7,6 +7,8 @@ Specs (step time, batch mix, prefill, engine, target, scheduled event, scenario)
 
 from __future__ import annotations
 
+from ..errors import InputError
+
 import math
 from dataclasses import dataclass, field
 from typing import Callable
@@ -22,7 +24,7 @@ EVENT_KINDS = ("restart", "set_gamma", "spec_off", "spec_on")
 STEP_METRICS = ("design", "vllm")
 
 
-class ScenarioError(ValueError):
+class ScenarioError(InputError):
     """A scenario or an event was described wrongly (one-line message naming the input)."""
 
 

@@ -3,6 +3,8 @@ with it): the rows and chunks write_cycle would store, without the per-cycle pat
 
 from __future__ import annotations
 
+from ..errors import InputError
+
 import math
 
 import numpy as np
@@ -27,13 +29,13 @@ class _BulkLoad:
         cum = np.asarray(cumulative, dtype=np.float64)
         n = len(times)
         if cum.ndim != 2 or cum.shape[0] != n or cum.shape[1] < 4 or n < 1:
-            raise ValueError(f"bulk history of {target}: cumulative must be (n, 3 + gamma), got {cum.shape}")
+            raise InputError(f"bulk history of {target}: cumulative must be (n, 3 + gamma), got {cum.shape}")
         if np.any(np.diff(times) <= 0):
-            raise ValueError(f"bulk history of {target}: times must increase")
+            raise InputError(f"bulk history of {target}: times must increase")
         try:
             delta = history_increase(cum)
         except ValueError as exc:
-            raise ValueError(f"bulk history of {target}: {exc}") from None
+            raise InputError(f"bulk history of {target}: {exc}") from None
         gamma = cum.shape[1] - 3
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
@@ -41,7 +43,7 @@ class _BulkLoad:
             tid = self._target_id(target)
             eid = self._engine_id(tid, model_name, engine)
             if eid in self._engines:
-                raise ValueError(f"bulk history of {target}: engine {model_name}/{engine} already has samples")
+                raise InputError(f"bulk history of {target}: engine {model_name}/{engine} already has samples")
             seg = self._new_segment(eid, gamma, float(times[0]))
             lay = self._layout_id("spec", _spec_columns(gamma, False))
             run = np.asarray(running, dtype=np.float64) if running is not None else None

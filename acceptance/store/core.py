@@ -4,6 +4,8 @@ its mixins (writes, retention, reads, ingest, bulk)."""
 
 from __future__ import annotations
 
+from ..errors import InputError
+
 import json
 import math
 import sqlite3
@@ -37,7 +39,7 @@ class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested):
         """Create or open the store at ``path`` (StoreError when it cannot be used)."""
         path = Path(path)
         if retention_s is not None and not (math.isfinite(retention_s) and retention_s > 0):
-            raise ValueError(f"retention {retention_s!r} must be a positive number of seconds")
+            raise InputError(f"retention {retention_s!r} must be a positive number of seconds")
         header_short = _check_file(path)
         try:
             conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)

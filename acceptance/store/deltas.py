@@ -18,6 +18,8 @@ engine's restart or their own drop, else new − previous.
 
 from __future__ import annotations
 
+from ..errors import InputError
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,5 +110,5 @@ def history_increase(cumulative: np.ndarray) -> np.ndarray:
     history with a restart (a counter going down) is refused: its increases are not this."""
     delta = np.diff(cumulative, axis=0)
     if np.any(delta < 0):
-        raise ValueError("a counter goes down: a restart, which a bulk history cannot hold")
+        raise InputError("a counter goes down: a restart, which a bulk history cannot hold")
     return delta

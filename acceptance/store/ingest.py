@@ -3,6 +3,8 @@ keyed so that reading a file twice adds nothing, and their readers."""
 
 from __future__ import annotations
 
+from ..errors import InputError
+
 from typing import Iterable
 
 import numpy as np
@@ -19,9 +21,9 @@ class _Ingested:
         """Store per-request or log-line counts for ``route`` in one transaction; rows whose
         key is already stored for the route and source are counted as duplicates."""
         if source not in INGESTED_SOURCES:
-            raise ValueError(f"ingest source must be one of {', '.join(INGESTED_SOURCES)}, got {source!r}")
+            raise InputError(f"ingest source must be one of {', '.join(INGESTED_SOURCES)}, got {source!r}")
         if not route:
-            raise ValueError("ingest: the route name is empty")
+            raise InputError("ingest: the route name is empty")
         c = self.conn
         added = dupes = 0
         c.execute("BEGIN IMMEDIATE")

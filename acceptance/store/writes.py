@@ -3,6 +3,8 @@ previous sample (acceptance.store.deltas), its events and segments, and the chun
 
 from __future__ import annotations
 
+from ..errors import InputError
+
 import json
 import math
 from dataclasses import dataclass
@@ -93,21 +95,21 @@ def _validate_snapshot(target: str, snap: EngineSnapshot) -> None:
     if snap.counts is not None:
         c = snap.counts
         if c.gamma < 1:
-            raise ValueError(f"{where}: spec-decode counters without any position series")
+            raise InputError(f"{where}: spec-decode counters without any position series")
         vals = list(c.as_vector()) + list(c.draft_tokens_per_position or ())
         if c.draft_tokens_per_position is not None and len(c.draft_tokens_per_position) != c.gamma:
-            raise ValueError(f"{where}: draft_tokens_per_position has {len(c.draft_tokens_per_position)} entries for gamma {c.gamma}")
+            raise InputError(f"{where}: draft_tokens_per_position has {len(c.draft_tokens_per_position)} entries for gamma {c.gamma}")
         for x in vals:
             if not (isinstance(x, (int, float, np.floating, np.integer)) and math.isfinite(x) and x >= 0):
-                raise ValueError(f"{where}: counter value {x!r} is not a finite non-negative number")
+                raise InputError(f"{where}: counter value {x!r} is not a finite non-negative number")
     s = snap.step_shape
     if s is not None:
         for name, x in (("num_requests_running", s.num_requests_running), ("itl_sum", s.itl_sum), ("itl_count", s.itl_count)):
             if x is not None and not (math.isfinite(x) and x >= 0):
-                raise ValueError(f"{where}: {name} {x!r} is not a finite non-negative number")
+                raise InputError(f"{where}: {name} {x!r} is not a finite non-negative number")
         for le, x in s.iteration_tokens.items():
             if not (math.isfinite(x) and x >= 0) or math.isnan(le):
-                raise ValueError(f"{where}: iteration_tokens bucket le={le!r} value {x!r} is invalid")
+                raise InputError(f"{where}: iteration_tokens bucket le={le!r} value {x!r} is invalid")
 
 
 class _Writes:
@@ -249,15 +251,15 @@ class _Writes:
         seen: set[str] = set()
         for r in results:
             if not isinstance(r, ScrapeResult):
-                raise ValueError(f"write_cycle expects ScrapeResult objects, got {type(r).__name__}")
+                raise InputError(f"write_cycle expects ScrapeResult objects, got {type(r).__name__}")
             if not math.isfinite(r.time):
-                raise ValueError(f"scrape of {r.target} has time {r.time!r}")
+                raise InputError(f"scrape of {r.target} has time {r.time!r}")
             if r.target in seen:
-                raise ValueError(f"target {r.target} appears twice in one cycle")
+                raise InputError(f"target {r.target} appears twice in one cycle")
             seen.add(r.target)
             keys = [e.key for e in r.engines]
             if len(set(keys)) != len(keys):
-                raise ValueError(f"scrape of {r.target} lists an engine twice")
+                raise InputError(f"scrape of {r.target} lists an engine twice")
             for e in r.engines:
                 _validate_snapshot(r.target, e)
         cycle = max(r.time for r in results)
@@ -303,7 +305,7 @@ class _Writes:
                     eid = self._engine_id(tid, snap.model_name, snap.engine)
                     prev = self._engines.get(eid)
                     if prev is not None and r.time <= prev.time:
-                        raise ValueError(
+                        raise InputError(
                             f"scrape of {r.target} at {r.time} is not after its previous scrape at {prev.time}")
                     state = self._engine_sample(eid, prev, snap, r.time, cycle, samples, events, plugin_samples)
                     staged[eid] = state

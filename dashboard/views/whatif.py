@@ -4,6 +4,8 @@ the selected route's projected speedup per γ under the controls' figures."""
 
 from __future__ import annotations
 
+from acceptance.errors import InputError
+
 from typing import NamedTuple
 
 import numpy as np
@@ -24,7 +26,7 @@ P_GRID = np.round(np.linspace(0.0, 0.99, 100), 4)
 MIX_OBSERVED, MIX_BATCH1, MIX_CUSTOM = "observed in the window", "batch 1 only", "custom"
 
 
-class BatchMixError(ValueError):
+class BatchMixError(InputError):
     """A custom batch mix that does not read as 'B:share, B:share'."""
 
 
