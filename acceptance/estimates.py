@@ -39,7 +39,7 @@ from .bootstrap import (
     spread_factor,
 )
 from .counts import IntervalCounts, SpecCounts, survival  # noqa: F401  (survival: re-exported)
-from .definitions import monotone_survival
+from .definitions import check_survival_curve, monotone_survival
 from .durations import approximate_duration
 
 
@@ -383,10 +383,7 @@ def estimate_from_survival(
     a = np.asarray(survival_curve, dtype=float)
     if a.ndim != 1 or a.size == 0:
         raise InputError("survival: give at least one value a_1")
-    if not np.all(np.isfinite(a)) or np.any(a < 0) or np.any(a > 1):
-        raise InputError(f"survival: values must be in [0, 1], got {a.tolist()}")
-    if np.any(np.diff(a) > 1e-12):
-        raise InputError(f"survival: a curve of 'at least k accepted' cannot increase, got {a.tolist()}")
+    check_survival_curve(a, "survival")
     gamma = a.size
     d = float(drafts) if drafts is not None else math.nan
     counts = SpecCounts(d, d * gamma, d * a.sum(), tuple(d * a))

@@ -83,7 +83,7 @@ from .speedup import (
     verify_widths,
 )
 from .vllm_config import command_line, replay_config, schedule_from_best, speculative_config
-from acceptance.definitions import monotone_survival
+from acceptance.definitions import check_survival_curve as _check_curve, monotone_survival
 
 DECISION_CERTAINTY = 0.9
 # Beyond this the cost model is off by more than the gains it ranks (a few %): say so and what to do.
@@ -194,13 +194,8 @@ def _clean(x):
 
 
 def check_survival_curve(a: np.ndarray, what: str) -> None:
-    """A survival curve (or rows of them): finite, in [0, 1], never increasing."""
-    if not np.all(np.isfinite(a)):
-        raise ModelInputError(f"{what}: values must be finite numbers")
-    if np.any(a < 0) or np.any(a > 1):
-        raise ModelInputError(f"{what}: values must be in [0, 1], got {a[(a < 0) | (a > 1)].ravel()[0]:g}")
-    if a.shape[-1] > 1 and np.any(np.diff(a, axis=-1) > 1e-9):
-        raise ModelInputError(f"{what}: a survival curve cannot increase (a_k ≤ a_(k-1))")
+    """acceptance.definitions.check_survival_curve, as the cost model's input error."""
+    _check_curve(a, what, ModelInputError)
 
 
 def recommend(
