@@ -14,11 +14,11 @@ from dataclasses import dataclass, field, replace
 
 from .counts import undrafted_token_share
 from .step_replay import StepSequence
-from .windows import GammaSegment, StepShapeWindow, current_segments, newest_segment
+from .windows import GammaSegment, SegmentRules, StepShapeWindow
 
 
 @dataclass(frozen=True)
-class IngestedWindow:
+class IngestedWindow(SegmentRules):
     """A window of ingested per-request or log-line rows, shaped like a RouteWindow."""
 
     source: str
@@ -32,14 +32,6 @@ class IngestedWindow:
     # the newest segment's requests' drafted steps in order (acceptance.step_replay), when every
     # one of them carries them (per-request ``detailed``); None otherwise
     step_sequences: list | None = None
-
-    @property
-    def current_segments(self) -> list:
-        return current_segments(self.segments)
-
-    @property
-    def newest_segment(self):
-        return newest_segment(self.segments)
 
     @property
     def plugin(self) -> None:

@@ -62,7 +62,7 @@ from . import vllm_metrics as vm
 from .counts import IntervalCounts
 from .fetch import SourceError, UnreachableError, _one_line, mask_userinfo
 from .store import EngineRef, Event, TargetStatus
-from .windows import GammaSegment, StepShapeWindow, current_segments, newest_segment
+from .windows import GammaSegment, SegmentRules, StepShapeWindow
 
 # A block must hold several samples of every engine: increase() needs two, and with three
 # scrape intervals at most about a third of a block is extrapolated at its edges.
@@ -236,7 +236,7 @@ class PrometheusClient:
 # ----------------------------------------------------------------------------- window
 
 @dataclass(frozen=True)
-class PrometheusWindow:
+class PrometheusWindow(SegmentRules):
     """A route's window from Prometheus, with acceptance.windows.RouteWindow's attributes.
 
     segments: GammaSegment per γ run of blocks (oldest first); their ``engines`` are
@@ -259,14 +259,6 @@ class PrometheusWindow:
     target_status: list[TargetStatus] = field(default_factory=list)  # Prometheus scrapes, not us
     targets: list[str] = field(default_factory=list)
     queries: int = 0
-
-    @property
-    def newest_segment(self) -> GammaSegment | None:
-        return newest_segment(self.segments)
-
-    @property
-    def current_segments(self) -> list[GammaSegment]:
-        return current_segments(self.segments)
 
     @property
     def plugin(self) -> None:

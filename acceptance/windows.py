@@ -172,16 +172,11 @@ def newest_segment(segments: list[GammaSegment]) -> GammaSegment | None:
     return max(current, key=lambda s: (s.total.drafts, s.end)) if current else None
 
 
-@dataclass(frozen=True)
-class RouteWindow:
-    targets: list[str]
-    start: float
-    end: float
-    segments: list[GammaSegment]  # oldest first
-    events: list[Event]
-    step_shape: StepShapeWindow
-    target_status: list[TargetStatus]
-    not_speculating: list[EngineRef]  # engines whose newest sample by `end` had no spec counters
+class SegmentRules:
+    """A window's ``newest_segment`` and ``current_segments``, by the one rule of every window
+    (current_segments, newest_segment); for the window classes to inherit."""
+
+    segments: list
 
     @property
     def newest_segment(self) -> GammaSegment | None:
@@ -190,6 +185,18 @@ class RouteWindow:
     @property
     def current_segments(self) -> list[GammaSegment]:
         return current_segments(self.segments)
+
+
+@dataclass(frozen=True)
+class RouteWindow(SegmentRules):
+    targets: list[str]
+    start: float
+    end: float
+    segments: list[GammaSegment]  # oldest first
+    events: list[Event]
+    step_shape: StepShapeWindow
+    target_status: list[TargetStatus]
+    not_speculating: list[EngineRef]  # engines whose newest sample by `end` had no spec counters
 
     @property
     def plugin(self) -> PluginTotals | None:
