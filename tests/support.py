@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import time
+import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -27,3 +30,19 @@ def skip_or_fail(message: str, *, in_ci: str | None = None) -> None:
     if os.environ.get("CI"):
         pytest.fail(in_ci or message)
     pytest.skip(message)
+
+
+def wait_until_streamlit_serves(proc, url: str, log: Path, timeout_s: float) -> None:
+    """Poll ``url``'s Streamlit health endpoint until it says ok; fail (with the server's
+    log) when ``proc`` exits first or ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.read().strip() == b"ok":
+                    return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"streamlit did not serve: {log.read_text(errors='replace')[-2000:]}")
+        time.sleep(0.3)

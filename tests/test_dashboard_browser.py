@@ -16,7 +16,6 @@ import base64
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ import pytest
 from specdec import dashboard_launch as launch
 
 from dashboard_fixtures import shared_demo_config
-from support import find_binary, free_port, skip_or_fail
+from support import find_binary, free_port, skip_or_fail, wait_until_streamlit_serves
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -102,17 +101,7 @@ def server(tmp_path_factory):
         proc = subprocess.Popen(launch.streamlit_command(args), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.read().strip() == b"ok":
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"streamlit did not serve: {log.read_text(errors='replace')[-2000:]}")
-            time.sleep(0.3)
+        wait_until_streamlit_serves(proc, url, log, 60)
         yield url
     finally:
         proc.terminate()

@@ -14,13 +14,12 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from dashboard_fixtures import build_drift_store
-from support import free_port
+from support import free_port, wait_until_streamlit_serves
 
 ROOT = Path(__file__).resolve().parents[1]
 START_S = 60.0  # Streamlit's first start on a loaded 2-core machine
@@ -74,17 +73,7 @@ def start_dashboard(config: Path, port: int, log: Path) -> subprocess.Popen:
 
 def wait_serving(proc: subprocess.Popen, port: int, log: Path) -> int:
     """Wait until the port answers HTTP; returns the Streamlit server's pid."""
-    deadline = time.monotonic() + START_S
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
-                if r.read().strip() == b"ok":
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            pytest.fail(f"the dashboard did not serve: {log.read_text(errors='replace')[-2000:]}")
-        time.sleep(0.3)
+    wait_until_streamlit_serves(proc, f"http://127.0.0.1:{port}", log, START_S)
     kids = children(proc.pid)
     assert len(kids) == 1, f"expected one Streamlit child of {proc.pid}, found {kids}"
     return kids[0]
