@@ -1,4 +1,9 @@
-"""The one check and the one projection of a survival curve.
+"""The point formulas of acceptance, and the one check and the one projection of a survival curve.
+
+Point formulas (docs/DESIGN.md, Definitions), from counts D (drafts), T (draft tokens),
+A (accepted), a_k = A_k / D: AL = 1 + A / D; A / T; α_k = a_k / a_{k-1}; the equivalent
+independent p whose Σ_{k=0..γ} p^k equals AL. Counts-only definitions (survival a_k, reach
+R_k / D, T / D, ν) sit beside SpecCounts in acceptance.counts.
 
 A survival curve a_k = A_k / D (k = 1..γ) counts drafts accepted through position k, so it
 is non-increasing and within [0, 1]; estimates can break that (a bootstrap row, a widened
@@ -9,6 +14,8 @@ running minimum along positions (clipping commutes with the running minimum).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -33,3 +40,48 @@ def check_survival_curve(curve, what: str = "survival", error: type[InputError] 
         raise error(f"{what}: values must be in [0, 1], got {a[(a < 0) | (a > 1)].ravel()[0]:g}")
     if a.shape[-1] > 1 and np.any(np.diff(a, axis=-1) > CURVE_TOLERANCE):
         raise error(f"{what}: a survival curve cannot increase (a_k ≤ a_(k-1)), got {a.ravel().tolist()[:8]}")
+
+
+def conditional_from_survival(surv: np.ndarray) -> np.ndarray:
+    """α_k = a_k / a_{k-1}, a_0 = 1 (NaN where a_{k-1} = 0)."""
+    surv = np.asarray(surv, dtype=float)
+    prev = np.concatenate([np.ones(surv.shape[:-1] + (1,)), surv[..., :-1]], axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(prev > 0, surv / np.where(prev > 0, prev, 1.0), np.nan)
+
+
+def mean_acceptance_length(counts) -> float:
+    """AL = 1 + A / D (includes the bonus token)."""
+    return 1.0 + counts.accepted_tokens / counts.drafts if counts.drafts > 0 else math.nan
+
+
+def draft_acceptance_rate(counts) -> float:
+    """A / T."""
+    return counts.accepted_tokens / counts.draft_tokens if counts.draft_tokens > 0 else math.nan
+
+
+def expected_tokens_independent(p, gamma: int):
+    """(1 − p^(γ+1)) / (1 − p) = Σ_{k=0..γ} p^k: tokens per verify step for independent p."""
+    p = np.asarray(p, dtype=float)
+    return np.sum(p[..., None] ** np.arange(gamma + 1), axis=-1)
+
+
+def equivalent_p(mean_length: float, gamma: int) -> float:
+    """The independent per-token p whose expected tokens per step at γ equal ``mean_length``.
+
+    Solves (1 − p^(γ+1)) / (1 − p) = AL on [0, 1]; AL ≤ 1 → 0, AL ≥ γ+1 → 1.
+    """
+    if not math.isfinite(mean_length) or gamma <= 0:
+        return math.nan
+    if mean_length <= 1.0:
+        return 0.0
+    if mean_length >= gamma + 1:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(80):  # bisection: the left side is increasing in p
+        mid = 0.5 * (lo + hi)
+        if float(expected_tokens_independent(mid, gamma)) < mean_length:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)

@@ -38,54 +38,10 @@ from .bootstrap import (
     ratio_contributions,
     spread_factor,
 )
-from .counts import IntervalCounts, SpecCounts, survival  # noqa: F401  (survival: re-exported)
-from .definitions import check_survival_curve, monotone_survival
+from .counts import IntervalCounts, SpecCounts, survival
+from .definitions import (check_survival_curve, conditional_from_survival, draft_acceptance_rate, equivalent_p,
+                          mean_acceptance_length, monotone_survival)
 from .durations import approximate_duration
-
-
-def conditional_from_survival(surv: np.ndarray) -> np.ndarray:
-    """α_k = a_k / a_{k-1}, a_0 = 1 (NaN where a_{k-1} = 0)."""
-    surv = np.asarray(surv, dtype=float)
-    prev = np.concatenate([np.ones(surv.shape[:-1] + (1,)), surv[..., :-1]], axis=-1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(prev > 0, surv / np.where(prev > 0, prev, 1.0), np.nan)
-
-
-def mean_acceptance_length(counts: SpecCounts) -> float:
-    """AL = 1 + A / D (includes the bonus token)."""
-    return 1.0 + counts.accepted_tokens / counts.drafts if counts.drafts > 0 else math.nan
-
-
-def draft_acceptance_rate(counts: SpecCounts) -> float:
-    """A / T."""
-    return counts.accepted_tokens / counts.draft_tokens if counts.draft_tokens > 0 else math.nan
-
-
-def expected_tokens_independent(p, gamma: int):
-    """(1 − p^(γ+1)) / (1 − p) = Σ_{k=0..γ} p^k: tokens per verify step for independent p."""
-    p = np.asarray(p, dtype=float)
-    return np.sum(p[..., None] ** np.arange(gamma + 1), axis=-1)
-
-
-def equivalent_p(mean_length: float, gamma: int) -> float:
-    """The independent per-token p whose expected tokens per step at γ equal ``mean_length``.
-
-    Solves (1 − p^(γ+1)) / (1 − p) = AL on [0, 1]; AL ≤ 1 → 0, AL ≥ γ+1 → 1.
-    """
-    if not math.isfinite(mean_length) or gamma <= 0:
-        return math.nan
-    if mean_length <= 1.0:
-        return 0.0
-    if mean_length >= gamma + 1:
-        return 1.0
-    lo, hi = 0.0, 1.0
-    for _ in range(80):  # bisection: the left side is increasing in p
-        mid = 0.5 * (lo + hi)
-        if float(expected_tokens_independent(mid, gamma)) < mean_length:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
 
 
 # ---------------------------------------------------------------------------------------

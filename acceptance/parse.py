@@ -59,13 +59,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from . import plugin_series
 from . import vllm_metrics as vm
 from .counts import EngineSnapshot, SpecCounts, StepShape
-from .estimates import (
-    conditional_from_survival,
-    draft_acceptance_rate,
-    equivalent_p,
-    mean_acceptance_length,
-    survival,
-)
+from .counts import survival
+from .definitions import conditional_from_survival, draft_acceptance_rate, equivalent_p, mean_acceptance_length
 
 
 class MetricsPageError(InputError):

@@ -66,7 +66,7 @@ from decision_scenarios import (  # noqa: E402  (the benchmark's own data, besid
 )
 
 from acceptance.counts import IntervalCounts  # noqa: E402
-from acceptance.estimates import expected_tokens_independent  # noqa: E402
+from acceptance.definitions import expected_tokens_independent  # noqa: E402
 from acceptance.sim.processes import (  # noqa: E402
     AcceptanceProcess,
     DriftingProcess,

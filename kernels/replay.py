@@ -28,13 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from acceptance.counts import SpecCounts
-from acceptance.estimates import (
-    conditional_from_survival,
-    draft_acceptance_rate,
-    equivalent_p,
-    mean_acceptance_length,
-    survival,
-)
+from acceptance.counts import survival
+from acceptance.definitions import conditional_from_survival, draft_acceptance_rate, equivalent_p, mean_acceptance_length
 
 from .acceptance import acceptance_per_row
 from .rows import DEFAULT_NAMES, LogitsError

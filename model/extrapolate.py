@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from acceptance.counts import among_reached
-from acceptance.estimates import conditional_from_survival
+from acceptance.definitions import conditional_from_survival
 
 from .deployment import ModelInputError
 from acceptance.definitions import monotone_survival

@@ -37,7 +37,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from acceptance.estimates import equivalent_p, expected_tokens_independent
+from acceptance.definitions import equivalent_p, expected_tokens_independent
 
 from .deployment import Deployment, ModelInputError
 from .drafters import Drafter, drafter_for

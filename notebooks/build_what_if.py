@@ -54,7 +54,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from acceptance.estimates import equivalent_p, estimate_from_survival
+from acceptance.definitions import equivalent_p
+from acceptance.estimates import estimate_from_survival
 from acceptance.sim.processes import FrontLoadedProcess, IndependentProcess
 from model.deployment import Deployment
 from model.figures import MODELS

@@ -19,7 +19,7 @@ sys.path.insert(0, str(BENCH))
 import decision  # noqa: E402
 from decision_scenarios import CLASS_BY_NAME, CLASSES  # noqa: E402
 
-from acceptance.estimates import expected_tokens_independent  # noqa: E402
+from acceptance.definitions import expected_tokens_independent  # noqa: E402
 from acceptance.sim.processes import DriftingProcess, FrontLoadedProcess, HeterogeneousProcess  # noqa: E402
 from acceptance.sim import BatchMix, EngineSpec, Fleet, PrefillMix, Scenario, TargetSpec  # noqa: E402
 from model.drafters import drafter_for  # noqa: E402

@@ -11,13 +11,12 @@ import pytest
 
 from acceptance.bootstrap import choose_block_length, circular_block_sums, long_run_variance, ratio_contributions
 from acceptance.counts import IntervalCounts, SpecCounts
+from acceptance.definitions import equivalent_p, expected_tokens_independent
 from acceptance.estimates import (
     AcceptanceEstimate,
     detect_drift,
     drafts_needed,
-    equivalent_p,
     estimate_acceptance,
-    expected_tokens_independent,
 )
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "vllm-golden" / "ground_truth_gamma3.json"

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from acceptance.estimates import conditional_from_survival
+from acceptance.definitions import conditional_from_survival
 from model.deployment import ModelInputError
 from model.extrapolate import TAIL_MODELS, extend_survival
 

@@ -6,7 +6,7 @@ import struct
 import numpy as np
 import pytest
 
-from acceptance.estimates import equivalent_p
+from acceptance.definitions import equivalent_p
 from kernels.logits_io import float32_to_bf16_bits, load_logits, LogitsFileError
 from kernels.replay import ReplayError, replay_from_acceptance, replay_logits
 from specdec.cli import main as specdec_main
