@@ -1,7 +1,9 @@
-"""Helpers several test files share (imported as ``support``, beside ``dashboard_fixtures``)."""
+"""Helpers several test files share, imported by name (``from support import …``; the
+dashboard's shared fixtures sit in ``dashboard_fixtures``): no test module imports from another."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -9,7 +11,10 @@ import time
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from acceptance.step_replay import StepSequence
 
 
 def free_port() -> int:
@@ -22,6 +27,20 @@ def free_port() -> int:
 def find_binary(name: str) -> str | None:
     """``name`` on PATH, else /usr/bin/``name`` (Debian's packages), else None."""
     return shutil.which(name) or (f"/usr/bin/{name}" if os.path.exists(f"/usr/bin/{name}") else None)
+
+
+def cutlass_available() -> bool:
+    from kernels.acceptance import cutlass_available as available
+
+    return available()
+
+
+def require_cutlass() -> None:
+    """nvidia-cutlass-dsl importable, else fail in CI (make test installs it) and skip elsewhere."""
+    if cutlass_available():
+        return
+    skip_or_fail("nvidia-cutlass-dsl not installed (set CI=1 to make this a failure)",
+                 in_ci="nvidia-cutlass-dsl is not importable in CI: install nvidia-cutlass-dsl==4.8.1")
 
 
 def skip_or_fail(message: str, *, in_ci: str | None = None) -> None:
@@ -46,3 +65,108 @@ def wait_until_streamlit_serves(proc, url: str, log: Path, timeout_s: float) -> 
         if proc.poll() is not None or time.monotonic() > deadline:
             pytest.fail(f"streamlit did not serve: {log.read_text(errors='replace')[-2000:]}")
         time.sleep(0.3)
+
+
+# ------------------------------------------------------------------ the commands, run in-process
+
+
+def engine_steps(x: np.ndarray, gamma: int) -> StepSequence:
+    """What a greedy engine at γ does over an output whose positions the drafter gets right
+    (x = 1) or wrong (0), the drafter always proposing γ tokens: each step accepts the
+    leading ones of its draft, then emits the target's token."""
+    drafted, accepted, p = [], [], 0
+    while p < x.size:
+        length = min(gamma, x.size - p)
+        window = x[p:p + length]
+        acc = int(np.argmin(window)) if (window == 0).any() else length
+        drafted.append(length)
+        accepted.append(acc)
+        p += acc + 1
+    return StepSequence(gamma, tuple(drafted), tuple(accepted))
+
+
+def runs_of_text(rng, n: int, stay_right: float, stay_wrong: float) -> np.ndarray:
+    """Positions in runs: copied text the drafter gets right, novel text it gets wrong."""
+    x = np.empty(n, dtype=int)
+    x[0] = 1
+    for t in range(1, n):
+        stay = stay_right if x[t - 1] else stay_wrong
+        x[t] = x[t - 1] if rng.random() < stay else 1 - x[t - 1]
+    return x
+
+
+def tune_ingested(capsys, tmp_path, requests, deployment_toml: str) -> tuple[dict, str]:
+    from specdec.cli import main, tune_gamma_main
+
+    config = tmp_path / "specdec.toml"
+    config.write_text("[deployment]\n" + deployment_toml)
+    db = tmp_path / "specdec.db"
+    code, _, err = run_cli(capsys, main, ["ingest", "--route", "chat", "--per-request", str(requests),
+                                          "--config", str(config), "--db", str(db)])
+    assert code == 0, err
+    argv = ["--route", "chat", "--config", str(config), "--db", str(db), "--window", "30d"]
+    code, out, err = run_cli(capsys, tune_gamma_main, argv + ["--json"])
+    assert code == 0, err
+    code, console, err = run_cli(capsys, tune_gamma_main, argv)
+    assert code == 0, err
+    return json.loads(out), console
+
+
+def deployed_candidate(doc: dict) -> dict:
+    return next(c for c in doc["candidates"] if c["gamma"] == doc["deployed_gamma"])
+
+
+def vllm_payload(steps: list[tuple[int, int]], gamma: int, detailed: bool = False) -> dict:
+    """What vLLM 0.33's RequestSpecDecodeMetrics.to_dict gives for (drafted, accepted) steps.
+
+    Reimplemented from vllm/v1/metrics/stats.py for the test (vLLM is not imported).
+    """
+    histogram = [0] * (gamma + 1)
+    for _, accepted in steps:
+        histogram[accepted] += 1
+    n_steps = sum(histogram)
+    n_accepted = sum(j * h for j, h in enumerate(histogram))
+    n_drafted = sum(d for d, _ in steps)
+    payload = {
+        "mean_acceptance_length": 1.0 + n_accepted / n_steps if n_steps else 1.0,
+        "draft_acceptance_rate": n_accepted / n_drafted if n_drafted else 0.0,
+        "acceptance_histogram": histogram,
+        "num_spec_steps": n_steps,
+        "num_accepted_draft_tokens": n_accepted,
+        "num_draft_tokens": n_drafted,
+        "num_spec_tokens": gamma,
+    }
+    if detailed and steps:
+        payload["per_step_accepted"] = [a for _, a in steps]
+        payload["per_step_drafted"] = [d for d, _ in steps]
+    return payload
+
+
+def run_cli(capsys, fn, argv):
+    try:
+        code = fn(argv)
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def route_config(tmp_path, urls, *, flat: bool = False):
+    """specdec.toml with route `independent` on these targets (the seeds' flat cost if ``flat``)."""
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text(('[deployment]\ncost_profile = "flat"\n' if flat else "")
+                   + "[routes.independent]\ntargets = [" + ", ".join(f'"{u}"' for u in urls) + "]\n")
+    return cfg
+
+
+def tune_live_window(tmp_path, capsys):
+    """tune-gamma --json on a 3 s live window of a simulated fleet (flat profile, no store)."""
+    from acceptance.sim import Fleet, build_scenario
+    from specdec.cli import tune_gamma_main
+
+    with Fleet(build_scenario("independent", seed=7)) as fleet:
+        urls = list(fleet.serve().values())
+        fleet.start_realtime(speed=120.0)
+        cfg = route_config(tmp_path, urls, flat=True)
+        return run_cli(capsys, tune_gamma_main, ["--route", "independent", "--config", str(cfg),
+                                                 "--window", "3s", "--json"])

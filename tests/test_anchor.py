@@ -10,9 +10,7 @@ import pytest
 from model.anchor import Anchor, solve_observed_rate
 from model.deployment import Deployment
 from model.recommend import recommend
-from specdec.cli import tune_gamma_main
-from test_cli import run_cli, tune_live_window
-from test_per_request import vllm_payload
+from support import deployed_candidate, tune_ingested, tune_live_window, vllm_payload
 
 CURVE = [0.8, 0.6, 0.45]
 
@@ -35,25 +33,8 @@ def per_request_file(tmp_path, *, itl_ms: float | None, n: int = 200, seed: int 
     return path
 
 
-def tune_ingested(capsys, tmp_path, requests, deployment_toml: str) -> tuple[dict, str]:
-    from specdec.cli import main
-
-    config = tmp_path / "specdec.toml"
-    config.write_text("[deployment]\n" + deployment_toml)
-    db = tmp_path / "specdec.db"
-    code, _, err = run_cli(capsys, main, ["ingest", "--route", "chat", "--per-request", str(requests),
-                                          "--config", str(config), "--db", str(db)])
-    assert code == 0, err
-    argv = ["--route", "chat", "--config", str(config), "--db", str(db), "--window", "30d"]
-    code, out, err = run_cli(capsys, tune_gamma_main, argv + ["--json"])
-    assert code == 0, err
-    code, console, err = run_cli(capsys, tune_gamma_main, argv)
-    assert code == 0, err
-    return json.loads(out), console
 
 
-def deployed_candidate(doc: dict) -> dict:
-    return next(c for c in doc["candidates"] if c["gamma"] == doc["deployed_gamma"])
 
 
 def test_per_request_latency_anchors_the_level(capsys, tmp_path):

@@ -12,18 +12,11 @@ from pathlib import Path
 import pytest
 
 from specdec.cli import main, tune_gamma_main
-from support import free_port
+from support import free_port, route_config, run_cli, tune_live_window
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "vllm-golden"  # a copy of the shared reference data
 
 
-def run_cli(capsys, fn, argv):
-    try:
-        code = fn(argv)
-    except SystemExit as e:  # argparse's own errors
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def assert_one_line_error(code, out, err, *needles):
@@ -318,12 +311,6 @@ def test_the_commands_the_demo_prints_run_as_printed_in_a_fresh_shell(tmp_path):
 
 
 # ------------------------------------------------------------------ collect: SIGKILL mid-run
-def route_config(tmp_path, urls, *, flat: bool = False):
-    """specdec.toml with route `independent` on these targets (the seeds' flat cost if ``flat``)."""
-    cfg = tmp_path / "specdec.toml"
-    cfg.write_text(('[deployment]\ncost_profile = "flat"\n' if flat else "")
-                   + "[routes.independent]\ntargets = [" + ", ".join(f'"{u}"' for u in urls) + "]\n")
-    return cfg
 
 
 def test_collect_survives_sigkill(tmp_path):
@@ -404,16 +391,6 @@ def test_rules_from_config(tmp_path, capsys):
     assert 'route: "a"' in out and "vllm:spec_decode_num_accepted_tokens_per_pos_total" in out
 
 
-def tune_live_window(tmp_path, capsys):
-    """tune-gamma --json on a 3 s live window of a simulated fleet (flat profile, no store)."""
-    from acceptance.sim import Fleet, build_scenario
-
-    with Fleet(build_scenario("independent", seed=7)) as fleet:
-        urls = list(fleet.serve().values())
-        fleet.start_realtime(speed=120.0)
-        cfg = route_config(tmp_path, urls, flat=True)
-        return run_cli(capsys, tune_gamma_main, ["--route", "independent", "--config", str(cfg),
-                                                 "--window", "3s", "--json"])
 
 
 def test_tune_gamma_without_a_store_scrapes_the_window(tmp_path, capsys):

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from specdec.cli import main, tune_gamma_main
-from test_cli import route_config, run_cli
+from support import route_config, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC_REL = "docs/DESIGN.md"

@@ -21,7 +21,7 @@ import kernel_gpu  # noqa: E402
 import roofline_check  # noqa: E402
 from model.figures import GPUS, MODELS  # noqa: E402
 from model.profiles import load_table  # noqa: E402
-from test_kernels_compile import require_cutlass  # noqa: E402
+from support import require_cutlass  # noqa: E402
 
 torch = pytest.importorskip("torch")
 

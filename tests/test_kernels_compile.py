@@ -11,15 +11,10 @@ import re
 import numpy as np
 import pytest
 
-from kernels.acceptance import cuda_gpu_present, cutlass_available
-from support import skip_or_fail
+from kernels.acceptance import cuda_gpu_present
+from support import require_cutlass
 
 
-def require_cutlass():
-    if cutlass_available():
-        return
-    skip_or_fail("nvidia-cutlass-dsl not installed (set CI=1 to make this a failure)",
-                 in_ci="nvidia-cutlass-dsl is not importable in CI: install nvidia-cutlass-dsl==4.8.1")
 
 
 @pytest.fixture(scope="module")
@@ -145,10 +140,9 @@ def test_cute_kernel_reports_bad_rows_on_gpu():
 
 
 def test_missing_cutlass_fails_in_ci_and_skips_elsewhere(monkeypatch):
-    import sys
+    import support
 
-    module = sys.modules[__name__]
-    monkeypatch.setattr(module, "cutlass_available", lambda: False)
+    monkeypatch.setattr(support, "cutlass_available", lambda: False)
     monkeypatch.setenv("CI", "1")
     with pytest.raises(pytest.fail.Exception, match="not importable in CI"):
         require_cutlass()

@@ -90,7 +90,7 @@ def test_summary_counts_the_issues_checks():
 def test_the_replay_with_the_positions_seen_comes_to_the_truth_for_a_drafter_of_the_position():
     # a deterministic drafter of the position: every γ's engine over the same texts; the γ 3
     # window alone guesses the bonus positions, the other γ's runs see them
-    from test_step_replay import engine_steps, runs_of_text
+    from support import engine_steps, runs_of_text
 
     rng = np.random.default_rng(5)
     texts = [runs_of_text(rng, 120, 0.9, 0.5) for _ in range(6)]

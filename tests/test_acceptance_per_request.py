@@ -22,6 +22,8 @@ from acceptance.per_request import (
     spec_counts_from_payload,
 )
 
+from support import vllm_payload
+
 GOLDEN = Path(__file__).resolve().parent / "data" / "vllm-golden"  # a copy of the shared reference data
 
 
@@ -70,30 +72,6 @@ def golden_lines() -> list[str]:
     return (GOLDEN / "per_request_sample.jsonl").read_text().splitlines()
 
 
-def vllm_payload(steps: list[tuple[int, int]], gamma: int, detailed: bool = False) -> dict:
-    """What vLLM 0.33's RequestSpecDecodeMetrics.to_dict gives for (drafted, accepted) steps.
-
-    Reimplemented from vllm/v1/metrics/stats.py for the test (vLLM is not imported).
-    """
-    histogram = [0] * (gamma + 1)
-    for _, accepted in steps:
-        histogram[accepted] += 1
-    n_steps = sum(histogram)
-    n_accepted = sum(j * h for j, h in enumerate(histogram))
-    n_drafted = sum(d for d, _ in steps)
-    payload = {
-        "mean_acceptance_length": 1.0 + n_accepted / n_steps if n_steps else 1.0,
-        "draft_acceptance_rate": n_accepted / n_drafted if n_drafted else 0.0,
-        "acceptance_histogram": histogram,
-        "num_spec_steps": n_steps,
-        "num_accepted_draft_tokens": n_accepted,
-        "num_draft_tokens": n_drafted,
-        "num_spec_tokens": gamma,
-    }
-    if detailed and steps:
-        payload["per_step_accepted"] = [a for _, a in steps]
-        payload["per_step_drafted"] = [d for d, _ in steps]
-    return payload
 
 
 def response_line(spec: dict | None, *, request_id: str = "cmpl-x", **extra) -> str:

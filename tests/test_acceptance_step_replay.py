@@ -21,33 +21,11 @@ from acceptance.step_replay import (
 )
 from model.extrapolate import TAIL_MODELS, bonus_acceptances
 from model.speedup import expected_tokens_by_gamma
-from test_anchor import tune_ingested
-from test_per_request import vllm_payload
+from support import engine_steps, runs_of_text, tune_ingested, vllm_payload
 
 
-def engine_steps(x: np.ndarray, gamma: int) -> StepSequence:
-    """What a greedy engine at γ does over an output whose positions the drafter gets right
-    (x = 1) or wrong (0), the drafter always proposing γ tokens: each step accepts the
-    leading ones of its draft, then emits the target's token."""
-    drafted, accepted, p = [], [], 0
-    while p < x.size:
-        length = min(gamma, x.size - p)
-        window = x[p:p + length]
-        acc = int(np.argmin(window)) if (window == 0).any() else length
-        drafted.append(length)
-        accepted.append(acc)
-        p += acc + 1
-    return StepSequence(gamma, tuple(drafted), tuple(accepted))
 
 
-def runs_of_text(rng, n: int, stay_right: float, stay_wrong: float) -> np.ndarray:
-    """Positions in runs: copied text the drafter gets right, novel text it gets wrong."""
-    x = np.empty(n, dtype=int)
-    x[0] = 1
-    for t in range(1, n):
-        stay = stay_right if x[t - 1] else stay_wrong
-        x[t] = x[t - 1] if rng.random() < stay else 1 - x[t - 1]
-    return x
 
 
 def al(sequences) -> float:
