@@ -40,7 +40,7 @@ import numpy as np
 from .deployment import Deployment, ModelInputError
 from .drafters import drafter_for
 from .extrapolate import MAX_EXTRAPOLATION, extend_survival
-from .profiles import SPECIALIZED, STOCK
+from .profiles import SPECIALIZED, STOCK, TABLE_COLUMNS
 from .specialized import runs_specialized
 from .vllm_config import SYNTHETIC_WARNING, replay_config
 from acceptance.definitions import monotone_survival
@@ -57,7 +57,7 @@ STEP_TIME_KEY = "median_itl_ms"
 PLAN_WARNING = (
     "BENCHMARK DEPLOYMENT ONLY — never a serving one: " + SYNTHETIC_WARNING + "."
 )
-TABLE_HEADER = ("batch_size", "tokens_per_request", "path", "seconds")
+TABLE_HEADER = TABLE_COLUMNS  # the measured table is written with the columns profiles reads
 
 
 class CalibrationInputError(ModelInputError):

@@ -198,6 +198,10 @@ def load_table(path: str | Path) -> TableProfile:
     return _parse_table(str(path), st.st_mtime_ns, st.st_size)
 
 
+# The columns of a measured cost table (CSV header, or each JSON object's keys).
+TABLE_COLUMNS = ("batch_size", "tokens_per_request", "path", "seconds")
+
+
 @lru_cache(maxsize=16)
 def _parse_table(path: str, mtime_ns: int, size: int) -> TableProfile:
     del mtime_ns, size  # the cache key: a rewritten file is parsed again
@@ -216,8 +220,7 @@ def _parse_table(path: str, mtime_ns: int, size: int) -> TableProfile:
                 continue
             if header is None:
                 header = [c.strip() for c in row]
-                need = {"batch_size", "tokens_per_request", "path", "seconds"}
-                if not need <= set(header):
+                if not set(TABLE_COLUMNS) <= set(header):
                     raise ModelInputError(
                         f"cost table {p} line {lineno}: header must name batch_size, tokens_per_request, path, seconds"
                     )

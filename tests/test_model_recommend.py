@@ -402,3 +402,17 @@ def test_specialized_speeds_step_spreads_the_range_over_bins():
     point = Deployment.from_mapping({"decode_backend": "latency_specialized", "method": "dspark",
                                      "specialized_speedup": 1.3}, where="test", base=INLINE_DEFAULTS)
     assert _specialized_speeds(point) == [pytest.approx(1.3)]
+
+
+def test_price_step_gives_one_at_gamma_zero_and_costlier_steps_after():
+    from model.recommend import _price
+    from model.speedup import CostModel
+
+    dep = Deployment.from_mapping({"method": "draft_model", "draft_cost": 0.05, "cost_profile": "flat"},
+                                  where="test", base=INLINE_DEFAULTS)
+    gammas, bs, ws = np.arange(5), np.array([1, 8]), np.array([0.5, 0.5])
+    price = _price(CostModel.for_deployment(dep), gammas, bs, ws, [1.0], None, None, dep.objective)
+    assert price.times.shape == (1, 5, 2)
+    assert price.ratio[0, 0] == pytest.approx(1.0)
+    assert np.all(np.diff(price.ratio[0]) < 0), "every draft token costs: τ(0)/τ(γ) falls with γ"
+    assert price.ratio_u is not None and price.ratio_u.shape == (1, 5)
