@@ -1,72 +1,13 @@
 """Circular block bootstrap over the rows of a window (scrape intervals or rollup buckets).
 
-Why blocks: a request drafts for many consecutive steps with its own acceptance, and it
-lives across several neighbouring scrape intervals, so neighbouring rows are correlated.
-Resampling single drafts (a binomial on D) or single rows treats them as independent and
-gives intervals that are far too narrow (tests/test_coverage.py measures how much).
-Resampling runs of L consecutive rows keeps that correlation inside each block.
-
-Circular: blocks wrap around the end of the window, so every row is drawn with the same
-probability. A resample is ⌈n/L⌉ blocks, the last one cut so that every resample has
-exactly n rows.
-
-Every statistic here is a ratio of column sums, Σ num / Σ den. Its linearisation, the
-per-row contribution z_i = (num_i − ratio·den_i) / mean(den), carries the correlation that
-matters, and everything below is computed on those series.
-
-Block length (``choose_block_length``): twice the Politis & White (2004; corrected by
-Patton, Politis & White 2009) plug-in length for the circular block bootstrap,
-
-    L_PW = (2 G₊² / D_CB)^(1/3) · n^(1/3),   G = Σ_{|k|≤M} λ(k/M) |k| R(k),  G₊ = max(G, 0),
-    D_CB = (4/3) g², g = Σ_{|k|≤M} λ(k/M) R(k),
-
-with R(k) the autocovariance, λ the flat-top lag window (1 up to 1/2, falling linearly to
-0 at 1) and M twice the smallest lag after which K_N = max(5, √log10 n) autocorrelations in
-a row are insignificant (|ρ| < 2 √(log10 n / n)), at least 2; the longest over the
-statistics is taken. L_PW minimises the error of the bootstrap variance; an interval's
-coverage suffers more from the variance's downward bias (positive correlation across block
-edges is lost, ~ G / L) than from its noise, which the t quantile below accounts for, hence
-2·L_PW. Only G > 0 asks for longer blocks: with G ≤ 0 nothing positive is lost at the edges,
-and on short windows a negative Ĝ (mostly noise: ρ(1) has standard error 1/√n, 0.22 at
-n = 20) drove L_PW up as g → 0 and so L to its cap. L is kept between ⌈n^(1/3)⌉ and n/3 (at
-least three blocks).
-
-Spread correction (``spread_factor``): the percentile interval of the resamples is widened
-about the point value by a factor f per statistic, which depends on whether its series
-shows positive correlation: Ĝ > ½ SE₀(Ĝ), SE₀(Ĝ) = 2 R(0) √(Σ_{k≤M} (λ(k/M) k)² / n) being
-Ĝ's standard error if the rows were independent (R(k), k ≥ 1, then uncorrelated with
-variance R(0)²/n). That is a one-sided test at about the 30% level, lenient on purpose:
-a missed correlation costs coverage, a false one only width (at n = 20, requests over ~3
-intervals show ρ(1) ≈ 0.4, under two standard errors). With q = (1 + level) / 2:
-
-  correlated:    f = √(n / (n − L)) · √max(1, g_c / v_L) · t_{n/L − 1}(q) / z(q),
-  uncorrelated:  f = √(n / (n − L)) · t_ν(q) / z(q),   ν = 3nL / (2L² + 1) − 1,
-
-where v_L = Σ_{|k|<L} (1 − |k|/L) R(k) is the long-run variance the block bootstrap
-implies (Bartlett window of width L), g_c = g / (1 − 1.5 M / n) the flat-top estimate
-corrected for centring on the sample mean (E R̂(k) ≈ R(k) − σ²/n, σ² the long-run variance,
-and the flat-top weights sum to 1.5 M over |k| ≤ M), and n/(n − L) the same centring
-correction for the bootstrap's own variance (E v_L ≈ σ² − G/L − L σ²/n). With correlation
-the t quantile with n/L − 1 degrees of freedom accounts for a variance resting on only
-about n/L independent blocks; on short windows it is also what keeps them near the level,
-since g_c (small M) and v_L (L ≤ n/3) both miss much of a correlation spanning several
-intervals (and g_c/v_L repeats part of the centring correction). Without correlation
-nothing is lost at the edges, so only the noise of the
-bootstrap's Bartlett-window variance is left: ν is its Satterthwaite degrees of freedom,
-n / Σ_{|k|<L} (1 − |k|/L)² − 1 (n − 1 at L = 1, about 1.5 n/L for long blocks, as for
-overlapping batch means). These corrections are first order; tests/test_coverage.py and
-benchmarks/estimates.py measure the coverage they give against a known process for a
-nominal 0.90 (1,000 windows per scenario):
-  5-minute windows (n = 20) of independent rows, γ = 3 and 7:  0.89–0.92 (0.96–0.98
-    before, when every statistic got the correlated correction and L often reached n/3);
-  n = 20, requests over ~3 intervals:                          0.84 (0.85 before);
-  n = 60, independent rows:                                    0.90 (0.93 before);
-  n = 60 with requests over ~4 intervals (~4 blocks):          0.86;
-  n = 120–960, requests over 3–8 intervals:                    0.88–0.93.
-In benchmarks/decision.py the 90% speedup interval of the 5-minute independent classes
-(ind-p60-flat-dspark-g7-short, ind-p75-moe-batch1-short; 200 seeds) covers 0.945 and 0.93
-(1.00 and 0.985 before). Without the widening, plain percentiles gave 0.70–0.87 on the
-same kind of windows in development runs.
+Why blocks: a request drafts for many consecutive steps and lives across neighbouring
+scrape intervals, so neighbouring rows are correlated; resampling runs of L rows keeps that
+correlation (single drafts or rows give intervals far too narrow). Every statistic is a
+ratio of column sums, computed on its linearisation z_i = (num_i − ratio·den_i) / mean(den).
+``choose_block_length``: twice the Politis & White plug-in length, kept in [⌈n^(1/3)⌉, n/3].
+``spread_factor``: the percentile interval widened by √(n/(n − L)), the long-run variance
+and a t quantile for the few blocks. The derivation and the measured coverage are in
+docs/DESIGN.md, Intervals.
 """
 
 from __future__ import annotations
