@@ -60,6 +60,7 @@ from . import plugin_series
 from . import vllm_metrics as vm
 from .counts import EngineSnapshot, SpecCounts, StepShape
 from .counts import survival
+from .json_safe import json_safe
 from .definitions import conditional_from_survival, draft_acceptance_rate, equivalent_p, mean_acceptance_length
 
 
@@ -508,30 +509,20 @@ def _fmt_labels(labels: dict) -> str:
 # --- inspect --------------------------------------------------------------------------
 
 
-def _json_number(x):
-    """NaN/inf → None (JSON null); integral floats stay as they are."""
-    if x is None:
-        return None
-    x = x.item() if hasattr(x, "item") else x
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
-
-
 def _counts_entry(counts: SpecCounts) -> dict:
     surv = survival(counts)
     al = mean_acceptance_length(counts)
     return {
         "gamma": counts.gamma,
-        "drafts": _json_number(counts.drafts),
-        "draft_tokens": _json_number(counts.draft_tokens),
-        "accepted_tokens": _json_number(counts.accepted_tokens),
-        "accepted_per_position": [_json_number(a) for a in counts.accepted_per_position],
-        "survival": [_json_number(float(a)) for a in surv],
-        "conditional": [_json_number(float(a)) for a in conditional_from_survival(surv)],
-        "mean_acceptance_length": _json_number(al),
-        "draft_acceptance_rate": _json_number(draft_acceptance_rate(counts)),
-        "equivalent_p": _json_number(equivalent_p(al, counts.gamma)),
+        "drafts": json_safe(counts.drafts),
+        "draft_tokens": json_safe(counts.draft_tokens),
+        "accepted_tokens": json_safe(counts.accepted_tokens),
+        "accepted_per_position": [json_safe(a) for a in counts.accepted_per_position],
+        "survival": [json_safe(float(a)) for a in surv],
+        "conditional": [json_safe(float(a)) for a in conditional_from_survival(surv)],
+        "mean_acceptance_length": json_safe(al),
+        "draft_acceptance_rate": json_safe(draft_acceptance_rate(counts)),
+        "equivalent_p": json_safe(equivalent_p(al, counts.gamma)),
     }
 
 

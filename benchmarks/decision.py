@@ -73,6 +73,7 @@ from acceptance.sim.processes import (  # noqa: E402
     FrontLoadedProcess,
     HeterogeneousProcess,
 )
+from acceptance.json_safe import json_safe  # noqa: E402
 from acceptance.windows import RouteWindow, StepShapeWindow  # noqa: E402
 from model.deployment import Deployment  # noqa: E402
 from model.drafters import drafter_for  # noqa: E402
@@ -788,19 +789,6 @@ def text_report(doc: dict) -> str:
     return "\n".join(lines)
 
 
-def _json_clean(x):
-    """NaN → null, numpy scalars → numbers (the document is strict JSON)."""
-    if isinstance(x, dict):
-        return {str(k): _json_clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_clean(v) for v in x]
-    if isinstance(x, (np.floating, np.integer, np.bool_)):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=200, help="seeds per class (default 200)")
@@ -820,7 +808,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     doc = run(names, args.seeds, not args.no_http, max(1, args.workers))
     if args.json:
-        print(json.dumps(_json_clean(doc), allow_nan=False))
+        print(json.dumps(json_safe(doc), allow_nan=False))
     elif args.markdown:
         print(markdown_table(doc))
     else:

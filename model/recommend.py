@@ -56,7 +56,6 @@ point their mean and the intervals widened to their extremes, as for an extended
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, replace
 from statistics import NormalDist
 from typing import Mapping, Sequence
@@ -84,6 +83,7 @@ from .speedup import (
 )
 from .vllm_config import command_line, replay_config, schedule_from_best, speculative_config
 from acceptance.definitions import check_survival_curve as _check_curve, monotone_survival
+from acceptance.json_safe import json_safe
 
 DECISION_CERTAINTY = 0.9
 # Beyond this the cost model is off by more than the gains it ranks (a few %): say so and what to do.
@@ -153,8 +153,8 @@ class Recommendation:
     drafts_factor_to_settle: float | None = None
 
     def to_dict(self) -> dict:
-        """The tune-gamma JSON keys this module owns (NaN → None)."""
-        return _clean({
+        """The tune-gamma JSON keys this module owns (acceptance.json_safe: NaN → None)."""
+        return json_safe({
             "objective": self.objective,
             "cost_profile": self.cost_profile,
             "interval_level": self.interval_level,
@@ -179,18 +179,6 @@ class Recommendation:
             "drafts_factor_to_settle": self.drafts_factor_to_settle,
             "model_error_warning": self.model_error_warning,
         })
-
-
-def _clean(x):
-    if isinstance(x, float):
-        return None if math.isnan(x) or math.isinf(x) else x
-    if isinstance(x, (np.floating, np.integer)):
-        return _clean(x.item())
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    return x
 
 
 def check_survival_curve(a: np.ndarray, what: str) -> None:

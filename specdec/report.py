@@ -15,6 +15,7 @@ import time
 
 from acceptance.counts import mean_draft_length
 from acceptance.durations import format_duration  # noqa: F401  (the views' one duration wording)
+from acceptance.json_safe import json_safe
 from acceptance.plugin_series import batch_bucket
 
 JSON_SCHEMA_VERSION = 1  # of every JSON document the views print (tune-gamma, inspect, ...)
@@ -104,20 +105,6 @@ def tuning_to_dict(t) -> dict:
     }
     doc.update(rec)
     return json_safe(doc)
-
-
-def json_safe(x):
-    """The JSON conventions of every document the views print: numpy → Python numbers and
-    lists, NaN/inf → null, keys → strings."""
-    if isinstance(x, dict):
-        return {str(k): json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [json_safe(v) for v in x]
-    if hasattr(x, "tolist"):
-        return json_safe(x.tolist())
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
 
 
 def _event_dict(ev) -> dict:
