@@ -17,13 +17,18 @@ PREV = v(100, 300, 200, 90, 70, 40)  # D, T, A, A_1..A_3 at γ 3
 
 def test_the_first_sighting_is_a_baseline_only():
     inc = spec_increase(None, None, None, 3, 5.0, PREV, first_sighting=True)
-    assert inc.delta is None and inc.new_segment and not inc.restart and inc.events == ()
+    assert inc.delta is None
+    assert inc.new_segment
+    assert not inc.restart
+    assert inc.events == ()
 
 
 def test_an_ordinary_interval_is_new_minus_previous():
     inc = spec_increase(3, 5.0, PREV, 3, 5.0, PREV + v(10, 30, 20, 9, 7, 4), first_sighting=False)
     np.testing.assert_array_equal(inc.delta, v(10, 30, 20, 9, 7, 4))
-    assert not inc.new_segment and not inc.restart and inc.events == ()
+    assert not inc.new_segment
+    assert not inc.restart
+    assert inc.events == ()
 
 
 def test_columns_the_previous_sample_lacked_are_unknown():
@@ -37,7 +42,8 @@ def test_a_changed_created_is_a_restart_and_the_new_value_counts_whole():
     new = PREV + 1  # counters even went up: _created alone says it restarted
     inc = spec_increase(3, 5.0, PREV, 3, 6.0, new, first_sighting=False)
     np.testing.assert_array_equal(inc.delta, new)
-    assert inc.restart and not inc.new_segment
+    assert inc.restart
+    assert not inc.new_segment
     assert inc.events == (("restart", "restarted: its _created time changed"),)
 
 
@@ -45,7 +51,8 @@ def test_a_counter_that_went_down_is_a_restart():
     new = v(5, 15, 10, 4, 3, 3)
     inc = spec_increase(3, None, PREV, 3, None, new, first_sighting=False)  # multiprocess: no _created
     np.testing.assert_array_equal(inc.delta, new)
-    assert inc.restart and inc.events == (("restart", "restarted: a counter went down"),)
+    assert inc.restart
+    assert inc.events == (("restart", "restarted: a counter went down"),)
     # one position going down is enough
     one = PREV.copy()
     one[5] -= 1
@@ -56,11 +63,13 @@ def test_a_gamma_change_is_a_restart_and_a_new_segment_even_when_nothing_went_do
     new = v(150, 700, 400, 130, 110, 80, 60, 50)  # γ 5, every common counter higher
     inc = spec_increase(3, None, PREV, 5, None, new, first_sighting=False)
     np.testing.assert_array_equal(inc.delta, new)
-    assert inc.restart and inc.new_segment
+    assert inc.restart
+    assert inc.new_segment
     assert inc.events == (("restart", "restarted: its gamma changed"), ("gamma_change", "gamma 3 -> 5"))
     # a γ change with a drop says why first: the drop
     down = spec_increase(3, None, PREV, 2, None, v(1, 2, 1, 1, 0), first_sighting=False)
-    assert [k for k, _ in down.events] == ["restart", "gamma_change"] and "went down" in down.events[0][1]
+    assert [k for k, _ in down.events] == ["restart", "gamma_change"]
+    assert "went down" in down.events[0][1]
 
 
 def test_speculation_switched_off_and_back_on():
@@ -68,7 +77,9 @@ def test_speculation_switched_off_and_back_on():
     back = v(3, 9, 6, 3, 2, 1)
     inc = spec_increase(0, None, None, 3, None, back, first_sighting=False)  # the previous sample had none
     np.testing.assert_array_equal(inc.delta, back)
-    assert inc.new_segment and not inc.restart and inc.events == (("spec_on", "speculation on, gamma 3"),)
+    assert inc.new_segment
+    assert not inc.restart
+    assert inc.events == (("spec_on", "speculation on, gamma 3"),)
 
 
 @pytest.mark.parametrize("prev,new,restart,expected", [

@@ -71,8 +71,10 @@ def test_point_values_on_the_golden_vllm_counts():
     assert est.mean_acceptance_length.value == pytest.approx(1 + est.survival.value.sum(), abs=1e-12)
     # two rows (two engines): values, but no interval, and the estimate says why
     assert not est.has_interval
-    assert np.isnan(est.survival.low).all() and math.isnan(est.mean_acceptance_length.low)
-    assert "too few" in est.note and "2 scrape intervals" in est.note
+    assert np.isnan(est.survival.low).all()
+    assert math.isnan(est.mean_acceptance_length.low)
+    assert "too few" in est.note
+    assert "2 scrape intervals" in est.note
 
 
 def test_point_values_do_not_depend_on_how_the_window_is_cut():
@@ -87,7 +89,8 @@ def test_point_values_do_not_depend_on_how_the_window_is_cut():
     single = estimate_acceptance(window(total, 3))
     np.testing.assert_allclose(est.survival.value, single.survival.value, rtol=1e-12)
     assert est.mean_acceptance_length.value == pytest.approx(single.mean_acceptance_length.value, rel=1e-12)
-    assert est.has_interval and est.n_intervals == 50
+    assert est.has_interval
+    assert est.n_intervals == 50
 
 
 # --- degenerate windows --------------------------------------------------------------------
@@ -95,15 +98,20 @@ def test_point_values_do_not_depend_on_how_the_window_is_cut():
 
 def test_empty_window_says_no_drafts():
     est = estimate_acceptance(window(np.empty((0, 6)), 3))
-    assert np.isnan(est.survival.value).all() and math.isnan(est.mean_acceptance_length.value)
-    assert math.isnan(est.equivalent_p.value) and est.drafts == 0
-    assert "no drafts" in est.note and "no drafts" in est.method
-    assert est.survival_resamples.shape == (0, 3) and est.block_length is None
+    assert np.isnan(est.survival.value).all()
+    assert math.isnan(est.mean_acceptance_length.value)
+    assert math.isnan(est.equivalent_p.value)
+    assert est.drafts == 0
+    assert "no drafts" in est.note
+    assert "no drafts" in est.method
+    assert est.survival_resamples.shape == (0, 3)
+    assert est.block_length is None
 
 
 def test_window_without_drafts_says_no_drafts():
     est = estimate_acceptance(window(np.zeros((10, 5)), 2))
-    assert np.isnan(est.survival.value).all() and "no drafts" in est.note
+    assert np.isnan(est.survival.value).all()
+    assert "no drafts" in est.note
 
 
 def test_single_huge_row_has_values_and_no_interval():
@@ -111,22 +119,27 @@ def test_single_huge_row_has_values_and_no_interval():
     est = estimate_acceptance(window(row, 3))
     np.testing.assert_allclose(est.survival.value, [0.75, 0.6, 0.4])
     assert est.mean_acceptance_length.value == pytest.approx(1 + 7 / 4)
-    assert np.isnan(est.survival.high).all() and "only 1 scrape interval with drafts" in est.note
+    assert np.isnan(est.survival.high).all()
+    assert "only 1 scrape interval with drafts" in est.note
     assert est.equivalent_p.value == pytest.approx(equivalent_p(2.75, 3))
 
 
 def test_three_rows_are_enough_for_an_interval():
     rows = [[100, 300, 150, 70, 50, 30], [120, 360, 200, 90, 65, 45], [80, 240, 90, 45, 30, 15]]
     est = estimate_acceptance(window(rows, 3), n_resamples=200)
-    assert est.has_interval and est.block_length == 1 and est.n_blocks == 3
-    assert np.all(est.survival.low <= est.survival.value) and np.all(est.survival.value <= est.survival.high)
+    assert est.has_interval
+    assert est.block_length == 1
+    assert est.n_blocks == 3
+    assert np.all(est.survival.low <= est.survival.value)
+    assert np.all(est.survival.value <= est.survival.high)
 
 
 def test_rows_without_drafts_do_not_count_towards_an_interval():
     rows = np.zeros((30, 6))
     rows[[4, 17]] = [[100, 300, 150, 70, 50, 30], [90, 270, 120, 60, 40, 20]]
     est = estimate_acceptance(window(rows, 3), n_resamples=100)
-    assert not est.has_interval and "only 2 scrape intervals with drafts" in est.note
+    assert not est.has_interval
+    assert "only 2 scrape intervals with drafts" in est.note
     assert est.survival.value[0] == pytest.approx(130 / 190)
 
 
@@ -135,7 +148,8 @@ def test_rows_without_drafts_inside_a_window_are_fine():
     rows = w.counts.copy()
     rows[10:30] = 0.0  # a quiet stretch: counters did not move
     est = estimate_acceptance(window(rows, 3), n_resamples=300)
-    assert est.has_interval and np.isfinite(est.survival.low).all()
+    assert est.has_interval
+    assert np.isfinite(est.survival.low).all()
 
 
 # --- bad input -------------------------------------------------------------------------------
@@ -154,7 +168,8 @@ def test_rows_without_drafts_inside_a_window_are_fine():
 def test_bad_options_raise_one_line_naming_them(kwargs, fragment):
     with pytest.raises(ValueError) as err:
         estimate_acceptance(persistent_window(0, 60), **kwargs)
-    assert fragment in str(err.value) and "\n" not in str(err.value)
+    assert fragment in str(err.value)
+    assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("bad", [-1.0, np.nan, np.inf])
@@ -186,17 +201,24 @@ def test_survival_resamples_are_monotone_probabilities_and_bracket_the_point():
     est = estimate_acceptance(w, n_resamples=500)
     r = est.survival_resamples
     assert r.shape == (500, 5)
-    assert np.all(np.diff(r, axis=1) <= 0) and np.all((r >= 0) & (r <= 1))
+    assert np.all(np.diff(r, axis=1) <= 0)
+    assert np.all((r >= 0) & (r <= 1))
     s = est.survival
-    assert np.all(s.low <= s.value) and np.all(s.value <= s.high) and np.all(s.low < s.high)
+    assert np.all(s.low <= s.value)
+    assert np.all(s.value <= s.high)
+    assert np.all(s.low < s.high)
     # percentiles of non-increasing curves are non-increasing
-    assert np.all(np.diff(s.low) <= 0) and np.all(np.diff(s.high) <= 0)
+    assert np.all(np.diff(s.low) <= 0)
+    assert np.all(np.diff(s.high) <= 0)
     # the AL interval brackets the point; equivalent p's bounds are the AL bounds mapped
     al = est.mean_acceptance_length
     assert al.low < al.value < al.high
     assert est.equivalent_p.low == pytest.approx(equivalent_p(al.low, 5))
     assert est.equivalent_p.high == pytest.approx(equivalent_p(al.high, 5))
-    assert est.level == 0.9 and s.level == 0.9 and "block" in est.method and "%" not in est.method  # the level is said by its printer, once
+    assert est.level == 0.9
+    assert s.level == 0.9
+    assert "block" in est.method
+    assert "%" not in est.method  # the level is said by its printer, once
 
 
 def test_higher_level_gives_wider_intervals():
@@ -204,7 +226,8 @@ def test_higher_level_gives_wider_intervals():
     narrow = estimate_acceptance(w, level=0.5, n_resamples=400)
     wide = estimate_acceptance(w, level=0.99, n_resamples=400)
     assert wide.mean_acceptance_length.halfwidth > narrow.mean_acceptance_length.halfwidth
-    assert wide.level == 0.99 and wide.mean_acceptance_length.level == 0.99
+    assert wide.level == 0.99
+    assert wide.mean_acceptance_length.level == 0.99
 
 
 def test_same_seed_same_result_other_seed_other_resamples():
@@ -235,7 +258,9 @@ def test_block_length_rule_stays_in_its_range():
         assert math.ceil(n ** (1 / 3)) <= est.block_length <= n // 3
         assert est.n_blocks == math.ceil(n / est.block_length)
     fixed = estimate_acceptance(persistent_window(1, 100), block_length=7, n_resamples=50)
-    assert fixed.block_length == 7 and fixed.n_blocks == 15 and "block 7 intervals" in fixed.method
+    assert fixed.block_length == 7
+    assert fixed.n_blocks == 15
+    assert "block 7 intervals" in fixed.method
 
 
 def test_circular_blocks_of_the_whole_window_reproduce_its_total():
@@ -314,9 +339,12 @@ def test_drift_detected_on_a_step_change_with_its_size():
     assert drift.difference.value == pytest.approx(
         drift.recent_mean_acceptance_length - drift.earlier_mean_acceptance_length
     )
-    assert drift.difference.high < 0 and drift.difference.level == 0.9
+    assert drift.difference.high < 0
+    assert drift.difference.level == 0.9
     assert drift.recent_start == w.start[180]
-    assert "fell from" in drift.message and "last 15m" in drift.message and "90% interval" in drift.message
+    assert "fell from" in drift.message
+    assert "last 15m" in drift.message
+    assert "90% interval" in drift.message
     assert f"{drift.earlier_mean_acceptance_length:.2f}" in drift.message
 
 
@@ -329,7 +357,8 @@ def test_no_drift_when_the_recent_part_repeats_the_earlier_one():
     pattern = persistent_window(3, 20).counts
     drift = detect_drift(window(np.tile(pattern, (12, 1)), 3), n_resamples=300)
     assert drift.difference.value == pytest.approx(0.0, abs=1e-12)
-    assert not drift.detected and drift.difference.low < 0 < drift.difference.high
+    assert not drift.detected
+    assert drift.difference.low < 0 < drift.difference.high
     assert drift.message.startswith("no drift")
 
 
@@ -350,7 +379,8 @@ def test_drift_threshold_hides_tiny_significant_changes():
 
 def test_drift_needs_enough_intervals_on_both_sides():
     drift = detect_drift(persistent_window(0, 8), n_resamples=100)
-    assert not drift.detected and "too few intervals" in drift.message
+    assert not drift.detected
+    assert "too few intervals" in drift.message
     assert not detect_drift(window(np.empty((0, 6)), 3)).detected
 
 
@@ -367,7 +397,8 @@ def test_estimate_is_a_named_result():
     est = estimate_acceptance(persistent_window(0, 50), n_resamples=50)
     assert isinstance(est, AcceptanceEstimate)
     assert est.counts == window(persistent_window(0, 50).counts, 3).total()
-    assert est.gamma == 3 and est.n_intervals == 50
+    assert est.gamma == 3
+    assert est.n_intervals == 50
 
 
 def test_drift_accepts_blocks_whose_start_reaches_back():
@@ -378,4 +409,5 @@ def test_drift_accepts_blocks_whose_start_reaches_back():
     start[25] = start[22]  # the recovered target's delta spans three cycles
     reached_back = IntervalCounts(3, start, w.end.copy(), w.counts)
     d = detect_drift(reached_back)
-    assert math.isfinite(d.difference.value) and d.message
+    assert math.isfinite(d.difference.value)
+    assert d.message

@@ -188,7 +188,8 @@ def closed_port_url():
 
 def _assert_one_line_naming(message: str, target: str):
     assert target in message
-    assert "\n" not in message and "\r" not in message
+    assert "\n" not in message
+    assert "\r" not in message
 
 
 # --- fetch ----------------------------------------------------------------------------
@@ -268,8 +269,10 @@ def test_a_page_always_served_gzip_is_decoded(base):
 
 def test_a_target_with_impossible_counts_fails_alone(base):
     results = collect_cycle([f"{base}/spec", f"{base}/impossible"], timeout_s=2.0)
-    assert results[0].ok and not results[1].ok
-    assert "impossible counts" in results[1].error and f"{base}/impossible" in results[1].error
+    assert results[0].ok
+    assert not results[1].ok
+    assert "impossible counts" in results[1].error
+    assert f"{base}/impossible" in results[1].error
 
 
 def test_unresolvable_host_and_bad_urls():
@@ -380,7 +383,8 @@ def test_cycle_collects_good_targets_around_failing_ones(base, closed_port_url):
     ok = {r.target: r for r in results if r.ok}
     assert set(ok) == {f"{base}/metrics", f"{base}/nospec", f"{base}/spec"}
     full = {e.engine: e for e in ok[f"{base}/metrics"].engines}
-    assert full["0"].counts.drafts == 9134 and full["1"].counts.accepted_per_position == (7849, 6579, 5100)
+    assert full["0"].counts.drafts == 9134
+    assert full["1"].counts.accepted_per_position == (7849, 6579, 5100)
     assert all(e.counts is None for e in ok[f"{base}/nospec"].engines)
     assert len(ok[f"{base}/nospec"].engines) == 2
     expected_reason = {
@@ -392,7 +396,8 @@ def test_cycle_collects_good_targets_around_failing_ones(base, closed_port_url):
         f"{base}/unavailable": "HTTP 503",
     }
     for r in results:
-        assert r.time == 1234.5 and r.duration_s >= 0
+        assert r.time == 1234.5
+        assert r.duration_s >= 0
         if not r.ok:
             assert r.engines == ()
             _assert_one_line_naming(r.error, r.target)
@@ -411,7 +416,8 @@ def test_unexpected_exception_in_one_target_is_contained(base, monkeypatch):
 
     monkeypatch.setattr(collector_module, "parse_metrics_page", flaky_parse)
     results = collect_cycle([f"{base}/spec", f"{base}/metrics"])
-    assert not results[0].ok and results[1].ok
+    assert not results[0].ok
+    assert results[1].ok
     _assert_one_line_naming(results[0].error, f"{base}/spec")
     assert "RuntimeError" in results[0].error
 
@@ -425,9 +431,11 @@ def test_run_collector_once_writes_one_cycle(base):
         once=True,
         on_cycle=lambda k, results, seconds: progress.append((k, len(results), seconds)),
     )
-    assert n == 1 and len(written) == 1
+    assert n == 1
+    assert len(written) == 1
     assert [r.ok for r in written[0]] == [True, True]
-    assert progress[0][:2] == (1, 2) and progress[0][2] >= 0
+    assert progress[0][:2] == (1, 2)
+    assert progress[0][2] >= 0
 
 
 def test_run_collector_stops_on_event(base):
@@ -440,7 +448,8 @@ def test_run_collector_stops_on_event(base):
 
     # No duration, not once: only the event ends the run, right after the cycle that set it.
     n = run_collector(written.append, [f"{base}/spec"], interval_s=0.01, on_cycle=on_cycle, stop=stop)
-    assert n == 2 and len(written) == 2
+    assert n == 2
+    assert len(written) == 2
 
 
 def test_slow_cycles_do_not_pile_up(base):

@@ -70,7 +70,8 @@ def vllm_prefix(when: dt.datetime, pid: int = 7, fileinfo: str = "metrics.py:157
 def test_golden_lines_recover_the_exact_counts():
     truth = json.loads((GOLDEN / "log_lines_sample_truth.json").read_text())
     parsed = read_log_file(GOLDEN / "log_lines_sample.txt", year=2025)
-    assert parsed.lines == 2 and parsed.skipped == {}
+    assert parsed.lines == 2
+    assert parsed.skipped == {}
     assert len(parsed.intervals) == len(truth)
     for interval, fed in zip(parsed.intervals, truth):
         c = interval.counts
@@ -195,7 +196,8 @@ def test_malformed_and_inconsistent_lines_are_skipped():
         good,
     ]
     parsed = parse_log_lines(lines, year=2025, source="t")
-    assert len(parsed.intervals) == 1 and parsed.intervals[0].line_number == 5
+    assert len(parsed.intervals) == 1
+    assert parsed.intervals[0].line_number == 5
     assert parsed.skipped == {"malformed SpecDecoding line": 1, "inconsistent SpecDecoding line": 2, "bad timestamp": 1}
 
 
@@ -203,12 +205,15 @@ def test_acceptance_near_zero_leaves_drafts_unknown():
     line = vllm_message(5000, 15000, [0, 0, 0])
     assert "Mean acceptance length: 1.00" in line
     (interval,) = parse_log_lines([line], year=2025, source="t").intervals
-    assert interval.counts is None and interval.drafts_candidates == 0 and interval.drafts_range is None
+    assert interval.counts is None
+    assert interval.drafts_candidates == 0
+    assert interval.drafts_range is None
     assert (interval.accepted_tokens, interval.draft_tokens, interval.gamma) == (0, 15000, 3)
     # AL 1.00 with a non-zero rate: drafts unknown all the same (docs/DESIGN.md), A and T exact.
     line = vllm_message(100_000, 300_000, [300, 100, 0])
     (interval,) = parse_log_lines([line], year=2025, source="t").intervals
-    assert interval.counts is None and interval.drafts_candidates == 0
+    assert interval.counts is None
+    assert interval.drafts_candidates == 0
     assert (interval.accepted_tokens, interval.draft_tokens) == (400, 300_000)
 
 
@@ -262,7 +267,8 @@ def test_recovered_drafts_are_the_truth_or_among_the_candidates(truth):
     drafts, draft_tokens, per_position = truth
     message = vllm_message(drafts, draft_tokens, per_position)
     (interval,) = parse_log_lines([message], year=2025, source="t").intervals
-    assert interval.accepted_tokens == sum(per_position) and interval.draft_tokens == draft_tokens
+    assert interval.accepted_tokens == sum(per_position)
+    assert interval.draft_tokens == draft_tokens
     if interval.counts is None:
         # Only when the printed AL is 1.00: nothing else bounds D from above.
         assert parse_spec_decoding_message(message).mean_acceptance_length == "1.00"
@@ -313,12 +319,15 @@ def test_ties_are_rounded_as_vllm_rounds_them():
     # 1 + 1/8 = 1.125 prints as 1.12 (half to even on the exact binary value) and 1/16 =
     # 0.0625 as 0.062: the boundaries must be decided by formatting, not by ≥ 0.005.
     message = vllm_message(16, 16, [1, 1])
-    assert "Mean acceptance length: 1.12" in message and "0.062, 0.062" in message
+    assert "Mean acceptance length: 1.12" in message
+    assert "0.062, 0.062" in message
     candidates = consistent_drafts(parse_spec_decoding_message(message)).tolist()
     assert 16 in candidates
     assert candidates == brute_force_drafts(message, scan_to=100)
     # D = 8000 with A = 1000 gives AL exactly 1.125, which prints 1.12: a log printing 1.13
     # (truth D = 7999) excludes it, though its rate 0.125 fits.
-    assert "1.12" in vllm_message(8000, 8000, [1000]) and "1.13" in vllm_message(7999, 7999, [1000])
+    assert "1.12" in vllm_message(8000, 8000, [1000])
+    assert "1.13" in vllm_message(7999, 7999, [1000])
     candidates = consistent_drafts(parse_spec_decoding_message(vllm_message(7999, 7999, [1000]))).tolist()
-    assert 7999 in candidates and 8000 not in candidates
+    assert 7999 in candidates
+    assert 8000 not in candidates

@@ -71,7 +71,8 @@ def test_golden_page_parses_to_ground_truth_per_engine(page):
         assert list(c.accepted_per_position) == truth["num_accepted_tokens_per_pos"]
         # vLLM's counts are integers: handed back as int, not 9134.0
         assert all(type(v) is int for v in c.as_vector())
-        assert snap.created is not None and snap.created > 1.7e9
+        assert snap.created is not None
+        assert snap.created > 1.7e9
 
 
 def test_golden_full_page_step_shape():
@@ -80,9 +81,11 @@ def test_golden_full_page_step_shape():
     assert shape0.num_requests_running == 6.0
     assert snapshots["1"].step_shape.num_requests_running == 5.0
     # le="64" is the specialized decode limit; +Inf closes the histogram
-    assert 64.0 in shape0.iteration_tokens and math.inf in shape0.iteration_tokens
+    assert 64.0 in shape0.iteration_tokens
+    assert math.inf in shape0.iteration_tokens
     assert len(shape0.iteration_tokens) == 14
-    assert shape0.itl_sum == 0.0 and shape0.itl_count == 0
+    assert shape0.itl_sum == 0.0
+    assert shape0.itl_count == 0
     # the spec-decode-only page has no step-shape families
     assert parse_metrics_page(SPEC_PAGE.read_text())[0].step_shape is None
 
@@ -132,7 +135,9 @@ def test_inspect_report_engine_entries():
     assert [set(e) for e in report["engines"]] == [ENGINE_KEYS, ENGINE_KEYS]
     e0 = report["engines"][0]
     t0 = TRUTH["per_engine"]["0"]
-    assert e0["engine"] == "0" and e0["model_name"] == "kimi-k3" and e0["gamma"] == 3
+    assert e0["engine"] == "0"
+    assert e0["model_name"] == "kimi-k3"
+    assert e0["gamma"] == 3
     assert e0["accepted_per_position"] == t0["num_accepted_tokens_per_pos"]
     assert e0["survival"] == pytest.approx([a / t0["num_drafts"] for a in t0["num_accepted_tokens_per_pos"]])
     # AL = 1 + A/D = 1 + Σ a_k for vLLM's counters
@@ -144,20 +149,24 @@ def test_inspect_report_mixed_gamma_and_not_speculating():
     report = inspect_report(parse_metrics_page(page))
     engines = {e["engine"]: e for e in report["engines"]}
     assert engines["2"]["gamma"] == 0
-    assert engines["2"]["drafts"] == 0 and engines["2"]["survival"] == []
-    assert engines["2"]["mean_acceptance_length"] is None and engines["2"]["equivalent_p"] is None
+    assert engines["2"]["drafts"] == 0
+    assert engines["2"]["survival"] == []
+    assert engines["2"]["mean_acceptance_length"] is None
+    assert engines["2"]["equivalent_p"] is None
     assert report["total"] is None  # counts are never added across γ
     assert [t["gamma"] for t in report["totals_by_gamma"]] == [3, 5]
     assert report["totals_by_gamma"][1]["drafts"] == 10
     json.dumps(report, allow_nan=False)
     table = format_inspect_table(report)
-    assert "not speculating" in table and "total γ=5" in table
+    assert "not speculating" in table
+    assert "total γ=5" in table
 
 
 def test_inspect_report_zero_drafts_gives_nulls_not_nan():
     report = inspect_report(parse_metrics_page(render_page({"0": (0, 0, 0, [0, 0])})))
     e = report["engines"][0]
-    assert e["survival"] == [None, None] and e["mean_acceptance_length"] is None
+    assert e["survival"] == [None, None]
+    assert e["mean_acceptance_length"] is None
     assert e["draft_acceptance_rate"] is None
     json.dumps(report, allow_nan=False)
 
@@ -190,7 +199,8 @@ def test_page_with_only_other_vllm_families_still_lists_engines():
 
 def test_multiprocess_mode_has_no_created():
     snapshots = parse_metrics_page(render_page({"0": (10, 20, 5, [4, 1])}, created=False))
-    assert snapshots[0].created is None and snapshots[0].counts.drafts == 10
+    assert snapshots[0].created is None
+    assert snapshots[0].counts.drafts == 10
 
 
 def test_first_line_sample_without_help_and_crlf_line_endings():
@@ -293,7 +303,9 @@ def test_impossible_counts_are_refused_naming_the_engine(counts, why):
     with pytest.raises(MetricsPageError, match="impossible counts") as info:
         parse_metrics_page(render_page({"0": counts}), source="http://127.0.0.1:9/metrics")
     message = str(info.value)
-    assert why in message and "engine '0'" in message and "http://127.0.0.1:9/metrics" in message
+    assert why in message
+    assert "engine '0'" in message
+    assert "http://127.0.0.1:9/metrics" in message
     assert "\n" not in message
 
 
@@ -309,7 +321,8 @@ def test_a_page_with_more_engines_than_the_limit_is_refused_before_parsing():
     assert len(parse_metrics_page(page, max_engines=50)) == 50
     with pytest.raises(MetricsPageError, match="lists 50 engines, over the limit of 49") as info:
         parse_metrics_page(page, source="http://127.0.0.1:9/metrics", max_engines=49)
-    assert "127.0.0.1:9" in str(info.value) and "max_engines" in str(info.value)
+    assert "127.0.0.1:9" in str(info.value)
+    assert "max_engines" in str(info.value)
 
 
 def test_the_fast_reading_agrees_with_prometheus_client_on_the_real_page():
@@ -320,7 +333,8 @@ def test_the_fast_reading_agrees_with_prometheus_client_on_the_real_page():
     lines = filter_metrics_lines(FULL_PAGE.read_text())
     ours = [(s.name, s.labels, s.value) for s in _fast_samples(lines)]
     theirs = [(s.name, s.labels, s.value) for f in text_string_to_metric_families("\n".join(lines)) for s in f.samples]
-    assert ours == theirs and len(ours) > 50
+    assert ours == theirs
+    assert len(ours) > 50
     tricky = ['vllm:x_total{a="q\\"uote",b="c"} 1.5', 'vllm:x_total{a="1",} 2', "vllm:y 3e+09",
               'vllm:z_bucket{le="+Inf",engine="0"} 7']
     ours = [(s.name, s.labels, s.value) for s in _fast_samples(tricky)]

@@ -85,7 +85,8 @@ def response_line(spec: dict | None, *, request_id: str = "cmpl-x", **extra) -> 
 def test_golden_sample_gives_exactly_the_fed_counts():
     truth = json.loads((GOLDEN / "per_request_sample_truth.json").read_text())
     parsed = parse_per_request_lines(golden_lines(), default_route="chat", default_time=T0, source="golden")
-    assert parsed.lines == 3 and parsed.skipped == {}
+    assert parsed.lines == 3
+    assert parsed.skipped == {}
     assert [r.request_id for r in parsed.records] == [t["request_id"] for t in truth]
     for record, fed in zip(parsed.records, truth):
         g = fed["ground_truth"]
@@ -99,8 +100,10 @@ def test_golden_sample_gives_exactly_the_fed_counts():
         assert record.counts.accepted_per_position == tuple(sum(h[k:]) for k in range(1, gamma + 1))
         assert record.counts.draft_tokens_per_position is None  # summary level
         assert 1 + record.counts.accepted_tokens / record.counts.drafts == pytest.approx(g["mean_acceptance_length"])
-        assert record.route == "chat" and record.time == T0
-        assert record.mean_itl_ms is None and record.tokens_per_second is None  # null in the sample
+        assert record.route == "chat"
+        assert record.time == T0
+        assert record.mean_itl_ms is None
+        assert record.tokens_per_second is None  # null in the sample
 
 
 def test_golden_file_reads_through_the_file_helper():
@@ -122,7 +125,8 @@ def test_route_and_time_in_the_line_override_the_defaults():
     records = parse_per_request_lines(lines, default_route="default", default_time=T0, source="t").records
     assert [r.route for r in records] == ["structured", "open", "default", "default"]
     assert [r.time for r in records] == [T0 + 5, T0, T0, T0 - 60]
-    assert records[0].mean_itl_ms == 8.0 and records[2].tokens_per_second == 101.0
+    assert records[0].mean_itl_ms == 8.0
+    assert records[2].tokens_per_second == 101.0
     assert records[2].request_id == "cmpl-sse"
     assert all(r.counts.accepted_per_position == (2, 2, 1) for r in records)
 
@@ -166,7 +170,8 @@ def test_unusable_lines_are_counted_not_fatal():
 def test_without_a_route_lines_are_skipped_as_no_route():
     lines = [json.dumps({"route": "a", **vllm_payload([(1, 1)], 1)}), json.dumps(vllm_payload([(1, 0)], 1))]
     parsed = parse_per_request_lines(lines, default_route=None, default_time=T0, source="t")
-    assert [r.route for r in parsed.records] == ["a"] and parsed.skipped == {"no route": 1}
+    assert [r.route for r in parsed.records] == ["a"]
+    assert parsed.skipped == {"no route": 1}
 
 
 @pytest.mark.parametrize(
@@ -210,7 +215,8 @@ def test_detailed_steps_give_per_position_drafts_and_accepts(gamma, data):
         assert counts.accepted_per_position[k - 1] == sum(1 for _, a in steps if a >= k)
         assert counts.draft_tokens_per_position[k - 1] == sum(1 for d, _ in steps if d >= k)
     summary = spec_counts_from_payload(vllm_payload(steps, gamma, detailed=False))
-    assert summary.as_vector() == counts.as_vector() and summary.draft_tokens_per_position is None
+    assert summary.as_vector() == counts.as_vector()
+    assert summary.draft_tokens_per_position is None
 
 
 def test_per_step_arrays_that_disagree_with_the_histogram_are_skipped():
@@ -219,7 +225,8 @@ def test_per_step_arrays_that_disagree_with_the_histogram_are_skipped():
     parsed = parse_per_request_lines(
         [json.dumps(payload), json.dumps(vllm_payload([(3, 1)], 3))], default_route="r", default_time=T0, source="t"
     )
-    assert parsed.skipped == {"inconsistent counts": 1} and len(parsed.records) == 1
+    assert parsed.skipped == {"inconsistent counts": 1}
+    assert len(parsed.records) == 1
 
 
 # --- errors --------------------------------------------------------------------------------
@@ -229,7 +236,8 @@ def test_no_usable_line_is_one_line_error_naming_the_source():
     with pytest.raises(PerRequestError, match=r"^gateway\.jsonl: no usable per-request line in 2 lines") as err:
         lines = ["garbage", '{"id": "x", "metrics": nu']
         parse_per_request_lines(lines, default_route="r", default_time=T0, source="gateway.jsonl")
-    assert "\n" not in str(err.value) and "truncated json" in str(err.value)
+    assert "\n" not in str(err.value)
+    assert "truncated json" in str(err.value)
 
 
 def test_unreadable_file_is_one_line_error_naming_it(tmp_path):
@@ -251,8 +259,11 @@ def test_requests_of_different_gamma_are_kept_apart():
     parsed = parse_per_request_lines(golden_lines(), default_route="r", default_time=T0, source="golden")
     three = requests_to_intervals(parsed.records, 3)
     seven = requests_to_intervals(parsed.records, 7)
-    assert isinstance(three, IntervalCounts) and three.gamma == 3 and len(three) == 2
-    assert seven.gamma == 7 and len(seven) == 1
+    assert isinstance(three, IntervalCounts)
+    assert three.gamma == 3
+    assert len(three) == 2
+    assert seven.gamma == 7
+    assert len(seven) == 1
     assert len(requests_to_intervals(parsed.records, 5)) == 0
     estimates = estimate_from_requests(parsed.records)
     assert sorted(estimates) == [3, 7]
@@ -285,7 +296,9 @@ def heterogeneous_requests(seed: int, n: int = 120, gamma: int = 3) -> list[str]
 def test_request_bootstrap_reflects_between_request_spread():
     records = parse_per_request_lines(heterogeneous_requests(1), default_route="r", default_time=T0, source="t").records
     est = estimate_from_requests(records, level=0.9, n_resamples=400, seed=3)[3]
-    assert est.level == 0.9 and est.block_length == 1 and est.n_intervals == 120
+    assert est.level == 0.9
+    assert est.block_length == 1
+    assert est.n_intervals == 120
     a1 = est.survival
     assert a1.low[0] < a1.value[0] < a1.high[0]
     # Requests, not steps, are the units: a binomial interval on the pooled drafts treats
@@ -340,9 +353,13 @@ def test_a_line_over_16_mib_is_skipped_without_being_held(tmp_path):
 
     stream = io.StringIO("short\n" + "x" * 10_000 + "\nafter\n")
     lines = list(bounded_lines(stream, max_chars=100))
-    assert lines[0] == "short\n" and lines[2] == "after\n" and lines[1] is not None and not isinstance(lines[1], str)
+    assert lines[0] == "short\n"
+    assert lines[2] == "after\n"
+    assert lines[1] is not None
+    assert not isinstance(lines[1], str)
     good = json.dumps({"route": "r", "time": 1_796_000_000, "speculative_decoding": vllm_payload([(3, 2)], 3)})
     path = tmp_path / "big.jsonl"
     path.write_text(good + "\n" + "y" * (16 * 1024 * 1024 + 10) + "\n" + good.replace("1796000000", "1796000001") + "\n")
     parsed = read_per_request_file(path, default_route=None, default_time=0.0)
-    assert len(parsed.records) == 2 and parsed.skipped == {"line over 16 MiB": 1}
+    assert len(parsed.records) == 2
+    assert parsed.skipped == {"line over 16 MiB": 1}

@@ -52,9 +52,11 @@ def test_page_with_plugin_series_attaches_them_to_the_snapshot():
     expected = ps.parse_plugin_page(plugin)
     assert [s.key for s in both] == [s.key for s in plain]
     for with_plugin, without in zip(both, plain):
-        assert with_plugin.counts == without.counts and with_plugin.step_shape == without.step_shape
+        assert with_plugin.counts == without.counts
+        assert with_plugin.step_shape == without.step_shape
         assert with_plugin.plugin == expected.get(with_plugin.key)
-    assert both[0].plugin is not None and both[1].plugin is None  # only engine 0 runs it
+    assert both[0].plugin is not None
+    assert both[1].plugin is None  # only engine 0 runs it
     assert set(both[0].plugin.by_batch) == {"1", "2", "5-8", "33-64", "257-512"}
     # The plugin's lines first on the page parse the same.
     first = parse_metrics_page(plugin + page)
@@ -72,7 +74,8 @@ def test_page_without_plugin_series_has_no_plugin():
 def test_bad_plugin_series_on_a_page_are_one_line_errors(line):
     with pytest.raises(MetricsPageError) as e:
         parse_metrics_page(GOLDEN.read_text() + line + "\n", source="http://h/metrics")
-    assert str(e.value).startswith("http://h/metrics") and "\n" not in str(e.value)
+    assert str(e.value).startswith("http://h/metrics")
+    assert "\n" not in str(e.value)
 
 
 # -- store and windows --------------------------------------------------------------------
@@ -177,7 +180,8 @@ def test_window_without_plugin_series_has_none(tmp_path):
             c = SpecCounts(10.0 * i, 30.0 * i, 12.0 * i, (6.0 * i, 4.0 * i, 2.0 * i))
             store.write_cycle([ScrapeResult("x", 100.0 + 15 * i, True, (EngineSnapshot("m", "0", c, 1.0),))])
         window = route_window(store, ["x"], 0.0, 1000.0)
-        assert window.segments[0].total.drafts == 40 and window.plugin is None
+        assert window.segments[0].total.drafts == 40
+        assert window.plugin is None
 
 
 def test_schema_2_store_migrates_to_the_current_schema_keeping_its_data(tmp_path):
@@ -203,7 +207,8 @@ def test_schema_2_store_migrates_to_the_current_schema_keeping_its_data(tmp_path
         store.write_cycle([ScrapeResult("x", 200.0, True, (e.snapshot(),))])  # counters restart: a new engine
         window = route_window(store, ["x"], 0.0, 1000.0)
         assert sum(s.total.drafts for s in window.segments) == 30 + e.by_batch["1"][0]
-        assert window.plugin is not None and window.plugin.by_batch["1"].drafts == e.by_batch["1"][0]
+        assert window.plugin is not None
+        assert window.plugin.by_batch["1"].drafts == e.by_batch["1"][0]
 
 
 # -- cost model and pipeline --------------------------------------------------------------
@@ -294,7 +299,8 @@ def test_plugin_totals_of_another_gamma_are_not_used():
     other = plugin_totals({"33-64": [0.3, 0.1]}, drafts=float(MIN_BUCKET_DRAFTS))  # γ = 2
     t = tune_intervals("r", pooled_intervals([0.9, 0.8, 0.7]), deployment, window=window_with(other, {40: 1.0}),
                        n_resamples=100)
-    assert t.plugin is None and t.survival_by_batch is None
+    assert t.plugin is None
+    assert t.survival_by_batch is None
 
 
 def test_plugin_totals_round_trip_through_columns():

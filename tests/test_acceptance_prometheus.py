@@ -162,7 +162,8 @@ def test_prometheus_and_store_agree_on_survival_through_a_restart(live):
     assert [e.engine for e in restarts] == ["0"]
     assert abs(restarts[0].time - live["restart_wall"]) <= pw.block_s + 3.0
     # One γ, both engines, the restarted one included, and the window spans the restart.
-    assert len(pw.segments) == 1 and pw.newest_segment.gamma == 4
+    assert len(pw.segments) == 1
+    assert pw.newest_segment.gamma == 4
     assert sorted(ref.engine for ref in pw.newest_segment.engines) == ["0", "1"]
     seg = pw.newest_segment
     assert seg.start < live["restart_wall"] < seg.end
@@ -177,18 +178,21 @@ def test_prometheus_and_store_agree_on_survival_through_a_restart(live):
     # increase() extrapolates, so the draft counts are close but not equal (and fractional).
     assert 0.6 < prom.drafts / store.drafts < 1.2
     # The step shape came through too.
-    assert set(pw.step_shape.batch_mix) <= {2, 4, 8} and abs(sum(pw.step_shape.batch_mix.values()) - 1) < 1e-9
+    assert set(pw.step_shape.batch_mix) <= {2, 4, 8}
+    assert abs(sum(pw.step_shape.batch_mix.values()) - 1) < 1e-9
     assert pw.step_shape.itl_mean_s == pytest.approx(sw.step_shape.itl_mean_s, rel=0.05)
     assert pw.step_shape.iteration_tokens[float("inf")] > 0
     # consecutive gauge samples and how often B persisted (the batch mix's effective samples)
     ps, ss = pw.step_shape, sw.step_shape
     print(f"batch persistence: prometheus {ps.batch_persistence:.3f} ({ps.sample_pairs} pairs), "
           f"store {ss.batch_persistence:.3f} ({ss.sample_pairs} pairs)")
-    assert 0 < ps.sample_pairs < ps.samples and 0 <= ps.repeated_pairs <= ps.sample_pairs
+    assert 0 < ps.sample_pairs < ps.samples
+    assert 0 <= ps.repeated_pairs <= ps.sample_pairs
     assert abs(ps.sample_pairs - ss.sample_pairs) <= 0.25 * ss.sample_pairs
     # ≈ 0.66 per scrape; ~40 pairs each, sampled at other instants of the same fleet: each
     # backend's estimate is noisy (±0.1), so the check is that both see the persistence
-    assert 0.3 < ps.batch_persistence < 0.95 and 0.3 < ss.batch_persistence < 0.95
+    assert 0.3 < ps.batch_persistence < 0.95
+    assert 0.3 < ss.batch_persistence < 0.95
     assert pw.not_speculating == []
 
 
@@ -199,9 +203,11 @@ def test_recording_rules_run_in_prometheus(live):
     by_pos = {int(labels["position"]): v for labels, v in rows}
     assert sorted(by_pos) == [0, 1, 2, 3]
     curve = np.array([by_pos[k] for k in range(4)])
-    assert np.all(np.diff(curve) < 0) and 0.6 < curve[0] < 0.95  # true p 0.8: a_1 ≈ 0.8
+    assert np.all(np.diff(curve) < 0)
+    assert 0.6 < curve[0] < 0.95  # true p 0.8: a_1 ≈ 0.8
     al = client.query(f'specdec:route_mean_acceptance_length:ratio_rate{RULES_WINDOW}{{route="restart"}}', at)
-    assert al and al[0][1] == pytest.approx(1 + curve.sum(), rel=0.02)
+    assert al
+    assert al[0][1] == pytest.approx(1 + curve.sum(), rel=0.02)
     by_gamma = client.query('specdec:route_engines:count_by_gamma{route="restart"}', at)
     assert [(lab["gamma"], v) for lab, v in by_gamma] == [("4", 2.0)]
 
@@ -291,7 +297,9 @@ def test_dead_endpoint_is_a_one_line_error_naming_the_url():
     with pytest.raises(PrometheusError) as info:
         prometheus_route_window(PrometheusSettings(url), '{job="x"}', 1000.0, 2000.0, timeout_s=2)
     message = str(info.value)
-    assert url in message and "\n" not in message and "cannot reach" in message
+    assert url in message
+    assert "\n" not in message
+    assert "cannot reach" in message
 
 
 def test_bearer_token_is_sent_and_never_printed(fake, monkeypatch):
@@ -300,17 +308,23 @@ def test_bearer_token_is_sent_and_never_printed(fake, monkeypatch):
     fake.require_token = secret
     settings = PrometheusSettings(_url(fake), "SPECDEC_TEST_PROM_TOKEN")
     window = prometheus_route_window(settings, '{job="x"}', 1000.0, 2000.0)
-    assert window.segments == [] and window.newest_segment is None
-    assert fake.seen and all(h.get("Authorization") == f"Bearer {secret}" for _, h, _ in fake.seen)
-    assert "query=" in fake.seen[0][2] and fake.seen[0][0] == "/api/v1/query"
+    assert window.segments == []
+    assert window.newest_segment is None
+    assert fake.seen
+    assert all(h.get("Authorization") == f"Bearer {secret}" for _, h, _ in fake.seen)
+    assert "query=" in fake.seen[0][2]
+    assert fake.seen[0][0] == "/api/v1/query"
     # A rejected token: the server's error, one line, the URL named, the token nowhere.
     monkeypatch.setenv("SPECDEC_TEST_PROM_TOKEN", "wrong-" + secret)
     client = PrometheusClient(settings)
     with pytest.raises(PrometheusError) as info:
         client.query("up", 1000.0)
     message = str(info.value)
-    assert "HTTP 401" in message and _url(fake) in message and "\n" not in message
-    assert secret not in message and secret not in repr(client)
+    assert "HTTP 401" in message
+    assert _url(fake) in message
+    assert "\n" not in message
+    assert secret not in message
+    assert secret not in repr(client)
     # A token variable that is not set is named, and nothing is sent.
     monkeypatch.delenv("SPECDEC_TEST_PROM_TOKEN")
     with pytest.raises(PrometheusError, match="SPECDEC_TEST_PROM_TOKEN.*not set"):
@@ -325,7 +339,8 @@ def test_a_redirect_is_not_followed_and_the_token_stays_home(fake, elsewhere, mo
     with pytest.raises(PrometheusError, match="redirects are not followed") as info:
         client.query("up", 1.0)
     assert elsewhere.seen == []  # nothing, and no token, went there
-    assert _url(elsewhere) in str(info.value) and "\n" not in str(info.value)
+    assert _url(elsewhere) in str(info.value)
+    assert "\n" not in str(info.value)
 
 
 def test_credentials_are_masked_in_any_case_and_in_urls(fake, monkeypatch):
@@ -336,12 +351,14 @@ def test_credentials_are_masked_in_any_case_and_in_urls(fake, monkeypatch):
     client = PrometheusClient(PrometheusSettings(_url(fake), "SPECDEC_TEST_PROM_TOKEN"))
     with pytest.raises(PrometheusError) as info:
         client.query("up", 1.0)
-    assert secret.lower() not in str(info.value).lower() and "***" in str(info.value)
+    assert secret.lower() not in str(info.value).lower()
+    assert "***" in str(info.value)
     port = fake.server_address[1]
     with_password = PrometheusClient(PrometheusSettings(f"http://admin:hunter2@127.0.0.1:{port}"))
     with pytest.raises(PrometheusError) as info:
         with_password.query("up", 1.0)
-    assert "hunter2" not in str(info.value) and "hunter2" not in repr(with_password)
+    assert "hunter2" not in str(info.value)
+    assert "hunter2" not in repr(with_password)
     assert f"admin:***@127.0.0.1:{port}" in str(info.value)
 
 
@@ -350,7 +367,9 @@ def test_a_target_password_is_masked_in_scrape_errors():
 
     url = f"http://user:pa55word@127.0.0.1:{free_port()}/metrics"
     (result,) = collect_cycle([url], timeout_s=1.0)
-    assert not result.ok and "pa55word" not in result.error and "user:***@" in result.error
+    assert not result.ok
+    assert "pa55word" not in result.error
+    assert "user:***@" in result.error
 
 
 def test_error_document_and_bad_status_are_one_line(fake):
@@ -359,7 +378,9 @@ def test_error_document_and_bad_status_are_one_line(fake):
     client = PrometheusClient(PrometheusSettings(_url(fake)))
     with pytest.raises(PrometheusError) as info:
         client.query("up{", 1.0)
-    assert "bad_data" in str(info.value) and "\n" not in str(info.value) and _url(fake) in str(info.value)
+    assert "bad_data" in str(info.value)
+    assert "\n" not in str(info.value)
+    assert _url(fake) in str(info.value)
     fake.answer = ("<html>gateway down</html>", 502)
     with pytest.raises(PrometheusError, match="HTTP 502"):
         client.query("up", 1.0)
@@ -436,7 +457,8 @@ def test_exporter_replaces_a_route_and_leaves_out_nulls():
     positions = {s.labels["position"] for f in text_string_to_metric_families(page)
                  for s in f.samples if s.name == "specdec_route_survival"}
     assert positions == {"0", "1"}  # γ shrank: positions 2-4 are gone
-    assert "specdec_route_survival_low{" not in page and "specdec_route_mean_acceptance_length_low{" not in page
+    assert "specdec_route_survival_low{" not in page
+    assert "specdec_route_mean_acceptance_length_low{" not in page
     with pytest.raises(ValueError, match="route 'r'"):
         gauges.update("r", {"no": "observed"})
     gauges.remove("r")

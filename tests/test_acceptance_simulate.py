@@ -162,7 +162,8 @@ def test_scraping_over_http_gives_the_counters():
     with Fleet(build_scenario("demo", seed=5)) as fleet:
         urls = fleet.serve()
         assert set(urls) == {"structured-a", "structured-b", "open-a", "open-b"}
-        assert len(set(urls.values())) == 4 and all(u.startswith("http://127.0.0.1:") for u in urls.values())
+        assert len(set(urls.values())) == 4
+        assert all(u.startswith("http://127.0.0.1:") for u in urls.values())
         fleet.advance(45)
         with urllib.request.urlopen(urls["structured-a"], timeout=5) as resp:
             assert resp.headers["Content-Type"].startswith("text/plain; version=1.0.0")
@@ -171,7 +172,8 @@ def test_scraping_over_http_gives_the_counters():
         for (_, engine), e in scraped.items():
             truth = fleet.truth_counts("structured-a", engine)
             assert list(truth) == [7]
-            assert e["counts"] == truth[7] and e["counts"].drafts > 0
+            assert e["counts"] == truth[7]
+            assert e["counts"].drafts > 0
         with pytest.raises(urllib.error.HTTPError):
             urllib.request.urlopen(urls["open-a"].replace("/metrics", "/other"), timeout=5)
 
@@ -278,7 +280,8 @@ def test_spec_off_removes_the_families_and_spec_on_brings_them_back():
     text = fleet.page("spec-off-0").decode()
     assert "spec_decode" not in text
     e = read_page(text)[("kimi-k3", "0")]
-    assert e["counts"] is None and e["iter"]  # the engine still serves its step shape
+    assert e["counts"] is None
+    assert e["iter"]  # the engine still serves its step shape
     steps = fleet.truth_step_counts("spec-off-0")
     assert any(g == 0 for g, _ in steps)  # plain decode steps ran
     fleet.advance(600)
@@ -292,7 +295,8 @@ def test_gamma_zero_engine_serves_no_spec_decode_families():
     fleet = Fleet(s)
     fleet.advance(30)
     text = fleet.page("p").decode()
-    assert "spec_decode" not in text and vm.ITERATION_TOKENS in text
+    assert "spec_decode" not in text
+    assert vm.ITERATION_TOKENS in text
     assert fleet.truth_counts() == {}
     with pytest.raises(ScenarioError, match="spec_on on p/0"):
         fleet.engine("p", "0").spec_on()
@@ -414,7 +418,8 @@ def test_builtin_scenarios_build_and_demo_has_the_promised_shape():
     routes = demo.routes
     assert set(routes) == {"structured", "open"}
     for targets in routes.values():
-        assert len(targets) >= 2 and sum(len(t.engines) for t in targets) >= 2
+        assert len(targets) >= 2
+        assert sum(len(t.engines) for t in targets) >= 2
     assert 4 <= sum(len(t.engines) for t in demo.targets) <= 8
     assert {e.kind for e in demo.events} >= {"restart", "set_gamma"}
     assert all(e.at_s < 3600 for e in demo.events)
@@ -454,7 +459,8 @@ def test_bad_scenarios_fail_with_one_line_naming_the_input(bad, needle):
     with pytest.raises(ScenarioError) as err:
         scenario_from_dict(bad)
     msg = str(err.value)
-    assert needle in msg and "\n" not in msg
+    assert needle in msg
+    assert "\n" not in msg
 
 
 def test_bad_process_and_advance_inputs():

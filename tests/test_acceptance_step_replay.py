@@ -83,7 +83,8 @@ def test_the_tail_models_guess_the_bonus_position_and_last_is_the_one_seen():
     # drafts of a route whose acceptance falls with the position, some cut short by the drafter
     seqs = [StepSequence(3, (3, 3, 3, 2, 3, 1), (3, 2, 1, 2, 0, 1)), StepSequence(3, (3, 3), (3, 3))]
     survival, reach = survival_and_reach(seqs)
-    assert survival == pytest.approx([7 / 8, 5 / 8, 3 / 8]) and reach == pytest.approx([1, 7 / 8, 6 / 8])
+    assert survival == pytest.approx([7 / 8, 5 / 8, 3 / 8])
+    assert reach == pytest.approx([1, 7 / 8, 6 / 8])
     guesses = dict(zip(TAIL_MODELS, bonus_acceptances(survival, reach)))
     assert guesses["last"] == pytest.approx(bonus_acceptance(seqs))  # one definition, two readers
     assert guesses["trend"] < guesses["last"]  # the conditionals fall: the trend carries the fall on
@@ -96,7 +97,8 @@ def test_resampled_tokens_vary_around_the_point():
     per_request = replay_by_gamma(seqs, 5)
     res = resampled_tokens(per_request, 400)
     point = expected_tokens_by_replay(seqs, 5)
-    assert res.shape == (400, 6) and np.all(res[:, 0] == 1.0)
+    assert res.shape == (400, 6)
+    assert np.all(res[:, 0] == 1.0)
     assert np.quantile(res[:, 3], 0.05) < point[3] < np.quantile(res[:, 3], 0.95)
     assert np.std(res[:, 5]) > 0
 
@@ -138,6 +140,7 @@ def test_a_request_without_drafts_does_not_hide_the_others_steps():
         "num_draft_tokens": 0, "num_spec_tokens": 3, "per_step_accepted": None, "per_step_drafted": None}}
     record = parse_per_request_lines([json.dumps(none)], default_route=None, default_time=1.8e9,
                                      source="t").records[0]
-    assert record.steps == ((), ()) and record.counts.draft_tokens_per_position == (0, 0, 0)
+    assert record.steps == ((), ())
+    assert record.counts.draft_tokens_per_position == (0, 0, 0)
     seqs = [StepSequence(3, (3, 3), (3, 1)), StepSequence(3, *record.steps)]
     assert expected_tokens_by_replay(seqs, 3)[3] == pytest.approx(1 + 4 / 2)

@@ -51,7 +51,8 @@ def test_not_a_store(tmp_path):
     p.write_text("hello, this is not sqlite\n" * 10)
     with pytest.raises(StoreError, match="not a specdec store") as ei:
         Store.open(p)
-    assert str(p) in str(ei.value) and "\n" not in str(ei.value)
+    assert str(p) in str(ei.value)
+    assert "\n" not in str(ei.value)
     other = tmp_path / "other.db"
     sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.commit()
     with pytest.raises(StoreError, match="not a specdec store"):
@@ -149,14 +150,17 @@ def test_failures_status_and_gap(tmp_path):
         store.write_cycle([ScrapeResult("x", 20.0, False, error="timeout after 5 s: http://x")])
         store.write_cycle([ScrapeResult("x", 30.0, False, error="connection refused: http://x")])
         st = store.targets_status(["x", "never"])
-        assert st[0].failing_since == 20.0 and st[0].last_ok_time == 10.0
+        assert st[0].failing_since == 20.0
+        assert st[0].last_ok_time == 10.0
         assert st[0].last_error == "connection refused: http://x"
-        assert st[1].last_ok_time is None and st[1].failing_since is None
+        assert st[1].last_ok_time is None
+        assert st[1].failing_since is None
         store.write_cycle([ok("x", 40.0, snap(17))])
         assert store.targets_status(["x"])[0].failing_since is None
         w = route_window(store, ["x"], 0, 100)
         iv = w.segments[0].intervals
-        assert iv.start.tolist() == [10.0] and iv.end.tolist() == [40.0]  # one delta covers the gap
+        assert iv.start.tolist() == [10.0]
+        assert iv.end.tolist() == [40.0]  # one delta covers the gap
         assert w.segments[0].total.drafts == 12
         assert [e.kind for e in w.events] == ["target_down", "target_up"]
         assert [f[0] for f in store.failures("x", 0, 100)] == [20.0, 30.0]

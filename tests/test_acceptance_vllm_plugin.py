@@ -177,7 +177,8 @@ def test_counts_are_buffered_until_flush():
 def test_bad_series_are_one_line_errors(bad, match):
     with pytest.raises(ps.PluginSeriesError, match=match) as e:
         ps.parse_plugin_page(bad, source="http://h/metrics")
-    assert "\n" not in str(e.value) and str(e.value).startswith("http://h/metrics")
+    assert "\n" not in str(e.value)
+    assert str(e.value).startswith("http://h/metrics")
 
 
 _MP_WRITER = textwrap.dedent("""
@@ -259,7 +260,8 @@ def test_plugin_loads_through_the_entry_point():
     assert names.get("specdec") == "acceptance.vllm_plugin:SpecdecStatLogger"
     factories = load_stat_logger_plugin_factories()
     ours = [f for f in factories if f.__module__ == "acceptance.vllm_plugin"]
-    assert len(ours) == 1 and issubclass(ours[0], StatLoggerBase)
+    assert len(ours) == 1
+    assert issubclass(ours[0], StatLoggerBase)
 
 
 @pytest.mark.vllm

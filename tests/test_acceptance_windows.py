@@ -225,11 +225,13 @@ def test_parallel_gamma_segments_and_newest(tmp_path):
         g5 = next(s for s in w.segments if s.gamma == 5)
         assert g3.total.drafts == 90 + 40  # x all along, y before its restart
         assert g5.total.drafts == 20 * 5  # first delta at the new γ is the new value
-        assert {e.engine for e in g3.engines} == {"x", "y"} and [e.engine for e in g5.engines] == ["y"]
+        assert {e.engine for e in g3.engines} == {"x", "y"}
+        assert [e.engine for e in g5.engines] == ["y"]
         # both run to the end: the newest is the one with the most drafts in the window
         assert w.newest_segment is g3
         assert w.current_segments == [g3, g5] or w.current_segments == [g5, g3]  # a rolling change, neither older
-        assert [e.engine for e in g3.engines_at_end] == ["x"] and [e.engine for e in g5.engines_at_end] == ["y"]
+        assert [e.engine for e in g3.engines_at_end] == ["x"]
+        assert [e.engine for e in g5.engines_at_end] == ["y"]
         assert {e.kind for e in w.events} == {"restart", "gamma_change"}
         w2 = route_window(store, ["y"], 0, 1000)
         assert w2.newest_segment.gamma == 5
@@ -330,7 +332,8 @@ def test_batch_persistence_and_effective_samples():
     s = StepShapeWindow(batch_mix={1: 0.5, 2: 0.5}, samples=100, sample_pairs=80, repeated_pairs=60)
     collision = 49 / 99
     rho = (0.75 - collision) / (1 - collision)
-    assert s.batch_persistence == pytest.approx(rho) and rho == pytest.approx(0.5, abs=0.01)
+    assert s.batch_persistence == pytest.approx(rho)
+    assert rho == pytest.approx(0.5, abs=0.01)
     assert s.effective_samples == pytest.approx(100 * (1 - rho) / (1 + rho))
     # no pairs known, or one batch size: the samples count as independent
     assert StepShapeWindow(batch_mix={1: 0.5, 2: 0.5}, samples=100).effective_samples == 100
@@ -355,7 +358,8 @@ def test_batch_persistence_recovers_a_lazy_chain(tmp_path):
             store.write_cycle([ScrapeResult("x", 15.0 * (i + 1), True,
                                             tuple(_snap(e, 10 * i, running=batch[e]) for e in engines))])
         s = route_window(store, ["x"], 0, 15.0 * 241).step_shape
-    assert s.samples == 8 * 240 and s.sample_pairs == 8 * 239
+    assert s.samples == 8 * 240
+    assert s.sample_pairs == 8 * 239
     assert s.batch_persistence == pytest.approx(0.6, abs=0.08)
     assert s.effective_samples == pytest.approx(8 * 240 * 0.4 / 1.6, rel=0.3)
 
@@ -385,5 +389,6 @@ def test_every_window_kind_is_a_window_with_one_current_segment_rule():
         assert isinstance(window, Window), type(window).__name__
         assert [s.gamma for s in window.current_segments] == [7, 5], type(window).__name__
         assert window.newest_segment.gamma == 7, type(window).__name__
-        assert window.plugin is None and window.step_sequences is None, type(window).__name__
+        assert window.plugin is None, type(window).__name__
+        assert window.step_sequences is None, type(window).__name__
     assert [s.gamma for s in current_segments(segments)] == [7, 5]

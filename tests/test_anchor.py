@@ -41,7 +41,8 @@ def test_per_request_latency_anchors_the_level(capsys, tmp_path):
     doc, console = tune_ingested(capsys, tmp_path, per_request_file(tmp_path, itl_ms=2.5), 'method = "ngram"\n')
     observed = doc["observed"]["observed_tokens_per_second"]
     assert observed == pytest.approx(1 / 2.5e-3)  # mean_itl_ms is per token (vLLM: decode time / (tokens − 1))
-    assert doc["anchor"]["source"] == "observed" and doc["anchor"]["detail"] == "per-request mean_itl_ms"
+    assert doc["anchor"]["source"] == "observed"
+    assert doc["anchor"]["detail"] == "per-request mean_itl_ms"
     assert deployed_candidate(doc)["tokens_per_second"] == pytest.approx(observed, rel=1e-6)
     assert doc["model_error"] is None  # the level matches by construction
     # the roofline's figures are still the defaults, and the output says so
@@ -65,7 +66,8 @@ def test_configured_baseline_is_kept_and_the_model_error_reported(capsys, tmp_pa
 
 def test_without_latency_the_default_is_announced(capsys, tmp_path):
     doc, console = tune_ingested(capsys, tmp_path, per_request_file(tmp_path, itl_ms=None), 'method = "ngram"\n')
-    assert doc["anchor"]["source"] == "default" and doc["anchor"]["baseline_tokens_per_second"] == 118.0
+    assert doc["anchor"]["source"] == "default"
+    assert doc["anchor"]["baseline_tokens_per_second"] == 118.0
     assert deployed_candidate(doc)["tokens_per_second"] > 118.0
     assert "the DEFAULT (Kimi K3 on 16 GB300)" in console
     assert "set model, gpu and tensor_parallel_size for your engine" in console
@@ -76,7 +78,8 @@ def test_the_latency_histogram_anchors_a_scraped_window(capsys, tmp_path):
     assert code == 0, err
     doc = json.loads(out)
     observed = doc["observed"]["observed_tokens_per_second"]
-    assert observed and doc["anchor"]["source"] == "observed"
+    assert observed
+    assert doc["anchor"]["source"] == "observed"
     assert doc["anchor"]["detail"] == "vllm:inter_token_latency_seconds"
     assert deployed_candidate(doc)["tokens_per_second"] == pytest.approx(observed, rel=1e-6)
     assert doc["profile_figures"] == {"profile": "flat", "baseline_tokens_per_second": doc["anchor"]}

@@ -109,7 +109,8 @@ def test_plan_servers_replay_survival_and_speculation_off():
     plan = calibration_plan(Deployment(), SURVIVAL, model="m", gammas=[1, 3, 5], batch_sizes=[1, 8])
     by_gamma = {s.gamma: s for s in plan.servers}
     assert sorted(by_gamma) == [0, 1, 3, 5]  # γ = 0 always measured
-    assert by_gamma[0].speculative_config is None and "--speculative-config" not in by_gamma[0].serve_command
+    assert by_gamma[0].speculative_config is None
+    assert "--speculative-config" not in by_gamma[0].serve_command
     for g in (1, 3):
         spec = by_gamma[g].speculative_config
         assert spec["rejection_sample_method"] == "synthetic"
@@ -120,12 +121,15 @@ def test_plan_servers_replay_survival_and_speculation_off():
         argv = shlex.split(by_gamma[g].serve_command)
         assert json.loads(argv[argv.index("--speculative-config") + 1]) == spec
     rates5 = by_gamma[5].synthetic_acceptance_rates
-    assert by_gamma[5].extrapolated and len(rates5) == 5
-    assert list(rates5[:3]) == SURVIVAL and all(np.diff(rates5) <= 0)
+    assert by_gamma[5].extrapolated
+    assert len(rates5) == 5
+    assert list(rates5[:3]) == SURVIVAL
+    assert all(np.diff(rates5) <= 0)
     assert {(r.gamma, r.batch_size) for r in plan.runs} == {(g, b) for g in (0, 1, 3, 5) for b in (1, 8)}
     for r in plan.runs:
         argv = shlex.split(r.bench_command)
-        assert argv[:3] == ["vllm", "bench", "serve"] and "--save-result" in argv
+        assert argv[:3] == ["vllm", "bench", "serve"]
+        assert "--save-result" in argv
         assert argv[argv.index("--max-concurrency") + 1] == str(r.batch_size)
         meta = argv[argv.index("--metadata") + 1:][:3]
         assert meta == [f"{META_GAMMA}={r.gamma}", f"{META_BATCH_SIZE}={r.batch_size}", f"{META_PATH}=stock"]
@@ -142,7 +146,8 @@ def test_plan_latency_specialized_measures_stock_unit_and_paths():
     dep = Deployment(decode_backend="latency_specialized")
     plan = calibration_plan(dep, SURVIVAL, model="m", gammas=[3], batch_sizes=[1, 16, 32])
     stock0 = [s for s in plan.servers if s.gamma == 0 and s.decode_backend == "auto"]
-    assert len(stock0) == 1 and "--additional-config" not in stock0[0].serve_command
+    assert len(stock0) == 1
+    assert "--additional-config" not in stock0[0].serve_command
     assert {(r.batch_size, r.path) for r in plan.runs if r.gamma == 0 and r.path == "stock"} >= {(1, "stock"), (16, "stock"), (32, "stock")}
     for r in plan.runs:
         if r.gamma == 3:
@@ -167,7 +172,8 @@ def test_ingest_recovers_target_step_times(tmp_path, method, draft_cost):
     files = write_runs(tmp_path, gammas, batches, draft_cost, method)
     out = tmp_path / "cost_table.csv"
     result = ingest_results(files, Deployment(method=method, draft_cost=draft_cost), out=out)
-    assert len(result.steps) == 9 and len(result.rows) == 9
+    assert len(result.steps) == 9
+    assert len(result.rows) == 9
     table = load_table(out)  # the format model/profiles.py reads
     for g in gammas:
         for b in batches:
@@ -190,7 +196,9 @@ def test_ingest_rejects_another_shape_with_one_line(tmp_path):
     with pytest.raises(CalibrationInputError) as e:
         ingest_results([other], Deployment())
     msg = str(e.value)
-    assert "\n" not in msg and str(other) in msg and "--save-result" in msg
+    assert "\n" not in msg
+    assert str(other) in msg
+    assert "--save-result" in msg
     not_object = tmp_path / "list.json"
     not_object.write_text("[1, 2]")
     with pytest.raises(CalibrationInputError, match="JSON object"):
@@ -221,7 +229,8 @@ def test_cli_ingest_bad_file_exits_2_and_keeps_old_table(tmp_path, capsys):
     capsys.readouterr()
     assert specdec_main(["calibrate", "ingest", *map(str, files), str(bad), "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "bad.json" in err
+    assert err.count("\n") == 1
+    assert "bad.json" in err
     assert out.read_text() == before  # stored data survives bad input
 
 
@@ -229,6 +238,7 @@ def test_cli_plan_json(capsys):
     assert specdec_main(["calibrate", "plan", "--model", "m", "--survival", "0.8,0.6", "--gammas", "2",
                                "--batch-sizes", "1,2", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["schema_version"] == 1 and "never a serving one" in doc["warning"]
+    assert doc["schema_version"] == 1
+    assert "never a serving one" in doc["warning"]
     assert [s["gamma"] for s in doc["servers"]] == [0, 2]
     assert len(doc["runs"]) == 4

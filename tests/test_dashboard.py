@@ -110,7 +110,8 @@ def test_overview_shows_each_routes_tuning(monkeypatch, demo_config):
         assert row["γ deployed"] == e.gamma
         assert row["mean acceptance length"] == text.estimate(e.mean_acceptance_length, 3)
         assert row["equivalent p"] == text.estimate(e.equivalent_p, 3)
-        assert row["recommended γ"] == rec.recommended_gamma and row["decision"] == rec.decision
+        assert row["recommended γ"] == rec.recommended_gamma
+        assert row["decision"] == rec.decision
         best = rec.candidates[rec.recommended_gamma]
         assert row["speedup at recommended γ"] == text.speedup(best.speedup, best.speedup_low, best.speedup_high)
         deployed = rec.candidates[rec.deployed_gamma]
@@ -130,7 +131,8 @@ def test_overview_says_gamma_changed_inside_the_window(monkeypatch, demo_config)
     # the demo's structured-b engine 0 goes 7 → 5 and stays: a rolling change, not an older segment
     at = run_page(monkeypatch, demo_config, "overview")
     notes = [i.value for i in at.info if "rolling change" in i.value]
-    assert len(notes) == 1 and notes[0].startswith("Route structured: rolling change: γ 7 on 2 engines, γ 5 on 1 engine since ")
+    assert len(notes) == 1
+    assert notes[0].startswith("Route structured: rolling change: γ 7 on 2 engines, γ 5 on 1 engine since ")
     assert "older" not in notes[0]
     t = tuned(demo_config, "structured")
     assert t.window.newest_segment.gamma == 7  # the current segment with the most drafts is the deployed γ
@@ -139,7 +141,8 @@ def test_overview_says_gamma_changed_inside_the_window(monkeypatch, demo_config)
 
     view = data.RouteView("structured", (), t, None, history=curve_history(t.window, n_slices=data.HISTORY_SLICES))
     names = [name for name, *_ in history_series(view)]
-    assert "structured γ=7" in names and "structured γ=5 (current on other engines, not mixed in)" in names
+    assert "structured γ=7" in names
+    assert "structured γ=5 (current on other engines, not mixed in)" in names
 
 
 def test_curves_page_draws_the_estimates_with_bands(monkeypatch, demo_config):
@@ -154,10 +157,12 @@ def test_curves_page_draws_the_estimates_with_bands(monkeypatch, demo_config):
         np.testing.assert_allclose(values(trace(conditional, route)["y"]), e.conditional.value)
     # one history chart and one slices chart per route, the older γ segment drawn as its own line
     titles = [f["layout"]["title"]["text"] for f in figs]
-    assert "structured: acceptance over time" in titles and "open: acceptance over time" in titles
+    assert "structured: acceptance over time" in titles
+    assert "open: acceptance over time" in titles
     history = figs[titles.index("structured: acceptance over time")]
     names = [tr["name"] for tr in history["data"]]
-    assert "structured γ=7" in names and any(n.startswith("structured γ=5") for n in names)
+    assert "structured γ=7" in names
+    assert any(n.startswith("structured γ=5") for n in names)
     t = tuned(demo_config, "structured")
     slices = [s for s in curve_history(t.window, n_slices=data.HISTORY_SLICES) if s.gamma == 5]
     np.testing.assert_allclose(values(trace(history, names[[n.startswith("structured γ=5") for n in names].index(True)])["y"]),
@@ -173,7 +178,8 @@ def test_whatif_page_follows_the_controls(monkeypatch, demo_config):
     at.selectbox(key="whatif_backend").set_value("latency_specialized")
     at.radio(key="whatif_mix").set_value("batch 1 only")
     at.run()
-    assert not at.exception and not at.error
+    assert not at.exception
+    assert not at.error
     seeds, route_fig = figures(at)
     line = seeds["data"][0]
     rows = seeds_table(7, 0.10, list(values(line["x"])), method="dspark")
@@ -204,7 +210,8 @@ def test_whatif_bad_custom_mix_is_a_warning(monkeypatch, demo_config):
     at.run()
     at.text_input(key="whatif_mix_text").set_value("8:lots")
     at.run()
-    assert not at.exception and not at.error
+    assert not at.exception
+    assert not at.error
     assert any("batch mix entry '8:lots'" in w.value for w in at.warning)
 
 
@@ -238,13 +245,17 @@ def test_recommendation_page_gives_the_config_to_copy(monkeypatch, demo_config):
 def test_drift_and_failing_target_are_flagged(monkeypatch, drift_config):
     at = run_page(monkeypatch, drift_config, "overview")
     t = tuned(drift_config, "drifting")
-    assert t.drift is not None and t.drift.detected
+    assert t.drift is not None
+    assert t.drift.detected
     assert any(w.value == f"Route drifting: drift — {t.drift.message}" for w in at.warning)
     failing = [w.value for w in at.warning if "targets failing" in w.value]
-    assert failing and FAILING_ERROR in failing[0] and failing[0].startswith("1 of 4")
+    assert failing
+    assert FAILING_ERROR in failing[0]
+    assert failing[0].startswith("1 of 4")
     table = route_table(at)
     assert table.loc["drifting", "failing targets"] == "1 of 2"
-    assert table.loc["steady", "drift"] == "no" and table.loc["drifting", "drift"] == "yes (below)"
+    assert table.loc["steady", "drift"] == "no"
+    assert table.loc["drifting", "drift"] == "yes (below)"
     at = run_page(monkeypatch, drift_config, "curves")
     assert any(w.value == f"Drift flagged on drifting: {t.drift.message}" for w in at.warning)
     history = [f for f in figures(at) if f["layout"]["title"]["text"] == "drifting: acceptance over time"][0]
@@ -257,7 +268,8 @@ def test_window_ending_now_on_an_old_store_says_there_is_nothing(monkeypatch, dr
     at.run()
     at.radio(key="end_mode").set_value(data.END_AT_NOW)
     at.run()
-    assert not at.exception and not at.error
+    assert not at.exception
+    assert not at.error
     infos = [i.value for i in at.info]
     assert any(i.startswith("Route steady: route 'steady': no drafts in the last 1h") for i in infos)
     assert any(i.startswith("Route drifting: route 'drifting': no drafts in the last 1h") for i in infos)
@@ -294,7 +306,8 @@ def test_no_config_and_broken_config(monkeypatch, tmp_path):
     bad.write_text("[routes.a]\ntargets = 3\n", encoding="utf-8")
     at = run_page(monkeypatch, bad, "recommendation")
     (warning,) = [w.value for w in at.warning]
-    assert "targets must be a list" in warning and "\n" not in warning
+    assert "targets must be a list" in warning
+    assert "\n" not in warning
 
 
 def test_pages_while_collect_writes(monkeypatch, tmp_path, demo_config):
@@ -441,7 +454,8 @@ def test_a_session_during_the_warm_up_waits_for_it(monkeypatch, demo_config, pip
         session = threading.Thread(target=at.run)
         session.start()
         time.sleep(2.0)
-        assert session.is_alive() and pipeline_calls["tune_route"] == [], "the session did not wait"
+        assert session.is_alive(), "the session did not wait"
+        assert pipeline_calls["tune_route"] == [], "the session did not wait"
     finally:
         listening.set()
         thread.join(120)
@@ -459,7 +473,8 @@ def test_launch_runs_the_warming_server(tmp_path, drift_config):
     assert callable(server.main)
     argv = cmd[3:]
     assert server.option(argv, "--server.address") == "127.0.0.1"
-    assert server.option(argv, "--server.port") == "8501" and server.option(["--server.port=9"], "--server.port") == "9"
+    assert server.option(argv, "--server.port") == "8501"
+    assert server.option(["--server.port=9"], "--server.port") == "9"
     from support import free_port
 
     port = free_port()
@@ -494,12 +509,16 @@ def test_chart_titles_sit_below_the_modebar_and_legends_below_the_axis_titles(mo
                 layout = fig["layout"]
                 title = layout["title"]
                 where = f"{page}: {title.get('text')!r}"
-                assert title.get("yref") == "container" and title.get("y") == 1 and title.get("yanchor") == "top", where
-                assert title["pad"]["t"] >= charts.MODEBAR_PX and title.get("automargin") is True, where
+                assert title.get("yref") == "container", where
+                assert title.get("y") == 1, where
+                assert title.get("yanchor") == "top", where
+                assert title["pad"]["t"] >= charts.MODEBAR_PX, where
+                assert title.get("automargin") is True, where
                 legend = layout["legend"]
                 assert (legend.get("yref"), legend.get("y"), legend.get("yanchor"), legend.get("orientation")) == \
                     ("container", 0, "bottom", "h"), where
-                assert layout["xaxis"].get("automargin") is True and layout["yaxis"].get("automargin") is True, where
+                assert layout["xaxis"].get("automargin") is True, where
+                assert layout["yaxis"].get("automargin") is True, where
                 assert layout["margin"]["t"] >= charts.MODEBAR_PX, where
                 seen += 1
     assert seen >= 2 * 10
@@ -512,7 +531,8 @@ def test_whatif_says_which_speedup_is_which(monkeypatch, demo_config):
     at = run_page(monkeypatch, demo_config, "whatif")
     at.selectbox(key="whatif_route").set_value("open")
     at.run()
-    assert not at.exception and not at.error
+    assert not at.exception
+    assert not at.error
     seeds, route_fig = figures(at)
     t = tuned(demo_config, "open")
     p = t.estimate.equivalent_p.value
@@ -527,7 +547,9 @@ def test_whatif_says_which_speedup_is_which(monkeypatch, demo_config):
     captions = [c.value for c in at.caption]
     both = [c for c in captions if f"Route open at γ={gamma}: {text.speedup(flat.speedup)} on this curve, "
             f"{text.speedup(route_speedup)} in the route chart below" in c]
-    assert both and "measured acceptance per position" in both[0] and "batch mix" in both[0]
+    assert both
+    assert "measured acceptance per position" in both[0]
+    assert "batch mix" in both[0]
     assert abs(flat.speedup - route_speedup) > 0.5  # the demo's open route: the two differ, hence the label
     outline = trace(route_fig, f"outlined: γ={gamma}, the slider's (the deployed γ)")
     assert outline["marker"]["line"]["color"] == "black"
@@ -546,7 +568,8 @@ def test_messages_name_the_dashboards_controls_not_the_clis_flags(monkeypatch, d
     assert len(infos) == 2
     for info in infos:
         assert "--window" not in info
-        assert "choose a longer Window in the sidebar" in info and f"'Window ends at' to {data.END_AT_NEWEST}" in info
+        assert "choose a longer Window in the sidebar" in info
+        assert f"'Window ends at' to {data.END_AT_NEWEST}" in info
     assert data.dashboard_wording("no drafts in the last 1h; run `specdec collect` or widen --window") == \
         "no drafts in the last 1h; run `specdec collect` or choose a longer Window in the sidebar"
 
@@ -611,13 +634,15 @@ def _parse(argv):
 def test_launch_command_binds_loopback_by_default(tmp_path, drift_config):
     args = _parse(["--config", str(drift_config)])
     cmd = launch.streamlit_command(args)
-    assert cmd[1:4] == ["-m", "dashboard.server", "run"] and cmd[4].endswith("dashboard/app.py")
+    assert cmd[1:4] == ["-m", "dashboard.server", "run"]
+    assert cmd[4].endswith("dashboard/app.py")
     assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"
     assert cmd[cmd.index("--server.port") + 1] == "8501"
     assert cmd[cmd.index("--") + 1:] == ["--config", str(drift_config.resolve())]
     args = _parse(["--host", "0.0.0.0", "--port", "9000", "--db", str(tmp_path / "x.db")])
     cmd = launch.streamlit_command(args)
-    assert cmd[cmd.index("--server.address") + 1] == "0.0.0.0" and "9000" in cmd
+    assert cmd[cmd.index("--server.address") + 1] == "0.0.0.0"
+    assert "9000" in cmd
     assert args.fn is launch.run
 
 

@@ -35,7 +35,8 @@ def test_the_suite_spans_what_the_issue_asks():
     assert any(c.deployment.decode_backend == "latency_specialized" for c in CLASSES)
     assert any(c.true_draft_cost_factor != 1 or c.true_verify_factor != 1 or c.true_specialized_speedup for c in CLASSES)
     assert {c.window_s for c in CLASSES} >= {300.0, 3600.0}
-    assert any(not c.assumed for c in CLASSES) and sum(c.assumed for c in CLASSES) >= 15
+    assert any(not c.assumed for c in CLASSES)
+    assert sum(c.assumed for c in CLASSES) >= 15
     assert all(c.not_assumed_why for c in CLASSES if not c.assumed)
     best = {c.name: int(np.argmax(np.where((t := decision.Truth(c)).allowed, t.speedups(c.window_s), -np.inf)))
             for c in CLASSES}
@@ -51,7 +52,8 @@ def test_truth_reproduces_the_seeds_table_under_the_seeds_model():
     assert s[7] == pytest.approx(3.78, abs=0.005)
     for g in range(1, 17):
         assert s[g] == pytest.approx(float(expected_tokens_independent(0.8, g)) / 1.1, rel=1e-9)
-    assert not truth.allowed[8] and truth.allowed[7]  # DSpark's block
+    assert not truth.allowed[8]
+    assert truth.allowed[7]  # DSpark's block
 
 
 def test_a_wrong_cost_class_prices_verification_by_its_known_factor():
@@ -115,7 +117,8 @@ def test_in_process_generator_matches_the_simulated_fleet_for_heterogeneous_requ
 
 def test_in_process_generator_is_exact_for_stateless_processes():
     cls = CLASS_BY_NAME["drift-rise-short-g4"]
-    assert isinstance(cls.process, DriftingProcess) and isinstance(cls.process.base, FrontLoadedProcess)
+    assert isinstance(cls.process, DriftingProcess)
+    assert isinstance(cls.process.base, FrontLoadedProcess)
     truth = decision.Truth(cls)
     iv, shape = decision.generate_window(cls, truth, np.random.default_rng(3))
     rows = iv.counts
@@ -174,7 +177,8 @@ def test_http_path_once_sees_every_count_and_decides_like_the_replicates():
     truth = decision.Truth(cls)
     check = decision.run_http_check(cls, truth, truth.speedups(cls.window_s), decision.tool_deployment(cls))
     assert check["drafts"] == check["simulator_drafts"] > 0  # no restarts: the collector saw every draft
-    assert check["recommended_gamma"] == 7 and check["regret"] == 0.0
+    assert check["recommended_gamma"] == 7
+    assert check["regret"] == 0.0
     assert abs(check["speedup_error"]) < 0.01
 
 
@@ -184,13 +188,16 @@ def test_json_document_has_the_issue_keys(capsys):
     doc = json.loads(capsys.readouterr().out)
     keys = {"median_regret", "p95_regret", "median_speedup_error", "interval_coverage", "nominal_coverage"}
     assert keys <= set(doc["summary"])
-    assert keys <= set(doc["baselines"]["seeds_method"]) and keys <= set(doc["baselines"]["keep_deployed"])
+    assert keys <= set(doc["baselines"]["seeds_method"])
+    assert keys <= set(doc["baselines"]["keep_deployed"])
     (scenario,) = doc["scenarios"]
-    assert scenario["name"] == "ind-p30-moe-large-off" and scenario["seeds"] == 2
+    assert scenario["name"] == "ind-p30-moe-large-off"
+    assert scenario["seeds"] == 2
     assert doc["summary"]["nominal_coverage"] == 0.9
 
 
 def test_unknown_class_is_bad_input(capsys):
     assert decision.main(["--classes", "no-such-class", "--no-http"]) == 2
     err = capsys.readouterr().err
-    assert "no-such-class" in err and len(err.strip().splitlines()) == 1
+    assert "no-such-class" in err
+    assert len(err.strip().splitlines()) == 1

@@ -453,5 +453,6 @@ def test_each_check_catches_a_doc_that_lost_something(text, tmp_path, inline_doc
     assert dangling_pointers([("model/x.py", f"see {DOC_NAME}, Cost model")]) == [f"model/x.py: see {DOC_NAME}, Cost model"]
     assert dangling_pointers([("model/x.py", f"see {DOC_REL}, Cost model")]) == []
     cites = [("model/x.py", f"({DOC_REL}, Scale)")]
-    assert uncited_sections(text, cites) == [] and uncited_sections(text.replace("\n## Scale\n", "\n## Size\n"), cites)
+    assert uncited_sections(text, cites) == []
+    assert uncited_sections(text.replace("\n## Scale\n", "\n## Size\n"), cites)
     assert missing_paths(text + "\n`model/no_such_module.py`\n") == ["model/no_such_module.py"]

@@ -50,25 +50,30 @@ def test_dry_run_of_the_whole_script(cubins, tmp_path):
     assert report["cubin_layout"]["block_threads"] == 256
     kernel = report["kernel"]
     assert kernel["checks"] == {"agreement": True, "bandwidth": None, "speed": None}
-    assert kernel["max_abs_error"] < 1e-6 and kernel["argmax_mismatches"] == 0
+    assert kernel["max_abs_error"] < 1e-6
+    assert kernel["argmax_mismatches"] == 0
     # the table: specdec's measured-table CSV, every cell, read back by load_table
     table = out / "tiny-llama-cpu.csv"
     lines = table.read_text().splitlines()
-    assert lines[0].startswith("# tiny-llama") and lines[1] == "batch_size,tokens_per_request,path,seconds"
+    assert lines[0].startswith("# tiny-llama")
+    assert lines[1] == "batch_size,tokens_per_request,path,seconds"
     profile = load_table(table)
     assert sorted(profile.rows) == [("stock", 1), ("stock", 2), ("stock", 3)]
     assert list(profile.rows[("stock", 1)][0]) == [1, 2, 4]
     cells = report["verify_table"]["cells"]
-    assert len(cells) == 9 and not report["verify_table"]["skipped"]
+    assert len(cells) == 9
+    assert not report["verify_table"]["skipped"]
     for c in cells:
         assert float(profile.step_time_s(c["batch_size"], c["tokens_per_request"])) == pytest.approx(c["seconds"], rel=1e-6)
     # the comparison covers every cell, anchored on T(1, 1)
     roof = report["roofline"]
     assert len(roof["cells"]) == 9
     anchor = [c for c in roof["cells"] if c["role"] == "anchor"]
-    assert len(anchor) == 1 and anchor[0]["error"] == pytest.approx(0.0, abs=1e-12)
+    assert len(anchor) == 1
+    assert anchor[0]["error"] == pytest.approx(0.0, abs=1e-12)
     assert report["checks"]["roofline"] is None  # a CPU's times do not judge a GPU roofline
-    assert "3. roofline vs table" in run.stdout and "B   q  measured ms" in run.stdout
+    assert "3. roofline vs table" in run.stdout
+    assert "B   q  measured ms" in run.stdout
 
 
 def test_budget_spent_reports_the_cells_it_skipped(tmp_path):
@@ -88,7 +93,8 @@ def test_no_gpu_is_one_line_exit_2(tmp_path):
     run = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_checks.py"), "--out", str(tmp_path)],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
-    assert run.stderr.strip().count("\n") == 0 and "no CUDA GPU present" in run.stderr
+    assert run.stderr.strip().count("\n") == 0
+    assert "no CUDA GPU present" in run.stderr
 
 
 # ---------------------------------------------------------------------------------------
@@ -101,7 +107,8 @@ def test_cubin_layout_matches_what_the_loader_packs(cubins):
     assert layout.param_sizes == (32, 32, 16, 16, 16, 16, 4)
     assert layout.block_threads == 256
     # the kernel reads the pointer and the row stride of each logits tensor
-    assert 0 in layout.read_offsets[0] and 24 in layout.read_offsets[0]
+    assert 0 in layout.read_offsets[0]
+    assert 24 in layout.read_offsets[0]
     fake = kernel_gpu._FakeTensor((4, 64))
     packed = kernel_gpu.launch_arguments(fake, fake, [kernel_gpu._FakeTensor((4,))] * 4, 0.5)
     assert [ctypes.sizeof(p) for p in packed] == list(layout.param_sizes)
@@ -138,7 +145,9 @@ def test_reads_past_a_parameter_are_refused():
     ptx = (".visible .entry k(\n .param .align 8 .b8 k_param_0[16],\n .param .f32 k_param_1\n)\n.reqntid 128\n"
            "{\n ld.param.b64 %rd1, [k_param_0+16];\n ld.param.b32 %r1, [k_param_1];\n}\n")
     layout = kernel_gpu.ptx_layout(ptx)
-    assert layout.param_sizes == (16, 4) and layout.read_offsets == ((16,), (0,)) and layout.block_threads == 128
+    assert layout.param_sizes == (16, 4)
+    assert layout.read_offsets == ((16,), (0,))
+    assert layout.block_threads == 128
 
 
 # ---------------------------------------------------------------------------------------
@@ -193,7 +202,8 @@ def test_measure_verify_costs_eager_cells_in_order():
     cells = dense_target.measure_verify_costs(target, [2, 1], [2, 1], cuda_graphs=False, repeats=3, warmup=1,
                                               progress=seen.append)
     assert [(c.batch_size, c.tokens_per_request) for c in cells] == [(1, 1), (1, 2), (2, 1), (2, 2)]
-    assert all(c.seconds > 0 and c.repeats == 3 for c in cells) and len(seen) == 4
+    assert all(c.seconds > 0 and c.repeats == 3 for c in cells)
+    assert len(seen) == 4
 
 
 # ---------------------------------------------------------------------------------------
@@ -223,7 +233,8 @@ def test_checkerboard_split_halves_the_grid_with_the_anchor_fitting():
 def test_datasheet_table_needs_no_refit():
     model, gpu = MODELS["llama-3.1-8b"], GPUS["H200"]
     comparison = roofline_check.compare_roofline(model, gpu, _table_from(1.0, 1.0), 1024, "synthetic")
-    assert comparison.within_tolerance and comparison.refit is None
+    assert comparison.within_tolerance
+    assert comparison.refit is None
     assert comparison.max_abs_error < 1e-9
 
 
@@ -231,14 +242,17 @@ def test_a_slower_gpu_is_flagged_and_the_refit_finds_it_on_held_out_cells():
     model, gpu = MODELS["llama-3.1-8b"], GPUS["H200"]
     cells = _table_from(0.7, 0.55)
     comparison = roofline_check.compare_roofline(model, gpu, cells, 1024, "synthetic")
-    assert not comparison.within_tolerance and comparison.max_abs_error > 0.15
+    assert not comparison.within_tolerance
+    assert comparison.max_abs_error > 0.15
     refit = comparison.refit
     assert refit.flops_fraction == pytest.approx(0.55, rel=0.03)
     assert refit.max_abs_error_held_out < 0.02
     roles = [e.role for e in refit.cells]
-    assert roles.count("anchor") == 1 and roles.count("held-out") == 21
+    assert roles.count("anchor") == 1
+    assert roles.count("held-out") == 21
     doc = roofline_check.comparison_to_dict(comparison)
-    assert doc["refit"]["within_tolerance_held_out"] is True and len(doc["refit"]["cells"]) == len(GRID)
+    assert doc["refit"]["within_tolerance_held_out"] is True
+    assert len(doc["refit"]["cells"]) == len(GRID)
 
 
 def test_context_of_the_table_is_the_one_modelled():

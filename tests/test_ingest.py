@@ -46,7 +46,8 @@ def test_per_request_golden_is_stored_exactly_and_once(tmp_path, capsys):
         assert any(np.array_equal(r, row) for r in stored[g]), (row, stored[g])
     # The same file again adds nothing.
     code, out, _ = _run(capsys, main, argv)
-    assert code == 0 and "0 per-request rows added, 3 already stored" in out
+    assert code == 0
+    assert "0 per-request rows added, 3 already stored" in out
 
 
 def test_log_golden_is_stored_exactly(tmp_path, capsys):
@@ -96,27 +97,32 @@ def test_a_route_known_only_from_ingest_is_tuned_with_request_intervals(tmp_path
     code, out, err = _run(capsys, main, ["ingest", "--route", "ignored", "--per-request", "requests.jsonl"])
     assert code == 0, err
     assert "route chat: 400 per-request rows added" in out
-    assert "403 lines read" in out and "skipped" in out
+    assert "403 lines read" in out
+    assert "skipped" in out
     code, out, err = _run(capsys, tune_gamma_main, ["--route", "chat", "--json"])
     assert code == 0, err
     doc = json.loads(out)
     obs = doc["observed"]
-    assert doc["cost_profile"] == "flat" and obs["gamma"] == 4
+    assert doc["cost_profile"] == "flat"
+    assert obs["gamma"] == 4
     assert "requests" in obs["interval_method"]
     truth = 0.8 ** np.arange(1, 5)
     low, high = np.array(obs["survival_low"]), np.array(obs["survival_high"])
     # One window: a 90% interval may just miss (here a_1's low end sits at 0.79992), so the
     # check is that it is informative and about the truth — coverage itself is measured over
     # many windows in tests/test_coverage.py.
-    assert np.all(low < np.array(obs["survival"])) and np.all(np.array(obs["survival"]) < high)
+    assert np.all(low < np.array(obs["survival"]))
+    assert np.all(np.array(obs["survival"]) < high)
     assert np.all(high - low < 0.08)
     slack = 0.5 * (high - low)
-    assert np.all(low - slack <= truth) and np.all(truth <= high + slack)
+    assert np.all(low - slack <= truth)
+    assert np.all(truth <= high + slack)
     # the requests' mean inter-token latency gives the observed tok/s; no baseline is
     # configured, so the profile is anchored on it (model.anchor) — at the rate that
     # generated these requests, 118 tok/s under the flat model's draft cost
     assert obs["observed_tokens_per_second"] == pytest.approx(obs["mean_acceptance_length"] / (1.1 / 118), rel=1e-6)
-    assert doc["anchor"]["source"] == "observed" and doc["anchor"]["detail"] == "per-request mean_itl_ms"
+    assert doc["anchor"]["source"] == "observed"
+    assert doc["anchor"]["detail"] == "per-request mean_itl_ms"
     assert doc["anchor"]["baseline_tokens_per_second"] == pytest.approx(118, rel=1e-6)
     assert doc["model_error"] is None
 
@@ -127,9 +133,12 @@ def test_a_file_without_usable_lines_is_one_line_exit_2(tmp_path, capsys, flag, 
     f.write_text(content)
     db = tmp_path / "s.db"
     code, out, err = _run(capsys, main, ["ingest", "--route", "r", flag, str(f), "--db", str(db)])
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "input.txt" in err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1
+    assert "input.txt" in err
     code, out, err = _run(capsys, main, ["ingest", "--route", "r", flag, str(tmp_path / "missing.txt"), "--db", str(db)])
-    assert code == 2 and "missing.txt" in err
+    assert code == 2
+    assert "missing.txt" in err
 
 
 def test_requests_without_id_or_time_are_each_counted_once(tmp_path, capsys):
@@ -143,7 +152,8 @@ def test_requests_without_id_or_time_are_each_counted_once(tmp_path, capsys):
     db = tmp_path / "s.db"
     argv = ["ingest", "--route", "r", "--per-request", str(f), "--db", str(db)]
     code, out, err = _run(capsys, main, argv)
-    assert code == 0 and "10 per-request rows added" in out, err
+    assert code == 0, err
+    assert "10 per-request rows added" in out, err
     code, out, _ = _run(capsys, main, argv)
     assert "0 per-request rows added, 10 already stored" in out
     assert _stored(db, "r", "per-request")[2][:, 0].sum() == 60  # 10 requests × 6 drafts

@@ -145,7 +145,8 @@ def test_bad_rows_are_one_line_errors(backend, target_row, draft_row, fragment):
     draft = np.array([[0.0, 1.0, 2.0], draft_row], dtype=np.float32)
     with pytest.raises(LogitsError) as info:
         run(backend, target, draft, 1.0)
-    assert fragment in str(info.value) and "\n" not in str(info.value)
+    assert fragment in str(info.value)
+    assert "\n" not in str(info.value)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -20,7 +20,8 @@ def test_from_mapping_layers_over_a_base_and_converts_toml_lists():
     route = Deployment.from_mapping(
         {"specialized_speedup": [1.6, 1.9], "targets": ["http://x"]}, where="[routes.a]", base=base, ignore=("targets",)
     )
-    assert route.draft_cost == 0.2 and route.decode_backend == "latency_specialized"
+    assert route.draft_cost == 0.2
+    assert route.decode_backend == "latency_specialized"
     assert route.specialized_speedup == (1.6, 1.9)
     assert Deployment.from_mapping({"specialized_speedup": 1.7}, where="x").specialized_speedup_range == (1.7, 1.7)
 
@@ -56,7 +57,9 @@ def test_bad_values_raise_one_line(mapping, needle):
     with pytest.raises(ModelInputError) as e:
         Deployment.from_mapping(mapping, where="cfg")
     msg = str(e.value)
-    assert needle in msg and "\n" not in msg and msg.startswith("cfg")
+    assert needle in msg
+    assert "\n" not in msg
+    assert msg.startswith("cfg")
 
 
 def test_unknown_method_lists_the_known_ones():
@@ -77,7 +80,8 @@ def test_direct_construction_validates_too():
 
 
 def test_drafter_kinds():
-    assert drafter_for("dspark").kind == PARALLEL and drafter_for("dspark").max_gamma == 7
+    assert drafter_for("dspark").kind == PARALLEL
+    assert drafter_for("dspark").max_gamma == 7
     assert drafter_for("dflash").kind == PARALLEL
     for m in ("eagle", "eagle3", "mtp", "draft_model", "deepseek_mtp"):
         assert drafter_for(m).kind == SEQUENTIAL
@@ -88,7 +92,8 @@ def test_drafter_kinds():
     assert seq.draft_time_factor(0, 0.1, 0.05) == 0.0
     assert drafter_for("dspark").draft_time_factor(5, 0.1) == pytest.approx(0.1)
     assert drafter_for("ngram").draft_time_factor(5, 0.1) == 0.0
-    assert "7" in drafter_for("dspark").refusal(8) and drafter_for("dspark").refusal(7) is None
+    assert "7" in drafter_for("dspark").refusal(8)
+    assert drafter_for("dspark").refusal(7) is None
 
 
 def test_keys_cover_the_design_doc():

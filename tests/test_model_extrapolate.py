@@ -13,7 +13,8 @@ def test_shapes_and_observed_part_kept():
     ext = extend_survival(a, 2)
     assert ext.shape == (len(TAIL_MODELS), 5)
     assert np.allclose(ext[:, :3], a)
-    assert np.all(np.diff(ext, axis=-1) <= 1e-12) and np.all(ext >= 0)
+    assert np.all(np.diff(ext, axis=-1) <= 1e-12)
+    assert np.all(ext >= 0)
     res = extend_survival(np.tile(a, (7, 1)), 1)
     assert res.shape == (len(TAIL_MODELS), 7, 4)
     with pytest.raises(ModelInputError):
@@ -25,10 +26,12 @@ def test_tail_models_disagree_as_they_should():
     ext = dict(zip(TAIL_MODELS, extend_survival(front_loaded, 2)))
     alpha = {k: conditional_from_survival(v)[4:] for k, v in ext.items()}
     assert alpha["last"] == pytest.approx([0.5, 0.5])
-    assert alpha["trend"][0] == pytest.approx(0.4) and alpha["trend"][1] == pytest.approx(0.3)
+    assert alpha["trend"][0] == pytest.approx(0.4)
+    assert alpha["trend"][1] == pytest.approx(0.3)
     assert alpha["mean_last3"] == pytest.approx([0.6, 0.6])
     # The heterogeneous fleet: α rises past the last observed one.
-    assert alpha["heterogeneous"][0] > 0.5 and alpha["heterogeneous"][1] > alpha["heterogeneous"][0]
+    assert alpha["heterogeneous"][0] > 0.5
+    assert alpha["heterogeneous"][1] > alpha["heterogeneous"][0]
 
 
 def test_heterogeneous_tail_matches_a_beta_mixture():

@@ -17,11 +17,13 @@ def test_experts_touched_under_uniform_routing():
 
 def test_flat_profile():
     prof = make_profile(Deployment(cost_profile="flat"))
-    assert isinstance(prof, FlatProfile) and prof.absolute
+    assert isinstance(prof, FlatProfile)
+    assert prof.absolute
     assert float(prof.step_time_s(4, 8)) == pytest.approx(1 / 118)
     assert float(prof.step_time_s(4, 8, "specialized")) == pytest.approx(1 / 118 / 1.75)
     rel = make_profile(Deployment(cost_profile="flat", baseline_tokens_per_second=None))
-    assert not rel.absolute and float(rel.stock_pass_s(3)) == 1.0
+    assert not rel.absolute
+    assert float(rel.stock_pass_s(3)) == 1.0
     with pytest.raises(ModelInputError):
         prof.step_time_s(1, 1, "turbo")
 
@@ -75,7 +77,9 @@ def test_malformed_table_names_file_and_line(tmp_path, name, text, line):
     with pytest.raises(ModelInputError) as e:
         load_table(p)
     msg = str(e.value)
-    assert str(p) in msg and line in msg and "\n" not in msg
+    assert str(p) in msg
+    assert line in msg
+    assert "\n" not in msg
 
 
 def test_missing_table_is_a_one_line_error(tmp_path):

@@ -28,7 +28,9 @@ def test_candidates_span_zero_to_two_past_the_observed_gamma():
     assert [c.gamma for c in rec.candidates] == list(range(8))
     assert [c.extrapolated for c in rec.candidates] == [False] * 6 + [True] * 2
     c0 = rec.candidates[0]
-    assert c0.speedup == 1.0 and c0.allowed and c0.reason is None
+    assert c0.speedup == 1.0
+    assert c0.allowed
+    assert c0.reason is None
     assert recommend(CURVE[:5], EAGLE_FLAT, gamma_max=3, deployed_gamma=2).candidates[-1].gamma == 3
 
 
@@ -47,10 +49,12 @@ def test_tight_resamples_make_the_best_certain_and_wide_ones_do_not():
     for r in (tight, wide):
         assert sum(c.probability_best for c in r.candidates) == pytest.approx(1.0)
         for c in r.candidates:
-            assert c.speedup_low <= c.speedup + 1e-9 and c.speedup - 1e-9 <= c.speedup_high
+            assert c.speedup_low <= c.speedup + 1e-9
+            assert c.speedup - 1e-9 <= c.speedup_high
     width = lambda r: r.candidates[4].speedup_high - r.candidates[4].speedup_low
     assert width(wide) > 5 * width(tight)
-    assert tight.decision == "change" and tight.vllm_speculative_config["num_speculative_tokens"] == 4
+    assert tight.decision == "change"
+    assert tight.vllm_speculative_config["num_speculative_tokens"] == 4
     assert sum(c.probability_best > 0.05 for c in wide.candidates) >= 2  # no single sure winner
 
 
@@ -58,24 +62,32 @@ def test_keep_says_what_evidence_would_change_it():
     curve = np.array([0.7, 0.49, 0.343])
     # Too few drafts: γ 4 is better on average (+8%) but not surely by min_gain.
     rec = recommend(curve, EAGLE_FLAT, survival_resamples=resamples(curve, 15), deployed_gamma=2)
-    assert rec.recommended_gamma == 4 and rec.decision == "keep"
-    assert "P(γ=4 gains > 3% over γ=2)" in rec.decision_reason and "drafts" in rec.decision_reason
+    assert rec.recommended_gamma == 4
+    assert rec.decision == "keep"
+    assert "P(γ=4 gains > 3% over γ=2)" in rec.decision_reason
+    assert "drafts" in rec.decision_reason
     assert rec.vllm_speculative_config["num_speculative_tokens"] == 2  # the deployed γ stays
     # Plenty of drafts but a gain within min_gain: keep, and say so.
     modest = Deployment(method="eagle3", draft_cost=0.1, cost_profile="flat", min_gain=0.10)
     rec = recommend(curve, modest, survival_resamples=resamples(curve, 1_000_000), deployed_gamma=2)
-    assert rec.recommended_gamma == 4 and rec.decision == "keep" and "within min_gain 10%" in rec.decision_reason
+    assert rec.recommended_gamma == 4
+    assert rec.decision == "keep"
+    assert "within min_gain 10%" in rec.decision_reason
     no_res = recommend(CURVE, EAGLE_FLAT, deployed_gamma=2)
-    assert no_res.decision == "keep" and "without resamples" in no_res.decision_reason
-    assert no_res.probability_best is None and no_res.candidates[3].speedup_low is None
+    assert no_res.decision == "keep"
+    assert "without resamples" in no_res.decision_reason
+    assert no_res.probability_best is None
+    assert no_res.candidates[3].speedup_low is None
 
 
 def test_off_when_speculation_surely_does_not_pay():
     curve = np.array([0.2, 0.04, 0.008])
     dep = Deployment(method="eagle3", draft_cost=0.3, cost_profile="flat")
     rec = recommend(curve, dep, survival_resamples=resamples(curve, 100_000))
-    assert rec.recommended_gamma == 0 and rec.decision == "off"
-    assert rec.vllm_speculative_config is None and "omit --speculative-config" in rec.vllm_command_line
+    assert rec.recommended_gamma == 0
+    assert rec.decision == "off"
+    assert rec.vllm_speculative_config is None
+    assert "omit --speculative-config" in rec.vllm_command_line
 
 
 def test_deployable_config_never_contains_synthetic_acceptance():
@@ -87,12 +99,14 @@ def test_deployable_config_never_contains_synthetic_acceptance():
     ]
     for rec in cases:
         deployable = json.dumps(rec.to_dict()["vllm"])
-        assert "synthetic" not in deployable and "rejection_sample_method" not in deployable
+        assert "synthetic" not in deployable
+        assert "rejection_sample_method" not in deployable
         replay = rec.replay_config
         cfg = replay["speculative_config"]
         assert cfg["rejection_sample_method"] == "synthetic"
         rates = cfg["synthetic_acceptance_rates"]
-        assert len(rates) == cfg["num_speculative_tokens"] and all(b <= a for a, b in zip(rates, rates[1:]))
+        assert len(rates) == cfg["num_speculative_tokens"]
+        assert all(b <= a for a, b in zip(rates, rates[1:]))
         assert "corrupts outputs" in replay["warning"]
 
 
@@ -103,12 +117,15 @@ def test_to_dict_has_the_json_keys_and_no_nan():
                       "probability_best", "candidates", "model_error", "vllm", "replay_config"}
     assert set(d["candidates"][0]) == {"gamma", "speedup", "speedup_low", "speedup_high", "tokens_per_second",
                                        "probability_best", "extrapolated", "allowed", "reason", "expected_tokens"}
-    assert d["cost_profile"] == "flat" and d["interval_level"] == 0.9
+    assert d["cost_profile"] == "flat"
+    assert d["interval_level"] == 0.9
     json.dumps(d, allow_nan=False)
     weird = Recommendation("interactivity", "flat", 0.9, 1, 1, "keep", "", math.nan,
                            [Candidate(1, math.nan, None, None, None, None, False, True, None)], math.nan, None, "", {})
     wd = weird.to_dict()
-    assert wd["probability_best"] is None and wd["model_error"] is None and wd["candidates"][0]["speedup"] is None
+    assert wd["probability_best"] is None
+    assert wd["model_error"] is None
+    assert wd["candidates"][0]["speedup"] is None
 
 
 def test_model_error_at_the_deployed_gamma():
@@ -116,10 +133,12 @@ def test_model_error_at_the_deployed_gamma():
     model_tps = (1 + CURVE.sum()) * 118 / 1.1
     rec = recommend(CURVE, dep, observed_tokens_per_second=model_tps / 1.1)
     assert rec.model_error == pytest.approx(0.1)
-    assert rec.model_error_warning is None and rec.to_dict()["model_error_warning"] is None  # within ±15%
+    assert rec.model_error_warning is None
+    assert rec.to_dict()["model_error_warning"] is None  # within ±15%
     far = recommend(CURVE, dep, observed_tokens_per_second=model_tps / 0.57)  # the model 43% slow
     assert far.model_error == pytest.approx(-0.43)
-    assert "-43.0%" in far.model_error_warning and "specdec calibrate plan" in far.model_error_warning
+    assert "-43.0%" in far.model_error_warning
+    assert "specdec calibrate plan" in far.model_error_warning
     assert "baseline_tokens_per_second (118 now)" in far.model_error_warning
     assert recommend(CURVE, Deployment(cost_profile="flat", baseline_tokens_per_second=None),
                      observed_tokens_per_second=100.0).model_error is None
@@ -135,7 +154,8 @@ def test_objectives_weight_batches_differently():
     mix = {1: 0.5, 64: 0.5}
     inter = recommend(CURVE, dep, batch_mix=mix)
     thr = recommend(CURVE, Deployment(method="eagle3", draft_cost=0.05, objective="throughput"), batch_mix=mix)
-    assert thr.objective == "throughput" and inter.objective == "interactivity"
+    assert thr.objective == "throughput"
+    assert inter.objective == "interactivity"
     # Per-user time vs per-step weights: the same mix gives different speedups.
     assert abs(thr.candidates[5].speedup / inter.candidates[5].speedup - 1) > 0.01
     flat = Deployment(method="eagle3", draft_cost=0.05, cost_profile="flat")
@@ -164,7 +184,8 @@ def test_bad_inputs_raise_one_line(curve, kwargs, needle):
     dep = Deployment(decode_backend="latency_specialized") if "eligibility" in kwargs else Deployment()
     with pytest.raises(ModelInputError) as e:
         recommend(np.array(curve, dtype=float), dep, **kwargs)
-    assert needle in str(e.value) and "\n" not in str(e.value)
+    assert needle in str(e.value)
+    assert "\n" not in str(e.value)
 
 
 def test_bad_gamma_and_draft_cost_in_the_table_functions():
@@ -195,10 +216,12 @@ def test_specialized_schedule_uses_only_gamma_or_zero():
     curve = np.array([0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02])
     rec = recommend(curve, dep, batch_mix={1: 0.5, 40: 0.5})
     assert rec.schedule is not None
-    assert {k for _, _, k in rec.schedule} <= {0, 7} and rec.schedule[0][0] == 1
+    assert {k for _, _, k in rec.schedule} <= {0, 7}
+    assert rec.schedule[0][0] == 1
     validate_schedule(rec.schedule)
     # Only a suggestion while γ is kept (a schedule restarts engines too).
-    assert rec.decision != "change" and "num_speculative_tokens_per_batch_size" not in rec.vllm_speculative_config
+    assert rec.decision != "change"
+    assert "num_speculative_tokens_per_batch_size" not in rec.vllm_speculative_config
     # ...and the document says so (tune-gamma --json and its console table).
     assert rec.to_dict()["schedule"] == [list(r) for r in rec.schedule]
 
@@ -249,7 +272,8 @@ def test_a_specialized_speedup_range_is_a_uniform_prior_over_the_resamples():
     assert ranged.speedup_high - ranged.speedup_low > 1.5 * (mid.speedup_high - mid.speedup_low)
     hull_low = min(low.speedup_low, high.speedup_low)
     hull_high = max(low.speedup_high, high.speedup_high)
-    assert hull_low < ranged.speedup_low and ranged.speedup_high < hull_high
+    assert hull_low < ranged.speedup_low
+    assert ranged.speedup_high < hull_high
     assert ranged.speedup_high - ranged.speedup_low < 0.95 * (hull_high - hull_low)
 
 
@@ -329,7 +353,8 @@ def test_short_drafts_are_priced_at_the_tokens_they_verify(tmp_path):
     assert full.candidates[3].speedup == pytest.approx(al * t(1) / t(4))
     assert short.candidates[3].speedup == pytest.approx(al * t(1) / t(2.5))
     assert short.candidates[3].speedup > 1.25 * full.candidates[3].speedup
-    assert short.verify_widths[3] == pytest.approx(2.5) and short.to_dict()["verify_widths"][3] == pytest.approx(2.5)
+    assert short.verify_widths[3] == pytest.approx(2.5)
+    assert short.to_dict()["verify_widths"][3] == pytest.approx(2.5)
     # with the law of lengths (per_step_drafted or the plugin's R_k / D), γ 1 and 2 too
     reach = recommend(np.array(survival), d, mean_draft_length=1.5, draft_reach=[0.7, 0.5, 0.3])
     assert reach.candidates[1].speedup == pytest.approx((1 + 0.45) * t(1) / t(1.7))
@@ -343,8 +368,10 @@ def test_the_gain_of_the_recommended_gamma_comes_with_its_interval_and_one_more_
 
     tight = recommend(CURVE, EAGLE_FLAT, survival_resamples=resamples(CURVE, 1_000_000), deployed_gamma=2)
     point = tight.candidates[4].speedup / tight.candidates[2].speedup - 1
-    assert tight.decision == "change" and tight.gain.value == pytest.approx(point)
-    assert tight.gain.low < point < tight.gain.high and tight.gain.low > 0.03  # sure by min_gain
+    assert tight.decision == "change"
+    assert tight.gain.value == pytest.approx(point)
+    assert tight.gain.low < point < tight.gain.high
+    assert tight.gain.low > 0.03  # sure by min_gain
     assert str(tight.gain) == f"{point:+.1%} [{tight.gain.low:+.1%}, {tight.gain.high:+.1%}]"
     assert tight.to_dict()["gain"] == {"value": tight.gain.value, "low": tight.gain.low, "high": tight.gain.high}
     assert tight.drafts_factor_to_settle is None
@@ -353,12 +380,15 @@ def test_the_gain_of_the_recommended_gamma_comes_with_its_interval_and_one_more_
     curve = np.array([0.7, 0.49, 0.343])
     keep = recommend(curve, EAGLE_FLAT, survival_resamples=resamples(curve, 15), deployed_gamma=2)
     factor = keep.drafts_factor_to_settle
-    assert keep.decision == "keep" and factor > 1 and f"about {factor:.1f}× the drafts" in keep.decision_reason
+    assert keep.decision == "keep"
+    assert factor > 1
+    assert f"about {factor:.1f}× the drafts" in keep.decision_reason
     wide_al = SimpleNamespace(drafts=15, mean_acceptance_length=SimpleNamespace(halfwidth=0.5), has_interval=True)
     more = drafts_more_needed(wide_al, keep)
     assert more == math.ceil((factor - 1) * 15)
     assert f"{factor:.1f}× the window's" in more_drafts_sentence(more, factor)
-    assert "±0.05" in more_drafts_sentence(more, None) and more_drafts_sentence(None, factor) is None
+    assert "±0.05" in more_drafts_sentence(more, None)
+    assert more_drafts_sentence(None, factor) is None
 
 
 # ------------------------------------------------------------------ recommend()'s named steps
@@ -388,7 +418,8 @@ def test_admissible_step_names_why_a_candidate_is_refused():
     allowed, reasons = _admissible(dep, np.arange(5), specialized=True)
     assert allowed.tolist() == [r is None for r in reasons]
     assert allowed[0], "gamma 0 (no speculation) is always deployable"
-    assert not allowed[1:].any() and all("ngram" in r or "specialized" in r for r in reasons[1:])
+    assert not allowed[1:].any()
+    assert all("ngram" in r or "specialized" in r for r in reasons[1:])
 
 
 def test_specialized_speeds_step_spreads_the_range_over_bins():
@@ -397,8 +428,10 @@ def test_specialized_speeds_step_spreads_the_range_over_bins():
     ranged = Deployment.from_mapping({"decode_backend": "latency_specialized", "method": "dspark",
                                       "specialized_speedup": [1.2, 1.6]}, where="test", base=INLINE_DEFAULTS)
     speeds = _specialized_speeds(ranged)
-    assert speeds[0] == pytest.approx(1.4) and len(speeds) == 1 + SPECIALIZED_SPEEDUP_BINS
-    assert speeds[1] == pytest.approx(1.2 + 0.4 / 16) and speeds[-1] == pytest.approx(1.6 - 0.4 / 16)
+    assert speeds[0] == pytest.approx(1.4)
+    assert len(speeds) == 1 + SPECIALIZED_SPEEDUP_BINS
+    assert speeds[1] == pytest.approx(1.2 + 0.4 / 16)
+    assert speeds[-1] == pytest.approx(1.6 - 0.4 / 16)
     point = Deployment.from_mapping({"decode_backend": "latency_specialized", "method": "dspark",
                                      "specialized_speedup": 1.3}, where="test", base=INLINE_DEFAULTS)
     assert _specialized_speeds(point) == [pytest.approx(1.3)]
@@ -415,4 +448,5 @@ def test_price_step_gives_one_at_gamma_zero_and_costlier_steps_after():
     assert price.times.shape == (1, 5, 2)
     assert price.ratio[0, 0] == pytest.approx(1.0)
     assert np.all(np.diff(price.ratio[0]) < 0), "every draft token costs: τ(0)/τ(γ) falls with γ"
-    assert price.ratio_u is not None and price.ratio_u.shape == (1, 5)
+    assert price.ratio_u is not None
+    assert price.ratio_u.shape == (1, 5)

@@ -31,7 +31,8 @@ SEEDS = [  # p, speedup (2 digits), tok/s (1 digit) — seeds/004, docs/DESIGN.m
 def test_seeds_table_to_the_printed_digits():
     rows = seeds_table(7, 0.10, [p for p, _, _ in SEEDS], baseline_tps=118)
     for row, (p, s, tps) in zip(rows, SEEDS):
-        assert row.p == p and row.gamma == 7
+        assert row.p == p
+        assert row.gamma == 7
         assert f"{row.speedup:.2f}" == s
         assert f"{row.tokens_per_second:.1f}" == tps
 
@@ -45,8 +46,10 @@ def test_seeds_table_without_baseline_has_no_tokens_per_second():
 @pytest.mark.parametrize("tps, p, e", [(370, "0.7347", "3.45"), (464, "0.8129", "4.33")])
 def test_implied_p_inverts_the_seeds(tps, p, e):
     got = implied_p(tps / 118, 7, 0.10)
-    assert f"{got.p:.4f}" == p and f"{got.expected_tokens_per_step:.2f}" == e
-    assert got.gamma == 7 and got.draft_cost == 0.10
+    assert f"{got.p:.4f}" == p
+    assert f"{got.expected_tokens_per_step:.2f}" == e
+    assert got.gamma == 7
+    assert got.draft_cost == 0.10
     # Round trip: the table at that p gives back the speedup.
     (row,) = seeds_table(7, 0.10, [got.p])
     assert row.speedup == pytest.approx(tps / 118, rel=1e-9)

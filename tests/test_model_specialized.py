@@ -23,17 +23,24 @@ CURVE7 = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.42, 0.35])
 
 def test_default_capture_sizes_are_vllms():
     sizes = default_capture_sizes()
-    assert sizes[:5] == (1, 2, 4, 8, 16) and sizes[-1] == 512 and 248 in sizes and 272 in sizes
+    assert sizes[:5] == (1, 2, 4, 8, 16)
+    assert sizes[-1] == 512
+    assert 248 in sizes
+    assert 272 in sizes
 
 
 def test_which_steps_fit():
     # γ = 7: at most 8 requests; γ = 3: 16.
-    assert all(runs_specialized(b, 8) for b in range(1, 9)) and not runs_specialized(9, 8)
-    assert all(runs_specialized(b, 4) for b in range(1, 17)) and not runs_specialized(17, 4)
+    assert all(runs_specialized(b, 8) for b in range(1, 9))
+    assert not runs_specialized(9, 8)
+    assert all(runs_specialized(b, 4) for b in range(1, 17))
+    assert not runs_specialized(17, 4)
     assert padded_step_tokens(3, 4) == 16  # FULL graphs pad whole requests to a capture size
-    assert runs_specialized(64, 1) and not runs_specialized(65, 1)
+    assert runs_specialized(64, 1)
+    assert not runs_specialized(65, 1)
     # Capture sizes from the config: 12 tokens at q = 4 run as a 12-token graph.
-    assert padded_step_tokens(3, 4, (1, 2, 4, 12, 20, 128)) == 12 and runs_specialized(3, 4, (1, 2, 4, 12, 20, 128))
+    assert padded_step_tokens(3, 4, (1, 2, 4, 12, 20, 128)) == 12
+    assert runs_specialized(3, 4, (1, 2, 4, 12, 20, 128))
     assert runs_specialized(5, 4, (1, 2, 4, 12, 20, 128))  # 20 = a rounded capture size ≤ 64
     assert not runs_specialized(5, 4, (1, 2, 4, 12, 128))  # 20 tokens pad to 128 > 64: stock
     # no capture size ≥ B·q: eager → stock
@@ -41,7 +48,8 @@ def test_which_steps_fit():
 
 
 def test_refusals():
-    assert specialized_refusal("dspark", 7) is None and specialized_refusal("eagle3", 0) is None
+    assert specialized_refusal("dspark", 7) is None
+    assert specialized_refusal("eagle3", 0) is None
     assert "γ ≤ 7" in specialized_refusal("dspark", 8)
     assert "only dspark" in specialized_refusal("eagle3", 3)
 
@@ -49,8 +57,10 @@ def test_refusals():
 def test_gamma_8_refused_with_the_reason():
     rec = recommend(np.append(CURVE7, 0.3), SPEC, deployed_gamma=7)
     c8 = rec.candidates[8]
-    assert not c8.allowed and "γ ≤ 7" in c8.reason
-    assert rec.candidates[7].allowed and rec.recommended_gamma <= 7
+    assert not c8.allowed
+    assert "γ ≤ 7" in c8.reason
+    assert rec.candidates[7].allowed
+    assert rec.recommended_gamma <= 7
 
 
 def test_other_methods_refused_on_the_specialized_path():
@@ -107,7 +117,8 @@ def test_bad_iteration_tokens(hist):
 def test_clean_share_blends_the_paths():
     low = recommend(CURVE7, SPEC, eligibility=Eligibility(0.0, "given"), batch_mix={4: 1.0})
     high = recommend(CURVE7, SPEC, eligibility=1.0, batch_mix={4: 1.0})
-    assert high.specialized_eligibility.share == 1.0 and low.specialized_eligibility.share == 0.0
+    assert high.specialized_eligibility.share == 1.0
+    assert low.specialized_eligibility.share == 0.0
     # Without clean steps the specialized backend behaves like the stock one.
     stock = recommend(CURVE7, Deployment(), batch_mix={4: 1.0})
     assert [c.speedup for c in low.candidates] == pytest.approx([c.speedup for c in stock.candidates][:8] + [low.candidates[8].speedup, low.candidates[9].speedup])

@@ -107,7 +107,8 @@ def test_committed_notebook_is_generated_and_has_no_outputs():
     assert [(c.cell_type, c.source) for c in nb.cells] == [(c.cell_type, c.source) for c in generated.cells], \
         "what_if.ipynb differs from build_what_if.py: run python notebooks/build_what_if.py"
     code = [c for c in nb.cells if c.cell_type == "code"]
-    assert code and all(c.outputs == [] and c.execution_count is None for c in code)
+    assert code
+    assert all(c.outputs == [] and c.execution_count is None for c in code)
     assert NOTEBOOK.stat().st_size < 100_000
 
 
@@ -131,7 +132,8 @@ def test_notebook_shows_every_section(executed_with_sample):
         assert [r for r, _ in implied] == [0.05, 0.10, 0.20]
         assert implied[0][1] < implied[1][1] < implied[2][1]
     # Section 6 and 7 name their axis and the route they loaded.
-    assert "optimised for interactivity: γ =" in text and "optimised for throughput: γ =" in text
+    assert "optimised for interactivity: γ =" in text
+    assert "optimised for throughput: γ =" in text
     assert "route 'open' from the bundled sample" in text
     assert "deployed γ 7 → recommended γ" in text
     assert "benchmarks only" in text
@@ -178,14 +180,16 @@ def test_sample_is_a_valid_small_route():
     counts = np.array(doc["counts"], dtype=float)
     iv = IntervalCounts(doc["gamma"], np.array(doc["start"]), np.array(doc["end"]), counts)
     assert len(doc["columns"]) == counts.shape[1] == 3 + doc["gamma"]
-    assert np.all(np.diff(iv.end) > 0) and np.all(iv.end > iv.start)
+    assert np.all(np.diff(iv.end) > 0)
+    assert np.all(iv.end > iv.start)
     # Per row: A_k non-increasing in k, A = Σ A_k, T = γ·D (full drafts) — vLLM's counters.
     per_pos = counts[:, 3:]
     assert np.all(np.diff(per_pos, axis=1) <= 0)
     assert np.array_equal(counts[:, 2], per_pos.sum(axis=1))
     assert np.array_equal(counts[:, 1], doc["gamma"] * counts[:, 0])
     est = estimate_acceptance(iv)
-    assert est.has_interval and 1.0 < est.mean_acceptance_length.value < 1 + doc["gamma"]
+    assert est.has_interval
+    assert 1.0 < est.mean_acceptance_length.value < 1 + doc["gamma"]
 
 
 # --- issue 18, item 6: the route is named in the notebook; one colour per series -------------
@@ -228,7 +232,8 @@ def test_notebook_route_is_chosen_by_name(kernel_env, tmp_path, monkeypatch):
     _store_with_two_routes(tmp_path)
     nb = nbformat.read(NOTEBOOK, as_version=4)
     intro = nb.cells[_route_cell_index(nb) - 1]
-    assert intro.cell_type == "markdown" and "ROUTE" in intro.source
+    assert intro.cell_type == "markdown"
+    assert "ROUTE" in intro.source
     text = _text(_execute_route_cell(kernel_env, monkeypatch, str(tmp_path), "open"))
     assert "routes: chat, open" in text  # the ones there are to choose from
     # 'open' is not the first route: it was loaded because it was named.
@@ -240,7 +245,8 @@ def test_notebook_unknown_route_names_the_routes(kernel_env, tmp_path, monkeypat
     with pytest.raises(nbclient.exceptions.CellExecutionError) as err:
         _execute_route_cell(kernel_env, monkeypatch, str(tmp_path), "nope")
     message = str(err.value)
-    assert "unknown route 'nope'" in message and "chat, open" in message
+    assert "unknown route 'nope'" in message
+    assert "chat, open" in message
 
 
 def _trace_colour(fig: dict, i: int) -> str:
@@ -268,7 +274,8 @@ def test_notebook_same_al_figure_legend_colours_match_both_panels(executed_with_
         if trace.get("showlegend", True):
             assert trace["name"] not in legend, f"{trace['name']!r} is in the legend twice"
             legend[trace["name"]] = colour
-    assert sorted(by_axis) == ["x", "x2"] and len(legend) == 2
+    assert sorted(by_axis) == ["x", "x2"]
+    assert len(legend) == 2
     assert len(set(legend.values())) == len(legend), "two series share a colour"
     for axis, series in by_axis.items():
         assert series == legend, f"panel {axis}: lines {series}, legend {legend}"

@@ -45,7 +45,8 @@ def test_build_requires_a_setuptools_that_reads_spdx_strings():
     requires = [Requirement(r) for r in _pyproject()["build-system"]["requires"]]
     setuptools = next(r for r in requires if r.name == "setuptools")
     # PEP 639's license strings arrived in setuptools 77.
-    assert not setuptools.specifier.contains("76.1.0") and setuptools.specifier.contains("77.0.0")
+    assert not setuptools.specifier.contains("76.1.0")
+    assert setuptools.specifier.contains("77.0.0")
 
 
 def _dry_run(target: str, venv: Path) -> list[str]:
@@ -74,7 +75,8 @@ def test_make_notebook_installs_jupyter_once_then_opens_the_notebook(tmp_path):
     venv = tmp_path / "venv"
     lines = _dry_run("notebook", venv)
     jupyter = [line for line in lines if re.search(r"\bpip install\b.*\bjupyterlab\b", line)]
-    assert len(jupyter) == 1 and "ipykernel" in jupyter[0]
+    assert len(jupyter) == 1
+    assert "ipykernel" in jupyter[0]
     assert lines.index(jupyter[0]) > next(i for i, line in enumerate(lines) if "pip install -q -e ." in line), \
         "JupyterLab goes into the venv after the core"
     launch = lines[-1]

@@ -205,7 +205,8 @@ def assert_observed_equals(observed: dict, truth: dict) -> None:
     """tune-gamma's observed survival A_k / D, reach R_k / D and mean draft length T / D are
     the summed responses' (to float rounding)."""
     d = truth["drafts"]
-    assert observed["gamma"] == len(truth["accepted_per_position"]) and observed["drafts"] == d
+    assert observed["gamma"] == len(truth["accepted_per_position"])
+    assert observed["drafts"] == d
     exact = dict(rel=1e-12, abs=1e-15)
     assert observed["survival"] == pytest.approx([a / d for a in truth["accepted_per_position"]], **exact)
     assert observed["reached"] == pytest.approx([r / d for r in truth["reached"]], **exact)
@@ -217,7 +218,8 @@ def assert_anchored_on(doc: dict, detail: str) -> None:
     observed rate, and the output names the anchor."""
     observed = doc["observed"]["observed_tokens_per_second"]
     deployed = next(c for c in doc["candidates"] if c["gamma"] == doc["deployed_gamma"])
-    assert doc["anchor"]["source"] == "observed" and doc["anchor"]["detail"] == detail, doc["anchor"]
+    assert doc["anchor"]["source"] == "observed", doc["anchor"]
+    assert doc["anchor"]["detail"] == detail, doc["anchor"]
     assert abs(deployed["tokens_per_second"] / observed - 1.0) <= 0.10, (deployed, observed)
 
 
@@ -302,7 +304,8 @@ def test_scrape_path_store_equals_summed_responses(engines, tmp_path):
         assert truth["drafts"] > 0
         assert stored[gamma] == _counts_only(truth), f"γ {gamma}: store {stored[gamma]} ≠ responses {truth}"
     kinds = [e.kind for e in events]
-    assert "restart" in kinds and "gamma_change" in kinds, kinds
+    assert "restart" in kinds, kinds
+    assert "gamma_change" in kinds, kinds
 
     # ngram proposes drafts shorter than γ: draft tokens < γ × drafts (what the cost model must price)
     for gamma in (3, 5):
@@ -317,7 +320,8 @@ def test_scrape_path_store_equals_summed_responses(engines, tmp_path):
 
     for route, truth in (("structured", summed_responses(responses, 5)), ("open", open_truth)):
         doc = tune(config, db, route)
-        assert doc["route"] == route and doc["recommended_gamma"] is not None
+        assert doc["route"] == route
+        assert doc["recommended_gamma"] is not None
         # the deployed γ is the current segment's (5 for structured); from /metrics and the
         # plugin's counters, the engine's own responses to the count
         assert_observed_equals(doc["observed"], truth)
@@ -388,7 +392,9 @@ def test_serve_refuses_bad_arguments_in_one_line(tmp_path):
     port = free_port()
     run = subprocess.run([*REAL_VLLM, "serve", "--method", "ngram", "--gamma", "-1", "--port", str(port)],
                          capture_output=True, text=True, timeout=60)
-    assert run.returncode == 2 and "--gamma must be ≥ 0" in run.stderr
+    assert run.returncode == 2
+    assert "--gamma must be ≥ 0" in run.stderr
     run = subprocess.run([*REAL_VLLM, "serve", "--method", "ngram", "--gamma", "3", "--port", str(port),
                           "--real", str(tmp_path / "no-models")], capture_output=True, text=True, timeout=60)
-    assert run.returncode == 2 and "run `make real-engine`" in run.stderr
+    assert run.returncode == 2
+    assert "run `make real-engine`" in run.stderr

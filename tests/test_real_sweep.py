@@ -35,13 +35,16 @@ def test_paired_ratio_compares_each_block_with_its_own_gamma_zero():
     by_gamma = {0: runs([100, 200, 100, 200] + [50] * 4), 2: runs([150, 300, 150, 300]), 5: runs([100] * 4)}
     wall = lambda run: run.tokens_per_s  # noqa: E731
     median, low, high = rs.paired_ratio(by_gamma, 2, np.random.default_rng(0), rate=wall)
-    assert median == pytest.approx(1.5) and low == pytest.approx(1.5) and high == pytest.approx(1.5)
+    assert median == pytest.approx(1.5)
+    assert low == pytest.approx(1.5)
+    assert high == pytest.approx(1.5)
     assert rs.paired_ratio(by_gamma, 5, np.random.default_rng(0), rate=wall)[0] == pytest.approx(2.0)  # phase 2: γ 0 at 50
 
 
 def test_line_fit_and_the_unmeasured_gamma():
     c0, c1 = rs.fit_line([(1.0, 0.010), (3.5, 0.015)])
-    assert c0 == pytest.approx(0.008) and c1 == pytest.approx(0.002)
+    assert c0 == pytest.approx(0.008)
+    assert c1 == pytest.approx(0.002)
     ratios = {3: (1.2, 1.1, 1.3), 5: (1.8, 1.7, 1.9)}
     assert rs.measured_or_interpolated(ratios, 4) == pytest.approx(np.sqrt(1.2 * 1.8))
     assert rs.measured_or_interpolated(ratios, 5) == 1.8
@@ -58,13 +61,15 @@ def test_decode_rate_leaves_out_the_prefill_and_the_wall_clock():
 def test_step_cost_splits_the_fixed_overhead_from_the_width_slope(tmp_path):
     # plain step 5 ms; speculating steps 7 ms + 1 ms per extra verified token per step
     cost = rs.StepCost.fit(0.005, [(0.5, 0.0075), (2.0, 0.009), (3.0, 0.010)])
-    assert cost.overhead == pytest.approx(0.002) and cost.slope == pytest.approx(0.001)
+    assert cost.overhead == pytest.approx(0.002)
+    assert cost.slope == pytest.approx(0.001)
     path, overhead = cost.write(tmp_path / "t.csv", "made up")
     assert overhead == pytest.approx(0.4)  # × the plain step: the deployment's draft_overhead
     from model.profiles import load_table
 
     table = load_table(path)
-    assert table.step_time_s(1, 1) == pytest.approx(0.005) and table.step_time_s(1, 4) == pytest.approx(0.008)
+    assert table.step_time_s(1, 1) == pytest.approx(0.005)
+    assert table.step_time_s(1, 4) == pytest.approx(0.008)
 
 
 def made_up_cell(predicted_al_at_2: float) -> dict:
@@ -80,7 +85,8 @@ def made_up_cell(predicted_al_at_2: float) -> dict:
 
 def test_summary_counts_the_issues_checks():
     s = rs.summary([made_up_cell(2.04), made_up_cell(2.10)])
-    assert s["al_within_3pct"] == "1/2" and s["al_misses"] == ["m/r γ 2: +5.0%"]
+    assert s["al_within_3pct"] == "1/2"
+    assert s["al_misses"] == ["m/r γ 2: +5.0%"]
     assert s["al_positions_seen_within_3pct"] == "2/2"
     assert s["predicted_in_measured_interval"] == "2/4"  # γ 2 inside [1.1, 1.3], γ 3's 1.6 outside [1.3, 1.5]
     assert s["measured_in_predicted_interval"] == "2/4"  # 1.2 in [1.2, 1.3]; 1.4 outside [1.55, 1.65]

@@ -47,7 +47,8 @@ def test_greedy_survival_is_exact_on_a_constructed_case():
     result = replay_logits(target, draft, temperature=1.0, gamma=3, backend="numpy")
     g = result.greedy.as_dict()
     # by hand: starts 0..5 accept 2, 1, 0, 3, 2, 1 tokens
-    assert g["drafts"] == 6 and g["draft_tokens"] == 18
+    assert g["drafts"] == 6
+    assert g["draft_tokens"] == 18
     assert g["accepted_per_position"] == [5, 3, 1]
     assert g["accepted_tokens"] == 9
     assert g["survival"] == pytest.approx([5 / 6, 3 / 6, 1 / 6])
@@ -55,7 +56,8 @@ def test_greedy_survival_is_exact_on_a_constructed_case():
     assert g["mean_acceptance_length"] == pytest.approx(1 + 9 / 6)
     assert g["draft_acceptance_rate"] == pytest.approx(9 / 18)
     assert g["equivalent_p"] == pytest.approx(equivalent_p(2.5, 3))
-    assert g["exact"] is True and result.greedy_agreement == pytest.approx(6 / 8)
+    assert g["exact"] is True
+    assert result.greedy_agreement == pytest.approx(6 / 8)
 
 
 def test_greedy_matches_brute_force_over_several_sequences():
@@ -66,7 +68,8 @@ def test_greedy_matches_brute_force_over_several_sequences():
         drafts, accepted = brute_force_greedy(sequences, gamma)
         assert summary.counts.drafts == drafts
         assert list(summary.counts.accepted_per_position) == accepted
-        assert summary.sequences == 4 and summary.positions == 56
+        assert summary.sequences == 4
+        assert summary.positions == 56
 
 
 def test_drafts_never_cross_a_sequence_end():
@@ -74,7 +77,8 @@ def test_drafts_never_cross_a_sequence_end():
     a, b = np.ones(4), np.ones(4)
     per_sequence = replay_from_acceptance([a, b], 3, mode="greedy")
     glued = replay_from_acceptance([np.concatenate([a, b])], 3, mode="greedy")
-    assert per_sequence.counts.drafts == 4 and glued.counts.drafts == 6
+    assert per_sequence.counts.drafts == 4
+    assert glued.counts.drafts == 6
     # a [S, L, V] logits array is S separate sequences
     target, draft = logits_with_agreement([1, 1, 1, 0, 1, 1, 1, 0])
     stacked = replay_logits(target.reshape(2, 4, -1), draft.reshape(2, 4, -1), gamma=3, backend="numpy")
@@ -91,7 +95,8 @@ def test_sampling_counts_are_products_of_acceptance():
     s = replay_from_acceptance(e, 2, mode="sampling", temperature=1.0)
     naive = [sum(np.prod(e[t:t + k]) for t in range(4)) for k in (1, 2)]
     assert s.counts.accepted_per_position == pytest.approx(naive)
-    assert s.exact is False and "approximate" in s.note
+    assert s.exact is False
+    assert "approximate" in s.note
     assert s.survival == pytest.approx(np.array(naive) / 4)
 
 
@@ -161,11 +166,14 @@ def test_cli_json_npy(capsys, logit_files):
     tmp, _, _ = logit_files
     code, out, err = run_cli(capsys, "--target-logits", tmp / "t.npy", "--draft-logits", tmp / "d.npy",
                              "--gamma", 3, "--temperature", 0.5, "--backend", "numpy", "--json")
-    assert code == 0 and err == ""
+    assert code == 0
+    assert err == ""
     doc = json.loads(out)
-    assert doc["schema_version"] == 1 and doc["backend"] == "numpy"
+    assert doc["schema_version"] == 1
+    assert doc["backend"] == "numpy"
     assert doc["greedy"]["accepted_per_position"] == [5, 3, 1]
-    assert doc["sampling"]["temperature"] == 0.5 and doc["sampling"]["exact"] is False
+    assert doc["sampling"]["temperature"] == 0.5
+    assert doc["sampling"]["exact"] is False
     assert set(doc["greedy"]) >= {"drafts", "draft_tokens", "accepted_tokens", "accepted_per_position",
                                   "survival", "conditional", "mean_acceptance_length",
                                   "draft_acceptance_rate", "equivalent_p"}
@@ -176,7 +184,9 @@ def test_cli_table(capsys, logit_files):
     code, out, _ = run_cli(capsys, "--target-logits", tmp / "t.npy", "--draft-logits", tmp / "d.npy",
                            "--backend", "numpy")
     assert code == 0
-    assert "survival a_3" in out and "0.167" in out and "greedy (exact)" in out
+    assert "survival a_3" in out
+    assert "0.167" in out
+    assert "greedy (exact)" in out
 
 
 def test_cli_safetensors_bf16_and_npz(capsys, logit_files):
@@ -186,13 +196,15 @@ def test_cli_safetensors_bf16_and_npz(capsys, logit_files):
     write_safetensors(tmp / "d.safetensors", {"x": ("F32", draft)})
     np.savez(tmp / "d.npz", logits=draft, other=np.zeros(3))
     loaded = load_logits(tmp / "t.safetensors")
-    assert loaded.dtype == np.float32 and loaded.shape == target.shape
+    assert loaded.dtype == np.float32
+    assert loaded.shape == target.shape
     np.testing.assert_allclose(loaded, target, rtol=2**-8)
     np.testing.assert_array_equal(load_logits(tmp / "d.npz"), draft)
     for d in ("d.safetensors", "d.npz"):
         code, out, _ = run_cli(capsys, "--target-logits", tmp / "t.safetensors", "--draft-logits", tmp / d,
                                "--backend", "numpy", "--json")
-        assert code == 0 and json.loads(out)["greedy"]["accepted_per_position"] == [5, 3, 1]
+        assert code == 0
+        assert json.loads(out)["greedy"]["accepted_per_position"] == [5, 3, 1]
 
 
 def _bad_cases(tmp, target, draft):
@@ -225,7 +237,8 @@ def test_cli_bad_inputs_exit_2_with_one_line(capsys, logit_files):
                                  "--backend", "numpy", *extra)
         assert code == 2, draft_name
         assert out == ""
-        assert err.count("\n") == 1 and fragment in err, err
+        assert err.count("\n") == 1, err
+        assert fragment in err, err
         if named:
             assert named in err
     # the inputs are untouched
