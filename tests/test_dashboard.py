@@ -262,12 +262,18 @@ def test_drift_and_failing_target_are_flagged(monkeypatch, drift_config):
     assert history["layout"]["shapes"], "the recent part of a drifting route is shaded"
 
 
-def test_window_ending_now_on_an_old_store_says_there_is_nothing(monkeypatch, drift_config):
-    monkeypatch.setenv("SPECDEC_CONFIG", str(drift_config))
+def run_ending_now(monkeypatch, config) -> AppTest:
+    """The app on ``config`` with the sidebar's window ending now (the drift store is older)."""
+    monkeypatch.setenv("SPECDEC_CONFIG", str(config))
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
     at.radio(key="end_mode").set_value(data.END_AT_NOW)
     at.run()
+    return at
+
+
+def test_window_ending_now_on_an_old_store_says_there_is_nothing(monkeypatch, drift_config):
+    at = run_ending_now(monkeypatch, drift_config)
     assert not at.exception
     assert not at.error
     infos = [i.value for i in at.info]
@@ -559,11 +565,7 @@ def test_whatif_says_which_speedup_is_which(monkeypatch, demo_config):
 
 def test_messages_name_the_dashboards_controls_not_the_clis_flags(monkeypatch, drift_config):
     """The pipeline's 'widen --window' is the CLI's: the dashboard says its sidebar's Window."""
-    monkeypatch.setenv("SPECDEC_CONFIG", str(drift_config))
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    at.radio(key="end_mode").set_value(data.END_AT_NOW)
-    at.run()
+    at = run_ending_now(monkeypatch, drift_config)
     infos = [i.value for i in at.info if "no drafts in the last" in i.value]
     assert len(infos) == 2
     for info in infos:

@@ -17,6 +17,7 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import decision  # noqa: E402
+import decision_truth  # noqa: E402
 from decision_scenarios import CLASS_BY_NAME, CLASSES  # noqa: E402
 
 from acceptance.definitions import expected_tokens_independent  # noqa: E402
@@ -38,7 +39,7 @@ def test_the_suite_spans_what_the_issue_asks():
     assert any(not c.assumed for c in CLASSES)
     assert sum(c.assumed for c in CLASSES) >= 15
     assert all(c.not_assumed_why for c in CLASSES if not c.assumed)
-    best = {c.name: int(np.argmax(np.where((t := decision.Truth(c)).allowed, t.speedups(c.window_s), -np.inf)))
+    best = {c.name: int(np.argmax(np.where((t := decision_truth.Truth(c)).allowed, t.speedups(c.window_s), -np.inf)))
             for c in CLASSES}
     assert any(c.deployed_gamma < best[c.name] for c in CLASSES)
     assert any(c.deployed_gamma > best[c.name] for c in CLASSES)
@@ -47,7 +48,7 @@ def test_the_suite_spans_what_the_issue_asks():
 def test_truth_reproduces_the_seeds_table_under_the_seeds_model():
     # Independent p 0.8, flat cost, dspark r 0.10: S(7) = 3.78 (docs/DESIGN.md's table), and every γ
     # follows (1 − p^(γ+1)) / ((1 − p)(1 + r)) whatever the batch mix.
-    truth = decision.Truth(CLASS_BY_NAME["ind-p80-flat-dspark-g5"])
+    truth = decision_truth.Truth(CLASS_BY_NAME["ind-p80-flat-dspark-g5"])
     s = truth.speedups(0.0)
     assert s[7] == pytest.approx(3.78, abs=0.005)
     for g in range(1, 17):
@@ -58,8 +59,8 @@ def test_truth_reproduces_the_seeds_table_under_the_seeds_model():
 
 def test_a_wrong_cost_class_prices_verification_by_its_known_factor():
     wrong = CLASS_BY_NAME["cost-verify-x2-moe-large-g5"]
-    truth = decision.Truth(wrong)
-    told = decision.Truth(dataclasses.replace(wrong, true_verify_factor=1.0))
+    truth = decision_truth.Truth(wrong)
+    told = decision_truth.Truth(dataclasses.replace(wrong, true_verify_factor=1.0))
     b, q = np.array([8, 16, 32]), np.arange(1, 9)[:, None]
     one = told.profile.step_time_s(b, 1)
     np.testing.assert_allclose(truth.profile.step_time_s(b, q) - one, 2.0 * (told.profile.step_time_s(b, q) - one),
@@ -80,10 +81,10 @@ def _fleet_windows(cls, truth, seeds):
                        step_time_s=truth.engine_step_time, prefill=PrefillMix(prob=cls.prefill_prob))
             for e in range(cls.engines))
         fleet = Fleet(Scenario(name=cls.name, seed=seed, targets=(TargetSpec("t", "r", "m", engines),),
-                               chunk_s=decision.CHUNK_S))
+                               chunk_s=decision_truth.CHUNK_S))
         previous, rows = np.zeros(3 + cls.deployed_gamma), []
-        for _ in range(int(cls.window_s / decision.SCRAPE_S)):
-            fleet.advance(decision.SCRAPE_S)
+        for _ in range(int(cls.window_s / decision_truth.SCRAPE_S)):
+            fleet.advance(decision_truth.SCRAPE_S)
             now = np.asarray(fleet.route_truth_counts("r")[cls.deployed_gamma].as_vector(), dtype=float)
             rows.append(now - previous)
             previous = now
@@ -103,9 +104,9 @@ def test_in_process_generator_matches_the_simulated_fleet_for_heterogeneous_requ
     # generator's renewal must give the fleet's per-interval and per-window dispersion.
     cls = CLASS_BY_NAME["het-b21-moe-g3-short"]
     assert isinstance(cls.process, HeterogeneousProcess)
-    truth = decision.Truth(cls)
+    truth = decision_truth.Truth(cls)
     fleet = _fleet_windows(cls, truth, range(24))
-    ours = [decision.generate_window(cls, truth, np.random.default_rng([5, s]))[0].counts for s in range(24)]
+    ours = [decision_truth.generate_window(cls, truth, np.random.default_rng([5, s]))[0].counts for s in range(24)]
     true_al = 1 + truth.survival(cls.deployed_gamma, 0).sum()
     f_mean, f_sd, f_z = _dispersion(fleet)
     o_mean, o_sd, o_z = _dispersion(ours)
@@ -119,8 +120,8 @@ def test_in_process_generator_is_exact_for_stateless_processes():
     cls = CLASS_BY_NAME["drift-rise-short-g4"]
     assert isinstance(cls.process, DriftingProcess)
     assert isinstance(cls.process.base, FrontLoadedProcess)
-    truth = decision.Truth(cls)
-    iv, shape = decision.generate_window(cls, truth, np.random.default_rng(3))
+    truth = decision_truth.Truth(cls)
+    iv, shape = decision_truth.generate_window(cls, truth, np.random.default_rng(3))
     rows = iv.counts
     # Reached counts never increase with position, and A = Σ_k A_k, T = γ·D.
     assert np.all(np.diff(rows[:, 3:], axis=1) <= 0)
@@ -174,8 +175,8 @@ def test_subset_intervals_cover_the_truth(subset_reports):
 
 def test_http_path_once_sees_every_count_and_decides_like_the_replicates():
     cls = CLASS_BY_NAME["ind-p60-flat-dspark-g7-short"]
-    truth = decision.Truth(cls)
-    check = decision.run_http_check(cls, truth, truth.speedups(cls.window_s), decision.tool_deployment(cls))
+    truth = decision_truth.Truth(cls)
+    check = decision.run_http_check(cls, truth, truth.speedups(cls.window_s), decision_truth.tool_deployment(cls))
     assert check["drafts"] == check["simulator_drafts"] > 0  # no restarts: the collector saw every draft
     assert check["recommended_gamma"] == 7
     assert check["regret"] == 0.0
