@@ -4,8 +4,9 @@ Shaped like the scraped ``acceptance.windows.RouteWindow`` (one ``GammaSegment``
 ``StepShapeWindow``): its rows are requests (resampled one at a time) or the intervals
 vLLM logged. Two sources of the same traffic are never added together: the route's
 source picks one. Current and newest segments follow the one rule of every window
-(acceptance.windows.current_segments): the segments overlapping the last row of the one
-that ends last; the estimate describes the one of them with the most drafts.
+(acceptance.windows.current_segments), with the last segment's whole span as its last block
+(a request row has no duration: two γ interleave request by request); the estimate
+describes the current one with the most drafts.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from .windows import GammaSegment, SegmentRules, StepShapeWindow
 @dataclass(frozen=True)
 class IngestedWindow(SegmentRules):
     """A window of ingested per-request or log-line rows, shaped like a RouteWindow."""
+
+    ROWS_HAVE_NO_DURATION = True  # a request row is stored at one instant: γ interleave request by request
 
     source: str
     start: float

@@ -27,8 +27,6 @@ engines exported them. They are summed within a segment only: never across γ.
 
 from __future__ import annotations
 
-from .errors import InputError
-
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
@@ -36,6 +34,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from .errors import InputError
 from .counts import IntervalCounts, SpecCounts
 from .plugin_series import PluginTotals, plugin_totals_from_columns
 from .store import (ROLLUP_LEVELS, EngineRef, Event, PluginEntries, SpecEntries, StepTotals, Store, TargetStatus,
@@ -153,22 +152,26 @@ class Window(Protocol):
         """The newest segment's requests' drafted steps, in order (per-request rows only)."""
 
 
-def current_segments(segments: list[GammaSegment]) -> list[GammaSegment]:
+def current_segments(segments: list[GammaSegment], *, whole_last_span: bool = False) -> list[GammaSegment]:
     """The segments still running at the window's end: those overlapping the last block of
     the one that ends last (several during a rolling γ change or a canary). The others are
-    older: they ended inside the window."""
+    older: they ended inside the window. ``whole_last_span``: the last segment's whole span
+    is its last block — for rows without a duration of their own (ingested requests are
+    stored at one instant), where two γ interleave request by request."""
     if not segments:
         return []
     last = max(segments, key=lambda s: s.end)
-    last_block_start = float(last.intervals.start[-1]) if len(last.intervals) else last.start
-    # ``s is last``: an ingested request row may have no duration (start = end)
-    return [s for s in segments if s is last or s.end > last_block_start]
+    if whole_last_span or not len(last.intervals):
+        since = last.start
+    else:
+        since = float(last.intervals.start[-1])
+    return [s for s in segments if s is last or s.end > since]
 
 
-def newest_segment(segments: list[GammaSegment]) -> GammaSegment | None:
+def newest_segment(segments: list[GammaSegment], *, whole_last_span: bool = False) -> GammaSegment | None:
     """The deployed γ's segment, what `observed` describes: among the current segments, the
     one with the most drafts (a one-engine canary at another γ never becomes it)."""
-    current = current_segments(segments)
+    current = current_segments(segments, whole_last_span=whole_last_span)
     return max(current, key=lambda s: (s.total.drafts, s.end)) if current else None
 
 
@@ -177,14 +180,15 @@ class SegmentRules:
     (current_segments, newest_segment); for the window classes to inherit."""
 
     segments: list
+    ROWS_HAVE_NO_DURATION = False  # current_segments(whole_last_span=...)
 
     @property
     def newest_segment(self) -> GammaSegment | None:
-        return newest_segment(self.segments)
+        return newest_segment(self.segments, whole_last_span=self.ROWS_HAVE_NO_DURATION)
 
     @property
     def current_segments(self) -> list[GammaSegment]:
-        return current_segments(self.segments)
+        return current_segments(self.segments, whole_last_span=self.ROWS_HAVE_NO_DURATION)
 
 
 @dataclass(frozen=True)

@@ -392,3 +392,22 @@ def test_every_window_kind_is_a_window_with_one_current_segment_rule():
         assert window.plugin is None, type(window).__name__
         assert window.step_sequences is None, type(window).__name__
     assert [s.gamma for s in current_segments(segments)] == [7, 5]
+
+
+def test_ingested_requests_of_two_gammas_interleaved_are_both_current():
+    """A request row is stored at one instant, so the last row says nothing about what else
+    still ran: γ whose requests came during the last segment's span are current too."""
+    from acceptance.counts import IntervalCounts
+    from acceptance.ingested_window import IngestedWindow
+    from acceptance.windows import GammaSegment
+
+    def requests(gamma, times, drafts):
+        t = np.asarray(times, dtype=float)
+        rows = np.array([[drafts, gamma * drafts, gamma * drafts / 4] + [drafts / 4] * gamma] * t.size)
+        return GammaSegment(gamma=gamma, start=float(t[0]), end=float(t[-1]), engines=[],
+                            intervals=IntervalCounts(gamma, t, t, rows))
+
+    window = IngestedWindow("per-request", 0.0, 3600.0, [requests(3, [10.0, 1800.0, 3590.0], 900.0),
+                                                         requests(5, [20.0, 1810.0, 3600.0], 100.0)])
+    assert [s.gamma for s in window.current_segments] == [3, 5]
+    assert window.newest_segment.gamma == 3  # the most drafts among the current ones
