@@ -17,8 +17,6 @@ schedule skips the ticks that passed, and the next cycle starts at the next tick
 
 from __future__ import annotations
 
-from .errors import InputError
-
 import math
 import resource
 import threading
@@ -26,6 +24,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from .errors import InputError
 from .counts import ScrapeResult
 from .fetch import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, PageFetcher, _one_line, mask_userinfo
 from .parse import DEFAULT_MAX_ENGINES, parse_metrics_page

@@ -14,11 +14,11 @@ when the engine runs specdec's vLLM stat-logger plugin — the plugin's extra se
 
 from __future__ import annotations
 
-from .errors import InputError
-
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from .errors import InputError
 
 
 class GammaMismatch(ValueError):

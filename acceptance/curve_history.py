@@ -7,12 +7,11 @@ store's window convention, so a segment's slices add up to it.
 
 from __future__ import annotations
 
-from .errors import InputError
-
 from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import InputError
 from .counts import IntervalCounts
 from .estimates import AcceptanceEstimate, estimate_acceptance
 

@@ -22,8 +22,6 @@ window with the rest.
 
 from __future__ import annotations
 
-from .errors import InputError
-
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -31,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import ndtri
 
+from .errors import InputError
 from .bootstrap import (
     choose_block_length,
     circular_block_sums,

@@ -22,8 +22,6 @@ stops at ``max_bytes`` (a 50 MB page is never buffered whole).
 
 from __future__ import annotations
 
-from .errors import InputError
-
 import errno
 import re
 import select
@@ -35,6 +33,7 @@ import zlib
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from .errors import InputError
 from .http1 import BodyTooLarge, ClosedBeforeAnswer, Connection, CutShort, Deadline, Head, ResponseError
 
 DEFAULT_TIMEOUT_S = 5.0

@@ -29,7 +29,6 @@ class Deadline:
     """A point on the monotonic clock; ``remaining`` raises ``socket.timeout`` once it passed."""
 
     def __init__(self, timeout_s: float):
-        self.timeout_s = timeout_s
         self.end = time.monotonic() + timeout_s
 
     def remaining(self) -> float:
@@ -99,7 +98,7 @@ class Connection:
         lines = [f"GET {path} HTTP/1.1"] + [f"{name}: {value}" for name, value in headers.items()]
         request = ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
         self.reusable = False
-        self._answered = bool(self._buffer)
+        self._answered = False  # a connection is reused only with nothing left in its buffer
         self.sock.settimeout(deadline.remaining())
         try:
             self.sock.sendall(request)
@@ -157,7 +156,9 @@ class Connection:
         start = 0
         while True:
             end = self._buffer.find(b"\n\r\n", start)
-            bare = self._buffer.find(b"\n\n", start)  # LF-only line ends, as http.client allows
+            # LF-only line ends, as http.client allows; searched only up to a CRLF end (a page
+            # has no blank line, and the first recv usually holds the whole body)
+            bare = self._buffer.find(b"\n\n", start, end + 2 if end >= 0 else len(self._buffer))
             found = [(e, n) for e, n in ((end, 3), (bare, 2)) if e >= 0]
             cut, skip = min(found) if found else (len(self._buffer), 0)
             if cut > _MAX_HEAD_BYTES:
@@ -184,7 +185,7 @@ class Connection:
         while len(self._buffer) < n:
             if not self._fill(deadline):
                 raise CutShort(len(self._buffer))
-        body = bytes(self._buffer[:n])
+        body = bytes(memoryview(self._buffer)[:n])  # one copy (a bytearray slice would be two)
         del self._buffer[:n]
         return body
 

@@ -43,8 +43,6 @@ side, drafts are unknown: counts None (A and T are still reported, exactly).
 
 from __future__ import annotations
 
-from .errors import InputError
-
 import datetime as _dt
 import gzip
 import json
@@ -58,6 +56,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import InputError
 from .counts import SpecCounts
 
 

@@ -46,8 +46,6 @@ Bad plugin series (``plugin_series.PluginSeriesError``) are errors too, reported
 
 from __future__ import annotations
 
-from .errors import InputError
-
 import functools
 import math
 import re
@@ -58,6 +56,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from . import plugin_series
 from . import vllm_metrics as vm
+from .errors import InputError
 from .counts import EngineSnapshot, SpecCounts, StepShape
 from .counts import survival
 from .json_safe import json_safe
@@ -512,18 +511,18 @@ def _fmt_labels(labels: dict) -> str:
 def _counts_entry(counts: SpecCounts) -> dict:
     surv = survival(counts)
     al = mean_acceptance_length(counts)
-    return {
+    return json_safe({
         "gamma": counts.gamma,
-        "drafts": json_safe(counts.drafts),
-        "draft_tokens": json_safe(counts.draft_tokens),
-        "accepted_tokens": json_safe(counts.accepted_tokens),
-        "accepted_per_position": [json_safe(a) for a in counts.accepted_per_position],
-        "survival": [json_safe(float(a)) for a in surv],
-        "conditional": [json_safe(float(a)) for a in conditional_from_survival(surv)],
-        "mean_acceptance_length": json_safe(al),
-        "draft_acceptance_rate": json_safe(draft_acceptance_rate(counts)),
-        "equivalent_p": json_safe(equivalent_p(al, counts.gamma)),
-    }
+        "drafts": counts.drafts,
+        "draft_tokens": counts.draft_tokens,
+        "accepted_tokens": counts.accepted_tokens,
+        "accepted_per_position": counts.accepted_per_position,
+        "survival": surv,
+        "conditional": conditional_from_survival(surv),
+        "mean_acceptance_length": al,
+        "draft_acceptance_rate": draft_acceptance_rate(counts),
+        "equivalent_p": equivalent_p(al, counts.gamma),
+    })
 
 
 def _not_speculating_entry() -> dict:

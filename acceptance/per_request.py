@@ -48,8 +48,6 @@ length 1 in ``estimates.estimate_acceptance``.
 
 from __future__ import annotations
 
-from .errors import InputError
-
 import dataclasses
 import hashlib
 import json
@@ -63,6 +61,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import InputError
 from .counts import SpecCounts
 
 

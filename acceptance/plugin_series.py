@@ -28,13 +28,12 @@ Batch buckets are powers of two, labelled by their integer range: "1", "2", "3-4
 
 from __future__ import annotations
 
-from .errors import InputError
-
 import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from . import vllm_metrics as vm
+from .errors import InputError
 from .counts import SpecCounts, survival
 
 DRAFTS_BY_BATCH = "specdec:spec_decode_drafts_by_batch"

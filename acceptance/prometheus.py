@@ -44,8 +44,6 @@ put in a message or a repr.
 
 from __future__ import annotations
 
-from .errors import InputError
-
 import json
 import math
 import os
@@ -59,6 +57,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import vllm_metrics as vm
+from .errors import InputError
 from .counts import IntervalCounts
 from .fetch import SourceError, UnreachableError, _one_line, mask_userinfo
 from .store import EngineRef, Event, TargetStatus

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import vllm_metrics as vm
 from .counts import IntervalCounts, SpecCounts, draft_reach, survival_among_reached
 from .definitions import monotone_survival
 from .estimates import AcceptanceEstimate, Drift, detect_drift, estimate_acceptance
@@ -32,7 +33,7 @@ MIN_BUCKET_DRAFTS = 2000
 # Jeffreys prior on the batch mix's shares (time_share_resamples).
 JEFFREYS_PRIOR = 0.5
 # Where an observed tokens/s came from (observed_latency_source).
-LATENCY_HISTOGRAM = "vllm:inter_token_latency_seconds"
+LATENCY_HISTOGRAM = vm.INTER_TOKEN_LATENCY
 PER_REQUEST_LATENCY = "per-request mean_itl_ms"
 # Drift is tested only on windows of at least this many rows (blocks need a few each side).
 MIN_ROWS_FOR_DRIFT = 8
@@ -101,11 +102,11 @@ def _with_window(route: RouteEstimate, window) -> RouteEstimate:
         reach = draft_reach(counts)
         route.draft_reach = None if reach is None else reach.tolist()
     route.batch_time_shares = shape.batch_mix or None
-    route.effective_samples = getattr(shape, "effective_samples", 0.0) or 0.0
+    route.effective_samples = shape.effective_samples
     route.iteration_tokens = shape.iteration_tokens or None
     route.observed_tokens_per_second = observed_tokens_per_second(window, route.estimate.mean_acceptance_length.value)
     route.observed_latency_source = observed_latency_source(window)
-    route.undrafted_token_share = getattr(shape, "undrafted_token_share", None)
+    route.undrafted_token_share = shape.undrafted_token_share
     return route
 
 
@@ -121,7 +122,7 @@ def window_step_sequences(window, intervals: IntervalCounts) -> list | None:
 def window_plugin(window, gamma: int) -> PluginTotals | None:
     """The plugin totals of the window's newest segment when they are of this γ (or carry
     steps only); None without plugin series."""
-    plugin = window.plugin if window is not None else None
+    plugin = window.plugin
     if plugin is None or plugin.gamma not in (0, gamma):
         return None
     return plugin
@@ -132,7 +133,7 @@ def counts_with_reach(window, plugin: PluginTotals | None, gamma: int) -> SpecCo
     else the newest segment's when every interval reported them (None: neither)."""
     counts = plugin.total() if plugin is not None else None
     if counts is None or counts.gamma != gamma or counts.draft_tokens_per_position is None:
-        segment = window.newest_segment if window is not None else None
+        segment = window.newest_segment
         if segment is None or segment.gamma != gamma or segment.draft_tokens_per_position is None:
             return None
         counts = segment.total
@@ -148,11 +149,11 @@ def observed_tokens_per_second(window, mean_acceptance_length: float) -> float |
     so the rate is AL / mean ITL. The requests' own ``mean_itl_ms`` is already per token
     (decode time / (tokens − 1)): the rate is its reciprocal.
     """
-    shape = window.step_shape if window is not None else None
-    per_token = getattr(shape, "itl_per_token_s", None)
+    shape = window.step_shape
+    per_token = shape.itl_per_token_s
     if per_token and per_token > 0:
         return 1.0 / per_token
-    itl = getattr(shape, "itl_mean_s", None)
+    itl = shape.itl_mean_s
     if not itl or itl <= 0 or not math.isfinite(mean_acceptance_length):
         return None
     return mean_acceptance_length / itl
@@ -161,10 +162,10 @@ def observed_tokens_per_second(window, mean_acceptance_length: float) -> float |
 def observed_latency_source(window) -> str | None:
     """Where the window's latency came from: the requests' mean_itl_ms (ingested per-request
     rows) or vLLM's inter-token latency histogram (scraped or through Prometheus)."""
-    shape = window.step_shape if window is not None else None
-    if shape is not None and getattr(shape, "itl_per_token_s", None):
+    shape = window.step_shape
+    if shape.itl_per_token_s:
         return PER_REQUEST_LATENCY
-    return LATENCY_HISTOGRAM if shape is not None and getattr(shape, "itl_mean_s", None) else None
+    return LATENCY_HISTOGRAM if shape.itl_mean_s else None
 
 
 def survival_by_batch_size(plugin: PluginTotals | None, batch_sizes) -> dict[int, list[float]] | None:

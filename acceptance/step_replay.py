@@ -36,12 +36,12 @@ misses are the positions the deployed γ cannot see.
 
 from __future__ import annotations
 
-from .errors import InputError
-
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+
+from .errors import InputError
 
 _UNKNOWN = -1  # X at a bonus position
 _UNBOUNDED = -1  # the drafter's remaining proposal after a full draft

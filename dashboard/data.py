@@ -16,8 +16,6 @@ page's title before anything heavy is loaded.
 
 from __future__ import annotations
 
-from acceptance.errors import InputError
-
 import math
 import os
 import time
@@ -31,6 +29,8 @@ if TYPE_CHECKING:
     from specdec.config import Config
     from acceptance.curve_history import CurveSlice
     from specdec.pipeline import RouteTuning
+
+from acceptance.errors import InputError
 
 WINDOW_CHOICES = ("15m", "1h", "6h", "1d", "7d")
 DEFAULT_WINDOW = "1h"
@@ -98,7 +98,8 @@ class RouteView:
         from model.specialized import histogram_eligibility
 
         try:
-            return histogram_eligibility(getattr(self.tuning.window.step_shape, "iteration_tokens", None) if self.tuning.window is not None else None,
+            estimated = self.tuning.route_estimate
+            return histogram_eligibility(None if estimated is None else estimated.iteration_tokens,
                                          self.tuning.batch_mix, self.tuning.observed_gamma)
         except ModelInputError:
             return None  # buckets without le="64"/+Inf: not vLLM's histogram, nothing to say

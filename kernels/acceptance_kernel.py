@@ -25,8 +25,6 @@ Compiling needs only ``nvidia-cutlass-dsl`` (no GPU, no CUDA toolkit): see
 
 from __future__ import annotations
 
-from acceptance.errors import InputError
-
 import math
 import os
 import tempfile
@@ -37,6 +35,8 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32
 from cutlass.cute.runtime import make_fake_compact_tensor
+
+from acceptance.errors import InputError
 
 THREADS = 256  # 8 warps per row: enough loads in flight per SM for V ~ 1e5 rows
 WARPS = THREADS // 32

@@ -8,13 +8,13 @@ caller) is widened to float32 exactly: the bf16 bits are the high half of a floa
 
 from __future__ import annotations
 
-from acceptance.errors import InputError
-
 import json
 import struct
 from pathlib import Path
 
 import numpy as np
+
+from acceptance.errors import InputError
 
 
 class LogitsFileError(InputError):

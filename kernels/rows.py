@@ -11,12 +11,12 @@ A −inf logit is a token of probability 0; a row of all −inf, a NaN or a +inf
 
 from __future__ import annotations
 
-from acceptance.errors import InputError
-
 import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from acceptance.errors import InputError
 
 
 class LogitsError(InputError):

@@ -23,8 +23,6 @@ from typing import Callable
 from .deployment import Deployment
 
 CONFIGURED, OBSERVED, DEFAULT, TABLE = "configured", "observed", "default", "measured table"
-LATENCY_HISTOGRAM = "vllm:inter_token_latency_seconds"
-PER_REQUEST_LATENCY = "per-request mean_itl_ms"
 
 
 @dataclass(frozen=True)

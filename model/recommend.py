@@ -221,10 +221,11 @@ def recommend(
     nu = None if specialized or not undrafted_token_share else float(undrafted_token_share)
     widths = None if specialized else verify_widths(top, g, mean_draft_length, draft_reach)
     per_batch = _per_batch_curves(survival_by_batch, bs, a)  # (nB, g) or None
-    replayed = None  # (M, requests, G, 4) expected D, A, T, U per tail model, request and candidate
+    replayed = replayed_al = None  # (M, requests, G, 4) expected D, A, T, U per tail model, request and candidate
     if step_sequences is not None and not specialized and per_batch is None:
         replayed = _replayed(step_sequences, g, top)
-        widths = tokens_and_widths(replayed.sum(axis=1))[1].mean(axis=0)
+        replayed_al, replayed_widths = tokens_and_widths(replayed.sum(axis=1))  # (M, G) each
+        widths = replayed_widths.mean(axis=0)
     deployment, anchor = _anchor(deployment, observed_tokens_per_second, observed_latency_source, a, per_batch,
                                  bs, ws, deployed, widths, elig, nu)
     profile = make_profile(deployment)
@@ -233,7 +234,7 @@ def recommend(
     price = _price(model, gammas, bs, ws, speeds, widths, nu, deployment.objective)
     # the law of draft lengths, when known, is extrapolated apart from acceptance (extend_survival)
     reach = None if draft_reach is None or specialized else np.asarray(draft_reach, dtype=float)
-    tokens = _CurveTokens(a, per_batch, replayed, max(0, top - g), reach, top)
+    tokens = _CurveTokens(a, per_batch, replayed, replayed_al, reach, top)
     al_point, al_by_batch = tokens.point(ws)
     speed_point = speedup_with_undrafted(al_point, price.ratio[0], price.ratio_u[0], nu).mean(axis=0)
     allowed, reasons = _admissible(deployment, gammas, specialized)
@@ -241,9 +242,10 @@ def recommend(
     rec = int(np.argmax(masked_point))  # ties → the smaller γ; γ = 0 scores exactly 1
     ensemble = spread = None
     if resamples is not None:
+        speed_range = len(speeds) > 1  # a specialized_speedup range, spread over its bins
         samples = _resampled_speedups(tokens, resamples, mix_res, price, bs, ws, deployment, deployed, speeds,
-                                      mix_in_time and len(speeds) > 1, nu)
-        ensemble, spread = _ensemble(samples, allowed, level, len(speeds) > 1)
+                                      mix_in_time and speed_range, nu)
+        ensemble, spread = _ensemble(samples, allowed, level, speed_range)
     tps = _tokens_per_second(profile, price.tau, speed_point, deployment)
     candidates = _candidates(gammas, g, speed_point, spread, tps, allowed, reasons, al_point)
     decision, reason, settle = _decide(rec, deployed, allowed, speed_point, ensemble, deployment.min_gain, reasons)
@@ -402,14 +404,19 @@ class _CurveTokens:
     pooled: np.ndarray  # a_1..a_g
     per_batch: np.ndarray | None  # (nB, g)
     replayed: np.ndarray | None  # (M, requests, G, 4)
-    extra: int  # positions past the observed γ
+    replayed_al: np.ndarray | None  # (M, G) AL of the replayed steps
     reach: np.ndarray | None
     top: int
 
+    @property
+    def extra(self) -> int:
+        """Positions past the observed γ."""
+        return max(0, self.top - self.pooled.size)
+
     def point(self, ws) -> tuple[np.ndarray, np.ndarray | None]:
         """(M, G) AL at the point, and (M, nB, G) per batch size when the curves are per batch."""
-        if self.replayed is not None:
-            return tokens_and_widths(self.replayed.sum(axis=1))[0], None
+        if self.replayed_al is not None:
+            return self.replayed_al, None
         if self.per_batch is None:
             return expected_tokens_by_gamma(extend_survival(self.pooled, self.extra, self.reach), self.top), None
         by_batch = expected_tokens_by_gamma(extend_survival(self.per_batch, self.extra, self.reach), self.top)

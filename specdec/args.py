@@ -3,11 +3,11 @@ their own, so that no subcommand module imports back from specdec.cli."""
 
 from __future__ import annotations
 
-from acceptance.errors import InputError
-
 import argparse
 import math
 import sys
+
+from acceptance.errors import InputError
 
 
 class UsageError(InputError):
@@ -62,3 +62,9 @@ def float_list(text: str) -> list[float]:
     if not values or not all(math.isfinite(v) for v in values):
         raise argparse.ArgumentTypeError(f"expected comma-separated finite numbers, got {text!r}")
     return values
+
+
+def add_store_args(p) -> None:
+    """--config and --db, as every command that reads a config and a store takes them."""
+    p.add_argument("--config", help="config file (default ./specdec.toml)")
+    p.add_argument("--db", help="store path (default [store] path, else specdec.db beside the config)")

@@ -19,7 +19,7 @@ import traceback
 
 
 from . import __version__
-from .args import UsageError, bounded_int, dump_json, duration, float_list, positive_float
+from .args import UsageError, add_store_args, bounded_int, dump_json, duration, float_list, positive_float
 
 
 class _Parser(argparse.ArgumentParser):
@@ -534,11 +534,6 @@ def cmd_demo(args) -> int:
 
 
 # ---------------------------------------------------------------------------- parsers
-def _add_common_store_args(p) -> None:
-    p.add_argument("--config", help="config file (default ./specdec.toml)")
-    p.add_argument("--db", help="store path (default [store] path, else specdec.db beside the config)")
-
-
 def build_parser() -> argparse.ArgumentParser:
     from acceptance.fetch import DEFAULT_MAX_BYTES  # not specdec.config: it pulls in scipy for every command
 
@@ -554,7 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_inspect)
 
     p = sub.add_parser("collect", help="scrape the config's targets into the store")
-    _add_common_store_args(p)
+    add_store_args(p)
     p.add_argument("--interval", type=duration, help="seconds between cycles (default [collect] interval, 15s)")
     p.add_argument("--once", action="store_true", help="one cycle (a baseline: a window needs two)")
     p.add_argument("--duration", type=duration, help="stop after this long (default: run until Ctrl-C)")
@@ -574,7 +569,7 @@ def build_parser() -> argparse.ArgumentParser:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--per-request", metavar="FILE", help="JSON lines of vLLM responses' metrics (- for stdin)")
     src.add_argument("--log", metavar="FILE", help="a vLLM server log with SpecDecoding metrics lines")
-    _add_common_store_args(p)
+    add_store_args(p)
     p.set_defaults(fn=cmd_ingest)
 
     p = sub.add_parser("simulate", help="serve a simulated vLLM fleet on loopback")
@@ -631,7 +626,7 @@ def route_name(text: str) -> str:
 
 def _add_tune_args(p) -> None:
     p.add_argument("--route", type=route_name, help="a route of the config")
-    _add_common_store_args(p)
+    add_store_args(p)
     p.add_argument("--window", type=duration, default=3600.0, help="window ending now (default 1h)")
     # one output: the document or the bare --speculative-config (argparse refuses both at once)
     out = p.add_mutually_exclusive_group()

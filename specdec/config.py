@@ -10,22 +10,19 @@ mapping is validated by model.deployment.Deployment.from_mapping where it is use
 
 from __future__ import annotations
 
-from acceptance.errors import InputError
-
-from acceptance.parse import DEFAULT_MAX_ENGINES
-from acceptance.per_request import has_control_characters
-
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from acceptance.errors import InputError
+from acceptance.parse import DEFAULT_MAX_ENGINES
+from acceptance.per_request import has_control_characters
 from acceptance.durations import duration_seconds
 from acceptance.fetch import DEFAULT_MAX_BYTES
 from model.deployment import BUILTIN_PROFILES, INLINE_DEFAULTS, Deployment  # BUILTIN_PROFILES: anything else names a measured table file
 
 DEFAULT_CONFIG_NAME = "specdec.toml"
 DEFAULT_STORE_NAME = "specdec.db"
-DEFAULT_MAX_PAGE_BYTES = DEFAULT_MAX_BYTES  # one limit: the fetcher's
 ROUTE_SOURCES = ("scrape", "prometheus", "per-request", "log")
 
 
@@ -71,7 +68,7 @@ class Config:
     prometheus: PrometheusSource | None = None
     collect_interval_s: float = 15.0
     collect_timeout_s: float = 5.0
-    max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES
+    max_page_bytes: int = DEFAULT_MAX_BYTES  # one limit: the fetcher's
     max_engines: int = DEFAULT_MAX_ENGINES  # per target page
 
     def store_path_for(self, db: str | None) -> Path:
@@ -174,7 +171,7 @@ def config_from_mapping(raw: dict, *, path: Path | None) -> Config:
         timeout = parse_duration(collect.get("timeout", 5), what="[collect] timeout")
     except ValueError as e:
         raise ConfigError(f"{where}: {e}") from None
-    max_page_bytes = collect.get("max_page_bytes", DEFAULT_MAX_PAGE_BYTES)
+    max_page_bytes = collect.get("max_page_bytes", DEFAULT_MAX_BYTES)
     if not isinstance(max_page_bytes, int) or isinstance(max_page_bytes, bool) or max_page_bytes <= 0:
         raise ConfigError(f"{where}: [collect] max_page_bytes must be a positive integer, got {max_page_bytes!r}")
     max_engines = collect.get("max_engines", DEFAULT_MAX_ENGINES)

@@ -9,13 +9,14 @@ stops with the command (SIGTERM, SIGINT) and whose exit ends it (see `serve`).
 
 from __future__ import annotations
 
-from acceptance.errors import InputError
-
 import argparse
 import signal
 import subprocess
 import sys
 from pathlib import Path
+
+from acceptance.errors import InputError
+from .args import add_store_args, bounded_int
 
 # The app is a file Streamlit runs, not a module this imports: the dashboard package
 # stays downstream of specdec (tests/test_import_graph.py).
@@ -25,25 +26,14 @@ DEFAULT_PORT = 8501
 STOP_GRACE_S = 3.0  # the server's time to stop on SIGTERM before SIGKILL (all within 5 s)
 
 
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be between 1 and 65535, got {port}")
-    return port
-
-
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("dashboard", help="the Streamlit dashboard over the store (127.0.0.1 by default)",
                               description=__doc__.split("\n\n")[0].replace("`", ""))
-    p.add_argument("--config", help="config file (default ./specdec.toml)")
-    p.add_argument("--db", help="store path (default [store] path, else specdec.db beside the config)")
-    p.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    add_store_args(p)
+    p.add_argument("--port", type=bounded_int(1, 65535), default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     p.add_argument("--host", default=DEFAULT_HOST,
                    help=f"address to bind (default {DEFAULT_HOST}; 0.0.0.0 exposes it to the network)")
-    p.set_defaults(fn=run, run=run)
+    p.set_defaults(fn=run)
     return p
 
 
@@ -60,12 +50,12 @@ def streamlit_command(args) -> list[str]:
 
 
 def check_inputs(args) -> None:
-    """Refuse, before starting a server, what the app could never read (ValueError, one line)."""
+    """Refuse, before starting a server, what the app could never read (InputError, one line)."""
     from specdec.config import load_config
 
     if not args.host or any(c.isspace() for c in args.host):
         raise InputError(f"--host: expected an address such as 127.0.0.1, got {args.host!r}")
-    config = load_config(args.config)  # ConfigError (a ValueError) names the file and the key
+    config = load_config(args.config)  # ConfigError (an InputError) names the file and the key
     if args.db:
         db = Path(args.db)
         if db.is_dir():

@@ -25,8 +25,6 @@ survival from vLLM's counters, for Grafana and Alertmanager without specdec in t
 
 from __future__ import annotations
 
-from acceptance.errors import InputError
-
 import json
 import math
 import re
@@ -37,6 +35,7 @@ from urllib.parse import urlsplit
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 
+from acceptance.errors import InputError
 from acceptance import vllm_metrics as vm
 from acceptance.prometheus import normalise_selector
 

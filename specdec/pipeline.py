@@ -10,11 +10,10 @@ serialise the ``RouteTuning`` (specdec.report).
 
 from __future__ import annotations
 
-from acceptance.errors import InputError
-
 import time
 from dataclasses import dataclass, field
 
+from acceptance.errors import InputError
 from acceptance.counts import IntervalCounts
 from acceptance.estimates import AcceptanceEstimate, Drift, estimate_from_survival
 from acceptance.ingested_window import ingested_window
@@ -40,23 +39,39 @@ class RouteTuning:
     deployment: Deployment
     estimate: AcceptanceEstimate
     recommendation: Recommendation
-    drift: Drift | None = None
     window: object | None = None          # an acceptance.windows.Window, when from a store or Prometheus
     window_start: float | None = None
     window_end: float | None = None
     drafts_more_needed: int | None = None  # None: enough drafts to decide
     batch_mix: dict[int, float] | None = None  # request-weighted w_B the model used (None: batch 1)
     notes: list[str] = field(default_factory=list)
-    plugin: PluginTotals | None = None  # the segment's specdec plugin totals, when exported
     survival_by_batch: dict[int, list[float]] | None = None  # per-batch curves the model used
-    survival_reached: list[float] | None = None  # a_k among drafts that reached k: ΣA_k / ΣR_k
-    draft_reach: list[float] | None = None  # R_k / D per position, None where R_k is unknown
-    step_sequences: list | None = None  # the requests' drafted steps the replay read (acceptance.step_replay)
-    route_estimate: RouteEstimate | None = None  # what the window said (acceptance.route_estimate)
+    route_estimate: RouteEstimate | None = None  # what the window said (None: an inline curve)
 
     @property
     def observed_gamma(self) -> int:
         return self.estimate.gamma
+
+    # What the window said beside the curve (acceptance.route_estimate.RouteEstimate), None inline.
+    @property
+    def drift(self) -> Drift | None:
+        return None if self.route_estimate is None else self.route_estimate.drift
+
+    @property
+    def plugin(self) -> PluginTotals | None:
+        return None if self.route_estimate is None else self.route_estimate.plugin
+
+    @property
+    def survival_reached(self) -> list[float] | None:
+        return None if self.route_estimate is None else self.route_estimate.survival_reached
+
+    @property
+    def draft_reach(self) -> list[float] | None:
+        return None if self.route_estimate is None else self.route_estimate.draft_reach
+
+    @property
+    def step_sequences(self) -> list | None:
+        return None if self.route_estimate is None else self.route_estimate.step_sequences
 
 
 def tune_intervals(
@@ -85,11 +100,8 @@ def tune_intervals(
                      f"from {format_clock(estimated.recent_start)}")
     return RouteTuning(
         route=route, deployment=deployment, estimate=estimated.estimate, recommendation=priced.recommendation,
-        drift=estimated.drift, window=window, drafts_more_needed=drafts_more_needed(estimated.estimate,
-                                                                                    priced.recommendation),
-        notes=notes, batch_mix=priced.batch_mix, plugin=estimated.plugin, survival_by_batch=priced.survival_by_batch,
-        survival_reached=estimated.survival_reached, draft_reach=estimated.draft_reach,
-        step_sequences=estimated.step_sequences, route_estimate=estimated,
+        window=window, drafts_more_needed=drafts_more_needed(estimated.estimate, priced.recommendation),
+        notes=notes, batch_mix=priced.batch_mix, survival_by_batch=priced.survival_by_batch, route_estimate=estimated,
     )
 
 

@@ -72,8 +72,6 @@ def golden_lines() -> list[str]:
     return (GOLDEN / "per_request_sample.jsonl").read_text().splitlines()
 
 
-
-
 def response_line(spec: dict | None, *, request_id: str = "cmpl-x", **extra) -> str:
     metrics = None if spec is None else {"mean_itl_ms": 9.5, "tokens_per_second": 101.0, "speculative_decoding": spec}
     return json.dumps({"id": request_id, "object": "chat.completion", "metrics": metrics, **extra})

@@ -13,7 +13,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from acceptance import vllm_metrics as vm
 from acceptance.counts import SpecCounts
-from acceptance.counts import survival
 from acceptance.sim import (
     INTER_TOKEN_LATENCY_BUCKETS,
     ITERATION_TOKENS_BUCKETS,

@@ -24,10 +24,6 @@ from model.speedup import expected_tokens_by_gamma
 from support import engine_steps, runs_of_text, tune_ingested, vllm_payload
 
 
-
-
-
-
 def al(sequences) -> float:
     d = sum(len(s.drafted) for s in sequences)
     return 1.0 + sum(sum(s.accepted) for s in sequences) / d

@@ -33,10 +33,6 @@ def per_request_file(tmp_path, *, itl_ms: float | None, n: int = 200, seed: int 
     return path
 
 
-
-
-
-
 def test_per_request_latency_anchors_the_level(capsys, tmp_path):
     doc, console = tune_ingested(capsys, tmp_path, per_request_file(tmp_path, itl_ms=2.5), 'method = "ngram"\n')
     observed = doc["observed"]["observed_tokens_per_second"]

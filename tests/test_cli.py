@@ -17,8 +17,6 @@ from support import free_port, route_config, run_cli, tune_live_window
 GOLDEN = Path(__file__).resolve().parent / "data" / "vllm-golden"  # a copy of the shared reference data
 
 
-
-
 def assert_one_line_error(code, out, err, *needles):
     assert code == 2, (code, out, err)
     lines = [l for l in err.splitlines() if l.strip()]
@@ -422,8 +420,6 @@ def test_rules_from_config(tmp_path, capsys):
     assert code == 0, err
     assert 'route: "a"' in out
     assert "vllm:spec_decode_num_accepted_tokens_per_pos_total" in out
-
-
 
 
 def test_tune_gamma_without_a_store_scrapes_the_window(tmp_path, capsys):

@@ -379,10 +379,9 @@ def pipeline_calls(monkeypatch):
 
 
 def cold_cache() -> None:
-    import streamlit as st
+    from dashboard import cache
 
-    st.cache_data.clear()
-    st.cache_resource.clear()
+    cache.clear()
 
 
 def test_first_overview_run_tunes_each_route_once(monkeypatch, demo_config, pipeline_calls):

@@ -11,17 +11,9 @@ import pytest
 
 from acceptance.store import Store
 from specdec.cli import main, tune_gamma_main
+from support import run_cli
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "vllm-golden"
-
-
-def _run(capsys, fn, argv):
-    try:
-        code = fn(argv)
-    except SystemExit as e:
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _stored(db: Path, route: str, source: str) -> dict[int, np.ndarray]:
@@ -32,7 +24,7 @@ def _stored(db: Path, route: str, source: str) -> dict[int, np.ndarray]:
 def test_per_request_golden_is_stored_exactly_and_once(tmp_path, capsys):
     db = tmp_path / "s.db"
     argv = ["ingest", "--route", "shared", "--per-request", str(GOLDEN / "per_request_sample.jsonl"), "--db", str(db)]
-    code, out, err = _run(capsys, main, argv)
+    code, out, err = run_cli(capsys, main, argv)
     assert code == 0, err
     assert "3 per-request rows added" in out
     truth = json.loads((GOLDEN / "per_request_sample_truth.json").read_text())
@@ -45,14 +37,14 @@ def test_per_request_golden_is_stored_exactly_and_once(tmp_path, capsys):
         row = [drafts, t["ground_truth"]["num_draft_tokens"], t["ground_truth"]["num_accepted_draft_tokens"], *per_pos]
         assert any(np.array_equal(r, row) for r in stored[g]), (row, stored[g])
     # The same file again adds nothing.
-    code, out, _ = _run(capsys, main, argv)
+    code, out, _ = run_cli(capsys, main, argv)
     assert code == 0
     assert "0 per-request rows added, 3 already stored" in out
 
 
 def test_log_golden_is_stored_exactly(tmp_path, capsys):
     db = tmp_path / "s.db"
-    code, out, err = _run(capsys, main, ["ingest", "--route", "logs", "--log", str(GOLDEN / "log_lines_sample.txt"),
+    code, out, err = run_cli(capsys, main, ["ingest", "--route", "logs", "--log", str(GOLDEN / "log_lines_sample.txt"),
                                          "--db", str(db)])
     assert code == 0, err
     truth = json.loads((GOLDEN / "log_lines_sample_truth.json").read_text())
@@ -94,12 +86,12 @@ def test_a_route_known_only_from_ingest_is_tuned_with_request_intervals(tmp_path
            "INFO 11-30 05:21:37 [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 tokens/s",  # other logger
            json.dumps({"route": "chat", "metrics": None})]                            # n > 1
     (tmp_path / "requests.jsonl").write_text("\n".join(lines + bad) + "\n")
-    code, out, err = _run(capsys, main, ["ingest", "--route", "ignored", "--per-request", "requests.jsonl"])
+    code, out, err = run_cli(capsys, main, ["ingest", "--route", "ignored", "--per-request", "requests.jsonl"])
     assert code == 0, err
     assert "route chat: 400 per-request rows added" in out
     assert "403 lines read" in out
     assert "skipped" in out
-    code, out, err = _run(capsys, tune_gamma_main, ["--route", "chat", "--json"])
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "chat", "--json"])
     assert code == 0, err
     doc = json.loads(out)
     obs = doc["observed"]
@@ -132,11 +124,11 @@ def test_a_file_without_usable_lines_is_one_line_exit_2(tmp_path, capsys, flag, 
     f = tmp_path / "input.txt"
     f.write_text(content)
     db = tmp_path / "s.db"
-    code, out, err = _run(capsys, main, ["ingest", "--route", "r", flag, str(f), "--db", str(db)])
+    code, out, err = run_cli(capsys, main, ["ingest", "--route", "r", flag, str(f), "--db", str(db)])
     assert code == 2
     assert len(err.strip().splitlines()) == 1
     assert "input.txt" in err
-    code, out, err = _run(capsys, main, ["ingest", "--route", "r", flag, str(tmp_path / "missing.txt"), "--db", str(db)])
+    code, out, err = run_cli(capsys, main, ["ingest", "--route", "r", flag, str(tmp_path / "missing.txt"), "--db", str(db)])
     assert code == 2
     assert "missing.txt" in err
 
@@ -151,9 +143,9 @@ def test_requests_without_id_or_time_are_each_counted_once(tmp_path, capsys):
     f.write_text("\n".join(json.dumps(spec) for _ in range(10)) + "\n")
     db = tmp_path / "s.db"
     argv = ["ingest", "--route", "r", "--per-request", str(f), "--db", str(db)]
-    code, out, err = _run(capsys, main, argv)
+    code, out, err = run_cli(capsys, main, argv)
     assert code == 0, err
     assert "10 per-request rows added" in out, err
-    code, out, _ = _run(capsys, main, argv)
+    code, out, _ = run_cli(capsys, main, argv)
     assert "0 per-request rows added, 10 already stored" in out
     assert _stored(db, "r", "per-request")[2][:, 0].sum() == 60  # 10 requests × 6 drafts

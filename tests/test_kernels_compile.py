@@ -15,8 +15,6 @@ from kernels.acceptance import cuda_gpu_present
 from support import require_cutlass
 
 
-
-
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
     require_cutlass()

@@ -11,7 +11,6 @@ from kernels.reference import acceptance_numpy
 from kernels.rows import LogitsError
 
 
-
 def _torch():
     try:
         import torch as t

@@ -4,13 +4,12 @@ the selected route's projected speedup per γ under the controls' figures."""
 
 from __future__ import annotations
 
-from acceptance.errors import InputError
-
 from typing import NamedTuple
 
 import numpy as np
 import streamlit as st
 
+from acceptance.errors import InputError
 from model.deployment import BUILTIN_PROFILES, DECODE_BACKENDS, ModelInputError
 from model.drafters import KNOWN_METHODS
 from model.speedup import implied_p, seeds_table
