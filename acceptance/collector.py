@@ -1,14 +1,15 @@
 """Scrape a fleet of vLLM /metrics targets concurrently, one cycle per interval.
 
-A cycle fetches and parses every target on a pool of threads (``concurrency`` at once),
-each scrape bounded by ``timeout_s`` in total. A target that fails — unreachable, slow,
+A cycle fetches and parses every target on one thread (``concurrency`` scrapes in flight
+at once), each scrape bounded by ``timeout_s`` in total. A target that fails — unreachable, slow,
 over-size, not a vLLM page — becomes ``ScrapeResult(ok=False, error=<one line naming the
 target>)`` and never stops the others. Results come back in target order.
 
-Why threads: the work per target is a blocking HTTP exchange (mostly waiting) plus about
-0.5 ms of parsing under the GIL; threads with keep-alive connections (``acceptance.http1``)
-keep the CPU cost per scrape at that parse plus about 0.2 ms of HTTP (see
-benchmarks/collector_fleet.py), without an event loop's own overhead.
+Why one thread: the work per target is an HTTP exchange (mostly waiting) plus about 0.5 ms
+of parsing that holds the GIL whatever runs it. On a pool of threads the waiting was free
+but handing the GIL between 64 threads cost about 1 ms a target, more than the parse; on
+the fetcher's event loop (``acceptance.fetch``) the exchanges wait together and each page
+is parsed as soon as it is in (benchmarks/collector_fleet.py has the figures).
 
 ``run_collector`` runs cycles on a fixed schedule: cycle k starts at t0 + k·interval on the
 monotonic clock. A cycle that overruns the interval does not make cycles pile up: the
@@ -17,12 +18,12 @@ schedule skips the ticks that passed, and the next cycle starts at the next tick
 
 from __future__ import annotations
 
+import asyncio
 import math
 import resource
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from .errors import InputError
 from .counts import ScrapeResult
@@ -37,7 +38,7 @@ def _check_concurrency(concurrency) -> None:
 
 
 class Collector:
-    """A reusable scraper: a thread pool and a keep-alive connection pool kept across cycles."""
+    """A reusable scraper: a fetcher (its event loop and keep-alive connections) kept across cycles."""
 
     def __init__(
         self,
@@ -54,14 +55,16 @@ class Collector:
         self.fetcher = PageFetcher(timeout_s=timeout_s, max_bytes=max_bytes, keep_alive=keep_alive)
         self.concurrency = concurrency
         self.now = now
-        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="specdec-scrape")
 
     def scrape(self, target: str) -> ScrapeResult:
         """One target: fetch, parse; any failure is a result with ``ok`` False, not an exception."""
+        return self.fetcher.run(self._scrape(target))
+
+    async def _scrape(self, target: str) -> ScrapeResult:
         taken_at = self.now()
         started = time.monotonic()
         try:
-            page = self.fetcher.fetch(target)
+            page = await self.fetcher.page(target)
             engines = parse_metrics_page(page, source=target, max_engines=self.max_engines)
         except Exception as exc:  # a bad target must never stop the cycle
             message, shown = _one_line(exc).replace(target, mask_userinfo(target)), mask_userinfo(target)
@@ -73,12 +76,18 @@ class Collector:
     def collect(self, targets: list[str]) -> list[ScrapeResult]:
         """Every target scraped concurrently; results in target order."""
         _ensure_open_file_limit(len(targets) + self.concurrency + 256)
-        if len(targets) <= 1:
-            return [self.scrape(t) for t in targets]
-        return list(self._pool.map(self.scrape, targets))
+        return self.fetcher.run(self._cycle(targets))
+
+    async def _cycle(self, targets: list[str]) -> list[ScrapeResult]:
+        in_flight = asyncio.Semaphore(self.concurrency)
+
+        async def scrape(target: str) -> ScrapeResult:
+            async with in_flight:
+                return await self._scrape(target)
+
+        return list(await asyncio.gather(*(scrape(t) for t in targets)))
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
         self.fetcher.close()
 
     def __enter__(self) -> "Collector":
@@ -117,15 +126,8 @@ def collect_cycle(
     A failed fetch or parse is ``ScrapeResult(ok=False, error=...)`` with a one-line message
     naming the target; the other targets are still collected.
     """
-    with _collector_for(targets, timeout_s, max_bytes, concurrency, now) as collector:
+    with Collector(timeout_s=timeout_s, max_bytes=max_bytes, concurrency=concurrency, now=now) as collector:
         return collector.collect(targets)
-
-
-def _collector_for(targets, timeout_s, max_bytes, concurrency, now, max_engines=DEFAULT_MAX_ENGINES) -> "Collector":
-    """A Collector with no more worker threads than targets."""
-    _check_concurrency(concurrency)
-    return Collector(timeout_s=timeout_s, max_bytes=max_bytes,
-                     concurrency=max(1, min(concurrency, len(targets))), now=now, max_engines=max_engines)
 
 
 def run_collector(
@@ -162,7 +164,8 @@ def run_collector(
     stop = stop or threading.Event()
     cycles = 0
     t0 = time.monotonic()
-    with _collector_for(targets, timeout_s, max_bytes, concurrency, now, max_engines) as collector:
+    with Collector(timeout_s=timeout_s, max_bytes=max_bytes, concurrency=concurrency, now=now,
+                   max_engines=max_engines) as collector:
         tick = 0
         while not stop.is_set():
             started = time.monotonic()

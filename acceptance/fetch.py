@@ -5,40 +5,46 @@ timeout, connection refused, host not found or unreachable, a status other than 
 body over ``max_bytes``, an HTML body instead of the Prometheus text format, bytes that
 are not UTF-8.
 
-``PageFetcher`` keeps idle HTTP/1.1 connections per (scheme, host, port) and reuses them
-(keep-alive), so a collector that scrapes a fleet every 15 s does not pay a TCP handshake
-per target per cycle where the server keeps connections open. vLLM's server (uvicorn)
-closes idle connections after 5 s by default, so against it most scrapes reconnect: a
-reused connection that the server has closed is detected before the request (the socket
-reads as closed) or by the request failing before any response byte, and the scrape is
-retried once on a fresh connection.
+``PageFetcher`` runs its exchanges on one asyncio event loop of its own, so a fleet's
+scrapes proceed together on one thread (``acceptance.collector``): no thread per target
+and no lock handed between threads, which at 1,000 targets cost more CPU than the HTTP
+itself (benchmarks/collector_fleet.py). It keeps idle HTTP/1.1 connections per (scheme,
+host, port) and reuses them (keep-alive), so a collector that scrapes a fleet every 15 s
+does not pay a TCP handshake per target per cycle where the server keeps connections
+open. vLLM's server (uvicorn) closes idle connections after 5 s by default, so against it
+most scrapes reconnect: a reused connection that the server has closed is detected before
+the request (the socket reads as closed) or by the request failing before any response
+byte, and the scrape is retried once on a fresh connection.
 
-The time limit ``timeout_s`` is the whole scrape's, from connect to the last byte, not per
-socket operation: a server that trickles its status line, its headers, its chunk-size
-lines or its body one byte at a time is cut off at the deadline: every recv of
-``acceptance.http1`` is given only the time left. The body is read in chunks and reading
-stops at ``max_bytes`` (a 50 MB page is never buffered whole).
+The time limit ``timeout_s`` is the whole scrape's, from the name lookup and connect to
+the last byte: a server that trickles its status line, its headers, its chunk-size lines
+or its body one byte at a time is cut off at the deadline. The body is read as it comes
+and reading stops at ``max_bytes`` (a 50 MB page is never buffered whole).
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
+import ipaddress
 import re
 import select
 import socket
 import ssl
 import sys
-import threading
 import zlib
+from collections.abc import Awaitable
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from .errors import InputError
-from .http1 import BodyTooLarge, ClosedBeforeAnswer, Connection, CutShort, Deadline, Head, ResponseError
+from .http1 import BodyTooLarge, ClosedBeforeAnswer, CutShort, Head, ResponseError, ResponseReader, get_request
 
 DEFAULT_TIMEOUT_S = 5.0
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 _USER_AGENT = "specdec-collector/0.1"
+_T = TypeVar("_T")
 
 
 class SourceError(InputError):
@@ -67,11 +73,72 @@ def mask_userinfo(url: str) -> str:
     return parts._replace(netloc=f"{parts.username or ''}:***@{host}").geturl()
 
 
-class PageFetcher:
-    """Fetches /metrics pages, keeping idle connections for reuse (thread-safe).
+class _Link(asyncio.Protocol):
+    """One connection: sends a request and feeds the response's bytes to its reader."""
 
-    One connection serves one request at a time: a thread takes an idle connection for
-    the target's (scheme, host, port) or opens one, and gives it back only after reading
+    def __init__(self):
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self._reader: ResponseReader | None = None
+        self._answer: asyncio.Future | None = None
+
+    def exchange(self, request: bytes, reader: ResponseReader) -> asyncio.Future:
+        """Send ``request``; the future is done when ``reader`` has the whole response (or failed)."""
+        self._reader, self._answer = reader, asyncio.get_running_loop().create_future()
+        if self.closed:
+            self._answer.set_exception(ClosedBeforeAnswer())
+        else:
+            self.transport.write(request)
+        return self._answer
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if self._answer is None or self._answer.done():
+            self._reader = None  # bytes while idle or past the response: never reused
+            self.close()
+            return
+        self._step(self._reader.feed, data)
+
+    def eof_received(self) -> bool:
+        self._ended(None)
+        return False  # close the transport
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        self._ended(exc)
+
+    def _ended(self, exc) -> None:
+        if self._answer is None or self._answer.done():
+            return
+        if exc is not None and self._reader.answered:
+            self._answer.set_exception(exc)  # reset in the middle of the response
+            return
+        self._step(self._reader.feed_eof)
+
+    def _step(self, feed, *data) -> None:
+        try:
+            feed(*data)
+        except Exception as exc:
+            self._answer.set_exception(exc)
+            return
+        if self._reader.complete:
+            self._answer.set_result(self._reader)
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+class PageFetcher:
+    """Fetches /metrics pages, keeping idle connections for reuse; one thread at a time.
+
+    ``fetch(url)`` blocks until one page is read (on the fetcher's loop); ``run(coroutine)``
+    runs a coroutine there that awaits ``page(url)`` for many URLs at once (the collector's
+    cycle). One connection serves one request at a time: a scrape takes an idle connection
+    for the target's (scheme, host, port) or opens one, and gives it back only after reading
     a complete response. ``keep_alive=False`` opens a connection per fetch.
     """
 
@@ -91,31 +158,33 @@ class PageFetcher:
         self.max_bytes = int(max_bytes)
         self.keep_alive = keep_alive
         self._ssl_context = ssl_context
-        self._idle: dict[tuple[str, str, int], list[Connection]] = {}
-        self._lock = threading.Lock()
+        self._idle: dict[tuple[str, str, int], list[_Link]] = {}
+        self._loop = asyncio.new_event_loop()
 
-    # -- connections ---------------------------------------------------------------------
+    # -- the loop ------------------------------------------------------------------------
 
-    def _take(self, key) -> Connection | None:
-        with self._lock:
-            idle = self._idle.get(key)
-            while idle:
-                conn = idle.pop()
-                if _still_open(conn):
-                    return conn
-                conn.close()
-        return None
+    def run(self, work: Awaitable[_T]) -> _T:
+        """``work`` run to its end on the fetcher's loop; connections it closed are closed
+        before this returns (their sockets do not wait for the next run)."""
+        try:
+            return self._loop.run_until_complete(work)
+        finally:
+            self._loop.run_until_complete(asyncio.sleep(0))  # transports' close callbacks
 
-    def _give_back(self, key, conn: Connection) -> None:
-        with self._lock:
-            self._idle.setdefault(key, []).append(conn)
+    def fetch(self, url: str) -> str:
+        """The body of ``url`` as text; ``SourceError`` (one line naming the URL, its password
+        masked) on any failure."""
+        return self.run(self.page(url))
 
     def close(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, {}
-        for conns in idle.values():
-            for conn in conns:
-                conn.close()
+        if self._loop.is_closed():
+            return
+        idle, self._idle = self._idle, {}
+        for links in idle.values():
+            for link in links:
+                link.close()
+        self._loop.run_until_complete(asyncio.sleep(0))
+        self._loop.close()
 
     def __enter__(self) -> "PageFetcher":
         return self
@@ -123,67 +192,79 @@ class PageFetcher:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _new_connection(self, scheme: str, host: str, port: int, deadline: Deadline) -> Connection:
-        sock = socket.create_connection((host, port), timeout=deadline.remaining())
-        try:
-            # Small requests, answered at once: no Nagle delay on the request.
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if scheme == "https":
-                context = self._ssl_context or ssl.create_default_context()
-                sock.settimeout(deadline.remaining())  # each handshake read gets at most the time left
-                sock = context.wrap_socket(sock, server_hostname=host)
-        except BaseException:
-            sock.close()
-            raise
-        return Connection(sock)
+    # -- connections ---------------------------------------------------------------------
+
+    def _take(self, key) -> _Link | None:
+        idle = self._idle.get(key)
+        while idle:
+            link = idle.pop()
+            if not link.closed and _still_open(link):
+                return link
+            link.close()
+        return None
+
+    def _give_back(self, key, link: _Link) -> None:
+        self._idle.setdefault(key, []).append(link)
+
+    async def _connect(self, scheme: str, host: str, port: int) -> _Link:
+        """A new connection to the first of ``host``'s addresses that accepts; the last
+        failure when none does."""
+        loop = asyncio.get_running_loop()
+        tls = (self._ssl_context or ssl.create_default_context()) if scheme == "https" else None
+        failure: OSError | None = None
+        for address in await _addresses(host, port):
+            try:
+                _, link = await loop.create_connection(_Link, address, port, ssl=tls,
+                                                       server_hostname=host if tls else None)
+                return link
+            except ssl.SSLError:
+                raise  # the server answered: another address would not change its certificate
+            except OSError as exc:
+                failure = exc
+        raise failure
 
     # -- fetching ------------------------------------------------------------------------
 
-    def fetch(self, url: str) -> str:
-        """The body of ``url`` as text; ``SourceError`` (one line naming the URL, its password
-        masked) on any failure."""
+    async def page(self, url: str) -> str:
+        """``fetch`` as a coroutine, on the fetcher's loop."""
         shown = mask_userinfo(url)
         try:
-            return self._fetch(url)
+            return await self._page(url)
         except SourceError as exc:
             if shown == url:
                 raise
             raise type(exc)(str(exc).replace(url, shown)) from None
 
-    def _fetch(self, url: str) -> str:
+    async def _page(self, url: str) -> str:
         key, path, headers = self._request_for(url)
-        deadline = Deadline(self.timeout_s)
+        request = get_request(path, headers)
         try:
-            conn = self._take(key) if self.keep_alive else None
-            if conn is not None:
-                try:
-                    return self._exchange(url, key, conn, path, headers, deadline)
-                except ClosedBeforeAnswer:
-                    pass  # the server closed it while idle: one retry on a fresh connection
-            conn = self._new_connection(*key, deadline)
-            return self._exchange(url, key, conn, path, headers, deadline)
-        except SourceError:
-            raise
-        except (socket.timeout, TimeoutError):
-            raise UnreachableError(f"{url}: timed out after {self.timeout_s:g} s") from None
-        except ConnectionRefusedError:
-            raise UnreachableError(f"{url}: connection refused") from None
-        except socket.gaierror as exc:
-            raise UnreachableError(f"{url}: cannot resolve host {key[1]!r} ({_one_line(exc.strerror or exc)})") from None
-        except ssl.SSLError as exc:
-            raise SourceError(f"{url}: TLS error ({_one_line(exc)})") from None
-        except (ClosedBeforeAnswer, ConnectionResetError, BrokenPipeError):
-            raise UnreachableError(f"{url}: connection closed by the server") from None
-        except BodyTooLarge:
-            raise SourceError(f"{url}: page over the {self.max_bytes}-byte limit") from None
-        except CutShort as exc:
-            raise SourceError(f"{url}: response cut short in the {exc.where} after {exc.received} bytes") from None
-        except ResponseError as exc:
-            raise SourceError(f"{url}: bad HTTP response ({_one_line(exc)})") from None
-        except OSError as exc:
-            if exc.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
-                raise UnreachableError(f"{url}: host unreachable") from None
-            raise SourceError(f"{url}: {_one_line(exc.strerror or exc)}") from None
+            async with asyncio.timeout(self.timeout_s):
+                reader = await self._exchange(url, key, request)
+        except Exception as exc:
+            raise _source_error(url, key[1], exc, self.timeout_s, self.max_bytes) from None
+        return self._page_of(url, reader)
+
+    async def _exchange(self, url: str, key, request: bytes) -> ResponseReader:
+        link = self._take(key) if self.keep_alive else None
+        if link is not None:
+            try:
+                return await self._on(link, url, key, request)
+            except ClosedBeforeAnswer:
+                pass  # the server closed it while idle: one retry on a fresh connection
+        link = await self._connect(*key)
+        return await self._on(link, url, key, request)
+
+    async def _on(self, link: _Link, url: str, key, request: bytes) -> ResponseReader:
+        reader = ResponseReader(self.max_bytes, lambda head: self._check_head(url, head))
+        try:
+            await link.exchange(request, reader)
+        finally:
+            if self.keep_alive and reader.reusable and not link.closed:
+                self._give_back(key, link)
+            else:
+                link.close()
+        return reader
 
     def _request_for(self, url: str) -> tuple[tuple[str, str, int], str, dict[str, str]]:
         """(scheme, host, port), the request target and the request headers of ``url``."""
@@ -205,19 +286,8 @@ class PageFetcher:
             headers["Connection"] = "close"
         return (scheme, host, port), path, headers
 
-    def _exchange(self, url, key, conn: Connection, path, headers, deadline: Deadline) -> str:
-        try:
-            conn.get(path, headers, deadline)
-            head = conn.read_head(deadline)
-            body = self._read_body(url, conn, head, deadline)
-        finally:
-            if self.keep_alive and conn.reusable:
-                self._give_back(key, conn)
-            else:
-                conn.close()
-        return body
-
-    def _read_body(self, url, conn: Connection, head: Head, deadline: Deadline) -> str:
+    def _check_head(self, url: str, head: Head) -> None:
+        """Give up before the body on a status, a type or a length that will not be read."""
         if head.status != 200:
             raise UnreachableError(f"{url}: HTTP {head.status} {_one_line(head.reason)}")
         content_type = head.headers.get("content-type", "").lower()
@@ -226,8 +296,10 @@ class PageFetcher:
         length = head.headers.get("content-length", "").strip()
         if length.isdigit() and int(length) > self.max_bytes:
             raise SourceError(f"{url}: page of {int(length)} bytes is over the {self.max_bytes}-byte limit")
-        data = conn.read_body(head, deadline, self.max_bytes)
-        encoding = head.headers.get("content-encoding", "identity").strip().lower()
+
+    def _page_of(self, url: str, reader: ResponseReader) -> str:
+        data = reader.body
+        encoding = reader.head.headers.get("content-encoding", "identity").strip().lower()
         if encoding in ("gzip", "x-gzip"):
             data = gunzip_page(data, url, self.max_bytes)
         elif encoding != "identity":
@@ -235,21 +307,60 @@ class PageFetcher:
         return decode_page(data, url, self.max_bytes)
 
 
+async def _addresses(host: str, port: int) -> list[str]:
+    """``host``'s addresses; an IP literal is its own (no lookup, which asyncio would hand to
+    a thread)."""
+    try:
+        return [str(ipaddress.ip_address(host))]
+    except ValueError:
+        pass
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(info[4][0] for info in infos))
+
+
+def _source_error(url: str, host: str, exc: BaseException, timeout_s: float, max_bytes: int) -> SourceError:
+    """The one-line ``SourceError`` naming ``url`` for a failed exchange."""
+    if isinstance(exc, SourceError):
+        return exc
+    if isinstance(exc, TimeoutError):
+        return UnreachableError(f"{url}: timed out after {timeout_s:g} s")
+    if isinstance(exc, ConnectionRefusedError):
+        return UnreachableError(f"{url}: connection refused")
+    if isinstance(exc, socket.gaierror):
+        return UnreachableError(f"{url}: cannot resolve host {host!r} ({_one_line(exc.strerror or exc)})")
+    if isinstance(exc, ssl.SSLError):
+        return SourceError(f"{url}: TLS error ({_one_line(exc)})")
+    if isinstance(exc, (ClosedBeforeAnswer, ConnectionResetError, BrokenPipeError)):
+        return UnreachableError(f"{url}: connection closed by the server")
+    if isinstance(exc, BodyTooLarge):
+        return SourceError(f"{url}: page over the {max_bytes}-byte limit")
+    if isinstance(exc, CutShort):
+        return SourceError(f"{url}: response cut short in the {exc.where} after {exc.received} bytes")
+    if isinstance(exc, ResponseError):
+        return SourceError(f"{url}: bad HTTP response ({_one_line(exc)})")
+    if isinstance(exc, OSError):
+        if exc.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
+            return UnreachableError(f"{url}: host unreachable")
+        return SourceError(f"{url}: {_one_line(exc.strerror or exc)}")
+    raise exc
+
+
 # What http.client also refused in a request line or Host header: it would split the
 # request (CR, LF), end the target (space) or not be ASCII.
 _NOT_IN_A_REQUEST = re.compile(r"[^\x21-\x7e]")
 
 
-def _still_open(conn: Connection) -> bool:
-    """An idle connection is usable when its socket has nothing to read (no EOF, no stray bytes).
+def _still_open(link: _Link) -> bool:
+    """An idle connection is usable when its socket has nothing to read (no EOF, no stray
+    bytes): the loop may not have run since the server closed it.
 
     poll, not select: a fleet's sockets go past select's 1,024-descriptor limit.
     """
     try:
         poller = select.poll()
-        poller.register(conn.sock, select.POLLIN | select.POLLPRI)
+        poller.register(link.transport.get_extra_info("socket"), select.POLLIN | select.POLLPRI)
         return not poller.poll(0)
-    except (OSError, ValueError):
+    except (OSError, ValueError, TypeError):
         return False
 
 

@@ -1,41 +1,29 @@
-"""One HTTP/1.1 exchange on a socket, every read bounded by one deadline.
+"""An HTTP/1.1 response read from bytes as they arrive; no I/O here (acceptance.fetch does it).
 
-``Connection.get`` sends a GET; ``read_head`` reads the status line and headers, and
-``read_body`` the body, framed by Content-Length, the chunked transfer coding or the
-server's close, at most ``max_bytes``. Every recv is given only the time left before the
-deadline, so a server that trickles its status line, headers, chunk-size lines or body one
-byte at a time is cut off there: the deadline holds by construction, from the request's
-first byte to the response's last.
+``ResponseReader`` is fed a connection's bytes (``feed``) and its end (``feed_eof``); once
+``complete``, ``head`` holds the status line and headers and ``body`` the body, framed by
+Content-Length, the chunked transfer coding or the server's close, at most ``max_bytes``.
+Interim (1xx) responses are skipped. The reading is straight-line code over a buffer — a
+generator that pauses (``yield``) whenever it needs more bytes — so the framing rules read
+top to bottom whatever pieces the bytes come in, one byte at a time included.
 
-Why not http.client: its reads loop inside readline/read, out of reach of a deadline (a
-watchdog thread had to shut trickled sockets down), and its buffered reader and header
-parsing (email.parser) cost about 0.25 ms a scrape, a fifth of the collector's CPU at
-1,000 targets (benchmarks/collector_fleet.py). What this does not do: follow redirects (a
-3xx is an answer like any other status), pipeline, or send a request body.
+Why not http.client: its reads loop inside readline/read, out of reach of a deadline, it
+needs a thread per connection, and its buffered reader and header parsing (email.parser)
+cost about 0.25 ms a scrape, a fifth of the collector's CPU at 1,000 targets
+(benchmarks/collector_fleet.py). What this does not do: follow redirects (a 3xx is an
+answer like any other status), pipeline, or send a request body.
 """
 
 from __future__ import annotations
 
-import socket
-import time
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
-_RECV_BYTES = 256 * 1024
 _MAX_HEAD_BYTES = 64 * 1024  # status line and headers together
 _MAX_LINE_BYTES = 4096  # a chunk-size line (with its extensions) or a trailer line
 
-
-class Deadline:
-    """A point on the monotonic clock; ``remaining`` raises ``socket.timeout`` once it passed."""
-
-    def __init__(self, timeout_s: float):
-        self.end = time.monotonic() + timeout_s
-
-    def remaining(self) -> float:
-        left = self.end - time.monotonic()
-        if left <= 0:
-            raise socket.timeout("deadline")
-        return left
+# A reading step: pauses for more bytes; sent True when some came, False at the end.
+_Steps = Generator[None, bool, bytes]
 
 
 class ResponseError(Exception):
@@ -77,87 +65,102 @@ class Head:
         return "close" not in tokens
 
 
-class Connection:
-    """A socket and the bytes read from it past the last response."""
+def get_request(path: str, headers: dict[str, str]) -> bytes:
+    """The bytes of ``GET path`` with ``headers`` (the caller has checked they are ASCII
+    without spaces or line breaks where those would split the request)."""
+    lines = [f"GET {path} HTTP/1.1"] + [f"{name}: {value}" for name, value in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
 
-    def __init__(self, sock: socket.socket):
-        self.sock = sock
+
+class ResponseReader:
+    """One response, read from the bytes fed to it.
+
+    ``check_head(head)`` runs once the headers are in, before any body byte is awaited, and
+    may raise to give up on the response (a status or a type the caller will not read).
+    ``feed``/``feed_eof`` raise ``ResponseError``, ``CutShort``, ``ClosedBeforeAnswer``,
+    ``BodyTooLarge`` or what ``check_head`` raised; after that the reader is spent.
+    ``reusable`` says whether the connection may carry another request: the response was
+    framed, the server keeps the connection, and no byte came past the response.
+    """
+
+    def __init__(self, max_bytes: int, check_head: Callable[[Head], None] | None = None):
+        self.max_bytes = max_bytes
+        self.check_head = check_head
+        self.head: Head | None = None
+        self.body: bytes | None = None
+        self.answered = False  # any byte of the response received
+        self.complete = False
+        self.reusable = False
+        self._framed = False
+        self._spent = False  # complete, or given up with an exception
         self._buffer = bytearray()
-        self._answered = False  # any byte of the current response received
-        self.reusable = False  # set once a response was read whole and the server keeps the connection
+        self._steps = self._response()
+        next(self._steps)  # runs to the first pause: nothing is in the buffer yet
 
-    def close(self) -> None:
-        self.reusable = False
+    def feed(self, data: bytes) -> None:
+        if not data:
+            return
+        self.answered = True
+        self._buffer += data
+        self._resume(True)
+
+    def feed_eof(self) -> None:
+        self._resume(False)
+
+    def _resume(self, more: bool) -> None:
+        if self._spent:
+            self.reusable = False  # bytes or the end past the response (none was pipelined)
+            return
         try:
-            self.sock.close()
-        except OSError:
-            pass
+            self._steps.send(more)
+        except StopIteration as done:
+            self._spent = self.complete = True
+            self.body = done.value
+            self.reusable = self._framed and self.head.keeps_connection and not self._buffer
+        except BaseException:
+            self._spent = True
+            raise
 
-    def get(self, path: str, headers: dict[str, str], deadline: Deadline) -> None:
-        """Send ``GET path`` with ``headers``; ``ClosedBeforeAnswer`` if the server has gone."""
-        lines = [f"GET {path} HTTP/1.1"] + [f"{name}: {value}" for name, value in headers.items()]
-        request = ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
-        self.reusable = False
-        self._answered = False  # a connection is reused only with nothing left in its buffer
-        self.sock.settimeout(deadline.remaining())
-        try:
-            self.sock.sendall(request)
-        except (ConnectionResetError, BrokenPipeError):
-            raise ClosedBeforeAnswer() from None
+    # -- the reading, as straight-line steps ---------------------------------------------
 
-    def read_head(self, deadline: Deadline) -> Head:
-        """The response's status line and headers; interim (1xx) responses are skipped."""
+    def _response(self) -> _Steps:
         while True:
-            raw = self._read_until_blank_line(deadline)
+            raw = yield from self._until_blank_line()
             head = _parse_head(raw)
             if not 100 <= head.status < 200:
-                return head
+                break
+        self.head = head
+        if self.check_head is not None:
+            self.check_head(head)
+        return (yield from self._body(head))
 
-    def read_body(self, head: Head, deadline: Deadline, max_bytes: int) -> bytes:
-        """The body of the response ``head`` began, at most ``max_bytes`` (``BodyTooLarge``)."""
+    def _more(self) -> Generator[None, bool, bool]:
+        """Pause for more bytes: True when some came, False at the connection's end."""
+        more = yield
+        if not more and not self.answered:
+            raise ClosedBeforeAnswer()
+        return more
+
+    def _body(self, head: Head) -> _Steps:
         if "chunked" in head.headers.get("transfer-encoding", "").lower():
-            body = self._read_chunked(deadline, max_bytes)
-            framed = True
-        elif "content-length" in head.headers:
+            self._framed = True
+            return (yield from self._chunked())
+        if "content-length" in head.headers:
             length = head.headers["content-length"].strip()
             if not length.isdigit():
                 raise ResponseError(f"Content-Length {length[:40]!r} is not a byte count")
-            if int(length) > max_bytes:
+            if int(length) > self.max_bytes:
                 raise BodyTooLarge()
-            body = self._read_exactly(int(length), deadline)
-            framed = True
-        else:
-            body = self._read_until_close(deadline, max_bytes)
-            framed = False
-        # Bytes past the response (no request was pipelined) mean a confused server.
-        self.reusable = framed and head.keeps_connection and not self._buffer
-        return body
+            self._framed = True
+            return (yield from self._exactly(int(length)))
+        return (yield from self._until_close())
 
-    # -- reading ---------------------------------------------------------------------------
-
-    def _fill(self, deadline: Deadline) -> bool:
-        """One recv into the buffer, given the time left; False at the server's close."""
-        self.sock.settimeout(deadline.remaining())
-        try:
-            data = self.sock.recv(_RECV_BYTES)
-        except ConnectionResetError:
-            if not self._answered:
-                raise ClosedBeforeAnswer() from None
-            raise
-        if not data:
-            if not self._answered:
-                raise ClosedBeforeAnswer()
-            return False
-        self._answered = True
-        self._buffer += data
-        return True
-
-    def _read_until_blank_line(self, deadline: Deadline) -> bytes:
+    def _until_blank_line(self) -> _Steps:
         start = 0
         while True:
             end = self._buffer.find(b"\n\r\n", start)
             # LF-only line ends, as http.client allows; searched only up to a CRLF end (a page
-            # has no blank line, and the first recv usually holds the whole body)
+            # has no blank line, and the first bytes usually hold the whole body)
             bare = self._buffer.find(b"\n\n", start, end + 2 if end >= 0 else len(self._buffer))
             found = [(e, n) for e, n in ((end, 3), (bare, 2)) if e >= 0]
             cut, skip = min(found) if found else (len(self._buffer), 0)
@@ -168,39 +171,41 @@ class Connection:
                 del self._buffer[:cut + skip]
                 return raw
             start = max(0, len(self._buffer) - 2)
-            if not self._fill(deadline):
+            if not (yield from self._more()):
                 raise CutShort(len(self._buffer), "headers")
 
-    def _read_line(self, deadline: Deadline, what: str) -> bytes:
+    def _line(self, what: str) -> _Steps:
         while (end := self._buffer.find(b"\n")) < 0:
             if len(self._buffer) > _MAX_LINE_BYTES:
                 raise ResponseError(f"{what} over {_MAX_LINE_BYTES} bytes")
-            if not self._fill(deadline):
+            if not (yield from self._more()):
                 raise CutShort(len(self._buffer), what)
         line = bytes(self._buffer[:end]).rstrip(b"\r")
         del self._buffer[:end + 1]
         return line
 
-    def _read_exactly(self, n: int, deadline: Deadline) -> bytes:
+    def _exactly(self, n: int) -> _Steps:
         while len(self._buffer) < n:
-            if not self._fill(deadline):
+            if not (yield from self._more()):
                 raise CutShort(len(self._buffer))
         body = bytes(memoryview(self._buffer)[:n])  # one copy (a bytearray slice would be two)
         del self._buffer[:n]
         return body
 
-    def _read_until_close(self, deadline: Deadline, max_bytes: int) -> bytes:
-        while self._fill(deadline):
-            if len(self._buffer) > max_bytes:
+    def _until_close(self) -> _Steps:
+        while True:
+            if len(self._buffer) > self.max_bytes:  # the bytes that came with the head count too
                 raise BodyTooLarge()
+            if not (yield from self._more()):
+                break
         body = bytes(self._buffer)
         self._buffer.clear()
         return body
 
-    def _read_chunked(self, deadline: Deadline, max_bytes: int) -> bytes:
+    def _chunked(self) -> _Steps:
         chunks, total = [], 0
         while True:
-            line = self._read_line(deadline, "chunk-size line")
+            line = yield from self._line("chunk-size line")
             size_text = line.split(b";", 1)[0].strip()
             try:
                 size = int(size_text, 16)
@@ -209,14 +214,14 @@ class Connection:
             if size < 0:
                 raise ResponseError(f"chunk-size line {line[:40]!r} is not a hexadecimal size")
             if size == 0:
-                while self._read_line(deadline, "trailer line"):
+                while (yield from self._line("trailer line")):
                     pass  # trailers carry nothing specdec reads
                 return b"".join(chunks)
             total += size
-            if total > max_bytes:
+            if total > self.max_bytes:
                 raise BodyTooLarge()
-            chunks.append(self._read_exactly(size, deadline))
-            if self._read_line(deadline, "chunk end"):
+            chunks.append((yield from self._exactly(size)))
+            if (yield from self._line("chunk end")):
                 raise ResponseError("chunk data longer than its size line says")
 
 

@@ -1,4 +1,4 @@
-"""The HTTP/1.1 exchange of acceptance.http1, against loopback servers that answer with
+"""The HTTP/1.1 exchange of acceptance.fetch and acceptance.http1, against loopback servers that answer with
 canned bytes (what real servers send, and what broken ones do), and over TLS."""
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import threading
 import pytest
 
 from acceptance.fetch import PageFetcher, SourceError, UnreachableError
+from acceptance.http1 import BodyTooLarge, ClosedBeforeAnswer, ResponseReader
 
 PAGE = b'vllm:num_requests_running{engine="0",model_name="m"} 3.0\n'
 
@@ -196,3 +197,46 @@ def test_https_page_and_an_untrusted_certificate(canned, tmp_path):
     assert server.connections == 1
     with PageFetcher(timeout_s=5) as fetcher, pytest.raises(SourceError, match="TLS error"):
         fetcher.fetch(server.url("https"))  # the default context does not trust a self-signed certificate
+
+
+# --- the reader alone: the same response whatever pieces its bytes come in -------------
+
+_CHUNKED = (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"5;ext=1\r\nvllm:\r\n3\r\nabc\r\n0\r\nTrailer: x\r\n\r\n")
+
+
+@pytest.mark.parametrize("piece", [1, 2, 3, 7, len(_CHUNKED)])
+def test_reader_gives_one_response_whatever_the_pieces(piece):
+    reader = ResponseReader(max_bytes=1024)
+    for i in range(0, len(_CHUNKED), piece):
+        assert not reader.complete
+        reader.feed(_CHUNKED[i:i + piece])
+    assert reader.complete and reader.reusable
+    assert (reader.head.status, reader.body) == (200, b"vllm:abc")
+
+
+def test_reader_past_the_response_or_at_its_end():
+    reader = ResponseReader(max_bytes=1024)
+    reader.feed(_ok() + b"stray")
+    assert reader.complete and not reader.reusable  # bytes past the response: a confused server
+    with pytest.raises(ClosedBeforeAnswer):
+        ResponseReader(max_bytes=1024).feed_eof()
+    unframed = ResponseReader(max_bytes=1024)
+    unframed.feed(b"HTTP/1.0 200 OK\r\n\r\n" + PAGE)
+    assert not unframed.complete
+    unframed.feed_eof()
+    assert unframed.body == PAGE and not unframed.reusable
+
+
+def test_reader_stops_at_the_limit_and_lets_the_caller_refuse_a_head():
+    with pytest.raises(BodyTooLarge):
+        ResponseReader(max_bytes=10).feed(b"HTTP/1.0 200 OK\r\n\r\n" + b"x" * 11)
+
+    def refuse(head):
+        raise ValueError(f"status {head.status}")
+
+    reader = ResponseReader(max_bytes=1024, check_head=refuse)
+    with pytest.raises(ValueError, match="status 404"):
+        reader.feed(b"HTTP/1.1 404 Not Found\r\nContent-Length: 1000\r\n\r\n")
+    reader.feed(b"more")  # spent: ignored, and never reusable
+    assert not reader.complete and not reader.reusable
