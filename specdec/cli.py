@@ -573,9 +573,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_ingest)
 
     p = sub.add_parser("simulate", help="serve a simulated vLLM fleet on loopback")
-    from acceptance.sim import SCENARIO_NAMES
-
-    p.add_argument("--scenario", default="demo", choices=SCENARIO_NAMES)
+    p.add_argument("--scenario", default="demo", type=scenario_name,
+                   help="a built-in scenario (default demo; an unknown name lists them)")
     p.add_argument("--config", help="a scenario file (TOML or JSON) instead of a named scenario")
     p.add_argument("--seed", type=int)
     p.add_argument("--speed", type=positive_float, default=1.0, help="simulated seconds per wall second")
@@ -613,6 +612,16 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_calibrate.add_parser(sub)
     dashboard_launch.add_parser(sub)
     return parser
+
+
+def scenario_name(text: str) -> str:
+    """A built-in scenario's name. Checked only when `simulate` runs: the simulator (scipy
+    behind it) is not imported to build every command's parser."""
+    from acceptance.sim import SCENARIO_NAMES
+
+    if text not in SCENARIO_NAMES:
+        raise argparse.ArgumentTypeError(f"unknown scenario {text!r} (known: {', '.join(SCENARIO_NAMES)})")
+    return text
 
 
 def route_name(text: str) -> str:

@@ -49,12 +49,16 @@ def streamlit_command(args) -> list[str]:
     return cmd
 
 
-def check_inputs(args) -> None:
-    """Refuse, before starting a server, what the app could never read (InputError, one line)."""
-    from specdec.config import load_config
-
+def check_host(args) -> None:
     if not args.host or any(c.isspace() for c in args.host):
         raise InputError(f"--host: expected an address such as 127.0.0.1, got {args.host!r}")
+
+
+def check_inputs(args) -> None:
+    """Refuse what the app could never read (InputError, one line), before the server serves."""
+    from specdec.config import load_config
+
+    check_host(args)
     config = load_config(args.config)  # ConfigError (an InputError) names the file and the key
     if args.db:
         db = Path(args.db)
@@ -66,30 +70,38 @@ def check_inputs(args) -> None:
 
 
 def run(args) -> int:
-    check_inputs(args)
-    url_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
-    print(f"specdec dashboard: http://{url_host}:{args.port}/ (Ctrl-C stops it)", file=sys.stderr)
-    return serve(streamlit_command(args))
+    check_host(args)
+
+    def checked() -> None:
+        check_inputs(args)
+        url_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+        print(f"specdec dashboard: http://{url_host}:{args.port}/ (Ctrl-C stops it)", file=sys.stderr)
+
+    # The server starts first and the inputs are checked while it boots (reading the config
+    # imports what the first page then finds loaded): a bad input stops it before it listens.
+    return serve(streamlit_command(args), while_starting=checked)
 
 
 class _Stop(Exception):
     """SIGTERM or SIGINT arrived while the server ran."""
 
 
-def serve(cmd: list[str], grace_s: float = STOP_GRACE_S) -> int:
+def serve(cmd: list[str], grace_s: float = STOP_GRACE_S, while_starting=lambda: None) -> int:
     """Run ``cmd`` (the server) as a child until it exits, and return its status (128 + N for
-    signal N, as a shell says). SIGTERM's default action would end this process alone and
-    leave the server serving on its port, so SIGTERM and SIGINT here stop the server
-    (terminate, ``grace_s``, then kill) and return 128 + the signal."""
+    signal N, as a shell says); ``while_starting()`` runs once the child is started, and
+    what it raises stops the child and propagates. SIGTERM's default action would end this
+    process alone and leave the server serving on its port, so SIGTERM and SIGINT here stop
+    the server (terminate, ``grace_s``, then kill) and return 128 + the signal."""
     def stop(signum, _frame):
         raise _Stop(signum)
 
-    child = subprocess.Popen(cmd)
-    previous = {}
+    previous, child = {}, None
     try:
         for s in (signal.SIGTERM, signal.SIGINT):
             if signal.getsignal(s) is not signal.SIG_IGN:  # `cmd &` ignores SIGINT: keep that
                 previous[s] = signal.signal(s, stop)
+        child = subprocess.Popen(cmd)
+        while_starting()
         code = child.wait()
         return 128 - code if code < 0 else code
     except (_Stop, KeyboardInterrupt) as e:
@@ -97,12 +109,18 @@ def serve(cmd: list[str], grace_s: float = STOP_GRACE_S) -> int:
     finally:
         for s in previous:
             signal.signal(s, signal.SIG_IGN)  # a second signal must not cut the clean-up short
-        if child.poll() is None:
-            child.terminate()
-            try:
-                child.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+        if child is not None:
+            _stop(child, grace_s)
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def _stop(child: subprocess.Popen, grace_s: float) -> None:
+    """Terminate ``child``; kill it if it still runs after ``grace_s``."""
+    if child.poll() is None:
+        child.terminate()
+        try:
+            child.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()

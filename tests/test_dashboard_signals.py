@@ -57,6 +57,19 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def servers_on(port: int) -> list[int]:
+    """Running dashboard servers (``python -m dashboard.server``) given ``port``."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"dashboard.server" in argv and str(port).encode() in argv and alive(int(proc.name)):
+            found.append(int(proc.name))
+    return found
+
+
 def listening(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(1.0)
@@ -133,3 +146,20 @@ def test_server_dying_ends_the_dashboard_with_its_status(config, tmp_path):
         assert proc.returncode == 128 + signal.SIGKILL  # a shell's status for a killed child, not -9
     finally:
         kill_all(proc, server)
+
+
+def test_a_bad_config_stops_the_server_started_beside_its_check(tmp_path):
+    # The server is started while the config is read (its start is the cold page's critical
+    # path): a config that cannot be read must still end with exit 2, one line, no server.
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[colect]\ninterval = '15s'\n")
+    port, log = free_port(), tmp_path / "dashboard.log"
+    proc = start_dashboard(bad, port, log)
+    try:
+        assert proc.wait(30) == 2
+        assert servers_on(port) == [], "the server started beside the check still runs"
+        assert not listening(port)
+        lines = log.read_text().strip().splitlines()
+        assert len(lines) == 1 and "colect" in lines[0], lines
+    finally:
+        kill_all(proc, [])
