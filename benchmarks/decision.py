@@ -92,7 +92,7 @@ class SeedScore:
     keep_deployed: MethodScore
     decision: str
     decided_regret: float              # regret of the γ the decision deploys (rec on change/off, else deployed)
-    reach_regret: float                # regret against the best γ the tool may consider (≤ deployed + 2)
+    reach_regret: float                # regret against the best γ the tool may consider (its candidates)
     extrapolated: bool                 # the recommended γ lies past the deployed one (a tail-model spread)
     drafts: float
     covered_by_gamma: dict[int, bool] = field(default_factory=dict)  # every candidate with an interval
@@ -440,7 +440,7 @@ def markdown_table(doc: dict) -> str:
                    f"{_pct(m['median_speedup_error'])} | {_cov(m['interval_coverage'])} | "
                    f"{_cov(m['interval_coverage_not_assumed'])} |")
     out += ["",
-            f"- specdec against the best γ it may consider (deployed γ + 2 at most): median regret "
+            f"- specdec against the best γ it may consider (its candidates: the drafter's block, gamma_max): median regret "
             f"{_pct(s['reach_median_regret'])}, 95th percentile {_pct(s['reach_p95_regret'])}.",
             f"- the γ its decision deploys (the recommendation on change/off, else the deployed γ): median regret "
             f"{_pct(s['decided_median_regret'])}, 95th percentile {_pct(s['decided_p95_regret'])}; decisions "
@@ -480,7 +480,7 @@ def text_report(doc: dict) -> str:
             f"{_pct(r['keep_deployed']['mean_regret']):>7s} {ds['change']:.2f}/{ds['keep']:.2f}/{ds['off']:.2f} "
             + (f"{h['recommended_gamma']:>4d}/{_pct(h['regret']):>9s}" if h else "             —")
             + ("" if r["assumed"] else "  (not assumed)"))
-    lines += ["", "regret med/p95: over the class's seeds; reach: mean regret against the best γ ≤ deployed + 2; "
+    lines += ["", "regret med/p95: over the class's seeds; reach: mean regret against the best γ among its candidates; "
               "2nd: mean regret of the second recommendation, after deploying the first decision; "
               "cover: 90% interval at the recommended γ against the truth; c.dep: the same at the deployed γ",
               "", markdown_table(doc), "", f"wall time {doc['wall_s']:.0f} s"]

@@ -68,7 +68,7 @@ from acceptance.step_replay import StepSequence, bonus_acceptance, positions, re
 GAMMAS = (0, 1, 2, 3, 5, 7)
 PHASES = ((1, 2, 3), (5, 7))
 DEPLOYED = 3
-CONSIDERED_MAX = DEPLOYED + 2  # model.extrapolate.MAX_EXTRAPOLATION past the deployed γ
+CONSIDERED_MAX = max(GAMMAS)  # the tool's candidates go to gamma_max 16 (no block for ngram, draft_model): every measured γ
 ROUTES = real_vllm.ROUTES
 RESULTS = REPO / "benchmarks" / "results" / "real-sweep.json"
 CURVES = REPO / "benchmarks" / "data" / "real-engine-curves.json"
@@ -266,15 +266,26 @@ def _base_for(runs_by_gamma: dict[int, list[Run]], gamma: int) -> list[Run]:
     return runs_by_gamma[0][phase * per_phase:(phase + 1) * per_phase]
 
 
-def measured_or_interpolated(ratios: dict, gamma: int) -> float:
+def measured_or_interpolated(ratios: dict, gamma: int) -> float | None:
     """The measured median ratio at γ; a γ the sweep does not run (4) gets the geometric
-    mean of its measured neighbours, and the result says it was not measured."""
+    mean of its measured neighbours, and the result says it was not measured; past the
+    largest γ the sweep runs, None (nothing measured there to judge it by)."""
     if gamma in ratios:
         return ratios[gamma][0]
+    if gamma > max(ratios):
+        return None
     below = max(g for g in ratios if g < gamma)
     above = min(g for g in ratios if g > gamma)
     w = (gamma - below) / (above - below)
     return float(np.exp((1 - w) * np.log(ratios[below][0]) + w * np.log(ratios[above][0])))
+
+
+def _regret(ratio: float | None, best: float) -> float | None:
+    return None if ratio is None else 1.0 - ratio / best
+
+
+def _pct(x: float | None) -> str:
+    return "— (past the sweep)" if x is None else f"{x:.1%}"
 
 
 def fit_line(points: list[tuple[float, float]]) -> tuple[float, float]:
@@ -433,10 +444,11 @@ def cell_result(method: str, route: str, runs_by_gamma: dict[int, list[Run]], fo
         "acted_gamma": acted,  # regrets are of this γ (the deployed one when the decision is keep)
         "decision": doc["decision"], "best_gamma": best,
         "best_separated": bool(ratios[best][1] > ratios[runner_up][0]),
-        "regret_considered": 1.0 - rec_ratio / ratios[best_considered][0],
-        "regret": 1.0 - rec_ratio / ratios[best][0],
+        # None when the γ acted on lies past the sweep's largest (not measured)
+        "regret_considered": None if rec_ratio is None else 1.0 - rec_ratio / ratios[best_considered][0],
+        "regret": None if rec_ratio is None else 1.0 - rec_ratio / ratios[best][0],
         "loo_best_gamma": loo_best,  # the γ whose out-of-sample prediction is highest
-        "regret_loo_best": 1.0 - measured_or_interpolated(ratios, loo_best) / ratios[best_considered][0],
+        "regret_loo_best": _regret(measured_or_interpolated(ratios, loo_best), ratios[best_considered][0]),
         "model_error": doc.get("model_error"),
         "acceptance_model": doc.get("acceptance_model"),
         "undrafted_token_share_observed": doc["observed"].get("undrafted_token_share"),
@@ -460,8 +472,12 @@ def summary(cells: list[dict]) -> dict:
                       for c, g in pairs if abs(g["predicted_al"] / g["measured_al"] - 1) > 0.03],
         "predicted_in_measured_interval": f"{sum(g['ratio_low'] <= g['predicted_speedup'] <= g['ratio_high'] for _, g in priced)}/{len(priced)}",
         "measured_in_predicted_interval": f"{sum(g['speedup_low'] <= g['measured_ratio'] <= g['speedup_high'] for _, g in priced)}/{len(priced)}",
-        "regret_considered_separated_max": max((c["regret_considered"] for c in cells if c["best_separated"]), default=None),
-        "regret_considered_max": max(c["regret_considered"] for c in cells),
+        "regret_considered_separated_max": max((c["regret_considered"] for c in cells
+                                                if c["best_separated"] and c["regret_considered"] is not None), default=None),
+        "regret_considered_max": max((c["regret_considered"] for c in cells if c["regret_considered"] is not None),
+                                     default=None),
+        "acted_past_the_sweep": [f"{c['method']}/{c['route']}: γ {c['acted_gamma']}" for c in cells
+                                 if c["regret"] is None],
     }
 
 
@@ -480,10 +496,10 @@ def markdown(cells: list[dict]) -> str:
                        f"| {f(g.get('al_positions_seen'), '.3f')} | {f(g['undrafted_token_share'], '.3f')} | {g['measured_ratio']:.2f} [{g['ratio_low']:.2f}, "
                        f"{g['ratio_high']:.2f}] | {pred} | {g['wall_ratio']:.2f} | {g['step_time_ms']:.2f} |")
     out += ["", "| method / route | recommended (decision) | best measured | separated | regret vs best considered "
-            "(γ ≤ 5) | regret vs best |", "|---|---|---|---|---|---|"]
+            f"(γ ≤ {CONSIDERED_MAX}) | regret vs best |", "|---|---|---|---|---|---|"]
     for c in cells:
         out.append(f"| {c['method']} / {c['route']} | {c['recommended_gamma']} ({c['decision']}) | {c['best_gamma']} | "
-                   f"{'yes' if c['best_separated'] else 'no'} | {c['regret_considered']:.1%} | {c['regret']:.1%} |")
+                   f"{'yes' if c['best_separated'] else 'no'} | {_pct(c['regret_considered'])} | {_pct(c['regret'])} |")
     return "\n".join(out)
 
 
@@ -500,9 +516,9 @@ def print_table(cells: list[dict]) -> None:
                   f"{g['measured_ratio']:>10.2f} [{g['ratio_low']:.2f},{g['ratio_high']:.2f}]{pred:>22}"
                   f"{g['wall_ratio']:>12.2f}{g['cpu_s_per_token'] * 1e3:>9.2f}ms")
         print(f"  → recommended {cell['recommended_gamma']} ({cell['decision']}), best {cell['best_gamma']}"
-              f"{' (separated)' if cell['best_separated'] else ''}, regret {cell['regret_considered']:.1%} "
-              f"(considered) / {cell['regret']:.1%} (overall); best out-of-sample prediction γ {cell['loo_best_gamma']} "
-              f"(regret {cell['regret_loo_best']:.1%})")
+              f"{' (separated)' if cell['best_separated'] else ''}, regret {_pct(cell['regret_considered'])} "
+              f"(considered) / {_pct(cell['regret'])} (overall); best out-of-sample prediction γ {cell['loo_best_gamma']} "
+              f"(regret {_pct(cell['regret_loo_best'])})")
 
 
 def measure(methods: list[str], blocks: int, requests: int, seed: int) -> dict:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from model.extrapolate import TAIL_MODELS, extend_tail
+from model.extrapolate import TAIL_MODELS, extend_survival
 from model.reference_curves import CURVES
 from model.tail_evidence import LEVEL, acceptance_length, holdout_errors, tail_evidence
 
@@ -46,7 +46,7 @@ def held_out_rows() -> list[dict]:
         a = np.asarray(curve.survival, dtype=float)
         truth = acceptance_length(a)
         for g in range(2, len(a)):
-            models = acceptance_length(extend_tail(a[:g], len(a) - g))
+            models = acceptance_length(extend_survival(a[:g], len(a) - g))
             for j in range(1, len(a) - g + 1):
                 per_model = models[:, g + j - 1]
                 ensemble = float(evidence.ensemble_al(per_model, j))

@@ -4,8 +4,9 @@ the benchmark's results into the cost table ``model.profiles.load_table`` reads.
 Plan (``calibration_plan``). For each candidate γ one vLLM server — on a BENCHMARK
 deployment only: ``rejection_sample_method: "synthetic"`` forces accept decisions and
 corrupts outputs — with the route's acceptance replayed through
-``synthetic_acceptance_rates`` = a_1..a_γ (non-increasing; past the observed γ, at most
-two positions, the median of model.extrapolate's tail models), and γ = 0 (no
+``synthetic_acceptance_rates`` = a_1..a_γ (non-increasing; past the observed γ the median
+of model.extrapolate's tail models; by default the plan goes DEFAULT_PAST_OBSERVED
+positions past it, and the table's linear extension prices the rest), and γ = 0 (no
 ``--speculative-config``). Against each server, one ``vllm bench serve`` run per batch
 size B: random prompts, ``--ignore-eos``, ``--max-concurrency B`` (B requests decode
 together), ``--save-result`` with ``--metadata`` naming γ, B and the path so the result
@@ -39,11 +40,13 @@ import numpy as np
 
 from .deployment import Deployment, ModelInputError
 from .drafters import drafter_for
-from .extrapolate import MAX_EXTRAPOLATION, extend_survival
+from .extrapolate import extend_survival
 from .profiles import SPECIALIZED, STOCK, TABLE_COLUMNS
 from .specialized import runs_specialized
 from .vllm_config import SYNTHETIC_WARNING, replay_config
 from acceptance.definitions import monotone_survival
+
+DEFAULT_PAST_OBSERVED = 2  # servers past the observed γ in a plan without --gammas: each is a benchmark run
 
 # --metadata keys the plan puts on every run; vLLM writes them at the result's top level.
 META_GAMMA = "specdec_gamma"
@@ -155,17 +158,13 @@ def calibration_plan(
         raise CalibrationInputError(f"port: must be 1..65535, got {port}")
     drafter = drafter_for(deployment.method)
     if gammas is None:
-        top = a.size + MAX_EXTRAPOLATION
+        top = a.size + DEFAULT_PAST_OBSERVED
         if drafter.max_gamma is not None:
             top = min(top, drafter.max_gamma)
         gammas = range(0, top + 1)
     gs = _check_list([0, *gammas], "gammas", 0)
     bs = _check_list(batch_sizes, "batch sizes", 1)
     for g in gs:
-        if g > a.size + MAX_EXTRAPOLATION:
-            raise CalibrationInputError(
-                f"gammas: {g} is more than {MAX_EXTRAPOLATION} past the observed γ {a.size}: no synthetic rates to replay"
-            )
         if (why := drafter.refusal(g)) is not None:
             raise CalibrationInputError(f"gammas: {g}: {why}")
     specialized = deployment.decode_backend == "latency_specialized"

@@ -1,6 +1,6 @@
 """Survival past the observed γ: a guess the data cannot check (docs/DESIGN.md, Cost model).
 
-At most two positions past the observed γ. Several tail models of the conditional
+As far as the candidates go (the drafter's limit, gamma_max). Several tail models of the conditional
 acceptance α_k = a_k / a_{k−1}; a_{g+j} = a_{g+j−1}·α_{g+j}; the spread across them is the
 interval of an extrapolated candidate:
 - ``last``: α_{g+j} = α_g (the last conditional continues);
@@ -24,7 +24,6 @@ from .deployment import ModelInputError
 from acceptance.definitions import monotone_survival
 
 TAIL_MODELS = ("last", "mean_last3", "trend", "heterogeneous")
-MAX_EXTRAPOLATION = 2
 
 
 def _beta_concentration(survival: np.ndarray) -> np.ndarray:
@@ -61,7 +60,8 @@ def _among_reached(survival: np.ndarray, reach) -> np.ndarray:
 def extend_survival(survival, extra: int, reach=None) -> np.ndarray:
     """(M, ..., g + extra): the curve extended by each of TAIL_MODELS (same order).
 
-    survival: (..., g) non-increasing a_1..a_g; extra ≤ MAX_EXTRAPOLATION.
+    survival: (..., g) non-increasing a_1..a_g; extra ≥ 0 positions (how far the tail
+    models carry is measured on real curves: model.tail_evidence).
     reach: r_k = R_k / D, k = 1..g, when the drafter's draft lengths are known (n-gram and
     suffix drafts are often shorter than γ). a_k = r_k·s_k mixes two things — how far the
     drafter proposes and how far the target accepts what it proposed (s_k = A_k / R_k) —
@@ -69,14 +69,6 @@ def extend_survival(survival, extra: int, reach=None) -> np.ndarray:
     taken to go on proposing (r_{g+j} = r_g, the assumption model.speedup.verify_widths
     prices): a_{g+j} = a_{g+j−1}·α^s_{g+j}. Without reach, a's own conditionals.
     """
-    if not 0 <= extra <= MAX_EXTRAPOLATION:
-        raise ModelInputError(f"extrapolate at most {MAX_EXTRAPOLATION} positions past the observed γ, asked {extra}")
-    return extend_tail(survival, extra, reach)
-
-
-def extend_tail(survival, extra: int, reach=None) -> np.ndarray:
-    """``extend_survival`` without its limit on ``extra``: how far the tail models carry is
-    what model.tail_evidence measures on real curves."""
     a = np.asarray(survival, dtype=float)
     if a.shape[-1] < 1:
         raise ModelInputError("survival: cannot extrapolate an empty curve")

@@ -1,6 +1,6 @@
 """The γ recommendation for one route (docs/DESIGN.md, Cost model; The tune-gamma JSON).
 
-For each candidate γ = 0 .. min(gamma_max, observed γ + 2):
+For each candidate γ = 0 .. min(gamma_max, the drafter's block when it has one):
   speedup = AL(γ)·τ(0) / τ(γ) over the batch mix (model.speedup), AL from the survival
   curve, extended past the observed γ by the tail models (model.extrapolate) —
   the point is the mean over tail models, at the midpoint of specialized_speedup;
@@ -66,7 +66,7 @@ from acceptance.step_replay import StepSequence, replay_by_gamma, resampled_toke
 
 from .deployment import Deployment, ModelInputError
 from .drafters import drafter_for
-from .extrapolate import MAX_EXTRAPOLATION, TAIL_MODELS, bonus_acceptances, extend_survival
+from .extrapolate import TAIL_MODELS, bonus_acceptances, extend_survival
 from .profiles import make_profile
 from .specialized import Eligibility, specialized_refusal
 from .anchor import DEFAULT, OBSERVED, Anchor, configured_or_default, profile_figures, solve_observed_rate
@@ -151,6 +151,8 @@ class Recommendation:
     model_error_warning: str | None = None  # model_error beyond ±MODEL_ERROR_TOLERANCE, and what to do
     # a "keep" whose gain is not yet sure: the window's drafts × this would settle it (1/√drafts)
     drafts_factor_to_settle: float | None = None
+    # the best expected γ when its gain is not yet sure and the decision takes a nearer sure step
+    expected_best_gamma: int | None = None
 
     def to_dict(self) -> dict:
         """The tune-gamma JSON keys this module owns (acceptance.json_safe: NaN → None)."""
@@ -177,6 +179,7 @@ class Recommendation:
             "profile_figures": self.profile_figures,
             "gain": None if self.gain is None else asdict(self.gain),
             "drafts_factor_to_settle": self.drafts_factor_to_settle,
+            "expected_best_gamma": self.expected_best_gamma,
             "model_error_warning": self.model_error_warning,
         })
 
@@ -237,7 +240,7 @@ def recommend(
     tokens = _CurveTokens(a, per_batch, replayed, replayed_al, reach, top)
     al_point, al_by_batch = tokens.point(ws)
     speed_point = speedup_with_undrafted(al_point, price.ratio[0], price.ratio_u[0], nu).mean(axis=0)
-    allowed, reasons = _admissible(deployment, gammas, specialized)
+    allowed, reasons = _admissible(deployment, gammas)
     masked_point = np.where(allowed, speed_point, -np.inf)
     rec = int(np.argmax(masked_point))  # ties → the smaller γ; γ = 0 scores exactly 1
     ensemble = spread = None
@@ -248,10 +251,9 @@ def recommend(
         ensemble, spread = _ensemble(samples, allowed, level, speed_range)
     tps = _tokens_per_second(profile, price.tau, speed_point, deployment)
     candidates = _candidates(gammas, g, speed_point, spread, tps, allowed, reasons, al_point)
-    decision, reason, settle = _decide(rec, deployed, allowed, speed_point, ensemble, deployment.min_gain, reasons)
-    model_error = None
-    if observed_tokens_per_second is not None and getattr(profile, "absolute", False) and anchor.source != OBSERVED:
-        model_error = _model_error(observed_tokens_per_second, al_point, price, ws, deployed, nu)
+    rec, expected_best, decision, reason, settle = _decision(rec, deployed, allowed, speed_point, ensemble,
+                                                             deployment.min_gain, reasons)
+    model_error = _model_error(observed_tokens_per_second, profile, anchor, al_point, price, ws, deployed, nu)
     final = rec if decision in ("change", "off") else deployed
     schedule = None
     if final > 0 and len(bs) > 1:
@@ -261,7 +263,6 @@ def recommend(
     # A schedule restarts engines like a γ change: it joins the deployable config only when
     # γ changes anyway; otherwise it is reported as a suggestion (Recommendation.schedule).
     spec_cfg = speculative_config(deployment, final, schedule if decision == "change" else None)
-    prob_best = None if spread is None else spread.probability_best
     return Recommendation(
         objective=deployment.objective,
         cost_profile=profile.name,
@@ -270,7 +271,7 @@ def recommend(
         recommended_gamma=rec,
         decision=decision,
         decision_reason=reason,
-        probability_best=None if prob_best is None else float(prob_best[rec]),
+        probability_best=None if spread is None else float(spread.probability_best[rec]),
         candidates=candidates,
         model_error=model_error,
         vllm_speculative_config=spec_cfg,
@@ -285,6 +286,7 @@ def recommend(
         gain=_gain(rec, deployed, speed_point, ensemble, level),
         model_error_warning=_model_error_warning(model_error, deployment),
         drafts_factor_to_settle=settle,
+        expected_best_gamma=expected_best,
     )
 
 
@@ -304,7 +306,8 @@ def _checked_curves(survival, survival_resamples, deployment, deployed_gamma, ga
         raise ModelInputError(f"gamma_max must be an integer ≥ 0, got {gamma_max!r}")
     if not (isinstance(level, float) or isinstance(level, int)) or not 0 < level < 1:
         raise ModelInputError(f"level must be in (0, 1), got {level!r}")
-    top = min(gamma_max, g + MAX_EXTRAPOLATION)
+    block = drafter_for(deployment.method).max_gamma  # a parallel drafter's block: no candidate past it
+    top = gamma_max if block is None else min(gamma_max, max(block, g))
     deployed = g if deployed_gamma is None else deployed_gamma
     if isinstance(deployed, bool) or not isinstance(deployed, (int, np.integer)) or deployed < 0:
         raise ModelInputError(f"deployed_gamma must be an integer ≥ 0, got {deployed_gamma!r}")
@@ -456,17 +459,18 @@ def _resampled_speedups(tokens: _CurveTokens, resamples, mix_res, price: _Price,
     return speedup_with_undrafted(al_res, ratio_res[:, None], ratio_u_res[:, None], nu)
 
 
-def _admissible(deployment: Deployment, gammas, specialized: bool) -> tuple[np.ndarray, list[str | None]]:
-    """Which candidates can be deployed, and why not (the drafter's limits, the specialized path's)."""
-    drafter = drafter_for(deployment.method)
-    allowed = np.ones(len(gammas), dtype=bool)
-    reasons: list[str | None] = []
-    for gm in gammas:
-        why = [r for r in (drafter.refusal(int(gm)),
-                           specialized_refusal(deployment.method, int(gm)) if specialized else None) if r]
-        reasons.append("; ".join(why) or None)
-        allowed[gm] = not why
-    return allowed, reasons
+def refusal(deployment: Deployment, gamma: int) -> str | None:
+    """Why ``gamma`` cannot be deployed (the drafter's limits, the specialized path's), or None."""
+    specialized = deployment.decode_backend == "latency_specialized"
+    why = [r for r in (drafter_for(deployment.method).refusal(int(gamma)),
+                       specialized_refusal(deployment.method, int(gamma)) if specialized else None) if r]
+    return "; ".join(why) or None
+
+
+def _admissible(deployment: Deployment, gammas) -> tuple[np.ndarray, list[str | None]]:
+    """Which candidates can be deployed, and why not."""
+    reasons = [refusal(deployment, int(gm)) for gm in gammas]
+    return np.array([r is None for r in reasons]), reasons
 
 
 @dataclass(frozen=True)
@@ -516,8 +520,12 @@ def _candidates(gammas, g: int, speed_point, spread: _Spread | None, tps, allowe
     ) for i, gm in enumerate(gammas)]
 
 
-def _model_error(observed_tps: float, al_point, price: _Price, ws, deployed: int, nu) -> float:
-    """The model's per-user tokens/s at the deployed γ against the observed, − 1 (whatever the objective)."""
+def _model_error(observed_tps: float | None, profile, anchor: Anchor, al_point, price: _Price, ws, deployed: int,
+                 nu) -> float | None:
+    """The model's per-user tokens/s at the deployed γ against the observed, − 1 (whatever the
+    objective); None without an observed rate, a profile in seconds, or when priced at it."""
+    if observed_tps is None or not getattr(profile, "absolute", False) or anchor.source == OBSERVED:
+        return None
     tau_int, tau_u_int = price.times[0] @ ws, price.times_u[0] @ ws
     model_tps = float(tokens_per_time(al_point[:, deployed].mean(), tau_int[deployed], tau_u_int[deployed], nu))
     return model_tps / observed_tps - 1.0
@@ -629,6 +637,33 @@ def _decide(rec, deployed, allowed, speed_point, ens, min_gain, reasons) -> tupl
         f"{head}: a window with about {factor:.1f}× the drafts (intervals shrinking as 1/√drafts) "
         f"would settle a gain of {mean:+.1%}"
     ), factor
+
+
+def _decision(rec, deployed, allowed, speed_point, ens, min_gain, reasons):
+    """(the γ recommended, the farther best expected one or None, decision, why, the drafts
+    factor to settle): ``_decide`` on the best expected γ, and when its gain is expected but
+    not yet sure, the best sure step instead of a keep."""
+    decision, reason, settle = _decide(rec, deployed, allowed, speed_point, ens, min_gain, reasons)
+    step = _sure_step(deployed, allowed, speed_point, ens, min_gain) if decision == "keep" and settle else None
+    if step is None:
+        return rec, None, decision, reason, settle
+    (gamma, p_gain), expected_best = step, rec
+    reason = (f"{reason}; the best γ whose gain is sure now: P(γ={gamma} gains > {min_gain:.0%} over "
+              f"γ={deployed}) = {p_gain:.2f} ≥ {DECISION_CERTAINTY}")
+    return gamma, expected_best, "off" if gamma == 0 else "change", reason, settle
+
+
+def _sure_step(deployed, allowed, speed_point, ens, min_gain) -> tuple[int, float] | None:
+    """The allowed γ of best expected speedup among those whose gain over the deployed one is
+    sure (P(gain > min_gain) ≥ DECISION_CERTAINTY), with that probability; None if none is.
+    A farther γ expected to be better but not yet sure must not hold back a sure gain."""
+    p_gain = np.mean(ens / ens[:, [deployed]] - 1.0 > min_gain, axis=0)  # (G,)
+    sure = np.asarray(allowed) & (p_gain >= DECISION_CERTAINTY)
+    sure[deployed] = False
+    if not sure.any():
+        return None
+    step = int(np.argmax(np.where(sure, speed_point, -np.inf)))
+    return step, float(p_gain[step])
 
 
 def _schedule(gamma, bs, ws, times, al, allowed, specialized, objective, min_gain, times_u, nu):

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .extrapolate import TAIL_MODELS, extend_tail
+from .extrapolate import TAIL_MODELS, extend_survival
 from .reference_curves import CURVES, ReferenceCurve
 
 MIN_ROWS = 10
@@ -60,7 +60,7 @@ def holdout_errors(curves: tuple[ReferenceCurve, ...] = CURVES) -> HoldoutErrors
         a = np.asarray(curve.survival, dtype=float)
         truth = acceptance_length(a)
         for g in range(2, len(a)):
-            predicted = acceptance_length(extend_tail(a[:g], len(a) - g))  # (M, G)
+            predicted = acceptance_length(extend_survival(a[:g], len(a) - g))  # (M, G)
             for j in range(1, len(a) - g + 1):
                 rows.append((index, g, j, predicted[:, g + j - 1] / truth[g + j - 1] - 1.0))
     if not rows:

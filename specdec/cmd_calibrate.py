@@ -39,7 +39,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     plan.add_argument("--survival", required=True, type=float_list, metavar="A1,A2,...",
                       help="the route's survival curve, replayed as synthetic_acceptance_rates")
     plan.add_argument("--gammas", type=_ints, default=None, metavar="G1,G2,...",
-                      help="candidate γs (γ = 0 is always added; default 0..observed γ + 2)")
+                      help="candidate γs (γ = 0 is always added; default 0..observed γ + 2, within the drafter's block)")
     plan.add_argument("--batch-sizes", type=_ints, default=[1, 2, 4, 8, 16, 32, 64], metavar="B1,B2,...")
     plan.add_argument("--method", default="dspark", help="vLLM speculative method (default dspark)")
     plan.add_argument("--decode-backend", default="auto", choices=("auto", "latency_specialized"))

@@ -194,8 +194,10 @@ def _candidate_table(doc: dict) -> list[str]:
         row = f"{c['gamma']:>5} {_fmt(c['speedup']):>7}x {interval:>17} {_fmt(c['probability_best']):>8}"
         if has_tps:
             row += f" {_fmt(c['tokens_per_second'], '.1f'):>10}"
+        stepped = doc.get("expected_best_gamma") is not None  # a sure step short of the best expected
         notes = [word for word, holds in (("deployed", c["gamma"] == doc["deployed_gamma"]),
-                                          ("best", c["gamma"] == doc["recommended_gamma"]),
+                                          ("recommended" if stepped else "best", c["gamma"] == doc["recommended_gamma"]),
+                                          ("best expected", c["gamma"] == doc.get("expected_best_gamma")),
                                           ("extrapolated", c["extrapolated"])) if holds]
         if not c["allowed"]:
             notes.append(f"not allowed: {(c['reason'] or '').split(' (')[0]}")

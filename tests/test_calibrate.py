@@ -156,9 +156,12 @@ def test_plan_latency_specialized_measures_stock_unit_and_paths():
     assert {r.path for r in plan.runs if r.gamma == 3} == {"specialized", "stock"}  # B=32·4 > 64 runs stock
 
 
-def test_plan_refuses_gamma_past_extrapolation_and_bad_survival():
-    with pytest.raises(CalibrationInputError, match="more than 2 past the observed"):
-        calibration_plan(Deployment(), SURVIVAL, model="m", gammas=[6])
+def test_plan_goes_past_the_observed_gamma_as_asked_and_refuses_bad_survival():
+    default = calibration_plan(Deployment(), SURVIVAL, model="m")
+    assert max(s.gamma for s in default.servers) == len(SURVIVAL) + 2
+    far = {s.gamma: s for s in calibration_plan(Deployment(), SURVIVAL, model="m", gammas=[7]).servers}  # dspark: its block
+    assert far[7].extrapolated and len(far[7].synthetic_acceptance_rates) == 7
+    assert all(np.diff(far[7].synthetic_acceptance_rates) <= 0)
     with pytest.raises(CalibrationInputError, match="survival"):
         calibration_plan(Deployment(), [0.5, 1.4], model="m")
 

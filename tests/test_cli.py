@@ -84,13 +84,14 @@ def test_tune_gamma_inline_flat_prefers_the_longest_draft_and_keeps_without_coun
     doc = json.loads(out)
     assert doc["cost_profile"] == "flat"
     assert doc["deployed_gamma"] == 3
-    # Flat cost, parallel drafter: more draft tokens never hurt, so the best is an extrapolated γ 5.
-    assert doc["recommended_gamma"] == 5
+    # Flat cost, parallel drafter: more draft tokens never hurt, so the best is the
+    # extrapolated end of DSpark's block, γ 7.
+    assert doc["recommended_gamma"] == 7
     assert doc["decision"] == "keep"  # no --drafts: no probability, so no change
     assert doc["candidates"][0]["gamma"] == 0
     assert doc["candidates"][0]["speedup"] == 1.0
     assert all(c["speedup_low"] is None for c in doc["candidates"])
-    assert [c["extrapolated"] for c in doc["candidates"]] == [False] * 4 + [True] * 2
+    assert [c["extrapolated"] for c in doc["candidates"]] == [False] * 4 + [True] * 4
 
 
 def test_tune_gamma_inline_with_drafts_gives_intervals_and_emit_vllm(capsys):
@@ -546,3 +547,14 @@ def test_every_error_class_of_the_users_input_shares_one_base():
     for cls in (SourceError, LogLinesError, MetricsPageError, PerRequestError, PluginSeriesError, ScenarioError,
                 ModelInputError, UsageError, ConfigError, NoDataError):
         assert issubclass(cls, InputError), cls.__name__
+
+
+def test_tune_gamma_names_the_sure_step_and_the_best_expected_apart(capsys):
+    # γ 5 is expected best but not yet sure, γ 4's gain is: the table says which is which.
+    code, out, _ = run_cli(capsys, tune_gamma_main, ["--survival", "0.9,0.78,0.62", "--drafts", "50000",
+                                                      "--method", "eagle3", "--draft-cost", "0.15"])
+    assert code == 0
+    rows = {line.split()[0]: line for line in out.splitlines() if line[:5].strip().isdigit()}
+    assert rows["4"].endswith("recommended, extrapolated")
+    assert rows["5"].endswith("best expected, extrapolated")
+    assert "recommendation: change gamma 3 -> 4" in out

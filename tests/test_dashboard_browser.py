@@ -197,10 +197,12 @@ def test_nothing_is_cut_off_at_1400_px(server, browser, page):
     shown = {h for t in measured["tables"] for h in t["headers"]}
     problems += [f"column {h!r} not in sight" for h in HEADERS.get(page, ()) if h not in shown]
     assert not problems, f"{page} at {WIDTH} px: " + "; ".join(problems)
-    if page == "recommendation":  # the refused γ's reasons: in full, in the text under the table
+    if page == "recommendation":
+        # The demo deploys DSpark at 7, its block: the candidates stop there, so no γ is
+        # listed only to be refused (before, γ 8 and 9 were, "past the block").
         html = browser.state()["html"]
-        assert "Refused γ, and why" in html
-        assert "proposes at most 7 draft tokens per pass" in html
+        assert "Refused γ, and why" not in html
+        assert "proposes at most 7 draft tokens per pass" not in html
 
 
 @pytest.mark.parametrize("page", ["overview", "curves", "whatif"])

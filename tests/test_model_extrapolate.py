@@ -17,8 +17,9 @@ def test_shapes_and_observed_part_kept():
     assert np.all(ext >= 0)
     res = extend_survival(np.tile(a, (7, 1)), 1)
     assert res.shape == (len(TAIL_MODELS), 7, 4)
+    assert extend_survival(a, 9).shape == (len(TAIL_MODELS), 12)  # as far as asked
     with pytest.raises(ModelInputError):
-        extend_survival(a, 3)
+        extend_survival(a, -1)
 
 
 def test_tail_models_disagree_as_they_should():

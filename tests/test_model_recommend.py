@@ -23,10 +23,12 @@ def resamples(curve, drafts, n=400, seed=1):
     return np.cumsum(counts[:, ::-1], axis=1)[:, ::-1][:, 1:] / drafts
 
 
-def test_candidates_span_zero_to_two_past_the_observed_gamma():
+def test_candidates_span_zero_to_gamma_max_or_the_drafters_block():
     rec = recommend(CURVE[:5], EAGLE_FLAT)
-    assert [c.gamma for c in rec.candidates] == list(range(8))
-    assert [c.extrapolated for c in rec.candidates] == [False] * 6 + [True] * 2
+    assert [c.gamma for c in rec.candidates] == list(range(17))  # gamma_max 16: no block for EAGLE-3
+    assert [c.extrapolated for c in rec.candidates] == [False] * 6 + [True] * 11
+    dspark = recommend(CURVE[:3], Deployment(method="dspark", draft_cost=0.1, cost_profile="flat"))
+    assert dspark.candidates[-1].gamma == 7  # its block
     c0 = rec.candidates[0]
     assert c0.speedup == 1.0
     assert c0.allowed
@@ -415,7 +417,7 @@ def test_admissible_step_names_why_a_candidate_is_refused():
 
     dep = Deployment.from_mapping({"method": "ngram", "draft_cost": 0.02, "decode_backend": "latency_specialized",
                                    "cost_profile": "flat"}, where="test", base=INLINE_DEFAULTS)
-    allowed, reasons = _admissible(dep, np.arange(5), specialized=True)
+    allowed, reasons = _admissible(dep, np.arange(5))
     assert allowed.tolist() == [r is None for r in reasons]
     assert allowed[0], "gamma 0 (no speculation) is always deployable"
     assert not allowed[1:].any()
@@ -450,3 +452,22 @@ def test_price_step_gives_one_at_gamma_zero_and_costlier_steps_after():
     assert np.all(np.diff(price.ratio[0]) < 0), "every draft token costs: τ(0)/τ(γ) falls with γ"
     assert price.ratio_u is not None
     assert price.ratio_u.shape == (1, 5)
+
+
+def test_a_far_gamma_not_yet_sure_does_not_hold_back_a_sure_gain():
+    # γ 5 is expected best but its gain is not sure from this window; γ 4's is: the decision
+    # takes the sure step (before, it kept γ 3 and waited).
+    a = np.array([0.9, 0.78, 0.62])
+    dep = Deployment(method="eagle3", draft_cost=0.15, cost_profile="flat")
+    rec = recommend(a, dep, survival_resamples=resamples(a, 50_000), deployed_gamma=3)
+    assert (rec.decision, rec.recommended_gamma, rec.expected_best_gamma) == ("change", 4, 5)
+    by_gamma = {c.gamma: c for c in rec.candidates}
+    assert by_gamma[5].speedup > by_gamma[4].speedup > by_gamma[3].speedup
+    assert "P(γ=5 gains > 3% over γ=3) = 0.75 < 0.9" in rec.decision_reason
+    assert "the best γ whose gain is sure now: P(γ=4 gains > 3% over γ=3)" in rec.decision_reason
+    assert rec.vllm_speculative_config["num_speculative_tokens"] == 4
+    assert rec.drafts_factor_to_settle is not None  # what would settle γ 5 stays said
+    assert rec.to_dict()["expected_best_gamma"] == 5
+    # a sure best needs no step: expected_best_gamma stays null
+    sure = recommend(CURVE, EAGLE_FLAT, survival_resamples=resamples(CURVE, 200_000), deployed_gamma=2)
+    assert sure.expected_best_gamma is None

@@ -121,4 +121,4 @@ def test_clean_share_blends_the_paths():
     assert low.specialized_eligibility.share == 0.0
     # Without clean steps the specialized backend behaves like the stock one.
     stock = recommend(CURVE7, Deployment(), batch_mix={4: 1.0})
-    assert [c.speedup for c in low.candidates] == pytest.approx([c.speedup for c in stock.candidates][:8] + [low.candidates[8].speedup, low.candidates[9].speedup])
+    assert [c.speedup for c in low.candidates] == pytest.approx([c.speedup for c in stock.candidates])

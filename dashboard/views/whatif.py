@@ -12,6 +12,7 @@ import streamlit as st
 from acceptance.errors import InputError
 from model.deployment import BUILTIN_PROFILES, DECODE_BACKENDS, ModelInputError
 from model.drafters import KNOWN_METHODS
+from model.recommend import refusal
 from model.speedup import implied_p, seeds_table
 from specdec.pipeline import what_if
 
@@ -172,10 +173,11 @@ def _flat_model_section(fleet: FleetView, route: str, controls: _Controls, chose
 def _route_section(tuning, gamma: int, deployed: int, deployment, rec, chosen) -> None:
     """2. The route's projected speedup per γ under the controls' figures."""
     m1, m2, m3 = st.columns(3)
+    past_candidates = None
     if chosen is None:
-        m1.metric(f"Speedup at γ={gamma}", "—",
-                  help=f"Candidates stop at the deployed γ + 2 = {max(c.gamma for c in rec.candidates)}: "
-                       f"past that the data cannot say.")
+        top = max(c.gamma for c in rec.candidates)
+        past_candidates = refusal(deployment, gamma) or f"candidates stop at gamma_max = {top}"
+        m1.metric(f"Speedup at γ={gamma}", "—", help=past_candidates)
     else:
         # The value alone in the metric's large type (with its interval it was cut at 1400 px),
         # the interval under it.
@@ -187,8 +189,8 @@ def _route_section(tuning, gamma: int, deployed: int, deployment, rec, chosen) -
             m1.caption(f"{text.level(rec.interval_level)} interval {bounds}")
     m2.metric("Recommended γ under these figures", f"{rec.recommended_gamma} ({rec.decision})")
     m3.metric("Configured recommendation", f"{tuning.recommendation.recommended_gamma} ({tuning.recommendation.decision})")
-    if chosen is not None and not chosen.allowed:
-        st.warning(f"γ={gamma} cannot be deployed with these figures: {chosen.reason}")
+    if chosen is not None and not chosen.allowed or past_candidates:
+        st.warning(f"γ={gamma} cannot be deployed with these figures: {past_candidates or chosen.reason}")
     if rec.specialized_eligibility is not None:
         st.caption(f"Specialized path: clean share {text.percent(rec.specialized_eligibility.share)} — "
                    f"{rec.specialized_eligibility.source}")
