@@ -67,6 +67,7 @@ from acceptance.step_replay import StepSequence, replay_by_gamma, resampled_toke
 from .deployment import Deployment, ModelInputError
 from .drafters import drafter_for
 from .extrapolate import TAIL_MODELS, bonus_acceptances, extend_survival
+from .tail_evidence import al_factors
 from .profiles import make_profile
 from .specialized import Eligibility, specialized_refusal
 from .anchor import DEFAULT, OBSERVED, Anchor, configured_or_default, profile_figures, solve_observed_rate
@@ -451,7 +452,9 @@ def _resampled_speedups(tokens: _CurveTokens, resamples, mix_res, price: _Price,
     else:
         mix_w = np.broadcast_to(mix_w[None], (len(speeds),) + mix_w.shape)  # (S, m, nB)
     row = np.arange(n) % mix_w.shape[1]
-    al_res = tokens.resampled(resamples, mix_w, row)
+    # past the observed γ, each resample also draws the tail models' error measured on real curves
+    g, top = tokens.pooled.size, tokens.top
+    al_res = np.clip(tokens.resampled(resamples, mix_w, row) * al_factors(n, g, top), 1.0, np.arange(top + 1) + 1.0)
     v_res = objective_weights(bs, mix_w, deployment.objective)
     tau_res = np.einsum("sgb,smb->smg", price.times, v_res)  # (S, m, G)
     ratio_res = (tau_res[..., :1] / tau_res)[:, row]  # (S, n, G)

