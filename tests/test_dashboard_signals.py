@@ -76,12 +76,20 @@ def listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+def _sigint_as_from_a_terminal() -> None:
+    # A test run started in the background of a non-interactive shell (`make test &`)
+    # inherits SIGINT ignored, and the command rightly keeps an ignored SIGINT ignored
+    # (dashboard_launch.serve): start it as a shell in the foreground would.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_dashboard(config: Path, port: int, log: Path) -> subprocess.Popen:
     """`specdec dashboard` in a session of its own (so the finally can kill the group)."""
     cmd = [str(SPECDEC)] if SPECDEC.exists() else [sys.executable, "-m", "specdec.cli"]
     cmd += ["dashboard", "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
     with open(log, "wb") as out:
-        return subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=_sigint_as_from_a_terminal)
 
 
 def wait_serving(proc: subprocess.Popen, port: int, log: Path) -> int:
