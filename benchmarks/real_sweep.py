@@ -456,8 +456,8 @@ def cell_result(method: str, route: str, runs_by_gamma: dict[int, list[Run]], fo
         "decision": doc["decision"], "best_gamma": best,
         "best_separated": bool(ratios[best][1] > ratios[runner_up][0]),
         # None when the γ acted on lies past the sweep's largest (not measured)
-        "regret_considered": None if rec_ratio is None else 1.0 - rec_ratio / ratios[best_considered][0],
-        "regret": None if rec_ratio is None else 1.0 - rec_ratio / ratios[best][0],
+        "regret_considered": _regret(rec_ratio, ratios[best_considered][0]),
+        "regret": _regret(rec_ratio, ratios[best][0]),
         "loo_best_gamma": loo_best,  # the γ whose out-of-sample prediction is highest
         "regret_loo_best": _regret(measured_or_interpolated(ratios, loo_best), ratios[best_considered][0]),
         "model_error": doc.get("model_error"),

@@ -99,10 +99,14 @@ class TailEvidence:
         """The weighted AL from each tail model's (M, ...) AL at distance j."""
         return np.tensordot(self.weights_at(j), model_als, axes=1)
 
+    def predictive_errors(self, j: int) -> np.ndarray:
+        """±e_j: the ensemble's errors at distance j taken with either sign."""
+        e = self.errors_at(j)
+        return np.concatenate([e, -e])
+
     def true_al_samples(self, al, j: int) -> np.ndarray:
         """The predictive distribution of the true AL for an ensemble AL ``al`` at distance j."""
-        e = self.errors_at(j)
-        return np.asarray(al, dtype=float)[..., None] / (1.0 + np.concatenate([e, -e]))
+        return np.asarray(al, dtype=float)[..., None] / (1.0 + self.predictive_errors(j))
 
     def interval(self, al: float, j: int, level: float = LEVEL) -> tuple[float, float]:
         """The ``level`` prediction interval of the true AL for an ensemble AL ``al`` at distance j."""
@@ -151,7 +155,7 @@ def al_factors(n: int, observed: int, top: int) -> np.ndarray:
     evidence = reference_evidence()
     u = (np.random.default_rng(0).permutation(n) + 0.5) / n
     for gamma in range(observed + 1, top + 1):
-        e = evidence.errors_at(gamma - observed)
         # a guess twice too high, mirrored, would be a factor of 1/0: AL at most 4× the guess
-        factors[:, gamma] = 1.0 / np.maximum(1.0 + np.quantile(np.concatenate([e, -e]), u), 0.25)
+        e = np.quantile(evidence.predictive_errors(gamma - observed), u)
+        factors[:, gamma] = 1.0 / np.maximum(1.0 + e, 0.25)
     return factors

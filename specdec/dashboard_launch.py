@@ -56,9 +56,14 @@ def check_host(args) -> None:
 
 def check_inputs(args) -> None:
     """Refuse what the app could never read (InputError, one line), before the server serves."""
+    check_host(args)
+    _check_store_inputs(args)
+
+
+def _check_store_inputs(args) -> None:
+    """The config and --db: read while the server boots (``run``)."""
     from specdec.config import load_config
 
-    check_host(args)
     config = load_config(args.config)  # ConfigError (an InputError) names the file and the key
     if args.db:
         db = Path(args.db)
@@ -73,7 +78,7 @@ def run(args) -> int:
     check_host(args)
 
     def checked() -> None:
-        check_inputs(args)
+        _check_store_inputs(args)
         url_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
         print(f"specdec dashboard: http://{url_host}:{args.port}/ (Ctrl-C stops it)", file=sys.stderr)
 
