@@ -5,8 +5,9 @@ segment's rows (the window's newest part alone when acceptance drifted inside it
 drift test, and beside the survival curve what the recommendation takes from the window —
 the batch time shares u_B and their effective sample count, the specdec plugin's totals of
 the segment's γ (per-batch survival, a_k among the drafts that reached k, R_k / D), the
-observed per-user tokens/s and where its latency came from, the undrafted share ν, and
-the requests' drafted steps for the step replay.
+observed per-user tokens/s and where its latency came from, the undrafted share ν, the
+requests' drafted steps for the step replay, and the route's draft flow (``RouteTraffic``:
+drafts, seconds, engines) from which a probe's duration follows.
 
 A window is any of ``acceptance.windows.Window`` (scraped, Prometheus, ingested); ``None``
 (a bare curve) gives an estimate with none of the window's extras.
@@ -39,6 +40,23 @@ PER_REQUEST_LATENCY = "per-request mean_itl_ms"
 MIN_ROWS_FOR_DRIFT = 8
 
 
+@dataclass(frozen=True)
+class RouteTraffic:
+    """The drafts the estimated rows hold, the seconds they span and the engines at the
+    segment's γ at the window's end (None: the source does not name engines, as ingested
+    rows): a probe on one engine draws drafts/seconds/engines of them per second."""
+
+    drafts: float
+    seconds: float
+    engines: int | None
+
+    @property
+    def drafts_per_engine_second(self) -> float | None:
+        if self.engines is None or self.engines < 1 or not self.seconds > 0:
+            return None
+        return self.drafts / self.seconds / self.engines
+
+
 @dataclass
 class RouteEstimate:
     """A route's acceptance and what its window says beside it (estimate_route)."""
@@ -56,6 +74,7 @@ class RouteEstimate:
     observed_tokens_per_second: float | None = None
     observed_latency_source: str | None = None  # LATENCY_HISTOGRAM | PER_REQUEST_LATENCY | None
     undrafted_token_share: float | None = None  # ν
+    traffic: RouteTraffic | None = None  # the estimated rows' draft flow (route_traffic)
 
     @property
     def gamma(self) -> int:
@@ -73,7 +92,7 @@ def estimate_route(window, intervals: IntervalCounts, *, level: float = 0.9, n_r
     """
     drift = detect_drift(intervals, level=level, seed=seed) if len(intervals) >= MIN_ROWS_FOR_DRIFT else None
     sequences = window_step_sequences(window, intervals)
-    estimate, recent_start = None, None
+    estimate, recent_start, rows = None, None, intervals
     if drift is not None and drift.detected:
         recent = intervals.end > drift.recent_start
         recent_rows = IntervalCounts(intervals.gamma, intervals.start[recent], intervals.end[recent],
@@ -81,16 +100,16 @@ def estimate_route(window, intervals: IntervalCounts, *, level: float = 0.9, n_r
         recent_estimate = estimate_acceptance(recent_rows, level=level, n_resamples=n_resamples, seed=seed,
                                               block_length=block_length, unit=unit)
         if recent_estimate.has_interval:
-            estimate, recent_start = recent_estimate, drift.recent_start
+            estimate, recent_start, rows = recent_estimate, drift.recent_start, recent_rows
             sequences = None if sequences is None else [s for s, keep in zip(sequences, recent) if keep]
     if estimate is None:
         estimate = estimate_acceptance(intervals, level=level, n_resamples=n_resamples, seed=seed,
                                        block_length=block_length, unit=unit)
-    return _with_window(RouteEstimate(estimate, drift, recent_start, step_sequences=sequences), window)
+    return _with_window(RouteEstimate(estimate, drift, recent_start, step_sequences=sequences), window, rows)
 
 
-def _with_window(route: RouteEstimate, window) -> RouteEstimate:
-    """``route`` with what ``window`` says beside the acceptance (nothing when None)."""
+def _with_window(route: RouteEstimate, window, rows: IntervalCounts) -> RouteEstimate:
+    """``route`` with what ``window`` says beside the acceptance of ``rows`` (nothing when None)."""
     if window is None:
         return route
     gamma = route.gamma
@@ -107,7 +126,23 @@ def _with_window(route: RouteEstimate, window) -> RouteEstimate:
     route.observed_tokens_per_second = observed_tokens_per_second(window, route.estimate.mean_acceptance_length.value)
     route.observed_latency_source = observed_latency_source(window)
     route.undrafted_token_share = shape.undrafted_token_share
+    route.traffic = route_traffic(window, rows)
     return route
+
+
+def route_traffic(window, rows: IntervalCounts) -> RouteTraffic | None:
+    """The estimated rows' drafts over the seconds they span, and the engines still at their γ
+    at the window's end (the newest segment's); None when the rows span no time."""
+    if not len(rows):
+        return None
+    seconds = float(rows.end[-1] - rows.start[0])
+    if not seconds > 0:
+        return None
+    segment = window.newest_segment
+    engines = None
+    if segment is not None and segment.gamma == rows.gamma:
+        engines = len(getattr(segment, "engines_at_end", None) or segment.engines) or None
+    return RouteTraffic(float(rows.total().drafts), seconds, engines)
 
 
 def window_step_sequences(window, intervals: IntervalCounts) -> list | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from acceptance.estimates import ScalarEstimate
-from specdec.report import format_clock, format_duration
+from specdec.report import approximate_duration, format_clock, format_duration
 
 
 def _finite(x) -> bool:
@@ -51,3 +51,4 @@ def clock(t: float | None) -> str:
 
 
 duration = format_duration  # "15m", "7d": the CLI's wording
+approximate = approximate_duration  # "1.5d", "90s": a computed duration, rounded

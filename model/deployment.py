@@ -25,6 +25,8 @@ from .errors import ModelInputError  # noqa: F401 (its home is model.errors; imp
 OBJECTIVES = ("interactivity", "throughput")
 DECODE_BACKENDS = ("auto", "latency_specialized")
 BUILTIN_PROFILES = ("flat", "roofline")
+# The certainty every decision asks of a gain: P(gain > min_gain) ≥ this (change, off, probe).
+DECISION_CERTAINTY = 0.9
 
 
 def _is_number(x) -> bool:
@@ -53,6 +55,10 @@ class Deployment:
     cost_profile: str = "roofline"
     objective: str = "interactivity"
     min_gain: float = 0.03
+    # How long a decision stands (the probe's value accrues over it) and what one engine
+    # restart costs in seconds of that engine's output (weights, graphs, warm-up).
+    decision_horizon_s: float = 7 * 86400.0
+    engine_restart_s: float = 300.0
     # Optional extensions (see module docstring).
     draft_overhead: float = 0.0
     cudagraph_capture_sizes: tuple[int, ...] | None = None
@@ -188,6 +194,10 @@ def _validate(dep: Deployment, where: str) -> None:
         bad("objective", f"must be one of {', '.join(OBJECTIVES)}", dep.objective)
     if not _is_number(dep.min_gain) or dep.min_gain < 0:
         bad("min_gain", "must be ≥ 0", dep.min_gain)
+    if not _is_number(dep.decision_horizon_s) or dep.decision_horizon_s <= 0:
+        bad("decision_horizon_s", "must be > 0 (seconds)", dep.decision_horizon_s)
+    if not _is_number(dep.engine_restart_s) or dep.engine_restart_s < 0:
+        bad("engine_restart_s", "must be ≥ 0 (seconds)", dep.engine_restart_s)
     c = dep.cudagraph_capture_sizes
     if c is not None and (
         not isinstance(c, tuple) or not c or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in c)

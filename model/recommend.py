@@ -14,10 +14,11 @@ For each candidate γ = 0 .. min(gamma_max, the drafter's block when it has one)
 recommended γ: the best point speedup among allowed candidates (0 when nothing beats 1).
 probability_best: the share of resamples × tail models (each resample at its own
 specialized speedup) in which a candidate is the best allowed one.
-decision: "change" when P(speedup(rec)/speedup(deployed) − 1 > min_gain) ≥ 0.9 over the
-same ensemble, "off" when that holds for γ = 0, else "keep" — with the evidence that would
-change it in decision_reason. Without resamples there is no such probability: "keep".
-The deployable config is for the recommended γ on change/off, else the deployed γ.
+decision: change / off / keep / probe over the same ensemble (model.decision), with the
+evidence that would change it in decision_reason; without resamples there is no such
+probability: "keep". The deployable config is for the γ the fleet is to run: the
+recommended one on change / off / probe (a probe's fleet stays at the deployed γ or takes
+the sure step; the canary's config is the probe's), else the deployed γ.
 With ``survival_by_batch`` (a curve a_{B,1..γ} per batch size of the mix, from specdec's
 plugin) AL(γ) is the mix's AL_mix(γ) = Σ_B w_B·AL_B(γ) (model.speedup), each batch size's
 curve extended past γ by the tail models; batch sizes without a curve use the pooled
@@ -57,7 +58,7 @@ point their mean and the intervals widened to their extremes, as for an extended
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from statistics import NormalDist
+from functools import partial
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -66,6 +67,8 @@ from acceptance.step_replay import StepSequence, replay_by_gamma, resampled_toke
 
 from .deployment import Deployment, ModelInputError
 from .drafters import drafter_for
+from .decision import Gain, decide, gain_of, with_probe
+from .probe import Probe, ProbeInputs
 from .extrapolate import TAIL_MODELS, bonus_acceptances, extend_survival
 from .tail_evidence import al_factors
 from .profiles import make_profile
@@ -86,7 +89,6 @@ from .vllm_config import command_line, replay_config, schedule_from_best, specul
 from acceptance.definitions import check_survival_curve as _check_curve, monotone_survival
 from acceptance.json_safe import json_safe
 
-DECISION_CERTAINTY = 0.9
 # Beyond this the cost model is off by more than the gains it ranks (a few %): say so and what to do.
 MODEL_ERROR_TOLERANCE = 0.15
 
@@ -106,22 +108,6 @@ class Candidate:
     allowed: bool
     reason: str | None
     expected_tokens: float | None = None  # AL(γ) priced: the survival curve's (its tail models' mean), or the replay's
-
-
-@dataclass(frozen=True)
-class Gain:
-    """speedup(recommended) / speedup(deployed) − 1: the point and its interval over the same
-    resamples × tail models as the decision (None without resamples)."""
-
-    value: float
-    low: float | None
-    high: float | None
-
-    def __str__(self) -> str:
-        """+9.6% [+8.1%, +11.0%] (the point alone without resamples)."""
-        if self.low is None or self.high is None:
-            return f"{self.value:+.1%}"
-        return f"{self.value:+.1%} [{self.low:+.1%}, {self.high:+.1%}]"
 
 
 @dataclass(frozen=True)
@@ -153,7 +139,9 @@ class Recommendation:
     # a "keep" whose gain is not yet sure: the window's drafts × this would settle it (1/√drafts)
     drafts_factor_to_settle: float | None = None
     # the best expected γ when its gain is not yet sure and the decision takes a nearer sure step
+    # or probes it
     expected_best_gamma: int | None = None
+    probe: Probe | None = None  # decision "probe": the canary to run (model.probe)
 
     def to_dict(self) -> dict:
         """The tune-gamma JSON keys this module owns (acceptance.json_safe: NaN → None)."""
@@ -181,6 +169,7 @@ class Recommendation:
             "gain": None if self.gain is None else asdict(self.gain),
             "drafts_factor_to_settle": self.drafts_factor_to_settle,
             "expected_best_gamma": self.expected_best_gamma,
+            "probe": None if self.probe is None else asdict(self.probe),
             "model_error_warning": self.model_error_warning,
         })
 
@@ -209,6 +198,7 @@ def recommend(
     observed_latency_source: str | None = None,
     undrafted_token_share: float | None = None,
     step_sequences: Sequence[StepSequence] | None = None,
+    traffic=None,
 ) -> Recommendation:
     """Recommend γ for one route (module docstring; each input below is described under
     "Inputs" there). The computation is deterministic: resamples, tail models and the
@@ -225,11 +215,7 @@ def recommend(
     nu = None if specialized or not undrafted_token_share else float(undrafted_token_share)
     widths = None if specialized else verify_widths(top, g, mean_draft_length, draft_reach)
     per_batch = _per_batch_curves(survival_by_batch, bs, a)  # (nB, g) or None
-    replayed = replayed_al = None  # (M, requests, G, 4) expected D, A, T, U per tail model, request and candidate
-    if step_sequences is not None and not specialized and per_batch is None:
-        replayed = _replayed(step_sequences, g, top)
-        replayed_al, replayed_widths = tokens_and_widths(replayed.sum(axis=1))  # (M, G) each
-        widths = replayed_widths.mean(axis=0)
+    replayed, replayed_al, widths = _replayed(step_sequences, g, top, widths, specialized or per_batch is not None)
     deployment, anchor = _anchor(deployment, observed_tokens_per_second, observed_latency_source, a, per_batch,
                                  bs, ws, deployed, widths, elig, nu)
     profile = make_profile(deployment)
@@ -242,28 +228,29 @@ def recommend(
     al_point, al_by_batch = tokens.point(ws)
     speed_point = speedup_with_undrafted(al_point, price.ratio[0], price.ratio_u[0], nu).mean(axis=0)
     allowed, reasons = _admissible(deployment, gammas)
-    masked_point = np.where(allowed, speed_point, -np.inf)
-    rec = int(np.argmax(masked_point))  # ties → the smaller γ; γ = 0 scores exactly 1
-    ensemble = spread = None
+    rec = int(np.argmax(np.where(allowed, speed_point, -np.inf)))  # ties → the smaller γ; γ = 0 scores exactly 1
+    ensemble = spread = tail_only = None
     if resamples is not None:
         speed_range = len(speeds) > 1  # a specialized_speedup range, spread over its bins
-        samples = _resampled_speedups(tokens, resamples, mix_res, price, bs, ws, deployment, deployed, speeds,
-                                      mix_in_time and speed_range, nu)
-        ensemble, spread = _ensemble(samples, allowed, level, speed_range)
+        priced = partial(_resampled_speedups, tokens, price=price, bs=bs, ws=ws, deployment=deployment,
+                         deployed=deployed, speeds=speeds, reweight_mix=mix_in_time and speed_range, nu=nu)
+        ensemble, spread = _ensemble(priced(resamples, mix_res), allowed, level, speed_range)
+        if replayed is None:  # without the sampling part: the point curve for every resample, the mix as seen
+            tail_only = lambda: _ensemble(priced(np.broadcast_to(a, resamples.shape), None), allowed, level,
+                                          speed_range)[0]
     tps = _tokens_per_second(profile, price.tau, speed_point, deployment)
     candidates = _candidates(gammas, g, speed_point, spread, tps, allowed, reasons, al_point)
-    rec, expected_best, decision, reason, settle = _decision(rec, deployed, allowed, speed_point, ensemble,
-                                                             deployment.min_gain, reasons)
+    rec, expected_best, verdict = decide(rec, deployed, allowed, speed_point, ensemble, deployment.min_gain,
+                                            reasons, g, tail_only)
+    rec, expected_best, verdict, probe = with_probe(
+        rec, expected_best, verdict, deployment, deployed, traffic,
+        None if ensemble is None else ProbeInputs(ensemble, speed_point, allowed, al_point.mean(axis=0), price.tau[0],
+                                                  1.0 + resamples[:, :min(deployed, g)].sum(axis=1), g))
+    decision = verdict.decision
     model_error = _model_error(observed_tokens_per_second, profile, anchor, al_point, price, ws, deployed, nu)
-    final = rec if decision in ("change", "off") else deployed
-    schedule = None
-    if final > 0 and len(bs) > 1:
-        al_sched = al_point.mean(axis=0) if al_by_batch is None else al_by_batch.mean(axis=0).T  # (G,) or (G, nB)
-        schedule = _schedule(final, bs, ws, price.times[0], al_sched, allowed, specialized,
-                             deployment.objective, deployment.min_gain, price.times_u[0], nu)
-    # A schedule restarts engines like a γ change: it joins the deployable config only when
-    # γ changes anyway; otherwise it is reported as a suggestion (Recommendation.schedule).
-    spec_cfg = speculative_config(deployment, final, schedule if decision == "change" else None)
+    final = rec if decision in ("change", "off", "probe") else deployed  # a probe's fleet: deployed or the sure step
+    schedule, spec_cfg = _deployable(final, deployed, bs, ws, price, al_point, al_by_batch, allowed, specialized,
+                                     deployment, nu)
     return Recommendation(
         objective=deployment.objective,
         cost_profile=profile.name,
@@ -271,7 +258,7 @@ def recommend(
         deployed_gamma=int(deployed),
         recommended_gamma=rec,
         decision=decision,
-        decision_reason=reason,
+        decision_reason=verdict.reason,
         probability_best=None if spread is None else float(spread.probability_best[rec]),
         candidates=candidates,
         model_error=model_error,
@@ -284,10 +271,11 @@ def recommend(
         acceptance_model="replay" if replayed is not None else "survival",
         anchor=anchor,
         profile_figures=profile_figures(deployment, anchor),
-        gain=_gain(rec, deployed, speed_point, ensemble, level),
+        gain=gain_of(rec, deployed, speed_point, ensemble, level),
         model_error_warning=_model_error_warning(model_error, deployment),
-        drafts_factor_to_settle=settle,
+        drafts_factor_to_settle=verdict.settle,
         expected_best_gamma=expected_best,
+        probe=probe,
     )
 
 
@@ -362,13 +350,20 @@ def _check_rates(observed_tokens_per_second, undrafted_token_share) -> None:
         raise ModelInputError(f"undrafted_token_share must be in [0, 1), got {undrafted_token_share!r}")
 
 
-def _replayed(step_sequences, g: int, top: int) -> np.ndarray:
-    """(M, requests, G, 4) the requests' steps replayed at every candidate, once per tail
-    model's guess of the positions after full drafts (they are unseen)."""
+def _replayed(step_sequences, g: int, top: int, widths, not_replayable: bool):
+    """(replayed, its AL, the verify widths): replayed (M, requests, G, 4) — expected D, A, T, U
+    per tail model, request and candidate — the requests' steps replayed at every candidate,
+    once per tail model's guess of the positions after full drafts (they are unseen); AL
+    (M, G) and the widths from them. (None, None, ``widths``) without steps or where they are
+    not replayed (the specialized path, per-batch curves)."""
+    if step_sequences is None or not_replayable:
+        return None, None, widths
     if any(seq.gamma != g for seq in step_sequences) or not step_sequences:
         raise ModelInputError(f"step_sequences: need the requests' steps at the deployed gamma {g}")
-    return np.stack([replay_by_gamma(step_sequences, top, q)
-                     for q in bonus_acceptances(*survival_and_reach(step_sequences))])
+    replayed = np.stack([replay_by_gamma(step_sequences, top, q)
+                         for q in bonus_acceptances(*survival_and_reach(step_sequences))])
+    replayed_al, replayed_widths = tokens_and_widths(replayed.sum(axis=1))  # (M, G) each
+    return replayed, replayed_al, replayed_widths.mean(axis=0)
 
 
 def _specialized_speeds(deployment: Deployment) -> list[float]:
@@ -597,76 +592,17 @@ def _model_error_warning(model_error: float | None, deployment: Deployment) -> s
             + (f" ({baseline:g} now)" if baseline else "") + f" and draft_cost ({deployment.draft_cost:g} now)")
 
 
-def _gain(rec, deployed, speed_point, ens, level) -> Gain | None:
-    """Gain of the recommended γ over the deployed one (None when they are the same γ)."""
-    if rec == deployed or not speed_point[deployed] > 0:
-        return None
-    value = float(speed_point[rec] / speed_point[deployed] - 1.0)
-    if ens is None:
-        return Gain(value, None, None)
-    gains = ens[:, rec] / ens[:, deployed] - 1.0
-    low, high = np.quantile(gains, [(1 - level) / 2, (1 + level) / 2])
-    return Gain(value, float(low), float(high))
-
-
-def _decide(rec, deployed, allowed, speed_point, ens, min_gain, reasons) -> tuple[str, str, float | None]:
-    """change / off / keep, why (see module docstring), and for a keep whose gain is not yet
-    sure the factor on the window's drafts that would settle it."""
-    if not allowed[deployed]:
-        return ("off" if rec == 0 else "change"), f"the deployed γ={deployed} cannot run here: {reasons[deployed]}", None
-    if rec == deployed:
-        return "keep", f"γ={deployed} already has the best expected speedup ({speed_point[deployed]:.3f}×)", None
-    expected_gain = speed_point[rec] / speed_point[deployed] - 1.0
-    if ens is None:
-        return "keep", (
-            f"γ={rec} is expected to gain {expected_gain:+.1%} over γ={deployed}, but without resamples "
-            f"(draft counts) the certainty of that gain is unknown; a window with counts would decide"
-        ), None
-    gains = ens[:, rec] / ens[:, deployed] - 1.0  # (M·n,)
-    p_gain = float(np.mean(gains > min_gain))
-    if p_gain >= DECISION_CERTAINTY:
-        verb = "off" if rec == 0 else "change"
-        return verb, f"P(γ={rec} gains > {min_gain:.0%} over γ={deployed}) = {p_gain:.2f} ≥ {DECISION_CERTAINTY}", None
-    head = f"P(γ={rec} gains > {min_gain:.0%} over γ={deployed}) = {p_gain:.2f} < {DECISION_CERTAINTY}"
-    mean, sd = float(np.mean(gains)), float(np.std(gains))
-    if mean <= min_gain:
-        return "keep", (
-            f"{head}: the expected gain {expected_gain:+.1%} is within min_gain {min_gain:.0%}; only a clearly "
-            f"different acceptance at γ={rec} would change this"
-        ), None
-    z = NormalDist().inv_cdf(DECISION_CERTAINTY)
-    factor = max((z * sd / (mean - min_gain)) ** 2 if sd > 0 else 1.0, 1.0)
-    return "keep", (
-        f"{head}: a window with about {factor:.1f}× the drafts (intervals shrinking as 1/√drafts) "
-        f"would settle a gain of {mean:+.1%}"
-    ), factor
-
-
-def _decision(rec, deployed, allowed, speed_point, ens, min_gain, reasons):
-    """(the γ recommended, the farther best expected one or None, decision, why, the drafts
-    factor to settle): ``_decide`` on the best expected γ, and when its gain is expected but
-    not yet sure, the best sure step instead of a keep."""
-    decision, reason, settle = _decide(rec, deployed, allowed, speed_point, ens, min_gain, reasons)
-    step = _sure_step(deployed, allowed, speed_point, ens, min_gain) if decision == "keep" and settle else None
-    if step is None:
-        return rec, None, decision, reason, settle
-    (gamma, p_gain), expected_best = step, rec
-    reason = (f"{reason}; the best γ whose gain is sure now: P(γ={gamma} gains > {min_gain:.0%} over "
-              f"γ={deployed}) = {p_gain:.2f} ≥ {DECISION_CERTAINTY}")
-    return gamma, expected_best, "off" if gamma == 0 else "change", reason, settle
-
-
-def _sure_step(deployed, allowed, speed_point, ens, min_gain) -> tuple[int, float] | None:
-    """The allowed γ of best expected speedup among those whose gain over the deployed one is
-    sure (P(gain > min_gain) ≥ DECISION_CERTAINTY), with that probability; None if none is.
-    A farther γ expected to be better but not yet sure must not hold back a sure gain."""
-    p_gain = np.mean(ens / ens[:, [deployed]] - 1.0 > min_gain, axis=0)  # (G,)
-    sure = np.asarray(allowed) & (p_gain >= DECISION_CERTAINTY)
-    sure[deployed] = False
-    if not sure.any():
-        return None
-    step = int(np.argmax(np.where(sure, speed_point, -np.inf)))
-    return step, float(p_gain[step])
+def _deployable(final, deployed, bs, ws, price: _Price, al_point, al_by_batch, allowed, specialized,
+                deployment: Deployment, nu) -> tuple[list | None, dict | None]:
+    """(the schedule, the fleet's speculative config) for the γ the fleet is to run. A
+    schedule restarts engines like a γ change: it joins the deployable config only when γ
+    changes anyway; otherwise it is reported as a suggestion (Recommendation.schedule)."""
+    schedule = None
+    if final > 0 and len(bs) > 1:
+        al_sched = al_point.mean(axis=0) if al_by_batch is None else al_by_batch.mean(axis=0).T  # (G,) or (G, nB)
+        schedule = _schedule(final, bs, ws, price.times[0], al_sched, allowed, specialized,
+                             deployment.objective, deployment.min_gain, price.times_u[0], nu)
+    return schedule, speculative_config(deployment, final, schedule if final != deployed else None)
 
 
 def _schedule(gamma, bs, ws, times, al, allowed, specialized, objective, min_gain, times_u, nu):

@@ -69,15 +69,19 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, batch_time_
         observed_latency_source=route.observed_latency_source,
         undrafted_token_share=route.undrafted_token_share,
         step_sequences=route.step_sequences,
+        traffic=route.traffic,
     )
     return RouteRecommendation(rec, batch_mix, by_batch)
 
 
 def drafts_more_needed(estimate: AcceptanceEstimate, rec: Recommendation) -> int | None:
-    """The one "more data" figure of a tuning (None: enough to decide). A keep whose gain is not
+    """The one "more data" figure of a tuning (None: enough to decide). A probe names its own
+    drafts (at its γ, which no window at the deployed γ can replace). A keep whose gain is not
     yet sure says which factor on the window's drafts would settle it, and that is the figure;
     otherwise a window whose mean acceptance length is wider than ±DECIDABLE_AL_HALFWIDTH
     wants the drafts that would narrow it to that."""
+    if rec.probe is not None:
+        return None
     if rec.drafts_factor_to_settle is not None and rec.drafts_factor_to_settle > 1.0:
         return math.ceil((rec.drafts_factor_to_settle - 1.0) * estimate.drafts)
     half = estimate.mean_acceptance_length.halfwidth

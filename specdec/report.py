@@ -14,11 +14,13 @@ import math
 import time
 
 from acceptance.counts import mean_draft_length
-from acceptance.durations import format_duration  # noqa: F401  (the views' one duration wording)
+from acceptance.durations import approximate_duration, format_duration  # noqa: F401  (the views' one duration wording)
 from acceptance.json_safe import json_safe
 from acceptance.plugin_series import batch_bucket
 
-JSON_SCHEMA_VERSION = 1  # of every JSON document the views print (tune-gamma, inspect, ...)
+# of every JSON document the views print (tune-gamma, inspect, ...); 2: decision "probe" and
+# the tune-gamma `probe` object (nothing renamed)
+JSON_SCHEMA_VERSION = 2
 
 
 def json_document(doc: dict) -> str:
@@ -219,6 +221,8 @@ def _decision_lines(doc: dict) -> list[str]:
     elif decision == "off":
         lines = [f"recommendation: turn speculation off, expected gain {gain} (probability best {pb}). "
                  f"{doc['decision_reason']}"]
+    elif decision == "probe":
+        lines = [_probe_line(doc, gain)]
     else:
         best = f"best expected: {rec}" + (f", {gain}" if doc.get("gain") else "")
         lines = [f"recommendation: keep gamma {doc['deployed_gamma']} ({best}, probability best {pb}). "
@@ -238,6 +242,15 @@ def _decision_lines(doc: dict) -> list[str]:
         where = "(in the config below)" if deployed else "(suggested; deploy it with the next change of gamma)"
         lines.append(f"per-batch-size schedule {where}: {ranges}")
     return lines
+
+
+def _probe_line(doc: dict, gain: str) -> str:
+    """The probe decision: the canary to run, and what the rest of the route runs meanwhile."""
+    probe, deployed, rec = doc["probe"], doc["deployed_gamma"], doc["recommended_gamma"]
+    fleet = f"keep gamma {deployed}" if rec == deployed else f"change gamma {deployed} -> {rec} (expected gain {gain})"
+    return (f"recommendation: probe gamma {probe['gamma']} on {probe['engines']} engine(s) for about "
+            f"{probe['drafts_needed']:,} drafts (about {approximate_duration(probe['duration_s'])}), {fleet} on the others; "
+            f"canary config: {json.dumps(probe['speculative_config'])}. {doc['decision_reason']}")
 
 
 def _segment_lines(segments: list[dict]) -> list[str]:

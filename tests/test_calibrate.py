@@ -241,7 +241,7 @@ def test_cli_plan_json(capsys):
     assert specdec_main(["calibrate", "plan", "--model", "m", "--survival", "0.8,0.6", "--gammas", "2",
                                "--batch-sizes", "1,2", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     assert "never a serving one" in doc["warning"]
     assert [s["gamma"] for s in doc["servers"]] == [0, 2]
     assert len(doc["runs"]) == 4

@@ -36,7 +36,7 @@ def test_model_table_reproduces_the_seeds(capsys):
                                           "--p", ",".join(str(p) for p, _, _ in SEEDS), "--baseline-tps", "118", "--json"])
     assert code == 0
     doc = json.loads(out)
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     for row, (p, speedup, tps) in zip(doc["rows"], SEEDS):
         assert row["p"] == p
         assert row["gamma"] == 7
@@ -180,7 +180,7 @@ def test_inspect_golden_page_json_and_table(capsys):
     code, out, _ = run_cli(capsys, main, ["inspect", str(GOLDEN / "exposition_gamma3_full_metrics_page.txt"), "--json"])
     assert code == 0
     doc = json.loads(out)
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     for eng in doc["engines"]:
         t = truth["per_engine"][eng["engine"]]
         assert eng["gamma"] == 3

@@ -466,7 +466,10 @@ def test_a_far_gamma_not_yet_sure_does_not_hold_back_a_sure_gain():
     assert "P(γ=5 gains > 3% over γ=3) = 0.75 < 0.9" in rec.decision_reason
     assert "the best γ whose gain is sure now: P(γ=4 gains > 3% over γ=3)" in rec.decision_reason
     assert rec.vllm_speculative_config["num_speculative_tokens"] == 4
-    assert rec.drafts_factor_to_settle is not None  # what would settle γ 5 stays said
+    # γ 5 rests on position 5, which no window at γ 3 checks: no factor on its drafts settles it
+    assert rec.drafts_factor_to_settle is None
+    assert "with any number of drafts at γ=3 the probability stays" in rec.decision_reason
+    assert "measuring γ=5 (a probe)" in rec.decision_reason
     assert rec.to_dict()["expected_best_gamma"] == 5
     # a sure best needs no step: expected_best_gamma stays null
     sure = recommend(CURVE, EAGLE_FLAT, survival_resamples=resamples(CURVE, 200_000), deployed_gamma=2)

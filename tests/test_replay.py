@@ -169,7 +169,7 @@ def test_cli_json_npy(capsys, logit_files):
     assert code == 0
     assert err == ""
     doc = json.loads(out)
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     assert doc["backend"] == "numpy"
     assert doc["greedy"]["accepted_per_position"] == [5, 3, 1]
     assert doc["sampling"]["temperature"] == 0.5

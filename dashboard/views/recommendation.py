@@ -37,6 +37,11 @@ def decision_text(rec) -> str:
         return f"Change γ {rec.deployed_gamma} → {rec.recommended_gamma}{gain}{farther}"
     if rec.decision == "off":
         return f"Turn speculation off (γ {rec.deployed_gamma} → 0){gain}"
+    if rec.decision == "probe":
+        fleet = (f"keep γ={rec.deployed_gamma}" if rec.recommended_gamma == rec.deployed_gamma
+                 else f"change γ {rec.deployed_gamma} → {rec.recommended_gamma}{gain}")
+        return (f"Probe γ={rec.probe.gamma} on {rec.probe.engines} engine(s) for about {rec.probe.drafts_needed:,} "
+                f"drafts (about {text.approximate(rec.probe.duration_s)}); {fleet} on the others")
     if rec.recommended_gamma != rec.deployed_gamma:
         return f"Keep γ={rec.deployed_gamma} (γ={rec.recommended_gamma} looks better but not surely enough{gain})"
     return f"Keep γ={rec.deployed_gamma}"
@@ -85,6 +90,10 @@ def render(fleet: FleetView) -> None:
     else:
         st.code(json.dumps(rec.vllm_speculative_config, indent=2), language="json", wrap_lines=True)
     st.code(rec.vllm_command_line, language="bash", wrap_lines=True)
+    if rec.probe is not None:
+        st.markdown(f"**The canary** ({rec.probe.engines} engine): expected value {rec.probe.expected_value:,.0f} s "
+                    f"against cost {rec.probe.expected_cost:,.0f} s of the route's output")
+        st.code(json.dumps(rec.probe.speculative_config, indent=2), language="json", wrap_lines=True)
     if rec.schedule and rec.decision != "change":
         st.caption("Suggested batch-size schedule (num_speculative_tokens_per_batch_size), not in the config above "
                    "because it restarts engines like a γ change: "
