@@ -148,7 +148,7 @@ def _check_rows(intervals: IntervalCounts) -> np.ndarray:
     return rows
 
 
-def _percentile_bounds(samples: np.ndarray, level: float):
+def percentile_bounds(samples: np.ndarray, level: float):
     """Percentile interval along axis 0, ignoring NaN resamples."""
     tail = 0.5 * (1.0 - level)
     if samples.shape[0] == 0:  # every resample dropped: no interval
@@ -228,10 +228,10 @@ def estimate_acceptance(
     surv_point, al_point, dar_point = survival(total), mean_acceptance_length(total), draft_acceptance_rate(total)
     surv_resamples, al_resamples, dar_resamples = _widened_resamples(sums, gamma, widen, surv_point, al_point,
                                                                      dar_point)
-    surv_low, surv_high = _percentile_bounds(surv_resamples, level)
-    cond_low, cond_high = _percentile_bounds(conditional_from_survival(surv_resamples), level)
-    al_low, al_high = _percentile_bounds(al_resamples, level)
-    dar_low, dar_high = _percentile_bounds(dar_resamples, level)
+    surv_low, surv_high = percentile_bounds(surv_resamples, level)
+    cond_low, cond_high = percentile_bounds(conditional_from_survival(surv_resamples), level)
+    al_low, al_high = percentile_bounds(al_resamples, level)
+    dar_low, dar_high = percentile_bounds(dar_resamples, level)
     n_blocks = -(-n // block_length)
     return AcceptanceEstimate(
         gamma=gamma, drafts=float(total.drafts), counts=total,
@@ -362,9 +362,9 @@ def estimate_from_survival(
     at_least = np.cumsum(lengths[:, ::-1], axis=1)[:, ::-1][:, 1:]  # drafts with length ≥ k, k = 1..γ
     surv_resamples = at_least / float(drafts)
     al_resamples = 1.0 + surv_resamples.sum(axis=1)
-    surv_low, surv_high = _percentile_bounds(surv_resamples, level)
-    cond_low, cond_high = _percentile_bounds(conditional_from_survival(surv_resamples), level)
-    al_low, al_high = _percentile_bounds(al_resamples, level)
+    surv_low, surv_high = percentile_bounds(surv_resamples, level)
+    cond_low, cond_high = percentile_bounds(conditional_from_survival(surv_resamples), level)
+    al_low, al_high = percentile_bounds(al_resamples, level)
     return AcceptanceEstimate(
         gamma=gamma, drafts=d, counts=counts,
         survival=CurveEstimate(a, surv_low, surv_high, level),
@@ -522,7 +522,7 @@ def detect_drift(
     recent_resamples = _widened_al_resamples(recent_rows, level, int(n_resamples), rng)
     earlier_resamples = _widened_al_resamples(earlier_rows, level, int(n_resamples), rng)
     m = min(recent_resamples.size, earlier_resamples.size)
-    low, high = _percentile_bounds(recent_resamples[:m] - earlier_resamples[:m], level)
+    low, high = percentile_bounds(recent_resamples[:m] - earlier_resamples[:m], level)
     difference = _scalar(recent_al - earlier_al, level, (low, high))
 
     excludes_zero = low > 0 or high < 0

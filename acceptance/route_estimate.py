@@ -25,6 +25,7 @@ from .counts import IntervalCounts, SpecCounts, draft_reach, survival_among_reac
 from .definitions import monotone_survival
 from .estimates import AcceptanceEstimate, Drift, detect_drift, estimate_acceptance
 from .plugin_series import PluginTotals, batch_bucket
+from .probe_segment import ProbeSegment, RouteTraffic, route_traffic, window_probe
 
 # Drafts a plugin batch bucket needs before its own survival curve replaces the pooled one
 # for the batch sizes it holds: at 2,000 drafts a survival value's binomial standard error
@@ -38,23 +39,6 @@ LATENCY_HISTOGRAM = vm.INTER_TOKEN_LATENCY
 PER_REQUEST_LATENCY = "per-request mean_itl_ms"
 # Drift is tested only on windows of at least this many rows (blocks need a few each side).
 MIN_ROWS_FOR_DRIFT = 8
-
-
-@dataclass(frozen=True)
-class RouteTraffic:
-    """The drafts the estimated rows hold, the seconds they span and the engines at the
-    segment's γ at the window's end (None: the source does not name engines, as ingested
-    rows): a probe on one engine draws drafts/seconds/engines of them per second."""
-
-    drafts: float
-    seconds: float
-    engines: int | None
-
-    @property
-    def drafts_per_engine_second(self) -> float | None:
-        if self.engines is None or self.engines < 1 or not self.seconds > 0:
-            return None
-        return self.drafts / self.seconds / self.engines
 
 
 @dataclass
@@ -75,6 +59,7 @@ class RouteEstimate:
     observed_latency_source: str | None = None  # LATENCY_HISTOGRAM | PER_REQUEST_LATENCY | None
     undrafted_token_share: float | None = None  # ν
     traffic: RouteTraffic | None = None  # the estimated rows' draft flow (route_traffic)
+    probe: ProbeSegment | None = None  # a running canary at a larger γ, joined (acceptance.probe_segment)
 
     @property
     def gamma(self) -> int:
@@ -105,7 +90,10 @@ def estimate_route(window, intervals: IntervalCounts, *, level: float = 0.9, n_r
     if estimate is None:
         estimate = estimate_acceptance(intervals, level=level, n_resamples=n_resamples, seed=seed,
                                        block_length=block_length, unit=unit)
-    return _with_window(RouteEstimate(estimate, drift, recent_start, step_sequences=sequences), window, rows)
+    route = _with_window(RouteEstimate(estimate, drift, recent_start, step_sequences=sequences), window, rows)
+    route.probe = window_probe(window, estimate, level=level, n_resamples=n_resamples, seed=seed,
+                               block_length=block_length, unit=unit)
+    return route
 
 
 def _with_window(route: RouteEstimate, window, rows: IntervalCounts) -> RouteEstimate:
@@ -126,23 +114,8 @@ def _with_window(route: RouteEstimate, window, rows: IntervalCounts) -> RouteEst
     route.observed_tokens_per_second = observed_tokens_per_second(window, route.estimate.mean_acceptance_length.value)
     route.observed_latency_source = observed_latency_source(window)
     route.undrafted_token_share = shape.undrafted_token_share
-    route.traffic = route_traffic(window, rows)
+    route.traffic = route_traffic(window.newest_segment, rows)
     return route
-
-
-def route_traffic(window, rows: IntervalCounts) -> RouteTraffic | None:
-    """The estimated rows' drafts over the seconds they span, and the engines still at their γ
-    at the window's end (the newest segment's); None when the rows span no time."""
-    if not len(rows):
-        return None
-    seconds = float(rows.end[-1] - rows.start[0])
-    if not seconds > 0:
-        return None
-    segment = window.newest_segment
-    engines = None
-    if segment is not None and segment.gamma == rows.gamma:
-        engines = len(getattr(segment, "engines_at_end", None) or segment.engines) or None
-    return RouteTraffic(float(rows.total().drafts), seconds, engines)
 
 
 def window_step_sequences(window, intervals: IntervalCounts) -> list | None:

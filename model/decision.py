@@ -24,7 +24,7 @@ import numpy as np
 from acceptance.durations import approximate_duration
 
 from .deployment import DECISION_CERTAINTY, Deployment
-from .probe import ProbeInputs, plan_probe
+from .probe import PROBE_MIN_DRAFTS, ProbeInputs, RunningProbe, continued_probe, plan_probe
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,7 @@ class Verdict:
     reason: str
     settle: float | None = None
     plausible: bool = False
+    claim: str = ""  # the probability the reason starts from
 
 
 def _verdict(rec, deployed, allowed, speed_point, ens, min_gain, reasons, observed: int, tail_only) -> Verdict:
@@ -104,7 +105,7 @@ def _verdict(rec, deployed, allowed, speed_point, ens, min_gain, reasons, observ
     z = NormalDist().inv_cdf(DECISION_CERTAINTY)
     factor = max((z * sd / (mean - min_gain)) ** 2 if sd > 0 else 1.0, 1.0)
     return Verdict("keep", f"{head}: a window with about {factor:.1f}× the drafts (intervals shrinking as "
-                            f"1/√drafts) would settle a gain of {mean:+.1%}", factor, True)
+                            f"1/√drafts) would settle a gain of {mean:+.1%}", factor, True, head)
 
 
 def decide(rec, deployed, allowed, speed_point, ens, min_gain, reasons, observed: int, tail_only):
@@ -121,8 +122,55 @@ def decide(rec, deployed, allowed, speed_point, ens, min_gain, reasons, observed
     return gamma, expected_best, replace(verdict, decision="off" if gamma == 0 else "change", reason=reason)
 
 
+def probe_step(rec, expected_best, verdict: Verdict, deployment: Deployment, deployed: int, traffic,
+               running: RunningProbe | None, inputs: ProbeInputs | None):
+    """(γ the fleet runs, best expected γ, verdict, the probe or None): a running probe's
+    (``running``) next step, else whether to start one (``with_probe``)."""
+    if running is None or inputs is None:
+        return with_probe(rec, expected_best, verdict, deployment, deployed, traffic, inputs)
+    farther = with_probe(rec, expected_best, verdict, deployment, deployed, traffic, inputs)
+    if farther[3] is not None and farther[3].gamma > running.gamma:
+        return farther  # the best expected γ lies past the running probe's, and probing it pays
+    return with_running_probe(rec, expected_best, verdict, deployment, deployed, running, inputs,
+                              None if traffic is None else traffic.engines)
+
+
+def with_running_probe(rec, expected_best, verdict: Verdict, deployment: Deployment, deployed: int,
+                       running: RunningProbe, inputs: ProbeInputs, engines: int | None):
+    """A canary runs at γ_p and its positions are measured (the joined curve). Stop it early
+    when its own data shows it losing by more than min_gain with P ≥ DECISION_CERTAINTY; a
+    sure decision settles it; else carry it on (decision probe) while it holds fewer than
+    PROBE_MIN_DRAFTS drafts or, for a gain plausible but not yet sure, fewer than the factor
+    that settles it asks; else it has done its work: stop it."""
+    g, m = running.gamma, deployment.min_gain
+    ens = inputs.ensemble
+    p_lose = float(np.mean(ens[:, g] / ens[:, deployed] - 1.0 < -m))
+    if p_lose >= DECISION_CERTAINTY:
+        why = (f"stop the probe at γ={g} early: its own {running.drafts:,.0f} drafts show P(γ={g} loses > {m:.0%} "
+               f"against γ={deployed}) = {p_lose:.2f} ≥ {DECISION_CERTAINTY}")
+        return rec, expected_best, replace(verdict, reason=f"{why}; {verdict.reason}"), None
+    done = f"the probe at γ={g} ({running.drafts:,.0f} drafts)"
+    if verdict.decision in ("change", "off"):  # sure: the fleet's change takes over from the canary
+        settled = "deploy it on every engine" if rec == g else "stop it"
+        return rec, expected_best, replace(verdict, reason=f"{verdict.reason}; {done} has settled this: {settled}"), None
+    unsettled = verdict.settle if verdict.plausible and verdict.settle is not None else 1.0
+    to_settle = (unsettled - 1.0) * running.drafts
+    remaining = int(np.ceil(max(PROBE_MIN_DRAFTS - running.drafts, to_settle, 0.0)))
+    if remaining <= 0:
+        return rec, expected_best, replace(verdict, reason=f"{verdict.reason}; {done} has done its work: stop it"), None
+    fleet = deployed if expected_best is None else rec
+    probe = continued_probe(inputs, deployment, running, base=fleet, deployed=deployed, remaining=remaining,
+                            engines=engines)
+    more = f"about {probe.drafts_needed:,} more (about {approximate_duration(probe.duration_s)})"
+    why = (f"carry on the probe at γ={g}: {more} would settle it" if to_settle > PROBE_MIN_DRAFTS - running.drafts else
+           f"carry on the probe at γ={g} to the {PROBE_MIN_DRAFTS:,} drafts a probe takes at least: {more}")
+    # the factor on the window's drafts is said as the probe's own drafts: one figure
+    head = verdict.claim if verdict.settle is not None else verdict.reason
+    return fleet, g, replace(verdict, decision="probe", reason=f"{head}; {why}", settle=None), probe
+
+
 def with_probe(rec, expected_best, verdict: Verdict, deployment: Deployment, deployed: int, traffic,
-                    inputs: ProbeInputs | None):
+               inputs: ProbeInputs | None):
     """(γ the fleet runs, best expected γ, verdict, the probe or None): when the best expected
     γ's gain is plausible, not sure, and no window at the observed γ can settle it, probe it
     on one engine if that pays (model.probe); the fleet stays at the deployed γ or takes the

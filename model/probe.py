@@ -61,6 +61,21 @@ class Probe:
         return self.expected_value > self.expected_cost
 
 
+@dataclass(frozen=True, eq=False)
+class RunningProbe:
+    """A canary already running at ``gamma`` (acceptance.probe_segment, joined to the deployed
+    segment): its drafts so far, its draft rate per engine, its engines and — when its shared
+    positions disagree with the deployed segment's — its own curve and resamples, from which
+    the candidates past the deployed γ are priced (model.recommend)."""
+
+    gamma: int
+    drafts: float
+    drafts_per_engine_second: float | None
+    engines: int
+    own_survival: np.ndarray | None = None
+    own_resamples: np.ndarray | None = None
+
+
 @dataclass(frozen=True)
 class ProbeInputs:
     """What the probe is priced from, all at the recommendation's candidates 0..top."""
@@ -94,13 +109,32 @@ def plan_probe(inputs: ProbeInputs, deployment: Deployment, *, gamma: int, base:
                  speculative_config=speculative_config(deployment, int(gamma), None))
 
 
-def value_rate(inputs: ProbeInputs, *, gamma: int, base: int, min_gain: float) -> float:
+def continued_probe(inputs: ProbeInputs, deployment: Deployment, running: RunningProbe, *, base: int,
+                    deployed: int, remaining: int, engines: int | None) -> Probe:
+    """The running probe carried on for ``remaining`` more drafts (model.decision says how
+    many: its minimum, or the factor that settles its gain on its drafts so far — its sampling
+    error dominates the gain's, the deployed segment holding far more), at the probe's own
+    draft rate; its cost is its expected loss meanwhile and the one restart back."""
+    needed = int(remaining)
+    rate = running.drafts_per_engine_second
+    duration = needed / rate if rate else float("inf")
+    g = running.gamma
+    value = value_rate(inputs, gamma=g, base=base, min_gain=deployment.min_gain, deployed=deployed) * max(
+        0.0, deployment.decision_horizon_s - duration)
+    loss = float(np.mean(np.maximum(0.0, 1.0 - inputs.ensemble[:, g] / inputs.ensemble[:, base])))
+    share = running.engines / engines if engines else 1.0
+    return Probe(gamma=g, engines=running.engines, drafts_needed=needed, duration_s=float(duration),
+                 expected_cost=float(share * (duration * loss + deployment.engine_restart_s)),
+                 expected_value=float(value), speculative_config=speculative_config(deployment, g, None))
+
+
+def value_rate(inputs: ProbeInputs, *, gamma: int, base: int, min_gain: float, deployed: int | None = None) -> float:
     """v: the expected gain acted on per second once γ ≤ ``gamma`` are measured, less what the
-    measured γ ≤ γ_d already offer (module docstring)."""
+    γ ≤ ``deployed`` (default: the observed γ) offer without a probe (module docstring)."""
     ens = inputs.ensemble / inputs.ensemble[:, [base]] - 1.0
     gammas = np.arange(ens.shape[1])
     measured = np.asarray(inputs.allowed) & (gammas <= gamma)
-    observed = np.asarray(inputs.allowed) & (gammas <= inputs.observed_gamma)
+    observed = np.asarray(inputs.allowed) & (gammas <= (inputs.observed_gamma if deployed is None else deployed))
 
     def acted_on(reach: np.ndarray) -> float:
         best = np.where(reach, ens, -np.inf).max(axis=1)

@@ -67,8 +67,8 @@ from acceptance.step_replay import StepSequence, replay_by_gamma, resampled_toke
 
 from .deployment import Deployment, ModelInputError
 from .drafters import drafter_for
-from .decision import Gain, decide, gain_of, with_probe
-from .probe import Probe, ProbeInputs
+from .decision import Gain, decide, gain_of, probe_step
+from .probe import Probe, ProbeInputs, RunningProbe
 from .extrapolate import TAIL_MODELS, bonus_acceptances, extend_survival
 from .tail_evidence import al_factors
 from .profiles import make_profile
@@ -199,6 +199,7 @@ def recommend(
     undrafted_token_share: float | None = None,
     step_sequences: Sequence[StepSequence] | None = None,
     traffic=None,
+    running_probe: RunningProbe | None = None,
 ) -> Recommendation:
     """Recommend γ for one route (module docstring; each input below is described under
     "Inputs" there). The computation is deterministic: resamples, tail models and the
@@ -211,8 +212,7 @@ def recommend(
     specialized = deployment.decode_backend == "latency_specialized"
     elig = _eligibility(eligibility) if specialized else None
     _check_rates(observed_tokens_per_second, undrafted_token_share)
-    # the specialized path runs dspark, which drafts at every step
-    nu = None if specialized or not undrafted_token_share else float(undrafted_token_share)
+    nu = None if specialized or not undrafted_token_share else float(undrafted_token_share)  # dspark drafts always
     widths = None if specialized else verify_widths(top, g, mean_draft_length, draft_reach)
     per_batch = _per_batch_curves(survival_by_batch, bs, a)  # (nB, g) or None
     replayed, replayed_al, widths = _replayed(step_sequences, g, top, widths, specialized or per_batch is not None)
@@ -224,7 +224,7 @@ def recommend(
     price = _price(model, gammas, bs, ws, speeds, widths, nu, deployment.objective)
     # the law of draft lengths, when known, is extrapolated apart from acceptance (extend_survival)
     reach = None if draft_reach is None or specialized else np.asarray(draft_reach, dtype=float)
-    tokens = _CurveTokens(a, per_batch, replayed, replayed_al, reach, top)
+    tokens = _CurveTokens(a, per_batch, replayed, replayed_al, reach, top, *_own_curve(running_probe, deployed))
     al_point, al_by_batch = tokens.point(ws)
     speed_point = speedup_with_undrafted(al_point, price.ratio[0], price.ratio_u[0], nu).mean(axis=0)
     allowed, reasons = _admissible(deployment, gammas)
@@ -232,18 +232,18 @@ def recommend(
     ensemble = spread = tail_only = None
     if resamples is not None:
         speed_range = len(speeds) > 1  # a specialized_speedup range, spread over its bins
-        priced = partial(_resampled_speedups, tokens, price=price, bs=bs, ws=ws, deployment=deployment,
+        priced = partial(_resampled_speedups, price=price, bs=bs, ws=ws, deployment=deployment,
                          deployed=deployed, speeds=speeds, reweight_mix=mix_in_time and speed_range, nu=nu)
-        ensemble, spread = _ensemble(priced(resamples, mix_res), allowed, level, speed_range)
+        ensemble, spread = _ensemble(priced(tokens, resamples, mix_res), allowed, level, speed_range)
         if replayed is None:  # without the sampling part: the point curve for every resample, the mix as seen
-            tail_only = lambda: _ensemble(priced(np.broadcast_to(a, resamples.shape), None), allowed, level,
-                                          speed_range)[0]
+            tail_only = lambda: _ensemble(priced(tokens.without_sampling(), np.broadcast_to(a, resamples.shape),
+                                                 None), allowed, level, speed_range)[0]
     tps = _tokens_per_second(profile, price.tau, speed_point, deployment)
     candidates = _candidates(gammas, g, speed_point, spread, tps, allowed, reasons, al_point)
     rec, expected_best, verdict = decide(rec, deployed, allowed, speed_point, ensemble, deployment.min_gain,
                                             reasons, g, tail_only)
-    rec, expected_best, verdict, probe = with_probe(
-        rec, expected_best, verdict, deployment, deployed, traffic,
+    rec, expected_best, verdict, probe = probe_step(
+        rec, expected_best, verdict, deployment, deployed, traffic, running_probe,
         None if ensemble is None else ProbeInputs(ensemble, speed_point, allowed, al_point.mean(axis=0), price.tau[0],
                                                   1.0 + resamples[:, :min(deployed, g)].sum(axis=1), g))
     decision = verdict.decision
@@ -398,7 +398,10 @@ def _price(model: CostModel, gammas, bs, ws, speeds, widths, nu, objective: str)
 @dataclass(frozen=True)
 class _CurveTokens:
     """Expected tokens per step AL(γ) of every tail model: from the pooled curve, the
-    per-batch curves, or the replayed steps."""
+    per-batch curves, or the replayed steps. With ``own`` (a running probe's own curve, when
+    its shared positions disagree with the deployed segment's) the candidates past
+    ``own_from`` (the deployed γ) take their AL from it instead, resample i from its
+    resample i mod n."""
 
     pooled: np.ndarray  # a_1..a_g
     per_batch: np.ndarray | None  # (nB, g)
@@ -406,18 +409,27 @@ class _CurveTokens:
     replayed_al: np.ndarray | None  # (M, G) AL of the replayed steps
     reach: np.ndarray | None
     top: int
+    own: np.ndarray | None = None  # a_1..a_γp of the probe alone
+    own_resamples: np.ndarray | None = None  # (n_p, γ_p)
+    own_from: int = 0
 
     @property
     def extra(self) -> int:
         """Positions past the observed γ."""
         return max(0, self.top - self.pooled.size)
 
+    def without_sampling(self) -> "_CurveTokens":
+        """The same with the probe's own resamples at its point (the pooled ones are the caller's)."""
+        if self.own is None:
+            return self
+        return replace(self, own_resamples=np.broadcast_to(self.own, self.own_resamples.shape))
+
     def point(self, ws) -> tuple[np.ndarray, np.ndarray | None]:
         """(M, G) AL at the point, and (M, nB, G) per batch size when the curves are per batch."""
         if self.replayed_al is not None:
             return self.replayed_al, None
         if self.per_batch is None:
-            return expected_tokens_by_gamma(extend_survival(self.pooled, self.extra, self.reach), self.top), None
+            return self._own_past(self._pooled_tokens(self.pooled), self.own), None
         by_batch = expected_tokens_by_gamma(extend_survival(self.per_batch, self.extra, self.reach), self.top)
         return mix_expected_tokens(by_batch, ws), by_batch
 
@@ -427,11 +439,30 @@ class _CurveTokens:
         if self.replayed is not None:
             return np.stack([resampled_tokens(r, n) for r in self.replayed])[None]  # the same draws
         if self.per_batch is None:
-            return expected_tokens_by_gamma(extend_survival(resamples, self.extra, self.reach), self.top)[None]
+            own = None if self.own is None else self.own_resamples[np.arange(n) % self.own_resamples.shape[0]]
+            return self._own_past(self._pooled_tokens(resamples), own)[None]
         # every batch size's curve shifted by the pooled resample's deviation
         shifted = monotone_survival(self.per_batch[None] + (resamples - self.pooled)[:, None, :])  # (n, nB, g)
         al_b_res = expected_tokens_by_gamma(extend_survival(shifted, self.extra, self.reach), self.top)
         return np.stack([mix_expected_tokens(al_b_res, w[row]) for w in mix_w])
+
+    def _pooled_tokens(self, curves: np.ndarray) -> np.ndarray:
+        return expected_tokens_by_gamma(extend_survival(curves, self.extra, self.reach), self.top)
+
+    def _own_past(self, tokens: np.ndarray, own: np.ndarray | None) -> np.ndarray:
+        """``tokens`` (M, ..., G) with the candidates past own_from from the probe's own curve."""
+        if own is None:
+            return tokens
+        own_tokens = expected_tokens_by_gamma(extend_survival(own, self.top - own.shape[-1]), self.top)
+        return np.concatenate([tokens[..., : self.own_from + 1], own_tokens[..., self.own_from + 1:]], axis=-1)
+
+
+def _own_curve(running: RunningProbe | None, deployed: int) -> tuple:
+    """(own, own_resamples, own_from) for _CurveTokens: a running probe's own curve when it
+    is to price the candidates past the deployed γ, else none."""
+    if running is None or running.own_survival is None:
+        return None, None, 0
+    return np.asarray(running.own_survival, dtype=float), np.asarray(running.own_resamples, dtype=float), deployed
 
 
 def _resampled_speedups(tokens: _CurveTokens, resamples, mix_res, price: _Price, bs, ws, deployment: Deployment,

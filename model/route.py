@@ -21,6 +21,7 @@ from acceptance.estimates import AcceptanceEstimate, drafts_needed
 from acceptance.route_estimate import RouteEstimate, survival_by_batch_size, time_share_resamples
 
 from .deployment import Deployment
+from .probe import RunningProbe
 from .recommend import Recommendation, recommend
 from .specialized import route_eligibility
 from .speedup import batch_mix_from_time_shares, request_weights_from_time_shares
@@ -52,10 +53,12 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, batch_time_
                                                 len(estimate.survival_resamples), seed)
             mix_resamples = request_weights_from_time_shares(sizes, drawn, deployment, gamma)
     by_batch = survival_by_batch_size(route.plugin, batch_mix)
+    curve = _curve(route)
+    by_batch = None if curve.running is not None else by_batch
     rec = recommend(
-        estimate.survival.value,
+        curve.survival,
         deployment,
-        survival_resamples=estimate.survival_resamples if estimate.has_interval else None,
+        survival_resamples=curve.resamples,
         deployed_gamma=gamma,
         batch_mix=batch_mix,
         eligibility=route_eligibility(deployment, route.plugin, route.iteration_tokens, batch_mix, gamma),
@@ -64,14 +67,45 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, batch_time_
         batch_mix_resamples=mix_resamples,
         survival_by_batch=by_batch,
         mix_in_time=batch_mix is not None,
-        mean_draft_length=mean_draft_length(estimate.counts),
-        draft_reach=route.draft_reach,
+        mean_draft_length=curve.mean_draft_length,
+        draft_reach=curve.draft_reach,
         observed_latency_source=route.observed_latency_source,
         undrafted_token_share=route.undrafted_token_share,
-        step_sequences=route.step_sequences,
+        step_sequences=curve.step_sequences,
         traffic=route.traffic,
+        running_probe=curve.running,
     )
     return RouteRecommendation(rec, batch_mix, by_batch)
+
+
+@dataclass(frozen=True, eq=False)
+class _Curve:
+    """The curve recommend() prices and what goes with it: the deployed segment's, or with a
+    running probe the joined one (acceptance.probe_segment), its draft lengths from the
+    probe's counts and no per-request steps or per-batch curves (those are the deployed γ's)."""
+
+    survival: object
+    resamples: object
+    mean_draft_length: float | None
+    draft_reach: list | None
+    step_sequences: list | None
+    running: RunningProbe | None = None
+
+
+def _curve(route: RouteEstimate) -> _Curve:
+    estimate, probe = route.estimate, route.probe
+    if probe is None:
+        return _Curve(estimate.survival.value, estimate.survival_resamples if estimate.has_interval else None,
+                      mean_draft_length(estimate.counts), route.draft_reach, route.step_sequences)
+    traffic = probe.traffic
+    running = RunningProbe(
+        gamma=probe.gamma, drafts=probe.estimate.drafts,
+        drafts_per_engine_second=None if traffic is None else traffic.drafts_per_engine_second,
+        engines=traffic.engines if traffic is not None and traffic.engines else 1,
+        own_survival=None if probe.agrees else probe.estimate.survival.value,
+        own_resamples=None if probe.agrees else probe.estimate.survival_resamples)
+    return _Curve(probe.survival, probe.survival_resamples, mean_draft_length(probe.estimate.counts), None, None,
+                  running)
 
 
 def drafts_more_needed(estimate: AcceptanceEstimate, rec: Recommendation) -> int | None:

@@ -61,6 +61,7 @@ def tuning_to_dict(t) -> dict:
         "reached": t.draft_reach,
         "undrafted_token_share": None if t.route_estimate is None else t.route_estimate.undrafted_token_share,
         "survival_by_batch": None,
+        "probe_segment": _probe_segment_dict(None if t.route_estimate is None else t.route_estimate.probe),
     }
     if t.plugin is not None and t.plugin.by_batch:
         used = {batch_bucket(b).label for b in (t.survival_by_batch or {})}
@@ -107,6 +108,24 @@ def tuning_to_dict(t) -> dict:
     }
     doc.update(rec)
     return json_safe(doc)
+
+
+def _probe_segment_dict(probe) -> dict | None:
+    """A running probe's segment (acceptance.probe_segment): what it measured, how its shared
+    positions compare, and which segment each position of the priced curve comes from."""
+    if probe is None:
+        return None
+    traffic = probe.traffic
+    return {
+        "gamma": probe.gamma, "drafts": probe.estimate.drafts,
+        "engines": None if traffic is None else traffic.engines,
+        "survival": probe.estimate.survival.value,
+        "shared_difference": probe.shared_difference.value,
+        "shared_difference_interval": list(probe.shared_difference.confidence_interval),
+        "agrees": probe.agrees,
+        "joined_survival": probe.survival,
+        "sources": probe.sources,
+    }
 
 
 def _event_dict(ev) -> dict:
@@ -174,6 +193,8 @@ def _observed_lines(doc: dict) -> list[str]:
         d = obs["drift"]
         lines.append(f"drift: {d['message']}" if d["detected"] else "drift: none detected")
     lines += _segment_lines(obs.get("segments") or [])
+    if obs.get("probe_segment"):
+        lines.append(_probe_segment_line(obs["probe_segment"], obs["gamma"]))
     for ev in obs.get("events") or []:
         when = time.strftime("%H:%M:%S", time.gmtime(ev["time"])) if ev.get("time") else "?"
         lines.append(f"event {when}: {ev.get('kind')} {ev.get('target', '')} engine {ev.get('engine', '')}: "
@@ -251,6 +272,19 @@ def _probe_line(doc: dict, gain: str) -> str:
     return (f"recommendation: probe gamma {probe['gamma']} on {probe['engines']} engine(s) for about "
             f"{probe['drafts_needed']:,} drafts (about {approximate_duration(probe['duration_s'])}), {fleet} on the others; "
             f"canary config: {json.dumps(probe['speculative_config'])}. {doc['decision_reason']}")
+
+
+def _probe_segment_line(p: dict, deployed: int) -> str:
+    """Which positions come from which segment, and whether the shared ones agree."""
+    lo, hi = p["shared_difference_interval"]
+    shared = (f"AL over positions 1-{deployed} differs by {_fmt(p['shared_difference'], '+.3f')} "
+              f"[{_fmt(lo, '+.3f')}, {_fmt(hi, '+.3f')}]")
+    head = (f"probe segment: gamma {p['gamma']} on {p['engines'] or '?'} engine(s), {_fmt(p['drafts'], ',.0f')} drafts; "
+            f"positions 1-{deployed} from gamma {deployed}, {deployed + 1}-{p['gamma']} from the probe")
+    if p["agrees"]:
+        return f"{head} (conditional rates joined; shared positions agree: {shared})"
+    return (f"{head}; the shared positions disagree ({shared}): gammas above {deployed} are priced from the "
+            f"probe's own curve alone")
 
 
 def _segment_lines(segments: list[dict]) -> list[str]:

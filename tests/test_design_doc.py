@@ -415,13 +415,13 @@ def test_the_paths_the_doc_names_exist(text):
     assert missing_paths(text) == []
 
 
-def test_planned_is_the_last_section_and_holds_what_a_running_probe_does(text):
-    """What is decided but not built is in the last section only: the probe decision is
-    built (the main text offers it), what a running probe's own data does is not yet."""
+def test_planned_is_the_last_section_and_the_probe_is_built(text):
+    """What is decided but not built is in the last section only: the probe decision and a
+    running probe's data are built (the main text says so), so Planned no longer lists them."""
     assert re.findall(r"^## (.+)$", text, re.M)[-1].strip() == PLANNED
     assert "| `decision` | change, keep, off or probe |" in main_text(text)
-    assert "stopping a losing probe" in section(text, PLANNED)
-    assert "stopped early" not in main_text(text) and "joined" not in main_text(text)
+    assert "stop it early" in main_text(text) and "| `probe_segment` |" in main_text(text)
+    assert "probe" not in section(text, PLANNED)
 
 
 # -------------------------------------------------------------- each check catches a loss

@@ -110,12 +110,12 @@ def test_the_route_s_traffic_is_its_rows_drafts_over_their_span_and_the_engines_
     engines = [("t", "m", 0), ("t", "m", 1)]
     window = SimpleNamespace(newest_segment=SimpleNamespace(gamma=3, engines=engines + [("t", "m", 2)],
                                                             engines_at_end=engines))
-    traffic = route_traffic(window, rows)
+    traffic = route_traffic(window.newest_segment, rows)
     assert traffic == RouteTraffic(400.0, 45.0, 2)
     assert traffic.drafts_per_engine_second == pytest.approx(400 / 45 / 2)
-    assert route_traffic(SimpleNamespace(newest_segment=None), rows).drafts_per_engine_second is None
+    assert route_traffic(None, rows).drafts_per_engine_second is None
     instant = IntervalCounts(3, np.array([5.0]), np.array([5.0]), counts[:1])
-    assert route_traffic(window, instant) is None  # rows that span no time say no rate
+    assert route_traffic(window.newest_segment, instant) is None  # rows that span no time say no rate
 
 
 def test_the_console_and_the_gauges_say_probe():
@@ -129,3 +129,123 @@ def test_the_console_and_the_gauges_say_probe():
     assert "keep gamma 3 on the others" in line
     assert '"num_speculative_tokens": 8' in line
     assert "probe" in DECISIONS
+
+
+# ---------------------------------------------------------------- a running probe's data
+
+
+def _fleet_store(path, main_curve, probe_curve, *, engines=7, scrapes=121, drafts_per_scrape=400, seed=0):
+    """A store of ``engines`` engines at γ 3 and one canary at γ len(probe_curve), scraped
+    every 15 s: each scrape's drafts accept j tokens with P(X ≥ k) = the engine's curve."""
+    from acceptance.counts import EngineSnapshot, ScrapeResult, SpecCounts
+    from acceptance.store import Store
+
+    rng = np.random.default_rng(seed)
+    curves = {f"e{i}": np.asarray(main_curve) for i in range(engines)}
+    curves["canary"] = np.asarray(probe_curve)
+    totals = {e: np.zeros(3 + c.size) for e, c in curves.items()}
+    store = Store.open(path)
+    for i in range(scrapes):
+        results = []
+        for e, c in curves.items():
+            if i:
+                probs = np.concatenate([[1.0], c]) - np.concatenate([c, [0.0]])
+                x = rng.choice(c.size + 1, size=drafts_per_scrape, p=probs)
+                totals[e] += np.concatenate([[drafts_per_scrape, drafts_per_scrape * c.size, x.sum()],
+                                             [(x >= k).sum() for k in range(1, c.size + 1)]])
+            v = totals[e]
+            counts = SpecCounts(float(v[0]), float(v[1]), float(v[2]), tuple(float(a) for a in v[3:]))
+            results.append(ScrapeResult(f"http://127.0.0.1:1/{e}", 1000.0 + 15 * i, True,
+                                        (EngineSnapshot("m", e, counts, 1.0),)))
+        store.write_cycle(results)
+    return store, sorted(f"http://127.0.0.1:1/{e}" for e in curves)
+
+
+def _tune_window(tmp_path, main_curve, probe_curve, deployment=DRAFT_MODEL, **fleet):
+    from acceptance.route_estimate import estimate_route
+    from acceptance.windows import route_window
+    from model.route import recommend_route
+
+    store, targets = _fleet_store(tmp_path / "s.db", main_curve, probe_curve, **fleet)
+    with store:
+        window = route_window(store, targets, 0.0, 1e6)
+        main = window.newest_segment
+        route = estimate_route(window, main.intervals)
+        return route, recommend_route(route, deployment, batch_time_shares=None).recommendation
+
+
+# The truth: conditionals 0.6, 0.6, 0.9 and then 0.9 .. 0.75 — the deployed γ 3 sees three.
+TRUE = np.cumprod([0.6, 0.6, 0.9, 0.9, 0.9, 0.85, 0.8, 0.75])
+
+
+def test_a_running_probe_s_conditionals_continue_the_deployed_curve(tmp_path):
+    route, rec = _tune_window(tmp_path, TRUE[:3], TRUE)
+    probe = route.probe
+    assert (probe.gamma, probe.deployed_gamma, probe.traffic.engines) == (8, 3, 1)
+    assert route.traffic.engines == 7 and route.estimate.gamma == 3
+    assert probe.agrees and probe.sources == ["main"] * 3 + ["probe"] * 5
+    # the join: the deployed segment's a_1..a_3, then a_3 × the probe's own α_4..α_8
+    main_a, own = route.estimate.survival.value, probe.estimate.survival.value
+    assert probe.survival[:3] == pytest.approx(main_a)
+    assert probe.survival[3:] == pytest.approx(main_a[2] * np.cumprod(own[3:] / own[2:-1]))
+    assert np.all(np.diff(probe.survival) <= 1e-12)  # never rises at the join
+    assert probe.survival == pytest.approx(TRUE, abs=0.02)
+    # γ 4..8 are measured now, not extrapolated; the best (γ 8 or past) is priced from them
+    by_gamma = {c.gamma: c for c in rec.candidates}
+    assert not any(by_gamma[g].extrapolated for g in range(9)) and by_gamma[9].extrapolated
+    # the truth's best (flat, c = 0.1) is γ 6: the probe's data settles the change there
+    true_speedup = [(1 + TRUE[:g].sum()) / (1 + 0.1 * g) for g in range(9)]
+    assert int(np.argmax(true_speedup)) == 6
+    assert (rec.decision, rec.recommended_gamma) == ("change", 6)
+    assert "the probe at γ=8 (48,000 drafts) has settled this: stop it" in rec.decision_reason
+
+
+def test_the_window_says_which_positions_came_from_which_segment(tmp_path, capsys):
+    from specdec.pipeline import RouteTuning
+    from specdec.report import format_tuning, tuning_to_dict
+
+    route, rec = _tune_window(tmp_path, TRUE[:3], TRUE)
+    doc = tuning_to_dict(RouteTuning("r", DRAFT_MODEL, route.estimate, rec, route_estimate=route))
+    seg = doc["observed"]["probe_segment"]
+    assert seg["gamma"] == 8 and seg["agrees"] and seg["sources"] == ["main"] * 3 + ["probe"] * 5
+    assert seg["joined_survival"] == pytest.approx(list(route.probe.survival))
+    text = format_tuning(doc)
+    assert "probe segment: gamma 8 on 1 engine(s)" in text and "positions 1-3 from gamma 3, 4-8 from the probe" in text
+    assert "conditional rates joined; shared positions agree" in text
+
+
+def test_a_canary_whose_shared_positions_differ_prices_its_gammas_alone(tmp_path):
+    # the canary's traffic accepts far more at position 1 (its requests are easier)
+    easy = np.cumprod([0.9, 0.6, 0.9, 0.9, 0.9, 0.85, 0.8, 0.75])
+    route, rec = _tune_window(tmp_path, TRUE[:3], easy)
+    assert not route.probe.agrees and route.probe.shared_difference.low > 0
+    by_gamma = {c.gamma: c for c in rec.candidates}
+    al_own = 1 + np.cumsum(route.probe.estimate.survival.value)
+    al_main = 1 + np.cumsum(route.estimate.survival.value)
+    assert by_gamma[8].expected_tokens == pytest.approx(al_own[7])  # γ 8 from the probe alone
+    assert by_gamma[3].expected_tokens == pytest.approx(al_main[2])  # γ ≤ 3 from the deployed segment
+
+
+def test_a_probe_losing_surely_is_stopped_early(tmp_path):
+    collapse = np.cumprod([0.6, 0.6, 0.9, 0.05, 0.05, 0.05, 0.05, 0.05])
+    route, rec = _tune_window(tmp_path, collapse[:3], collapse, drafts_per_scrape=100, scrapes=31)
+    assert rec.decision == "keep" and rec.probe is None
+    assert rec.decision_reason.startswith("stop the probe at γ=8 early: its own")
+    assert "loses > 3% against γ=3" in rec.decision_reason
+
+
+@pytest.mark.parametrize("alpha, says", [
+    (0.75, "would settle it"),  # a gain of about 3%: the factor that settles it asks for more
+    (0.8, "to the 2,000 drafts a probe takes at least"),  # a clearer gain, but 300 drafts are too few
+])
+def test_a_thin_probe_carries_on_with_the_drafts_still_needed(tmp_path, alpha, says):
+    mild = np.cumprod([0.6, 0.6, 0.9, alpha, alpha])
+    route, rec = _tune_window(tmp_path, mild[:3], mild, drafts_per_scrape=30, scrapes=11)
+    assert route.probe is not None and route.probe.estimate.drafts == 300
+    assert (rec.decision, rec.recommended_gamma) == ("probe", 3), rec.decision_reason
+    assert rec.probe.gamma == 5 and rec.probe.engines == 1
+    assert rec.probe.drafts_needed >= 2000 - 300
+    assert f"carry on the probe at γ=5" in rec.decision_reason and says in rec.decision_reason
+    assert "× the drafts" not in rec.decision_reason and rec.drafts_factor_to_settle is None  # one figure
+    rate = route.probe.traffic.drafts_per_engine_second
+    assert rec.probe.duration_s == pytest.approx(rec.probe.drafts_needed / rate)
