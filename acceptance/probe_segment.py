@@ -36,6 +36,12 @@ class RouteTraffic:
     drafts: float
     seconds: float
     engines: int | None
+    rows: int = 1  # the scrape intervals (or buckets) the rows are
+
+    @property
+    def row_seconds(self) -> float:
+        """The mean span of a row: a probe shorter than a few of them leaves too few to resample."""
+        return self.seconds / max(self.rows, 1)
 
     @property
     def drafts_per_engine_second(self) -> float | None:
@@ -56,7 +62,7 @@ def route_traffic(segment, rows: IntervalCounts) -> RouteTraffic | None:
     engines = None
     if segment is not None and segment.gamma == rows.gamma:
         engines = len(getattr(segment, "engines_at_end", None) or segment.engines) or None
-    return RouteTraffic(float(rows.total().drafts), seconds, engines)
+    return RouteTraffic(float(rows.total().drafts), seconds, engines, len(rows))
 
 
 @dataclass(frozen=True, eq=False)

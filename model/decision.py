@@ -24,7 +24,7 @@ import numpy as np
 from acceptance.durations import approximate_duration
 
 from .deployment import DECISION_CERTAINTY, Deployment
-from .probe import PROBE_MIN_DRAFTS, ProbeInputs, RunningProbe, continued_probe, plan_probe
+from .probe import PROBE_MIN_DRAFTS, PROBE_MIN_ROWS, ProbeInputs, RunningProbe, continued_probe, plan_probe
 
 
 @dataclass(frozen=True)
@@ -156,14 +156,19 @@ def with_running_probe(rec, expected_best, verdict: Verdict, deployment: Deploym
     unsettled = verdict.settle if verdict.plausible and verdict.settle is not None else 1.0
     to_settle = (unsettled - 1.0) * running.drafts
     remaining = int(np.ceil(max(PROBE_MIN_DRAFTS - running.drafts, to_settle, 0.0)))
-    if remaining <= 0:
+    if remaining <= 0 and running.rows >= PROBE_MIN_ROWS:
         return rec, expected_best, replace(verdict, reason=f"{verdict.reason}; {done} has done its work: stop it"), None
     fleet = deployed if expected_best is None else rec
     probe = continued_probe(inputs, deployment, running, base=fleet, deployed=deployed, remaining=remaining,
                             engines=engines)
     more = f"about {probe.drafts_needed:,} more (about {approximate_duration(probe.duration_s)})"
-    why = (f"carry on the probe at γ={g}: {more} would settle it" if to_settle > PROBE_MIN_DRAFTS - running.drafts else
-           f"carry on the probe at γ={g} to the {PROBE_MIN_DRAFTS:,} drafts a probe takes at least: {more}")
+    if to_settle > PROBE_MIN_DRAFTS - running.drafts and to_settle > 0:
+        why = f"carry on the probe at γ={g}: {more} would settle it"
+    elif running.drafts < PROBE_MIN_DRAFTS:
+        why = f"carry on the probe at γ={g} to the {PROBE_MIN_DRAFTS:,} drafts a probe takes at least: {more}"
+    else:
+        why = (f"carry on the probe at γ={g} for the {PROBE_MIN_ROWS} scrape intervals a probe takes at least: "
+               f"about {approximate_duration(probe.duration_s)} more")
     # the factor on the window's drafts is said as the probe's own drafts: one figure
     head = verdict.claim if verdict.settle is not None else verdict.reason
     return fleet, g, replace(verdict, decision="probe", reason=f"{head}; {why}", settle=None), probe
@@ -184,7 +189,7 @@ def with_probe(rec, expected_best, verdict: Verdict, deployment: Deployment, dep
         why = f"no probe of γ={target}: the window does not say how many engines serve the route at what draft rate"
         return rec, expected_best, replace(verdict, reason=f"{verdict.reason}; {why}"), None
     probe = plan_probe(inputs, deployment, gamma=target, base=base, deployed=deployed, drafts=traffic.drafts,
-                       drafts_per_engine_second=rate, engines=traffic.engines)
+                       drafts_per_engine_second=rate, engines=traffic.engines, row_seconds=traffic.row_seconds)
     if probe is None:
         why = f"no probe: γ={target}'s expected gain over γ={base} is within min_gain {deployment.min_gain:.0%}"
         return rec, expected_best, replace(verdict, reason=f"{verdict.reason}; {why}"), None

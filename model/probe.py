@@ -24,7 +24,9 @@ X_p the accepted tokens of one draft at γ_p (P(X ≥ k) = a_k, the extended cur
 window's variance of AL over its resamples against independent drafts (drafts are
 correlated within requests and scrape intervals), z the DECISION_CERTAINTY normal quantile.
 Its duration: drafts over the canary's draft rate, the route's drafts per engine-second
-scaled by the step times τ(γ_d)/τ(γ_p) (a wider draft makes slower steps).
+scaled by the step times τ(γ_d)/τ(γ_p) (a wider draft makes slower steps), and at least
+PROBE_MIN_ROWS of the route's rows (scrape intervals): a busy route's 2,000 drafts can take
+less than one.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ from .vllm_config import speculative_config
 # A canary's drafts also test its shared positions against the main segment's
 # (position 0 moves with γ): at 2,000 drafts a survival value's binomial error is ≤ 0.011.
 PROBE_MIN_DRAFTS = 2000
+# ... and at least this many of the route's rows (scrape intervals): the block bootstrap
+# needs a few blocks each side, as the drift test does (acceptance.route_estimate).
+PROBE_MIN_ROWS = 8
 PROBE_ENGINES = 1
 
 
@@ -72,6 +77,8 @@ class RunningProbe:
     drafts: float
     drafts_per_engine_second: float | None
     engines: int
+    rows: int = PROBE_MIN_ROWS
+    row_seconds: float = 0.0
     own_survival: np.ndarray | None = None
     own_resamples: np.ndarray | None = None
 
@@ -90,7 +97,7 @@ class ProbeInputs:
 
 
 def plan_probe(inputs: ProbeInputs, deployment: Deployment, *, gamma: int, base: int, deployed: int,
-               drafts: float, drafts_per_engine_second: float, engines: int) -> Probe | None:
+               drafts: float, drafts_per_engine_second: float, engines: int, row_seconds: float = 0.0) -> Probe | None:
     """The probe of ``gamma`` against the fleet at ``base`` (module docstring); None when its
     expected gain over ``base`` is within min_gain (no canary can settle a gain not expected)."""
     s, m = inputs.speedup, deployment.min_gain
@@ -99,7 +106,7 @@ def plan_probe(inputs: ProbeInputs, deployment: Deployment, *, gamma: int, base:
         return None
     needed = drafts_needed(inputs, gamma=gamma, gain=gain, min_gain=m, drafts=drafts)
     rate = drafts_per_engine_second * float(inputs.step_time[deployed] / inputs.step_time[gamma])
-    duration = needed / rate
+    duration = max(needed / rate, PROBE_MIN_ROWS * row_seconds)
     value = value_rate(inputs, gamma=gamma, base=base, min_gain=m) * max(0.0, deployment.decision_horizon_s - duration)
     loss = float(np.mean(np.maximum(0.0, 1.0 - inputs.ensemble[:, gamma] / inputs.ensemble[:, base])))
     share = min(PROBE_ENGINES, engines) / engines
@@ -118,6 +125,7 @@ def continued_probe(inputs: ProbeInputs, deployment: Deployment, running: Runnin
     needed = int(remaining)
     rate = running.drafts_per_engine_second
     duration = needed / rate if rate else float("inf")
+    duration = max(duration, (PROBE_MIN_ROWS - running.rows) * running.row_seconds)
     g = running.gamma
     value = value_rate(inputs, gamma=g, base=base, min_gain=deployment.min_gain, deployed=deployed) * max(
         0.0, deployment.decision_horizon_s - duration)

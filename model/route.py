@@ -102,6 +102,8 @@ def _curve(route: RouteEstimate) -> _Curve:
         gamma=probe.gamma, drafts=probe.estimate.drafts,
         drafts_per_engine_second=None if traffic is None else traffic.drafts_per_engine_second,
         engines=traffic.engines if traffic is not None and traffic.engines else 1,
+        rows=traffic.rows if traffic is not None else 1,
+        row_seconds=traffic.row_seconds if traffic is not None else 0.0,
         own_survival=None if probe.agrees else probe.estimate.survival.value,
         own_resamples=None if probe.agrees else probe.estimate.survival_resamples)
     return _Curve(probe.survival, probe.survival_resamples, mean_draft_length(probe.estimate.counts), None, None,

@@ -31,6 +31,7 @@ checks the intervals' coverage and the calibration of the gains claimed from the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from contextlib import contextmanager
 from functools import lru_cache
 
 import numpy as np
@@ -136,11 +137,29 @@ def tail_evidence(errors: HoldoutErrors, leave_out: int | None = None) -> TailEv
     return TailEvidence(np.array(weights), tuple(ensemble), np.array(rows))
 
 
-@lru_cache(maxsize=1)
-def reference_evidence() -> TailEvidence:
-    """The evidence of every reference curve: what the recommendation prices an
-    extrapolated candidate's uncertainty with."""
-    return tail_evidence(holdout_errors())
+@lru_cache(maxsize=None)
+def reference_evidence(leave_out: int | None = None) -> TailEvidence:
+    """The evidence of every reference curve (but ``leave_out``): what the recommendation
+    prices an extrapolated candidate's uncertainty with."""
+    return tail_evidence(holdout_errors(), leave_out)
+
+
+# Reference curves held out of the evidence al_factors reads (holding_out): a benchmark that
+# judges the tool on a truth built from a reference curve must not price with that curve.
+_HELD_OUT: list[int] = []
+
+
+@contextmanager
+def holding_out(name: str):
+    """Inside, al_factors reads the evidence of every reference curve but ``name``."""
+    index = next((i for i, c in enumerate(CURVES) if c.name == name), None)
+    if index is None:
+        raise ValueError(f"no reference curve named {name!r}")
+    _HELD_OUT.append(index)
+    try:
+        yield
+    finally:
+        _HELD_OUT.pop()
 
 
 def al_factors(n: int, observed: int, top: int) -> np.ndarray:
@@ -152,7 +171,7 @@ def al_factors(n: int, observed: int, top: int) -> np.ndarray:
     factors = np.ones((n, top + 1))
     if top <= observed or n == 0:
         return factors
-    evidence = reference_evidence()
+    evidence = reference_evidence(_HELD_OUT[-1] if _HELD_OUT else None)
     u = (np.random.default_rng(0).permutation(n) + 0.5) / n
     for gamma in range(observed + 1, top + 1):
         # a guess twice too high, mirrored, would be a factor of 1/0: AL at most 4× the guess

