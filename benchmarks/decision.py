@@ -327,6 +327,7 @@ def _round2_report(scores: list[SeedScore]) -> dict:
         "round2_regret_difference": {"mean": float(diff.mean()), "low": float(diff.mean() - half),
                                      "high": float(diff.mean() + half)},
         "probe_share": float(np.mean([r.probed for r in r2])),
+        "reverted_share": float(np.mean([r.reverted for r in r2])),  # round 2 undoing round 1's move: a flap
         "total_cost": _cost_summary([r.cost for r in r2 if r.probed]),
         "mean_cost": float(np.mean([r.cost for r in r2])),
         "seeds_mean_cost": float(np.mean([r.seeds_cost for r in r2])),
@@ -485,6 +486,7 @@ def _round2_comparison(reports: list[dict]) -> dict:
         "round2_mean_cost": float(np.mean([r["mean_cost"] for r in reports])),
         "seeds_round2_mean_cost": float(np.mean([r["seeds_mean_cost"] for r in reports])),
         "probe_share": float(np.mean([r["probe_share"] for r in reports])),
+        "reverted_share": float(np.mean([r["reverted_share"] for r in reports])),
     }
 
 
@@ -566,7 +568,9 @@ def _round2_line(doc: dict) -> str:
             f"{_pct(seeds['p95_regret'])}; over the {dep['classes']} classes whose truth departs from independent p "
             f"or flat cost, mean {_pct(dep['specdec'])} against the seeds' {_pct(dep['seeds_method'])}; worse than "
             f"the seeds' by a paired 95% interval above 0.5% in {len(worse)} class(es)"
-            + (f" ({', '.join(worse)})" if worse else "") + f"; probes in {s['probe_share']:.0%} of round-1 windows, "
+            + (f" ({', '.join(worse)})" if worse else "") + f"; round 2 moved the fleet back to the deployed γ "
+            f"after round 1 moved it in {s['reverted_share']:.2%} of windows; probes in {s['probe_share']:.0%} of "
+            f"round-1 windows, "
             + ("none" if cost is None else f"their two windows' cost mean {_pct(cost['mean'])}, 95th percentile "
                                            f"{_pct(cost['p95'])} of the route's output (restarts included)") + ".")
 

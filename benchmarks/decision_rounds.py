@@ -53,6 +53,7 @@ class RoundTwo:
     covered: bool | None  # that truth inside round 2's 90% interval (None: none)
     decision: str  # round 2's
     probed: bool  # round 1 decided probe
+    reverted: bool  # round 1 moved the fleet and round 2 moves it back to the deployed γ (a flap)
     cost: float  # both windows' lost output, restarts and the probe included, / their time
     seeds_regret: float  # the seeds' method's round-2 pick
     seeds_speedup_error: float
@@ -161,6 +162,7 @@ def round_two(cls: DecisionClass, truth: Truth, rec1, deployment: Deployment, se
         covered=None if c2 is None or c2.speedup_low is None else bool(c2.speedup_low <= s2 <= c2.speedup_high),
         decision="off" if rec2 is None else rec2.decision,
         probed=plan.probe is not None,
+        reverted=plan.fleet != cls.deployed_gamma and gamma2 == cls.deployed_gamma,
         cost=cost,
         **seeds,
     )

@@ -218,6 +218,7 @@ def test_subset_round_two_meets_the_targets(subset_reports):
     assert summary["round2"]["median_regret"] <= 0.005
     assert summary["round2"]["p95_regret"] <= 0.02
     assert summary["summary"]["round2"] == summary["round2"]
+    assert summary["summary"]["reverted_share"] == 0.0  # no flapping: round 2 never undoes round 1's move
     assert {"median_regret", "p95_regret"} <= set(summary["baselines"]["seeds_method"]["round2"])
 
 

@@ -143,14 +143,15 @@ def test_the_console_and_the_gauges_say_probe():
 
 
 def _fleet_store(path, main_curve, probe_curve, *, engines=7, scrapes=121, drafts_per_scrape=400, seed=0):
-    """A store of ``engines`` engines at γ 3 and one canary at γ len(probe_curve), scraped
+    """A store of ``engines`` engines at γ 3 and one canary at γ len(probe_curve) (none: None), scraped
     every 15 s: each scrape's drafts accept j tokens with P(X ≥ k) = the engine's curve."""
     from acceptance.counts import EngineSnapshot, ScrapeResult, SpecCounts
     from acceptance.store import Store
 
     rng = np.random.default_rng(seed)
     curves = {f"e{i}": np.asarray(main_curve) for i in range(engines)}
-    curves["canary"] = np.asarray(probe_curve)
+    if probe_curve is not None:
+        curves["canary"] = np.asarray(probe_curve)
     totals = {e: np.zeros(3 + c.size) for e, c in curves.items()}
     store = Store.open(path)
     for i in range(scrapes):
@@ -257,3 +258,28 @@ def test_a_thin_probe_carries_on_with_the_drafts_still_needed(tmp_path, alpha, s
     assert "× the drafts" not in rec.decision_reason and rec.drafts_factor_to_settle is None  # one figure
     rate = route.probe.traffic.drafts_per_engine_second
     assert rec.probe.duration_s == pytest.approx(rec.probe.drafts_needed / rate)
+
+
+def test_successive_windows_of_a_stationary_route_do_not_alternate(tmp_path):
+    """No flapping: six successive 30-minute windows of the same fleet at γ 3, first without
+    a canary (each plans the same probe), then with one (each settles the same change)."""
+    from acceptance.route_estimate import estimate_route
+    from acceptance.windows import route_window
+    from model.route import recommend_route
+
+    def decisions(curves, path):
+        store, targets = _fleet_store(path, *curves, scrapes=6 * 120 + 1, drafts_per_scrape=50)
+        out = []
+        with store:
+            for w in range(6):
+                start = 1000.0 + w * 1800.0
+                window = route_window(store, targets, start, start + 1800.0)
+                route = estimate_route(window, window.newest_segment.intervals)
+                rec = recommend_route(route, DRAFT_MODEL, batch_time_shares=None).recommendation
+                out.append((rec.decision, rec.recommended_gamma, rec.probe and rec.probe.gamma))
+        return out
+
+    alone = decisions((RISING, None), tmp_path / "a.db")
+    assert alone == [("probe", 3, 8)] * 6
+    joined = decisions((TRUE[:3], TRUE), tmp_path / "b.db")
+    assert len(set(joined)) == 1 and joined[0][0] == "change"
