@@ -50,18 +50,17 @@ class RouteTraffic:
         return self.drafts / self.seconds / self.engines
 
 
-def route_traffic(segment, rows: IntervalCounts) -> RouteTraffic | None:
+def route_traffic(segment, rows: IntervalCounts, engines: int | None = None) -> RouteTraffic | None:
     """The estimated rows' drafts over the seconds they span, and the engines still at their γ
-    at the window's end (``segment``'s, a GammaSegment at the rows' γ); None when the rows
-    span no time."""
+    at the window's end (``segment``'s, a GammaSegment at the rows' γ; where it names none,
+    ``engines``, the route's configured count); None when the rows span no time."""
     if not len(rows):
         return None
     seconds = float(rows.end[-1] - rows.start[0])
     if not seconds > 0:
         return None
-    engines = None
     if segment is not None and segment.gamma == rows.gamma:
-        engines = len(getattr(segment, "engines_at_end", None) or segment.engines) or None
+        engines = len(getattr(segment, "engines_at_end", None) or segment.engines) or engines
     return RouteTraffic(float(rows.total().drafts), seconds, engines, len(rows))
 
 

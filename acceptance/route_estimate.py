@@ -67,13 +67,15 @@ class RouteEstimate:
 
 
 def estimate_route(window, intervals: IntervalCounts, *, level: float = 0.9, n_resamples: int = 1000,
-                   seed: int = 0, block_length: int | None = None, unit: str = "scrape intervals") -> RouteEstimate:
+                   seed: int = 0, block_length: int | None = None, unit: str = "scrape intervals",
+                   engines: int | None = None) -> RouteEstimate:
     """The acceptance of one γ segment's rows and what the window says beside it.
 
     Rows are resampled in blocks of ``block_length`` (chosen from the data when None; 1 for
     independent requests). When the drift test finds acceptance moved inside the window,
     what comes next looks like its newest part, so the estimate is of that part alone (when
-    it holds enough rows to resample).
+    it holds enough rows to resample). ``engines``: the route's configured engine count, for
+    windows whose rows name none (the probe's traffic share).
     """
     drift = detect_drift(intervals, level=level, seed=seed) if len(intervals) >= MIN_ROWS_FOR_DRIFT else None
     sequences = window_step_sequences(window, intervals)
@@ -90,13 +92,14 @@ def estimate_route(window, intervals: IntervalCounts, *, level: float = 0.9, n_r
     if estimate is None:
         estimate = estimate_acceptance(intervals, level=level, n_resamples=n_resamples, seed=seed,
                                        block_length=block_length, unit=unit)
-    route = _with_window(RouteEstimate(estimate, drift, recent_start, step_sequences=sequences), window, rows)
+    route = _with_window(RouteEstimate(estimate, drift, recent_start, step_sequences=sequences), window, rows,
+                         engines)
     route.probe = window_probe(window, estimate, level=level, n_resamples=n_resamples, seed=seed,
                                block_length=block_length, unit=unit)
     return route
 
 
-def _with_window(route: RouteEstimate, window, rows: IntervalCounts) -> RouteEstimate:
+def _with_window(route: RouteEstimate, window, rows: IntervalCounts, engines: int | None = None) -> RouteEstimate:
     """``route`` with what ``window`` says beside the acceptance of ``rows`` (nothing when None)."""
     if window is None:
         return route
@@ -114,7 +117,7 @@ def _with_window(route: RouteEstimate, window, rows: IntervalCounts) -> RouteEst
     route.observed_tokens_per_second = observed_tokens_per_second(window, route.estimate.mean_acceptance_length.value)
     route.observed_latency_source = observed_latency_source(window)
     route.undrafted_token_share = shape.undrafted_token_share
-    route.traffic = route_traffic(window.newest_segment, rows)
+    route.traffic = route_traffic(window.newest_segment, rows, engines)
     return route
 
 

@@ -50,6 +50,9 @@ class RouteConfig:
     targets: tuple[str, ...] = ()
     selector: str | None = None
     deployment: dict = field(default_factory=dict)  # [deployment] merged with the route's overrides
+    # engines serving the route, for sources whose rows name none (per-request, log): what a
+    # probe's share of the traffic and its duration follow from (None: the window's, if any)
+    engines: int | None = None
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,7 @@ SECTION_KEYS = {
     "collect": ("interval", "timeout", "max_page_bytes", "max_engines"),
     "source": ("kind", "url", "bearer_token_env"),
 }
-ROUTE_KEYS = ("targets", "selector", "source")  # besides the [deployment] keys
+ROUTE_KEYS = ("targets", "selector", "source", "engines")  # besides the [deployment] keys
 
 
 def _check_known(raw: dict, where: str) -> None:
@@ -217,12 +220,14 @@ def config_from_mapping(raw: dict, *, path: Path | None) -> Config:
             raise ConfigError(f"{rwhere}: source 'scrape' needs targets = [\"http://HOST:PORT/metrics\", ...]")
         if kind == "prometheus" and (selector is None or prometheus is None):
             raise ConfigError(f"{rwhere}: source 'prometheus' needs a selector and a [source] url")
-        overrides = _resolve_cost_table(
-            {k: v for k, v in table.items() if k not in ("targets", "selector", "source")}, base
-        )
+        engines = table.get("engines")
+        if engines is not None and (isinstance(engines, bool) or not isinstance(engines, int) or engines < 1):
+            raise ConfigError(f"{rwhere}: engines must be an integer ≥ 1 (the engines serving the route), "
+                              f"got {engines!r}")
+        overrides = _resolve_cost_table({k: v for k, v in table.items() if k not in ROUTE_KEYS}, base)
         routes[name] = RouteConfig(
             name=name, source=kind, targets=tuple(targets), selector=selector,
-            deployment={**deployment, **overrides},
+            deployment={**deployment, **overrides}, engines=engines,
         )
     return Config(
         path=path, store_path=store_path, retention_s=retention_s, deployment=dict(deployment),

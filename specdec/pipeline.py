@@ -85,13 +85,13 @@ def tune_intervals(
     seed: int = 0,
     block_length: int | None = None,
     unit: str = "scrape intervals",
+    engines: int | None = None,  # the route's configured count where rows name none
 ) -> RouteTuning:
-    """Estimate one γ segment and recommend from it (rows resampled in blocks of
-    ``block_length``, chosen from the data when None; 1 for independent requests)."""
+    """Estimate one γ segment and recommend from it (rows resampled in blocks of ``block_length``)."""
     if intervals.total().drafts <= 0:
         raise NoDataError(f"route {route!r}: the window holds no drafts at gamma {intervals.gamma}")
     estimated = estimate_route(window, intervals, level=level, n_resamples=n_resamples, seed=seed,
-                               block_length=block_length, unit=unit)
+                               block_length=block_length, unit=unit, engines=engines)
     priced = recommend_route(estimated, deployment, batch_time_shares=estimated.batch_time_shares, level=level,
                              seed=seed)
     notes = []
@@ -128,8 +128,8 @@ def tune_route(
                 else f"ingest {source} data with `specdec ingest --route {route}`" if source != "prometheus"
                 else "check the selector in Prometheus")
         raise NoDataError(f"route {route!r}: no drafts in the last {format_duration(window_s)}{status}; {hint} or widen --window")
-    tuning = tune_intervals(route, segment.intervals, deployment, window=window, level=level,
-                            n_resamples=n_resamples, block_length=block_length, unit=unit)
+    tuning = tune_intervals(route, segment.intervals, deployment, window=window, level=level, n_resamples=n_resamples,
+                            block_length=block_length, unit=unit, engines=config.routes[route].engines)
     tuning.window_start, tuning.window_end = end - window_s, end
     return tuning
 

@@ -194,7 +194,7 @@ def _observed_lines(doc: dict) -> list[str]:
         lines.append(f"drift: {d['message']}" if d["detected"] else "drift: none detected")
     lines += _segment_lines(obs.get("segments") or [])
     if obs.get("probe_segment"):
-        lines.append(_probe_segment_line(obs["probe_segment"], obs["gamma"]))
+        lines.append(probe_segment_line(obs["probe_segment"], obs["gamma"]))
     for ev in obs.get("events") or []:
         when = time.strftime("%H:%M:%S", time.gmtime(ev["time"])) if ev.get("time") else "?"
         lines.append(f"event {when}: {ev.get('kind')} {ev.get('target', '')} engine {ev.get('engine', '')}: "
@@ -274,7 +274,7 @@ def _probe_line(doc: dict, gain: str) -> str:
             f"canary config: {json.dumps(probe['speculative_config'])}. {doc['decision_reason']}")
 
 
-def _probe_segment_line(p: dict, deployed: int) -> str:
+def probe_segment_line(p: dict, deployed: int) -> str:
     """Which positions come from which segment, and whether the shared ones agree."""
     lo, hi = p["shared_difference_interval"]
     shared = (f"AL over positions 1-{deployed} differs by {_fmt(p['shared_difference'], '+.3f')} "

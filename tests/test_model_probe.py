@@ -283,3 +283,70 @@ def test_successive_windows_of_a_stationary_route_do_not_alternate(tmp_path):
     assert alone == [("probe", 3, 8)] * 6
     joined = decisions((TRUE[:3], TRUE), tmp_path / "b.db")
     assert len(set(joined)) == 1 and joined[0][0] == "change"
+
+
+def test_the_dashboard_says_probe_and_where_the_positions_came_from(tmp_path):
+    from acceptance.route_estimate import estimate_route
+    from acceptance.windows import route_window
+    from dashboard.views.overview import segments_note
+    from dashboard.views.recommendation import decision_text
+    from model.route import recommend_route
+    from specdec.pipeline import RouteTuning
+
+    text = decision_text(_tune())
+    assert text.startswith("Probe γ=8 on 1 engine(s) for about") and text.endswith("keep γ=3 on the others")
+    store, targets = _fleet_store(tmp_path / "s.db", TRUE[:3], TRUE)
+    with store:
+        window = route_window(store, targets, 0.0, 1e6)
+    route = estimate_route(window, window.newest_segment.intervals)
+    rec = recommend_route(route, DRAFT_MODEL, batch_time_shares=None).recommendation
+    tuning = RouteTuning("r", DRAFT_MODEL, route.estimate, rec, window=window, route_estimate=route)
+    note = segments_note(SimpleNamespace(route="r", tuning=tuning))
+    assert "rolling change: γ 3 on 7 engines, γ 8 on 1 engine" in note
+    assert note.endswith("Positions 4–8 come from the probe at γ=8 (its conditional rates joined).")
+
+
+def _per_request_route(tmp_path, capsys, engines_line: str):
+    from support import run_cli, vllm_payload
+    from specdec.cli import main, tune_gamma_main
+
+    rng = np.random.default_rng(5)
+    probs = np.concatenate([[1.0], RISING]) - np.concatenate([RISING, [0.0]])
+    lines = []
+    for i in range(600):
+        steps = [(3, int(a)) for a in rng.choice(4, size=80, p=probs)]
+        lines.append(json.dumps({"id": f"cmpl-{i}", "route": "chat", "time": 1_796_000_000 + 6 * i,
+                                 "metrics": {"speculative_decoding": vllm_payload(steps, 3)}}))
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("\n".join(lines) + "\n")
+    config = tmp_path / "specdec.toml"
+    config.write_text('[deployment]\nmethod = "draft_model"\ndraft_cost = 0.1\ncost_profile = "flat"\n'
+                      f'[routes.chat]\nsource = "per-request"\n{engines_line}')
+    db = tmp_path / "specdec.db"
+    code, _, err = run_cli(capsys, main, ["ingest", "--route", "chat", "--per-request", str(requests),
+                                          "--config", str(config), "--db", str(db)])
+    assert code == 0, err
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "chat", "--config", str(config), "--db", str(db),
+                                                        "--window", "30d", "--json"])
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_a_per_request_route_probes_once_its_engines_are_configured(tmp_path, capsys):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    unnamed = _per_request_route(tmp_path / "a", capsys, "")
+    assert unnamed["decision"] == "keep" and unnamed["probe"] is None
+    assert "the window does not say how many engines" in unnamed["decision_reason"]
+    named = _per_request_route(tmp_path / "b", capsys, "engines = 4\n")
+    assert named["decision"] == "probe" and named["probe"]["gamma"] == 8 and named["probe"]["engines"] == 1
+    assert "on 1 of 4 engine(s)" in named["decision_reason"]
+
+
+def test_a_route_s_engines_must_be_a_count(tmp_path):
+    from specdec.config import ConfigError, load_config
+
+    config = tmp_path / "specdec.toml"
+    config.write_text('[routes.chat]\nsource = "per-request"\nengines = 0\n')
+    with pytest.raises(ConfigError, match=r"\[routes.chat\]: engines must be an integer ≥ 1"):
+        load_config(config)

@@ -35,8 +35,12 @@ def segments_note(rv: RouteView) -> str | None:
     if older:
         parts.append("older segments: " + ", ".join(
             f"γ {s.gamma} until {text.clock(s.end)[11:16]} ({s.total.drafts:,.0f} drafts)" for s in older))
+    probe = t.route_estimate.probe if t.route_estimate is not None else None
+    joined = "" if probe is None else (
+        f" Positions {probe.deployed_gamma + 1}–{probe.gamma} come from the probe at γ={probe.gamma} "
+        + ("(its conditional rates joined)." if probe.agrees else "(priced from its own curve: its shared positions differ)."))
     return (f"Route {rv.route}: " + "; ".join(parts) + f". Estimates describe γ={newest.gamma}, the current "
-            f"segment with the most drafts; counts are never summed across γ.")
+            f"segment with the most drafts; counts are never summed across γ." + joined)
 
 
 def specialized_text(rv: RouteView) -> str:

@@ -8,7 +8,7 @@ import streamlit as st
 
 from model.anchor import describe_lines
 from model.route import more_drafts_sentence
-from specdec.report import json_document, tuning_to_dict
+from specdec.report import json_document, probe_segment_line, tuning_to_dict
 
 from .. import text
 from ..data import FleetView
@@ -55,7 +55,10 @@ def render(fleet: FleetView) -> None:
         return
     tuning = fleet.tuned[route].tuning
     rec = tuning.recommendation
+    doc = tuning_to_dict(tuning)
     (st.success if rec.decision == "keep" else st.warning)(f"{decision_text(rec)} — {rec.decision_reason}")
+    if doc["observed"].get("probe_segment"):
+        st.info(probe_segment_line(doc["observed"]["probe_segment"], doc["observed"]["gamma"]))
     unit = "per-user tok/s" if rec.objective == "interactivity" else "tokens per GPU-second"
     st.caption(f"Objective {rec.objective} (tokens/s column: {unit}); cost profile {rec.cost_profile}; "
                f"{text.level(rec.interval_level)} intervals; P(best) of the recommended γ "
@@ -103,7 +106,7 @@ def render(fleet: FleetView) -> None:
     st.warning("Synthetic acceptance forces accept decisions and corrupts outputs: use this only to replay the "
                "route's acceptance in a benchmark on a real engine, never in serving.")
     st.code(json.dumps(rec.replay_config, indent=2), language="json", wrap_lines=True)  # its "warning" in full
-    st.download_button("tune-gamma JSON", json_document(tuning_to_dict(tuning)),
+    st.download_button("tune-gamma JSON", json_document(doc),
                        file_name=f"tune-gamma-{route}.json", mime="application/json", key="rec_download")
 
 
