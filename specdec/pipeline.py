@@ -129,7 +129,7 @@ def tune_route(
                 else "check the selector in Prometheus")
         raise NoDataError(f"route {route!r}: no drafts in the last {format_duration(window_s)}{status}; {hint} or widen --window")
     tuning = tune_intervals(route, segment.intervals, deployment, window=window, level=level, n_resamples=n_resamples,
-                            block_length=block_length, unit=unit, engines=config.routes[route].engines)
+                            block_length=block_length, unit=unit, engines=getattr(config.routes.get(route), "engines", None))
     tuning.window_start, tuning.window_end = end - window_s, end
     return tuning
 
