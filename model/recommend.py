@@ -235,9 +235,9 @@ def recommend(
         priced = partial(_resampled_speedups, price=price, bs=bs, ws=ws, deployment=deployment,
                          deployed=deployed, speeds=speeds, reweight_mix=mix_in_time and speed_range, nu=nu)
         ensemble, spread = _ensemble(priced(tokens, resamples, mix_res), allowed, level, speed_range)
-        if replayed is None:  # without the sampling part: the point curve for every resample, the mix as seen
-            tail_only = lambda: _ensemble(priced(tokens.without_sampling(), np.broadcast_to(a, resamples.shape),
-                                                 None), allowed, level, speed_range)[0]
+        # without the sampling part: the point curve (or the replay's requests) for every resample
+        tail_only = lambda: _ensemble(priced(tokens.without_sampling(), np.broadcast_to(a, resamples.shape), None),
+                                      allowed, level, speed_range)[0]
     tps = _tokens_per_second(profile, price.tau, speed_point, deployment)
     candidates = _candidates(gammas, g, speed_point, spread, tps, allowed, reasons, al_point)
     rec, expected_best, verdict = decide(rec, deployed, allowed, speed_point, ensemble, deployment.min_gain,
@@ -412,6 +412,7 @@ class _CurveTokens:
     own: np.ndarray | None = None  # a_1..a_γp of the probe alone
     own_resamples: np.ndarray | None = None  # (n_p, γ_p)
     own_from: int = 0
+    fixed_requests: bool = False  # the replay without resampling its requests (without_sampling)
 
     @property
     def extra(self) -> int:
@@ -419,10 +420,10 @@ class _CurveTokens:
         return max(0, self.top - self.pooled.size)
 
     def without_sampling(self) -> "_CurveTokens":
-        """The same with the probe's own resamples at its point (the pooled ones are the caller's)."""
-        if self.own is None:
-            return self
-        return replace(self, own_resamples=np.broadcast_to(self.own, self.own_resamples.shape))
+        """The same with the replay's requests and the probe's own resamples at their point (the
+        pooled resamples are the caller's): what is left is the tail models' doubt."""
+        own = None if self.own is None else np.broadcast_to(self.own, self.own_resamples.shape)
+        return replace(self, own_resamples=own, fixed_requests=True)
 
     def point(self, ws) -> tuple[np.ndarray, np.ndarray | None]:
         """(M, G) AL at the point, and (M, nB, G) per batch size when the curves are per batch."""
@@ -436,6 +437,9 @@ class _CurveTokens:
     def resampled(self, resamples: np.ndarray, mix_w: np.ndarray, row: np.ndarray) -> np.ndarray:
         """(S or 1, M, n, G) AL of each survival resample (row: its mix row)."""
         n = resamples.shape[0]
+        if self.replayed is not None and self.fixed_requests:
+            return np.broadcast_to(self.replayed_al[:, None, :], (self.replayed_al.shape[0], n,
+                                                                   self.replayed_al.shape[1]))[None]
         if self.replayed is not None:
             return np.stack([resampled_tokens(r, n) for r in self.replayed])[None]  # the same draws
         if self.per_batch is None:
