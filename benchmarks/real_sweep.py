@@ -70,6 +70,8 @@ from acceptance.step_replay import StepSequence, bonus_acceptance, positions, re
 GAMMAS = (0, 1, 2, 3, 5, 7, 10, 14)
 PHASES = ((1, 2, 3), (5, 7), (10, 14))
 DEPLOYED = 3
+# The route as tune-gamma sees it: the deployed engine and one more (a probe's canary).
+ROUTE_ENGINES = 2
 CONSIDERED_MAX = max(GAMMAS)  # the tool's candidates go to gamma_max 16 (no block for ngram, draft_model): every measured γ
 ROUTES = real_vllm.ROUTES
 RESULTS = REPO / "benchmarks" / "results" / "real-sweep.json"
@@ -332,11 +334,14 @@ class StepCost:
 
 
 def tune(method: str, route: str, jsonl: Path, table: tuple[Path, float], folder: Path) -> dict:
+    """tune-gamma on the requests of ``jsonl`` under a step-cost table; the route is served by
+    ROUTE_ENGINES engines (the deployed one and a canary), which a probe's share follows from."""
     path, overhead = table
-    config = folder / f"{method}-{route}-{path.stem}.toml"
+    config = folder / f"{method}-{route}-{path.stem}-{jsonl.stem}.toml"
     config.write_text(f'[deployment]\nmethod = "{method}"\ndraft_cost = 0\ndraft_overhead = {overhead:.6f}\n'
-                      f'cost_profile = "{path}"\n')
-    db = folder / f"{method}-{route}-{path.stem}.db"
+                      f'cost_profile = "{path}"\n[routes.{route}]\nsource = "per-request"\n'
+                      f'engines = {ROUTE_ENGINES}\n')
+    db = folder / f"{method}-{route}-{path.stem}-{jsonl.stem}.db"
     subprocess.run([str(BIN / "specdec"), "ingest", "--route", route, "--per-request", str(jsonl), "--config",
                     str(config), "--db", str(db)], check=True, capture_output=True, text=True)
     run = subprocess.run([str(BIN / "tune-gamma"), "--route", route, "--config", str(config), "--db", str(db),
@@ -344,6 +349,27 @@ def tune(method: str, route: str, jsonl: Path, table: tuple[Path, float], folder
     if run.returncode != 0:
         raise SystemExit(f"real_sweep: tune-gamma {method}/{route}: {run.stderr.strip()}")
     return json.loads(run.stdout)
+
+
+def round_two(method: str, route: str, doc: dict, responses: dict, table, folder: Path, ratios: dict) -> dict | None:
+    """A probe decided from the γ 3 window, run on the real engine: the sweep's own requests at
+    the probe's γ (same prompts, same blocks) are the canary's segment beside the γ 3 ones, and
+    tune-gamma decides again from both (None unless round 1 probed)."""
+    if doc["decision"] != "probe":
+        return None
+    g = doc["probe"]["gamma"]
+    if g not in responses:
+        return {"probe_gamma": g, "measured": False}
+    window = folder / f"{method}-{route}-g{DEPLOYED}-probe{g}.jsonl"
+    lines = sorted(responses[DEPLOYED] + responses[g], key=lambda line: line["time"])
+    window.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    doc2 = tune(method, route, window, table, folder)
+    acted = doc2["recommended_gamma"] if doc2["decision"] in ("change", "off", "probe") else DEPLOYED
+    best = max(ratios, key=lambda x: ratios[x][0])
+    return {"probe_gamma": g, "measured": True, "decision": doc2["decision"],
+            "recommended_gamma": doc2["recommended_gamma"], "acted_gamma": acted,
+            "regret": _regret(measured_or_interpolated(ratios, acted), ratios[best][0]),
+            "probe_segment": doc2["observed"].get("probe_segment"), "decision_reason": doc2["decision_reason"]}
 
 
 def predicted_al(doc: dict, gamma: int) -> float | None:
@@ -412,8 +438,8 @@ def cell_result(method: str, route: str, runs_by_gamma: dict[int, list[Run]], fo
     def cost_without(left_out: int | None) -> StepCost:
         return StepCost.fit(step[0], [(extra_width[g], step[g]) for g in speculating if g != left_out])
 
-    doc = tune(method, route, window, cost_without(None).write(folder / "table-all.csv",
-               f"{method}/{route}: step times of every γ"), folder)
+    table_all = cost_without(None).write(folder / "table-all.csv", f"{method}/{route}: step times of every γ")
+    doc = tune(method, route, window, table_all, folder)
     loo = {g: {c["gamma"]: c for c in tune(method, route, window, cost_without(g).write(
         folder / f"table-loo-g{g}.csv", f"{method}/{route}: step times of every γ but {g}"), folder)["candidates"]}[g]
            for g in speculating if g <= CONSIDERED_MAX}
@@ -424,8 +450,9 @@ def cell_result(method: str, route: str, runs_by_gamma: dict[int, list[Run]], fo
     considered = [g for g in GAMMAS if g <= CONSIDERED_MAX]
     best_considered = max(considered, key=lambda g: ratios[g][0])
     rec = doc["recommended_gamma"]
-    # what runs after the decision: the recommended γ on change or off, the deployed one on keep
-    acted = rec if doc["decision"] in ("change", "off") else DEPLOYED
+    # what runs after the decision: the recommended γ on change, off or probe (the fleet's), the
+    # deployed one on keep
+    acted = rec if doc["decision"] in ("change", "off", "probe") else DEPLOYED
     rec_ratio = measured_or_interpolated(ratios, acted)
     loo_best = max([0] + list(loo), key=lambda g: loo[g]["speedup"] if g else 1.0)
     gammas = []
@@ -465,6 +492,9 @@ def cell_result(method: str, route: str, runs_by_gamma: dict[int, list[Run]], fo
         "undrafted_token_share_observed": doc["observed"].get("undrafted_token_share"),
         "step_cost": {"t0_ms": fit.t0 * 1e3, "overhead_ms": fit.overhead * 1e3, "slope_ms": fit.slope * 1e3},
         "blocks": len(runs_by_gamma[DEPLOYED]),
+        "probe": doc.get("probe"),
+        # a probe run on the real engine: its γ's own requests joined to γ 3's, decided again
+        "round2": round_two(method, route, doc, responses, table_all, folder, ratios),
         "gammas": gammas,
     }
 
@@ -489,6 +519,10 @@ def summary(cells: list[dict]) -> dict:
                                      default=None),
         "acted_past_the_sweep": [f"{c['method']}/{c['route']}: γ {c['acted_gamma']}" for c in cells
                                  if c["regret"] is None],
+        "probes": [f"{c['method']}/{c['route']}: probe γ {c['round2']['probe_gamma']} → "
+                   + (f"{c['round2']['decision']} {c['round2']['acted_gamma']} (regret {_pct(c['round2']['regret'])})"
+                      if c["round2"]["measured"] else "not in the sweep")
+                   for c in cells if c.get("round2")],
     }
 
 
@@ -526,6 +560,8 @@ def print_table(cells: list[dict]) -> None:
             print(f"{cell['method']:<12}{cell['route']:<11}{g['gamma']:>3}{g['measured_al']:>9.3f}{pal:>9}{nu:>7}"
                   f"{g['measured_ratio']:>10.2f} [{g['ratio_low']:.2f},{g['ratio_high']:.2f}]{pred:>22}"
                   f"{g['wall_ratio']:>12.2f}{g['cpu_s_per_token'] * 1e3:>9.2f}ms")
+        if cell.get("round2"):
+            print(f"  round 2 after the probe: {cell['round2']}")
         print(f"  → recommended {cell['recommended_gamma']} ({cell['decision']}), best {cell['best_gamma']}"
               f"{' (separated)' if cell['best_separated'] else ''}, regret {_pct(cell['regret_considered'])} "
               f"(considered) / {_pct(cell['regret'])} (overall); best out-of-sample prediction γ {cell['loo_best_gamma']} "
