@@ -108,7 +108,7 @@ real-engine: $(REAL_STAMP) $(REAL_MODEL)
 test-real: $(DEVSTAMP) real-engine
 	$(BIN)/python -m pytest -q -m real -p no:cacheprovider tests/test_real_engine.py
 
-# The decision on the real engine: a γ sweep (0, 1, 2, 3, 5, 7, 10, 14) per method and route
+# The decision on the real engine: a γ sweep (0, 1, 2, 3, 4, 5, 7, 10, 14) per method and route
 # against tune-gamma from the γ 3 window alone. Not in CI: about 25 min on 2 cores.
 bench-real: $(DEVSTAMP) real-engine
 	$(BIN)/python benchmarks/real_sweep.py

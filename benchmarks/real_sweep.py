@@ -7,8 +7,8 @@ tune-gamma must find its answer from one window at the deployed γ 3 alone.
 
 Cells: method (ngram, draft_model; suffix when arctic-inference is installed) × route
 (structured, open). Engines of the local model (benchmarks/real_vllm.py serve) at
-γ ∈ {0, 1, 2, 3, 5, 7, 10, 14}, at most four up at once: γ 0 (speculation off, shared by
-every cell) stays up while each method's γ run in three phases, {1, 2, 3}, {5, 7}, {10, 14}
+γ ∈ {0, 1, 2, 3, 4, 5, 7, 10, 14}, at most four up at once: γ 0 (speculation off, shared by
+every cell) stays up while each method's γ run in three phases, {1, 2, 3}, {4, 5, 7}, {10, 14}
 (the tool's candidates go to gamma_max 16, so the sweep goes far enough to judge them); each engine
 answers two requests per route before any is timed (its first requests compile).
 
@@ -34,9 +34,13 @@ The tool's side (what it would have in production, no sweep):
   from a fit that leaves that γ out (no in-sample prediction); the recommendation from the
   fit on every γ (the step cost in sample, the acceptance from γ 3 alone), and beside it the
   γ whose out-of-sample prediction is highest;
-- `tune-gamma --route R --json` on that window and table. The γ it may consider: 0..16
-  (ngram and draft_model have no block); a γ it acts on that the sweep did not run is
-  interpolated between measured neighbours, or past the largest not judged.
+- `tune-gamma --route R --json` on that window and table, the route told it has two engines
+  (the deployed one and a canary). The γ it may consider: 0..16 (ngram and draft_model have
+  no block); a γ it acts on that the sweep did not run is interpolated between measured
+  neighbours, or past the largest not judged;
+- round 2, when that decision is a probe: the sweep's own requests at the probe's γ (same
+  prompts, same blocks) are the canary's segment beside the γ 3 ones, and tune-gamma
+  decides again from both (``round2``).
 
 Writes benchmarks/results/real-sweep.json (per cell, the issue's keys),
 benchmarks/results/real-sweep-raw.json.gz (every run's responses, for --from-raw) and
@@ -67,8 +71,9 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import real_vllm  # noqa: E402
 from acceptance.step_replay import StepSequence, bonus_acceptance, positions, replay_positions  # noqa: E402
 
-GAMMAS = (0, 1, 2, 3, 5, 7, 10, 14)
-PHASES = ((1, 2, 3), (5, 7), (10, 14))
+# γ 4 is in the sweep because the γ 3 window's probe asks for it (ngram/open): its round 2
+GAMMAS = (0, 1, 2, 3, 4, 5, 7, 10, 14)
+PHASES = ((1, 2, 3), (4, 5, 7), (10, 14))  # at most four engines up at once, γ 0 included
 DEPLOYED = 3
 # The route as tune-gamma sees it: the deployed engine and one more (a probe's canary).
 ROUTE_ENGINES = 2
