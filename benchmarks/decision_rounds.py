@@ -132,11 +132,9 @@ def round_two(cls: DecisionClass, truth: Truth, rec1, deployment: Deployment, se
     restart = deployment.engine_restart_s
     first = _regret(truth.speedups(w), truth.allowed, cls.deployed_gamma) * w
     plan = _applied(cls, rec1)
-    truth2 = moved_truth(cls, truth, plan.fleet)
+    # the truth of what the fleet runs; a one-engine route's canary is the route
+    truth2 = moved_truth(cls, truth, plan.fleet if plan.fleet_engines else plan.probe)
     true2 = truth2.speedups(2 * w)
-    if plan.fleet_engines == 0:  # a one-engine route's canary is the route
-        truth2 = moved_truth(cls, truth, plan.probe)
-        true2 = truth2.speedups(2 * w)
     rec2 = None
     if plan.fleet != 0 or plan.probe is not None:
         rec2 = _tune_round_two(cls, truth, truth2, plan, deployment, rng, seed, level=level, n_resamples=n_resamples)

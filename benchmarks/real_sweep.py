@@ -356,7 +356,8 @@ def tune(method: str, route: str, jsonl: Path, table: tuple[Path, float], folder
     return json.loads(run.stdout)
 
 
-def round_two(method: str, route: str, doc: dict, responses: dict, table, folder: Path, ratios: dict) -> dict | None:
+def round_two(method: str, route: str, doc: dict, responses: dict, table, folder: Path, ratios: dict,
+              best: int) -> dict | None:
     """A probe decided from the γ 3 window, run on the real engine: the sweep's own requests at
     the probe's γ (same prompts, same blocks) are the canary's segment beside the γ 3 ones, and
     tune-gamma decides again from both (None unless round 1 probed)."""
@@ -370,7 +371,6 @@ def round_two(method: str, route: str, doc: dict, responses: dict, table, folder
     window.write_text("".join(json.dumps(line) + "\n" for line in lines))
     doc2 = tune(method, route, window, table, folder)
     acted = doc2["recommended_gamma"] if doc2["decision"] in ("change", "off", "probe") else DEPLOYED
-    best = max(ratios, key=lambda x: ratios[x][0])
     return {"probe_gamma": g, "measured": True, "decision": doc2["decision"],
             "recommended_gamma": doc2["recommended_gamma"], "acted_gamma": acted,
             "regret": _regret(measured_or_interpolated(ratios, acted), ratios[best][0]),
@@ -499,7 +499,7 @@ def cell_result(method: str, route: str, runs_by_gamma: dict[int, list[Run]], fo
         "blocks": len(runs_by_gamma[DEPLOYED]),
         "probe": doc.get("probe"),
         # a probe run on the real engine: its γ's own requests joined to γ 3's, decided again
-        "round2": round_two(method, route, doc, responses, table_all, folder, ratios),
+        "round2": round_two(method, route, doc, responses, table_all, folder, ratios, best),
         "gammas": gammas,
     }
 

@@ -107,13 +107,9 @@ def plan_probe(inputs: ProbeInputs, deployment: Deployment, *, gamma: int, base:
     needed = drafts_needed(inputs, gamma=gamma, gain=gain, min_gain=m, drafts=drafts)
     rate = drafts_per_engine_second * float(inputs.step_time[deployed] / inputs.step_time[gamma])
     duration = max(needed / rate, PROBE_MIN_ROWS * row_seconds)
-    value = value_rate(inputs, gamma=gamma, base=base, min_gain=m) * max(0.0, deployment.decision_horizon_s - duration)
-    loss = float(np.mean(np.maximum(0.0, 1.0 - inputs.ensemble[:, gamma] / inputs.ensemble[:, base])))
-    share = min(PROBE_ENGINES, engines) / engines
-    cost = share * (duration * loss + 2.0 * deployment.engine_restart_s)
-    return Probe(gamma=int(gamma), engines=min(PROBE_ENGINES, engines), drafts_needed=int(needed),
-                 duration_s=float(duration), expected_cost=float(cost), expected_value=float(value),
-                 speculative_config=speculative_config(deployment, int(gamma), None))
+    probed = min(PROBE_ENGINES, engines)
+    return _priced_probe(inputs, deployment, gamma=int(gamma), base=base, deployed=None, drafts=int(needed),
+                         duration=duration, probed=probed, share=probed / engines, restarts=2)
 
 
 def continued_probe(inputs: ProbeInputs, deployment: Deployment, running: RunningProbe, *, base: int,
@@ -126,14 +122,21 @@ def continued_probe(inputs: ProbeInputs, deployment: Deployment, running: Runnin
     rate = running.drafts_per_engine_second
     duration = needed / rate if rate else float("inf")
     duration = max(duration, (PROBE_MIN_ROWS - running.rows) * running.row_seconds)
-    g = running.gamma
-    value = value_rate(inputs, gamma=g, base=base, min_gain=deployment.min_gain, deployed=deployed) * max(
-        0.0, deployment.decision_horizon_s - duration)
-    loss = float(np.mean(np.maximum(0.0, 1.0 - inputs.ensemble[:, g] / inputs.ensemble[:, base])))
-    share = running.engines / engines if engines else 1.0
-    return Probe(gamma=g, engines=running.engines, drafts_needed=needed, duration_s=float(duration),
-                 expected_cost=float(share * (duration * loss + deployment.engine_restart_s)),
-                 expected_value=float(value), speculative_config=speculative_config(deployment, g, None))
+    return _priced_probe(inputs, deployment, gamma=running.gamma, base=base, deployed=deployed, drafts=needed,
+                         duration=duration, probed=running.engines,
+                         share=running.engines / engines if engines else 1.0, restarts=1)
+
+
+def _priced_probe(inputs: ProbeInputs, deployment: Deployment, *, gamma: int, base: int, deployed: int | None,
+                  drafts: int, duration: float, probed: int, share: float, restarts: int) -> Probe:
+    """The Probe of ``gamma`` for ``duration``: value over the rest of the horizon, cost = its
+    traffic share × (duration × expected loss + ``restarts`` restarts) (module docstring)."""
+    value = value_rate(inputs, gamma=gamma, base=base, min_gain=deployment.min_gain, deployed=deployed)
+    loss = float(np.mean(np.maximum(0.0, 1.0 - inputs.ensemble[:, gamma] / inputs.ensemble[:, base])))
+    return Probe(gamma=int(gamma), engines=int(probed), drafts_needed=int(drafts), duration_s=float(duration),
+                 expected_cost=float(share * (duration * loss + restarts * deployment.engine_restart_s)),
+                 expected_value=float(value * max(0.0, deployment.decision_horizon_s - duration)),
+                 speculative_config=speculative_config(deployment, int(gamma), None))
 
 
 def value_rate(inputs: ProbeInputs, *, gamma: int, base: int, min_gain: float, deployed: int | None = None) -> float:
