@@ -18,11 +18,14 @@
    ``--compare DIR`` times it in turn with this checkout's dashboard (one run of each per
    round: a shared machine's load weighs on both alike). ``--browser-cache warm``: the
    frontend's files already in Chromium's cache, as for anyone who opened it before.
+   ``--bare`` times, in the same turns, a plain ``streamlit run`` of a page with the
+   overview's elements and constant contents: the floor Streamlit and this browser set on
+   this machine, whatever the dashboard computes.
 
     .venv/bin/python benchmarks/dashboard_overview.py [--days 7] [--targets 50]   # 1. and 2.
     .venv/bin/python benchmarks/dashboard_overview.py --no-cold-start              # 1. only
     .venv/bin/python benchmarks/dashboard_overview.py --cold-start-only [--runs 5] [--demo DIR] \
-        [--browser-cache empty|warm] [--compare DIR] [--json FILE]                # 2. only
+        [--browser-cache empty|warm] [--compare DIR] [--bare] [--json FILE]        # 2. only
 """
 
 from __future__ import annotations
@@ -120,6 +123,44 @@ MARK_WORDS = {
     "complete": "table and a chart: first complete page",
     "settled": "both charts drawn, script finished",
 }
+
+
+# The floor: the overview's elements (sidebar widgets, title, three tables, a caption, a
+# status line, two Plotly bar charts in columns) with constant contents, in plain
+# `streamlit run`: Streamlit's own start and its frontend in this browser, nothing computed.
+BARE_APP = """
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+st.set_page_config(page_title="bare", layout="wide")
+st.sidebar.radio("Page", ["overview", "curves", "whatif", "recommendation"])
+st.sidebar.selectbox("Window", ["15m", "1h", "6h", "1d", "7d"], index=1)
+st.header("Routes overview")
+routes = ["open", "structured"]
+st.dataframe(pd.DataFrame({"route": routes, "drafts": ["230,116", "397,560"], "mean acceptance length": ["2.76", "4.62"]}),
+             hide_index=True)
+st.dataframe(pd.DataFrame({"route": routes, "recommended": [3, 7], "speedup": ["1.45x", "3.73x"]}), hide_index=True)
+st.caption("Brackets: 90% intervals.")
+left, right = st.columns(2)
+for col, key in ((left, "al"), (right, "speedup")):
+    with col:
+        st.plotly_chart(go.Figure(go.Bar(x=routes, y=[2.76, 4.62], error_y=dict(type="data", array=[0.1, 0.1]))), key=key)
+st.subheader("Targets")
+st.success("All 4 targets answered their last scrape.")
+st.dataframe(pd.DataFrame({"target": [f"http://127.0.0.1:{8000 + i}/metrics" for i in range(4)], "route": routes * 2}),
+             hide_index=True)
+"""
+BARE = "bare Streamlit, same elements"
+
+
+def bare_command(folder: Path):
+    """``command(port)`` for cold_start: BARE_APP under plain ``streamlit run``, as the dashboard is started."""
+    app = folder / "bare_app.py"
+    app.write_text(BARE_APP, encoding="utf-8")
+    streamlit = str(Path(sys.executable).with_name("streamlit"))
+    return lambda port: [streamlit, "run", str(app), "--server.address", "127.0.0.1", "--server.port", str(port),
+                         "--server.headless", "true", "--browser.gatherUsageStats", "false"]
 
 
 def _free_port() -> int:
@@ -231,31 +272,38 @@ CACHE_WORDS = {"empty": "empty (fresh profile per run)", "warm": "warm (frontend
 
 
 def cold_start_figures(config: Path, runs: int, *, dashboard_tree: Path | None = None,
-                       compare: Path | None = None, browser_cache: str = "empty", open_after_s: float = 0.0) -> dict:
+                       compare: Path | None = None, bare: bool = False, browser_cache: str = "empty",
+                       open_after_s: float = 0.0) -> dict:
     """Median of ``runs`` cold starts of this checkout's dashboard (or ``dashboard_tree``'s),
     and of ``compare``'s when given: one run of each in turn (in alternating order), so
     that a machine's load weighs on both alike. ``browser_cache``: "empty" (a fresh Chromium profile per run:
     nothing of Streamlit's frontend cached, the worst case) or "warm" (one profile per tree
     that loaded the page once before, on the same port: the frontend's files cached, as for
     anyone who opened the dashboard before; the server is as cold as ever). ``open_after_s``:
-    the page is opened that long after the server first answers (0: at once)."""
+    the page is opened that long after the server first answers (0: at once). ``bare``: also
+    time BARE_APP (Streamlit's floor on this machine and browser) in the same turns."""
     chromium = _chromium()
     trees = {"this checkout" if dashboard_tree is None else str(dashboard_tree): dashboard_tree}
     if compare is not None:
         trees[str(compare)] = compare
+    commands = {}
+    if bare:
+        trees[BARE] = None
+        commands[BARE] = bare_command(Path(tempfile.mkdtemp(prefix="specdec-bare-")))
     results: dict[str, list] = {name: [] for name in trees}
     cache = {name: (None, None) for name in trees}
     if browser_cache == "warm":
         for name, tree in trees.items():
             cache[name] = tempfile.mkdtemp(prefix="specdec-chromium-"), _free_port()
-            cold_start(config, chromium=chromium, dashboard_tree=tree, profile=cache[name][0], port=cache[name][1])
+            cold_start(config, chromium=chromium, dashboard_tree=tree, profile=cache[name][0], port=cache[name][1],
+                       command=commands.get(name))
     try:
         for i in range(runs):
             order = list(trees.items()) if i % 2 == 0 else list(trees.items())[::-1]  # neither always goes first
             for name, tree in order:
                 time.sleep(SETTLE_S)  # the previous run's server and browser wind down
                 marks = cold_start(config, chromium=chromium, dashboard_tree=tree, profile=cache[name][0],
-                                   port=cache[name][1], open_after_s=open_after_s)
+                                   port=cache[name][1], open_after_s=open_after_s, command=commands.get(name))
                 results[name].append(marks)
                 print(f"  run {i + 1}/{runs} ({name}): " + ", ".join(f"{k} {v:.2f} s" for k, v in marks.items()),
                       flush=True)
@@ -272,7 +320,7 @@ def cold_start_figures(config: Path, runs: int, *, dashboard_tree: Path | None =
                   for k in MARKS if k not in ("health", "opened")}
         print(f"\ncold start, demo store, browser cache {CACHE_WORDS[browser_cache]}, page opened "
               f"{open_after_s:g} s after the server answers, median of {runs} ({name}):")
-        print(f"  {'from launching specdec dashboard to':<42} {'median':>7} {'min':>6} {'max':>6}  {'after opening':>13}")
+        print(f"  {'from launching the server to':<42} {'median':>7} {'min':>6} {'max':>6}  {'after opening':>13}")
         for k in MARKS:
             f = summary[k]
             tail = f"  {opened[k]:>12.2f}s" if k in opened else ""
@@ -300,6 +348,8 @@ def main() -> None:
     ap.add_argument("--demo", type=Path, help="a demo folder (its specdec.toml) to reuse; default: specdec demo anew")
     ap.add_argument("--dashboard-tree", type=Path, help="time DIR/dashboard instead of this checkout's")
     ap.add_argument("--compare", type=Path, metavar="DIR", help="also time DIR/dashboard, in turn with this checkout's")
+    ap.add_argument("--bare", action="store_true",
+                    help="also time a bare Streamlit app with the overview's elements (the floor), in turn")
     ap.add_argument("--browser-cache", choices=("empty", "warm"), default="empty",
                     help="empty: a fresh Chromium profile per run (default); warm: the frontend cached")
     ap.add_argument("--open-after", type=float, default=0.0, metavar="S",
@@ -309,7 +359,7 @@ def main() -> None:
     if not args.no_cold_start:
         config = args.demo / "specdec.toml" if args.demo else demo_store(Path(tempfile.mkdtemp()))
         doc = cold_start_figures(config, args.runs, dashboard_tree=args.dashboard_tree, compare=args.compare,
-                                 browser_cache=args.browser_cache, open_after_s=args.open_after)
+                                 bare=args.bare, browser_cache=args.browser_cache, open_after_s=args.open_after)
         if args.json:
             args.json.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         if args.cold_start_only:

@@ -36,9 +36,6 @@ def preload() -> None:
     for name in ("pandas", "pyarrow", "specdec.pipeline", "acceptance.store", "dashboard.cache",
                  "dashboard.charts", "dashboard.views.overview"):
         importlib.import_module(name)  # pandas, pyarrow: what st.dataframe converts through
-    from streamlit import string_util
-
-    string_util.extract_leading_emoji("γ")  # compiles Streamlit's emoji pattern (non-ASCII st.info text)
     from dashboard import charts
 
     charts.route_bars(["a"], [1.0], [None], [None], title="", y_title="")

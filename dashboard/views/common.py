@@ -9,6 +9,11 @@ import streamlit as st
 from .. import text
 from ..data import END_AT_NEWEST, FleetView
 
+# An alert's icon given as none: Streamlit otherwise looks for a leading emoji in a body
+# that is not ASCII (γ, —), and its first look compiles an emoji catalogue (about 0.1 s of
+# a cold first page).
+NO_ICON = ""
+
 
 def window_caption(fleet: FleetView) -> str:
     """'Window 1h: 2026-07-29 07:15:00 UTC → 08:15:00 UTC (ends at the newest scrape, 3.0 min ago); 90% intervals.'"""

@@ -9,7 +9,7 @@ import streamlit as st
 
 from .. import text
 from ..data import FleetView, RouteView, age_text
-from .common import open_page, untuned
+from .common import NO_ICON, open_page, untuned
 
 
 def segments_note(rv: RouteView) -> str | None:
@@ -100,9 +100,9 @@ def render(fleet: FleetView) -> None:
         for rv in tuned.values():
             note = segments_note(rv)
             if note:
-                st.info(note)
+                st.info(note, icon=NO_ICON)
             if rv.tuning.drift is not None and rv.tuning.drift.detected:
-                st.warning(f"Route {rv.route}: drift — {rv.tuning.drift.message}")
+                st.warning(f"Route {rv.route}: drift — {rv.tuning.drift.message}", icon=NO_ICON)
         from .. import charts  # Plotly's figures: after the tables are on the page
 
         names = list(tuned)
@@ -128,9 +128,10 @@ def render(fleet: FleetView) -> None:
     failing = [s for s in status if s.failing_since is not None]
     if failing:
         st.warning(f"{len(failing)} of {len(status)} targets failing: "
-                   + "; ".join(f"{s.target} since {text.clock(s.failing_since)}: {s.last_error}" for s in failing))
+                   + "; ".join(f"{s.target} since {text.clock(s.failing_since)}: {s.last_error}" for s in failing),
+                   icon=NO_ICON)
     else:
-        st.success(f"All {len(status)} targets answered their last scrape.")
+        st.success(f"All {len(status)} targets answered their last scrape.", icon=NO_ICON)
     st.dataframe([{
         "target": s.target,
         "route": ", ".join(n for n, rv in fleet.routes.items() if s.target in rv.targets),
