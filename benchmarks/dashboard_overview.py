@@ -47,6 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from acceptance.store import Store
+from specdec.dashboard_launch import streamlit_command
 from devtools import DevToolsTab  # benchmarks/devtools.py: run as a script, this folder is on the path
 
 GAMMA = 3
@@ -159,8 +160,12 @@ def bare_command(folder: Path):
     app = folder / "bare_app.py"
     app.write_text(BARE_APP, encoding="utf-8")
     streamlit = str(Path(sys.executable).with_name("streamlit"))
-    return lambda port: [streamlit, "run", str(app), "--server.address", "127.0.0.1", "--server.port", str(port),
-                         "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+
+    def command(port: int) -> list[str]:
+        # The dashboard's own Streamlit options (after `python -m dashboard.server run APP`).
+        options = streamlit_command(argparse.Namespace(host="127.0.0.1", port=port, config=None, db=None))[5:]
+        return [streamlit, "run", str(app), *options]
+    return command
 
 
 def _free_port() -> int:
