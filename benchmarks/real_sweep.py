@@ -370,8 +370,10 @@ def round_two(method: str, route: str, doc: dict, responses: dict, table, folder
     lines = sorted(responses[DEPLOYED] + responses[g], key=lambda line: line["time"])
     window.write_text("".join(json.dumps(line) + "\n" for line in lines))
     doc2 = tune(method, route, window, table, folder)
-    acted = doc2["recommended_gamma"] if doc2["decision"] in ("change", "off", "probe") else DEPLOYED
-    return {"probe_gamma": g, "measured": True, "decision": doc2["decision"],
+    # keep means the γ the tool takes as deployed: the current segment with the most drafts,
+    # which with the sweep's canary carrying as many requests as the fleet may be the probe's
+    acted = doc2["recommended_gamma"] if doc2["decision"] in ("change", "off", "probe") else doc2["deployed_gamma"]
+    return {"probe_gamma": g, "measured": True, "decision": doc2["decision"], "deployed_gamma": doc2["deployed_gamma"],
             "recommended_gamma": doc2["recommended_gamma"], "acted_gamma": acted,
             "regret": _regret(measured_or_interpolated(ratios, acted), ratios[best][0]),
             "probe_segment": doc2["observed"].get("probe_segment"), "decision_reason": doc2["decision_reason"]}

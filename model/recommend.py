@@ -4,8 +4,10 @@ For each candidate γ = 0 .. min(gamma_max, the drafter's block when it has one)
   speedup = AL(γ)·τ(0) / τ(γ) over the batch mix (model.speedup), AL from the survival
   curve, extended past the observed γ by the tail models (model.extrapolate) —
   the point is the mean over tail models, at the midpoint of specialized_speedup;
-  speedup_low/high: the (1 − level)/2 and (1 + level)/2 quantiles over the resamples,
-  widened to the extremes over tail models (null without resamples). A specialized_speedup
+  speedup_low/high: the (1 − level)/2 and (1 + level)/2 quantiles of the ensemble — the
+  resamples of every tail model pooled, each extrapolated one carrying its draw of the tail
+  error measured on real curves (model.tail_evidence): one predictive distribution, the
+  one the decision reads (null without resamples). A specialized_speedup
   range is a uniform prior: resample i of n runs at the midpoint of bin ⌊i·K/n⌋ of K equal
   bins of the range, so the quantiles are over the range too (its ends are not both
   inside every interval: a 90% interval leaves out the least likely 10%); a mix measured in
@@ -52,7 +54,7 @@ None = every step drafted. ``step_sequences``: the requests' drafted steps in or
 deployed γ (per-request ``detailed``); AL and the verify width of every candidate then come
 from replaying them (acceptance.step_replay), not from the survival curve — once per tail
 model's guess of the positions after full drafts (model.extrapolate.bonus_acceptances), the
-point their mean and the intervals widened to their extremes, as for an extended curve.
+point their mean and the intervals from all of them pooled, as for an extended curve.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ from .drafters import drafter_for
 from .decision import Gain, decide, gain_of, probe_step
 from .probe import Probe, ProbeInputs, RunningProbe
 from .extrapolate import TAIL_MODELS, bonus_acceptances, extend_survival
-from .tail_evidence import al_factors
+from .tail_evidence import al_factors, one_step_error
 from .profiles import make_profile
 from .specialized import Eligibility, specialized_refusal
 from .anchor import DEFAULT, OBSERVED, Anchor, configured_or_default, profile_figures, solve_observed_rate
@@ -482,9 +484,11 @@ def _resampled_speedups(tokens: _CurveTokens, resamples, mix_res, price: _Price,
     else:
         mix_w = np.broadcast_to(mix_w[None], (len(speeds),) + mix_w.shape)  # (S, m, nB)
     row = np.arange(n) % mix_w.shape[1]
-    # past the observed γ, each resample also draws the tail models' error measured on real curves
+    # past the observed γ, each resample also draws the tail models' error measured on real curves,
+    # in units of how well they have tracked this curve's own positions (model.tail_evidence)
     g, top = tokens.pooled.size, tokens.top
-    al_res = np.clip(tokens.resampled(resamples, mix_w, row) * al_factors(n, g, top), 1.0, np.arange(top + 1) + 1.0)
+    factors = al_factors(n, g, top, one_step_error(tokens.pooled, tokens.reach)) if top > g else 1.0
+    al_res = np.clip(tokens.resampled(resamples, mix_w, row) * factors, 1.0, np.arange(top + 1) + 1.0)
     v_res = objective_weights(bs, mix_w, deployment.objective)
     tau_res = np.einsum("sgb,smb->smg", price.times, v_res)  # (S, m, G)
     ratio_res = (tau_res[..., :1] / tau_res)[:, row]  # (S, n, G)
@@ -509,8 +513,8 @@ def _admissible(deployment: Deployment, gammas) -> tuple[np.ndarray, list[str | 
 @dataclass(frozen=True)
 class _Spread:
     probability_best: np.ndarray  # (G,) share of the ensemble in which each is the best allowed
-    low: np.ndarray  # (G,) the (1 − level)/2 quantile, the lowest over tail models
-    high: np.ndarray  # (G,) the (1 + level)/2 quantile, the highest over tail models
+    low: np.ndarray  # (G,) the ensemble's (1 − level)/2 quantile
+    high: np.ndarray  # (G,) the ensemble's (1 + level)/2 quantile
 
 
 def _ensemble(samples: np.ndarray, allowed, level: float, speed_range: bool) -> tuple[np.ndarray, _Spread]:
@@ -527,7 +531,7 @@ def _ensemble(samples: np.ndarray, allowed, level: float, speed_range: bool) -> 
     best = np.argmax(np.where(allowed, ensemble, -np.inf), axis=1)
     q_lo, q_hi = (1 - level) / 2, (1 + level) / 2
     return ensemble, _Spread(np.bincount(best, minlength=n_gammas) / best.size,
-                             np.quantile(drawn, q_lo, axis=1).min(axis=0), np.quantile(drawn, q_hi, axis=1).max(axis=0))
+                             np.quantile(ensemble, q_lo, axis=0), np.quantile(ensemble, q_hi, axis=0))
 
 
 def _tokens_per_second(profile, tau: np.ndarray, speed_point: np.ndarray, deployment: Deployment):

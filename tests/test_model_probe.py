@@ -54,10 +54,12 @@ def test_an_unsure_extrapolated_best_is_probed_on_one_engine_while_the_fleet_kee
 def test_with_a_sure_step_the_fleet_takes_it_and_the_canary_runs_the_farther_gamma():
     rec = _tune(deployment=Deployment(method="draft_model", draft_cost=0.05, cost_profile="flat"))
     assert rec.decision == "probe"
-    assert rec.recommended_gamma == 8 and rec.probe.gamma == 16 == rec.expected_best_gamma
-    assert rec.vllm_speculative_config["num_speculative_tokens"] == 8
+    # the curve's own one-step error (3.3%, above any real curve's) makes the far tail wide:
+    # the sure step is 6
+    assert rec.recommended_gamma == 6 and rec.probe.gamma == 16 == rec.expected_best_gamma
+    assert rec.vllm_speculative_config["num_speculative_tokens"] == 6
     assert rec.gain is not None and rec.gain.value > 0.03  # the step, sure on its own (below)
-    assert "the best γ whose gain is sure now: P(γ=8" in rec.decision_reason
+    assert "the best γ whose gain is sure now: P(γ=6" in rec.decision_reason
 
 
 def test_no_probe_without_the_route_s_engines_or_when_it_does_not_pay():

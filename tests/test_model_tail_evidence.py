@@ -10,7 +10,7 @@ import pytest
 
 from model.extrapolate import TAIL_MODELS
 from model.reference_curves import CURVES, REAL_ENGINE, ReferenceCurve
-from model.tail_evidence import MIN_ROWS, _conformal_quantile, holdout_errors, tail_evidence
+from model.tail_evidence import MIN_ROWS, _conformal_quantile, holdout_errors, one_step_error, tail_evidence
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,3 +80,32 @@ def test_held_out_gain_claims_hold_as_often_as_they_say():
         assert claim["claims"] > 0 and claim["fraction"] >= 0.9, claim
     for entry in tail_holdout.error_table(rows):
         assert entry["coverage"] >= 0.85, entry
+
+
+def test_one_step_error_is_the_curve_s_own_record_under_the_tail_models():
+    assert one_step_error([0.5]) is None  # one position: no record
+    assert one_step_error(0.7 ** np.arange(1, 6)) == pytest.approx(0.0, abs=1e-6)  # independent p: exact
+    # the public DSpark k 7 curve: the models' mean predicts a_2 from a_1 (0.8836 for 0.86)
+    # and a_3 from a_1, a_2; σ is the RMS of the two relative AL errors
+    a = np.array([0.94, 0.86, 0.77])
+    al = 1.0 + np.cumsum(a)
+    from model.extrapolate import extend_survival
+    errors = [(1.0 + np.cumsum(extend_survival(a[:k], 1), axis=-1))[:, k].mean() / al[k] - 1.0 for k in (1, 2)]
+    assert one_step_error(a) == pytest.approx(float(np.sqrt(np.mean(np.square(errors)))))
+    assert errors[0] == pytest.approx((1 + 0.94 + 0.94 ** 2) / (1 + 0.94 + 0.86) - 1.0)
+
+
+def test_scaled_errors_are_each_row_s_error_in_units_of_its_curve_s_record():
+    errors = holdout_errors()
+    evidence = tail_evidence(errors)
+    for j in (1, 3):
+        at = errors.distance == j
+        raw = errors.errors[at] @ evidence.weights_at(j)
+        np.testing.assert_allclose(evidence.errors_at(j), raw)
+        np.testing.assert_allclose(evidence.errors_at(j, 0.01), raw / errors.scale[at] * 0.01)
+    # a curve with twice the record gets twice the errors, and twice the interval's reach
+    low1, high1 = evidence.interval(3.0, 2, scale=0.01)
+    low2, high2 = evidence.interval(3.0, 2, scale=0.02)
+    assert 3.0 / low2 - 1.0 == pytest.approx(2 * (3.0 / low1 - 1.0))
+    # every reference cut has a record: the real curves are never tracked exactly
+    assert errors.scale.min() > 1e-3
