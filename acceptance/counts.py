@@ -182,6 +182,15 @@ def survival_among_reached(counts: SpecCounts) -> np.ndarray | None:
     return among_reached(counts.accepted_per_position, counts.draft_tokens_per_position)
 
 
+def decode_tokens(counts: SpecCounts, undrafted_share: float | None) -> float:
+    """N: the decode tokens behind the counts. Drafted steps emit D + A tokens; with ν of the
+    decode tokens from steps that carried no draft (undrafted_token_share), N = (D + A) / (1 − ν)
+    (ν unknown: 0, every step drafted)."""
+    drafted = counts.drafts + counts.accepted_tokens
+    nu = undrafted_share or 0.0
+    return drafted / (1.0 - nu) if nu < 1.0 else drafted
+
+
 def undrafted_token_share(decode_tokens: float, drafts: float, accepted: float) -> float | None:
     """ν = U / N: the share of a route's decode tokens emitted by steps that carried no draft.
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from specdec.config import Config
     from acceptance.curve_history import CurveSlice
     from specdec.pipeline import RouteTuning
+    from specdec.deployment_tuning import DeploymentTuning
 
 from acceptance.errors import InputError
 
@@ -120,6 +121,9 @@ class FleetView:
     latest_time: float | None        # newest scrape cycle in the store
     read_time: float                 # wall clock when it was read
     routes: dict[str, RouteView] = field(default_factory=dict)
+    # routes that share one deployment (deployment = "NAME"): the joint γ, or why it is not
+    # priced (a route without a tuning, routes at different γ)
+    deployments: dict[str, DeploymentTuning | str] = field(default_factory=dict)
 
     @property
     def window_start(self) -> float | None:
@@ -245,7 +249,26 @@ def _read(config: Config, config_path, store_path: Path, window_s: float, end_mo
     finally:
         store.close()
     return FleetView(config_path, str(store_path), "ok", None, config, window_s, end, end_mode, latest,
-                     read_time, routes)
+                     read_time, routes, shared_deployments(config, routes))
+
+
+def shared_deployments(config: Config, routes: dict[str, RouteView]) -> dict[str, DeploymentTuning | str]:
+    """Each shared deployment priced from its routes' tunings (specdec.deployment_tuning), or
+    the one line saying why it cannot be."""
+    from model.deployment import ModelInputError
+    from specdec.deployment_tuning import priced_together
+
+    out: dict[str, DeploymentTuning | str] = {}
+    for name, members in config.shared_deployments().items():
+        untuned = [r for r in members if routes[r].tuning is None]
+        if untuned:
+            out[name] = f"deployment {name}: route {untuned[0]} has no tuning in this window ({routes[untuned[0]].error})"
+            continue
+        try:
+            out[name] = priced_together(name, [routes[r].tuning for r in members])
+        except ModelInputError as e:
+            out[name] = str(e).splitlines()[0]
+    return out
 
 
 def route_history(tuning: RouteTuning, n_slices: int = HISTORY_SLICES) -> list[CurveSlice]:

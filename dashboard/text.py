@@ -36,6 +36,13 @@ def speedup(value, low=None, high=None, digits: int = 3) -> str:
     return f"{value:.{digits}f}×" + (f" {bounds}" if bounds else "")
 
 
+def gain(value, low=None, high=None) -> str:
+    """'+9.6% [+8.1%, +11.0%]' (model.decision.Gain's wording, the CLI's)."""
+    from model.decision import Gain
+
+    return str(Gain(value, low, high)) if _finite(value) else "—"
+
+
 def percent(x, digits: int = 0) -> str:
     return f"{100 * x:.{digits}f}%" if _finite(x) else "—"
 

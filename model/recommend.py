@@ -144,6 +144,9 @@ class Recommendation:
     # or probes it
     expected_best_gamma: int | None = None
     probe: Probe | None = None  # decision "probe": the canary to run (model.probe)
+    # (rows, G) the resampled speedups the decision read (resamples × tail models × speed
+    # bins); not in the JSON: for pricing routes together (model.shared_deployment)
+    ensemble: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
         """The tune-gamma JSON keys this module owns (acceptance.json_safe: NaN → None)."""
@@ -278,6 +281,7 @@ def recommend(
         drafts_factor_to_settle=verdict.settle,
         expected_best_gamma=expected_best,
         probe=probe,
+        ensemble=ensemble,
     )
 
 

@@ -64,6 +64,15 @@ def float_list(text: str) -> list[float]:
     return values
 
 
+def route_name(text: str) -> str:
+    """An argparse type: a route name without control characters."""
+    from acceptance.per_request import has_control_characters
+
+    if not text.strip() or has_control_characters(text):
+        raise argparse.ArgumentTypeError(f"route name {text!r} is empty or holds a control character")
+    return text
+
+
 def add_store_args(p) -> None:
     """--config and --db, as every command that reads a config and a store takes them."""
     p.add_argument("--config", help="config file (default ./specdec.toml)")

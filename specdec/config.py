@@ -53,6 +53,9 @@ class RouteConfig:
     # engines serving the route, for sources whose rows name none (per-request, log): what a
     # probe's share of the traffic and its duration follow from (None: the window's, if any)
     engines: int | None = None
+    # the deployment (one set of engines, one --speculative-config) the route shares with the
+    # other routes naming it; None: the route is a deployment of its own
+    shared_deployment: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,23 @@ class Config:
                 f"{where}: unknown route {name!r} (configured routes: {known}); add [routes.{name}] or ingest data for it"
             ) from None
 
+    def shared_deployments(self) -> dict[str, list[str]]:
+        """{deployment name: its routes in config order} of the routes with a ``deployment`` key."""
+        out: dict[str, list[str]] = {}
+        for route in self.routes.values():
+            if route.shared_deployment is not None:
+                out.setdefault(route.shared_deployment, []).append(route.name)
+        return out
+
+    def deployment_routes(self, name: str) -> list[str]:
+        """The routes of shared deployment ``name`` (a one-line error naming the known ones)."""
+        routes = self.shared_deployments().get(name)
+        if not routes:
+            known = ", ".join(sorted(self.shared_deployments())) or "none"
+            raise ConfigError(f"{self.path or 'the config'}: no route names deployment {name!r} (deployments: {known}); "
+                              f"add deployment = \"{name}\" to the [routes.NAME] tables of the routes it serves")
+        return routes
+
     def all_targets(self) -> list[str]:
         seen: dict[str, None] = {}
         for route in self.routes.values():
@@ -123,7 +143,7 @@ SECTION_KEYS = {
     "collect": ("interval", "timeout", "max_page_bytes", "max_engines"),
     "source": ("kind", "url", "bearer_token_env"),
 }
-ROUTE_KEYS = ("targets", "selector", "source", "engines")  # besides the [deployment] keys
+ROUTE_KEYS = ("targets", "selector", "source", "engines", "deployment")  # besides the [deployment] keys
 
 
 def _check_known(raw: dict, where: str) -> None:
@@ -224,16 +244,36 @@ def config_from_mapping(raw: dict, *, path: Path | None) -> Config:
         if engines is not None and (isinstance(engines, bool) or not isinstance(engines, int) or engines < 1):
             raise ConfigError(f"{rwhere}: engines must be an integer ≥ 1 (the engines serving the route), "
                               f"got {engines!r}")
+        shared = table.get("deployment")
+        if shared is not None and (not isinstance(shared, str) or not shared.strip() or has_control_characters(shared)):
+            raise ConfigError(f"{rwhere}: deployment must name the deployment the route shares with other routes "
+                              f"(a string), got {shared!r}")
         overrides = _resolve_cost_table({k: v for k, v in table.items() if k not in ROUTE_KEYS}, base)
         routes[name] = RouteConfig(
             name=name, source=kind, targets=tuple(targets), selector=selector,
-            deployment={**deployment, **overrides}, engines=engines,
+            deployment={**deployment, **overrides}, engines=engines, shared_deployment=shared,
         )
+    _check_shared_deployments(routes, where)
     return Config(
         path=path, store_path=store_path, retention_s=retention_s, deployment=dict(deployment),
         routes=routes, prometheus=prometheus, collect_interval_s=interval,
         collect_timeout_s=timeout, max_page_bytes=max_page_bytes, max_engines=max_engines,
     )
+
+
+def _check_shared_deployments(routes: dict[str, RouteConfig], where: str) -> None:
+    """Routes of one deployment are served by the same engines: the same [deployment] keys."""
+    first: dict[str, RouteConfig] = {}
+    for route in routes.values():
+        if route.shared_deployment is None:
+            continue
+        other = first.setdefault(route.shared_deployment, route)
+        for key in sorted(set(other.deployment) | set(route.deployment)):
+            if other.deployment.get(key) != route.deployment.get(key):
+                raise ConfigError(
+                    f"{where}: routes {other.name!r} and {route.name!r} share deployment {route.shared_deployment!r} "
+                    f"(one set of engines, one --speculative-config) but set {key} differently "
+                    f"({other.deployment.get(key)!r} and {route.deployment.get(key)!r})")
 
 
 def deployment_for_route(config: Config, route: str) -> Deployment:

@@ -1,6 +1,7 @@
 """The tuning pipeline shared by every view (CLI, dashboard, notebook, demo): wiring only.
 
   source → route window → estimate_route (acceptance/) → recommend_route (model/) → RouteTuning
+  routes of one shared deployment: RouteTuning each → specdec.deployment_tuning
 
 It picks the route's source (scraped targets in the store, a Prometheus selector, or what
 `specdec ingest` stored), builds the window, estimates it (acceptance.route_estimate) and
@@ -15,9 +16,8 @@ from dataclasses import dataclass, field
 
 from acceptance.errors import InputError
 from acceptance.counts import IntervalCounts
-from acceptance.estimates import AcceptanceEstimate, Drift, estimate_from_survival
+from acceptance.estimates import AcceptanceEstimate, estimate_from_survival
 from acceptance.ingested_window import ingested_window
-from acceptance.plugin_series import PluginTotals
 from acceptance.route_estimate import RouteEstimate, estimate_route
 from model.deployment import INLINE_DEFAULTS, Deployment
 from model.recommend import Recommendation, recommend
@@ -31,6 +31,11 @@ DEFAULT_WINDOW_S = 3600.0
 
 class NoDataError(InputError):
     """A route's window holds no drafts (nothing to estimate)."""
+
+
+def _from_estimate(name: str) -> property:
+    """A RouteTuning property read from its route_estimate (None for an inline curve)."""
+    return property(lambda self: None if self.route_estimate is None else getattr(self.route_estimate, name))
 
 
 @dataclass
@@ -47,31 +52,19 @@ class RouteTuning:
     notes: list[str] = field(default_factory=list)
     survival_by_batch: dict[int, list[float]] | None = None  # per-batch curves the model used
     route_estimate: RouteEstimate | None = None  # what the window said (None: an inline curve)
+    # {"name", "routes"} of the deployment the route shares (its γ is the deployment's), else None
+    shared_deployment: dict | None = None
 
     @property
     def observed_gamma(self) -> int:
         return self.estimate.gamma
 
     # What the window said beside the curve (acceptance.route_estimate.RouteEstimate), None inline.
-    @property
-    def drift(self) -> Drift | None:
-        return None if self.route_estimate is None else self.route_estimate.drift
-
-    @property
-    def plugin(self) -> PluginTotals | None:
-        return None if self.route_estimate is None else self.route_estimate.plugin
-
-    @property
-    def survival_reached(self) -> list[float] | None:
-        return None if self.route_estimate is None else self.route_estimate.survival_reached
-
-    @property
-    def draft_reach(self) -> list[float] | None:
-        return None if self.route_estimate is None else self.route_estimate.draft_reach
-
-    @property
-    def step_sequences(self) -> list | None:
-        return None if self.route_estimate is None else self.route_estimate.step_sequences
+    drift = _from_estimate("drift")  # Drift | None
+    plugin = _from_estimate("plugin")  # PluginTotals | None
+    survival_reached = _from_estimate("survival_reached")  # list[float] | None
+    draft_reach = _from_estimate("draft_reach")  # list[float] | None
+    step_sequences = _from_estimate("step_sequences")  # list | None
 
 
 def tune_intervals(
@@ -131,6 +124,11 @@ def tune_route(
     tuning = tune_intervals(route, segment.intervals, deployment, window=window, level=level, n_resamples=n_resamples,
                             block_length=block_length, unit=unit, engines=getattr(config.routes.get(route), "engines", None))
     tuning.window_start, tuning.window_end = end - window_s, end
+    shared = getattr(config.routes.get(route), "shared_deployment", None)
+    if shared is not None:  # its γ is the deployment's: say so, and where that is priced
+        tuning.shared_deployment = {"name": shared, "routes": config.deployment_routes(shared)}
+        tuning.notes.append(f"route {route} shares deployment {shared}: vLLM runs one gamma for all its routes; "
+                            f"`tune-gamma --deployment {shared}` prices it for their mix")
     return tuning
 
 

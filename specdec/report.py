@@ -107,7 +107,51 @@ def tuning_to_dict(t) -> dict:
         "observed": observed,
     }
     doc.update(rec)
+    doc["shared_deployment"] = t.shared_deployment
     return json_safe(doc)
+
+
+def deployment_to_dict(d) -> dict:
+    """The tune-gamma --deployment document: ``deployment`` (model.shared_deployment) and each
+    route's own tune-gamma document, minus schema_version."""
+    return json_safe({"deployment": d.recommendation.to_dict(), "routes": [tuning_to_dict(t) for t in d.tunings]})
+
+
+def format_deployment(doc: dict) -> str:
+    """The console view of a tune-gamma --deployment document."""
+    dep, routes = doc["deployment"], doc["routes"]
+    level = int(round(routes[0]["interval_level"] * 100))
+    mix = ", ".join(f"{r} {dep['token_shares'][r]:.0%}" for r in dep["routes"])
+    lines = [f"deployment {dep['name']} · routes {', '.join(dep['routes'])} · gamma {dep['deployed_gamma']} · "
+             f"objective {routes[0]['objective']}",
+             f"traffic mix (share of decode tokens in the window): {mix}",
+             "", f"{'gamma':>5} {'speedup':>8} {f'{level}% interval':>17}  note"]
+    for c in dep["candidates"]:
+        interval = f"[{_fmt(c['speedup_low'])}, {_fmt(c['speedup_high'])}]" if c["speedup_low"] is not None else "-"
+        notes = [word for word, holds in (("deployed", c["gamma"] == dep["deployed_gamma"]),
+                                          ("joint best", c["gamma"] == dep["recommended_gamma"]),
+                                          ("not allowed", not c["allowed"])) if holds]
+        lines.append(f"{c['gamma']:>5} {_fmt(c['speedup']):>7}x {interval:>17}  {', '.join(notes)}".rstrip())
+    gain = f"expected gain {_gain_text(dep['gain'])}" if dep.get("gain") else "no gain"
+    rec = dep["recommended_gamma"]
+    verb = {"change": f"change gamma {dep['deployed_gamma']} -> {rec} ({gain})",
+            "off": f"turn speculation off ({gain})"}.get(
+        dep["decision"], f"keep gamma {dep['deployed_gamma']} (joint best {rec}, {gain})")
+    lines += ["", f"recommendation for deployment {dep['name']}: {verb}. {dep['decision_reason']}",
+              f"deploy: {dep['vllm']['command_line']}", "",
+              f"{'route':<16} {'own gamma':>9} {'speedup':>8}  gain of splitting it off"]
+    for s in dep["split"]:
+        lines.append(f"{s['route']:<16} {s['gamma']:>9} {_fmt(s['speedup']):>7}x  "
+                     f"{_gain_text({'value': s['gain_of_splitting'], 'low': s['gain_low'], 'high': s['gain_high']})}")
+    lines.append(f"every route on engines of its own: gain of splitting {_gain_text(dep['gain_of_splitting'])} "
+                 f"over the deployment's tokens")
+    return "\n".join(lines)
+
+
+def _gain_text(g: dict) -> str:
+    from model.decision import Gain
+
+    return str(Gain(g["value"], g.get("low"), g.get("high")))
 
 
 def _probe_segment_dict(probe) -> dict | None:

@@ -95,6 +95,30 @@ def runs_of_text(rng, n: int, stay_right: float, stay_wrong: float) -> np.ndarra
     return x
 
 
+def independent_request_lines(n: int, p: float, gamma: int, t0: float, seed: int = 0, route: str = "chat",
+                              steps_range: tuple[int, int] = (20, 80)) -> list[str]:
+    """vLLM-shaped per-request lines (the gateway format) from an independent-p process."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for i in range(n):
+        steps = int(rng.integers(*steps_range))
+        # accepted length per step: geometric prefix, capped at gamma
+        u = rng.random((steps, gamma))
+        lengths = np.argmin(np.concatenate([u < p, np.zeros((steps, 1), bool)], axis=1), axis=1)
+        hist = np.bincount(lengths, minlength=gamma + 1).tolist()
+        acc = int(lengths.sum())
+        spec = {"mean_acceptance_length": 1 + acc / steps, "draft_acceptance_rate": acc / (steps * gamma),
+                "acceptance_histogram": hist, "num_spec_steps": steps, "num_accepted_draft_tokens": acc,
+                "num_draft_tokens": steps * gamma, "num_spec_tokens": gamma,
+                "per_step_accepted": None, "per_step_drafted": None}
+        # a flat-cost engine at the seeds' 118 tok/s with a drafter costing 0.10 of a pass:
+        # steps of 1.10 / 118 s; vLLM's mean_itl_ms is per output token, 1 + acc / steps per step
+        itl_ms = 1000.0 / 118 * 1.10 / (1 + acc / steps)
+        lines.append(json.dumps({"route": route, "time": t0 + i,
+                                 "metrics": {"mean_itl_ms": itl_ms, "speculative_decoding": spec}}))
+    return lines
+
+
 def tune_ingested(capsys, tmp_path, requests, deployment_toml: str) -> tuple[dict, str]:
     from specdec.cli import main, tune_gamma_main
 

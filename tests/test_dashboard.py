@@ -262,6 +262,32 @@ def test_drift_and_failing_target_are_flagged(monkeypatch, drift_config):
     assert history["layout"]["shapes"], "the recent part of a drifting route is shaded"
 
 
+def test_overview_shows_a_shared_deployment_s_joint_gamma_and_splitting_gains(monkeypatch, tmp_path, drift_config):
+    # The drift store's two routes named as one deployment: the page shows the joint γ and,
+    # per route, its own γ and the gain of splitting it off, as tune-gamma --deployment does.
+    from specdec.deployment_tuning import priced_together
+
+    config = tmp_path / "specdec.toml"
+    shutil.copy(drift_config.parent / "specdec.db", tmp_path / "specdec.db")
+    config.write_text(drift_config.read_text().replace("[routes.steady]\n", '[routes.steady]\ndeployment = "pool"\n')
+                      .replace("[routes.drifting]\n", '[routes.drifting]\ndeployment = "pool"\n'))
+    at = run_page(monkeypatch, config, "overview")
+    assert "Shared deployments" in [h.value for h in at.subheader]
+    joint = priced_together("pool", [tuned(config, r) for r in ("steady", "drifting")]).recommendation
+    frames = [d.value for d in at.dataframe]
+    deployments = next(f for f in frames if "joint γ" in f.columns).set_index("deployment")
+    row = deployments.loc["pool"]
+    assert row["joint γ"] == joint.recommended_gamma
+    assert row["decision"] == joint.decision
+    best = joint.candidates[joint.recommended_gamma]
+    assert row["speedup at joint γ"] == text.speedup(best.speedup, best.speedup_low, best.speedup_high)
+    assert row["routes"] == ", ".join(f"{r} ({text.percent(joint.token_shares[r])} of tokens)" for r in joint.routes)
+    split = next(f for f in frames if "gain of splitting it off" in f.columns).set_index("route")
+    for s in joint.split:
+        assert split.loc[s.route, "own γ"] == s.gamma
+        assert split.loc[s.route, "gain of splitting it off"] == text.gain(s.gain_of_splitting, s.gain_low, s.gain_high)
+
+
 def run_ending_now(monkeypatch, config) -> AppTest:
     """The app on ``config`` with the sidebar's window ending now (the drift store is older)."""
     monkeypatch.setenv("SPECDEC_CONFIG", str(config))

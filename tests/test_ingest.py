@@ -11,7 +11,7 @@ import pytest
 
 from acceptance.store import Store
 from specdec.cli import main, tune_gamma_main
-from support import run_cli
+from support import independent_request_lines, run_cli
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "vllm-golden"
 
@@ -54,34 +54,11 @@ def test_log_golden_is_stored_exactly(tmp_path, capsys):
     np.testing.assert_array_equal(stored, np.array(expected, dtype=float))
 
 
-def _request_lines(n: int, p: float, gamma: int, t0: float, seed: int = 0) -> list[str]:
-    """vLLM-shaped per-request payloads from an independent-p process, and their truth."""
-    rng = np.random.default_rng(seed)
-    lines = []
-    for i in range(n):
-        steps = int(rng.integers(20, 80))
-        # accepted length per step: geometric prefix, capped at gamma
-        u = rng.random((steps, gamma))
-        lengths = np.argmin(np.concatenate([u < p, np.zeros((steps, 1), bool)], axis=1), axis=1)
-        hist = np.bincount(lengths, minlength=gamma + 1).tolist()
-        acc = int(lengths.sum())
-        spec = {"mean_acceptance_length": 1 + acc / steps, "draft_acceptance_rate": acc / (steps * gamma),
-                "acceptance_histogram": hist, "num_spec_steps": steps, "num_accepted_draft_tokens": acc,
-                "num_draft_tokens": steps * gamma, "num_spec_tokens": gamma,
-                "per_step_accepted": None, "per_step_drafted": None}
-        # a flat-cost engine at the seeds' 118 tok/s with a drafter costing 0.10 of a pass:
-        # steps of 1.10 / 118 s; vLLM's mean_itl_ms is per output token, 1 + acc / steps per step
-        itl_ms = 1000.0 / 118 * 1.10 / (1 + acc / steps)
-        lines.append(json.dumps({"route": "chat", "time": t0 + i,
-                                 "metrics": {"mean_itl_ms": itl_ms, "speculative_decoding": spec}}))
-    return lines
-
-
 def test_a_route_known_only_from_ingest_is_tuned_with_request_intervals(tmp_path, capsys, monkeypatch):
     import time
 
     monkeypatch.chdir(tmp_path)  # no specdec.toml here: the inline defaults apply
-    lines = _request_lines(400, 0.8, 4, time.time() - 1800)
+    lines = independent_request_lines(400, 0.8, 4, time.time() - 1800)
     bad = ['{"route": "chat", "metrics": {"speculative_decoding": {"num_spec_tok',   # truncated
            "INFO 11-30 05:21:37 [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 tokens/s",  # other logger
            json.dumps({"route": "chat", "metrics": None})]                            # n > 1

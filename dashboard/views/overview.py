@@ -1,5 +1,6 @@
 """Routes overview: per route AL, equivalent p, recommended γ and projected speedup with
-intervals, the specialized path's share of steps, freshness and failing targets."""
+intervals, the specialized path's share of steps, freshness and failing targets; routes
+that share one deployment: its joint γ and what splitting each route off would gain."""
 
 from __future__ import annotations
 
@@ -83,6 +84,43 @@ def decision_row(rv: RouteView) -> dict:
     }
 
 
+def deployment_rows(joint) -> tuple[dict, list[dict]]:
+    """A shared deployment (specdec.deployment_tuning.DeploymentTuning): its row, and one row per route."""
+    rec = joint.recommendation
+    best = rec.candidates[rec.recommended_gamma]
+    whole = rec.gain_of_splitting
+    row = {
+        "deployment": rec.name,
+        "routes": ", ".join(f"{r} ({text.percent(rec.token_shares[r])} of tokens)" for r in rec.routes),
+        "γ deployed": rec.deployed_gamma,
+        "joint γ": rec.recommended_gamma,
+        "decision": rec.decision,
+        "speedup at joint γ": text.speedup(best.speedup, best.speedup_low, best.speedup_high),
+        "gain of splitting every route": text.gain(whole.value, whole.low, whole.high),
+    }
+    split = [{"deployment": rec.name, "route": s.route, "own γ": s.gamma, "speedup at own γ": f"{s.speedup:.2f}×",
+              "gain of splitting it off": text.gain(s.gain_of_splitting, s.gain_low, s.gain_high)}
+             for s in rec.split]
+    return row, split
+
+
+def render_deployments(fleet: FleetView) -> None:
+    """Routes that share one deployment run one γ: the joint one, and what splitting would gain."""
+    if not fleet.deployments:
+        return
+    st.subheader("Shared deployments")
+    priced = {n: d for n, d in fleet.deployments.items() if not isinstance(d, str)}
+    for message in (d for d in fleet.deployments.values() if isinstance(d, str)):
+        st.warning(message, icon=NO_ICON)
+    if priced:
+        rows = [deployment_rows(d) for d in priced.values()]
+        st.dataframe([r for r, _ in rows], hide_index=True, key="overview_deployments")
+        st.dataframe([s for _, split in rows for s in split], hide_index=True, key="overview_split")
+        st.caption("vLLM runs one --speculative-config per server: the joint γ maximises the objective over the "
+                   "deployment's traffic mix (each route weighted by its decode tokens); a route's own γ is what it "
+                   "would get on engines of its own. `tune-gamma --deployment NAME` prints the same.")
+
+
 def render(fleet: FleetView) -> None:
     if not open_page(fleet):
         return
@@ -121,6 +159,7 @@ def render(fleet: FleetView) -> None:
                 [c.speedup_low for c in best], [c.speedup_high for c in best],
                 title=f"Projected speedup at the recommended γ ({text.level(level)} interval)",
                 y_title="× plain decoding", baseline=1.0), key="overview_speedup")
+        render_deployments(fleet)
     untuned(fleet)
 
     st.subheader("Targets")

@@ -1,0 +1,172 @@
+"""`tune-gamma`: one route, the routes of a shared deployment, or a typed-in curve.
+
+    tune-gamma --route NAME [--config F] [--db P] [--window 1h] [--json | --emit vllm]
+    tune-gamma --deployment NAME [--config F] [--db P] [--window 1h] [--json]
+    tune-gamma --survival A1,A2,... [--drafts N] [--method M] [--draft-cost R] [--cost-profile P]
+
+Everything it prints comes from specdec.pipeline (and specdec.report's views of it): this
+module picks the source, opens the store and chooses the view. A route of scraped targets
+with no store yet is scraped live for the window first.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+
+from .args import UsageError, add_store_args, bounded_int, dump_json, duration, float_list, route_name
+
+
+def cmd_tune_gamma(args) -> int:
+    from . import pipeline
+    from .config import load_config
+    from .report import format_tuning, tuning_to_dict
+
+    if sum(x is not None for x in (args.route, args.deployment, args.survival)) > 1:
+        raise UsageError("give one of --route, --deployment or --survival")
+    if args.deployment is not None:
+        return _tune_deployment(args)
+    if args.survival is not None:
+        tuning = pipeline.tune_inline(
+            args.survival, drafts=args.drafts, method=args.method, draft_cost=args.draft_cost,
+            cost_profile=args.cost_profile, deployed_gamma=args.deployed_gamma,
+        )
+    else:
+        if not args.route:
+            raise UsageError("give --route NAME (a route of the config), --deployment NAME (routes sharing one) "
+                             "or --survival A1,A2,...")
+        # Without a config file a route can still come from `specdec ingest` (default figures).
+        config = load_config(args.config, required=args.config is not None)
+        if args.route in config.routes and config.routes[args.route].source == "prometheus":
+            tuning = pipeline.tune_route(config, args.route, window_s=args.window)
+        else:
+            if args.route not in config.routes and not config.store_path_for(args.db).exists():
+                if config.path is None:
+                    raise UsageError(f"no ./specdec.toml and no ./specdec.db: pass --config FILE (routes) or --db PATH "
+                                     f"(a store with `specdec ingest --route {args.route}` data)")
+                config.route(args.route)  # the unknown-route error, naming the configured ones
+            route = config.routes.get(args.route)
+            if route is not None and route.source == "scrape" and not args.db and not config.store_path.exists():
+                tuning = _tune_live(config, args.route, args.window)
+            else:
+                store = _open_store_for_reading(config, args.db)
+                try:
+                    tuning = pipeline.tune_route(config, args.route, store=store, window_s=args.window)
+                finally:
+                    store.close()
+    doc = tuning_to_dict(tuning)
+    if args.emit == "vllm":
+        conf = doc["vllm"]["speculative_config"]
+        if conf is None:
+            print("speculation off: omit --speculative-config", file=sys.stderr)
+            return 0
+        print(json.dumps(conf))
+    elif args.json:
+        dump_json(doc)
+    else:
+        print(format_tuning(doc))
+    return 0
+
+
+def _tune_deployment(args) -> int:
+    """tune-gamma --deployment NAME: the routes naming it, priced together (one γ for their mix)."""
+    from .config import load_config
+    from .deployment_tuning import tune_deployment
+    from .report import deployment_to_dict, format_deployment
+
+    if args.emit:
+        raise UsageError("--emit vllm is for one route; for a deployment take vllm.speculative_config of the joint "
+                         "gamma from --json")
+    config = load_config(args.config, required=args.config is not None)
+    routes = config.deployment_routes(args.deployment)
+    store = None
+    if any(config.routes[r].source != "prometheus" for r in routes):
+        store = _open_store_for_reading(config, args.db)
+    try:
+        tuned = tune_deployment(config, args.deployment, store=store, window_s=args.window)
+    finally:
+        if store is not None:
+            store.close()
+    doc = deployment_to_dict(tuned)
+    if args.json:
+        dump_json(doc)
+    else:
+        print(format_deployment(doc))
+    return 0
+
+
+DEAD_CYCLES = 3  # a live window stops early when no target answered its first cycles
+
+
+def _tune_live(config, route: str, window_s: float):
+    """No store yet: scrape the route's targets for the window into a temporary store, then
+    tune it (Ctrl-C ends the window early and tunes what was seen)."""
+    import tempfile
+    from pathlib import Path
+
+    from acceptance.collector import run_collector
+    from acceptance.store import Store
+
+    from . import pipeline
+    from .report import format_clock, format_duration
+
+    targets = list(config.routes[route].targets)
+    interval = min(config.collect_interval_s, window_s / 4)
+    print(f"no store at {config.store_path}: scraping route {route}'s {len(targets)} target(s) every {interval:g}s "
+          f"for the {format_duration(window_s)} window, so this takes {format_duration(window_s)} "
+          f"(until {format_clock(time.time() + window_s)}); a shorter --window shortens it, Ctrl-C stops "
+          f"early and tunes what was seen, and `specdec collect` keeps a store to tune at once", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="specdec-live-") as tmp, Store.open(Path(tmp) / "live.db") as store:
+        started = time.time()
+
+        answered = []
+        stop = threading.Event()
+
+        def progress(n: int, results, seconds: float) -> None:
+            ok = sum(r.ok for r in results)
+            answered.append(ok)
+            print(f"\r  {time.time() - started:6.0f}s of {window_s:g}s: cycle {n}, {ok}/{len(results)} targets ok",
+                  end="", file=sys.stderr, flush=True)
+            if n >= DEAD_CYCLES and not any(answered):
+                stop.set()  # nobody answers: say so now rather than after the whole window
+
+        try:
+            # One cycle past the window: a window needs a baseline scrape at its start.
+            run_collector(store.write_cycle, targets, interval_s=interval, duration_s=window_s + interval / 2,
+                          on_cycle=progress, stop=stop, timeout_s=config.collect_timeout_s,
+                          max_bytes=config.max_page_bytes, max_engines=config.max_engines)
+        except KeyboardInterrupt:
+            print("\n  stopped early", file=sys.stderr)
+        print(file=sys.stderr)
+        end = time.time()
+        return pipeline.tune_route(config, route, store=store, window_s=end - started + 1.0, now=end)
+
+
+def _open_store_for_reading(config, db: str | None):
+    from acceptance.store import Store
+
+    path = config.store_path_for(db)
+    if not path.exists():
+        raise UsageError(f"{path}: no store here yet; run `specdec collect --config {config.path}` first (or pass --db)")
+    return Store.open(path, retention_s=config.retention_s)
+
+
+def add_arguments(p) -> None:
+    """tune-gamma's options (its own parser, prog tune-gamma: specdec.cli.tune_gamma_main)."""
+    p.add_argument("--route", type=route_name, help="a route of the config")
+    p.add_argument("--deployment", type=route_name,
+                   help="the routes naming this deployment (deployment = NAME), priced together: one γ for their mix")
+    add_store_args(p)
+    p.add_argument("--window", type=duration, default=3600.0, help="window ending now (default 1h)")
+    # one output: the document or the bare --speculative-config (argparse refuses both at once)
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="the documented JSON document")
+    out.add_argument("--emit", choices=["vllm"], help="print only the --speculative-config JSON")
+    p.add_argument("--survival", type=float_list, help="inline: a_1,a_2,... instead of a route")
+    p.add_argument("--drafts", type=bounded_int(1, 10**12), help="inline: drafts behind the curve (for intervals)")
+    p.add_argument("--method", help="inline: vLLM speculative method (default dspark)")
+    p.add_argument("--draft-cost", type=float, help="inline: draft cost (default 0.10)")
+    p.add_argument("--cost-profile", help="inline: flat | roofline | a measured table (default flat)")
+    p.add_argument("--deployed-gamma", type=bounded_int(0, 64), help="inline: the deployed γ (default: the curve's length)")
