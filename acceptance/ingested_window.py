@@ -35,6 +35,10 @@ class IngestedWindow(SegmentRules):
     # the newest segment's requests' drafted steps in order (acceptance.step_replay), when every
     # one of them carries them (per-request ``detailed``); None otherwise
     step_sequences: list | None = None
+    # per row of the newest segment (per-request windows): vLLM's mean ITL (s) and decode
+    # tokens, NaN where a request does not report them; None for logged intervals
+    request_itl_s: object = None
+    request_decode_tokens: object = None
 
     @property
     def plugin(self) -> None:
@@ -57,8 +61,10 @@ def _read_ingested_window(store, route: str, source: str, start: float, end: flo
     ]
     segments.sort(key=lambda s: s.end)
     window = IngestedWindow(source=source, start=start, end=end, segments=segments)
-    itl_mean = undrafted = sequences = None
+    itl_mean = undrafted = sequences = request_itl = request_decode = None
     newest = window.newest_segment
+    if newest is not None and source == "per-request":
+        request_itl, request_decode = store.ingested_request_timing(route, source, newest.gamma, start, end)
     if newest is not None:
         itl_sum, tokens = store.ingested_itl(route, source, newest.gamma, start, end)
         itl_mean = itl_sum / tokens if tokens > 0 else None
@@ -66,6 +72,6 @@ def _read_ingested_window(store, route: str, source: str, start: float, end: flo
         undrafted = None if decode is None else undrafted_token_share(*decode)
         steps = store.ingested_step_sequences(route, source, newest.gamma, start, end)
         sequences = None if steps is None else [StepSequence(newest.gamma, d, a) for d, a in steps]
-    return replace(window, step_sequences=sequences,
+    return replace(window, step_sequences=sequences, request_itl_s=request_itl, request_decode_tokens=request_decode,
                    step_shape=StepShapeWindow(batch_mix={}, iteration_tokens={}, itl_per_token_s=itl_mean,
                                               samples=0, undrafted_token_share=undrafted))

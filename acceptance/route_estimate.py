@@ -41,6 +41,20 @@ PER_REQUEST_LATENCY = "per-request mean_itl_ms"
 MIN_ROWS_FOR_DRIFT = 8
 
 
+@dataclass(frozen=True)
+class RequestRows:
+    """The estimated rows when each is one request (a per-request window): each request's
+    counts and what vLLM reported of its timing — what the percentile objectives read
+    (model.percentile_objective)."""
+
+    counts: np.ndarray  # (n, 3 + γ): D, T, A, A_1..A_γ of each request
+    itl_s: np.ndarray  # (n,) vLLM's mean_itl_ms / 1000: seconds per output token; NaN where not reported
+    decode_tokens: np.ndarray  # (n,) output tokens − 1; NaN where not known
+
+    def subset(self, keep: np.ndarray) -> "RequestRows":
+        return RequestRows(self.counts[keep], self.itl_s[keep], self.decode_tokens[keep])
+
+
 @dataclass
 class RouteEstimate:
     """A route's acceptance and what its window says beside it (estimate_route)."""
@@ -60,6 +74,7 @@ class RouteEstimate:
     undrafted_token_share: float | None = None  # ν
     traffic: RouteTraffic | None = None  # the estimated rows' draft flow (route_traffic)
     probe: ProbeSegment | None = None  # a running canary at a larger γ, joined (acceptance.probe_segment)
+    requests: RequestRows | None = None  # the rows, one per request, when the window is per-request
 
     @property
     def gamma(self) -> int:
@@ -79,6 +94,7 @@ def estimate_route(window, intervals: IntervalCounts, *, level: float = 0.9, n_r
     """
     drift = detect_drift(intervals, level=level, seed=seed) if len(intervals) >= MIN_ROWS_FOR_DRIFT else None
     sequences = window_step_sequences(window, intervals)
+    requests = window_request_rows(window, intervals)
     estimate, recent_start, rows = None, None, intervals
     if drift is not None and drift.detected:
         recent = intervals.end > drift.recent_start
@@ -89,11 +105,12 @@ def estimate_route(window, intervals: IntervalCounts, *, level: float = 0.9, n_r
         if recent_estimate.has_interval:
             estimate, recent_start, rows = recent_estimate, drift.recent_start, recent_rows
             sequences = None if sequences is None else [s for s, keep in zip(sequences, recent) if keep]
+            requests = None if requests is None else requests.subset(recent)
     if estimate is None:
         estimate = estimate_acceptance(intervals, level=level, n_resamples=n_resamples, seed=seed,
                                        block_length=block_length, unit=unit)
-    route = _with_window(RouteEstimate(estimate, drift, recent_start, step_sequences=sequences), window, rows,
-                         engines)
+    route = _with_window(RouteEstimate(estimate, drift, recent_start, step_sequences=sequences, requests=requests),
+                         window, rows, engines)
     route.probe = window_probe(window, estimate, level=level, n_resamples=n_resamples, seed=seed,
                                block_length=block_length, unit=unit)
     return route
@@ -128,6 +145,17 @@ def window_step_sequences(window, intervals: IntervalCounts) -> list | None:
     if not sequences or len(sequences) != len(intervals) or sequences[0].gamma != intervals.gamma:
         return None
     return sequences
+
+
+def window_request_rows(window, intervals: IntervalCounts) -> RequestRows | None:
+    """The rows of ``intervals`` as requests with their timing, when the window is per-request
+    and its timing columns are those rows' (same count); None otherwise."""
+    itl = getattr(window, "request_itl_s", None) if window is not None else None
+    decode = getattr(window, "request_decode_tokens", None) if window is not None else None
+    if itl is None or decode is None or len(itl) != len(intervals) or len(decode) != len(intervals):
+        return None
+    return RequestRows(np.asarray(intervals.counts, dtype=float), np.asarray(itl, dtype=float),
+                       np.asarray(decode, dtype=float))
 
 
 def window_plugin(window, gamma: int) -> PluginTotals | None:

@@ -22,7 +22,16 @@ from typing import Any, Iterable, Mapping
 from .errors import ModelInputError  # noqa: F401 (its home is model.errors; importers of this module keep it)
 
 
-OBJECTIVES = ("interactivity", "throughput")
+# The percentile interactivity objectives: the per-user decode rate that this share of
+# requests reach (model.percentile_objective; they need per-request data).
+PERCENTILE_OBJECTIVES = {"p50_interactivity": 0.50, "p90_interactivity": 0.90, "p99_interactivity": 0.99}
+OBJECTIVES = ("interactivity", "throughput", *PERCENTILE_OBJECTIVES)
+
+
+def per_user(objective: str) -> bool:
+    """Whether the objective is a per-user rate (the mean or a percentile), not throughput."""
+    return objective != "throughput"
+
 DECODE_BACKENDS = ("auto", "latency_specialized")
 BUILTIN_PROFILES = ("flat", "roofline")
 # The certainty every decision asks of a gain: P(gain > min_gain) ≥ this (change, off, probe).

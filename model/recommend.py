@@ -55,6 +55,9 @@ deployed γ (per-request ``detailed``); AL and the verify width of every candida
 from replaying them (acceptance.step_replay), not from the survival curve — once per tail
 model's guess of the positions after full drafts (model.extrapolate.bonus_acceptances), the
 point their mean and the intervals from all of them pooled, as for an extended curve.
+``requests`` (acceptance.route_estimate.RequestRows): the window's rows one per request, which
+a percentile objective (p90_interactivity, …) prices instead of the mean
+(model.percentile_objective; without them it is an input error).
 """
 
 from __future__ import annotations
@@ -67,10 +70,11 @@ import numpy as np
 
 from acceptance.step_replay import StepSequence, replay_by_gamma, resampled_tokens, survival_and_reach, tokens_and_widths
 
-from .deployment import Deployment, ModelInputError
+from .deployment import PERCENTILE_OBJECTIVES, Deployment, ModelInputError, per_user
 from .drafters import drafter_for
 from .decision import Gain, decide, gain_of, probe_step
 from .probe import Probe, ProbeInputs, RunningProbe
+from .percentile_objective import axis_text, percentile_speedups
 from .extrapolate import TAIL_MODELS, bonus_acceptances, extend_survival
 from .tail_evidence import al_factors, one_step_error
 from .profiles import make_profile
@@ -147,11 +151,13 @@ class Recommendation:
     # (rows, G) the resampled speedups the decision read (resamples × tail models × speed
     # bins); not in the JSON: for pricing routes together (model.shared_deployment)
     ensemble: np.ndarray | None = field(default=None, repr=False, compare=False)
+    objective_axis: str = ""  # what the objective optimises, in words (model.percentile_objective.axis_text)
 
     def to_dict(self) -> dict:
         """The tune-gamma JSON keys this module owns (acceptance.json_safe: NaN → None)."""
         return json_safe({
             "objective": self.objective,
+            "objective_axis": self.objective_axis,
             "cost_profile": self.cost_profile,
             "interval_level": self.interval_level,
             "deployed_gamma": self.deployed_gamma,
@@ -205,10 +211,10 @@ def recommend(
     step_sequences: Sequence[StepSequence] | None = None,
     traffic=None,
     running_probe: RunningProbe | None = None,
+    requests=None,
 ) -> Recommendation:
-    """Recommend γ for one route (module docstring; each input below is described under
-    "Inputs" there). The computation is deterministic: resamples, tail models and the
-    specialized speedup bins are spread in a fixed order."""
+    """Recommend γ for one route (module docstring: its inputs); deterministic — resamples,
+    tail models and specialized speedup bins are spread in a fixed order."""
     a, resamples, deployed, gammas = _checked_curves(survival, survival_resamples, deployment, deployed_gamma,
                                                      gamma_max, level)
     g, top = a.size, int(gammas[-1])
@@ -231,19 +237,19 @@ def recommend(
     reach = None if draft_reach is None or specialized else np.asarray(draft_reach, dtype=float)
     tokens = _CurveTokens(a, per_batch, replayed, replayed_al, reach, top, *_own_curve(running_probe, deployed))
     al_point, al_by_batch = tokens.point(ws)
-    speed_point = speedup_with_undrafted(al_point, price.ratio[0], price.ratio_u[0], nu).mean(axis=0)
     allowed, reasons = _admissible(deployment, gammas)
+    n_res = None if resamples is None else len(resamples)
+    if deployment.objective in PERCENTILE_OBJECTIVES:  # a percentile of per-request rates, not the mean
+        speed_point, tps, samples = percentile_speedups(requests, price.ratio[0], price.ratio_u[0], nu,
+                                                        deployment.objective, deployed, n_res)
+        ensemble, spread = (None, None) if samples is None else _ensemble(samples, allowed, level, False)
+        tail_only = running_probe = None  # its doubt is the requests', not positions a probe measures
+    else:
+        speed_point = speedup_with_undrafted(al_point, price.ratio[0], price.ratio_u[0], nu).mean(axis=0)
+        tps = _tokens_per_second(profile, price.tau, speed_point, deployment)
+        ensemble, spread, tail_only = _mean_axis(tokens, a, resamples, mix_res, price, bs, ws, deployment, deployed,
+                                                 speeds, mix_in_time, nu, allowed, level)
     rec = int(np.argmax(np.where(allowed, speed_point, -np.inf)))  # ties → the smaller γ; γ = 0 scores exactly 1
-    ensemble = spread = tail_only = None
-    if resamples is not None:
-        speed_range = len(speeds) > 1  # a specialized_speedup range, spread over its bins
-        priced = partial(_resampled_speedups, price=price, bs=bs, ws=ws, deployment=deployment,
-                         deployed=deployed, speeds=speeds, reweight_mix=mix_in_time and speed_range, nu=nu)
-        ensemble, spread = _ensemble(priced(tokens, resamples, mix_res), allowed, level, speed_range)
-        # without the sampling part: the point curve (or the replay's requests) for every resample
-        tail_only = lambda: _ensemble(priced(tokens.without_sampling(), np.broadcast_to(a, resamples.shape), None),
-                                      allowed, level, speed_range)[0]
-    tps = _tokens_per_second(profile, price.tau, speed_point, deployment)
     candidates = _candidates(gammas, g, speed_point, spread, tps, allowed, reasons, al_point)
     rec, expected_best, verdict = decide(rec, deployed, allowed, speed_point, ensemble, deployment.min_gain,
                                             reasons, g, tail_only)
@@ -282,6 +288,7 @@ def recommend(
         expected_best_gamma=expected_best,
         probe=probe,
         ensemble=ensemble,
+        objective_axis=axis_text(deployment.objective),
     )
 
 
@@ -475,6 +482,22 @@ def _own_curve(running: RunningProbe | None, deployed: int) -> tuple:
     return np.asarray(running.own_survival, dtype=float), np.asarray(running.own_resamples, dtype=float), deployed
 
 
+def _mean_axis(tokens: _CurveTokens, a, resamples, mix_res, price: _Price, bs, ws, deployment: Deployment,
+               deployed: int, speeds, mix_in_time: bool, nu, allowed, level: float):
+    """(the ensemble, its spread, tail_only) on the mean objectives' axis; (None, None, None)
+    without resamples. tail_only(): the ensemble without the sampling part — the point curve
+    (or the replay's requests) for every resample — which says whether more drafts can settle
+    a gain (model.decision)."""
+    if resamples is None:
+        return None, None, None
+    speed_range = len(speeds) > 1  # a specialized_speedup range, spread over its bins
+    priced = partial(_resampled_speedups, price=price, bs=bs, ws=ws, deployment=deployment,
+                     deployed=deployed, speeds=speeds, reweight_mix=mix_in_time and speed_range, nu=nu)
+    ensemble, spread = _ensemble(priced(tokens, resamples, mix_res), allowed, level, speed_range)
+    return ensemble, spread, lambda: _ensemble(
+        priced(tokens.without_sampling(), np.broadcast_to(a, resamples.shape), None), allowed, level, speed_range)[0]
+
+
 def _resampled_speedups(tokens: _CurveTokens, resamples, mix_res, price: _Price, bs, ws, deployment: Deployment,
                         deployed: int, speeds, reweight_mix: bool, nu) -> np.ndarray:
     """(S, M, n, G) speedup of every survival resample, tail model and specialized speed;
@@ -542,7 +565,7 @@ def _tokens_per_second(profile, tau: np.ndarray, speed_point: np.ndarray, deploy
     """Tokens/s in the objective's unit: speedup × the γ = 0 rate (a profile in seconds only)."""
     if not getattr(profile, "absolute", False):
         return None
-    unit = tau[0] if deployment.objective == "interactivity" else tau[0] * deployment.tensor_parallel_size
+    unit = tau[0] if per_user(deployment.objective) else tau[0] * deployment.tensor_parallel_size
     return speed_point * (1.0 / unit[0])
 
 

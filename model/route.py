@@ -74,6 +74,7 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, batch_time_
         step_sequences=curve.step_sequences,
         traffic=route.traffic,
         running_probe=curve.running,
+        requests=route.requests,
     )
     return RouteRecommendation(rec, batch_mix, by_batch)
 

@@ -15,7 +15,8 @@ ensemble, row i joining row i of every route (the routes' windows are resampled 
 Beside it, per route, the γ it would get on a deployment of its own (its own recommendation)
 and the gain of splitting it off, S_r(γ_r) / S_r(γ_dep) − 1 with its interval over the
 route's ensemble; and the deployment's whole gain of splitting, every route at its own γ.
-A shared deployment is not probed here (a canary would serve every route's traffic).
+A shared deployment is not probed here (a canary would serve every route's traffic), and a
+percentile objective is refused (its percentile would be over every route's requests together).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .decision import Gain, decide, gain_of
-from .deployment import Deployment, ModelInputError
+from .deployment import PERCENTILE_OBJECTIVES, Deployment, ModelInputError
 from .recommend import Recommendation
 from .vllm_config import command_line, speculative_config
 
@@ -114,6 +115,10 @@ def recommend_deployment(name: str, shares: list[RouteShare], deployment: Deploy
     """The joint γ of the routes in ``shares``, served by ``deployment`` (module docstring)."""
     if len(shares) < 1:
         raise ModelInputError(f"deployment {name!r}: no route")
+    if deployment.objective in PERCENTILE_OBJECTIVES:
+        raise ModelInputError(f"deployment {name!r}: objective {deployment.objective} is a percentile over one "
+                              f"route's requests; a deployment's is over all its routes' requests together, not "
+                              f"priced yet: use objective interactivity for the deployment, a percentile per route")
     recs = [s.recommendation for s in shares]
     _check_same_deployment(name, shares)
     weights = token_shares(shares)

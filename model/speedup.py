@@ -39,7 +39,7 @@ import numpy as np
 
 from acceptance.definitions import equivalent_p, expected_tokens_independent
 
-from .deployment import Deployment, ModelInputError
+from .deployment import OBJECTIVES, Deployment, ModelInputError
 from .drafters import Drafter, drafter_for
 from .profiles import SPECIALIZED, STOCK, FlatProfile, make_profile
 from .specialized import padded_step_tokens, runs_specialized
@@ -154,12 +154,13 @@ def request_weights_at_speedups(batch_sizes: np.ndarray, request_weights: np.nda
 
 
 def objective_weights(batch_sizes: np.ndarray, weights: np.ndarray, objective: str) -> np.ndarray:
-    """v_B with τ = Σ_B v_B·t_B: w_B (interactivity) or w_B / B (throughput)."""
-    if objective == "interactivity":
-        return weights
+    """v_B with τ = Σ_B v_B·t_B: w_B (interactivity and its percentiles: a user's steps) or
+    w_B / B (throughput)."""
     if objective == "throughput":
         return weights / batch_sizes
-    raise ModelInputError(f"objective must be interactivity or throughput, got {objective!r}")
+    if objective in OBJECTIVES:
+        return weights
+    raise ModelInputError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
 
 
 @dataclass

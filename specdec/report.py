@@ -207,7 +207,8 @@ def _head_lines(doc: dict) -> list[str]:
         w = doc["window"]
         head += f" · window {format_duration(w['end'] - w['start'])} ending {format_clock(w['end'])}"
     head += f" · gamma {obs['gamma']} · {_fmt(obs['drafts'], ',.0f')} drafts"
-    return [head, f"objective {doc['objective']} · cost profile {doc['cost_profile']} · {level}% intervals: "
+    axis = f" ({doc['objective_axis']})" if doc.get("objective_axis") else ""
+    return [head, f"objective {doc['objective']}{axis} · cost profile {doc['cost_profile']} · {level}% intervals: "
                   f"{obs['interval_method']}",
             *describe_lines(Anchor(**doc["anchor"]) if doc.get("anchor") else None, doc.get("profile_figures"))]
 
@@ -252,7 +253,7 @@ def _candidate_table(doc: dict) -> list[str]:
     level = int(round(doc["interval_level"] * 100))
     has_tps = any(c.get("tokens_per_second") is not None for c in doc["candidates"])
     header = f"{'gamma':>5} {'speedup':>8} {f'{level}% interval':>17} {'P(best)':>8}"
-    tps_unit = "tok/s/user" if doc["objective"] == "interactivity" else "tok/GPU-s"
+    tps_unit = "tok/GPU-s" if doc["objective"] == "throughput" else "tok/s/user"
     if has_tps:
         header += f" {tps_unit:>10}"
     lines = [header + "  note"]

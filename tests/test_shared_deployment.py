@@ -165,3 +165,11 @@ def test_an_unknown_deployment_names_the_known_ones(tmp_path, capsys):
     code, _, err = run_cli(capsys, tune_gamma_main, ["--deployment", "pool", "--route", "open", "--config", config])
     assert code == 2
     assert "give one of --route, --deployment or --survival" in err
+
+
+def test_a_percentile_objective_on_a_deployment_is_refused_with_what_to_use():
+    a = 0.8 ** np.arange(1, 5)
+    rec = recommend(a, EAGLE3, survival_resamples=resamples(a, 100_000), deployed_gamma=4)
+    p90 = Deployment(method="eagle3", draft_cost=0.1, cost_profile="flat", objective="p90_interactivity")
+    with pytest.raises(ModelInputError, match="objective p90_interactivity is a percentile over one route's requests"):
+        recommend_deployment("pool", [RouteShare("a", rec, 1.0), RouteShare("b", rec, 1.0)], p90)

@@ -115,6 +115,18 @@ class _Ingested:
             out.append((tuple(int(v) for v in pairs[0]), tuple(int(v) for v in pairs[1])))
         return out or None
 
+    def ingested_request_timing(self, route: str, source: str, gamma: int, start: float, end: float
+                                ) -> tuple[np.ndarray, np.ndarray]:
+        """(mean ITL in seconds, decode tokens) of each row of γ with time in (start, end], in
+        the rows' order (ingested_intervals); NaN where a row does not report it."""
+        itl, decode = [], []
+        for mean_itl, tokens in self.conn.execute(
+                "SELECT mean_itl_s, decode_tokens FROM ingested WHERE route = ? AND source = ? AND gamma = ? AND time > ?"
+                " AND time <= ? ORDER BY time, id", (route, source, int(gamma), float(start), float(end))):
+            itl.append(np.nan if mean_itl is None else float(mean_itl))
+            decode.append(np.nan if tokens is None else float(tokens))
+        return np.array(itl, dtype=float), np.array(decode, dtype=float)
+
     def ingested_decode_tokens(self, route: str, source: str, gamma: int, start: float, end: float
                                ) -> tuple[float, float, float] | None:
         """(Σ decode tokens N, Σ drafts D, Σ accepted A) over the rows of one γ with time in

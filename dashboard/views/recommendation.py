@@ -59,7 +59,7 @@ def render(fleet: FleetView) -> None:
     (st.success if rec.decision == "keep" else st.warning)(f"{decision_text(rec)} — {rec.decision_reason}")
     if doc["observed"].get("probe_segment"):
         st.info(probe_segment_line(doc["observed"]["probe_segment"], doc["observed"]["gamma"]))
-    unit = "per-user tok/s" if rec.objective == "interactivity" else "tokens per GPU-second"
+    unit = "tokens per GPU-second" if rec.objective == "throughput" else "per-user tok/s"
     st.caption(f"Objective {rec.objective} (tokens/s column: {unit}); cost profile {rec.cost_profile}; "
                f"{text.level(rec.interval_level)} intervals; P(best) of the recommended γ "
                f"{text.number(rec.probability_best)}; model error at the deployed γ: "
