@@ -91,7 +91,8 @@ from .speedup import (
     tokens_per_time,
     verify_widths,
 )
-from .vllm_config import command_line, replay_config, schedule_from_best, speculative_config
+from .vllm_config import command_line, replay_config, speculative_config
+from .load import LoadView, gamma_schedule, load_view
 from acceptance.definitions import check_survival_curve as _check_curve, monotone_survival
 from acceptance.json_safe import json_safe
 
@@ -133,6 +134,7 @@ class Recommendation:
     replay_config: dict
     specialized_eligibility: Eligibility | None = None
     schedule: list[tuple[int, int, int]] | None = None
+    load: LoadView | None = None  # the best γ at each batch size of the mix (model.load)
     tail_models: tuple[str, ...] = field(default=TAIL_MODELS)
     verify_widths: tuple[float, ...] | None = None  # tokens per request a step verifies, per candidate γ
     anchor: Anchor | None = None  # the plain-decode rate priced at, and its source (model.anchor)
@@ -173,6 +175,7 @@ class Recommendation:
             # (first batch size, last batch size, γ) ranges; part of vllm.speculative_config
             # only on a change of γ (a schedule restarts engines too), else a suggestion
             "schedule": None if self.schedule is None else [list(r) for r in self.schedule],
+            "load": None if self.load is None else self.load.to_dict(),
             "verify_widths": None if self.verify_widths is None else list(self.verify_widths),
             "acceptance_model": self.acceptance_model,
             "anchor": None if self.anchor is None else self.anchor.to_dict(),
@@ -257,18 +260,17 @@ def recommend(
         rec, expected_best, verdict, deployment, deployed, traffic, running_probe,
         None if ensemble is None else ProbeInputs(ensemble, speed_point, allowed, al_point.mean(axis=0), price.tau[0],
                                                   1.0 + resamples[:, :min(deployed, g)].sum(axis=1), g))
-    decision = verdict.decision
     model_error = _model_error(observed_tokens_per_second, profile, anchor, al_point, price, ws, deployed, nu)
-    final = rec if decision in ("change", "off", "probe") else deployed  # a probe's fleet: deployed or the sure step
-    schedule, spec_cfg = _deployable(final, deployed, bs, ws, price, al_point, al_by_batch, allowed, specialized,
-                                     deployment, nu)
+    final = rec if verdict.decision in ("change", "off", "probe") else deployed  # a probe's fleet: deployed or the sure step
+    schedule, spec_cfg, load = _deployable(final, deployed, bs, ws, price, al_point, al_by_batch, allowed,
+                                           specialized, deployment, nu)
     return Recommendation(
         objective=deployment.objective,
         cost_profile=profile.name,
         interval_level=float(level),
         deployed_gamma=int(deployed),
         recommended_gamma=rec,
-        decision=decision,
+        decision=verdict.decision,
         decision_reason=verdict.reason,
         probability_best=None if spread is None else float(spread.probability_best[rec]),
         candidates=candidates,
@@ -278,6 +280,7 @@ def recommend(
         replay_config=replay_config(deployment, a),
         specialized_eligibility=elig,
         schedule=schedule,
+        load=load,
         verify_widths=None if widths is None else tuple(float(w) for w in widths),
         acceptance_model="replay" if replayed is not None else "survival",
         anchor=anchor,
@@ -659,36 +662,15 @@ def _model_error_warning(model_error: float | None, deployment: Deployment) -> s
 
 
 def _deployable(final, deployed, bs, ws, price: _Price, al_point, al_by_batch, allowed, specialized,
-                deployment: Deployment, nu) -> tuple[list | None, dict | None]:
-    """(the schedule, the fleet's speculative config) for the γ the fleet is to run. A
-    schedule restarts engines like a γ change: it joins the deployable config only when γ
-    changes anyway; otherwise it is reported as a suggestion (Recommendation.schedule)."""
+                deployment: Deployment, nu) -> tuple[list | None, dict | None, LoadView]:
+    """(the schedule, the fleet's speculative config, how the best γ moves over the mix's batch
+    sizes) for the γ the fleet is to run. A schedule restarts engines like a γ change: it joins
+    the deployable config only when γ changes anyway; otherwise it is reported as a suggestion
+    (Recommendation.schedule)."""
+    al_sched = al_point.mean(axis=0) if al_by_batch is None else al_by_batch.mean(axis=0).T  # (G,) or (G, nB)
     schedule = None
     if final > 0 and len(bs) > 1:
-        al_sched = al_point.mean(axis=0) if al_by_batch is None else al_by_batch.mean(axis=0).T  # (G,) or (G, nB)
-        schedule = _schedule(final, bs, ws, price.times[0], al_sched, allowed, specialized,
-                             deployment.objective, deployment.min_gain, price.times_u[0], nu)
-    return schedule, speculative_config(deployment, final, schedule if final != deployed else None)
-
-
-def _schedule(gamma, bs, ws, times, al, allowed, specialized, objective, min_gain, times_u, nu):
-    """A num_speculative_tokens_per_batch_size schedule (per batch size the best K ≤ γ;
-    on the specialized path only γ or 0, since partial drafts run stock) — kept only when
-    it beats the fixed γ over the mix by more than min_gain. ``al``: AL(K) (G,), or
-    AL_B(K) per batch size (G, nB); ``times_u``, ``nu``: the undrafted steps (speedup_with_undrafted)."""
-    al = np.broadcast_to(np.asarray(al, dtype=float).reshape(len(times), -1), times.shape)  # (G, nB)
-    options = [0, gamma] if specialized else list(range(gamma + 1))
-    options = [k for k in options if allowed[k]]
-    per_batch = speedup_with_undrafted(al[options], times[0][None, :] / times[options],
-                                       times[0][None, :] / times_u[options], nu)  # S(K, B)
-    best = {int(b): options[int(np.argmax(per_batch[:, j]))] for j, b in enumerate(bs)}
-    if all(k == gamma for k in best.values()):
-        return None
-    v = objective_weights(bs, ws, objective)
-    fixed = tokens_per_time(ws @ al[gamma], times[gamma] @ v, times_u[gamma] @ v, nu)  # tokens request-weighted
-    ks = np.array([best[int(b)] for b in bs])
-    cols = np.arange(len(bs))
-    rate = tokens_per_time(ws @ al[ks, cols], v @ times[ks, cols], v @ times_u[ks, cols], nu)
-    if rate / fixed - 1.0 <= min_gain:
-        return None
-    return schedule_from_best(best)
+        schedule = gamma_schedule(final, bs, ws, price.times[0], al_sched, allowed, specialized,
+                                  deployment.objective, deployment.min_gain, price.times_u[0], nu)
+    load = load_view(final, bs, ws, price.times[0], price.times_u[0], al_sched, allowed, specialized, nu)
+    return schedule, speculative_config(deployment, final, schedule if final != deployed else None), load

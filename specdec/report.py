@@ -302,11 +302,29 @@ def _decision_lines(doc: dict) -> list[str]:
     if doc.get("model_error_warning"):
         lines.append(f"warning: {doc['model_error_warning']}")
     lines += [f"note: {note}" for note in obs.get("notes") or []]
+    lines += _load_lines(doc.get("load"))
     if doc.get("schedule"):
         ranges = ", ".join(f"batch {lo}-{hi}: gamma {g}" for lo, hi, g in doc["schedule"])
         deployed = "num_speculative_tokens_per_batch_size" in (doc["vllm"]["speculative_config"] or {})
         where = "(in the config below)" if deployed else "(suggested; deploy it with the next change of gamma)"
         lines.append(f"per-batch-size schedule {where}: {ranges}")
+    return lines
+
+
+def _load_lines(load: dict | None) -> list[str]:
+    """How the best γ moves over the batch sizes the route was seen at (model.load), when
+    it was seen at more than one."""
+    if not load or len(load["batch_sizes"]) < 2:
+        return []
+    points, gamma = load["batch_sizes"], load["gamma"]
+    best = ", ".join(f"{p['best_gamma']} at batch {p['batch_size']}" for p in points)
+    sizes = f"batch {points[0]['batch_size']}-{points[-1]['batch_size']}"
+    pays = (f"gamma {gamma} stops paying at batch {load['stops_paying_at']}" if load["stops_paying_at"] is not None
+            else f"gamma {gamma} pays over the whole range seen ({sizes})" if gamma > 0 else "speculation off")
+    lines = [f"by load: best gamma {best}; {pays}"]
+    if load.get("schedule"):
+        ranges = ", ".join(f"batch {lo}-{hi}: gamma {g}" for lo, hi, g in load["schedule"])
+        lines.append(f"the num_speculative_tokens_per_batch_size schedule that follows for gamma {gamma}: {ranges}")
     return lines
 
 
