@@ -109,6 +109,8 @@ test-real: $(DEVSTAMP) real-engine
 	$(BIN)/python -m pytest -q -m real -p no:cacheprovider tests/test_real_engine.py
 
 # The decision on the real engine: a γ sweep (0, 1, 2, 3, 4, 5, 7, 10, 14) per method and route
-# against tune-gamma from the γ 3 window alone. Not in CI: about 25 min on 2 cores.
+# against tune-gamma from the γ 3 window alone (about 35 min on 2 cores), then the best γ by
+# load: γ 0-7 at concurrency 1 and 8 against the tool's load view (benchmarks/real_load.py). Not in CI.
 bench-real: $(DEVSTAMP) real-engine
 	$(BIN)/python benchmarks/real_sweep.py
+	$(BIN)/python benchmarks/real_load.py

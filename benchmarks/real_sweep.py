@@ -265,22 +265,22 @@ def step_time_s(responses: list) -> float:
 
 
 def paired_ratio(runs_by_gamma: dict[int, list[Run]], gamma: int, rng: np.random.Generator,
-                 rate=lambda run: run.decode_tokens_per_s) -> tuple[float, float, float]:
+                 rate=lambda run: run.decode_tokens_per_s, phases=PHASES) -> tuple[float, float, float]:
     """Median over blocks of rate(γ) / rate(0) in the same block, and a 90% interval
     (percentiles of the median over 2,000 bootstrap resamples of the blocks). ``rate``: the
     per-user decode tok/s (what the tool predicts), or Run.tokens_per_s (wall clock)."""
     if gamma == 0:
         return 1.0, 1.0, 1.0
-    pairs = [rate(run) / rate(base) for run, base in zip(runs_by_gamma[gamma], _base_for(runs_by_gamma, gamma))]
+    pairs = [rate(run) / rate(base) for run, base in zip(runs_by_gamma[gamma], _base_for(runs_by_gamma, gamma, phases))]
     logs = np.log(pairs)
     boot = np.median(rng.choice(logs, size=(2000, logs.size)), axis=1)
     return float(np.exp(np.median(logs))), float(np.exp(np.quantile(boot, 0.05))), float(np.exp(np.quantile(boot, 0.95)))
 
 
-def _base_for(runs_by_gamma: dict[int, list[Run]], gamma: int) -> list[Run]:
+def _base_for(runs_by_gamma: dict[int, list[Run]], gamma: int, phases=PHASES) -> list[Run]:
     """The γ 0 runs of the same blocks as γ's: γ 0 ran in every block of every phase, so
     the blocks of γ's phase are the matching slice."""
-    phase = next(i for i, p in enumerate(PHASES) if gamma in p)
+    phase = next(i for i, p in enumerate(phases) if gamma in p)
     per_phase = len(runs_by_gamma[gamma])
     return runs_by_gamma[0][phase * per_phase:(phase + 1) * per_phase]
 

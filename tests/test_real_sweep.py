@@ -115,3 +115,20 @@ def test_the_replay_with_the_positions_seen_comes_to_the_truth_for_a_drafter_of_
             len(engine_steps(x, g).drafted) for x in texts)
         # a position that followed a full draft at every γ stays unseen (a few per text here)
         assert rs.al_with_positions_seen(runs, g) == pytest.approx(truth, rel=0.005)
+
+
+def test_real_load_reads_the_gauge_and_the_load_view():
+    import real_load as rl
+
+    # idle samples (0 running) are no decode step: left out of the time shares
+    assert rl.shares_of([0, 1, 1, 8, 8, 8, 0, 7]) == {1: 2 / 6, 7: 1 / 6, 8: 3 / 6}
+    load = {"batch_sizes": [{"batch_size": 1, "best_gamma": 5}, {"batch_size": 7, "best_gamma": 2},
+                            {"batch_size": 8, "best_gamma": 1}]}
+    assert rl.best_at(load, 1) == 5
+    assert rl.best_at(load, 8) == 1
+    # the paired ratio over real_load's phases: γ 5 is compared with γ 0's second-phase blocks
+    runs = lambda rates: [rs.Run(0, 1.0, int(r), 0.0, []) for r in rates]  # noqa: E731
+    by_gamma = {0: runs([100, 100, 50, 50]), 1: runs([150, 150]), 5: runs([100, 100])}
+    wall = lambda run: run.tokens_per_s  # noqa: E731
+    assert rl.paired(by_gamma, 5, wall, np.random.default_rng(0))[0] == pytest.approx(2.0)
+    assert rl.paired(by_gamma, 1, wall, np.random.default_rng(0))[0] == pytest.approx(1.5)
