@@ -63,9 +63,9 @@ def _read_ingested_window(store, route: str, source: str, start: float, end: flo
     window = IngestedWindow(source=source, start=start, end=end, segments=segments)
     itl_mean = undrafted = sequences = request_itl = request_decode = None
     newest = window.newest_segment
-    if newest is not None and source == "per-request":
-        request_itl, request_decode = store.ingested_request_timing(route, source, newest.gamma, start, end)
     if newest is not None:
+        if source == "per-request":
+            request_itl, request_decode = store.ingested_request_timing(route, source, newest.gamma, start, end)
         itl_sum, tokens = store.ingested_itl(route, source, newest.gamma, start, end)
         itl_mean = itl_sum / tokens if tokens > 0 else None
         decode = store.ingested_decode_tokens(route, source, newest.gamma, start, end)

@@ -48,10 +48,15 @@ class LoadView:
                 "schedule": None if self.schedule is None else [list(r) for r in self.schedule]}
 
 
+def _per_batch_tokens(al, times) -> np.ndarray:
+    """AL(K) (G,) or AL_B(K) (G, nB) as (G, nB)."""
+    return np.broadcast_to(np.asarray(al, dtype=float).reshape(len(times), -1), times.shape)
+
+
 def per_batch_speedups(times, times_u, al, nu) -> np.ndarray:
     """S(K, B) (G, nB) at step times ``times`` (G, nB), AL(K) (G,) or AL_B(K) (G, nB)."""
-    al = np.broadcast_to(np.asarray(al, dtype=float).reshape(len(times), -1), times.shape)
-    return speedup_with_undrafted(al, times[0][None, :] / times, times[0][None, :] / times_u, nu)
+    return speedup_with_undrafted(_per_batch_tokens(al, times), times[0][None, :] / times, times[0][None, :] / times_u,
+                                  nu)
 
 
 def _best_up_to(speedups: np.ndarray, gamma: int, allowed, specialized: bool) -> list[int]:
@@ -73,18 +78,18 @@ def load_view(gamma: int, bs, ws, times, times_u, al, allowed, specialized: bool
     return LoadView(int(gamma), points, min(losing) if losing else None, schedule)
 
 
-def gamma_schedule(gamma, bs, ws, times, al, allowed, specialized, objective, min_gain, times_u, nu):
-    """The per-batch-size schedule of γ (load_view's) when it beats the fixed γ over the mix by
-    more than min_gain, else None. ``al``: AL(K) (G,) or AL_B(K) (G, nB)."""
-    speedups = per_batch_speedups(times, times_u, al, nu)
-    ks = np.array(_best_up_to(speedups, gamma, np.asarray(allowed, dtype=bool), specialized))
-    if np.all(ks == gamma):
+def gamma_schedule(load: LoadView, bs, ws, times, al, objective, min_gain, times_u, nu):
+    """The load view's schedule when it beats the fixed γ over the mix by more than min_gain,
+    else None. ``al``: AL(K) (G,) or AL_B(K) (G, nB), as load_view priced it."""
+    if load.schedule is None:
         return None
-    al = np.broadcast_to(np.asarray(al, dtype=float).reshape(len(times), -1), times.shape)  # (G, nB)
+    gamma = load.gamma
+    ks = np.array([next(k for lo, hi, k in load.schedule if lo <= b <= hi) for b in bs])
+    al = _per_batch_tokens(al, times)
     v = objective_weights(bs, ws, objective)
     fixed = tokens_per_time(ws @ al[gamma], times[gamma] @ v, times_u[gamma] @ v, nu)  # tokens request-weighted
     cols = np.arange(len(bs))
     rate = tokens_per_time(ws @ al[ks, cols], v @ times[ks, cols], v @ times_u[ks, cols], nu)
     if rate / fixed - 1.0 <= min_gain:
         return None
-    return schedule_from_best({int(b): int(k) for b, k in zip(bs, ks)})
+    return load.schedule

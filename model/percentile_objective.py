@@ -31,6 +31,7 @@ from acceptance.definitions import monotone_survival
 
 from .deployment import PERCENTILE_OBJECTIVES, ModelInputError
 from .extrapolate import extend_survival
+from .speedup import expected_tokens_by_gamma, speedup_with_undrafted
 
 # Resamples × requests held in one quantile at most (a day of requests at 1,000 resamples
 # would be tens of millions of rates per γ); the resamples shrink, never below the floor.
@@ -67,8 +68,7 @@ def request_tokens(requests, top: int) -> np.ndarray:
     drafts = counts[:, :1]
     with np.errstate(divide="ignore", invalid="ignore"):
         own = monotone_survival(np.where(drafts > 0, counts[:, 3:] / drafts, 0.0))  # (n, g)
-    extended = extend_survival(own, top - own.shape[1])  # (M, n, top)
-    return np.concatenate([np.ones(extended.shape[:2] + (1,)), 1.0 + np.cumsum(extended, axis=-1)], axis=-1)
+    return expected_tokens_by_gamma(extend_survival(own, top - own.shape[1]), top)  # (M, n, G)
 
 
 def request_undrafted(requests, route_nu: float | None) -> np.ndarray:
@@ -89,7 +89,7 @@ def request_rates(requests, ratio: np.ndarray, ratio_u: np.ndarray, route_nu: fl
     own observed rate at the deployed γ when every request has one."""
     al = request_tokens(requests, len(ratio) - 1)
     nu = request_undrafted(requests, route_nu)[None, :, None]
-    speedup = 1.0 / (nu / ratio_u + (1.0 - nu) / (al * ratio))  # (M, n, G)
+    speedup = speedup_with_undrafted(al, ratio, ratio_u, nu)  # (M, n, G)
     itl = np.asarray(requests.itl_s, dtype=float)
     if itl.size and np.all(np.isfinite(itl) & (itl > 0)):
         return speedup * (1.0 / itl)[None, :, None] / speedup[:, :, [deployed]], True

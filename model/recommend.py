@@ -495,16 +495,18 @@ def _mean_axis(tokens: _CurveTokens, a, resamples, mix_res, price: _Price, bs, w
         return None, None, None
     speed_range = len(speeds) > 1  # a specialized_speedup range, spread over its bins
     priced = partial(_resampled_speedups, price=price, bs=bs, ws=ws, deployment=deployment,
-                     deployed=deployed, speeds=speeds, reweight_mix=mix_in_time and speed_range, nu=nu)
+                     deployed=deployed, speeds=speeds, reweight_mix=mix_in_time and speed_range, nu=nu,
+                     tail_scale=one_step_error(tokens.pooled, tokens.reach))
     ensemble, spread = _ensemble(priced(tokens, resamples, mix_res), allowed, level, speed_range)
     return ensemble, spread, lambda: _ensemble(
         priced(tokens.without_sampling(), np.broadcast_to(a, resamples.shape), None), allowed, level, speed_range)[0]
 
 
 def _resampled_speedups(tokens: _CurveTokens, resamples, mix_res, price: _Price, bs, ws, deployment: Deployment,
-                        deployed: int, speeds, reweight_mix: bool, nu) -> np.ndarray:
+                        deployed: int, speeds, reweight_mix: bool, nu, tail_scale: float | None) -> np.ndarray:
     """(S, M, n, G) speedup of every survival resample, tail model and specialized speed;
-    resample i is priced at mix row i mod m."""
+    resample i is priced at mix row i mod m. ``tail_scale``: the pooled curve's one-step
+    error, the unit of its tail errors (model.tail_evidence)."""
     n = resamples.shape[0]
     mix_w = ws[None, :] if mix_res is None else mix_res  # (m, nB)
     if reweight_mix:
@@ -517,7 +519,7 @@ def _resampled_speedups(tokens: _CurveTokens, resamples, mix_res, price: _Price,
     # past the observed γ, each resample also draws the tail models' error measured on real curves,
     # in units of how well they have tracked this curve's own positions (model.tail_evidence)
     g, top = tokens.pooled.size, tokens.top
-    factors = al_factors(n, g, top, one_step_error(tokens.pooled, tokens.reach)) if top > g else 1.0
+    factors = al_factors(n, g, top, tail_scale) if top > g else 1.0
     al_res = np.clip(tokens.resampled(resamples, mix_w, row) * factors, 1.0, np.arange(top + 1) + 1.0)
     v_res = objective_weights(bs, mix_w, deployment.objective)
     tau_res = np.einsum("sgb,smb->smg", price.times, v_res)  # (S, m, G)
@@ -668,9 +670,9 @@ def _deployable(final, deployed, bs, ws, price: _Price, al_point, al_by_batch, a
     the deployable config only when γ changes anyway; otherwise it is reported as a suggestion
     (Recommendation.schedule)."""
     al_sched = al_point.mean(axis=0) if al_by_batch is None else al_by_batch.mean(axis=0).T  # (G,) or (G, nB)
+    load = load_view(final, bs, ws, price.times[0], price.times_u[0], al_sched, allowed, specialized, nu)
     schedule = None
     if final > 0 and len(bs) > 1:
-        schedule = gamma_schedule(final, bs, ws, price.times[0], al_sched, allowed, specialized,
-                                  deployment.objective, deployment.min_gain, price.times_u[0], nu)
-    load = load_view(final, bs, ws, price.times[0], price.times_u[0], al_sched, allowed, specialized, nu)
+        schedule = gamma_schedule(load, bs, ws, price.times[0], al_sched, deployment.objective, deployment.min_gain,
+                                  price.times_u[0], nu)
     return schedule, speculative_config(deployment, final, schedule if final != deployed else None), load

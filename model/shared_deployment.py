@@ -128,7 +128,8 @@ def recommend_deployment(name: str, shares: list[RouteShare], deployment: Deploy
                for i in range(len(allowed))]
     points = np.array([[c.speedup for c in r.candidates] for r in recs])  # (R, G)
     joint_point = joint_speedup(points, weights)
-    ensemble = _joint_ensemble(recs, weights)
+    stacked = _aligned_ensembles(recs)  # (R, rows, G) or None
+    ensemble = None if stacked is None else joint_speedup(stacked, weights)
     best = int(np.argmax(np.where(allowed, joint_point, -np.inf)))  # ties → the smaller γ
     observed = min(max(c.gamma for c in r.candidates if not c.extrapolated) for r in recs)
     rec, _, verdict = decide(best, deployed, allowed, joint_point, ensemble, deployment.min_gain, reasons, observed,
@@ -148,7 +149,7 @@ def recommend_deployment(name: str, shares: list[RouteShare], deployment: Deploy
         token_shares={s.route: float(w) for s, w in zip(shares, weights)},
         deployed_gamma=deployed, recommended_gamma=rec, decision=verdict.decision, decision_reason=verdict.reason,
         gain=gain_of(rec, deployed, joint_point, ensemble, level), candidates=candidates, split=split,
-        gain_of_splitting=_whole_split_gain(shares, weights, rec, level),
+        gain_of_splitting=_whole_split_gain(points, stacked, weights, [r.recommended_gamma for r in recs], rec, level),
         vllm_speculative_config=spec_cfg, vllm_command_line=command_line(deployment, spec_cfg))
 
 
@@ -168,13 +169,13 @@ def _check_same_deployment(name: str, shares: list[RouteShare]) -> None:
                                   f"one deployment has one method")
 
 
-def _joint_ensemble(recs: list[Recommendation], weights: np.ndarray) -> np.ndarray | None:
-    """(rows, G): row i of every route's ensemble joined (None when any route has none)."""
+def _aligned_ensembles(recs: list[Recommendation]) -> np.ndarray | None:
+    """(R, rows, G): row i of every route's ensemble side by side (a route with fewer rows
+    repeats its own); None when any route has none."""
     if any(r.ensemble is None for r in recs):
         return None
     rows = max(r.ensemble.shape[0] for r in recs)
-    stacked = np.stack([r.ensemble[np.arange(rows) % r.ensemble.shape[0]] for r in recs])  # (R, rows, G)
-    return joint_speedup(stacked, weights)
+    return np.stack([r.ensemble[np.arange(rows) % r.ensemble.shape[0]] for r in recs])
 
 
 def _split(share: RouteShare, joint_gamma: int, level: float) -> SplitGain:
@@ -187,20 +188,18 @@ def _split(share: RouteShare, joint_gamma: int, level: float) -> SplitGain:
                      gain_of_splitting=value, gain_low=low, gain_high=high)
 
 
-def _whole_split_gain(shares: list[RouteShare], weights: np.ndarray, joint_gamma: int, level: float) -> Gain:
-    """Every route at its own γ against every route at the joint γ, over the deployment's tokens."""
-    recs = [s.recommendation for s in shares]
-    own = [r.recommended_gamma for r in recs]
+def _whole_split_gain(points: np.ndarray, stacked: np.ndarray | None, weights: np.ndarray, own: list[int],
+                      joint_gamma: int, level: float) -> Gain:
+    """Every route at its own γ against every route at the joint γ, over the deployment's
+    tokens: ``points`` (R, G) and ``stacked`` (R, rows, G) the routes' speedups."""
+    routes = np.arange(len(own))
 
     def split_over_joint(at_own: np.ndarray, at_joint: np.ndarray) -> np.ndarray:
         return joint_speedup(at_own, weights) / joint_speedup(at_joint, weights) - 1.0
 
-    value = float(split_over_joint(np.array([r.candidates[g].speedup for r, g in zip(recs, own)]),
-                                   np.array([r.candidates[joint_gamma].speedup for r in recs])))
-    if any(r.ensemble is None for r in recs):
+    value = float(split_over_joint(points[routes, own], points[:, joint_gamma]))
+    if stacked is None:
         return Gain(value, None, None)
-    rows = max(r.ensemble.shape[0] for r in recs)
-    at_own = np.stack([r.ensemble[np.arange(rows) % r.ensemble.shape[0], g] for r, g in zip(recs, own)])
-    at_joint = np.stack([r.ensemble[np.arange(rows) % r.ensemble.shape[0], joint_gamma] for r in recs])
-    low, high = np.quantile(split_over_joint(at_own, at_joint), [(1 - level) / 2, (1 + level) / 2])
+    low, high = np.quantile(split_over_joint(stacked[routes, :, own], stacked[:, :, joint_gamma]),
+                            [(1 - level) / 2, (1 + level) / 2])
     return Gain(value, float(low), float(high))

@@ -224,8 +224,9 @@ def speedup_with_undrafted(expected_tokens, ratio, undrafted_ratio, undrafted_to
 
         S(γ) = 1 / (ν / ρ_u(γ) + (1 − ν) / (AL(γ)·ρ(γ))),   ρ = τ(0)/τ(γ), ρ_u = τ(0)/τ_u(γ).
 
-    ν = 0 or None: AL·ρ, every step drafted."""
-    if not undrafted_token_share:
+    ν = 0 or None: AL·ρ, every step drafted. ν may be an array (one per request) that
+    broadcasts against AL."""
+    if undrafted_token_share is None or np.all(np.asarray(undrafted_token_share) == 0):
         return expected_tokens * ratio
     # τ(0) = 1: the per-token rate of tokens_per_time, at step times 1/ρ and 1/ρ_u
     return tokens_per_time(expected_tokens, 1.0 / ratio, 1.0 / undrafted_ratio, undrafted_token_share)
@@ -233,10 +234,11 @@ def speedup_with_undrafted(expected_tokens, ratio, undrafted_ratio, undrafted_to
 
 def tokens_per_time(expected_tokens, step_time, undrafted_step_time, undrafted_token_share):
     """Tokens per unit of step time, the rate behind speedup_with_undrafted:
-    AL/τ, or 1 / (ν·τ_u + (1 − ν)·τ/AL) with a share ν of undrafted tokens."""
-    if not undrafted_token_share:
+    AL/τ, or 1 / (ν·τ_u + (1 − ν)·τ/AL) with a share ν of undrafted tokens (a number, or
+    an array that broadcasts)."""
+    if undrafted_token_share is None or np.all(np.asarray(undrafted_token_share) == 0):
         return expected_tokens / step_time
-    nu = float(undrafted_token_share)
+    nu = np.asarray(undrafted_token_share, dtype=float)
     return 1.0 / (nu * undrafted_step_time + (1.0 - nu) * step_time / expected_tokens)
 
 

@@ -96,8 +96,10 @@ def runs_of_text(rng, n: int, stay_right: float, stay_wrong: float) -> np.ndarra
 
 
 def independent_request_lines(n: int, p: float, gamma: int, t0: float, seed: int = 0, route: str = "chat",
-                              steps_range: tuple[int, int] = (20, 80)) -> list[str]:
-    """vLLM-shaped per-request lines (the gateway format) from an independent-p process."""
+                              steps_range: tuple[int, int] = (20, 80), step_cost: float = 1.10) -> list[str]:
+    """vLLM-shaped per-request lines (the gateway format) from an independent-p process, each
+    with the mean ITL of a flat-cost engine at 118 tok/s whose step costs ``step_cost`` plain
+    passes (1.10: a parallel drafter of r 0.10; 1 + γ·c for a sequential one)."""
     rng = np.random.default_rng(seed)
     lines = []
     for i in range(n):
@@ -111,9 +113,8 @@ def independent_request_lines(n: int, p: float, gamma: int, t0: float, seed: int
                 "acceptance_histogram": hist, "num_spec_steps": steps, "num_accepted_draft_tokens": acc,
                 "num_draft_tokens": steps * gamma, "num_spec_tokens": gamma,
                 "per_step_accepted": None, "per_step_drafted": None}
-        # a flat-cost engine at the seeds' 118 tok/s with a drafter costing 0.10 of a pass:
-        # steps of 1.10 / 118 s; vLLM's mean_itl_ms is per output token, 1 + acc / steps per step
-        itl_ms = 1000.0 / 118 * 1.10 / (1 + acc / steps)
+        # steps of step_cost / 118 s; vLLM's mean_itl_ms is per output token, 1 + acc / steps per step
+        itl_ms = 1000.0 / 118 * step_cost / (1 + acc / steps)
         lines.append(json.dumps({"route": route, "time": t0 + i,
                                  "metrics": {"mean_itl_ms": itl_ms, "speculative_decoding": spec}}))
     return lines

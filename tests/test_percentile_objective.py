@@ -14,38 +14,28 @@ from model.deployment import Deployment, ModelInputError
 from model.percentile_objective import request_rates
 from model.recommend import recommend
 from specdec.cli import main, tune_gamma_main
-from support import run_cli
+from support import independent_request_lines, run_cli
 
 GAMMA = 4
 DRAFT_COST = 0.1  # eagle3, flat: a step at γ costs 1 + γ·c plain passes
 BASELINE = 118.0
 
 
-def _request(rng, p: float, steps: int) -> tuple[dict, float]:
-    """A vLLM per-request payload at γ 4 from an independent-p drafter, and its mean ITL (s)
-    on the flat engine: (1 + γ·c) / 118 s per step, AL tokens per step."""
-    u = rng.random((steps, GAMMA))
-    lengths = np.argmin(np.concatenate([u < p, np.zeros((steps, 1), bool)], axis=1), axis=1)
-    acc = int(lengths.sum())
-    spec = {"acceptance_histogram": np.bincount(lengths, minlength=GAMMA + 1).tolist(), "num_spec_steps": steps,
-            "num_accepted_draft_tokens": acc, "num_draft_tokens": steps * GAMMA, "num_spec_tokens": GAMMA,
-            "mean_acceptance_length": 1 + acc / steps, "draft_acceptance_rate": acc / (steps * GAMMA)}
-    itl = (1 + GAMMA * DRAFT_COST) / BASELINE / (1 + acc / steps)
-    return spec, itl
-
-
-def _heterogeneous_lines(n: int = 400, hard_share: float = 0.3, seed: int = 0) -> list[str]:
-    """Agentic requests the drafter gets right (p 0.92) and a minority it does not (p 0.35):
-    the slow requests are the hard ones, and long drafts only slow them down further."""
-    rng = np.random.default_rng(seed)
+def _heterogeneous_lines(n: int = 400, hard_share: float = 0.3) -> list[str]:
+    """Agentic requests the drafter gets right (p 0.92) and a minority it does not (p 0.35),
+    interleaved in time, on the flat engine ((1 + γ·c) / 118 s a step): the slow requests are
+    the hard ones, and long drafts only slow them down further."""
+    hard = int(round(n * hard_share))
     t0 = time.time() - 1800
-    lines = []
-    for i in range(n):
-        p = 0.35 if rng.random() < hard_share else 0.92
-        spec, itl = _request(rng, p, int(rng.integers(30, 90)))
-        lines.append(json.dumps({"route": "agent", "time": t0 + i,
-                                 "metrics": {"mean_itl_ms": 1000 * itl, "speculative_decoding": spec}}))
-    return lines
+    common = dict(route="agent", steps_range=(30, 90), step_cost=1 + GAMMA * DRAFT_COST)
+    easy = iter(independent_request_lines(n - hard, 0.92, GAMMA, t0, seed=1, **common))
+    hard_lines = iter(independent_request_lines(hard, 0.35, GAMMA, t0, seed=2, **common))
+    # spread evenly over the window (hard requests bunched anywhere would read as drift)
+    lines = [json.loads(next(hard_lines if int((i + 1) * hard_share) > int(i * hard_share) else easy))
+             for i in range(n)]
+    for i, line in enumerate(lines):
+        line["time"] = t0 + i
+    return [json.dumps(x) for x in lines]
 
 
 def _tune(tmp_path, capsys, objective: str) -> tuple[dict, str]:
