@@ -13,8 +13,8 @@ from acceptance.route_estimate import RequestRows
 from model.deployment import Deployment, ModelInputError
 from model.percentile_objective import request_rates
 from model.recommend import recommend
-from specdec.cli import main, tune_gamma_main
-from support import independent_request_lines, run_cli
+from specdec.cli import tune_gamma_main
+from support import independent_request_lines, run_cli, tune_ingested
 
 GAMMA = 4
 DRAFT_COST = 0.1  # eagle3, flat: a step at γ costs 1 + γ·c plain passes
@@ -27,7 +27,7 @@ def _heterogeneous_lines(n: int = 400, hard_share: float = 0.3) -> list[str]:
     the hard ones, and long drafts only slow them down further."""
     hard = int(round(n * hard_share))
     t0 = time.time() - 1800
-    common = dict(route="agent", steps_range=(30, 90), step_cost=1 + GAMMA * DRAFT_COST)
+    common = dict(route="chat", steps_range=(30, 90), step_cost=1 + GAMMA * DRAFT_COST)
     easy = iter(independent_request_lines(n - hard, 0.92, GAMMA, t0, seed=1, **common))
     hard_lines = iter(independent_request_lines(hard, 0.35, GAMMA, t0, seed=2, **common))
     # spread evenly over the window (hard requests bunched anywhere would read as drift)
@@ -39,23 +39,12 @@ def _heterogeneous_lines(n: int = 400, hard_share: float = 0.3) -> list[str]:
 
 
 def _tune(tmp_path, capsys, objective: str) -> tuple[dict, str]:
-    config = tmp_path / f"{objective}.toml"
-    config.write_text(f'[deployment]\nmethod = "eagle3"\ndraft_cost = {DRAFT_COST}\ncost_profile = "flat"\n'
-                      f'baseline_tokens_per_second = {BASELINE}\nobjective = "{objective}"\n'
-                      '[routes.agent]\nsource = "per-request"\n')
+    """The route `chat` of these requests tuned on the objective (support.tune_ingested)."""
     requests = tmp_path / "requests.jsonl"
     if not requests.exists():
         requests.write_text("\n".join(_heterogeneous_lines()) + "\n")
-    db = tmp_path / f"{objective}.db"
-    code, _, err = run_cli(capsys, main, ["ingest", "--route", "agent", "--per-request", str(requests),
-                                          "--config", str(config), "--db", str(db)])
-    assert code == 0, err
-    argv = ["--route", "agent", "--config", str(config), "--db", str(db), "--window", "1h"]
-    code, out, err = run_cli(capsys, tune_gamma_main, argv + ["--json"])
-    assert code == 0, err
-    code, console, err = run_cli(capsys, tune_gamma_main, argv)
-    assert code == 0, err
-    return json.loads(out), console
+    return tune_ingested(capsys, tmp_path, requests, f'method = "eagle3"\ndraft_cost = {DRAFT_COST}\n'
+                         f'cost_profile = "flat"\nbaseline_tokens_per_second = {BASELINE}\nobjective = "{objective}"\n')
 
 
 def test_the_mean_and_the_p90_pick_different_gammas_and_say_which_axis(tmp_path, capsys):
