@@ -54,6 +54,8 @@ demo: $(STAMP)
 test: $(DEVSTAMP)
 	sh scripts/ensure_chromium.sh
 	sh scripts/ensure_prometheus.sh
+	sh scripts/ensure_victoria_metrics.sh
+	sh scripts/ensure_grafana_schema.sh
 	$(BIN)/python -m pytest -q -m "not vllm and not real" tests
 
 bench: $(STAMP)

@@ -220,10 +220,19 @@ class PrometheusClient:
     def query_range(self, expr: str, start: float, end: float, step: float
                     ) -> list[tuple[dict, np.ndarray, np.ndarray]]:
         """A range vector: [(labels, times (n,), values (n,))] for steps start, start+step, ... ≤ end."""
+        # nocache=1: VictoriaMetrics would otherwise align start and end to multiples of the
+        # step (for its cache) and the blocks would not end where asked; Prometheus ignores it.
         data = self._request("query_range", {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}",
-                                             "step": f"{step:.3f}"})
+                                             "step": f"{step:.3f}", "nocache": "1"})
+        return self._matrix(data, "query_range")
+
+    def samples(self, selector_with_range: str, at: float) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+        """The raw samples of ``series[range]`` at ``at``: [(labels, times, values)]."""
+        return self._matrix(self._request("query", {"query": selector_with_range, "time": f"{at:.3f}"}), "query")
+
+    def _matrix(self, data: dict, endpoint: str) -> list[tuple[dict, np.ndarray, np.ndarray]]:
         if data.get("resultType") != "matrix":
-            raise self._fail(f"query_range answered a {data.get('resultType')!r}, expected a matrix")
+            raise self._fail(f"{endpoint} answered a {data.get('resultType')!r}, expected a matrix")
         out = []
         for r in data["result"]:
             vals = r.get("values", [])
@@ -258,6 +267,8 @@ class PrometheusWindow(SegmentRules):
     target_status: list[TargetStatus] = field(default_factory=list)  # Prometheus scrapes, not us
     targets: list[str] = field(default_factory=list)
     queries: int = 0
+    recorded: str | None = None  # the recorded series read (acceptance.prometheus_rules), None: raw samples
+    notes: list[str] = field(default_factory=list)  # how the window was read, for the output
 
     @property
     def plugin(self) -> None:
@@ -329,11 +340,8 @@ def _scrape_interval(client: PrometheusClient, selector: str, end: float, window
     probe span instead would overstate the interval for series younger than the span."""
     probe = min(window_s, SCRAPE_INTERVAL_PROBE_S)
     data = client._request("query", {"query": f"{_counter(vm.DRAFTS)}{selector}[{_ms(probe)}]", "time": f"{end:.3f}"})
-    gaps = []
-    for series in data.get("result", []) if data.get("resultType") == "matrix" else []:
-        times = np.array([float(v[0]) for v in series.get("values", [])])
-        if times.size >= 2:
-            gaps.append(np.diff(times))
+    series = client._matrix(data, "query") if data.get("resultType") == "matrix" else []  # else: no samples
+    gaps = [np.diff(times) for _, times, _ in series if times.size >= 2]
     if not gaps:
         return None
     return float(np.median(np.concatenate(gaps)))
@@ -407,19 +415,36 @@ def prometheus_route_window(source, selector: str, start: float, end: float, *, 
 
 def _gamma_segments(client: PrometheusClient, q: _Queries, g: int, series, block: float, end: float):
     """Rows of one γ from the block_counts matrix, cut into segments at gaps."""
+    rows = block_rows(series, g)
+
+    def engines_of(g: int, start: float, end: float) -> list[dict]:  # at γ g at some block end
+        return [lab for lab, _ in client.query(q.segment_engines(g, end - start), end)]
+
+    yield from gamma_segments(engines_of, g, rows, {t: t - block for t in rows}, block)
+
+
+def block_rows(series, g: int) -> dict[float, np.ndarray]:
+    """{block end: [D, T, A, A_1..A_γ]} from series labelled position = drafts | draft_tokens |
+    accepted_tokens | k − 1; blocks with nothing in them are left out."""
     column = {"drafts": 0, "draft_tokens": 1, "accepted_tokens": 2}
     column.update({str(k): 3 + k for k in range(g)})
     rows: dict[float, np.ndarray] = defaultdict(lambda: np.zeros(3 + g))
     for labels, times, values in series:
         col = column.get(labels.get(vm.POSITION_LABEL))
         if col is None:
-            continue  # a position ≥ γ cannot match G_g; ignore anything unexpected
+            continue  # a position ≥ γ cannot be γ's; ignore anything unexpected
         for t, v in zip(times.tolist(), values.tolist()):
             if math.isfinite(v):
                 rows[round(t, 3)][col] = max(v, 0.0)
-    times = sorted(t for t, r in rows.items() if r[0] > 0 or r.any())
+    return {t: r for t, r in sorted(rows.items()) if r.any()}
+
+
+def gamma_segments(engines_of, g: int, rows: dict[float, np.ndarray], starts: dict[float, float], block: float):
+    """(GammaSegment, engine label sets) per run of ``rows`` (block end → counts; ``starts``:
+    block end → its start) without a gap of more than a block; ``engines_of(g, start, end)``:
+    the label sets of the engines at γ g in the span, from Prometheus."""
     runs: list[list[float]] = []
-    for t in times:
+    for t in rows:
         if runs and t - runs[-1][-1] <= 1.5 * block:
             runs[-1].append(t)
         else:
@@ -428,12 +453,11 @@ def _gamma_segments(client: PrometheusClient, q: _Queries, g: int, series, block
         ends = np.array(run)
         counts = np.array([rows[t] for t in run]).reshape(len(run), 3 + g)
         # A_k ≤ D within a block can be broken slightly by extrapolation; a_k is still a ratio of sums.
-        iv = IntervalCounts(g, ends - block, ends, counts)
-        span = float(ends[-1] - ends[0] + block)
-        labs = [lab for lab, _ in client.query(q.segment_engines(g, span), float(ends[-1]))]
+        iv = IntervalCounts(g, np.array([starts[t] for t in run]), ends, counts)
+        labs = engines_of(g, float(iv.start[0]), float(ends[-1]))
         labs.sort(key=lambda d: sorted(d.items()))
         segments_engines = [_engine_ref(lab) for lab in labs]
-        yield (GammaSegment(g, float(ends[0] - block), float(ends[-1]), segments_engines, iv), labs)
+        yield (GammaSegment(g, float(iv.start[0]), float(ends[-1]), segments_engines, iv), labs)
 
 
 def _events(restarts, gamma_changes, block: float) -> list[Event]:

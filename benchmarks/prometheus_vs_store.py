@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import socket
 import statistics
@@ -39,10 +38,13 @@ from pathlib import Path
 import numpy as np
 
 from acceptance import vllm_metrics as vm
-from acceptance.prometheus import PrometheusSettings, prometheus_route_window
+from acceptance.prometheus import PrometheusClient, PrometheusSettings, prometheus_route_window
+from acceptance.prometheus_recorded import prometheus_window
+from acceptance.prometheus_rules import series_names as recorded_names
 from acceptance.store import Store
 from acceptance.windows import route_window
 from model.deployment import INLINE_DEFAULTS, Deployment
+from specdec.exporter import recording_rules
 from specdec.pipeline import tune_intervals
 
 GAMMA = 5
@@ -98,8 +100,8 @@ def write_chunk(path: Path, engines: int, chunk: int, times: np.ndarray, state: 
     def family(name: str, kind: str, sample: str, values, label_fn):
         out.append(f"# TYPE {name} {kind}\n")
         for e in range(engines):
-            lab = label_fn(e)
-            out.append("".join(f"{sample}{lab} {v:.6g} {t}\n" for v, t in zip(values(e).tolist(), ts)))
+            lab = label_fn(e)  # whole counts: %g would round a counter past 10^6
+            out.append("".join(f"{sample}{lab} {v:.0f} {t}\n" for v, t in zip(values(e).tolist(), ts)))
 
     for col, (name, kind, sample) in enumerate(series_names()):
         family(name, kind, sample, lambda e, c=col: cum[e, :, c], labels)
@@ -184,89 +186,167 @@ def timed(fn, repeat: int):
     return result, secs
 
 
+class PrometheusServer:
+    """Debian's prometheus on a free loopback port over ``tsdb`` (started, stopped, restarted)."""
+
+    def __init__(self, work: Path):
+        self.work, self.proc = work, None
+        (work / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
+        self.url = f"http://127.0.0.1:{free_port()}"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [shutil.which("prometheus") or "/usr/bin/prometheus", f"--config.file={self.work / 'prometheus.yml'}",
+             f"--storage.tsdb.path={self.work / 'tsdb'}", "--storage.tsdb.retention.time=60d",
+             f"--web.listen-address={self.url.split('//')[1]}", "--query.max-samples=200000000"],
+            stdout=subprocess.DEVNULL, stderr=(self.work / "prometheus.log").open("a"))
+        for _ in range(1200):
+            try:
+                urllib.request.urlopen(f"{self.url}/-/ready", timeout=1)
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"prometheus not ready: {(self.work / 'prometheus.log').read_text()[-1000:]}")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=60)
+            self.proc = None
+
+
+def backfill_rules(server: PrometheusServer, start: float, end: float) -> tuple[float, int]:
+    """specdec's rules evaluated over the week from the raw data (promtool), the blocks moved
+    into the TSDB and Prometheus restarted on them: (seconds, bytes of the new blocks)."""
+    rules, out = server.work / "rules.yml", server.work / "rules-blocks"
+    rules.write_text(recording_rules({"bench": '{job="bench"}'}))
+    started = time.perf_counter()
+    r = subprocess.run([shutil.which("promtool") or "/usr/bin/promtool", "tsdb", "create-blocks-from", "rules",
+                        "-q", f"--start={start:.0f}", f"--end={end:.0f}", f"--url={server.url}",
+                        f"--output-dir={out}", str(rules)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"promtool rules backfill failed: {r.stderr.strip()[-800:]}")
+    server.stop()
+    added = disk_bytes(out)
+    for block in out.iterdir():
+        shutil.move(str(block), str(server.work / "tsdb" / block.name))
+    server.start()
+    return time.perf_counter() - started, added
+
+
+def recorded_series_per_route(settings: PrometheusSettings, at: float) -> dict[str, int]:
+    """How many series each recorded name holds for the route (what the rules add)."""
+    client = PrometheusClient(settings, timeout_s=60)
+    out = {}
+    for name in recorded_names().values():
+        found = client.query(f'count(last_over_time({name}{{route="bench"}}[8d]))', at)
+        out[name] = int(found[0][1]) if found else 0
+    return out
+
+
+def figures(w, tuning, secs, build_s, disk, n_intervals):
+    e = tuning.estimate
+    return {
+        "tune_seconds_median": statistics.median(secs), "tune_seconds_all": secs,
+        "build_seconds": build_s, "disk_bytes": disk, "disk_bytes_per_engine_interval": disk / n_intervals,
+        "blocks": len(w.newest_segment.intervals), "drafts": e.drafts,
+        "survival": [round(x, 7) for x in e.survival.value.tolist()],
+        "survival_halfwidth": [round(x, 5) for x in ((e.survival.high - e.survival.low) / 2).tolist()],
+        "recommended_gamma": tuning.recommendation.recommended_gamma,
+        "decision": tuning.recommendation.decision,
+        "batch_mix_samples": w.step_shape.samples,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--engines", type=int, default=200)
     ap.add_argument("--days", type=float, default=7.0)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--keep", type=Path, default=None, help="folder to keep (default: a temp dir, removed)")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="folder to keep (default: a temp dir, removed); given again, its fleet is re-timed")
     args = ap.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="specdec-prom-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     per_chunk = int(CHUNK_S / INTERVAL)
-    n_chunks = int(round(args.days * 86400 / CHUNK_S))
+    n_chunks = max(1, int(round(args.days * 86400 / CHUNK_S)))
     # Aligned to 2 h and ending an hour ago: inside Prometheus' retention, one promtool pass per file.
     t_end = (time.time() - 3600) // CHUNK_S * CHUNK_S
     t0 = t_end - n_chunks * CHUNK_S + INTERVAL
-    window_end = t0 + INTERVAL * (n_chunks * per_chunk - 1)
-    window_start = window_end - args.days * 86400 + INTERVAL
+    last_sample = t0 + INTERVAL * (n_chunks * per_chunk - 1)
     n_intervals = n_chunks * per_chunk * args.engines
     log(f"fleet: {args.engines} engines x {args.days:g} d at {INTERVAL:g} s = {n_intervals:,} engine intervals")
 
-    prom_build_s = build_prometheus(work, args.engines, t0, n_chunks, per_chunk)
-    store_build_s = build_store(work / "store.db", args.engines, t0, n_chunks, per_chunk)
-    prom_disk = disk_bytes(work / "tsdb")
+    built = work / "built.json"  # --keep DIR a second time re-times the same data
+    if built.exists():
+        t0, last_sample, prom_build_s, store_build_s = json.loads(built.read_text())[:4]
+        log(f"reusing the fleet built in {work}")
+    else:
+        prom_build_s = build_prometheus(work, args.engines, t0, n_chunks, per_chunk)
+        store_build_s = build_store(work / "store.db", args.engines, t0, n_chunks, per_chunk)
+    prom_disk = disk_bytes(work / "tsdb")  # with the rules' blocks when reused
     store_disk = sum(disk_bytes(p) for p in (work / "store.db", work / "store.db-wal") if p.exists())
     deployment = Deployment.from_mapping({}, where="benchmark", base=INLINE_DEFAULTS)
-
-    port = free_port()
-    (work / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
-    proc = subprocess.Popen(
-        [shutil.which("prometheus") or "/usr/bin/prometheus", f"--config.file={work / 'prometheus.yml'}",
-         f"--storage.tsdb.path={work / 'tsdb'}", "--storage.tsdb.retention.time=60d",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=(work / "prometheus.log").open("w"))
+    server = PrometheusServer(work)
+    server.start()
     try:
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(f"{url}/-/ready", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
-        settings = PrometheusSettings(url)
+        settings = PrometheusSettings(server.url)
+        log("backfilling specdec's recording rules over the fleet's history (promtool create-blocks-from rules)")
+        if not built.exists():
+            rules_s, rules_disk = backfill_rules(server, t0, last_sample + 60)
+            built.write_text(json.dumps([t0, last_sample, prom_build_s, store_build_s, rules_s, rules_disk]))
+        rules_s, rules_disk = json.loads(built.read_text())[4:]
+        beats = PrometheusClient(settings, timeout_s=60).samples(
+            f'{recorded_names()["heartbeat"]}{{route="bench"}}[{int(args.days * 86400 + 7200)}s]', last_sample + 60)
+        # The window both read: from the first rule evaluation (a baseline) to the last, so that the
+        # store's deltas of (first, last] and the evaluations' increases cover the same samples.
+        first_eval, last_eval = float(beats[0][1][0]), float(beats[0][1][-1])
+        log(f"window ({first_eval:.0f}, {last_eval:.0f}]: {(last_eval - first_eval) / 86400:.3f} d")
 
-        def via_prometheus():
-            w = prometheus_route_window(settings, '{job="bench"}', window_start - INTERVAL, window_end,
-                                        timeout_s=120)
+        def via(route: str | None):
+            def tune():
+                if route is None:
+                    w = prometheus_route_window(settings, '{job="bench"}', first_eval, last_eval, timeout_s=300)
+                else:
+                    w = prometheus_window(settings, route, '{job="bench"}', first_eval, last_eval, timeout_s=300)
+                return w, tune_intervals("bench", w.newest_segment.intervals, deployment, window=w, n_resamples=1000)
+            return tune
+
+        (rw, rec_tuning), rec_secs = timed(via("bench"), args.repeat)
+        assert rw.recorded is not None, rw.notes
+        (pw, prom_tuning), prom_secs = timed(via(None), max(1, min(args.repeat, 2)))
+        series = recorded_series_per_route(settings, last_sample + 60)
+    finally:
+        server.stop()
+    with Store.open(work / "store.db") as store:
+        targets = [f"http://10.0.{e // 250}.{e % 250}:8000/metrics" for e in range(args.engines)]
+
+        def via_store():
+            w = route_window(store, targets, first_eval, last_eval)
             return w, tune_intervals("bench", w.newest_segment.intervals, deployment, window=w, n_resamples=1000)
 
-        (pw, prom_tuning), prom_secs = timed(via_prometheus, args.repeat)
-        with Store.open(work / "store.db") as store:
-            targets = [f"http://10.0.{e // 250}.{e % 250}:8000/metrics" for e in range(args.engines)]
+        (sw, store_tuning), store_secs = timed(via_store, args.repeat)
+    if args.keep is None:
+        shutil.rmtree(work, ignore_errors=True)
 
-            def via_store():
-                w = route_window(store, targets, window_start - INTERVAL, window_end)
-                return w, tune_intervals("bench", w.newest_segment.intervals, deployment, window=w, n_resamples=1000)
-
-            (sw, store_tuning), store_secs = timed(via_store, args.repeat)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        if args.keep is None:
-            shutil.rmtree(work, ignore_errors=True)
-
-    def figures(w, tuning, secs, build_s, disk):
-        e = tuning.estimate
-        return {
-            "tune_seconds_median": statistics.median(secs), "tune_seconds_all": secs,
-            "build_seconds": build_s, "disk_bytes": disk, "disk_bytes_per_engine_interval": disk / n_intervals,
-            "blocks": len(w.newest_segment.intervals), "drafts": e.drafts,
-            "survival": [round(x, 5) for x in e.survival.value.tolist()],
-            "survival_halfwidth": [round(x, 5) for x in ((e.survival.high - e.survival.low) / 2).tolist()],
-            "recommended_gamma": tuning.recommendation.recommended_gamma,
-            "decision": tuning.recommendation.decision,
-            "batch_mix_samples": w.step_shape.samples,
-        }
-
+    store_s = statistics.median(store_secs)
     summary = {
         "benchmark": "prometheus_vs_store", "engines": args.engines, "days": args.days, "interval_s": INTERVAL,
         "gamma": GAMMA, "true_survival": SURVIVAL.tolist(), "engine_intervals": n_intervals,
-        "prometheus": {**figures(pw, prom_tuning, prom_secs, prom_build_s, prom_disk),
-                       "queries": pw.queries, "block_s": pw.block_s},
-        "store": figures(sw, store_tuning, store_secs, store_build_s, store_disk),
-        "max_abs_survival_difference": float(np.max(np.abs(prom_tuning.estimate.survival.value
-                                                           - store_tuning.estimate.survival.value))),
+        "window": [first_eval, last_eval],
+        "prometheus_recorded": {**figures(rw, rec_tuning, rec_secs, rules_s, rules_disk, n_intervals),
+                                "queries": rw.queries, "block_s": rw.block_s, "notes": rw.notes,
+                                "times_store": statistics.median(rec_secs) / store_s,
+                                "series_added_per_route": series,
+                                "series_added_total": sum(series.values())},
+        "prometheus_raw": {**figures(pw, prom_tuning, prom_secs, prom_build_s, prom_disk, n_intervals),
+                           "queries": pw.queries, "block_s": pw.block_s},
+        "store": figures(sw, store_tuning, store_secs, store_build_s, store_disk, n_intervals),
+        "max_abs_survival_difference_recorded_vs_store": float(np.max(np.abs(
+            rec_tuning.estimate.survival.value - store_tuning.estimate.survival.value))),
+        "max_abs_survival_difference_raw_vs_store": float(np.max(np.abs(
+            prom_tuning.estimate.survival.value - store_tuning.estimate.survival.value))),
+        "drafts_recorded_minus_store": rec_tuning.estimate.drafts - store_tuning.estimate.drafts,
     }
     print(json.dumps(summary, indent=2))
 

@@ -200,7 +200,19 @@ def cmd_rules(args) -> int:
     routes = {name: (r.selector if r.source == "prometheus" else list(r.targets)) for name, r in config.routes.items()}
     if not routes:
         raise UsageError(f"{config.path}: no routes to write rules for")
-    sys.stdout.write(recording_rules(routes, window=args.rate_window))
+    sys.stdout.write(recording_rules(routes, window=args.rate_window, resolution=args.resolution))
+    return 0
+
+
+def cmd_grafana(args) -> int:
+    from .config import load_config
+    from .grafana import dashboard
+
+    config = load_config(args.config, required=True)
+    if not config.routes:
+        raise UsageError(f"{config.path}: no routes to draw")
+    doc = dashboard(list(config.routes), rate_window=args.rate_window, resolution=args.resolution)
+    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     return 0
 
 
@@ -455,8 +467,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("rules", help="Prometheus recording rules that precompute per-route survival")
     p.add_argument("--config", help="config file (default ./specdec.toml)")
-    p.add_argument("--rate-window", default="5m", help="the rate() window of the rules (default 5m)")
+    p.add_argument("--rate-window", default="5m", help="the rate() window of the dashboard rules (default 5m)")
+    p.add_argument("--resolution", default="1m",
+                   help="how often the window rules (what tune-gamma reads through Prometheus) are evaluated: "
+                        "1s to 5m (default 1m)")
     p.set_defaults(fn=cmd_rules)
+
+    p = sub.add_parser("grafana", help="a Grafana dashboard (JSON) of every route over specdec's gauges and rules")
+    p.add_argument("--config", help="config file (default ./specdec.toml)")
+    p.add_argument("--rate-window", default="5m", help="the dashboard rules' rate() window, as given to `specdec rules`")
+    p.add_argument("--resolution", default="1m", help="the window rules' resolution, as given to `specdec rules`")
+    p.set_defaults(fn=cmd_grafana)
 
     p = sub.add_parser("ingest", help="store per-request metrics or vLLM log lines for a route")
     p.add_argument("--route", required=True, type=route_name, help="the route (a per-request line's \"route\" key overrides it)")

@@ -5,13 +5,17 @@
 
   specdec_route_survival{route,position}            a_k, position = k − 1 (vLLM's label)
   specdec_route_survival_low / _high{route,position}  its interval at interval_level
+  specdec_route_conditional_acceptance{route,position}  α_k = a_k / a_{k−1}
   specdec_route_mean_acceptance_length{route}       AL = 1 + Σ a_k (+ _low / _high)
   specdec_route_equivalent_p{route}                 p with (1 − p^(γ+1))/(1 − p) = AL (+ _low / _high)
   specdec_route_drafts{route}                       drafts D in the window behind the estimate
   specdec_route_projected_speedup{route,gamma}      S(γ) per candidate (+ _low / _high)
   specdec_route_recommended_gamma{route}            the best expected speedup's γ (0 = off)
   specdec_route_deployed_gamma{route}               γ the window observed
-  specdec_route_decision{route,decision}            1 for the decision (change | keep | off), 0 for the others
+  specdec_route_decision{route,decision}            1 for the decision (change | keep | off | probe), 0 for the others
+  specdec_route_drift_detected{route}               1 when drift was detected (the estimate uses the recent part)
+  specdec_route_drift_difference{route}             recent − earlier mean acceptance length
+  specdec_route_events{route,kind}                  events in the window by kind (restart, gamma_change, ...)
   specdec_route_interval_level{route}               the level of every _low / _high (0.9 by default)
   specdec_route_last_update_timestamp_seconds{route}
 
@@ -38,6 +42,8 @@ from prometheus_client.core import GaugeMetricFamily
 from acceptance.errors import InputError
 from acceptance import vllm_metrics as vm
 from acceptance.prometheus import normalise_selector
+from acceptance.prometheus_rules import RESOLUTION, window_rule_groups
+from acceptance.store.records import EVENT_KINDS
 
 DECISIONS = ("change", "keep", "off", "probe")
 _DURATION = re.compile(r"^[0-9]+(ms|s|m|h|d|w|y)$")
@@ -83,6 +89,10 @@ class _TuningCollector:
                     "(level: specdec_route_interval_level).", ["route", "position"], pos, lo)
                 put("specdec_route_survival_high", "Upper bound of specdec_route_survival's interval.",
                     ["route", "position"], pos, hi)
+            for k, alpha in enumerate(obs.get("conditional") or []):
+                put("specdec_route_conditional_acceptance", "Conditional acceptance alpha_k = a_k / a_(k-1): "
+                    "of the drafts that reached position k, the share accepted there (position = k - 1).",
+                    ["route", "position"], [route, str(k)], alpha)
             al_iv = obs.get("mean_acceptance_length_interval") or [None, None]
             put("specdec_route_mean_acceptance_length", "Mean acceptance length AL = 1 + A / D "
                 "(tokens per verify step, bonus token included).", ["route"], [route], obs.get("mean_acceptance_length"))
@@ -106,6 +116,18 @@ class _TuningCollector:
                     ["route", "gamma"], g, c.get("speedup_low"))
                 put("specdec_route_projected_speedup_high", "Upper bound of the projected speedup.",
                     ["route", "gamma"], g, c.get("speedup_high"))
+            drift = obs.get("drift")
+            if isinstance(drift, dict):
+                put("specdec_route_drift_detected", "1 when the window's newest part departs from the rest (the "
+                    "estimate then uses that part only), else 0.", ["route"], [route], 1.0 if drift.get("detected") else 0.0)
+                put("specdec_route_drift_difference", "Mean acceptance length of the window's recent part minus "
+                    "the earlier part's.", ["route"], [route], drift.get("difference"))
+            if isinstance(obs.get("events"), list):
+                kinds = [e.get("kind") for e in obs["events"] if isinstance(e, dict)]
+                for kind in EVENT_KINDS:
+                    put("specdec_route_events", "Events in the window behind the estimate, by kind (engine "
+                        "restarts, gamma changes, speculation off/on, targets down/up).", ["route", "kind"],
+                        [route, kind], float(kinds.count(kind)))
             put("specdec_route_recommended_gamma", "Recommended number of draft tokens (0: speculation off).",
                 ["route"], [route], d.get("recommended_gamma"))
             put("specdec_route_deployed_gamma", "Number of draft tokens the window observed.", ["route"], [route],
@@ -194,8 +216,14 @@ def _route_selector(route: str, source) -> str:
     raise InputError(f"route {route!r}: give a PromQL selector or a non-empty list of target URLs")
 
 
-def recording_rules(routes: dict, window: str = "5m") -> str:
-    """A Prometheus rules file (YAML) with, per route (label ``route``):
+def check_rate_window(window: str) -> None:
+    """The dashboard rules' rate() window must be one Prometheus duration (5m, 1h)."""
+    if not isinstance(window, str) or not _DURATION.match(window):
+        raise InputError(f"rules window {window!r}: expected a Prometheus duration like 5m or 1h")
+
+
+def recording_rules(routes: dict, window: str = "5m", resolution: str = RESOLUTION) -> str:
+    """A Prometheus rules file (YAML) with, per route (label ``route``), for dashboards:
 
       specdec:route_survival:ratio_rate<W>  a_k = sum by (position) (rate(A_k[W]))
                                               / ignoring(position) group_left sum(rate(D[W]))
@@ -208,9 +236,12 @@ def recording_rules(routes: dict, window: str = "5m") -> str:
     These sums run over all of a route's engines: if they run different γ, the curve mixes
     γ (the file says so; the engines-by-γ rule shows when). Strings are written as JSON
     strings, which YAML reads as double-quoted scalars.
+
+    Then one group per route, evaluated every ``resolution``: the window rules specdec's
+    Prometheus source reads instead of raw samples, split by γ
+    (acceptance.prometheus_rules).
     """
-    if not isinstance(window, str) or not _DURATION.match(window):
-        raise InputError(f"rules window {window!r}: expected a Prometheus duration like 5m or 1h")
+    check_rate_window(window)
     if not isinstance(routes, dict) or not routes:
         raise InputError("recording rules: no routes (configure [routes.NAME] with a selector or targets)")
     per_pos = f"{vm.ACCEPTED_PER_POSITION}_total"
@@ -223,6 +254,9 @@ def recording_rules(routes: dict, window: str = "5m") -> str:
         "# These sums run over all of a route's engines: if they run different gamma (num_speculative_tokens),",
         "# the curve MIXES gamma — check specdec:route_engines:count_by_gamma, or give such a route one",
         "# selector per gamma. specdec's own Prometheus source splits by gamma; these rules do not.",
+        f"# The groups specdec-window-ROUTE (every {resolution}) are what specdec's Prometheus source reads",
+        "# instead of raw samples (per gamma and position, exact increases); backfill them over past data",
+        "# with `promtool tsdb create-blocks-from rules`.",
         "groups:",
         '  - name: "specdec"',
         "    rules:",
@@ -251,7 +285,9 @@ def recording_rules(routes: dict, window: str = "5m") -> str:
         rule("specdec:route_engines:count_by_gamma",
              f'count_values("gamma", count without ({vm.POSITION_LABEL}) ({per_pos}{sel}))', route,
              f"route {route}: engines per gamma (more than one series: the curves above mix gamma)")
+    selectors = {route: _route_selector(route, routes[route]) for route in routes}
+    lines += window_rule_groups(selectors, resolution)
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["RouteGauges", "recording_rules", "DECISIONS"]
+__all__ = ["RouteGauges", "recording_rules", "check_rate_window", "DECISIONS"]

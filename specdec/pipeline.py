@@ -87,7 +87,7 @@ def tune_intervals(
                                block_length=block_length, unit=unit, engines=engines)
     priced = recommend_route(estimated, deployment, batch_time_shares=estimated.batch_time_shares, level=level,
                              seed=seed)
-    notes = []
+    notes = list(getattr(window, "notes", []))  # how the source read it (a Prometheus window says)
     if estimated.recent_start is not None:
         notes.append(f"drift: estimates and the recommendation use the window's newest part only, "
                      f"from {format_clock(estimated.recent_start)}")
@@ -140,12 +140,10 @@ def route_window_for(config: Config, route: str, source: str, store, start: floa
 
     if source == "scrape":
         return route_window(store, list(config.routes[route].targets), start, end), None, "scrape intervals"
-    if source == "prometheus":
-        from acceptance.prometheus import prometheus_route_window
+    if source == "prometheus":  # computed in Prometheus (recorded series, else raw increase())
+        from acceptance.prometheus_recorded import prometheus_window
 
-        # Windows computed in Prometheus: increase() per block, summed by position over the
-        # engines of each γ — the per-engine data stays there.
-        return prometheus_route_window(config.prometheus, config.routes[route].selector, start, end), None, \
+        return prometheus_window(config.prometheus, route, config.routes[route].selector, start, end), None, \
             "scrape intervals"
     if store is None:
         raise ConfigError(f"route {route!r}: source {source!r} reads the store; pass --db or run `specdec ingest` first")

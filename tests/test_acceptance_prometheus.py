@@ -23,17 +23,15 @@ import http.server
 import json
 import socket
 import subprocess
+import sys
 import threading
-import time
 import urllib.request
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from acceptance.collector import collect_cycle
 from acceptance.estimates import estimate_acceptance
 from acceptance.prometheus import (
     PrometheusClient,
@@ -42,115 +40,34 @@ from acceptance.prometheus import (
     normalise_selector,
     prometheus_route_window,
 )
-from acceptance.sim import Fleet, build_scenario
-from acceptance.store import Store
+from acceptance.prometheus_recorded import _block_plan, prometheus_window
+from acceptance.prometheus_rules import resolution_seconds
+from acceptance.sim import build_scenario
+from acceptance.sim.scenarios import scenario_from_dict
 from acceptance.windows import route_window
 from specdec.exporter import RouteGauges, recording_rules
 from specdec.pipeline import tune_inline
 from specdec.report import tuning_to_dict
-from support import find_binary, free_port, skip_or_fail
+from metrics_servers import (
+    RULES_WINDOW,
+    SURVIVAL_TOLERANCE,
+    fleet_followed,
+    prometheus_with_rules,
+    require_binary,
+    tune_through,
+)
+from support import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-SURVIVAL_TOLERANCE = 0.01  # absolute, on each a_k (module docstring says why)
-SPEED = 40.0  # simulated seconds per wall second: the restart at 10 min comes after 15 s
-AFTER_RESTART_S = 12.0  # wall seconds of data after the restart
-RULES_WINDOW = "10s"
-
-
-def _binary(name: str) -> str | None:
-    path = find_binary(name)
-    if path is None and name == "prometheus":
-        # `make test` installs it; try once here too (needs root or sudo, never starts a service).
-        subprocess.run(["sh", str(ROOT / "scripts" / "ensure_prometheus.sh")], capture_output=True, timeout=600)
-        path = find_binary(name)
-    return path
-
-
-def _require(name: str) -> str:
-    path = _binary(name)
-    if path is None:
-        skip_or_fail(f"{name} not installed (scripts/ensure_prometheus.sh installs Debian's prometheus)")
-    return path
-
-
-def _wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"prometheus exited: {log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"prometheus not ready after {timeout_s} s")
-
-
-# Batch sizes that persist: 0.95 per 5 s chunk is 0.95^8 ≈ 0.66 per scrape (1 s of wall time
-# at SPEED 40), so both backends' batch persistence has something to agree on.
-CHUNK_PERSISTENCE = 0.95
-
-
-def _persistent_batches(scenario):
-    return replace(scenario, targets=tuple(
-        replace(t, engines=tuple(replace(e, batch=replace(e.batch, persistence=CHUNK_PERSISTENCE)) for e in t.engines))
-        for t in scenario.targets))
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
     """Prometheus and the embedded store both following the simulated restart fleet."""
-    prometheus = _require("prometheus")
     tmp = tmp_path_factory.mktemp("prom")
-    fleet = Fleet(_persistent_batches(build_scenario("restart", seed=11)))
-    urls = fleet.serve()
-    targets = list(urls.values())
-    hostports = [u.split("//", 1)[1].split("/", 1)[0] for u in targets]
-    (tmp / "rules.yml").write_text(recording_rules({"restart": '{job="sim-restart"}'}, window=RULES_WINDOW))
-    (tmp / "prometheus.yml").write_text(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
-        f"rule_files:\n  - {json.dumps(str(tmp / 'rules.yml'))}\n"
-        "scrape_configs:\n  - job_name: sim-restart\n    static_configs:\n"
-        f"      - targets: {json.dumps(hostports)}\n")
-    port = free_port()
-    log = tmp / "prometheus.log"
-    proc = subprocess.Popen(
-        [prometheus, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=log.open("w"))
-    store = Store.open(tmp / "store.db")
-    stop = threading.Event()
-    try:
-        url = f"http://127.0.0.1:{port}"
-        _wait_ready(url, proc, log)
-        fleet.start_realtime(speed=SPEED)
-        t0 = time.time()
-
-        def collect():
-            while not stop.is_set():
-                store.write_cycle(collect_cycle(targets))
-                stop.wait(1.0)
-
-        collector = threading.Thread(target=collect, daemon=True)
-        collector.start()
-        restart_at = 600.0 / SPEED
-        time.sleep(restart_at + AFTER_RESTART_S)
-        stop.set()
-        collector.join(timeout=10)
-        t_stop = time.time()
-        time.sleep(1.5)  # Prometheus' last scrape before t_stop is in
-        yield {"url": url, "store": store, "targets": targets, "start": t0 + 3.0, "end": t_stop - 1.0,
-               "restart_wall": t0 + restart_at, "fleet": fleet}
-    finally:
-        stop.set()
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        fleet.close()
-        store.close()
+    with fleet_followed(tmp, build_scenario("restart", seed=11), prometheus_with_rules(tmp, "sim-restart", "restart"),
+                        "/-/ready") as seen:
+        yield seen
 
 
 def test_prometheus_and_store_agree_on_survival_through_a_restart(live):
@@ -213,13 +130,133 @@ def test_recording_rules_run_in_prometheus(live):
 
 
 def test_promtool_accepts_the_rules(tmp_path):
-    promtool = _require("promtool")
+    promtool = require_binary("promtool")
     path = tmp_path / "rules.yml"
     path.write_text(recording_rules({"structured": '{job="vllm-structured"}',
                                      "open": ["http://127.0.0.1:9102/metrics", "http://[::1]:8000/metrics"]}))
     out = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "10 rules found" in out.stdout
+    # 5 dashboard rules and 10 window rules per route
+    assert "30 rules found" in out.stdout
+
+
+def test_recorded_window_agrees_with_the_store_through_a_restart(live):
+    """The window rules' exact increases, read back per block: the same curve as the store
+    (window edges differ by a scrape and a rule evaluation), the restart seen."""
+    pw = prometheus_window(PrometheusSettings(live["url"]), "restart", '{job="sim-restart"}', live["start"],
+                           live["end"])
+    sw = route_window(live["store"], live["targets"], live["start"], live["end"])
+    assert pw.recorded == "specdec:route_spec_decode:delta2s"
+    assert "recorded series specdec:route_spec_decode:delta2s" in pw.notes[0]
+    assert pw.block_s == 2.0
+    restarts = [e for e in pw.events if e.kind == "restart"]
+    assert [e.engine for e in restarts] == ["0"]
+    assert abs(restarts[0].time - live["restart_wall"]) <= 2.0 + 2.0  # one evaluation and a scrape
+    assert [s.gamma for s in pw.segments] == [4]
+    assert sorted(ref.engine for ref in pw.newest_segment.engines) == ["0", "1"]
+    prom = estimate_acceptance(pw.newest_segment.intervals, n_resamples=300)
+    store = estimate_acceptance(sw.newest_segment.intervals, n_resamples=300)
+    diff = np.abs(prom.survival.value - store.survival.value)
+    print(f"recorded {np.round(prom.survival.value, 4)} ({prom.drafts:.0f} drafts), store "
+          f"{np.round(store.survival.value, 4)} ({store.drafts:.0f}): max |diff| {diff.max():.4f}")
+    assert diff.max() <= SURVIVAL_TOLERANCE
+    # exact increases: whole drafts. Fewer than the store's: Prometheus' first scrape comes
+    # seconds after the fleet starts (its target discovery), the store's at once.
+    assert float(prom.drafts).is_integer()
+    assert 0.6 < prom.drafts / store.drafts < 1.2
+    ps, ss = pw.step_shape, sw.step_shape
+    assert set(ps.batch_mix) <= {2, 4, 8} and abs(sum(ps.batch_mix.values()) - 1) < 1e-9
+    assert ps.itl_mean_s == pytest.approx(ss.itl_mean_s, rel=0.05)
+    assert ps.iteration_tokens[float("inf")] > 0
+    assert 0 < ps.sample_pairs < ps.samples and 0 <= ps.repeated_pairs <= ps.sample_pairs
+
+
+def test_recorded_series_fall_back_to_raw_when_they_do_not_fit(live):
+    """No rules for the route, rules for another selector, or rules younger than the window:
+    raw increase() queries, and the note says why."""
+    settings = PrometheusSettings(live["url"])
+    raw = prometheus_route_window(settings, '{job="sim-restart"}', live["start"], live["end"])
+    unrecorded = prometheus_window(settings, "other", '{job="sim-restart"}', live["start"], live["end"])
+    assert unrecorded.recorded is None
+    assert "no recorded series for route 'other'" in unrecorded.notes[0]
+    assert "raw samples" in unrecorded.notes[0]
+    np.testing.assert_allclose(unrecorded.newest_segment.total.accepted_per_position,
+                               raw.newest_segment.total.accepted_per_position)
+    moved = prometheus_window(settings, "restart", '{job="sim-restart",engine="0"}', live["start"], live["end"])
+    assert moved.recorded is None and "written for selector" in moved.notes[0]
+    older = prometheus_window(settings, "restart", '{job="sim-restart"}', live["start"] - 600, live["end"])
+    assert older.recorded is None and "evaluations" in older.notes[0]
+
+
+def test_tune_gamma_through_prometheus_says_it_read_the_recorded_series(live, tmp_path, capsys):
+    doc = tune_through(live["url"], "sim-restart", live["end"] - live["start"], tmp_path, capsys)
+    assert any("recorded series specdec:route_spec_decode:delta2s" in note for note in doc["observed"]["notes"])
+    assert doc["observed"]["drafts"] > 0
+
+
+def test_recorded_series_equal_the_store_on_frozen_data():
+    """benchmarks/prometheus_vs_store.py at a small size: a fleet backfilled into Prometheus and
+    the store, specdec's rules backfilled with promtool: the recorded window's survival is the
+    store's to 1e-6 and its drafts are the store's exactly (no extrapolation)."""
+    require_binary("prometheus")
+    require_binary("promtool")
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "prometheus_vs_store.py"), "--engines", "3",
+                          "--days", "0.25", "--repeat", "1"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    doc = json.loads(out.stdout)
+    assert doc["max_abs_survival_difference_recorded_vs_store"] <= 1e-6
+    assert doc["drafts_recorded_minus_store"] == 0
+    assert "recorded series" in doc["prometheus_recorded"]["notes"][0]
+    assert doc["prometheus_recorded"]["drafts"] == doc["store"]["drafts"] > 0
+    assert doc["prometheus_recorded"]["series_added_per_route"]["specdec:route_spec_decode:delta1m"] == 5 + 3
+    # the raw path extrapolates: close, not equal
+    assert 0 < doc["max_abs_survival_difference_raw_vs_store"] < 0.01
+
+
+@pytest.fixture(scope="module")
+def gamma_changed(tmp_path_factory):
+    """Prometheus with specdec's rules following two engines at γ 4, one moved to γ 6 at 10m."""
+    tmp = tmp_path_factory.mktemp("prom-gamma")
+    scenario = scenario_from_dict({
+        "name": "gamma-change", "routes": {"canary": {
+            "gamma": 4, "process": {"kind": "independent", "p": 0.8},
+            "batch": {"weights": {"2": 0.3, "4": 0.4, "8": 0.3}, "persistence": 0.5},
+            "targets": [{"name": "canary-0", "engines": 2}]}},
+        "events": [{"at": "10m", "kind": "set_gamma", "target": "canary-0", "engine": "0", "gamma": 6}]}, seed=5)
+    with fleet_followed(tmp, scenario, prometheus_with_rules(tmp, "sim-gamma", "canary"), "/-/ready") as seen:
+        yield seen
+
+
+def test_recorded_window_splits_gamma_and_names_each_segments_engines(gamma_changed):
+    """Engine 0 moves from γ 4 to 6: the recorded window has both segments, each with the
+    engines the raw path's scan of samples finds, and the γ change as an event."""
+    settings = PrometheusSettings(gamma_changed["url"])
+    start, end = gamma_changed["start"], gamma_changed["end"]
+    recorded = prometheus_window(settings, "canary", '{job="sim-gamma"}', start, end)
+    raw = prometheus_route_window(settings, '{job="sim-gamma"}', start, end)
+    assert recorded.recorded is not None, recorded.notes
+
+    def engines(window):
+        return {seg.gamma: sorted(ref.engine for ref in seg.engines) for seg in window.segments}
+
+    assert engines(recorded) == {4: ["0", "1"], 6: ["0"]} == engines(raw)
+    changes = [e for e in recorded.events if e.kind == "gamma_change"]
+    assert [(e.engine, e.data["gamma"]) for e in changes] == [("0", 6)]
+    assert abs(changes[0].time - gamma_changed["restart_wall"]) <= 2.0 + 2.0
+    # the canary's counts are never summed with γ 4's: its own curve has 6 positions
+    six = next(seg for seg in recorded.segments if seg.gamma == 6)
+    assert len(six.total.accepted_per_position) == 6 and six.total.drafts > 0
+
+
+def test_recorded_window_plan_and_resolution():
+    assert _block_plan(10080, 200) == (51, 197, 33)  # a week at 1 m: 197 blocks of 51 and one of 33
+    assert _block_plan(12, 200) == (1, 12, 0)
+    assert resolution_seconds("1m") == 60.0 and resolution_seconds("2s") == 2.0
+    for bad in ("10m", "500ms", "1 m", "0s", 60):
+        with pytest.raises(ValueError, match="resolution"):
+            resolution_seconds(bad)
+    with pytest.raises(ValueError, match="resolution"):
+        recording_rules({"a": '{job="x"}'}, resolution="1d")
 
 
 def test_recording_rules_bad_input():
@@ -443,6 +480,25 @@ def test_exporter_page_holds_the_document():
     assert sum(get("specdec_route_decision", decision=d) for d in ("change", "keep", "off")) == 1.0
     assert get("specdec_route_last_update_timestamp_seconds") == 1_800_000_123.0
     assert get("specdec_route_interval_level") == pytest.approx(0.9)
+    for k, alpha in enumerate(obs["conditional"]):
+        assert get("specdec_route_conditional_acceptance", position=str(k)) == pytest.approx(alpha)
+    # an inline curve has no window: no drift or event gauges rather than made-up zeros
+    assert not any(name in ("specdec_route_drift_detected", "specdec_route_events") for name, _ in samples)
+
+
+def test_exporter_counts_the_windows_events_and_says_drift():
+    doc = tuning_to_dict(tune_inline([0.8, 0.62, 0.47], drafts=20000, n_resamples=200))
+    doc["observed"]["drift"] = {"detected": True, "difference": -0.31}
+    doc["observed"]["events"] = [{"kind": "restart"}, {"kind": "gamma_change"}, {"kind": "restart"}]
+    gauges = RouteGauges()
+    gauges.update("open", doc)
+    page = {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for fam in gauges.registry.collect() for s in fam.samples}
+    assert page[("specdec_route_drift_detected", (("route", "open"),))] == 1.0
+    assert page[("specdec_route_drift_difference", (("route", "open"),))] == pytest.approx(-0.31)
+    events = {dict(labels)["kind"]: v for (name, labels), v in page.items() if name == "specdec_route_events"}
+    assert events == {"restart": 2.0, "gamma_change": 1.0, "spec_off": 0.0, "spec_on": 0.0, "target_down": 0.0,
+                      "target_up": 0.0}
 
 
 def test_exporter_replaces_a_route_and_leaves_out_nulls():
@@ -475,18 +531,11 @@ def test_exporter_port_in_use_is_a_one_line_error():
 
 
 def test_tune_gamma_reads_a_prometheus_route(live, tmp_path, capsys):
-    """`source = "prometheus"`: tune-gamma gets the same curve as from the embedded store."""
-    from specdec.cli import tune_gamma_main
-
-    cfg = tmp_path / "specdec.toml"
-    cfg.write_text(f'[source]\nkind = "prometheus"\nurl = "{live["url"]}"\n\n'
-                   '[deployment]\ncost_profile = "flat"\n\n'
-                   '[routes.restart]\nselector = \'{job="sim-restart"}\'\n')
-    code = tune_gamma_main(["--route", "restart", "--config", str(cfg), "--window", "10m", "--json"])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    doc = json.loads(out)
+    """`source = "prometheus"`: tune-gamma gets the same curve as from the embedded store (a
+    10-minute window: older than the rules, so read from raw samples)."""
+    doc = tune_through(live["url"], "sim-restart", 600, tmp_path, capsys, '[deployment]\ncost_profile = "flat"\n\n')
     assert doc["observed"]["gamma"] == 4
+    assert any("raw samples" in note for note in doc["observed"]["notes"])
     store = estimate_acceptance(route_window(live["store"], live["targets"], live["start"], live["end"])
                                 .newest_segment.intervals, n_resamples=300)
     assert np.max(np.abs(np.array(doc["observed"]["survival"]) - store.survival.value)) <= SURVIVAL_TOLERANCE

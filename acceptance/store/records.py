@@ -29,10 +29,12 @@ class TargetStatus:
     failing_since: float | None  # first failure of the current failing run; None when ok
 
 
+EVENT_KINDS = ("restart", "gamma_change", "spec_off", "spec_on", "target_down", "target_up")
+
+
 @dataclass(frozen=True)
 class Event:
-    """restart | gamma_change | spec_off | spec_on |
-    target_down | target_up; ``data`` carries numbers (e.g. the lost counts)."""
+    """One of EVENT_KINDS; ``data`` carries numbers (e.g. the lost counts)."""
 
     time: float
     target: str

@@ -1,0 +1,235 @@
+"""A route's window from Prometheus through specdec's recorded series when they cover it,
+else through raw ``increase`` queries (acceptance.prometheus) — and the output says which.
+
+The recorded series (acceptance.prometheus_rules) hold, per evaluation R apart, each γ's
+exact per-position increase summed over the route's engines. A window (start, end] is the
+m evaluations in it, t_e − jR for j < m (t_e the last at or before end), cut into blocks of
+k evaluations (k = ⌈m / max_blocks⌉, so at most max_blocks rows), the oldest block holding
+the remainder. A block's row is ``sum_over_time`` over its evaluations, queried at block ends
+placed R/2 after an evaluation: range selectors include both ends in Prometheus 2.x, and an
+evaluation on a boundary would be counted twice. Because the increases telescope, a block's
+row is exactly the counters' change over its span, as the store's deltas are.
+
+Found by name (the heartbeat ``specdec:route_window_rules:up<R>{route}``) and used only when
+it covers the window: evaluated in at least MIN_COVERAGE of the window's evaluations
+(rule evaluations Prometheus missed lose their minutes' counts, not the ratios), running at
+its end, and written for the route's current selector (the heartbeat carries it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .errors import InputError
+from .prometheus import (
+    PrometheusClient,
+    PrometheusWindow,
+    _engine_ref,
+    _ms,
+    _Queries,
+    _scrape_interval,
+    block_rows,
+    gamma_segments,
+    normalise_selector,
+    prometheus_route_window,
+)
+from .prometheus_rules import HEARTBEAT_PREFIX, resolution_seconds, series_names
+from .store import EngineRef, Event
+from . import vllm_metrics as vm
+from .windows import StepShapeWindow
+
+MIN_COVERAGE = 0.99
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Whether the recorded series cover the window: ``last_evaluation`` (t_e) and how many
+    evaluations the window holds, or ``why_not`` in one clause."""
+
+    last_evaluation: float | None = None
+    evaluations: int = 0
+    why_not: str | None = None
+
+
+def prometheus_window(source, route: str, selector: str, start: float, end: float, *, max_blocks: int = 200,
+                      timeout_s: float = 10) -> PrometheusWindow:
+    """The route's window (start, end]: from the recorded series when they cover it, else raw."""
+    if not (isinstance(start, (int, float)) and isinstance(end, (int, float))
+            and math.isfinite(start) and math.isfinite(end)) or end <= start:
+        raise InputError(f"window ({start}, {end}] is empty or not finite")
+    sel = normalise_selector(selector)
+    client = PrometheusClient(source, timeout_s=timeout_s)
+    coverage = Coverage(why_not=f"no recorded series for route {route!r} (no {HEARTBEAT_PREFIX}<R>)")
+    for resolution in _resolutions(client, route, end):  # the finest that covers the window
+        names = series_names(resolution)
+        r = resolution_seconds(resolution)
+        coverage = _coverage(client, route, sel, start, end, r, names["heartbeat"])
+        if coverage.why_not is None:
+            return _recorded_window(client, route, sel, start, end, r, names, coverage, max_blocks)
+    window = prometheus_route_window(source, sel, start, end, max_blocks=max_blocks, timeout_s=timeout_s)
+    note = (f"Prometheus: {coverage.why_not}, so the window was read from raw samples ({window.queries} "
+            f"increase() queries); `specdec rules` writes the recording rules, `promtool tsdb create-blocks-from "
+            f"rules` backfills them")
+    return replace(window, queries=window.queries + client.queries, notes=[note])
+
+
+def _resolutions(client: PrometheusClient, route: str, end: float) -> list[str]:
+    """The resolutions the route's rules are recorded at (by heartbeat name), finest first."""
+    found = client.query(f'count by (__name__) ({{__name__=~"{HEARTBEAT_PREFIX}.+",route={json.dumps(route)}}})', end)
+    resolutions = []
+    for labels, _ in found:
+        resolution = labels.get("__name__", "")[len(HEARTBEAT_PREFIX):]
+        try:
+            resolutions.append((resolution_seconds(resolution), resolution))
+        except InputError:
+            continue  # not one of ours
+    return [res for _, res in sorted(resolutions)]
+
+
+def _route_matcher(route: str) -> str:
+    return f"{{route={json.dumps(route)}}}"
+
+
+def _coverage(client: PrometheusClient, route: str, sel: str, start: float, end: float, r: float,
+              heartbeat: str) -> Coverage:
+    """Coverage of (start, end] by the route's heartbeat (module docstring)."""
+    beat = f"{heartbeat}{_route_matcher(route)}"
+    last = client.query(f"timestamp({beat})", end)
+    if not last:
+        return Coverage(why_not=f"no recorded {heartbeat} for route {route!r} at the window's end")
+    t_e = max(v for _, v in last)
+    evaluations = max(1, math.ceil((t_e - start) / r - 1e-9))
+    counted = client.query(f"count_over_time({beat}[{_ms(evaluations * r)}])", t_e + r / 2)
+    selectors = {lab.get("selector"): v for lab, v in counted}
+    if sel not in selectors:
+        return Coverage(why_not=f"the recorded series of route {route!r} were written for selector "
+                                f"{next(iter(selectors), '?')}, not {sel}")
+    if selectors[sel] < MIN_COVERAGE * evaluations:
+        return Coverage(why_not=f"the recorded series of route {route!r} cover {selectors[sel]:.0f} of the window's "
+                                f"{evaluations} evaluations (less than {MIN_COVERAGE:.0%})")
+    return Coverage(t_e, evaluations)
+
+
+def _block_plan(evaluations: int, max_blocks: int) -> tuple[int, int, int]:
+    """(k evaluations per block, n whole blocks, remainder in the oldest block)."""
+    k = max(1, math.ceil(evaluations / max_blocks))
+    n = evaluations // k
+    return k, n, evaluations - n * k
+
+
+def _recorded_window(client: PrometheusClient, route: str, sel: str, start: float, end: float, r: float,
+                     names: dict[str, str], coverage: Coverage, max_blocks: int) -> PrometheusWindow:
+    k, n, remainder = _block_plan(coverage.evaluations, max_blocks)
+    block = k * r
+    last_end = coverage.last_evaluation + r / 2
+    counts = f"{names['spec_decode']}{_route_matcher(route)}"
+    by = f"sum by (gamma, {vm.POSITION_LABEL}) (sum_over_time({counts}[{_ms(block)}]))"
+    series = client.query_range(by, last_end - (n - 1) * block, last_end + 1e-6, block) if n else []
+    starts = {}
+    if remainder:
+        oldest_end = last_end - n * block
+        oldest = client.query(f"sum by (gamma, {vm.POSITION_LABEL}) "
+                              f"(sum_over_time({counts}[{_ms(remainder * r)}]))", oldest_end)
+        series = series + [(lab, np.array([oldest_end]), np.array([v])) for lab, v in oldest]
+        starts[round(oldest_end, 3)] = oldest_end - remainder * r
+    q = _Queries(sel, block)
+    window_s = coverage.evaluations * r
+    recorded = _Recorded(client, route, names, last_end, window_s)
+    engines_of = recorded.engines_of(q, r)
+    segments, engine_labels = [], []
+    for g in sorted({int(float(lab["gamma"])) for lab, _, _ in series if "gamma" in lab}):
+        rows = block_rows([s for s in series if s[0].get("gamma") == str(g)], g)
+        for seg, labs in gamma_segments(engines_of, g, rows, {t: starts.get(t, t - block) for t in rows}, block):
+            segments.append(seg)
+            engine_labels.append(labs)
+    order = sorted(range(len(segments)), key=lambda i: (segments[i].start, segments[i].end, segments[i].gamma))
+    not_spec = [_engine_ref(lab) for lab, _ in client.query(
+        f"{vm.NUM_REQUESTS_RUNNING}{sel} unless {q.gamma_of_engines()}", end)]
+    note = (f"Prometheus: read from the recorded series {names['spec_decode']} (specdec rules, "
+            f"{coverage.evaluations} evaluations {r:g} s apart, {n + bool(remainder)} blocks)")
+    return PrometheusWindow(
+        url=client.url, selector=sel, start=last_end - window_s, end=min(end, last_end), block_s=block,
+        scrape_interval_s=_scrape_interval(client, sel, end, end - start),
+        segments=[segments[i] for i in order], events=recorded.events(), step_shape=recorded.step_shape(),
+        engine_labels=[engine_labels[i] for i in order], not_speculating=sorted(not_spec),
+        queries=client.queries, recorded=names["spec_decode"], notes=[note])
+
+
+def _key(labels: dict) -> tuple:
+    return tuple(sorted(labels.items()))
+
+
+class _Recorded:
+    """Whole-window reads of one route's recorded series, at the window's last block end."""
+
+    def __init__(self, client: PrometheusClient, route: str, names: dict[str, str], at: float, window_s: float):
+        self.client, self.names, self.at = client, names, at
+        self.matcher, self.range = _route_matcher(route), f"[{_ms(window_s)}]"
+        self._sparse: dict[str, list] = {}
+
+    def total(self, role: str, by: str = "") -> list[tuple[dict, float]]:
+        grouping = f" by ({by})" if by else ""
+        return self.client.query(f"sum{grouping} (sum_over_time({self.names[role]}{self.matcher}{self.range}))",
+                                 self.at)
+
+    def step_shape(self) -> StepShapeWindow:
+        running = {int(float(lab["batch"])): v for lab, v in self.total("engines_by_batch", "batch")
+                   if "batch" in lab and v > 0}
+        samples = sum(running.values())
+        pairs = {lab.get("pairs"): int(round(v)) for lab, v in self.total("batch_pairs", "pairs")}
+        buckets = {float(lab["le"]): v for lab, v in self.total("iteration_tokens", "le")
+                   if "le" in lab and math.isfinite(v)}
+        itl_sum, itl_count = self.total("itl_sum"), self.total("itl_count")
+        itl_mean = itl_sum[0][1] / itl_count[0][1] if itl_sum and itl_count and itl_count[0][1] > 0 else None
+        both = max(pairs.get("both_running", 0), 0)
+        return StepShapeWindow(
+            batch_mix={b: c / samples for b, c in sorted(running.items())} if samples else {},
+            iteration_tokens=dict(sorted(buckets.items())),
+            itl_mean_s=itl_mean if itl_mean is not None and math.isfinite(itl_mean) and itl_mean > 0 else None,
+            samples=int(round(samples)), sample_pairs=both,
+            repeated_pairs=min(max(pairs.get("batch_kept", 0), 0), both))
+
+    def sparse(self, role: str) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+        """The samples of a per-engine series that exists only where something happened."""
+        if role not in self._sparse:
+            self._sparse[role] = self.client.samples(f"{self.names[role]}{self.matcher}{self.range}", self.at)
+        return self._sparse[role]
+
+    def engines_of(self, q: _Queries, r: float):
+        """engines_of(g, start, end) for gamma_segments: the engines at γ g at the span's first
+        and last evaluation (raw instants), and those that took γ g inside it (a γ change or a
+        first sighting) — every engine that was at g in the span, without scanning it."""
+        def of(g: int, start: float, end: float) -> list[dict]:
+            found = {}
+            for at in (start + r / 2, end - r / 2):
+                for labels, _ in self.client.query(f"{q.gamma_of_engines()} == {g}", at):
+                    found[_key(labels)] = labels
+            for role in ("gamma_changes", "first_seen"):
+                for labels, times, values in self.sparse(role):
+                    if np.any((values == g) & (times > start) & (times <= end)):
+                        engine = {k: v for k, v in labels.items() if k not in ("__name__", "route")}
+                        found.setdefault(_key(engine), engine)
+            return list(found.values())
+        return of
+
+    def events(self) -> list[Event]:
+        """Restarts and γ changes at the evaluations that saw them (one each per engine)."""
+        out: list[Event] = []
+        for role, kind in (("restarts", "restart"), ("gamma_changes", "gamma_change")):
+            for labels, times, values in self.sparse(role):
+                ref: EngineRef = _engine_ref(labels)
+                for t, v in zip(times.tolist(), values.tolist()):
+                    detail = ("counter reset or new gamma since the previous rule evaluation" if kind == "restart"
+                              else f"gamma changed to {v:g} since the previous rule evaluation")
+                    extra = {"gamma": int(v)} if kind == "gamma_change" else {}
+                    out.append(Event(float(t), ref.target, ref.model_name, ref.engine, kind, detail,
+                                     {**extra, "labels": labels}))
+        out.sort(key=lambda e: (e.time, e.target, e.engine or "", e.kind))
+        return out
+
+
+__all__ = ["prometheus_window", "Coverage", "MIN_COVERAGE"]

@@ -1,0 +1,161 @@
+"""The recorded series specdec's Prometheus source reads instead of raw samples: their names
+and PromQL, one group per route evaluated every RESOLUTION (docs/DESIGN.md, Scale).
+
+A week of raw counters is 40,320 samples per series at 15 s, times (γ + 3) series per
+engine; a tune through raw ``increase`` queries scans them all (29.8 s for 200 engines,
+README). These rules keep, per route and per evaluation, what the windows need and no
+more — per γ and position, the interval's exact increase summed over the route's engines
+— so a week is 10,080 points per series at 1 m, summed into blocks by ``sum_over_time``.
+
+Exact, not extrapolated: each evaluation records, per engine, ``x − x offset R`` (R = the
+group's interval), so the evaluations of a window telescope to the counter's change over
+it, as the store's deltas do (acceptance/store/deltas.py), instead of ``increase``'s
+extrapolated edges. Per engine, before summing:
+
+* restarted = γ differs from R ago (vLLM fixes γ at engine start) or the drafts counter
+  went down: the increase is the new value (Prometheus' reset rule, the store's too);
+* first sighting (no sample R ago): a baseline only, nothing counted;
+* the engine's γ at the evaluation labels its counts (``count_values without ()``): counts
+  are never summed across γ.
+
+Series per route (what the rules add to Prometheus): (γ + 3) per γ in use
+(``specdec:route_spec_decode:delta<R>``), one per batch size seen, two batch-pair counts, two
+ITL sums, one per iteration-token bucket, the heartbeat, and per-engine restart, γ-change and
+first-sighting series that exist only in the evaluations where that happened (with the
+engines at γ at a segment's ends, they name its engines without a scan of raw samples).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from . import vllm_metrics as vm
+from .errors import InputError
+
+RESOLUTION = "1m"
+_DURATION = re.compile(r"^([0-9]+)(ms|s|m|h)$")
+_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+# At most Prometheus' default lookback (5 m): the source finds the newest evaluation with an
+# instant selector, which sees only that far back.
+MAX_RESOLUTION_S = 300.0
+HEARTBEAT_PREFIX = "specdec:route_window_rules:up"
+
+
+def resolution_seconds(resolution: str) -> float:
+    """``1m`` → 60.0; a resolution is one Prometheus duration unit (ms, s, m or h), 1 s to 5 m."""
+    m = _DURATION.match(resolution) if isinstance(resolution, str) else None
+    seconds = int(m.group(1)) * _SECONDS[m.group(2)] if m else 0.0
+    if not 1.0 <= seconds <= MAX_RESOLUTION_S:
+        raise InputError(f"rules resolution {resolution!r}: expected a Prometheus duration from 1s to 5m, like 1m")
+    return seconds
+
+
+def series_names(resolution: str = RESOLUTION) -> dict[str, str]:
+    """The recorded series' names at ``resolution``, by role."""
+    r = resolution
+    return {
+        "heartbeat": f"{HEARTBEAT_PREFIX}{r}",
+        "spec_decode": f"specdec:route_spec_decode:delta{r}",
+        "engines_by_batch": f"specdec:route_engines_by_batch:count{r}",
+        "batch_pairs": f"specdec:route_batch_pairs:count{r}",
+        "itl_sum": f"specdec:route_inter_token_latency_seconds_sum:delta{r}",
+        "itl_count": f"specdec:route_inter_token_latency_seconds_count:delta{r}",
+        "iteration_tokens": f"specdec:route_iteration_tokens_bucket:delta{r}",
+        "restarts": f"specdec:engine_restarts:delta{r}",
+        "gamma_changes": f"specdec:engine_gamma_changes:delta{r}",
+        "first_seen": f"specdec:engine_first_seen_gamma:delta{r}",
+    }
+
+
+class _Rules:
+    """The PromQL of one route's window rules (selector SEL, resolution R)."""
+
+    def __init__(self, selector: str, resolution: str):
+        self.sel, self.r = selector, resolution
+        self.per_pos = f"{vm.ACCEPTED_PER_POSITION}_total{selector}"
+
+    def gamma(self, offset: bool = False) -> str:
+        """γ of each engine: the number of its position series (labels: the engine's)."""
+        off = f" offset {self.r}" if offset else ""
+        return f"count without ({vm.POSITION_LABEL}) ({self.per_pos}{off})"
+
+    def restarted(self) -> str:
+        drafts = f"{vm.DRAFTS}_total{self.sel}"
+        return (f"(({self.gamma()} != {self.gamma(True)}) or "
+                f"sum without () ({drafts} < {drafts} offset {self.r}))")
+
+    def delta(self, series: str, restarts: str) -> str:
+        """Per series: x − x R ago; after a restart (``restarts``, per engine) the new value."""
+        return (f"((({series} - {series} offset {self.r}) >= 0 unless ignoring({vm.POSITION_LABEL}, le) {restarts})"
+                f" or (sum without () ({series}) and ignoring({vm.POSITION_LABEL}, le) {restarts}))")
+
+    def own_drop(self, series: str) -> str:
+        """A counter that is not spec decode's: it restarted where it went down."""
+        return f"sum without () ({series} < {series} offset {self.r})"
+
+    def spec_decode(self) -> str:
+        restarts = self.restarted()
+        tagged = [self.delta(self.per_pos, restarts)] + [
+            f'label_replace({self.delta(f"{name}_total{self.sel}", restarts)}, "{vm.POSITION_LABEL}", "{tag}", "", "")'
+            for name, tag in ((vm.DRAFTS, "drafts"), (vm.DRAFT_TOKENS, "draft_tokens"),
+                              (vm.ACCEPTED_TOKENS, "accepted_tokens"))]
+        return (f"sum by (gamma, {vm.POSITION_LABEL}) (({' or '.join(tagged)}) * ignoring({vm.POSITION_LABEL}, gamma) "
+                f'group_left(gamma) count_values without () ("gamma", {self.gamma()}))')
+
+    def counter_sum(self, series: str, by: str = "") -> str:
+        return f"sum{f' by ({by})' if by else ''} ({self.delta(series, self.own_drop(series))})"
+
+    def running(self, offset: bool = False) -> str:
+        return f"round({vm.NUM_REQUESTS_RUNNING}{self.sel}{f' offset {self.r}' if offset else ''})"
+
+    def batch_pairs(self) -> str:
+        """Engines running now and R ago (pairs="both_running") and those whose batch size also
+        held (pairs="batch_kept"): StepShapeWindow.sample_pairs and repeated_pairs."""
+        now, before = self.running(), self.running(True)
+        return (f'label_replace(count(({now} > 0) and ({before} > 0)), "pairs", "both_running", "", "") or '
+                f'label_replace(count(({now} > 0) and ({now} == {before})), "pairs", "batch_kept", "", "")')
+
+
+def route_rules(route: str, selector: str, resolution: str = RESOLUTION) -> list[tuple[str, str]]:
+    """(record name, PromQL) of one route's window rules; every one carries label route."""
+    resolution_seconds(resolution)
+    q = _Rules(selector, resolution)
+    names = series_names(resolution)
+    itl = vm.INTER_TOKEN_LATENCY
+    return [
+        (names["heartbeat"], "vector(1)"),
+        (names["spec_decode"], q.spec_decode()),
+        (names["engines_by_batch"], f'count_values("batch", {q.running()} > 0)'),
+        (names["batch_pairs"], q.batch_pairs()),
+        (names["itl_sum"], q.counter_sum(f"{itl}_sum{selector}")),
+        (names["itl_count"], q.counter_sum(f"{itl}_count{selector}")),
+        (names["iteration_tokens"], q.counter_sum(f"{vm.ITERATION_TOKENS}_bucket{selector}", by="le")),
+        (names["restarts"], f"{q.restarted()} * 0 + 1"),
+        (names["gamma_changes"], f"{q.gamma()} != {q.gamma(True)}"),
+        (names["first_seen"], f"{q.gamma()} unless {q.gamma(True)}"),
+    ]
+
+
+def window_rule_groups(routes: dict[str, str], resolution: str = RESOLUTION) -> list[str]:
+    """YAML lines of one rule group per route, evaluated every ``resolution`` (the group's own
+    interval, whatever the server's evaluation_interval). The heartbeat carries the selector
+    the rules were written for: the source checks it against the route's current one."""
+    lines = []
+    for route in sorted(routes):
+        selector = routes[route]
+        lines += [f"  - name: {json.dumps(f'specdec-window-{route}', ensure_ascii=False)}",
+                  f"    interval: {resolution}", "    rules:"]
+        for record, expr in route_rules(route, selector, resolution):
+            lines += [f"      - record: {json.dumps(record)}",
+                      f"        expr: {json.dumps(expr, ensure_ascii=False)}",
+                      "        labels:",
+                      f"          route: {json.dumps(route, ensure_ascii=False)}"]
+            if record == series_names(resolution)["heartbeat"]:
+                lines.append(f"          selector: {json.dumps(selector, ensure_ascii=False)}")
+    return lines
+
+
+__all__ = ["RESOLUTION", "HEARTBEAT_PREFIX", "resolution_seconds", "series_names", "route_rules", "window_rule_groups"]

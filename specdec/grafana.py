@@ -1,0 +1,170 @@
+"""The Grafana dashboard `specdec grafana` prints: one row per route over specdec's gauges
+(`specdec collect --serve`, specdec/exporter.py) and its recording rules (`specdec rules`),
+the Prometheus datasource a variable. A view: panels hold queries only, every figure in
+them is computed by specdec or by the rules.
+
+Per route: survival a_k per position with its interval band, conditional acceptance α_k,
+mean acceptance length and equivalent p with bands, the survival the rules compute from
+vLLM's counters alone, the recommended and deployed γ, the projected speedup per γ with its
+band, the decision, and drift and events (the window's events by kind and the rules'
+per-engine restarts). The JSON follows Grafana's dashboard schema (`Dashboard` of the
+@grafana/schema package; tests/test_grafana.py type-checks it with it).
+"""
+
+from __future__ import annotations
+
+import json
+
+from acceptance.errors import InputError
+from acceptance.prometheus_rules import RESOLUTION, resolution_seconds, series_names
+
+from .exporter import check_rate_window
+
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+SCHEMA_VERSION = 39
+# Bands are drawn per series (fill from high to low); one override pair per position or γ
+# up to this many (γ_max is 16: positions 0..15, γ 0..16).
+MAX_SERIES = 17
+PANEL_HEIGHT, COLUMNS = 8, 3
+LEGEND = {"displayMode": "list", "placement": "bottom", "showLegend": True, "calcs": []}
+
+
+def _target(ref: str, expr: str, legend: str) -> dict:
+    return {"refId": ref, "datasource": DATASOURCE, "expr": expr, "legendFormat": legend, "range": True}
+
+
+def _band_overrides(label: str, count: int) -> list[dict]:
+    """Overrides that fill series "high X" down to "low X" and hide both bounds' lines."""
+    out = []
+    for i in range(count):
+        out.append({"matcher": {"id": "byName", "options": f"high {label}{i}"},
+                    "properties": [{"id": "custom.fillBelowTo", "value": f"low {label}{i}"},
+                                   {"id": "custom.lineWidth", "value": 0},
+                                   {"id": "custom.hideFrom", "value": {"legend": True, "tooltip": False, "viz": False}}]})
+        out.append({"matcher": {"id": "byName", "options": f"low {label}{i}"},
+                    "properties": [{"id": "custom.lineWidth", "value": 0},
+                                   {"id": "custom.hideFrom", "value": {"legend": True, "tooltip": False, "viz": False}}]})
+    return out
+
+
+def _banded(metric: str, selector: str, by: str | None, label: str, legend: str) -> list[dict]:
+    """A value's series and its _low / _high bounds, legends matching _band_overrides."""
+    key = f"{label}{{{{{by}}}}}" if by else label
+    return [_target("A", f"{metric}{selector}", legend),
+            _target("B", f"{metric}_low{selector}", f"low {key}"),
+            _target("C", f"{metric}_high{selector}", f"high {key}")]
+
+
+def _timeseries(title: str, description: str, targets: list[dict], *, unit: str = "none",
+                overrides: list[dict] | None = None, minimum: float | None = None,
+                maximum: float | None = None) -> dict:
+    defaults = {"unit": unit, "custom": {"fillOpacity": 20, "lineWidth": 2, "showPoints": "never"}}
+    if minimum is not None:
+        defaults["min"] = minimum
+    if maximum is not None:
+        defaults["max"] = maximum
+    return {"type": "timeseries", "title": title, "description": description, "datasource": DATASOURCE,
+            "targets": targets, "fieldConfig": {"defaults": defaults, "overrides": overrides or []},
+            "options": {"legend": LEGEND, "tooltip": {"mode": "multi", "sort": "none"}}}
+
+
+def route_panels(route: str, *, rate_window: str = "5m", resolution: str = RESOLUTION) -> list[dict]:
+    """The panels of one route's row (no grid positions yet)."""
+    sel = f"{{route={json.dumps(route)}}}"
+    rules = series_names(resolution)
+    return [
+        _timeseries("Survival a_k by position", "Share of drafts whose first k tokens were accepted "
+                    "(position = k - 1), with its interval (specdec_route_interval_level).",
+                    _banded("specdec_route_survival", sel, "position", "position ", "position {{position}}"),
+                    unit="percentunit", minimum=0, maximum=1,
+                    overrides=_band_overrides("position ", MAX_SERIES)),
+        _timeseries("Conditional acceptance α_k", "Of the drafts that reached position k, the share accepted there.",
+                    [_target("A", f"specdec_route_conditional_acceptance{sel}", "position {{position}}")],
+                    unit="percentunit", minimum=0, maximum=1),
+        _timeseries("Mean acceptance length", "Tokens per verify step (bonus token included), with its interval.",
+                    _banded("specdec_route_mean_acceptance_length", sel, None, "AL", "AL"),
+                    overrides=_band_overrides("AL", 1)),
+        _timeseries("Equivalent p", "The independent p with the same mean acceptance length (a summary), "
+                    "with its interval.", _banded("specdec_route_equivalent_p", sel, None, "p", "p"),
+                    unit="percentunit", minimum=0, maximum=1, overrides=_band_overrides("p", 1)),
+        _timeseries(f"Survival from vLLM's counters (rate {rate_window})",
+                    "specdec's dashboard recording rule over all of the route's engines (mixes γ if they differ).",
+                    [_target("A", f"specdec:route_survival:ratio_rate{rate_window}{sel}", "position {{position}}")],
+                    unit="percentunit", minimum=0, maximum=1),
+        {"type": "stat", "title": "Recommended and deployed γ", "datasource": DATASOURCE,
+         "description": "Draft tokens per step: specdec's recommendation (0 = speculation off) and what runs.",
+         "targets": [_target("A", f"specdec_route_recommended_gamma{sel}", "recommended"),
+                     _target("B", f"specdec_route_deployed_gamma{sel}", "deployed")],
+         "fieldConfig": {"defaults": {"unit": "none", "decimals": 0}, "overrides": []},
+         "options": {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                     "orientation": "auto", "colorMode": "value", "graphMode": "none", "justifyMode": "auto",
+                     "textMode": "value_and_name", "wideLayout": True, "showPercentChange": False,
+                     "percentChangeColorMode": "standard"}},
+        _timeseries("Projected speedup by γ", "Speedup over plain decoding per candidate γ, with its interval.",
+                    _banded("specdec_route_projected_speedup", sel, "gamma", "γ ", "γ {{gamma}}"),
+                    overrides=_band_overrides("γ ", MAX_SERIES)),
+        {"type": "state-timeline", "title": "Decision", "datasource": DATASOURCE,
+         "description": "change, keep, off or probe: 1 for the route's decision.",
+         "targets": [_target("A", f"specdec_route_decision{sel} == 1", "{{decision}}")],
+         "fieldConfig": {"defaults": {"custom": {"fillOpacity": 70}}, "overrides": []},
+         "options": {"showValue": "never", "mergeValues": True, "rowHeight": 0.9, "legend": LEGEND,
+                     "tooltip": {"mode": "single", "sort": "none"}}},
+        _timeseries("Drift and events", "Drift detected (1) in the estimate's window, its events by kind, and "
+                    f"engine restarts as the window rules see them (every {resolution}).",
+                    [_target("A", f"specdec_route_drift_detected{sel}", "drift"),
+                     _target("B", f"specdec_route_events{sel} > 0", "{{kind}}"),
+                     _target("C", f"sum(last_over_time({rules['restarts']}{sel}[{rate_window}]))",
+                             "restarts (rules)")]),
+    ]
+
+
+def _placed(panels: list[dict], y: int, next_id: int) -> tuple[list[dict], int, int]:
+    """Panels laid out COLUMNS to a line from height y: (panels, the height after, next id)."""
+    width = 24 // COLUMNS
+    out = []
+    for i, panel in enumerate(panels):
+        out.append({"id": next_id + i, **panel, "gridPos": {"h": PANEL_HEIGHT, "w": width, "x": (i % COLUMNS) * width,
+                                                            "y": y + (i // COLUMNS) * PANEL_HEIGHT}})
+    lines = -(-len(panels) // COLUMNS)
+    return out, y + lines * PANEL_HEIGHT, next_id + len(panels)
+
+
+def dashboard(routes: list[str], *, rate_window: str = "5m", resolution: str = RESOLUTION) -> dict:
+    """The whole dashboard: a datasource variable and one open row per route."""
+    if not routes:
+        raise InputError("grafana: no routes (configure [routes.NAME])")
+    check_rate_window(rate_window)
+    resolution_seconds(resolution)
+    panels, y, next_id = [], 0, 1
+    for route in sorted(routes):
+        panels.append({"type": "row", "id": next_id, "title": f"route {route}", "collapsed": False, "panels": [],
+                       "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}})
+        placed, y, next_id = _placed(route_panels(route, rate_window=rate_window, resolution=resolution), y + 1,
+                                     next_id + 1)
+        panels += placed
+    return {
+        "title": "specdec: speculative decoding by route", "uid": "specdec-routes", "editable": True,
+        "schemaVersion": SCHEMA_VERSION, "tags": ["specdec", "vllm", "speculative-decoding"],
+        "time": {"from": "now-6h", "to": "now"}, "refresh": "1m", "timezone": "browser",
+        "description": "Acceptance, projections and decisions per route, from `specdec collect --serve` gauges "
+                       "and `specdec rules` recording rules.",
+        "templating": {"list": [{"name": "datasource", "label": "Prometheus", "type": "datasource",
+                                 "query": "prometheus", "hide": 0, "refresh": 1, "includeAll": False,
+                                 "multi": False}]},
+        "panels": panels,
+    }
+
+
+def panel_queries(doc: dict) -> list[tuple[str, str, str]]:
+    """(row title, panel title, PromQL) of every query in a dashboard: what the tests run."""
+    out, row = [], ""
+    for panel in doc.get("panels", []):
+        if panel.get("type") == "row":
+            row = panel.get("title", "")
+            continue
+        for target in panel.get("targets", []):
+            out.append((row, panel.get("title", ""), target["expr"]))
+    return out
+
+
+__all__ = ["dashboard", "route_panels", "panel_queries", "SCHEMA_VERSION"]
