@@ -86,10 +86,12 @@ def labels(engine: int, position: int | None = None) -> str:
             f'model_name="{MODEL}"{pos}}}')
 
 
-def write_chunk(path: Path, engines: int, chunk: int, times: np.ndarray, state: np.ndarray) -> None:
-    """One OpenMetrics file: every family's samples of every engine in this chunk."""
+def write_chunk(path: Path, engines: int, chunk: int, times: np.ndarray, state: np.ndarray, *,
+                ts_scale: float = 1.0) -> None:
+    """One OpenMetrics file: every family's samples of every engine in this chunk (timestamps
+    in seconds × ``ts_scale``: 1000 gives the text format's milliseconds, for VictoriaMetrics)."""
     n = len(times)
-    ts = [f"{t:.0f}" for t in times.tolist()]
+    ts = [f"{t * ts_scale:.0f}" for t in times.tolist()]
     inc = np.stack([chunk_increments(e, chunk, n) for e in range(engines)])  # (E, n, cols)
     cum = state[:, None, :3 + GAMMA] + np.cumsum(inc[:, :, :3 + GAMMA], axis=1)
     itl = state[:, None, 3 + GAMMA:] + np.cumsum(inc[:, :, 4 + GAMMA:], axis=1)
@@ -149,6 +151,52 @@ def build_prometheus(dirpath: Path, engines: int, t0: float, n_chunks: int, per_
             if c % 12 == 0:
                 log(f"  prometheus: chunk {c + 1}/{n_chunks} ({time.perf_counter() - started:.0f} s)")
         pending.result()
+    return time.perf_counter() - started
+
+
+class VictoriaMetricsServer:
+    """Debian's victoria-metrics on a free loopback port over ``work``/vm."""
+
+    def __init__(self, work: Path):
+        self.work, self.proc = work, None
+        self.url = f"http://127.0.0.1:{free_port()}"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [shutil.which("victoria-metrics") or "/usr/bin/victoria-metrics", f"-storageDataPath={self.work / 'vm'}",
+             f"-httpListenAddr={self.url.split('//')[1]}", "-retentionPeriod=100y", "-selfScrapeInterval=0",
+             "-search.maxPointsPerTimeseries=100000", "-search.maxSamplesPerQuery=2000000000"],
+            stdout=(self.work / "vm.log").open("a"), stderr=subprocess.STDOUT)
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(f"{self.url}/health", timeout=1)
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"victoria-metrics not ready: {(self.work / 'vm.log').read_text()[-1000:]}")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=60)
+            self.proc = None
+
+
+def build_victoria_metrics(server: VictoriaMetricsServer, engines: int, t0: float, n_chunks: int,
+                           per_chunk: int) -> float:
+    """The same fleet imported into VictoriaMetrics (/api/v1/import/prometheus), then flushed."""
+    state = np.zeros((engines, 3 + GAMMA + 2))
+    started = time.perf_counter()
+    path = server.work / "vm-chunk.prom"
+    for c in range(n_chunks):
+        times = t0 + INTERVAL * (np.arange(per_chunk) + c * per_chunk)
+        write_chunk(path, engines, c, times, state, ts_scale=1000.0)
+        req = urllib.request.Request(f"{server.url}/api/v1/import/prometheus", data=path.read_bytes(), method="POST")
+        urllib.request.urlopen(req, timeout=600).read()
+        if c % 12 == 0:
+            log(f"  victoria-metrics: chunk {c + 1}/{n_chunks} ({time.perf_counter() - started:.0f} s)")
+    path.unlink()
+    urllib.request.urlopen(f"{server.url}/internal/force_flush", timeout=600).read()
     return time.perf_counter() - started
 
 
@@ -258,6 +306,60 @@ def figures(w, tuning, secs, build_s, disk, n_intervals):
     }
 
 
+def tuned(read_window, deployment):
+    """A timed call's body: the window read_window() gives, estimated and recommended."""
+    def tune():
+        w = read_window()
+        return w, tune_intervals("bench", w.newest_segment.intervals, deployment, window=w, n_resamples=1000)
+    return tune
+
+
+def time_prometheus(work: Path, built: Path, args, t0: float, last_sample: float, deployment) -> dict:
+    """The rules backfilled (once), then tune-gamma through the recorded series and raw."""
+    server = PrometheusServer(work)
+    server.start()
+    try:
+        settings = PrometheusSettings(server.url)
+        if len(json.loads(built.read_text())) < 6:
+            log("backfilling specdec's recording rules over the fleet's history (promtool create-blocks-from rules)")
+            rules_s, rules_disk = backfill_rules(server, t0, last_sample + 60)
+            built.write_text(json.dumps(json.loads(built.read_text())[:4] + [rules_s, rules_disk]))
+        beats = PrometheusClient(settings, timeout_s=60).samples(
+            f'{recorded_names()["heartbeat"]}{{route="bench"}}[{int(args.days * 86400 + 7200)}s]', last_sample + 60)
+        # The window every source reads: from the first rule evaluation (a baseline) to the last, so
+        # that the store's deltas of (first, last] and the evaluations' increases cover the same samples.
+        first, last = float(beats[0][1][0]), float(beats[0][1][-1])
+        log(f"window ({first:.0f}, {last:.0f}]: {(last - first) / 86400:.3f} d")
+        recorded = timed(tuned(lambda: prometheus_window(settings, "bench", '{job="bench"}', first, last,
+                                                         timeout_s=300), deployment), args.repeat)
+        assert recorded[0][0].recorded is not None, recorded[0][0].notes
+        raw = timed(tuned(lambda: prometheus_route_window(settings, '{job="bench"}', first, last, timeout_s=300),
+                          deployment), max(1, min(args.repeat, 2)))
+        return {"window": (first, last), "recorded": recorded, "raw": raw,
+                "series": recorded_series_per_route(settings, last_sample + 60)}
+    finally:
+        server.stop()
+
+
+def time_victoria_metrics(work: Path, built: Path, args, t0: float, window, deployment):
+    """The fleet imported into VictoriaMetrics (once), then tune-gamma through its API (raw)."""
+    server = VictoriaMetricsServer(work)
+    server.start()
+    try:
+        state = json.loads(built.read_text())
+        if len(state) < 7:
+            per_chunk = int(CHUNK_S / INTERVAL)
+            n_chunks = max(1, int(round(args.days * 86400 / CHUNK_S)))
+            state.append(build_victoria_metrics(server, args.engines, t0, n_chunks, per_chunk))
+            built.write_text(json.dumps(state))
+        settings = PrometheusSettings(server.url)
+        result = timed(tuned(lambda: prometheus_route_window(settings, '{job="bench"}', *window, timeout_s=300),
+                             deployment), max(1, min(args.repeat, 2)))
+        return result, state[6], disk_bytes(work / "vm")
+    finally:
+        server.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--engines", type=int, default=200)
@@ -279,74 +381,53 @@ def main() -> None:
 
     built = work / "built.json"  # --keep DIR a second time re-times the same data
     if built.exists():
-        t0, last_sample, prom_build_s, store_build_s = json.loads(built.read_text())[:4]
+        t0, last_sample = json.loads(built.read_text())[:2]
         log(f"reusing the fleet built in {work}")
     else:
         prom_build_s = build_prometheus(work, args.engines, t0, n_chunks, per_chunk)
         store_build_s = build_store(work / "store.db", args.engines, t0, n_chunks, per_chunk)
+        built.write_text(json.dumps([t0, last_sample, prom_build_s, store_build_s]))
+    prom_build_s, store_build_s = json.loads(built.read_text())[2:4]
     prom_disk = disk_bytes(work / "tsdb")  # with the rules' blocks when reused
     store_disk = sum(disk_bytes(p) for p in (work / "store.db", work / "store.db-wal") if p.exists())
     deployment = Deployment.from_mapping({}, where="benchmark", base=INLINE_DEFAULTS)
-    server = PrometheusServer(work)
-    server.start()
-    try:
-        settings = PrometheusSettings(server.url)
-        log("backfilling specdec's recording rules over the fleet's history (promtool create-blocks-from rules)")
-        if not built.exists():
-            rules_s, rules_disk = backfill_rules(server, t0, last_sample + 60)
-            built.write_text(json.dumps([t0, last_sample, prom_build_s, store_build_s, rules_s, rules_disk]))
-        rules_s, rules_disk = json.loads(built.read_text())[4:]
-        beats = PrometheusClient(settings, timeout_s=60).samples(
-            f'{recorded_names()["heartbeat"]}{{route="bench"}}[{int(args.days * 86400 + 7200)}s]', last_sample + 60)
-        # The window both read: from the first rule evaluation (a baseline) to the last, so that the
-        # store's deltas of (first, last] and the evaluations' increases cover the same samples.
-        first_eval, last_eval = float(beats[0][1][0]), float(beats[0][1][-1])
-        log(f"window ({first_eval:.0f}, {last_eval:.0f}]: {(last_eval - first_eval) / 86400:.3f} d")
-
-        def via(route: str | None):
-            def tune():
-                if route is None:
-                    w = prometheus_route_window(settings, '{job="bench"}', first_eval, last_eval, timeout_s=300)
-                else:
-                    w = prometheus_window(settings, route, '{job="bench"}', first_eval, last_eval, timeout_s=300)
-                return w, tune_intervals("bench", w.newest_segment.intervals, deployment, window=w, n_resamples=1000)
-            return tune
-
-        (rw, rec_tuning), rec_secs = timed(via("bench"), args.repeat)
-        assert rw.recorded is not None, rw.notes
-        (pw, prom_tuning), prom_secs = timed(via(None), max(1, min(args.repeat, 2)))
-        series = recorded_series_per_route(settings, last_sample + 60)
-    finally:
-        server.stop()
+    prom = time_prometheus(work, built, args, t0, last_sample, deployment)
+    rules_s, rules_disk = json.loads(built.read_text())[4:6]
+    ((vw, vm_tuning), vm_secs), vm_build_s, vm_disk = time_victoria_metrics(work, built, args, t0, prom["window"],
+                                                                          deployment)
     with Store.open(work / "store.db") as store:
         targets = [f"http://10.0.{e // 250}.{e % 250}:8000/metrics" for e in range(args.engines)]
-
-        def via_store():
-            w = route_window(store, targets, first_eval, last_eval)
-            return w, tune_intervals("bench", w.newest_segment.intervals, deployment, window=w, n_resamples=1000)
-
-        (sw, store_tuning), store_secs = timed(via_store, args.repeat)
+        (sw, store_tuning), store_secs = timed(tuned(lambda: route_window(store, targets, *prom["window"]),
+                                                     deployment), args.repeat)
     if args.keep is None:
         shutil.rmtree(work, ignore_errors=True)
 
+    (rw, rec_tuning), rec_secs = prom["recorded"]
+    (pw, prom_tuning), prom_secs = prom["raw"]
     store_s = statistics.median(store_secs)
+
+    def off_store(tuning) -> float:
+        return float(np.max(np.abs(tuning.estimate.survival.value - store_tuning.estimate.survival.value)))
+
     summary = {
         "benchmark": "prometheus_vs_store", "engines": args.engines, "days": args.days, "interval_s": INTERVAL,
         "gamma": GAMMA, "true_survival": SURVIVAL.tolist(), "engine_intervals": n_intervals,
-        "window": [first_eval, last_eval],
+        "window": list(prom["window"]),
         "prometheus_recorded": {**figures(rw, rec_tuning, rec_secs, rules_s, rules_disk, n_intervals),
                                 "queries": rw.queries, "block_s": rw.block_s, "notes": rw.notes,
                                 "times_store": statistics.median(rec_secs) / store_s,
-                                "series_added_per_route": series,
-                                "series_added_total": sum(series.values())},
+                                "series_added_per_route": prom["series"],
+                                "series_added_total": sum(prom["series"].values())},
         "prometheus_raw": {**figures(pw, prom_tuning, prom_secs, prom_build_s, prom_disk, n_intervals),
                            "queries": pw.queries, "block_s": pw.block_s},
+        "victoria_metrics_raw": {**figures(vw, vm_tuning, vm_secs, vm_build_s, vm_disk, n_intervals),
+                                 "queries": vw.queries, "block_s": vw.block_s},
         "store": figures(sw, store_tuning, store_secs, store_build_s, store_disk, n_intervals),
-        "max_abs_survival_difference_recorded_vs_store": float(np.max(np.abs(
-            rec_tuning.estimate.survival.value - store_tuning.estimate.survival.value))),
-        "max_abs_survival_difference_raw_vs_store": float(np.max(np.abs(
-            prom_tuning.estimate.survival.value - store_tuning.estimate.survival.value))),
+        "max_abs_survival_difference_recorded_vs_store": off_store(rec_tuning),
+        "max_abs_survival_difference_raw_vs_store": off_store(prom_tuning),
+        "max_abs_survival_difference_victoria_metrics_vs_store": off_store(vm_tuning),
         "drafts_recorded_minus_store": rec_tuning.estimate.drafts - store_tuning.estimate.drafts,
+        "drafts_victoria_metrics_minus_store": vm_tuning.estimate.drafts - store_tuning.estimate.drafts,
     }
     print(json.dumps(summary, indent=2))
 

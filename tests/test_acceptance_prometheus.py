@@ -195,17 +195,21 @@ def test_tune_gamma_through_prometheus_says_it_read_the_recorded_series(live, tm
 
 
 def test_recorded_series_equal_the_store_on_frozen_data():
-    """benchmarks/prometheus_vs_store.py at a small size: a fleet backfilled into Prometheus and
-    the store, specdec's rules backfilled with promtool: the recorded window's survival is the
-    store's to 1e-6 and its drafts are the store's exactly (no extrapolation)."""
+    """benchmarks/prometheus_vs_store.py at a small size: a fleet backfilled into Prometheus,
+    imported into VictoriaMetrics and loaded into the store, specdec's rules backfilled with
+    promtool: the recorded window's survival and VictoriaMetrics' (raw: MetricsQL's increase
+    does not extrapolate) are the store's to 1e-6, their drafts the store's exactly."""
     require_binary("prometheus")
     require_binary("promtool")
+    require_binary("victoria-metrics")
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "prometheus_vs_store.py"), "--engines", "3",
                           "--days", "0.25", "--repeat", "1"], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     doc = json.loads(out.stdout)
     assert doc["max_abs_survival_difference_recorded_vs_store"] <= 1e-6
     assert doc["drafts_recorded_minus_store"] == 0
+    assert doc["max_abs_survival_difference_victoria_metrics_vs_store"] <= 1e-6
+    assert doc["drafts_victoria_metrics_minus_store"] == 0
     assert "recorded series" in doc["prometheus_recorded"]["notes"][0]
     assert doc["prometheus_recorded"]["drafts"] == doc["store"]["drafts"] > 0
     assert doc["prometheus_recorded"]["series_added_per_route"]["specdec:route_spec_decode:delta1m"] == 5 + 3
