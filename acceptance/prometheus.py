@@ -93,7 +93,7 @@ class PrometheusSettings:
 
 
 
-def _ms(seconds: float) -> str:
+def promql_duration(seconds: float) -> str:
     """A PromQL duration in whole milliseconds (PromQL durations take no fractions)."""
     return f"{max(1, int(round(seconds * 1000)))}ms"
 
@@ -285,17 +285,17 @@ def _counter(name: str) -> str:
     return f"{name}_total"
 
 
-def _engine_ref(labels: dict) -> EngineRef:
+def engine_ref(labels: dict) -> EngineRef:
     return EngineRef(labels.get("instance", labels.get("job", "")), labels.get(vm.MODEL_NAME_LABEL, ""),
                      labels.get(vm.ENGINE_LABEL, ""))
 
 
-class _Queries:
+class RouteQueries:
     """The PromQL of one route (selector SEL, block B)."""
 
     def __init__(self, selector: str, block_s: float):
         self.sel = selector
-        self.b = _ms(block_s)
+        self.b = promql_duration(block_s)
         self.per_pos = f"{_counter(vm.ACCEPTED_PER_POSITION)}{selector}"
 
     def gamma_of_engines(self, offset: bool = False) -> str:
@@ -322,24 +322,24 @@ class _Queries:
                 f"and ignoring({vm.POSITION_LABEL}) {self.engines_of_gamma(g)})")
 
     def segment_engines(self, g: int, span_s: float) -> str:
-        return f"max_over_time(({self.gamma_of_engines()} == {g})[{_ms(span_s)}:{self.b}])"
+        return f"max_over_time(({self.gamma_of_engines()} == {g})[{promql_duration(span_s)}:{self.b}])"
 
     def restarts(self, reach_s: float) -> str:
         """Engines whose drafts counter dropped within ``reach_s`` before the block end: a
         block's range must reach one scrape into the previous block, or a drop between two
         blocks' samples would be seen by neither."""
-        return f"resets({_counter(vm.DRAFTS)}{self.sel}[{_ms(reach_s)}]) > 0"
+        return f"resets({_counter(vm.DRAFTS)}{self.sel}[{promql_duration(reach_s)}]) > 0"
 
     def gamma_changes(self) -> str:
         return f"{self.gamma_of_engines()} != {self.gamma_of_engines(True)}"
 
 
-def _scrape_interval(client: PrometheusClient, selector: str, end: float, window_s: float) -> float | None:
+def scrape_interval(client: PrometheusClient, selector: str, end: float, window_s: float) -> float | None:
     """The median scrape interval of the route's engines over the probe span before ``end``,
     from the raw sample timestamps (None: fewer than two samples). Counting samples over the
     probe span instead would overstate the interval for series younger than the span."""
     probe = min(window_s, SCRAPE_INTERVAL_PROBE_S)
-    data = client._request("query", {"query": f"{_counter(vm.DRAFTS)}{selector}[{_ms(probe)}]", "time": f"{end:.3f}"})
+    data = client._request("query", {"query": f"{_counter(vm.DRAFTS)}{selector}[{promql_duration(probe)}]", "time": f"{end:.3f}"})
     series = client._matrix(data, "query") if data.get("resultType") == "matrix" else []  # else: no samples
     gaps = [np.diff(times) for _, times, _ in series if times.size >= 2]
     if not gaps:
@@ -379,9 +379,9 @@ def prometheus_route_window(source, selector: str, start: float, end: float, *, 
     sel = normalise_selector(selector)
     client = PrometheusClient(source, timeout_s=timeout_s)
     window_s = end - start
-    scrape_s = _scrape_interval(client, sel, end, window_s)
+    scrape_s = scrape_interval(client, sel, end, window_s)
     n, block = _plan_blocks(start, end, scrape_s, max_blocks, block_s)
-    q = _Queries(sel, block)
+    q = RouteQueries(sel, block)
     first_end = end - (n - 1) * block
 
     def rng(expr):
@@ -394,7 +394,7 @@ def prometheus_route_window(source, selector: str, start: float, end: float, *, 
         g = int(float(labels["gamma"]))
         if g < 1:
             continue
-        for seg, labs in _gamma_segments(client, q, g, rng(q.block_counts(g)), block, end):
+        for seg, labs in _gamma_segments(client, q, g, rng(q.block_counts(g)), block):
             segments.append(seg)
             engine_labels.append(labs)
     order = sorted(range(len(segments)), key=lambda i: (segments[i].start, segments[i].end, segments[i].gamma))
@@ -404,7 +404,7 @@ def prometheus_route_window(source, selector: str, start: float, end: float, *, 
     reach = block + 1.5 * (scrape_s or 0.0)
     events = _events(rng(q.restarts(reach)), rng(q.gamma_changes()), block)
     shape = _step_shape(client, sel, end, window_s, scrape_s)
-    not_spec = [_engine_ref(lab) for lab, _ in client.query(
+    not_spec = [engine_ref(lab) for lab, _ in client.query(
         f"{vm.NUM_REQUESTS_RUNNING}{sel} unless {q.gamma_of_engines()}", end)]
     return PrometheusWindow(
         url=client.url, selector=sel, start=float(start), end=float(end), block_s=block,
@@ -413,7 +413,7 @@ def prometheus_route_window(source, selector: str, start: float, end: float, *, 
     )
 
 
-def _gamma_segments(client: PrometheusClient, q: _Queries, g: int, series, block: float, end: float):
+def _gamma_segments(client: PrometheusClient, q: RouteQueries, g: int, series, block: float):
     """Rows of one γ from the block_counts matrix, cut into segments at gaps."""
     rows = block_rows(series, g)
 
@@ -456,14 +456,14 @@ def gamma_segments(engines_of, g: int, rows: dict[float, np.ndarray], starts: di
         iv = IntervalCounts(g, np.array([starts[t] for t in run]), ends, counts)
         labs = engines_of(g, float(iv.start[0]), float(ends[-1]))
         labs.sort(key=lambda d: sorted(d.items()))
-        segments_engines = [_engine_ref(lab) for lab in labs]
+        segments_engines = [engine_ref(lab) for lab in labs]
         yield (GammaSegment(g, float(iv.start[0]), float(ends[-1]), segments_engines, iv), labs)
 
 
 def _events(restarts, gamma_changes, block: float) -> list[Event]:
     out: list[Event] = []
     for labels, times, values in restarts:
-        ref = _engine_ref(labels)
+        ref = engine_ref(labels)
         previous = -math.inf
         for t, v in zip(times.tolist(), values.tolist()):
             seen_before = t - previous <= 1.5 * block  # the overlapping reach saw it already
@@ -474,7 +474,7 @@ def _events(restarts, gamma_changes, block: float) -> list[Event]:
                              f"counter reset in the {block:g} s block ending at {t:.3f} (Prometheus resets())",
                              {"resets": v, "labels": labels}))
     for labels, times, values in gamma_changes:
-        ref = _engine_ref(labels)
+        ref = engine_ref(labels)
         for t, v in zip(times.tolist(), values.tolist()):
             out.append(Event(float(t), ref.target, ref.model_name, ref.engine, "gamma_change",
                              f"gamma changed to {v:g} in the {block:g} s block ending at {t:.3f}",
@@ -485,18 +485,18 @@ def _events(restarts, gamma_changes, block: float) -> list[Event]:
 
 def _step_shape(client: PrometheusClient, sel: str, end: float, window_s: float,
                 scrape_s: float | None) -> StepShapeWindow:
-    w = _ms(window_s)
+    w = promql_duration(window_s)
     sample_s = max(scrape_s or window_s / MAX_BATCH_SAMPLES_PER_ENGINE, window_s / MAX_BATCH_SAMPLES_PER_ENGINE)
     hist = client.query(
         f'sum by (batch) (sum_over_time((count_values("batch", round({vm.NUM_REQUESTS_RUNNING}{sel}) > 0))'
-        f"[{w}:{_ms(sample_s)}]))", end)
+        f"[{w}:{promql_duration(sample_s)}]))", end)
     running = {int(float(lab["batch"])): v for lab, v in hist if "batch" in lab and v > 0}
     samples = sum(running.values())
     # Pairs of consecutive samples of one engine, both running, and how many kept B (as the
     # store counts them: a sample and the one a sampling step before it, in one series):
     # StepShapeWindow.batch_persistence.
-    now, before = f"round({vm.NUM_REQUESTS_RUNNING}{sel})", f"round({vm.NUM_REQUESTS_RUNNING}{sel} offset {_ms(sample_s)})"
-    sub = f"[{w}:{_ms(sample_s)}]"
+    now, before = f"round({vm.NUM_REQUESTS_RUNNING}{sel})", f"round({vm.NUM_REQUESTS_RUNNING}{sel} offset {promql_duration(sample_s)})"
+    sub = f"[{w}:{promql_duration(sample_s)}]"
     paired = client.query(f"sum(count_over_time(({now} > 0 and {before} > 0){sub}))", end)
     kept = client.query(f"sum(count_over_time(({now} > 0 and {now} == {before}){sub}))", end)
     pairs = int(round(paired[0][1])) if paired else 0
@@ -516,5 +516,5 @@ def _step_shape(client: PrometheusClient, sel: str, end: float, window_s: float,
     )
 
 
-__all__ = ["PrometheusError", "PrometheusSettings", "PrometheusClient", "PrometheusWindow",
+__all__ = ["PrometheusError", "PrometheusSettings", "PrometheusClient", "PrometheusWindow", "RouteQueries",
            "prometheus_route_window", "normalise_selector", "MIN_SCRAPES_PER_BLOCK"]

@@ -28,14 +28,14 @@ from .errors import InputError
 from .prometheus import (
     PrometheusClient,
     PrometheusWindow,
-    _engine_ref,
-    _ms,
-    _Queries,
-    _scrape_interval,
+    RouteQueries,
     block_rows,
+    engine_ref,
     gamma_segments,
     normalise_selector,
     prometheus_route_window,
+    promql_duration,
+    scrape_interval,
 )
 from .prometheus_rules import HEARTBEAT_PREFIX, resolution_seconds, series_names
 from .store import EngineRef, Event
@@ -103,7 +103,7 @@ def _coverage(client: PrometheusClient, route: str, sel: str, start: float, end:
         return Coverage(why_not=f"no recorded {heartbeat} for route {route!r} at the window's end")
     t_e = max(v for _, v in last)
     evaluations = max(1, math.ceil((t_e - start) / r - 1e-9))
-    counted = client.query(f"count_over_time({beat}[{_ms(evaluations * r)}])", t_e + r / 2)
+    counted = client.query(f"count_over_time({beat}[{promql_duration(evaluations * r)}])", t_e + r / 2)
     selectors = {lab.get("selector"): v for lab, v in counted}
     if sel not in selectors:
         return Coverage(why_not=f"the recorded series of route {route!r} were written for selector "
@@ -127,16 +127,16 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
     block = k * r
     last_end = coverage.last_evaluation + r / 2
     counts = f"{names['spec_decode']}{_route_matcher(route)}"
-    by = f"sum by (gamma, {vm.POSITION_LABEL}) (sum_over_time({counts}[{_ms(block)}]))"
+    by = f"sum by (gamma, {vm.POSITION_LABEL}) (sum_over_time({counts}[{promql_duration(block)}]))"
     series = client.query_range(by, last_end - (n - 1) * block, last_end + 1e-6, block) if n else []
     starts = {}
     if remainder:
         oldest_end = last_end - n * block
         oldest = client.query(f"sum by (gamma, {vm.POSITION_LABEL}) "
-                              f"(sum_over_time({counts}[{_ms(remainder * r)}]))", oldest_end)
+                              f"(sum_over_time({counts}[{promql_duration(remainder * r)}]))", oldest_end)
         series = series + [(lab, np.array([oldest_end]), np.array([v])) for lab, v in oldest]
         starts[round(oldest_end, 3)] = oldest_end - remainder * r
-    q = _Queries(sel, block)
+    q = RouteQueries(sel, block)
     window_s = coverage.evaluations * r
     recorded = _Recorded(client, route, names, last_end, window_s)
     engines_of = recorded.engines_of(q, r)
@@ -147,13 +147,13 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
             segments.append(seg)
             engine_labels.append(labs)
     order = sorted(range(len(segments)), key=lambda i: (segments[i].start, segments[i].end, segments[i].gamma))
-    not_spec = [_engine_ref(lab) for lab, _ in client.query(
+    not_spec = [engine_ref(lab) for lab, _ in client.query(
         f"{vm.NUM_REQUESTS_RUNNING}{sel} unless {q.gamma_of_engines()}", end)]
     note = (f"Prometheus: read from the recorded series {names['spec_decode']} (specdec rules, "
             f"{coverage.evaluations} evaluations {r:g} s apart, {n + bool(remainder)} blocks)")
     return PrometheusWindow(
         url=client.url, selector=sel, start=last_end - window_s, end=min(end, last_end), block_s=block,
-        scrape_interval_s=_scrape_interval(client, sel, end, end - start),
+        scrape_interval_s=scrape_interval(client, sel, end, end - start),
         segments=[segments[i] for i in order], events=recorded.events(), step_shape=recorded.step_shape(),
         engine_labels=[engine_labels[i] for i in order], not_speculating=sorted(not_spec),
         queries=client.queries, recorded=names["spec_decode"], notes=[note])
@@ -168,7 +168,7 @@ class _Recorded:
 
     def __init__(self, client: PrometheusClient, route: str, names: dict[str, str], at: float, window_s: float):
         self.client, self.names, self.at = client, names, at
-        self.matcher, self.range = _route_matcher(route), f"[{_ms(window_s)}]"
+        self.matcher, self.range = _route_matcher(route), f"[{promql_duration(window_s)}]"
         self._sparse: dict[str, list] = {}
 
     def total(self, role: str, by: str = "") -> list[tuple[dict, float]]:
@@ -199,7 +199,7 @@ class _Recorded:
             self._sparse[role] = self.client.samples(f"{self.names[role]}{self.matcher}{self.range}", self.at)
         return self._sparse[role]
 
-    def engines_of(self, q: _Queries, r: float):
+    def engines_of(self, q: RouteQueries, r: float):
         """engines_of(g, start, end) for gamma_segments: the engines at γ g at the span's first
         and last evaluation (raw instants), and those that took γ g inside it (a γ change or a
         first sighting) — every engine that was at g in the span, without scanning it."""
@@ -221,7 +221,7 @@ class _Recorded:
         out: list[Event] = []
         for role, kind in (("restarts", "restart"), ("gamma_changes", "gamma_change")):
             for labels, times, values in self.sparse(role):
-                ref: EngineRef = _engine_ref(labels)
+                ref: EngineRef = engine_ref(labels)
                 for t, v in zip(times.tolist(), values.tolist()):
                     detail = ("counter reset or new gamma since the previous rule evaluation" if kind == "restart"
                               else f"gamma changed to {v:g} since the previous rule evaluation")
