@@ -12,8 +12,10 @@ row is exactly the counters' change over its span, as the store's deltas are.
 
 Found by name (the heartbeat ``specdec:route_window_rules:up<R>{route}``) and used only when
 it covers the window: evaluated in at least MIN_COVERAGE of the window's evaluations
-(rule evaluations Prometheus missed lose their minutes' counts, not the ratios), running at
-its end, and written for the route's current selector (the heartbeat carries it).
+(rule evaluations Prometheus missed lose their minutes' counts, not the ratios) and not in
+more than it has (a backfill that overlaps the live rules, at another phase, would count
+increases twice), running at its end, and written for the route's current selector (the
+heartbeat carries it).
 """
 
 from __future__ import annotations
@@ -111,6 +113,9 @@ def _coverage(client: PrometheusClient, route: str, sel: str, start: float, end:
     if selectors[sel] < MIN_COVERAGE * evaluations:
         return Coverage(why_not=f"the recorded series of route {route!r} cover {selectors[sel]:.0f} of the window's "
                                 f"{evaluations} evaluations (less than {MIN_COVERAGE:.0%})")
+    if selectors[sel] > (2 - MIN_COVERAGE) * evaluations + 1:  # their increases would count twice
+        return Coverage(why_not=f"the recorded series of route {route!r} hold {selectors[sel]:.0f} evaluations in the "
+                                f"window's {evaluations} (a backfill overlapping the rules' live evaluations?)")
     return Coverage(t_e, evaluations)
 
 

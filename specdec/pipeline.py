@@ -119,7 +119,8 @@ def tune_route(
         status = f" ({len(failing)} target(s) failing, e.g. {failing[0].last_error})" if failing else ""
         hint = ("run `specdec collect` (two scrapes at least)" if source == "scrape"
                 else f"ingest {source} data with `specdec ingest --route {route}`" if source != "prometheus"
-                else "check the selector in Prometheus")
+                else "check the selector in Prometheus (VictoriaMetrics shows data only after its "
+                     "-search.latencyOffset, 30 s by default)")
         raise NoDataError(f"route {route!r}: no drafts in the last {format_duration(window_s)}{status}; {hint} or widen --window")
     tuning = tune_intervals(route, segment.intervals, deployment, window=window, level=level, n_resamples=n_resamples,
                             block_length=block_length, unit=unit, engines=getattr(config.routes.get(route), "engines", None))

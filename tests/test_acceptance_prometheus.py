@@ -40,7 +40,7 @@ from acceptance.prometheus import (
     normalise_selector,
     prometheus_route_window,
 )
-from acceptance.prometheus_recorded import _block_plan, prometheus_window
+from acceptance.prometheus_recorded import _block_plan, _coverage, prometheus_window
 from acceptance.prometheus_rules import resolution_seconds
 from acceptance.sim import build_scenario
 from acceptance.sim.scenarios import scenario_from_dict
@@ -250,6 +250,30 @@ def test_recorded_window_splits_gamma_and_names_each_segments_engines(gamma_chan
     # the canary's counts are never summed with γ 4's: its own curve has 6 positions
     six = next(seg for seg in recorded.segments if seg.gamma == 6)
     assert len(six.total.accepted_per_position) == 6 and six.total.drafts > 0
+
+
+class _Heartbeat:
+    """A client whose heartbeat was last evaluated at 1000 s and counted ``n`` times."""
+
+    def __init__(self, n: float, selector: str = '{job="x"}'):
+        self.n, self.selector = n, selector
+
+    def query(self, expr: str, at: float):
+        if expr.startswith("timestamp("):
+            return [({}, 1000.0)]
+        return [({"selector": self.selector}, self.n)]
+
+
+@pytest.mark.parametrize("count, why", [(60, None), (59.5, None), (58, "cover 58 of the window's 60"),
+                                        (120, "hold 120 evaluations"), (61, None)])
+def test_recorded_coverage_wants_each_evaluation_once(count, why):
+    """60 evaluations in (400, 1000] at 10 s: 99% of them are enough, twice as many (a backfill
+    overlapping the live rules) are refused like too few."""
+    coverage = _coverage(_Heartbeat(count), "a", '{job="x"}', 400.0, 1000.0, 10.0, "hb")
+    if why is None:
+        assert coverage.why_not is None and coverage.evaluations == 60 and coverage.last_evaluation == 1000.0
+    else:
+        assert why in coverage.why_not
 
 
 def test_recorded_window_plan_and_resolution():
