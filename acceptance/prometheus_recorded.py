@@ -199,9 +199,13 @@ class _Recorded:
             repeated_pairs=min(max(pairs.get("batch_kept", 0), 0), both))
 
     def sparse(self, role: str) -> list[tuple[dict, np.ndarray, np.ndarray]]:
-        """The samples of a per-engine series that exists only where something happened."""
+        """The samples of a per-engine series that exists only where something happened. A
+        staleness marker (NaN: written when the series left the rule's result) is no sample:
+        VictoriaMetrics returns vmalert's markers, Prometheus hides its own."""
         if role not in self._sparse:
-            self._sparse[role] = self.client.samples(f"{self.names[role]}{self.matcher}{self.range}", self.at)
+            found = self.client.samples(f"{self.names[role]}{self.matcher}{self.range}", self.at)
+            self._sparse[role] = [(labels, times[np.isfinite(values)], values[np.isfinite(values)])
+                                  for labels, times, values in found]
         return self._sparse[role]
 
     def engines_of(self, q: RouteQueries, r: float):

@@ -1,7 +1,8 @@
 """The Prometheus source against VictoriaMetrics (Debian's victoria-metrics, single node; its
 cluster version answers the same query API): VictoriaMetrics scrapes the simulated restart
-fleet itself (-promscrape.config) while the embedded store collects the same targets, then
-the window and tune-gamma go through its /api/v1.
+fleet itself (-promscrape.config) while the embedded store collects the same targets and
+vmalert runs specdec's rules against it, then the window (raw and recorded) and tune-gamma
+go through its /api/v1.
 
 Where MetricsQL differs from PromQL and what the source does about it:
 * ``increase`` does not extrapolate: it takes the last sample before the range as the
@@ -13,10 +14,15 @@ Where MetricsQL differs from PromQL and what the source does about it:
   ends where it was asked to.
 * Data is visible to queries only -search.latencyOffset (30 s) after it was scraped: a
   window ending now misses its last 30 s. The test runs it at 1 s; docs/DESIGN.md says so.
+* vmalert writes a staleness marker (NaN) when a sparse per-engine rule series (a restart)
+  leaves the result, and VictoriaMetrics returns it among the samples: the source drops it
+  (found here: the restart was reported twice).
 Missing victoria-metrics fails the test when CI is set, else skips.
 """
 
 from __future__ import annotations
+
+import subprocess
 
 import numpy as np
 import pytest
@@ -25,22 +31,49 @@ from acceptance.estimates import estimate_acceptance
 from acceptance.prometheus import PrometheusSettings, prometheus_route_window
 from acceptance.sim import build_scenario
 from acceptance.windows import route_window
-from metrics_servers import SURVIVAL_TOLERANCE, fleet_followed, require_binary, scrape_config, tune_through
+from acceptance.prometheus_recorded import prometheus_window
+from metrics_servers import (
+    RULES_RESOLUTION,
+    RULES_WINDOW,
+    SURVIVAL_TOLERANCE,
+    fleet_followed,
+    require_binary,
+    scrape_config,
+    tune_through,
+)
+from specdec.exporter import recording_rules
+from support import free_port
 
 
 @pytest.fixture(scope="module")
 def victoria(tmp_path_factory):
-    """VictoriaMetrics and the embedded store both following the simulated restart fleet."""
-    binary = require_binary("victoria-metrics")
+    """VictoriaMetrics and the embedded store both following the simulated restart fleet, and
+    vmalert evaluating specdec's rules (at 2 s) against VictoriaMetrics, writing back to it."""
+    binary, vmalert = require_binary("victoria-metrics"), require_binary("vmalert")
     tmp = tmp_path_factory.mktemp("vm")
+    (tmp / "rules.yml").write_text(recording_rules({"restart": '{job="sim-restart"}'}, window=RULES_WINDOW,
+                                                   resolution=RULES_RESOLUTION))
+    alerting = {}
 
     def launch(hostports, port):
         (tmp / "scrape.yml").write_text(scrape_config("sim-restart", hostports))
         return [binary, f"-storageDataPath={tmp / 'data'}", f"-httpListenAddr=127.0.0.1:{port}",
                 f"-promscrape.config={tmp / 'scrape.yml'}", "-search.latencyOffset=1s", "-selfScrapeInterval=0"]
 
-    with fleet_followed(tmp, build_scenario("restart", seed=11), launch, "/health") as seen:
-        yield seen
+    def rules_on(seen):
+        alerting["proc"] = subprocess.Popen(
+            [vmalert, f"-rule={tmp / 'rules.yml'}", f"-datasource.url={seen['url']}",
+             f"-remoteWrite.url={seen['url']}", "-remoteWrite.flushInterval=1s",
+             f"-httpListenAddr=127.0.0.1:{free_port()}"],
+            stdout=(tmp / "vmalert.log").open("w"), stderr=subprocess.STDOUT)
+
+    try:
+        with fleet_followed(tmp, build_scenario("restart", seed=11), launch, "/health", on_start=rules_on) as seen:
+            yield {**seen, "vmalert_log": tmp / "vmalert.log"}
+    finally:
+        if "proc" in alerting:
+            alerting["proc"].terminate()
+            alerting["proc"].wait(timeout=30)
 
 
 def test_victoria_metrics_and_store_agree_on_survival_through_a_restart(victoria):
@@ -74,12 +107,32 @@ def test_victoria_metrics_and_store_agree_on_survival_through_a_restart(victoria
     assert vw.not_speculating == []
 
 
+def test_recorded_window_through_vmalert_agrees_with_the_store(victoria):
+    """specdec's rules run in vmalert (MetricsQL) as they do in Prometheus: the source finds them
+    on VictoriaMetrics and reads the same curve as the store, the restart seen."""
+    start = victoria["start"] + 4.0  # vmalert starts with the fleet: its first evaluations are in
+    vw = prometheus_window(PrometheusSettings(victoria["url"]), "restart", '{job="sim-restart"}', start,
+                           victoria["end"])
+    assert vw.recorded == "specdec:route_spec_decode:delta2s", (vw.notes, victoria["vmalert_log"].read_text()[-3000:])
+    sw = route_window(victoria["store"], victoria["targets"], start, victoria["end"])
+    assert [e.engine for e in vw.events if e.kind == "restart"] == ["0"]
+    assert [s.gamma for s in vw.segments] == [4]
+    assert sorted(ref.engine for ref in vw.newest_segment.engines) == ["0", "1"]
+    vm_est = estimate_acceptance(vw.newest_segment.intervals, n_resamples=300)
+    store = estimate_acceptance(sw.newest_segment.intervals, n_resamples=300)
+    diff = np.abs(vm_est.survival.value - store.survival.value)
+    print(f"vmalert-recorded {np.round(vm_est.survival.value, 4)} ({vm_est.drafts:.0f} drafts), store "
+          f"{np.round(store.survival.value, 4)} ({store.drafts:.0f}): max |diff| {diff.max():.4f}")
+    assert diff.max() <= SURVIVAL_TOLERANCE
+    assert 0.6 < vm_est.drafts / store.drafts < 1.2
+    assert set(vw.step_shape.batch_mix) <= {2, 4, 8} and vw.step_shape.itl_mean_s > 0
+
+
 def test_tune_gamma_through_victoria_metrics(victoria, tmp_path, capsys):
-    doc = tune_through(victoria["url"], "sim-restart", victoria["end"] - victoria["start"], tmp_path, capsys)
+    doc = tune_through(victoria["url"], "sim-restart", victoria["end"] - victoria["start"] - 4.0, tmp_path, capsys)
     assert doc["observed"]["gamma"] == 4 and doc["observed"]["drafts"] > 0
     assert doc["recommended_gamma"] >= 1
-    # no recorded series there (no vmalert in this test): the note says raw samples were read
-    assert any("raw samples" in note for note in doc["observed"]["notes"])
+    assert any("recorded series" in note for note in doc["observed"]["notes"]), doc["observed"]["notes"]
 
 
 def test_range_queries_keep_their_timestamps_on_victoria_metrics(victoria):
