@@ -14,7 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from acceptance.collector import collect_cycle
+from acceptance.estimates import estimate_acceptance
 from acceptance.sim import Fleet
 from acceptance.store import Store
 from specdec.exporter import recording_rules
@@ -47,6 +50,22 @@ def require_binary(name: str) -> str:
     """prometheus, promtool or victoria-metrics (Debian's packages)."""
     script = "ensure_victoria_metrics.sh" if name in ("victoria-metrics", "vmalert") else "ensure_prometheus.sh"
     return require_installed(lambda: find_binary(name), script, name)
+
+
+def same_curve_as_store(window, store_window, label: str):
+    """The restart fleet read from a server: one γ 4 segment of both engines, engine 0's
+    restart seen once, survival within SURVIVAL_TOLERANCE of the store's. (server, store)
+    estimates, for the caller's own checks."""
+    assert [e.engine for e in window.events if e.kind == "restart"] == ["0"]
+    assert [s.gamma for s in window.segments] == [4]
+    assert sorted(ref.engine for ref in window.newest_segment.engines) == ["0", "1"]
+    server = estimate_acceptance(window.newest_segment.intervals, n_resamples=300)
+    store = estimate_acceptance(store_window.newest_segment.intervals, n_resamples=300)
+    diff = np.abs(server.survival.value - store.survival.value)
+    print(f"{label} {np.round(server.survival.value, 4)} ({server.drafts:.0f} drafts), store "
+          f"{np.round(store.survival.value, 4)} ({store.drafts:.0f}): max |diff| {diff.max():.4f}")
+    assert diff.max() <= SURVIVAL_TOLERANCE
+    return server, store
 
 
 def tune_through(url: str, job: str, window_s: float, where: Path, capsys, *extra_config: str) -> dict:

@@ -38,6 +38,7 @@ from metrics_servers import (
     SURVIVAL_TOLERANCE,
     fleet_followed,
     require_binary,
+    same_curve_as_store,
     scrape_config,
     tune_through,
 )
@@ -115,15 +116,7 @@ def test_recorded_window_through_vmalert_agrees_with_the_store(victoria):
                            victoria["end"])
     assert vw.recorded == "specdec:route_spec_decode:delta2s", (vw.notes, victoria["vmalert_log"].read_text()[-3000:])
     sw = route_window(victoria["store"], victoria["targets"], start, victoria["end"])
-    assert [e.engine for e in vw.events if e.kind == "restart"] == ["0"]
-    assert [s.gamma for s in vw.segments] == [4]
-    assert sorted(ref.engine for ref in vw.newest_segment.engines) == ["0", "1"]
-    vm_est = estimate_acceptance(vw.newest_segment.intervals, n_resamples=300)
-    store = estimate_acceptance(sw.newest_segment.intervals, n_resamples=300)
-    diff = np.abs(vm_est.survival.value - store.survival.value)
-    print(f"vmalert-recorded {np.round(vm_est.survival.value, 4)} ({vm_est.drafts:.0f} drafts), store "
-          f"{np.round(store.survival.value, 4)} ({store.drafts:.0f}): max |diff| {diff.max():.4f}")
-    assert diff.max() <= SURVIVAL_TOLERANCE
+    vm_est, store = same_curve_as_store(vw, sw, "vmalert-recorded")
     assert 0.6 < vm_est.drafts / store.drafts < 1.2
     assert set(vw.step_shape.batch_mix) <= {2, 4, 8} and vw.step_shape.itl_mean_s > 0
 
