@@ -14,8 +14,9 @@ Found by name (the heartbeat ``specdec:route_window_rules:up<R>{route}``) and us
 it covers the window: evaluated in at least MIN_COVERAGE of the window's evaluations
 (rule evaluations Prometheus missed lose their minutes' counts, not the ratios) and not in
 more than it has (a backfill that overlaps the live rules, at another phase, would count
-increases twice), running at its end, and written for the route's current selector (the
-heartbeat carries it).
+increases twice), evaluated last at most two evaluations before its end (rules that stopped
+would leave its end out), and written for the route's current selector (the heartbeat
+carries it).
 """
 
 from __future__ import annotations
@@ -104,6 +105,9 @@ def _coverage(client: PrometheusClient, route: str, sel: str, start: float, end:
     if not last:
         return Coverage(why_not=f"no recorded {heartbeat} for route {route!r} at the window's end")
     t_e = max(v for _, v in last)
+    if t_e <= start or end - t_e > 2 * r:  # rules that stopped, or lag, leave the window's end uncovered
+        return Coverage(why_not=f"the recorded series of route {route!r} were last evaluated at {t_e:.3f}, "
+                                f"{end - t_e:.0f} s before the window's end")
     evaluations = max(1, math.ceil((t_e - start) / r - 1e-9))
     counted = client.query(f"count_over_time({beat}[{promql_duration(evaluations * r)}])", t_e + r / 2)
     selectors = {lab.get("selector"): v for lab, v in counted}

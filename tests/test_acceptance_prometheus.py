@@ -269,6 +269,17 @@ def test_recorded_coverage_wants_each_evaluation_once(count, why):
         assert why in coverage.why_not
 
 
+def test_recorded_coverage_wants_the_rules_running_at_the_windows_end():
+    """Last evaluated at 1000 s: a window ending at 1015 s is covered (evaluations lag), one
+    ending at 1100 s or starting after 1000 s is not."""
+    assert _coverage(_Heartbeat(60), "a", '{job="x"}', 400.0, 1015.0, 10.0, "hb").why_not is None
+    assert "100 s before the window's end" in _coverage(_Heartbeat(60), "a", '{job="x"}', 400.0, 1100.0, 10.0,
+                                                       "hb").why_not
+    assert "before the window's end" in _coverage(_Heartbeat(1), "a", '{job="x"}', 1001.0, 1005.0, 10.0, "hb").why_not
+    assert "written for selector" in _coverage(_Heartbeat(60, '{job="y"}'), "a", '{job="x"}', 400.0, 1000.0, 10.0,
+                                               "hb").why_not
+
+
 def test_recorded_window_plan_and_resolution():
     assert _block_plan(10080, 200) == (51, 197, 33)  # a week at 1 m: 197 blocks of 51 and one of 33
     assert _block_plan(12, 200) == (1, 12, 0)
