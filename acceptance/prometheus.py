@@ -360,6 +360,15 @@ def _plan_blocks(start: float, end: float, scrape_s: float | None, max_blocks: i
     return max(n, 1), block_s
 
 
+def check_window(start: float, end: float, max_blocks: int) -> None:
+    """A window (start, end] and its most blocks, as the callers give them."""
+    if not (isinstance(start, (int, float)) and isinstance(end, (int, float))
+            and math.isfinite(start) and math.isfinite(end)) or end <= start:
+        raise InputError(f"window ({start}, {end}] is empty or not finite")
+    if isinstance(max_blocks, bool) or not isinstance(max_blocks, int) or max_blocks < 1:
+        raise InputError(f"max_blocks {max_blocks!r} must be a positive integer")
+
+
 def prometheus_route_window(source, selector: str, start: float, end: float, *, max_blocks: int = 200,
                             timeout_s: float = 10, block_s: float | None = None) -> PrometheusWindow:
     """The route's window (start, end] from Prometheus as γ segments of block rows.
@@ -369,15 +378,17 @@ def prometheus_route_window(source, selector: str, start: float, end: float, *, 
     ``block_s``: force the block length (default: window / max_blocks, but at least
     MIN_SCRAPES_PER_BLOCK scrape intervals).
     """
-    if not (isinstance(start, (int, float)) and isinstance(end, (int, float))
-            and math.isfinite(start) and math.isfinite(end)) or end <= start:
-        raise InputError(f"window ({start}, {end}] is empty or not finite")
-    if isinstance(max_blocks, bool) or not isinstance(max_blocks, int) or max_blocks < 1:
-        raise InputError(f"max_blocks {max_blocks!r} must be a positive integer")
+    check_window(start, end, max_blocks)
     if block_s is not None and not (isinstance(block_s, (int, float)) and 0.001 <= block_s <= end - start):
         raise InputError(f"block_s {block_s!r} must be between 1 ms and the window length")
-    sel = normalise_selector(selector)
-    client = PrometheusClient(source, timeout_s=timeout_s)
+    return raw_window(PrometheusClient(source, timeout_s=timeout_s), normalise_selector(selector), start, end,
+                      max_blocks=max_blocks, block_s=block_s)
+
+
+def raw_window(client: PrometheusClient, sel: str, start: float, end: float, *, max_blocks: int = 200,
+               block_s: float | None = None) -> PrometheusWindow:
+    """prometheus_route_window's reading, by raw increase() queries through ``client``
+    (``sel`` normalised, the arguments checked)."""
     window_s = end - start
     scrape_s = scrape_interval(client, sel, end, window_s)
     n, block = _plan_blocks(start, end, scrape_s, max_blocks, block_s)
@@ -388,29 +399,32 @@ def prometheus_route_window(source, selector: str, start: float, end: float, *, 
         return client.query_range(expr, first_end, end + 1e-6, block)
 
     gamma_series = rng(q.gammas())
-    segments: list[GammaSegment] = []
-    engine_labels: list[list[dict]] = []
+    found = []
     for labels, _, _ in sorted(gamma_series, key=lambda r: int(float(r[0].get("gamma", "0")))):
         g = int(float(labels["gamma"]))
-        if g < 1:
-            continue
-        for seg, labs in _gamma_segments(client, q, g, rng(q.block_counts(g)), block):
-            segments.append(seg)
-            engine_labels.append(labs)
-    order = sorted(range(len(segments)), key=lambda i: (segments[i].start, segments[i].end, segments[i].gamma))
-    segments = [segments[i] for i in order]
-    engine_labels = [engine_labels[i] for i in order]
-
+        if g >= 1:
+            found += _gamma_segments(client, q, g, rng(q.block_counts(g)), block)
+    segments, engine_labels = in_time_order(found)
     reach = block + 1.5 * (scrape_s or 0.0)
     events = _events(rng(q.restarts(reach)), rng(q.gamma_changes()), block)
     shape = _step_shape(client, sel, end, window_s, scrape_s)
-    not_spec = [engine_ref(lab) for lab, _ in client.query(
-        f"{vm.NUM_REQUESTS_RUNNING}{sel} unless {q.gamma_of_engines()}", end)]
     return PrometheusWindow(
         url=client.url, selector=sel, start=float(start), end=float(end), block_s=block,
         scrape_interval_s=scrape_s, segments=segments, events=events, step_shape=shape,
-        engine_labels=engine_labels, not_speculating=sorted(not_spec), queries=client.queries,
+        engine_labels=engine_labels, not_speculating=not_speculating(client, q, end), queries=client.queries,
     )
+
+
+def in_time_order(found: list[tuple[GammaSegment, list[dict]]]) -> tuple[list[GammaSegment], list[list[dict]]]:
+    """(segments, their engines' label sets) from gamma_segments' pairs, oldest first."""
+    found = sorted(found, key=lambda pair: (pair[0].start, pair[0].end, pair[0].gamma))
+    return [seg for seg, _ in found], [labs for _, labs in found]
+
+
+def not_speculating(client: PrometheusClient, q: RouteQueries, at: float) -> list[EngineRef]:
+    """Engines of the route that run (num_requests_running) without spec-decode series at ``at``."""
+    return sorted(engine_ref(lab) for lab, _ in client.query(
+        f"{vm.NUM_REQUESTS_RUNNING}{q.sel} unless {q.gamma_of_engines()}", at))
 
 
 def _gamma_segments(client: PrometheusClient, q: RouteQueries, g: int, series, block: float):
@@ -517,4 +531,4 @@ def _step_shape(client: PrometheusClient, sel: str, end: float, window_s: float,
 
 
 __all__ = ["PrometheusError", "PrometheusSettings", "PrometheusClient", "PrometheusWindow", "RouteQueries",
-           "prometheus_route_window", "normalise_selector", "MIN_SCRAPES_PER_BLOCK"]
+           "prometheus_route_window", "raw_window", "check_window", "normalise_selector", "MIN_SCRAPES_PER_BLOCK"]

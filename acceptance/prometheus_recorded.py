@@ -33,11 +33,14 @@ from .prometheus import (
     PrometheusWindow,
     RouteQueries,
     block_rows,
+    check_window,
     engine_ref,
     gamma_segments,
+    in_time_order,
     normalise_selector,
-    prometheus_route_window,
+    not_speculating,
     promql_duration,
+    raw_window,
     scrape_interval,
 )
 from .prometheus_rules import HEARTBEAT_PREFIX, resolution_seconds, series_names
@@ -61,9 +64,7 @@ class Coverage:
 def prometheus_window(source, route: str, selector: str, start: float, end: float, *, max_blocks: int = 200,
                       timeout_s: float = 10) -> PrometheusWindow:
     """The route's window (start, end]: from the recorded series when they cover it, else raw."""
-    if not (isinstance(start, (int, float)) and isinstance(end, (int, float))
-            and math.isfinite(start) and math.isfinite(end)) or end <= start:
-        raise InputError(f"window ({start}, {end}] is empty or not finite")
+    check_window(start, end, max_blocks)
     sel = normalise_selector(selector)
     client = PrometheusClient(source, timeout_s=timeout_s)
     coverage = Coverage(why_not=f"no recorded series for route {route!r} (no {HEARTBEAT_PREFIX}<R>)")
@@ -73,11 +74,12 @@ def prometheus_window(source, route: str, selector: str, start: float, end: floa
         coverage = _coverage(client, route, sel, start, end, r, names["heartbeat"])
         if coverage.why_not is None:
             return _recorded_window(client, route, sel, start, end, r, names, coverage, max_blocks)
-    window = prometheus_route_window(source, sel, start, end, max_blocks=max_blocks, timeout_s=timeout_s)
-    note = (f"Prometheus: {coverage.why_not}, so the window was read from raw samples ({window.queries} "
+    looked = client.queries
+    window = raw_window(client, sel, start, end, max_blocks=max_blocks)
+    note = (f"Prometheus: {coverage.why_not}, so the window was read from raw samples ({window.queries - looked} "
             f"increase() queries); `specdec rules` writes the recording rules, `promtool tsdb create-blocks-from "
             f"rules` backfills them")
-    return replace(window, queries=window.queries + client.queries, notes=[note])
+    return replace(window, notes=[note])
 
 
 def _resolutions(client: PrometheusClient, route: str, end: float) -> list[str]:
@@ -149,22 +151,18 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
     window_s = coverage.evaluations * r
     recorded = _Recorded(client, route, names, last_end, window_s)
     engines_of = recorded.engines_of(q, r)
-    segments, engine_labels = [], []
+    found = []
     for g in sorted({int(float(lab["gamma"])) for lab, _, _ in series if "gamma" in lab}):
         rows = block_rows([s for s in series if s[0].get("gamma") == str(g)], g)
-        for seg, labs in gamma_segments(engines_of, g, rows, {t: starts.get(t, t - block) for t in rows}, block):
-            segments.append(seg)
-            engine_labels.append(labs)
-    order = sorted(range(len(segments)), key=lambda i: (segments[i].start, segments[i].end, segments[i].gamma))
-    not_spec = [engine_ref(lab) for lab, _ in client.query(
-        f"{vm.NUM_REQUESTS_RUNNING}{sel} unless {q.gamma_of_engines()}", end)]
+        found += gamma_segments(engines_of, g, rows, {t: starts.get(t, t - block) for t in rows}, block)
+    segments, engine_labels = in_time_order(found)
     note = (f"Prometheus: read from the recorded series {names['spec_decode']} (specdec rules, "
             f"{coverage.evaluations} evaluations {r:g} s apart, {n + bool(remainder)} blocks)")
     return PrometheusWindow(
         url=client.url, selector=sel, start=last_end - window_s, end=min(end, last_end), block_s=block,
         scrape_interval_s=scrape_interval(client, sel, end, end - start),
-        segments=[segments[i] for i in order], events=recorded.events(), step_shape=recorded.step_shape(),
-        engine_labels=[engine_labels[i] for i in order], not_speculating=sorted(not_spec),
+        segments=segments, events=recorded.events(), step_shape=recorded.step_shape(),
+        engine_labels=engine_labels, not_speculating=not_speculating(client, q, end),
         queries=client.queries, recorded=names["spec_decode"], notes=[note])
 
 

@@ -143,6 +143,7 @@ def window_rule_groups(routes: dict[str, str], resolution: str = RESOLUTION) -> 
     """YAML lines of one rule group per route, evaluated every ``resolution`` (the group's own
     interval, whatever the server's evaluation_interval). The heartbeat carries the selector
     the rules were written for: the source checks it against the route's current one."""
+    heartbeat = series_names(resolution)["heartbeat"]
     lines = []
     for route in sorted(routes):
         selector = routes[route]
@@ -153,7 +154,7 @@ def window_rule_groups(routes: dict[str, str], resolution: str = RESOLUTION) -> 
                       f"        expr: {json.dumps(expr, ensure_ascii=False)}",
                       "        labels:",
                       f"          route: {json.dumps(route, ensure_ascii=False)}"]
-            if record == series_names(resolution)["heartbeat"]:
+            if record == heartbeat:
                 lines.append(f"          selector: {json.dumps(selector, ensure_ascii=False)}")
     return lines
 

@@ -154,32 +154,46 @@ def build_prometheus(dirpath: Path, engines: int, t0: float, n_chunks: int, per_
     return time.perf_counter() - started
 
 
-class VictoriaMetricsServer:
-    """Debian's victoria-metrics on a free loopback port over ``work``/vm."""
+class LocalServer:
+    """A metrics server on a free loopback port, its data under ``work`` (started, stopped,
+    restarted); subclasses give its argv, readiness path and log name."""
+
+    ready_path, log_name = "/", "server.log"
 
     def __init__(self, work: Path):
         self.work, self.proc = work, None
         self.url = f"http://127.0.0.1:{free_port()}"
 
+    def argv(self) -> list[str]:
+        raise NotImplementedError
+
     def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [shutil.which("victoria-metrics") or "/usr/bin/victoria-metrics", f"-storageDataPath={self.work / 'vm'}",
-             f"-httpListenAddr={self.url.split('//')[1]}", "-retentionPeriod=100y", "-selfScrapeInterval=0",
-             "-search.maxPointsPerTimeseries=100000", "-search.maxSamplesPerQuery=2000000000"],
-            stdout=(self.work / "vm.log").open("a"), stderr=subprocess.STDOUT)
-        for _ in range(600):
+        log_path = self.work / self.log_name
+        self.proc = subprocess.Popen(self.argv(), stdout=log_path.open("a"), stderr=subprocess.STDOUT)
+        for _ in range(1200):
             try:
-                urllib.request.urlopen(f"{self.url}/health", timeout=1)
+                urllib.request.urlopen(f"{self.url}{self.ready_path}", timeout=1)
                 return
             except OSError:
                 time.sleep(0.1)
-        raise RuntimeError(f"victoria-metrics not ready: {(self.work / 'vm.log').read_text()[-1000:]}")
+        raise RuntimeError(f"{self.argv()[0]} not ready: {log_path.read_text()[-1000:]}")
 
     def stop(self) -> None:
         if self.proc is not None:
             self.proc.terminate()
             self.proc.wait(timeout=60)
             self.proc = None
+
+
+class VictoriaMetricsServer(LocalServer):
+    """Debian's victoria-metrics over ``work``/vm."""
+
+    ready_path, log_name = "/health", "vm.log"
+
+    def argv(self) -> list[str]:
+        return [shutil.which("victoria-metrics") or "/usr/bin/victoria-metrics", f"-storageDataPath={self.work / 'vm'}",
+                f"-httpListenAddr={self.url.split('//')[1]}", "-retentionPeriod=100y", "-selfScrapeInterval=0",
+                "-search.maxPointsPerTimeseries=100000", "-search.maxSamplesPerQuery=2000000000"]
 
 
 def build_victoria_metrics(server: VictoriaMetricsServer, engines: int, t0: float, n_chunks: int,
@@ -234,33 +248,19 @@ def timed(fn, repeat: int):
     return result, secs
 
 
-class PrometheusServer:
-    """Debian's prometheus on a free loopback port over ``tsdb`` (started, stopped, restarted)."""
+class PrometheusServer(LocalServer):
+    """Debian's prometheus over ``work``/tsdb, scraping nothing."""
+
+    ready_path, log_name = "/-/ready", "prometheus.log"
 
     def __init__(self, work: Path):
-        self.work, self.proc = work, None
+        super().__init__(work)
         (work / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
-        self.url = f"http://127.0.0.1:{free_port()}"
 
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [shutil.which("prometheus") or "/usr/bin/prometheus", f"--config.file={self.work / 'prometheus.yml'}",
-             f"--storage.tsdb.path={self.work / 'tsdb'}", "--storage.tsdb.retention.time=60d",
-             f"--web.listen-address={self.url.split('//')[1]}", "--query.max-samples=200000000"],
-            stdout=subprocess.DEVNULL, stderr=(self.work / "prometheus.log").open("a"))
-        for _ in range(1200):
-            try:
-                urllib.request.urlopen(f"{self.url}/-/ready", timeout=1)
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"prometheus not ready: {(self.work / 'prometheus.log').read_text()[-1000:]}")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=60)
-            self.proc = None
+    def argv(self) -> list[str]:
+        return [shutil.which("prometheus") or "/usr/bin/prometheus", f"--config.file={self.work / 'prometheus.yml'}",
+                f"--storage.tsdb.path={self.work / 'tsdb'}", "--storage.tsdb.retention.time=60d",
+                f"--web.listen-address={self.url.split('//')[1]}", "--query.max-samples=200000000"]
 
 
 def backfill_rules(server: PrometheusServer, start: float, end: float) -> tuple[float, int]:

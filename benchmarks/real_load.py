@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import gzip
 import json
 import random
 import re
@@ -49,7 +48,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import real_vllm  # noqa: E402
 from real_sweep import (  # noqa: E402
-    Engine, Run, StepCost, decode_steps, log, measured_or_interpolated, paired_ratio, spec_totals, step_time_s)
+    Engine, Run, StepCost, add_run_arguments, decode_steps, log, measured_or_interpolated, measured_runs,
+    paired_ratio, read_raw, spec_totals, step_time_s, write_raw)
 
 # to 16, the tool's gamma_max: every γ its load view may name is measured or between measured ones
 GAMMAS = (0, 1, 2, 3, 5, 7, 10, 16)
@@ -262,17 +262,13 @@ def markdown(doc: dict) -> str:
 
 
 def save_raw(path: Path, measured: dict) -> None:
-    doc = dict(measured, runs={m: {str(c): {str(g): [run.to_dict() for run in rs] for g, rs in by_g.items()}
-                                   for c, by_g in by_c.items()} for m, by_c in measured["runs"].items()},
-               gauge={m: {str(c): s for c, s in by_c.items()} for m, by_c in measured["gauge"].items()})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(path, "wt") as f:
-        json.dump(doc, f)
+    write_raw(path, dict(measured, runs={m: {str(c): {str(g): [run.to_dict() for run in rs] for g, rs in by_g.items()}
+                                             for c, by_g in by_c.items()} for m, by_c in measured["runs"].items()},
+                         gauge={m: {str(c): s for c, s in by_c.items()} for m, by_c in measured["gauge"].items()}))
 
 
 def load_raw(path: Path) -> dict:
-    with gzip.open(path, "rt") as f:
-        doc = json.load(f)
+    doc = read_raw(path)
     doc["runs"] = {m: {int(c): {int(g): [Run.from_dict(d) for d in rs] for g, rs in by_g.items()}
                        for c, by_g in by_c.items()} for m, by_c in doc["runs"].items()}
     doc["gauge"] = {m: {int(c): s for c, s in by_c.items()} for m, by_c in doc["gauge"].items()}
@@ -281,20 +277,9 @@ def load_raw(path: Path) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--blocks", type=int, default=8)
-    parser.add_argument("--requests", type=int, default=16, help="prompts per γ, block and concurrency")
-    parser.add_argument("--methods", default="ngram,draft_model")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--raw", type=Path, default=RAW)
-    parser.add_argument("--from-raw", action="store_true", help="analyse the runs of --raw again, no engine")
+    add_run_arguments(parser, requests=16, requests_help="prompts per γ, block and concurrency", out=RESULTS, raw=RAW)
     args = parser.parse_args(argv)
-    if args.from_raw:
-        measured = load_raw(args.raw)
-    else:
-        measured = measure(args.methods.split(","), args.blocks, args.requests, args.seed)
-        save_raw(args.raw, measured)
-        log(f"wrote {args.raw}")
+    measured = measured_runs(args, measure, save_raw, load_raw)
     doc = analyse(measured, args.seed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")

@@ -602,40 +602,61 @@ def measure(methods: list[str], blocks: int, requests: int, seed: int) -> dict:
             "requests_per_run": requests}
 
 
-def save_raw(path: Path, measured: dict) -> None:
-    doc = dict(measured, runs={m: {r: {str(g): [run.to_dict() for run in rs] for g, rs in by_g.items()}
-                                   for r, by_g in by_route.items()} for m, by_route in measured["runs"].items()})
+def write_raw(path: Path, doc: dict) -> None:
+    """The runs' responses as gzipped JSON (real_sweep's and real_load's --raw)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(path, "wt") as f:
         json.dump(doc, f)
 
 
-def load_raw(path: Path) -> dict:
+def read_raw(path: Path) -> dict:
     with gzip.open(path, "rt") as f:
-        doc = json.load(f)
+        return json.load(f)
+
+
+def save_raw(path: Path, measured: dict) -> None:
+    write_raw(path, dict(measured, runs={m: {r: {str(g): [run.to_dict() for run in rs] for g, rs in by_g.items()}
+                                             for r, by_g in by_route.items()}
+                                         for m, by_route in measured["runs"].items()}))
+
+
+def load_raw(path: Path) -> dict:
+    doc = read_raw(path)
     doc["runs"] = {m: {r: {int(g): [Run.from_dict(d) for d in rs] for g, rs in by_g.items()}
                        for r, by_g in by_route.items()} for m, by_route in doc["runs"].items()}
     return doc
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_run_arguments(parser: argparse.ArgumentParser, *, requests: int, requests_help: str, out: Path,
+                      raw: Path) -> None:
+    """The options real_sweep and real_load share: blocks, requests, methods, seed, where the
+    result and the raw responses go, and --from-raw to analyse those again without an engine."""
     parser.add_argument("--blocks", type=int, default=8)
-    parser.add_argument("--requests", type=int, default=12, help="requests per γ per block and route")
+    parser.add_argument("--requests", type=int, default=requests, help=requests_help)
     parser.add_argument("--methods", default="ngram,draft_model")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--raw", type=Path, default=RAW, help="the runs' responses (written, or read with --from-raw)")
+    parser.add_argument("--out", type=Path, default=out)
+    parser.add_argument("--raw", type=Path, default=raw, help="the runs' responses (written, or read with --from-raw)")
     parser.add_argument("--from-raw", action="store_true", help="analyse the runs of --raw again, no engine")
+
+
+def measured_runs(args, measure, save, load) -> dict:
+    """The runs --from-raw reads, else measures (and saves to --raw)."""
+    if args.from_raw:
+        return load(args.raw)
+    measured = measure(args.methods.split(","), args.blocks, args.requests, args.seed)
+    save(args.raw, measured)
+    log(f"wrote {args.raw}")
+    return measured
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_run_arguments(parser, requests=12, requests_help="requests per γ per block and route", out=RESULTS, raw=RAW)
     parser.add_argument("--curves", type=Path, default=CURVES)
     parser.add_argument("--markdown", action="store_true", help="also print the README's tables")
     args = parser.parse_args(argv)
-    if args.from_raw:
-        measured = load_raw(args.raw)
-    else:
-        measured = measure(args.methods.split(","), args.blocks, args.requests, args.seed)
-        save_raw(args.raw, measured)
-        log(f"wrote {args.raw}")
+    measured = measured_runs(args, measure, save_raw, load_raw)
     folder = Path(tempfile.mkdtemp(prefix="specdec-real-sweep-"))
     cells = [cell_result(method, route, by_route[route], folder, args.seed)
              for method, by_route in measured["runs"].items() for route in ROUTES]

@@ -269,10 +269,11 @@ def recording_rules(routes: dict, window: str = "5m", resolution: str = RESOLUTI
         lines.append("        labels:")
         lines.append(f"          route: {json.dumps(route, ensure_ascii=False)}")
 
+    selectors = {}
     for route in sorted(routes):
         if not isinstance(route, str) or not route or "\n" in route:
             raise InputError(f"route name {route!r}: must be a non-empty one-line string")
-        sel = _route_selector(route, routes[route])
+        sel = selectors[route] = _route_selector(route, routes[route])
         rate = lambda metric: f"rate({metric}{sel}[{window}])"  # noqa: E731
         rule(f"specdec:route_survival:ratio_rate{window}",
              f"sum by ({vm.POSITION_LABEL}) ({rate(per_pos)}) / ignoring({vm.POSITION_LABEL}) group_left "
@@ -285,7 +286,6 @@ def recording_rules(routes: dict, window: str = "5m", resolution: str = RESOLUTI
         rule("specdec:route_engines:count_by_gamma",
              f'count_values("gamma", count without ({vm.POSITION_LABEL}) ({per_pos}{sel}))', route,
              f"route {route}: engines per gamma (more than one series: the curves above mix gamma)")
-    selectors = {route: _route_selector(route, routes[route]) for route in routes}
     lines += window_rule_groups(selectors, resolution)
     return "\n".join(lines) + "\n"
 
