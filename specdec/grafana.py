@@ -33,26 +33,23 @@ def _target(ref: str, expr: str, legend: str) -> dict:
     return {"refId": ref, "datasource": DATASOURCE, "expr": expr, "legendFormat": legend, "range": True}
 
 
-def _band_overrides(label: str, count: int) -> list[dict]:
-    """Overrides that fill series "high X" down to "low X" and hide both bounds' lines."""
-    out = []
-    for i in range(count):
-        out.append({"matcher": {"id": "byName", "options": f"high {label}{i}"},
-                    "properties": [{"id": "custom.fillBelowTo", "value": f"low {label}{i}"},
-                                   {"id": "custom.lineWidth", "value": 0},
-                                   {"id": "custom.hideFrom", "value": {"legend": True, "tooltip": False, "viz": False}}]})
-        out.append({"matcher": {"id": "byName", "options": f"low {label}{i}"},
-                    "properties": [{"id": "custom.lineWidth", "value": 0},
-                                   {"id": "custom.hideFrom", "value": {"legend": True, "tooltip": False, "viz": False}}]})
-    return out
-
-
-def _banded(metric: str, selector: str, by: str | None, label: str, legend: str) -> list[dict]:
-    """A value's series and its _low / _high bounds, legends matching _band_overrides."""
-    key = f"{label}{{{{{by}}}}}" if by else label
-    return [_target("A", f"{metric}{selector}", legend),
-            _target("B", f"{metric}_low{selector}", f"low {key}"),
-            _target("C", f"{metric}_high{selector}", f"high {key}")]
+def _banded(metric: str, selector: str, label: str, by: str | None = None) -> dict:
+    """targets and overrides of a value with its _low / _high bounds: series "label" (or
+    "label N" per value N of label ``by``, up to MAX_SERIES), "low …" and "high …", the
+    band filled from each high down to its low, the bounds' own lines hidden."""
+    legend = f"{label} {{{{{by}}}}}" if by else label
+    names = [f"{label} {i}" for i in range(MAX_SERIES)] if by else [label]
+    hidden = [{"id": "custom.lineWidth", "value": 0},
+              {"id": "custom.hideFrom", "value": {"legend": True, "tooltip": False, "viz": False}}]
+    overrides = []
+    for name in names:
+        overrides.append({"matcher": {"id": "byName", "options": f"high {name}"},
+                          "properties": [{"id": "custom.fillBelowTo", "value": f"low {name}"}] + hidden})
+        overrides.append({"matcher": {"id": "byName", "options": f"low {name}"}, "properties": hidden})
+    return {"targets": [_target("A", f"{metric}{selector}", legend),
+                        _target("B", f"{metric}_low{selector}", f"low {legend}"),
+                        _target("C", f"{metric}_high{selector}", f"high {legend}")],
+            "overrides": overrides}
 
 
 def _timeseries(title: str, description: str, targets: list[dict], *, unit: str = "none",
@@ -75,18 +72,16 @@ def route_panels(route: str, *, rate_window: str = "5m", resolution: str = RESOL
     return [
         _timeseries("Survival a_k by position", "Share of drafts whose first k tokens were accepted "
                     "(position = k - 1), with its interval (specdec_route_interval_level).",
-                    _banded("specdec_route_survival", sel, "position", "position ", "position {{position}}"),
                     unit="percentunit", minimum=0, maximum=1,
-                    overrides=_band_overrides("position ", MAX_SERIES)),
+                    **_banded("specdec_route_survival", sel, "position", by="position")),
         _timeseries("Conditional acceptance α_k", "Of the drafts that reached position k, the share accepted there.",
                     [_target("A", f"specdec_route_conditional_acceptance{sel}", "position {{position}}")],
                     unit="percentunit", minimum=0, maximum=1),
         _timeseries("Mean acceptance length", "Tokens per verify step (bonus token included), with its interval.",
-                    _banded("specdec_route_mean_acceptance_length", sel, None, "AL", "AL"),
-                    overrides=_band_overrides("AL", 1)),
+                    **_banded("specdec_route_mean_acceptance_length", sel, "AL")),
         _timeseries("Equivalent p", "The independent p with the same mean acceptance length (a summary), "
-                    "with its interval.", _banded("specdec_route_equivalent_p", sel, None, "p", "p"),
-                    unit="percentunit", minimum=0, maximum=1, overrides=_band_overrides("p", 1)),
+                    "with its interval.", unit="percentunit", minimum=0, maximum=1,
+                    **_banded("specdec_route_equivalent_p", sel, "p")),
         _timeseries(f"Survival from vLLM's counters (rate {rate_window})",
                     "specdec's dashboard recording rule over all of the route's engines (mixes γ if they differ).",
                     [_target("A", f"specdec:route_survival:ratio_rate{rate_window}{sel}", "position {{position}}")],
@@ -101,8 +96,7 @@ def route_panels(route: str, *, rate_window: str = "5m", resolution: str = RESOL
                      "textMode": "value_and_name", "wideLayout": True, "showPercentChange": False,
                      "percentChangeColorMode": "standard"}},
         _timeseries("Projected speedup by γ", "Speedup over plain decoding per candidate γ, with its interval.",
-                    _banded("specdec_route_projected_speedup", sel, "gamma", "γ ", "γ {{gamma}}"),
-                    overrides=_band_overrides("γ ", MAX_SERIES)),
+                    **_banded("specdec_route_projected_speedup", sel, "γ", by="gamma")),
         {"type": "state-timeline", "title": "Decision", "datasource": DATASOURCE,
          "description": "change, keep, off or probe: 1 for the route's decision.",
          "targets": [_target("A", f"specdec_route_decision{sel} == 1", "{{decision}}")],

@@ -154,3 +154,17 @@ def test_every_panel_query_returns_data(fleet_and_exporter):
             empty.append(f"{row} / {title}: {expr}")
     assert not empty, "panel queries without data:\n" + "\n".join(empty)
     assert len(panel_queries(doc)) >= 15
+
+
+def test_every_band_override_names_a_series_the_panel_draws():
+    """A fill-between override only draws when its name is a series' display name: each
+    "high …"/"low …" matcher must be what a target's legend gives (``{{label}}`` a value)."""
+    import re
+
+    for panel in dashboard(["structured"])["panels"]:
+        legends = [re.escape(t["legendFormat"]).replace(r"\{\{", "{{").replace(r"\}\}", "}}")
+                   for t in panel.get("targets", [])]
+        patterns = [re.compile(re.sub(r"\{\{\w+\}\}", r"[0-9]+", legend)) for legend in legends]
+        for override in panel.get("fieldConfig", {}).get("overrides", []):
+            name = override["matcher"]["options"]
+            assert any(p.fullmatch(name) for p in patterns), f"{panel['title']}: override {name!r} matches no series"
