@@ -199,8 +199,12 @@ def test_recorded_series_equal_the_store_on_frozen_data():
                           "--days", "0.25", "--repeat", "1"], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     doc = json.loads(out.stdout)
-    assert doc["max_abs_survival_difference_recorded_vs_store"] <= 1e-6
-    assert doc["drafts_recorded_minus_store"] == 0
+    # once (of many runs) under a loaded full suite the recorded survival differed by 1.4e-4:
+    # not reproduced since; say what was read if it happens again
+    seen = (f"window {doc['window']}, recorded {doc['prometheus_recorded']['drafts']} drafts "
+            f"{doc['prometheus_recorded']['notes']}, store {doc['store']['drafts']} drafts")
+    assert doc["max_abs_survival_difference_recorded_vs_store"] <= 1e-6, seen
+    assert doc["drafts_recorded_minus_store"] == 0, seen
     assert doc["max_abs_survival_difference_victoria_metrics_vs_store"] <= 1e-6
     assert doc["drafts_victoria_metrics_minus_store"] == 0
     assert "recorded series" in doc["prometheus_recorded"]["notes"][0]
