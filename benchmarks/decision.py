@@ -102,6 +102,8 @@ class SeedScore:
     model_error: float | None = None
     second_regret: float = math.nan    # after deploying what the decision deploys and tuning the next window
     round2: RoundTwo | None = None     # the same protocol scored on round 2's own decision (decision_rounds)
+    # on the specialized path: the tool warned that its γ rests on the configured speedup
+    specialized_warning: bool | None = None
 
 
 def seeds_method_speedup(p: float, gamma: int, deployment: Deployment) -> float:
@@ -160,6 +162,9 @@ def score(tuning, truth: Truth, true_speedup: np.ndarray, deployment: Deployment
         drafts=float(tuning.estimate.drafts),
         covered_by_gamma=covered_by_gamma,
         model_error=rec.model_error,
+        specialized_warning=(None if deployment.decode_backend != "latency_specialized"
+                             else rec.specialized_break_even is not None
+                             and rec.specialized_break_even.rests_on_configuration),
     )
 
 
@@ -243,6 +248,7 @@ def _quantile(xs, q) -> float:
 
 
 def _coverage(flags) -> float | None:
+    """The share of True among the flags that are not None (None when every one is)."""
     flags = [f for f in flags if f is not None]
     return float(np.mean(flags)) if flags else None
 
@@ -371,7 +377,8 @@ def _class_report(cls: DecisionClass, truth: Truth, true_speedup, scores: list[S
                  "extrapolated_share": float(np.mean([s.extrapolated for s in scores])),
                  "decided_mean_regret": float(np.mean([s.decided_regret for s in scores])),
                  "coverage_by_gamma": {str(g): float(np.mean(v)) for g, v in sorted(per_gamma.items())},
-                 "median_signed_speedup_error": _quantile([s.tool.speedup_error for s in scores], 0.5)},
+                 "median_signed_speedup_error": _quantile([s.tool.speedup_error for s in scores], 0.5),
+                 "specialized_warning_share": _coverage([s.specialized_warning for s in scores])},
         "seeds_method": {**seeds, "recommended_gamma": int(np.bincount([s.seeds_method.gamma for s in scores]).argmax())},
         "keep_deployed": keep,
         "tool_differs_from_seeds": differ,
@@ -550,8 +557,17 @@ def markdown_table(doc: dict) -> str:
             f"{s['classes_recommending_observed']} at the recommended γ on the seeds where it was observed.",
             f"- lower mean regret than the seeds' method in {s['classes_beating_seeds']} of "
             f"{s['classes_differing_from_seeds']} classes where their picks differ.",
-            _round2_line(doc)]
+            _round2_line(doc), _specialized_line(doc)]
     return "\n".join(out)
+
+
+def _specialized_line(doc: dict) -> str:
+    """How often round 1 warned that its γ rests on the configured specialized speedup
+    (model.specialized.SpecializedBreakEven), per class on the specialized path."""
+    shares = [f"{r['name']}{'' if r['assumed'] else ' (not assumed)'} {r['tool']['specialized_warning_share']:.0%}"
+              for r in doc["scenarios"] if r["tool"].get("specialized_warning_share") is not None]
+    return ("- specialized path, round 1 warned that the decision's γ rests on the configured speedup "
+            "(`specialized_break_even`): " + ("; ".join(shares) if shares else "no class") + ".")
 
 
 def _round2_line(doc: dict) -> str:

@@ -47,6 +47,11 @@ def percent(x, digits: int = 0) -> str:
     return f"{100 * x:.{digits}f}%" if _finite(x) else "—"
 
 
+def sentence(clause: str) -> str:
+    """A clause of the model's (lower case, no full stop) as a sentence."""
+    return clause[0].upper() + clause[1:] + "."
+
+
 def level(x: float) -> str:
     """'90%' — the interval level every output names."""
     return f"{100 * x:g}%"

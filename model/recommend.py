@@ -79,6 +79,7 @@ from .extrapolate import TAIL_MODELS, bonus_acceptances, extend_survival
 from .tail_evidence import al_factors, one_step_error
 from .profiles import make_profile
 from .specialized import Eligibility, specialized_refusal
+from .specialized_break_even import SpecializedBreakEven, decision_break_even
 from .anchor import DEFAULT, OBSERVED, Anchor, configured_or_default, profile_figures, solve_observed_rate
 from .speedup import (
     CostModel,
@@ -150,6 +151,8 @@ class Recommendation:
     # or probes it
     expected_best_gamma: int | None = None
     probe: Probe | None = None  # decision "probe": the canary to run (model.probe)
+    # on latency_specialized: the specialized speedups over which the decision's γ holds (model.specialized)
+    specialized_break_even: SpecializedBreakEven | None = None
     # (rows, G) the resampled speedups the decision read (resamples × tail models × speed
     # bins); not in the JSON: for pricing routes together (model.shared_deployment)
     ensemble: np.ndarray | None = field(default=None, repr=False, compare=False)
@@ -185,6 +188,7 @@ class Recommendation:
             "expected_best_gamma": self.expected_best_gamma,
             "probe": None if self.probe is None else asdict(self.probe),
             "model_error_warning": self.model_error_warning,
+            "specialized_break_even": None if self.specialized_break_even is None else self.specialized_break_even.to_dict(),
         })
 
 
@@ -279,8 +283,7 @@ def recommend(
         vllm_command_line=command_line(deployment, spec_cfg),
         replay_config=replay_config(deployment, a),
         specialized_eligibility=elig,
-        schedule=schedule,
-        load=load,
+        schedule=schedule, load=load,
         verify_widths=None if widths is None else tuple(float(w) for w in widths),
         acceptance_model="replay" if replayed is not None else "survival",
         anchor=anchor,
@@ -290,6 +293,7 @@ def recommend(
         drafts_factor_to_settle=verdict.settle,
         expected_best_gamma=expected_best,
         probe=probe,
+        specialized_break_even=decision_break_even(model, gammas, bs, ws, widths, deployment, al_point, allowed, final),
         ensemble=ensemble,
         objective_axis=axis_text(deployment.objective),
     )

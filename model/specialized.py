@@ -18,6 +18,9 @@ vLLM rounds up to multiples of q for speculative decoding.
 The share of steps that are clean (no prompt rows) is counted by specdec's vLLM plugin
 when the engines run it (``eligibility_from_step_counts``), else bounded from the
 ``vllm:iteration_tokens_total`` histogram deltas; ``le="64"`` is exactly the limit.
+
+The path's decode speedup is a configured figure no window checks: how far a decision rests
+on it is model.specialized_break_even's.
 """
 
 from __future__ import annotations
@@ -134,3 +137,4 @@ def route_eligibility(deployment, plugin, iteration_tokens: Mapping | None, batc
     if share is not None:
         return eligibility_from_step_counts(share.clean_steps, share.steps)
     return histogram_eligibility(iteration_tokens, batch_mix, gamma) if batch_mix else None
+

@@ -122,3 +122,87 @@ def test_clean_share_blends_the_paths():
     # Without clean steps the specialized backend behaves like the stock one.
     stock = recommend(CURVE7, Deployment(), batch_mix={4: 1.0})
     assert [c.speedup for c in low.candidates] == pytest.approx([c.speedup for c in stock.candidates])
+
+
+# --- how far the decision rests on the configured specialized speedup
+
+EDGE_MIX = {4: 0.3, 8: 0.3, 16: 0.4}  # B = 16 fits the specialized path only at γ ≤ 3
+FRONT_LOADED = np.cumprod([0.95, 0.92, 0.88])
+
+
+def _specialized(speedup) -> Deployment:
+    return Deployment(method="dspark", draft_cost=0.10, cost_profile="roofline",
+                      decode_backend="latency_specialized", specialized_speedup=speedup)
+
+
+def _point_speedups(speedup: float) -> dict[int, float]:
+    rec = recommend(FRONT_LOADED, _specialized(speedup), deployed_gamma=3, batch_mix=EDGE_MIX)
+    return {c.gamma: c.speedup for c in rec.candidates if c.allowed}
+
+
+def test_break_even_is_where_another_gamma_starts_to_win_by_min_gain():
+    """Deployed 3 on the edge mix: γ 3 keeps B = 16 on the fast path, γ 7 does not, so below
+    some speedup γ 7 wins. The break-even found by the search is checked by pricing at a
+    single speedup either side of it."""
+    rec = recommend(FRONT_LOADED, _specialized(1.9), deployed_gamma=3, batch_mix=EDGE_MIX)
+    be = rec.specialized_break_even
+    assert (be.gamma, be.gamma_below, be.holds_to, be.gamma_above) == (3, 7, None, None)
+    assert 1.0 < be.holds_from < 1.9
+    inside, outside = _point_speedups(be.holds_from + 0.01), _point_speedups(be.holds_from - 0.01)
+    assert max(inside.values()) <= 1.03 * inside[3]
+    assert outside[7] > 1.03 * outside[3] and max(outside, key=outside.get) == 7
+
+
+def test_a_decision_resting_on_the_configured_range_is_warned_with_the_way_to_measure_it():
+    rec = recommend(FRONT_LOADED, _specialized((1.8, 2.2)), deployed_gamma=3, batch_mix=EDGE_MIX)
+    be = rec.specialized_break_even
+    assert be.rests_on_configuration and be.holds_from > 1.8 / 1.25
+    assert f"below {be.holds_from:.2f}× gamma 7" in be.warning()
+    assert "specdec calibrate plan" in be.warning()
+    assert rec.to_dict()["specialized_break_even"]["warning"] == be.warning()
+
+
+def test_a_gamma_that_holds_at_every_speedup_is_not_warned():
+    """Every batch fits the specialized path at every candidate γ: s scales them alike."""
+    rec = recommend(np.full(7, 0.8).cumprod(), _specialized((1.5, 2.0)), deployed_gamma=7,
+                    batch_mix={1: 0.3, 2: 0.3, 4: 0.4})
+    be = rec.specialized_break_even
+    assert (be.gamma, be.holds_from, be.holds_to) == (7, None, None)
+    assert not be.rests_on_configuration and be.warning() is None
+
+
+def test_a_flip_far_outside_the_configured_range_is_reported_but_not_warned():
+    # told 3.0-3.2x: gamma 3 holds there; the flip to 7 lies well below 3.0 / 1.25
+    be = recommend(FRONT_LOADED, _specialized((3.0, 3.2)), deployed_gamma=3,
+                   batch_mix=EDGE_MIX).specialized_break_even
+    assert be.holds_from is not None and be.holds_from < 3.0 / 1.25
+    assert be.warning() is None
+
+
+def test_a_decision_its_doubt_makes_has_no_break_even():
+    """At the range's midpoint γ 7 is expected to gain 6.7% over the deployed 3, but without
+    resamples that gain is not sure: the keep rests on the doubt, not on the figure."""
+    rec = recommend(FRONT_LOADED, _specialized((1.5, 2.0)), deployed_gamma=3, batch_mix=EDGE_MIX)
+    assert (rec.decision, rec.recommended_gamma) == ("keep", 7)
+    assert rec.specialized_break_even is None
+
+
+def test_off_the_specialized_path_there_is_no_break_even():
+    rec = recommend(FRONT_LOADED, Deployment(method="dspark", draft_cost=0.10), deployed_gamma=3,
+                    batch_mix=EDGE_MIX)
+    assert rec.specialized_break_even is None and rec.to_dict()["specialized_break_even"] is None
+
+
+def test_the_console_prints_the_models_warning(capsys):
+    """The tune-gamma console view prints the break-even's warning as the model worded it."""
+    import json
+
+    from specdec.cli import tune_gamma_main
+    from specdec.report import format_tuning
+
+    assert tune_gamma_main(["--survival", "0.95,0.874,0.769", "--drafts", "20000", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["specialized_break_even"] is None  # the inline default deployment runs stock
+    warned = recommend(FRONT_LOADED, _specialized((1.8, 2.2)), deployed_gamma=3, batch_mix=EDGE_MIX)
+    doc["specialized_break_even"] = warned.to_dict()["specialized_break_even"]
+    assert f"warning: {warned.specialized_break_even.warning()}" in format_tuning(doc).splitlines()

@@ -68,12 +68,14 @@ def render(fleet: FleetView) -> None:
                   "— (no latency metrics)")
                + ".")
     if rec.model_error_warning:
-        st.warning(rec.model_error_warning[0].upper() + rec.model_error_warning[1:] + ".")
+        st.warning(text.sentence(rec.model_error_warning))
+    if rec.specialized_break_even is not None and rec.specialized_break_even.warning():
+        st.warning(text.sentence(rec.specialized_break_even.warning()))
     for line in describe_lines(rec.anchor, rec.profile_figures):
         (st.warning if "DEFAULT" in line or "(default)" in line else st.caption)(line)
     more = more_drafts_sentence(tuning.drafts_more_needed, rec.drafts_factor_to_settle)
     if more:
-        st.info(more[0].upper() + more[1:] + ".")
+        st.info(text.sentence(more))
 
     st.subheader("Candidates")
     st.dataframe(candidate_rows(rec), hide_index=True, key="rec_candidates")
