@@ -151,7 +151,8 @@ class Recommendation:
     # or probes it
     expected_best_gamma: int | None = None
     probe: Probe | None = None  # decision "probe": the canary to run (model.probe)
-    # on latency_specialized: the specialized speedups over which the decision's γ holds (model.specialized)
+    # on latency_specialized: the specialized speedups over which the decision's γ holds
+    # (model.specialized_break_even)
     specialized_break_even: SpecializedBreakEven | None = None
     # (rows, G) the resampled speedups the decision read (resamples × tail models × speed
     # bins); not in the JSON: for pricing routes together (model.shared_deployment)
@@ -293,7 +294,7 @@ def recommend(
         drafts_factor_to_settle=verdict.settle,
         expected_best_gamma=expected_best,
         probe=probe,
-        specialized_break_even=decision_break_even(model, gammas, bs, ws, widths, deployment, al_point, allowed, final),
+        specialized_break_even=_break_even(model, gammas, bs, ws, widths, deployment, al_point, allowed, final),
         ensemble=ensemble,
         objective_axis=axis_text(deployment.objective),
     )
@@ -413,6 +414,13 @@ def _price(model: CostModel, gammas, bs, ws, speeds, widths, nu, objective: str)
     v = objective_weights(bs, ws, objective)
     tau = times @ v
     return _Price(times, times_u, tau, tau[:, :1] / tau, tau[:, :1] / (times_u @ v))
+
+
+def _break_even(model: CostModel, gammas, bs, ws, widths, deployment: Deployment, al_point, allowed, final: int
+                ) -> SpecializedBreakEven | None:
+    """decision_break_even, its step times priced as the candidates' are (_price)."""
+    return decision_break_even(lambda speeds: _price(model, gammas, bs, ws, speeds, widths, None, deployment.objective).tau,
+                               deployment, al_point, allowed, final)
 
 
 @dataclass(frozen=True)

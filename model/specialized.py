@@ -137,4 +137,3 @@ def route_eligibility(deployment, plugin, iteration_tokens: Mapping | None, batc
     if share is not None:
         return eligibility_from_step_counts(share.clean_steps, share.steps)
     return histogram_eligibility(iteration_tokens, batch_mix, gamma) if batch_mix else None
-

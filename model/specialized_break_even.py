@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from .deployment import PERCENTILE_OBJECTIVES, Deployment
-from .speedup import CostModel, objective_weights, speedup_with_undrafted
+from .speedup import speedup_with_undrafted
 
 
 # How far outside the configured specialized_speedup a flip of the best γ still makes the
@@ -98,27 +98,32 @@ def _first_change(winner_at: Callable[[float], int | None], start: float, bound:
     steps = max(1, int(math.ceil(abs(bound - start) / _BREAK_EVEN_STEP)))
     inside = start
     for s in np.linspace(start, bound, steps + 1)[1:]:
-        if winner_at(float(s)) is not None:
+        winner = winner_at(float(s))
+        if winner is not None:
             outside = float(s)
             while abs(outside - inside) > _BREAK_EVEN_TOLERANCE:
                 middle = 0.5 * (inside + outside)
-                inside, outside = (middle, outside) if winner_at(middle) is None else (inside, middle)
-            return round(inside, 3), winner_at(outside)
+                there = winner_at(middle)
+                if there is None:
+                    inside = middle
+                else:
+                    outside, winner = middle, there
+            return round(inside, 3), winner
         inside = float(s)
     return None, None
 
 
-def decision_break_even(model: CostModel, gammas, bs, ws, widths, deployment: Deployment, al_point, allowed,
+def decision_break_even(tau_at: Callable[[list[float]], np.ndarray], deployment: Deployment, al_point, allowed,
                         final: int) -> SpecializedBreakEven | None:
     """specialized_break_even of the decision's γ ``final`` at the point (``al_point``: (M, G)
-    AL of the tail models, priced with ``model`` over the mix ``bs``/``ws``); None off the
-    specialized path and on a percentile objective (its speedups are the requests')."""
+    AL of the tail models; ``tau_at(speeds)``: (len(speeds), G) step time over the mix at
+    each specialized speedup, as the candidates are priced); None off the specialized path
+    and on a percentile objective (its speedups are the requests')."""
     if deployment.decode_backend != "latency_specialized" or deployment.objective in PERCENTILE_OBJECTIVES:
         return None
     # A step costs fixed + per_inverse / s: the fast path's part scales with 1/s, the stock
     # part and the drafter do not; two pricings give every s exactly (no undrafted steps here).
-    at_1, at_2 = (model.step_times(gammas, bs, sp, widths) @ objective_weights(bs, ws, deployment.objective)
-                  for sp in (1.0, 2.0))
+    at_1, at_2 = tau_at([1.0, 2.0])
     per_inverse = 2.0 * (at_1 - at_2)
 
     def winner_at(speedup: float) -> int | None:

@@ -69,8 +69,8 @@ def render(fleet: FleetView) -> None:
                + ".")
     if rec.model_error_warning:
         st.warning(text.sentence(rec.model_error_warning))
-    if rec.specialized_break_even is not None and rec.specialized_break_even.warning():
-        st.warning(text.sentence(rec.specialized_break_even.warning()))
+    if rec.specialized_break_even is not None and (warning := rec.specialized_break_even.warning()):
+        st.warning(text.sentence(warning))
     for line in describe_lines(rec.anchor, rec.profile_figures):
         (st.warning if "DEFAULT" in line or "(default)" in line else st.caption)(line)
     more = more_drafts_sentence(tuning.drafts_more_needed, rec.drafts_factor_to_settle)
