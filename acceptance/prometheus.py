@@ -52,7 +52,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -321,6 +321,13 @@ class RouteQueries:
         return (f"sum by ({vm.POSITION_LABEL}) (({' or '.join(tagged)}) "
                 f"and ignoring({vm.POSITION_LABEL}) {self.engines_of_gamma(g)})")
 
+    def block_latency(self, g: int) -> str:
+        """Per block: the ITL histogram's sum and count increases (label part = sum | count)
+        of the engines of γ g — each segment's own latency, apart from the other γ's."""
+        tagged = [f'label_replace(increase({vm.INTER_TOKEN_LATENCY}_{part}{self.sel}[{self.b}]), "part", "{part}", "", "")'
+                  for part in ("sum", "count")]
+        return f"sum by (part) (({' or '.join(tagged)}) and ignoring(part) {self.engines_of_gamma(g)})"
+
     def segment_engines(self, g: int, span_s: float) -> str:
         return f"max_over_time(({self.gamma_of_engines()} == {g})[{promql_duration(span_s)}:{self.b}])"
 
@@ -403,7 +410,7 @@ def raw_window(client: PrometheusClient, sel: str, start: float, end: float, *, 
     for labels, _, _ in sorted(gamma_series, key=lambda r: int(float(r[0].get("gamma", "0")))):
         g = int(float(labels["gamma"]))
         if g >= 1:
-            found += _gamma_segments(client, q, g, rng(q.block_counts(g)), block)
+            found += _gamma_segments(client, q, g, rng(q.block_counts(g)), block, rng(q.block_latency(g)))
     segments, engine_labels = in_time_order(found)
     reach = block + 1.5 * (scrape_s or 0.0)
     events = _events(rng(q.restarts(reach)), rng(q.gamma_changes()), block)
@@ -427,14 +434,28 @@ def not_speculating(client: PrometheusClient, q: RouteQueries, at: float) -> lis
         f"{vm.NUM_REQUESTS_RUNNING}{q.sel} unless {q.gamma_of_engines()}", at))
 
 
-def _gamma_segments(client: PrometheusClient, q: RouteQueries, g: int, series, block: float):
-    """Rows of one γ from the block_counts matrix, cut into segments at gaps."""
+def _gamma_segments(client: PrometheusClient, q: RouteQueries, g: int, series, block: float, latency=()):
+    """Rows of one γ from the block_counts matrix, cut into segments at gaps, each with its
+    own latency from the block_latency matrix."""
     rows = block_rows(series, g)
 
     def engines_of(g: int, start: float, end: float) -> list[dict]:  # at γ g at some block end
         return [lab for lab, _ in client.query(q.segment_engines(g, end - start), end)]
 
-    yield from gamma_segments(engines_of, g, rows, {t: t - block for t in rows}, block)
+    for segment, labs in gamma_segments(engines_of, g, rows, {t: t - block for t in rows}, block):
+        yield replace(segment, **_segment_latency(latency, segment)), labs
+
+
+def _segment_latency(latency, segment: GammaSegment) -> dict:
+    """{itl_sum_s, itl_count}: Σ of the block_latency series over the segment's blocks."""
+    ends = set(np.round(segment.intervals.end, 3).tolist())
+    sums = {"sum": 0.0, "count": 0.0}
+    for labels, times, values in latency:
+        part = labels.get("part")
+        if part in sums:
+            sums[part] += sum(v for t, v in zip(np.round(times, 3).tolist(), values.tolist())
+                              if t in ends and math.isfinite(v) and v > 0)
+    return {"itl_sum_s": sums["sum"], "itl_count": sums["count"]} if sums["count"] > 0 else {}
 
 
 def block_rows(series, g: int) -> dict[float, np.ndarray]:

@@ -59,6 +59,15 @@ class GammaSegment:
     plugin: PluginTotals | None = None
     # the engines still at this γ in the segment's last block (a rolling change leaves some)
     engines_at_end: list[EngineRef] = field(default_factory=list)
+    # Σ vllm:inter_token_latency_seconds sum and count deltas of its engines over its blocks
+    # (0, 0: none known) — a segment's own latency, apart from the other γ's in the window
+    itl_sum_s: float = 0.0
+    itl_count: float = 0.0
+
+    @property
+    def itl_mean_s(self) -> float | None:
+        """The mean step time the segment's requests saw (None: no latency known)."""
+        return self.itl_sum_s / self.itl_count if self.itl_count > 0 else None
 
     @property
     def total(self) -> SpecCounts:
@@ -293,7 +302,7 @@ def _read_route_window(store: Store, targets: list[str], start: float, end: floa
         plugin += store.read_plugin(engine_ids, level, b_lo, b_hi)
     not_speculating = [ref for eid, ref in engines if store.is_speculating(eid, end) is False]
 
-    segments = _build_segments(store, dict(engines), entries, max_blocks, plugin)
+    segments = _build_segments(store, dict(engines), entries, max_blocks, plugin, step.itl_by_seg)
     return RouteWindow(targets, start, end, segments, store.events(targets, start, end), _step_shape(store, step),
                        store.targets_status(targets), not_speculating)
 
@@ -323,7 +332,8 @@ def _step_shape(store: Store, step: StepTotals) -> StepShapeWindow:
 
 
 def _build_segments(store: Store, refs: dict[int, EngineRef], entries: list[SpecEntries],
-                    max_blocks: int, plugin: list[PluginEntries] = ()) -> list[GammaSegment]:
+                    max_blocks: int, plugin: list[PluginEntries] = (), itl_by_seg: dict | None = None
+                    ) -> list[GammaSegment]:
     if not entries:
         return []
     # engine segments: their γ and the span of their entries in the window
@@ -356,7 +366,9 @@ def _build_segments(store: Store, refs: dict[int, EngineRef], entries: list[Spec
             segment = _route_segment(store, refs, gamma, segs, entries, max_blocks, _plugin_totals(store, segs, plugin))
             last_block_start = float(segment.intervals.start[-1])
             at_end = {store.segment_engine(seg) for _, hi, seg in group if hi > last_block_start}
-            out.append(replace(segment, engines_at_end=sorted(refs[e] for e in at_end)))
+            itl = [(itl_by_seg or {}).get(seg, (0.0, 0.0)) for seg in segs]
+            out.append(replace(segment, engines_at_end=sorted(refs[e] for e in at_end),
+                               itl_sum_s=float(sum(x for x, _ in itl)), itl_count=float(sum(n for _, n in itl))))
     out.sort(key=lambda s: (s.start, s.end, s.gamma))
     return out
 

@@ -411,3 +411,38 @@ def test_ingested_requests_of_two_gammas_interleaved_are_both_current():
                                                          requests(5, [20.0, 1810.0, 3600.0], 100.0)])
     assert [s.gamma for s in window.current_segments] == [3, 5]
     assert window.newest_segment.gamma == 3  # the most drafts among the current ones
+
+
+@pytest.mark.parametrize("min_blocks", [60, 1])  # raw scrape intervals, then rollup buckets as well
+def test_each_gamma_segment_keeps_its_own_latency(tmp_path, min_blocks):
+    """A canary at another γ has its own ITL: each segment's mean is its engines' alone (the
+    route-wide mean mixes both). Each engine's step time is constant per γ, so any exact
+    subset of its rows gives that mean; a rollup bucket holding both of y's γ must go to neither."""
+    step_s = {("x", 3): 0.010, ("y", 3): 0.010, ("y", 5): 0.025}
+    with Store.open(tmp_path / "s.db") as store:
+        sums = {"x": 0.0, "y": 0.0}
+        counts = {"x": 0.0, "y": 0.0}
+        for i in range(1, 200):
+            t = 15.0 * i
+            snaps = []
+            for label in ("x", "y"):
+                gamma = 5 if label == "y" and i >= 97 else 3  # y restarts into γ 5 inside a 5-minute bucket
+                if label == "y" and i == 97:
+                    sums["y"] = counts["y"] = 0.0  # the restart resets its counters
+                counts[label] += 40.0
+                sums[label] += 40.0 * step_s[(label, gamma)]
+                d = 10 * (i - 96 if label == "y" and i >= 97 else i)
+                snaps.append(_snap(label, d, gamma, created=2.0 if gamma == 5 else 1.0, running=4,
+                                   itl=(sums[label], counts[label])))
+            store.write_cycle([ScrapeResult(label, t, True, (snap,)) for label, snap in zip(("x", "y"), snaps)])
+        windows.MIN_BLOCKS_PER_LEVEL = min_blocks
+        try:
+            w = route_window(store, ["x", "y"], 0, 3000)
+        finally:
+            windows.MIN_BLOCKS_PER_LEVEL = 60
+        g3 = next(s for s in w.segments if s.gamma == 3)
+        g5 = next(s for s in w.segments if s.gamma == 5)
+        assert g3.itl_mean_s == pytest.approx(0.010)
+        assert g5.itl_mean_s == pytest.approx(0.025)
+        assert g5.itl_count > 0 and g3.itl_count > g5.itl_count
+        assert 0.010 < w.step_shape.itl_mean_s < 0.025  # route-wide: both

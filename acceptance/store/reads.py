@@ -143,6 +143,7 @@ class _Reads:
                 continue
             step.add(counts[:, 0], np.ones(len(times)), float(itl[:, 0].sum()), float(itl[:, 1].sum()),
                      it_lay, counts[:, 1 + w:] if w_it else None)
+            step.add_segment_itl(seg, itl)
             gauge.append((engine, times, counts[:, 0].astype(np.float64)))
             if lay:
                 spec.append(SpecEntries(lay, seg, cycles, starts, times, counts[:, 1:1 + w].astype(np.float64)))
@@ -162,9 +163,12 @@ class _Reads:
         where = f"{self._engine_filter(engine_ids)} AND level = ? AND chunk >= ? AND chunk < ?"
         args = (level, chunk_of(b_lo, level), b_hi)
         groups: dict[int, list] = {}
-        for r in self.conn.execute("SELECT layout_id, seg_id, n, buckets, first_start, last_end, delta "
+        seg_of: dict[tuple[int, float], int] = {}  # (engine, bucket) → its one segment, -1: two
+        for r in self.conn.execute("SELECT layout_id, seg_id, n, buckets, first_start, last_end, delta, engine_id "
                                    f"FROM spec_rollups WHERE {where}", args):
-            groups.setdefault(r[0], []).append(r[1:])
+            groups.setdefault(r[0], []).append(r[1:7])
+            for b in np.frombuffer(r[3]).tolist():
+                seg_of[(r[7], b)] = r[1] if seg_of.get((r[7], b), r[1]) == r[1] else -1
         spec = []
         for lay, rs in groups.items():
             segs, ns, buckets_b, first_b, last_b, delta_b = zip(*rs)
@@ -177,9 +181,9 @@ class _Reads:
                                         np.frombuffer(b"".join(last_b))[m], delta[m]))
         by_it: dict[int, list] = {}
         by_code: dict[int, list] = {}
-        for r in self.conn.execute("SELECT it_layout_id, n, buckets, itl, it_delta, chunk, mix_code, batch_mix "
-                                   f"FROM step_rollups WHERE {where}", args):
-            by_it.setdefault(r[0], []).append(r[1:5])
+        for r in self.conn.execute("SELECT it_layout_id, n, buckets, itl, it_delta, chunk, mix_code, batch_mix, "
+                                   f"engine_id FROM step_rollups WHERE {where}", args):
+            by_it.setdefault(r[0], []).append(r[1:5] + (r[8],))
             by_code.setdefault(r[6], []).append((r[5], r[7]))
         for code, rs in by_code.items():  # batch mix: (bucket index, batch size, samples) triples
             chunks, blobs = zip(*rs)
@@ -189,10 +193,14 @@ class _Reads:
             mix = mix[(bucket >= b_lo) & (bucket < b_hi)]
             step.add(mix[:, 1], mix[:, 2], 0.0, 0.0, 0, None)
         for it_lay, rs in by_it.items():
-            ns, buckets_b, itl_b, it_b = zip(*rs)
+            ns, buckets_b, itl_b, it_b, engines = zip(*rs)
             buckets = np.frombuffer(b"".join(buckets_b))
             m = (buckets >= b_lo) & (buckets < b_hi)
             itl = np.frombuffer(b"".join(itl_b)).reshape(-1, 2)[m]
+            # a bucket's ITL goes to its engine segment when the bucket lies in one only
+            owner = np.repeat(np.array(engines), np.array(ns))[m]
+            seg = np.array([seg_of.get((e, b), -1) for e, b in zip(owner.tolist(), buckets[m].tolist())], dtype=np.int64)
+            step.add_segment_itl(seg[seg >= 0], itl[seg >= 0])
             it = None
             if it_lay:
                 it = np.frombuffer(b"".join(x if x is not None else np.full(k * self._width(it_lay), np.nan).tobytes()

@@ -94,7 +94,9 @@ class PluginEntries:
 @dataclass
 class StepTotals:
     """Step-shape sums read for a window: batch sizes with their sample counts (B ≥ 1),
-    Σ ITL-sum and ITL-count deltas, Σ iteration-token deltas per layout (NaN rows: none)."""
+    Σ ITL-sum and ITL-count deltas, Σ iteration-token deltas per layout (NaN rows: none);
+    the ITL deltas also per engine segment (``itl_by_seg``: seg → [sum, count]), where the
+    rows say which segment they are of."""
 
     batch: list = field(default_factory=list)
     batch_samples: list = field(default_factory=list)
@@ -103,6 +105,21 @@ class StepTotals:
     itl_sum: float = 0.0
     itl_count: float = 0.0
     iteration_tokens: dict[int, np.ndarray] = field(default_factory=dict)
+    itl_by_seg: dict[int, list[float]] = field(default_factory=dict)
+
+    def add_segment_itl(self, seg: np.ndarray, itl: np.ndarray) -> None:
+        """Σ ITL sum and count deltas (rows of ``itl``, (n, 2)) by engine segment ``seg`` (n,)."""
+        seg = np.asarray(seg, dtype=np.int64)
+        if not len(seg):
+            return
+        ids, inverse = np.unique(seg, return_inverse=True)
+        sums = np.zeros((len(ids), 2))
+        np.add.at(sums, inverse, itl)
+        for sid, (total, count) in zip(ids.tolist(), sums.tolist()):
+            if count > 0:
+                prev = self.itl_by_seg.setdefault(sid, [0.0, 0.0])
+                prev[0] += total
+                prev[1] += count
 
     def add(self, batch, samples, itl_sum: float, itl_count: float, it_layout: int, it) -> None:
         self.batch.append(np.asarray(batch, dtype=np.float64))
@@ -139,6 +156,10 @@ class StepTotals:
         self.batch_repeats += other.batch_repeats
         self.itl_sum += other.itl_sum
         self.itl_count += other.itl_count
+        for sid, (total, count) in other.itl_by_seg.items():
+            prev = self.itl_by_seg.setdefault(sid, [0.0, 0.0])
+            prev[0] += total
+            prev[1] += count
         for lay, v in other.iteration_tokens.items():
             prev = self.iteration_tokens.get(lay)
             self.iteration_tokens[lay] = v if prev is None else prev + v
