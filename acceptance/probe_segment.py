@@ -1,5 +1,6 @@
 """What a probe needs of a window (docs/DESIGN.md, Decisions past the deployed γ): the route's
-draft flow (``RouteTraffic``), and a running probe's segment joined to the deployed one.
+draft flow (``RouteTraffic``), a running probe's segment joined to the deployed one, and a
+canary's own latency (``CanaryLatency``: what measures the specialized decode speedup).
 
 A canary engine at γ_p above the deployed γ_d measures the positions the deployed segment
 never checks. Its conditional rates α_k = a_k / a_{k−1} continue the deployed curve:
@@ -128,3 +129,33 @@ def window_probe(window, main: AcceptanceEstimate, **estimate_options) -> ProbeS
     segment = max(above, key=lambda s: s.total.drafts)
     joined = join_probe(main, estimate_acceptance(segment.intervals, **estimate_options))
     return None if joined is None else replace(joined, traffic=route_traffic(segment, segment.intervals))
+
+
+@dataclass(frozen=True)
+class CanaryLatency:
+    """A segment at another γ than the deployed one, running at the window's end, with its own
+    latency: beside the deployed segment's, it measures the specialized decode speedup
+    (model.specialized_measured) whether its γ is above the deployed one or below."""
+
+    gamma: int
+    itl_mean_s: float
+    traffic: RouteTraffic | None
+
+
+def window_canary_latency(window, gamma: int) -> CanaryLatency | None:
+    """Among the window's current segments of a γ other than ``gamma`` that keep their own
+    latency, the one with the most drafts (None: no such segment)."""
+    if window is None:
+        return None
+    others = [s for s in window.current_segments
+              if s.gamma != gamma and s.total.drafts > 0 and segment_itl_mean_s(s) is not None]
+    if not others:
+        return None
+    segment = max(others, key=lambda s: s.total.drafts)
+    return CanaryLatency(segment.gamma, segment_itl_mean_s(segment), route_traffic(segment, segment.intervals))
+
+
+def segment_itl_mean_s(segment) -> float | None:
+    """A segment's own mean ITL (GammaSegment.itl_mean_s; None where its source keeps none)."""
+    itl = getattr(segment, "itl_mean_s", None)
+    return float(itl) if itl is not None and itl > 0 else None

@@ -25,7 +25,8 @@ from .counts import IntervalCounts, SpecCounts, draft_reach, survival_among_reac
 from .definitions import monotone_survival
 from .estimates import AcceptanceEstimate, Drift, detect_drift, estimate_acceptance
 from .plugin_series import PluginTotals, batch_bucket
-from .probe_segment import ProbeSegment, RouteTraffic, route_traffic, window_probe
+from .probe_segment import (CanaryLatency, ProbeSegment, RouteTraffic, route_traffic, segment_itl_mean_s,
+                            window_canary_latency, window_probe)
 
 # Drafts a plugin batch bucket needs before its own survival curve replaces the pooled one
 # for the batch sizes it holds: at 2,000 drafts a survival value's binomial standard error
@@ -70,10 +71,12 @@ class RouteEstimate:
     effective_samples: float = 0.0  # independent gauge samples behind u_B
     iteration_tokens: dict | None = None  # vllm:iteration_tokens_total buckets of the window
     observed_tokens_per_second: float | None = None
+    itl_mean_s: float | None = None  # the estimated segment's own mean ITL, apart from other γ's
     observed_latency_source: str | None = None  # LATENCY_HISTOGRAM | PER_REQUEST_LATENCY | None
     undrafted_token_share: float | None = None  # ν
     traffic: RouteTraffic | None = None  # the estimated rows' draft flow (route_traffic)
     probe: ProbeSegment | None = None  # a running canary at a larger γ, joined (acceptance.probe_segment)
+    canary_latency: CanaryLatency | None = None  # a segment at another γ with its own latency
     requests: RequestRows | None = None  # the rows, one per request, when the window is per-request
 
     @property
@@ -131,7 +134,10 @@ def _with_window(route: RouteEstimate, window, rows: IntervalCounts, engines: in
     route.batch_time_shares = shape.batch_mix or None
     route.effective_samples = shape.effective_samples
     route.iteration_tokens = shape.iteration_tokens or None
-    route.observed_tokens_per_second = observed_tokens_per_second(window, route.estimate.mean_acceptance_length.value)
+    route.itl_mean_s = _own_itl_mean_s(window, gamma)
+    route.canary_latency = window_canary_latency(window, gamma) if route.itl_mean_s is not None else None
+    route.observed_tokens_per_second = observed_tokens_per_second(window, route.estimate.mean_acceptance_length.value,
+                                                                  route.itl_mean_s)
     route.observed_latency_source = observed_latency_source(window)
     route.undrafted_token_share = shape.undrafted_token_share
     route.traffic = route_traffic(window.newest_segment, rows, engines)
@@ -179,20 +185,30 @@ def counts_with_reach(window, plugin: PluginTotals | None, gamma: int) -> SpecCo
     return counts
 
 
-def observed_tokens_per_second(window, mean_acceptance_length: float) -> float | None:
+def _own_itl_mean_s(window, gamma: int) -> float | None:
+    """The mean ITL of the window's current segment of ``gamma`` (the one with the most drafts)
+    when it keeps its own (None: the window's route-wide figure is all there is)."""
+    mine = [s for s in window.current_segments if s.gamma == gamma]
+    return segment_itl_mean_s(max(mine, key=lambda s: s.total.drafts)) if mine else None
+
+
+def observed_tokens_per_second(window, mean_acceptance_length: float, segment_itl_s: float | None = None
+                               ) -> float | None:
     """Per-user decode tokens/s at the deployed γ.
 
     vLLM 0.33 observes vllm:inter_token_latency_seconds once per request per decode step
     (the time since that request's previous tokens), however many tokens the step emitted:
     its mean is the mean step time a request sees, and a step emits AL tokens on average,
     so the rate is AL / mean ITL. The requests' own ``mean_itl_ms`` is already per token
-    (decode time / (tokens − 1)): the rate is its reciprocal.
+    (decode time / (tokens − 1)): the rate is its reciprocal. ``segment_itl_s``: the
+    deployed segment's own mean ITL, used before the route-wide one (which a canary at
+    another γ in the window would mix in).
     """
     shape = window.step_shape
     per_token = shape.itl_per_token_s
     if per_token and per_token > 0:
         return 1.0 / per_token
-    itl = shape.itl_mean_s
+    itl = segment_itl_s or shape.itl_mean_s
     if not itl or itl <= 0 or not math.isfinite(mean_acceptance_length):
         return None
     return mean_acceptance_length / itl

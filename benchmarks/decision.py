@@ -58,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from decision_scenarios import CLASS_BY_NAME, CLASSES, DecisionClass  # noqa: E402  (the benchmark's own data)
 
-from decision_truth import CHUNK_S, SCRAPE_S, Truth, generate_window, tool_deployment  # noqa: E402
+from decision_truth import CHUNK_S, SCRAPE_S, Truth, generate_segment, tool_deployment  # noqa: E402
 from decision_rounds import RoundTwo, round_two, route_window  # noqa: E402
 
 from acceptance.definitions import expected_tokens_independent  # noqa: E402
@@ -181,8 +181,8 @@ def run_seed(cls: DecisionClass, truth: Truth, true_speedup: np.ndarray, deploym
     """Round 1 on a window at the deployed γ (the class's engines: one segment), then round 2
     after applying its decision (decision_rounds)."""
     rng = np.random.default_rng([9, class_index, seed])
-    intervals, shape = generate_window(cls, truth, rng)
-    tuning = tune_intervals(cls.name, intervals, deployment, window=route_window([(intervals, cls.engines)], shape,
+    intervals, shape, itl = generate_segment(cls, truth, rng)
+    tuning = tune_intervals(cls.name, intervals, deployment, window=route_window([(intervals, cls.engines, itl)], shape,
                                                                                  cls.name),
                             level=LEVEL, n_resamples=N_RESAMPLES, seed=seed)
     first = score(tuning, truth, true_speedup, deployment)

@@ -74,12 +74,13 @@ from .deployment import PERCENTILE_OBJECTIVES, Deployment, ModelInputError, per_
 from .drafters import drafter_for
 from .decision import Gain, decide, gain_of, probe_step
 from .probe import Probe, ProbeInputs, RunningProbe
+from .specialized_measured import MeasuredSpeedup
 from .percentile_objective import axis_text, percentile_speedups
 from .extrapolate import TAIL_MODELS, bonus_acceptances, extend_survival
 from .tail_evidence import al_factors, one_step_error
 from .profiles import make_profile
 from .specialized import Eligibility, specialized_refusal
-from .specialized_break_even import SpecializedBreakEven, decision_break_even
+from .specialized_break_even import SpecializedBreakEven, speedup_doubt
 from .anchor import DEFAULT, OBSERVED, Anchor, configured_or_default, profile_figures, solve_observed_rate
 from .speedup import (
     CostModel,
@@ -154,6 +155,9 @@ class Recommendation:
     # on latency_specialized: the specialized speedups over which the decision's γ holds
     # (model.specialized_break_even)
     specialized_break_even: SpecializedBreakEven | None = None
+    # the specialized speedup measured from a canary's latency, priced instead of the configured
+    # one when measured (model.specialized_measured; set by model.route)
+    specialized_speedup_measured: MeasuredSpeedup | None = None
     # (rows, G) the resampled speedups the decision read (resamples × tail models × speed
     # bins); not in the JSON: for pricing routes together (model.shared_deployment)
     ensemble: np.ndarray | None = field(default=None, repr=False, compare=False)
@@ -190,6 +194,8 @@ class Recommendation:
             "probe": None if self.probe is None else asdict(self.probe),
             "model_error_warning": self.model_error_warning,
             "specialized_break_even": None if self.specialized_break_even is None else self.specialized_break_even.to_dict(),
+            "specialized_speedup_measured": (None if self.specialized_speedup_measured is None
+                                             else self.specialized_speedup_measured.to_dict()),
         })
 
 
@@ -217,9 +223,9 @@ def recommend(
     observed_latency_source: str | None = None,
     undrafted_token_share: float | None = None,
     step_sequences: Sequence[StepSequence] | None = None,
-    traffic=None,
-    running_probe: RunningProbe | None = None,
+    traffic=None, running_probe: RunningProbe | None = None,
     requests=None,
+    speedup_measured: bool = False,
 ) -> Recommendation:
     """Recommend γ for one route (module docstring: its inputs); deterministic — resamples,
     tail models and specialized speedup bins are spread in a fixed order."""
@@ -265,21 +271,21 @@ def recommend(
         rec, expected_best, verdict, deployment, deployed, traffic, running_probe,
         None if ensemble is None else ProbeInputs(ensemble, speed_point, allowed, al_point.mean(axis=0), price.tau[0],
                                                   1.0 + resamples[:, :min(deployed, g)].sum(axis=1), g))
+    final, rec, verdict, probe, break_even = speedup_doubt(
+        lambda speeds: _price(model, gammas, bs, ws, speeds, widths, None, deployment.objective).tau, al_point, deployment,
+        allowed, deployed, rec, verdict, probe, traffic=traffic, running_probe=running_probe, measured=speedup_measured,
+        ensemble=ensemble, step_time=price.tau[0], time_shares=ws * price.times[0, deployed] / bs, batch_sizes=bs,
+        clean_share=model.clean_share)
     model_error = _model_error(observed_tokens_per_second, profile, anchor, al_point, price, ws, deployed, nu)
-    final = rec if verdict.decision in ("change", "off", "probe") else deployed  # a probe's fleet: deployed or the sure step
     schedule, spec_cfg, load = _deployable(final, deployed, bs, ws, price, al_point, al_by_batch, allowed,
                                            specialized, deployment, nu)
     return Recommendation(
-        objective=deployment.objective,
-        cost_profile=profile.name,
-        interval_level=float(level),
-        deployed_gamma=int(deployed),
+        objective=deployment.objective, cost_profile=profile.name,
+        interval_level=float(level), deployed_gamma=int(deployed),
         recommended_gamma=rec,
-        decision=verdict.decision,
-        decision_reason=verdict.reason,
+        decision=verdict.decision, decision_reason=verdict.reason,
         probability_best=None if spread is None else float(spread.probability_best[rec]),
-        candidates=candidates,
-        model_error=model_error,
+        candidates=candidates, model_error=model_error,
         vllm_speculative_config=spec_cfg,
         vllm_command_line=command_line(deployment, spec_cfg),
         replay_config=replay_config(deployment, a),
@@ -294,7 +300,7 @@ def recommend(
         drafts_factor_to_settle=verdict.settle,
         expected_best_gamma=expected_best,
         probe=probe,
-        specialized_break_even=_break_even(model, gammas, bs, ws, widths, deployment, al_point, allowed, final),
+        specialized_break_even=break_even,
         ensemble=ensemble,
         objective_axis=axis_text(deployment.objective),
     )
@@ -414,13 +420,6 @@ def _price(model: CostModel, gammas, bs, ws, speeds, widths, nu, objective: str)
     v = objective_weights(bs, ws, objective)
     tau = times @ v
     return _Price(times, times_u, tau, tau[:, :1] / tau, tau[:, :1] / (times_u @ v))
-
-
-def _break_even(model: CostModel, gammas, bs, ws, widths, deployment: Deployment, al_point, allowed, final: int
-                ) -> SpecializedBreakEven | None:
-    """decision_break_even, its step times priced as the candidates' are (_price)."""
-    return decision_break_even(lambda speeds: _price(model, gammas, bs, ws, speeds, widths, None, deployment.objective).tau,
-                               deployment, al_point, allowed, final)
 
 
 @dataclass(frozen=True)

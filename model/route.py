@@ -7,6 +7,9 @@ specialized path's clean share comes from the plugin's steps or the iteration-to
 histogram, each batch size of the mix takes its plugin bucket's own curve when the bucket
 holds enough drafts, and everything goes to ``model.recommend.recommend``. One way for
 tune-gamma and the what-if (which changes the deployment or the batch time shares).
+On the specialized path, a window whose deployed segment and running canary both keep
+their own latency measures the specialized speedup (model.specialized_measured); when it
+does, that interval is priced instead of the configured specialized_speedup.
 
 ``drafts_more_needed`` is the one "more data" figure of a tuning.
 """
@@ -14,7 +17,9 @@ tune-gamma and the what-if (which changes the deployment or the batch time share
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from acceptance.counts import mean_draft_length
 from acceptance.estimates import AcceptanceEstimate, drafts_needed
@@ -24,6 +29,7 @@ from .deployment import Deployment
 from .probe import RunningProbe
 from .recommend import Recommendation, recommend
 from .specialized import route_eligibility
+from .specialized_measured import MEASURE_RESAMPLES, MeasuredSpeedup, SegmentLatency, measure_specialized_speedup
 from .speedup import batch_mix_from_time_shares, request_weights_from_time_shares
 
 # Half-width of the 90% interval of the mean acceptance length below which a window is
@@ -41,10 +47,14 @@ class RouteRecommendation:
 
 
 def recommend_route(route: RouteEstimate, deployment: Deployment, *, batch_time_shares: dict[int, float] | None,
-                    level: float = 0.9, seed: int = 0) -> RouteRecommendation:
+                    level: float = 0.9, seed: int = 0, measure_speedup: bool = True) -> RouteRecommendation:
     """The recommendation for ``route`` under ``deployment``; ``batch_time_shares``: the u_B to
-    price (the route's own, ``route.batch_time_shares``, or a what-if's; None: batch 1)."""
+    price (the route's own, ``route.batch_time_shares``, or a what-if's; None: batch 1);
+    ``measure_speedup``: a canary's measured specialized speedup replaces the deployment's
+    (False: a what-if that sets the figure itself prices it)."""
     estimate, gamma = route.estimate, route.gamma
+    deployment, measured = (_measured_speedup(route, deployment, batch_time_shares, seed) if measure_speedup
+                            else (deployment, None))
     batch_mix = mix_resamples = None
     if batch_time_shares:
         batch_mix = batch_mix_from_time_shares(batch_time_shares, deployment, gamma)
@@ -75,8 +85,32 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, batch_time_
         traffic=route.traffic,
         running_probe=curve.running,
         requests=route.requests,
+        speedup_measured=measured is not None and measured.measured,
     )
-    return RouteRecommendation(rec, batch_mix, by_batch)
+    return RouteRecommendation(replace(rec, specialized_speedup_measured=measured), batch_mix, by_batch)
+
+
+def _measured_speedup(route: RouteEstimate, deployment: Deployment, time_shares: dict[int, float] | None, seed: int
+                      ) -> tuple[Deployment, MeasuredSpeedup | None]:
+    """(the deployment to price, the measurement): with the specialized speedup measured from
+    the deployed segment's and a canary's latency (at any other γ), its interval replaces the
+    configured figure (model.specialized_measured); else the deployment as it is."""
+    canary = route.canary_latency
+    if canary is None or route.itl_mean_s is None or not time_shares:
+        return deployment, None
+    sizes, shares = (np.array(x) for x in zip(*sorted(time_shares.items())))
+    shares = shares / shares.sum()
+    samples = max(route.estimate.n_blocks, route.effective_samples)
+    drawn = tuple(time_share_resamples(time_shares, max(samples * part, 1.0), MEASURE_RESAMPLES, seed + i)[1]
+                  for i, part in enumerate(_engine_seconds_shares(route)))
+    elig = route_eligibility(deployment, route.plugin, route.iteration_tokens,
+                             batch_mix_from_time_shares(time_shares, deployment, route.gamma), route.gamma)
+    measured = measure_specialized_speedup(
+        deployment, SegmentLatency(route.gamma, route.itl_mean_s), SegmentLatency(canary.gamma, canary.itl_mean_s),
+        sizes, shares, clean_share=elig.share if elig else 1.0, share_resamples=drawn, level=route.estimate.level)
+    if measured is None or not measured.measured:
+        return deployment, measured
+    return replace(deployment, specialized_speedup=measured.confidence_interval), measured
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,6 +143,16 @@ def _curve(route: RouteEstimate) -> _Curve:
         own_resamples=None if probe.agrees else probe.estimate.survival_resamples)
     return _Curve(probe.survival, probe.survival_resamples, mean_draft_length(probe.estimate.counts), None, None,
                   running)
+
+
+def _engine_seconds_shares(route: RouteEstimate) -> tuple[float, float]:
+    """The deployed segment's and the canary's shares of the window's engine-seconds, which
+    the gauge samples behind the time shares are spread over (½ each where unknown)."""
+    spans = [t.seconds * t.engines if t is not None and t.engines else None
+             for t in (route.traffic, route.canary_latency.traffic)]
+    if None in spans or not sum(spans) > 0:
+        return 0.5, 0.5
+    return spans[0] / sum(spans), spans[1] / sum(spans)
 
 
 def drafts_more_needed(estimate: AcceptanceEstimate, rec: Recommendation) -> int | None:

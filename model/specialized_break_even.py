@@ -7,19 +7,27 @@ the engine's latency sets the cost model's level, not the ratio of the two paths
 candidate whose batches fit the path gains with the speedup s, one whose batches run stock
 does not, so which γ is best can turn on s. ``decision_break_even`` finds the speedups over
 which the decision's γ stays within min_gain of the best at the point, and says so when
-another γ wins within BREAK_EVEN_MARGIN of the configured range.
+another γ wins within BREAK_EVEN_MARGIN of the configured range; ``speedup_probe`` prices a
+canary at that other γ, whose latency beside the fleet's measures s
+(model.specialized_measured), and ``speedup_doubt`` puts both into the decision.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Callable
 
 import numpy as np
 
-from .deployment import PERCENTILE_OBJECTIVES, Deployment
+from acceptance.durations import approximate_duration
+
+from .deployment import DECISION_CERTAINTY, PERCENTILE_OBJECTIVES, Deployment
+from .probe import PROBE_ENGINES, PROBE_MIN_DRAFTS, Probe
+from .specialized_measured import predicted_halfwidth
 from .speedup import speedup_with_undrafted
+from .vllm_config import speculative_config
 
 
 # How far outside the configured specialized_speedup a flip of the best γ still makes the
@@ -30,6 +38,14 @@ BREAK_EVEN_MARGIN = 0.25
 BREAK_EVEN_BOUNDS = (1.0, 4.0)  # searched: from no speedup at all to twice the published best
 _BREAK_EVEN_STEP = 0.1  # grid of the search, then bisected to _BREAK_EVEN_TOLERANCE
 _BREAK_EVEN_TOLERANCE = 0.005
+_VALUE_GRID = 25  # speedups the probe's value is averaged over
+# Scrape intervals a speedup probe runs at least (an hour at 15 s): a canary's latency is that
+# of the batches it happened to run, and its share of the gauge samples says how far those
+# may stray from the route's mix (model.specialized_measured draws them apart). Measured on
+# the decision benchmark's slow-edge class (40 seeds): after 30 minutes the round-2 gain was
+# unsure in about a third of its windows (mean regret of the second recommendation 4.0%),
+# after an hour in fewer (2.7%).
+SPEEDUP_PROBE_ROWS = 240
 
 
 @dataclass(frozen=True)
@@ -45,7 +61,8 @@ class SpecializedBreakEven:
     holds_to: float | None
     gamma_below: int | None
     gamma_above: int | None
-    configured: tuple[float, float]
+    configured: tuple[float, float]  # the speedup range priced: configured, or measured
+    source: str = "configured"  # "measured": from a canary's latency (model.specialized_measured)
 
     @property
     def rests_on_configuration(self) -> bool:
@@ -60,19 +77,28 @@ class SpecializedBreakEven:
             return None
         lo, hi = self.configured
         told = f"{lo:.2f}×" if lo == hi else f"{lo:.2f}–{hi:.2f}×"
+        if self.source == "measured":
+            return (f"gamma {self.gamma} rests on the specialized decode speedup measured from the canary's latency "
+                    f"({told}; {' and '.join(self._flips())} would gain more than min_gain): the measurement "
+                    f"prices both paths with the cost model's shape; measure both paths' step times "
+                    f"(`specdec calibrate plan`, then cost_profile = the table) to be sure")
+        return (f"gamma {self.gamma} rests on the specialized decode speedup, which the window cannot check "
+                f"(configured {told}; {' and '.join(self._flips())} would gain more than min_gain): measure "
+                f"both paths' step times (`specdec calibrate plan`, then cost_profile = the table), or run "
+                f"the other gamma on one engine (a canary) and the tool measures it from the latency")
+
+    def _flips(self) -> list[str]:
         flips = []
         if self.holds_from is not None:
             flips.append(f"below {self.holds_from:.2f}× gamma {self.gamma_below}")
         if self.holds_to is not None:
             flips.append(f"above {self.holds_to:.2f}× gamma {self.gamma_above}")
-        return (f"gamma {self.gamma} rests on the specialized decode speedup, which the window cannot check "
-                f"(configured {told}; {' and '.join(flips)} would gain more than min_gain): measure "
-                f"both paths' step times (`specdec calibrate plan`, then cost_profile = the table)")
+        return flips
 
     def to_dict(self) -> dict:
         return {"gamma": self.gamma, "holds_from": self.holds_from, "holds_to": self.holds_to,
                 "gamma_below": self.gamma_below, "gamma_above": self.gamma_above,
-                "configured": list(self.configured), "rests_on_configuration": self.rests_on_configuration,
+                "configured": list(self.configured), "source": self.source, "rests_on_configuration": self.rests_on_configuration,
                 "warning": self.warning()}
 
 
@@ -113,24 +139,130 @@ def _first_change(winner_at: Callable[[float], int | None], start: float, bound:
     return None, None
 
 
-def decision_break_even(tau_at: Callable[[list[float]], np.ndarray], deployment: Deployment, al_point, allowed,
-                        final: int) -> SpecializedBreakEven | None:
-    """specialized_break_even of the decision's γ ``final`` at the point (``al_point``: (M, G)
-    AL of the tail models; ``tau_at(speeds)``: (len(speeds), G) step time over the mix at
-    each specialized speedup, as the candidates are priced); None off the specialized path
-    and on a percentile objective (its speedups are the requests')."""
-    if deployment.decode_backend != "latency_specialized" or deployment.objective in PERCENTILE_OBJECTIVES:
-        return None
-    # A step costs fixed + per_inverse / s: the fast path's part scales with 1/s, the stock
-    # part and the drafter do not; two pricings give every s exactly (no undrafted steps here).
+def speedups_at(tau_at: Callable[[list[float]], np.ndarray], al_point) -> Callable[[float], np.ndarray]:
+    """The point speedups (G,) at any specialized speedup s (``al_point``: (M, G) AL of the tail
+    models; ``tau_at(speeds)``: (len(speeds), G) step time over the mix at each speedup, as the
+    candidates are priced). A step costs fixed + per_inverse / s: the fast path's part scales
+    with 1/s, the stock part and the drafter do not, so two pricings give every s exactly (no
+    undrafted steps on this path)."""
     at_1, at_2 = tau_at([1.0, 2.0])
     per_inverse = 2.0 * (at_1 - at_2)
 
-    def winner_at(speedup: float) -> int | None:
+    def speedups(speedup: float) -> np.ndarray:
         tau = at_1 - per_inverse + per_inverse / speedup
-        speed = np.where(allowed, speedup_with_undrafted(al_point, tau[0] / tau, tau[0] / tau, None).mean(axis=0),
-                         -np.inf)
+        return speedup_with_undrafted(al_point, tau[0] / tau, tau[0] / tau, None).mean(axis=0)
+
+    return speedups
+
+
+def decision_break_even(speeds_at: Callable[[float], np.ndarray], deployment: Deployment, allowed, final: int
+                        ) -> SpecializedBreakEven | None:
+    """specialized_break_even of the decision's γ ``final`` at the point (``speeds_at``: the
+    point speedups at a specialized speedup, speedups_at); None off the specialized path and on
+    a percentile objective (its speedups are the requests')."""
+    if deployment.decode_backend != "latency_specialized" or deployment.objective in PERCENTILE_OBJECTIVES:
+        return None
+
+    def winner_at(speedup: float) -> int | None:
+        speed = np.where(allowed, speeds_at(speedup), -np.inf)
         best = int(np.argmax(speed))
         return best if speed[best] > (1.0 + deployment.min_gain) * speed[final] else None
 
     return specialized_break_even(winner_at, final, deployment.specialized_speedup_range)
+
+
+def speedup_probe(break_even: SpecializedBreakEven | None, speeds_at: Callable[[float], np.ndarray],
+                  deployment: Deployment, traffic, step_time: np.ndarray, ensemble: np.ndarray | None = None,
+                  halfwidth_for: Callable[..., Callable[[float], float]] | None = None
+                  ) -> Probe | None:
+    """A canary at the γ that wins past the flip nearer the configured range, when the decision
+    rests on the configured speedup and measuring it pays: the canary's latency against the
+    fleet's measures s (model.specialized_measured), which no window at one γ can.
+
+    The figure is doubted by BREAK_EVEN_MARGIN either side (why the break-even warns), so s is
+    taken uniform over the configured range widened by it; with G(s) the canary's gain over
+    the fleet's γ at the point curve, m = min_gain, and A(s) whether a change to it would then
+    be sure — P(G(s) + ε > m) ≥ DECISION_CERTAINTY, ε the ensemble's gains (``ensemble``, the
+    decision's resamples × tail models × speed bins) about their mean: measuring s leaves the
+    acceptance's doubt, and a gain it cannot settle is not acted on; and R(s) whether the
+    measurement would tell s from the flip — |s − flip| above the half-width h(s) of the
+    interval it is predicted to give (``halfwidth_for(base, gamma, samples)``,
+    model.specialized_measured.predicted_halfwidth; gauge samples persist across scrapes,
+    about half of them count):
+      value = E[G·1{G > m}·A·R] · (horizon − duration)
+      cost  = (duration · E[max(0, −G)] + 2 · engine_restart_s) / engines
+    in seconds of the route's whole output (as model.probe's). Its drafts: PROBE_MIN_DRAFTS (the
+    canary's positions past the fleet's γ are measured too), over at least SPEEDUP_PROBE_ROWS
+    rows: its latency is that of the batches it happened to run, which its few gauge samples
+    must tell."""
+    if break_even is None or not break_even.rests_on_configuration or break_even.source != "configured":
+        return None
+    rate = None if traffic is None else traffic.drafts_per_engine_second
+    if rate is None or not traffic.engines or traffic.engines < 2:
+        return None  # a canary needs an engine of its own and the fleet's others
+    lo, hi = break_even.configured
+    below = break_even.holds_from is not None and break_even.holds_from > lo / (1.0 + BREAK_EVEN_MARGIN)
+    gamma, base = (break_even.gamma_below if below else break_even.gamma_above), break_even.gamma
+    grid = np.linspace(lo / (1.0 + BREAK_EVEN_MARGIN), hi * (1.0 + BREAK_EVEN_MARGIN), _VALUE_GRID)
+    gains = np.array([(lambda s: s[gamma] / s[base] - 1.0)(speeds_at(float(x))) for x in grid])
+    duration = max(PROBE_MIN_DRAFTS / (rate * float(step_time[base] / step_time[gamma])),
+                   SPEEDUP_PROBE_ROWS * traffic.row_seconds)
+    spread = np.zeros(1) if ensemble is None else ensemble[:, gamma] / ensemble[:, base] - 1.0
+    spread = spread - spread.mean()
+    sure = np.mean(gains[:, None] + spread[None, :] > deployment.min_gain, axis=1) >= DECISION_CERTAINTY
+    flip = break_even.holds_from if below else break_even.holds_to
+    resolved = np.ones(grid.size, dtype=bool)
+    if halfwidth_for is not None:
+        rows = duration / traffic.row_seconds if traffic.row_seconds > 0 else SPEEDUP_PROBE_ROWS
+        h = halfwidth_for(base, gamma, samples=(0.5 * traffic.rows * (traffic.engines - 1), 0.5 * rows))
+        useful = (gains > deployment.min_gain) & sure
+        resolved[useful] = [abs(x - flip) > h(float(x)) for x in grid[useful]]
+    value = float(np.mean(np.where((gains > deployment.min_gain) & sure & resolved, gains, 0.0)))
+    loss = float(np.mean(np.maximum(0.0, -gains)))
+    return Probe(gamma=int(gamma), engines=PROBE_ENGINES, drafts_needed=PROBE_MIN_DRAFTS, duration_s=float(duration),
+                 expected_cost=float((duration * loss + 2 * deployment.engine_restart_s) / traffic.engines),
+                 expected_value=float(value * max(0.0, deployment.decision_horizon_s - duration)),
+                 speculative_config=speculative_config(deployment, int(gamma), None))
+
+
+def speedup_step(break_even: SpecializedBreakEven | None, speeds_at: Callable[[float], np.ndarray],
+                 deployment: Deployment, *, final: int, rec: int, verdict, probe, traffic, running_probe,
+                 step_time: np.ndarray, ensemble, halfwidth_for):
+    """(γ recommended, verdict, probe): a keep that rests on the configured speedup probes the γ
+    past the flip when that pays (speedup_probe) — the fleet stays at ``final``; unchanged
+    when the decision is not a keep, or a probe is chosen or runs already."""
+    if probe is not None or running_probe is not None or verdict.decision != "keep":
+        return rec, verdict, probe
+    canary = speedup_probe(break_even, speeds_at, deployment, traffic, step_time, ensemble, halfwidth_for)
+    if canary is None:
+        return rec, verdict, probe
+    terms = (f"γ={final} rests on the specialized decode speedup: probe γ={canary.gamma} on {canary.engines} of "
+             f"{traffic.engines} engine(s) for {canary.drafts_needed:,} drafts (about "
+             f"{approximate_duration(canary.duration_s)}), whose latency against the fleet's measures it: expected "
+             f"value {canary.expected_value:,.0f} s against cost {canary.expected_cost:,.0f} s of the route's output")
+    if not canary.pays:
+        return rec, replace(verdict, reason=f"{verdict.reason}; no probe: {terms}"), probe
+    return final, replace(verdict, decision="probe", reason=f"{verdict.reason}; {terms}"), canary
+
+
+def speedup_doubt(tau_at: Callable[[list[float]], np.ndarray], al_point, deployment: Deployment, allowed,
+                  deployed: int, rec: int, verdict, probe, *, traffic, running_probe, measured: bool, ensemble,
+                  step_time: np.ndarray, time_shares: np.ndarray, batch_sizes: np.ndarray, clean_share: float):
+    """(γ the fleet runs, γ recommended, verdict, probe, break-even) for model.recommend: how far
+    the decision's γ rests on the specialized speedup (``tau_at(speeds)``: the step time over
+    the mix at each speedup, as the candidates are priced; ``measured``: the range priced is a
+    canary's measurement, not the configured figure), and a keep that rests on the configured
+    figure probes the γ past the flip when that pays (speedup_step). ``time_shares``: u_B up to
+    a factor (request weights × step time / B at the deployed γ)."""
+    final = rec if verdict.decision in ("change", "off", "probe") else deployed  # a probe's fleet: deployed or the sure step
+    speeds_at = speedups_at(tau_at, al_point)
+    break_even = decision_break_even(speeds_at, deployment, allowed, final)
+    if break_even is not None and measured:
+        break_even = replace(break_even, source="measured")
+    rec, verdict, probe = speedup_step(
+        break_even, speeds_at, deployment, final=final, rec=rec, verdict=verdict, probe=probe, traffic=traffic,
+        running_probe=running_probe, step_time=step_time, ensemble=ensemble,
+        halfwidth_for=partial(predicted_halfwidth, deployment, batch_sizes=batch_sizes,
+                              time_shares=time_shares / np.sum(time_shares), clean_share=clean_share,
+                              level=DECISION_CERTAINTY))
+    return final, rec, verdict, probe, break_even

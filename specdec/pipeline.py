@@ -189,9 +189,11 @@ def what_if(tuning: RouteTuning, overrides: dict, *, batch_time_shares: dict[int
     (default: the window's observed shares; None and no window = batch 1); it becomes the
     request-weighted mix under the NEW deployment (model.route.recommend_route), and the
     clean share on latency_specialized and the per-batch survival come from the window as
-    in tune_intervals (a mix moved to large batches takes their own curves).
+    in tune_intervals (a mix moved to large batches takes their own curves); a specialized
+    speedup a canary measured is priced unless the overrides set ``specialized_speedup``.
     """
     deployment = Deployment.from_mapping(overrides, where="what-if", base=tuning.deployment)
     estimated = tuning.route_estimate or RouteEstimate(tuning.estimate)
     shares = batch_time_shares if batch_time_shares is not None else estimated.batch_time_shares
-    return deployment, recommend_route(estimated, deployment, batch_time_shares=shares, level=level).recommendation
+    return deployment, recommend_route(estimated, deployment, batch_time_shares=shares, level=level,
+                                       measure_speedup="specialized_speedup" not in overrides).recommendation

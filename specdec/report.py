@@ -301,6 +301,8 @@ def _decision_lines(doc: dict) -> list[str]:
                      f"{_fmt(obs.get('observed_tokens_per_second'), '.1f')} tok/s")
     if doc.get("model_error_warning"):
         lines.append(f"warning: {doc['model_error_warning']}")
+    if doc.get("specialized_speedup_measured"):
+        lines.append(doc["specialized_speedup_measured"]["summary"])
     if (doc.get("specialized_break_even") or {}).get("warning"):
         lines.append(f"warning: {doc['specialized_break_even']['warning']}")
     lines += [f"note: {note}" for note in obs.get("notes") or []]

@@ -246,3 +246,40 @@ def test_a_class_built_from_a_reference_curve_is_priced_without_it():
     with pytest.raises(ValueError, match="no reference curve"):
         with tail_evidence.holding_out("no such curve"):
             pass
+
+
+@pytest.mark.parametrize("fleet, canary", [(3, 7), (7, 3)])
+def test_a_canary_at_another_gamma_measures_the_specialized_speedup(fleet, canary):
+    """The class told 1.5–2.0× whose path is 1.25×: a window of the fleet at one γ and a
+    one-engine canary at the other, each segment with its own latency from the truth's step
+    times, measures s near 1.25 (whichever side the canary is on) and prices it: the fleet
+    goes to, or stays at, γ 7."""
+    import decision_rounds
+
+    cls = CLASS_BY_NAME["cost-specialized-slow-edge-g3"]
+    truth = decision_truth.Truth(cls)
+    rng = np.random.default_rng(11)
+    parts, fleet_shape = [], None
+    for gamma, engines, seconds in ((fleet, cls.engines - 1, cls.window_s), (canary, 1, cls.window_s)):
+        moved = decision_rounds.moved_truth(cls, truth, gamma)
+        part_cls = dataclasses.replace(moved.cls, engines=engines, window_s=seconds)
+        rows, shape, itl = decision_truth.generate_segment(part_cls, moved, rng)
+        parts.append((rows, engines, itl))
+        fleet_shape = shape if gamma == fleet else fleet_shape
+    tuning = decision_rounds.tune_window(cls, parts, fleet_shape, decision_truth.tool_deployment(cls), level=0.9,
+                                         n_resamples=400, seed=0)
+    measured = tuning.recommendation.specialized_speedup_measured
+    assert measured.measured, measured.reason
+    lo, hi = measured.confidence_interval
+    assert lo <= 1.25 <= hi and hi < 1.59  # below the 1.59–1.68× where γ 3 starts to win
+    assert tuning.recommendation.specialized_break_even is None or \
+        tuning.recommendation.specialized_break_even.source == "measured"
+    doc = tuning.recommendation.to_dict()
+    assert doc["specialized_speedup_measured"]["segments"][0]["gamma"] == fleet
+    rec = tuning.recommendation
+    assert rec.decision in ("change", "keep") and rec.vllm_speculative_config["num_speculative_tokens"] == 7
+    # the what-if prices the measurement too, unless it sets the figure itself
+    from specdec.pipeline import what_if
+    assert what_if(tuning, {})[1].specialized_speedup_measured.value == measured.value
+    told = what_if(tuning, {"specialized_speedup": [1.5, 2.0]})[1]
+    assert told.specialized_speedup_measured is None and told.specialized_break_even.source == "configured"

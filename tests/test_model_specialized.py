@@ -206,3 +206,44 @@ def test_the_console_prints_the_models_warning(capsys):
     warned = recommend(FRONT_LOADED, _specialized((1.8, 2.2)), deployed_gamma=3, batch_mix=EDGE_MIX)
     doc["specialized_break_even"] = warned.to_dict()["specialized_break_even"]
     assert f"warning: {warned.specialized_break_even.warning()}" in format_tuning(doc).splitlines()
+    assert doc["specialized_speedup_measured"] is None
+    from model.specialized_measured import SegmentLatency, measure_specialized_speedup
+    measured = measure_specialized_speedup(_specialized((1.5, 2.0)), SegmentLatency(3, 0.0128), SegmentLatency(7, 0.0166),
+                                           [4, 8, 16], [0.3, 0.3, 0.4])
+    doc["specialized_speedup_measured"] = measured.to_dict()
+    assert measured.describe() in format_tuning(doc).splitlines()
+
+
+def _traffic(engines: int):
+    from acceptance.probe_segment import RouteTraffic
+    return RouteTraffic(drafts=2e6, seconds=3600.0, engines=engines, rows=240)
+
+
+def test_a_keep_resting_on_the_configured_speedup_probes_the_gamma_past_the_flip():
+    """Told 1.7–2.1×, γ 3 holds at the point, but below 1.875× γ 7 wins: a canary at γ 7
+    measures s, and an hour of it tells the lower part of the doubted range from the flip."""
+    rec = recommend(FRONT_LOADED, _specialized((1.7, 2.1)), deployed_gamma=3, batch_mix=EDGE_MIX,
+                    traffic=_traffic(4))
+    p = rec.probe
+    assert rec.decision == "probe" and rec.recommended_gamma == 3 and p.gamma == 7
+    assert p.expected_value > p.expected_cost > 0
+    assert p.duration_s >= 240 * 15.0  # an hour of the route's 15 s rows at least
+    assert p.speculative_config["num_speculative_tokens"] == 7
+    assert "measures it" in rec.decision_reason
+    assert rec.vllm_speculative_config["num_speculative_tokens"] == 3  # the fleet stays
+
+
+def test_no_speedup_probe_on_one_engine_where_the_flip_is_far_or_the_canary_could_not_tell():
+    alone = recommend(FRONT_LOADED, _specialized((1.7, 2.1)), deployed_gamma=3, batch_mix=EDGE_MIX,
+                      traffic=_traffic(1))
+    assert alone.decision == "keep" and alone.probe is None
+    # told 1.8–2.2×: where γ 7 would win (below 1.875×) an hour's canary measures s no closer
+    # than ±0.45, so it could not say which side of the flip s lies: worth nothing
+    blurred = recommend(FRONT_LOADED, _specialized((1.8, 2.2)), deployed_gamma=3, batch_mix=EDGE_MIX,
+                        traffic=_traffic(4))
+    assert blurred.decision == "keep" and blurred.probe is None
+    assert "no probe: γ=3 rests on the specialized decode speedup" in blurred.decision_reason
+    assert "expected value 0 s" in blurred.decision_reason
+    far = recommend(FRONT_LOADED, _specialized((3.0, 3.2)), deployed_gamma=3, batch_mix=EDGE_MIX,
+                    traffic=_traffic(4))
+    assert far.decision == "keep" and far.probe is None

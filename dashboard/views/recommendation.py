@@ -69,6 +69,8 @@ def render(fleet: FleetView) -> None:
                + ".")
     if rec.model_error_warning:
         st.warning(text.sentence(rec.model_error_warning))
+    if rec.specialized_speedup_measured is not None:
+        st.info(text.sentence(rec.specialized_speedup_measured.describe()))
     if rec.specialized_break_even is not None and (warning := rec.specialized_break_even.warning()):
         st.warning(text.sentence(warning))
     for line in describe_lines(rec.anchor, rec.profile_figures):

@@ -194,6 +194,8 @@ def _route_section(tuning, gamma: int, deployed: int, deployment, rec, chosen) -
     if rec.specialized_eligibility is not None:
         st.caption(f"Specialized path: clean share {text.percent(rec.specialized_eligibility.share)} — "
                    f"{rec.specialized_eligibility.source}")
+    if rec.specialized_speedup_measured is not None:
+        st.info(text.sentence(rec.specialized_speedup_measured.describe()))
     if rec.specialized_break_even is not None and (warning := rec.specialized_break_even.warning()):
         st.warning(text.sentence(warning))
     outlined = f"γ={gamma}, the slider's" + (" (the deployed γ)" if gamma == deployed else "")

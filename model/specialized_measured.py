@@ -1,0 +1,223 @@
+"""The specialized decode speedup measured from two γ segments' latency, instead of configured.
+
+At one γ every step that fits the Kimi K3 specialized kernels runs the one path, and the
+engine's latency sets the cost model's level, not the ratio of the two paths
+(model.specialized_break_even). Two segments at different γ whose steps take the path in
+different shares — a canary at γ_p where the larger batches run stock — give two equations in
+the two unknowns x = 1 / baseline_tokens_per_second (the plain-decode step at batch 1) and s:
+
+    ITL_i = Σ_B u_B·B / Σ_B (u_B·B / t_i,B(x, s))        i = main, probe
+
+vLLM observes vllm:inter_token_latency_seconds once per request per step, so its mean is the
+step time averaged over request-steps: at time share u_B an engine makes u_B·B / t_B of them
+per second. t_i,B is the cost model's step time of γ_i at batch B (model.speedup.CostModel,
+clean share e), exactly bilinear in x and 1/s on the flat and roofline profiles,
+t = c0 + c1·x + (c2 + c3·x)/s, so four pricings give every (x, s). For each s the main
+segment's equation fixes x (its ITL rises with x); s is where the probe's modelled ITL meets
+its observed one, found on a grid over MEASURE_BOUNDS and interpolated. Both segments are
+priced at the route's time shares; the interval is the same root at each pair of resamples
+of them, drawn apart for each segment with its own share of the gauge samples (a canary of
+one engine for an hour saw far fewer batches than the fleet, and its latency is of those).
+The cost model's shape is taken as right — what a wrong shape does lands in s.
+
+Not measured (``value`` None, with the reason) when the two segments take the path in
+about the same share (their ITL ratio does not move with s), or no s in MEASURE_BOUNDS fits.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import numpy as np
+
+from .deployment import Deployment
+from .speedup import CostModel
+
+MEASURE_BOUNDS = (0.5, 4.0)  # a fast path slower than stock is a finding too, so below 1×
+# d ln ITL / d ln s must differ by this much between the segments: at 0.1 a 1% error in one
+# segment's latency moves s by about 10%.
+MIN_PATH_CONTRAST = 0.1
+_GRID = 121
+_BISECTIONS = 40
+# resamples of the time shares the interval is taken over (the rest add nothing to a 90% one)
+MEASURE_RESAMPLES = 200
+_PREDICTION_RESAMPLES = 100  # ... and a planned probe's predicted interval
+
+
+@dataclass(frozen=True)
+class SegmentLatency:
+    """One γ segment's mean inter-token latency (the mean step time its requests saw)."""
+
+    gamma: int
+    itl_mean_s: float
+
+
+@dataclass(frozen=True)
+class MeasuredSpeedup:
+    """The specialized decode speedup s that the two segments' latency gives, with its interval
+    over the batch mix's resamples, and the plain-decode rate 1/x it comes with."""
+
+    value: float | None
+    confidence_interval: tuple[float, float] | None
+    level: float
+    segments: tuple[SegmentLatency, SegmentLatency]  # main, probe
+    baseline_tokens_per_second: float | None = None
+    path_contrast: float | None = None  # d ln ITL / d ln s, probe less main
+    reason: str = ""  # why not measured
+
+    @property
+    def measured(self) -> bool:
+        return self.value is not None
+
+    def describe(self) -> str:
+        """One line for the console and the dashboard."""
+        main, probe = self.segments
+        at = f"gamma {main.gamma} ({main.itl_mean_s * 1e3:.2f} ms) and gamma {probe.gamma} ({probe.itl_mean_s * 1e3:.2f} ms)"
+        if not self.measured:
+            return f"specialized speedup: not measured from the latency at {at}: {self.reason}"
+        lo, hi = self.confidence_interval
+        return (f"specialized speedup: {self.value:.2f}× [{lo:.2f}, {hi:.2f}] measured from the latency at {at}, "
+                f"priced instead of the configured figure")
+
+    def to_dict(self) -> dict:
+        main, probe = self.segments
+        return {"value": self.value,
+                "confidence_interval": None if self.confidence_interval is None else list(self.confidence_interval),
+                "level": self.level, "baseline_tokens_per_second": self.baseline_tokens_per_second,
+                "path_contrast": self.path_contrast,
+                "segments": [{"gamma": int(s.gamma), "itl_mean_s": float(s.itl_mean_s)} for s in (main, probe)],
+                "reason": self.reason or None, "summary": self.describe()}
+
+
+def measure_specialized_speedup(deployment: Deployment, main: SegmentLatency, probe: SegmentLatency,
+                                batch_sizes, time_shares, *, clean_share: float = 1.0,
+                                share_resamples: tuple[np.ndarray, np.ndarray] | None = None, level: float = 0.9
+                                ) -> MeasuredSpeedup | None:
+    """s from the two segments' latency (module docstring); None off the specialized path or on
+    a profile in measured seconds (a table: nothing to solve). ``time_shares`` (nB,) over
+    ``batch_sizes``; ``share_resamples``: (main's, probe's) resampled shares, (n, nB) each, for
+    the interval."""
+    if deployment.decode_backend != "latency_specialized" or deployment.cost_profile not in ("flat", "roofline"):
+        return None
+    segments = (main, probe)
+    sizes = np.asarray(batch_sizes, dtype=int)
+    coeffs = np.stack([_step_coefficients(deployment, s.gamma, sizes, clean_share) for s in segments])  # (2, 4, nB)
+    itl = np.array([main.itl_mean_s, probe.itl_mean_s])
+    shares = np.asarray(time_shares, dtype=float)[None]
+    result = MeasuredSpeedup(None, None, float(level), segments)
+    at = deployment.specialized_speedup_point
+    x_at = float(_x_for(coeffs[0], shares * sizes, itl[0], np.array([1.0 / at]))[0])
+    contrast = _path_contrast(coeffs, shares[0], sizes, at, x_at if np.isfinite(x_at) else float(itl[0]))
+    if not abs(contrast) >= MIN_PATH_CONTRAST:
+        return replace(result, path_contrast=contrast,
+                       reason=f"both segments take the specialized path in about the same share (contrast "
+                              f"{contrast:+.2f}, below {MIN_PATH_CONTRAST}): their latency ratio does not move with it")
+    s, x = _solve(coeffs, itl, (shares, shares), sizes)
+    if not np.isfinite(s[0]):
+        return replace(result, path_contrast=contrast,
+                       reason=f"no speedup within {MEASURE_BOUNDS[0]:g}–{MEASURE_BOUNDS[1]:g}× gives both "
+                              f"latencies under the cost model")
+    contrast = _path_contrast(coeffs, shares[0], sizes, float(s[0]), float(x[0]))
+    interval = (float(s[0]), float(s[0]))
+    if share_resamples is not None:
+        drawn, _ = _solve(coeffs, itl, tuple(np.asarray(r, dtype=float)[:MEASURE_RESAMPLES] for r in share_resamples),
+                          sizes)
+        drawn = drawn[np.isfinite(drawn)]
+        if drawn.size:
+            lo, hi = np.quantile(drawn, [(1 - level) / 2, (1 + level) / 2])
+            interval = (float(min(lo, s[0])), float(max(hi, s[0])))
+    return replace(result, value=float(s[0]), confidence_interval=interval, baseline_tokens_per_second=float(1 / x[0]),
+                   path_contrast=contrast)
+
+
+def predicted_halfwidth(deployment: Deployment, main_gamma: int, probe_gamma: int, batch_sizes, time_shares, *,
+                        clean_share: float, samples: tuple[float, float], level: float = 0.9
+                        ) -> Callable[[float], float]:
+    """h(s): the half-width of the interval measure_specialized_speedup would give if the true
+    speedup were s — the latencies the cost model makes at s and the deployment's plain-decode
+    rate, the time shares resampled as each segment's ``samples`` (main, probe) would leave
+    them (inf where more than a tenth of the resamples fit no s). What a probe planned to
+    measure s can resolve (model.specialized_break_even.speedup_probe)."""
+    sizes = np.asarray(batch_sizes, dtype=int)
+    shares = np.asarray(time_shares, dtype=float) / np.sum(time_shares)
+    coeffs = np.stack([_step_coefficients(deployment, g, sizes, clean_share) for g in (main_gamma, probe_gamma)])
+    rng = np.random.default_rng(0)
+    drawn = tuple(rng.dirichlet(max(n, 1.0) * shares + 0.5, size=_PREDICTION_RESAMPLES) for n in samples)
+    x = np.array([1.0 / deployment.baseline_tokens_per_second])
+    weights = (shares * sizes)[None]
+
+    def halfwidth(s: float) -> float:
+        itl = np.array([_itl(c, weights, x, np.array([1.0 / s]))[0] for c in coeffs])
+        found, _ = _solve(coeffs, itl, drawn, sizes)
+        if np.mean(np.isfinite(found)) < 0.9:
+            return math.inf
+        lo, hi = np.quantile(found[np.isfinite(found)], [(1 - level) / 2, (1 + level) / 2])
+        return float(hi - lo) / 2.0
+
+    return halfwidth
+
+
+def _step_coefficients(deployment: Deployment, gamma: int, sizes: np.ndarray, clean_share: float) -> np.ndarray:
+    """(4, nB) c0..c3 with t_B(x, s) = c0 + c1·x + (c2 + c3·x)/s, from four pricings."""
+    def t(x: float, s: float) -> np.ndarray:
+        cost = CostModel.for_deployment(replace(deployment, baseline_tokens_per_second=1.0 / x), clean_share=clean_share)
+        return cost.step_times([gamma], sizes, s)[0]
+    t00, t10, t01, t11 = t(1.0, 1.0), t(2.0, 1.0), t(1.0, 0.5), t(2.0, 0.5)  # u = 1/s at 1 and 2
+    d = t11 - t01 - t10 + t00  # c3
+    c1 = (t10 - t00) - d
+    c2 = (t01 - t00) - d
+    return np.stack([t00 - c1 - c2 - d, c1, c2, d])
+
+
+def _itl(coeffs: np.ndarray, weights: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Modelled mean ITL of one segment (coefficients (4, nB)) at request-step weights u_B·B
+    (..., nB), x and u = 1/s of shape (...): Σ w / Σ (w / t)."""
+    t = coeffs[0] + coeffs[1] * x[..., None] + (coeffs[2] + coeffs[3] * x[..., None]) * u[..., None]
+    with np.errstate(divide="ignore"):  # t = 0 at x = 0 on the flat profile: an infinitely fast step
+        return weights.sum(-1) / (weights / t).sum(-1)
+
+
+def _x_for(coeffs: np.ndarray, weights: np.ndarray, itl: float, u: np.ndarray) -> np.ndarray:
+    """The x at which the segment's modelled ITL is ``itl``, for each u (NaN where even x = 0
+    is slower): bisection, the ITL rising with x."""
+    slope = (coeffs[1] + coeffs[3] * u[..., None]).min(-1)  # t_B ≥ slope·x, so ITL(x_hi) ≥ itl
+    lo, hi = np.zeros_like(u), np.full_like(u, itl) / np.maximum(slope, 1e-300)
+    for _ in range(_BISECTIONS):
+        mid = 0.5 * (lo + hi)
+        below = _itl(coeffs, weights, mid, u) < itl
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    x = 0.5 * (lo + hi)
+    return np.where(_itl(coeffs, weights, np.zeros_like(u), u) < itl, x, np.nan)
+
+
+def _solve(coeffs: np.ndarray, itl: np.ndarray, shares: tuple[np.ndarray, np.ndarray], sizes: np.ndarray):
+    """(s, x) per row of the (main, probe) ``shares`` (n, nB) each: s where the probe's modelled
+    ITL, at the x that fits the main segment, meets its observed one (the first crossing on a
+    log grid over MEASURE_BOUNDS, interpolated); NaN where none does."""
+    weights = shares[0] * sizes  # (n, nB)
+    s_grid = np.geomspace(*MEASURE_BOUNDS, _GRID)
+    u = np.broadcast_to(1.0 / s_grid, (len(weights), _GRID))  # (n, K)
+    x = _x_for(coeffs[0], weights[:, None, :], float(itl[0]), u)
+    gap = np.log(_itl(coeffs[1], (shares[1] * sizes)[:, None, :], np.nan_to_num(x), u) / itl[1])
+    gap[~np.isfinite(x)] = np.nan
+    crosses = np.sign(gap[:, :-1]) * np.sign(gap[:, 1:]) <= 0  # NaN compares False
+    first = crosses & (np.cumsum(crosses, axis=1) == 1)  # the first crossing per row
+    s, x_at = np.full(len(weights), np.nan), np.full(len(weights), np.nan)
+    rows, j = np.nonzero(first)
+    g0, g1 = gap[rows, j], gap[rows, j + 1]
+    f = np.where(g0 == g1, 0.0, g0 / np.where(g0 == g1, 1.0, g0 - g1))
+    log_s = np.log(s_grid)
+    s[rows] = np.exp(log_s[j] + f * (log_s[j + 1] - log_s[j]))
+    x_at[rows] = x[rows, j] + f * (x[rows, j + 1] - x[rows, j])
+    return s, x_at
+
+
+def _path_contrast(coeffs: np.ndarray, shares: np.ndarray, sizes: np.ndarray, s: float, x: float) -> float:
+    """d ln ITL / d ln s of the probe segment less the main one's, at (x, s)."""
+    weights, eps = shares * sizes, 1e-3
+    u = np.array([1.0 / (s * (1 - eps)), 1.0 / (s * (1 + eps))])
+    xs = np.full(2, x)
+    slopes = [np.diff(np.log(_itl(c, weights[None], xs, u)))[0] / (np.log1p(eps) - np.log1p(-eps)) for c in coeffs]
+    return float(slopes[1] - slopes[0])

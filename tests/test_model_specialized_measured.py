@@ -1,0 +1,89 @@
+"""The specialized decode speedup measured from two γ segments' latency (model.specialized_measured)."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from model.deployment import Deployment
+from model.specialized_measured import SegmentLatency, measure_specialized_speedup
+
+KIMI = Deployment(method="dspark", draft_cost=0.10, cost_profile="roofline", decode_backend="latency_specialized",
+                  specialized_speedup=(1.5, 2.0))
+SIZES = np.array([4, 8, 16])
+SHARES = np.array([0.3, 0.3, 0.4])  # B = 16 fits the path at γ ≤ 3 only
+
+
+def _flat_itl(gamma: int, x: float, s: float, draft: float = 0.1) -> float:
+    """Mean ITL on the flat profile by hand: a step that fits (B·(γ+1) ≤ 64) takes x/s, else x;
+    the drafter adds draft·x; request-steps weigh u_B·B / t_B."""
+    t = np.where(SIZES * (gamma + 1) <= 64, x / s, x) + draft * x
+    w = SHARES * SIZES
+    return float(w.sum() / (w / t).sum())
+
+
+def test_flat_profile_gives_back_the_speedup_and_rate_it_was_made_with():
+    flat = replace(KIMI, cost_profile="flat")
+    x, s = 1 / 90.0, 1.3
+    m = measure_specialized_speedup(flat, SegmentLatency(3, _flat_itl(3, x, s)), SegmentLatency(7, _flat_itl(7, x, s)),
+                                    SIZES, SHARES)
+    assert m.measured
+    assert m.value == pytest.approx(s, rel=2e-3)
+    assert m.baseline_tokens_per_second == pytest.approx(90.0, rel=2e-3)
+    assert m.confidence_interval == pytest.approx((m.value, m.value))  # no resamples: the point
+
+
+def test_a_slower_canary_reads_as_a_larger_speedup():
+    """The main segment all on the path, the canary partly stock: the more the canary lags
+    behind, the more the path is worth."""
+    flat = replace(KIMI, cost_profile="flat")
+    x = 1 / 90.0
+    main = SegmentLatency(3, _flat_itl(3, x, 1.5))
+    found = [measure_specialized_speedup(flat, main, SegmentLatency(7, _flat_itl(7, x, 1.5) * f), SIZES, SHARES).value
+             for f in (0.97, 1.0, 1.03)]
+    assert found[0] < found[1] < found[2]
+    assert found[1] == pytest.approx(1.5, rel=2e-3)
+
+
+def test_roofline_interval_from_the_mix_resamples_holds_the_truth():
+    from model.speedup import CostModel
+    x, s = 1 / 118.0, 1.25
+    cost = CostModel.for_deployment(replace(KIMI, baseline_tokens_per_second=1 / x), clean_share=0.98)
+
+    def itl(gamma):
+        t = cost.step_times([gamma], SIZES, s)[0]
+        return float((SHARES * SIZES).sum() / (SHARES * SIZES / t).sum())
+
+    rng = np.random.default_rng(1)
+    drawn = tuple(rng.dirichlet(300 * SHARES + 0.5, size=400) for _ in range(2))
+    m = measure_specialized_speedup(KIMI, SegmentLatency(3, itl(3)), SegmentLatency(7, itl(7)), SIZES, SHARES,
+                                    clean_share=0.98, share_resamples=drawn, level=0.9)
+    lo, hi = m.confidence_interval
+    assert m.value == pytest.approx(s, rel=2e-3)
+    assert lo < s < hi and hi - lo < 0.2
+    assert m.path_contrast > 0.1
+    assert m.to_dict()["segments"] == [{"gamma": 3, "itl_mean_s": itl(3)}, {"gamma": 7, "itl_mean_s": itl(7)}]
+    assert "1.25×" in m.describe() and "gamma 7" in m.describe()
+
+
+def test_segments_on_the_same_path_measure_nothing():
+    flat = replace(KIMI, cost_profile="flat")
+    x = 1 / 90.0
+    m = measure_specialized_speedup(flat, SegmentLatency(2, _flat_itl(2, x, 1.5)), SegmentLatency(3, _flat_itl(3, x, 1.5)),
+                                    SIZES, SHARES)
+    assert not m.measured and m.value is None
+    assert "same share" in m.reason and "not measured" in m.describe()
+
+
+def test_latencies_no_speedup_explains_are_not_measured():
+    flat = replace(KIMI, cost_profile="flat")
+    x = 1 / 90.0
+    # the canary three times slower than its partly stock steps can be at any s in bounds
+    m = measure_specialized_speedup(flat, SegmentLatency(3, _flat_itl(3, x, 1.5)),
+                                    SegmentLatency(7, 3 * _flat_itl(7, x, 1.5)), SIZES, SHARES)
+    assert not m.measured and "no speedup within" in m.reason
+
+
+def test_nothing_to_measure_off_the_path():
+    stock = replace(KIMI, decode_backend="auto")
+    assert measure_specialized_speedup(stock, SegmentLatency(3, 0.01), SegmentLatency(7, 0.02), SIZES, SHARES) is None
