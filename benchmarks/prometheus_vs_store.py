@@ -45,6 +45,7 @@ from acceptance.store import Store
 from acceptance.windows import route_window
 from model.deployment import INLINE_DEFAULTS, Deployment
 from specdec.exporter import recording_rules
+from timing import timed
 from specdec.pipeline import tune_intervals
 
 GAMMA = 5
@@ -237,15 +238,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def timed(fn, repeat: int):
-    secs, result = [], None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        result = fn()
-        secs.append(time.perf_counter() - t)
-    return result, secs
 
 
 class PrometheusServer(LocalServer):

@@ -25,7 +25,9 @@ import numpy as np
 from acceptance.counts import EngineSnapshot, ScrapeResult, SpecCounts, StepShape
 from acceptance import store as store_module
 from acceptance.store import Store
+from acceptance.store import schema as store_schema
 from acceptance.windows import route_window
+from timing import timed
 
 GAMMA = 3
 INTERVAL = 15.0
@@ -50,15 +52,6 @@ def build(path: Path, days: float, n_targets: int, t0: float) -> float:
     return float(times[-1])
 
 
-def timed(fn, repeat=5):
-    out = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        r = fn()
-        out.append(time.perf_counter() - t)
-    return r, out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--days", type=float, default=7.0)
@@ -67,7 +60,9 @@ def main() -> None:
     ap.add_argument("--rebuild", action="store_true", help="build even when a cached store exists")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp()
-    schema = hashlib.sha256(f"{store_module.SCHEMA_VERSION}{store_module._SCHEMA_V1}".encode()).hexdigest()[:12]
+    # the cached store is reused only under the schema it was built with (every migration's text)
+    schema_text = "".join(store_schema._MIGRATIONS.values())
+    schema = hashlib.sha256(f"{store_module.SCHEMA_VERSION}{schema_text}".encode()).hexdigest()[:12]
     path = args.keep or Path(tempfile.gettempdir()) / f"specdec-bench-{schema}-{args.days:g}d-{args.targets}t.db"
     t0 = 1_750_000_000.0
     n = int(args.days * 86400 / INTERVAL)
@@ -93,7 +88,7 @@ def main() -> None:
             [r[0] for r in store.conn.execute("SELECT url FROM targets")])})
         for label, span in (("7 d", 7 * 86400.0), ("1 h", 3600.0), ("1 d", 86400.0)):
             start = max(t_end - span, t0 - 1) + 7.3  # mid-bucket edges
-            w, secs = timed(lambda: route_window(store, targets, start, t_end))
+            w, secs = timed(lambda: route_window(store, targets, start, t_end), 5)
             seg = w.newest_segment
             print(f"route_window {label}: median {statistics.median(secs) * 1e3:.1f} ms "
                   f"(min {min(secs) * 1e3:.1f}); {len(seg.intervals)} blocks, drafts {seg.total.drafts:,.0f}, "

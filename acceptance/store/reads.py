@@ -163,12 +163,12 @@ class _Reads:
         where = f"{self._engine_filter(engine_ids)} AND level = ? AND chunk >= ? AND chunk < ?"
         args = (level, chunk_of(b_lo, level), b_hi)
         groups: dict[int, list] = {}
-        seg_of: dict[tuple[int, float], int] = {}  # (engine, bucket) → its one segment, -1: two
-        for r in self.conn.execute("SELECT layout_id, seg_id, n, buckets, first_start, last_end, delta, engine_id "
-                                   f"FROM spec_rollups WHERE {where}", args):
+        owners: dict[tuple[int, float], dict[int, bytes]] = {}  # (engine, chunk) → {segment: its buckets}
+        for r in self.conn.execute("SELECT layout_id, seg_id, n, buckets, first_start, last_end, delta, engine_id, "
+                                   f"chunk FROM spec_rollups WHERE {where}", args):
             groups.setdefault(r[0], []).append(r[1:7])
-            for b in np.frombuffer(r[3]).tolist():
-                seg_of[(r[7], b)] = r[1] if seg_of.get((r[7], b), r[1]) == r[1] else -1
+            owners.setdefault((r[7], r[8]), {})[r[1]] = r[3]
+        segment_of = _BucketSegments(owners)
         spec = []
         for lay, rs in groups.items():
             segs, ns, buckets_b, first_b, last_b, delta_b = zip(*rs)
@@ -183,7 +183,7 @@ class _Reads:
         by_code: dict[int, list] = {}
         for r in self.conn.execute("SELECT it_layout_id, n, buckets, itl, it_delta, chunk, mix_code, batch_mix, "
                                    f"engine_id FROM step_rollups WHERE {where}", args):
-            by_it.setdefault(r[0], []).append(r[1:5] + (r[8],))
+            by_it.setdefault(r[0], []).append(r[1:6] + (r[8],))
             by_code.setdefault(r[6], []).append((r[5], r[7]))
         for code, rs in by_code.items():  # batch mix: (bucket index, batch size, samples) triples
             chunks, blobs = zip(*rs)
@@ -193,13 +193,12 @@ class _Reads:
             mix = mix[(bucket >= b_lo) & (bucket < b_hi)]
             step.add(mix[:, 1], mix[:, 2], 0.0, 0.0, 0, None)
         for it_lay, rs in by_it.items():
-            ns, buckets_b, itl_b, it_b, engines = zip(*rs)
+            ns, buckets_b, itl_b, it_b, chunks, engines = zip(*rs)
             buckets = np.frombuffer(b"".join(buckets_b))
             m = (buckets >= b_lo) & (buckets < b_hi)
             itl = np.frombuffer(b"".join(itl_b)).reshape(-1, 2)[m]
             # a bucket's ITL goes to its engine segment when the bucket lies in one only
-            owner = np.repeat(np.array(engines), np.array(ns))[m]
-            seg = np.array([seg_of.get((e, b), -1) for e, b in zip(owner.tolist(), buckets[m].tolist())], dtype=np.int64)
+            seg = segment_of(engines, chunks, ns, buckets)[m]
             step.add_segment_itl(seg[seg >= 0], itl[seg >= 0])
             it = None
             if it_lay:
@@ -238,3 +237,28 @@ class _Reads:
         row = self.conn.execute("SELECT value IS NOT NULL FROM samples WHERE engine_id = ? AND time <= ? "
                                 "ORDER BY time DESC LIMIT 1", (engine_id, at)).fetchone()
         return None if row is None else bool(row[0])
+
+
+class _BucketSegments:
+    """The engine segment of each step rollup bucket, -1 where the bucket holds two (a γ change
+    inside it) or none: step rollups name no segment, the spec rollup rows of the same engine
+    and chunk do. A chunk of one segment (nearly all) is looked up whole; the buckets of a
+    chunk that holds two are looked up one by one."""
+
+    def __init__(self, owners: dict[tuple[int, float], dict[int, bytes]]):
+        self.whole = {key: next(iter(segs)) for key, segs in owners.items() if len(segs) == 1}
+        self.split = {key: [(seg, set(np.frombuffer(b).tolist())) for seg, b in segs.items()]
+                      for key, segs in owners.items() if len(segs) > 1}
+
+    def __call__(self, engines, chunks, ns, buckets: np.ndarray) -> np.ndarray:
+        """Per bucket of the step rollup rows (their engines, chunks and bucket counts, the
+        buckets concatenated), its segment."""
+        keys = list(zip(engines, chunks))
+        seg = np.repeat(np.array([self.whole.get(k, -1) for k in keys], dtype=np.int64), np.array(ns))
+        offsets = np.concatenate([[0], np.cumsum(ns)[:-1]]).tolist()
+        for key, start, n in zip(keys, offsets, ns):
+            parts = self.split.get(key)
+            for j in range(start, start + n) if parts else ():
+                holders = [s for s, held in parts if buckets[j] in held]
+                seg[j] = holders[0] if len(holders) == 1 else -1
+        return seg
