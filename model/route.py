@@ -19,8 +19,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from acceptance.counts import mean_draft_length
 from acceptance.estimates import AcceptanceEstimate, drafts_needed
 from acceptance.route_estimate import RouteEstimate, survival_by_batch_size, time_share_resamples
@@ -29,8 +27,9 @@ from .deployment import Deployment
 from .probe import RunningProbe
 from .recommend import Recommendation, recommend
 from .specialized import route_eligibility
-from .specialized_measured import MEASURE_RESAMPLES, MeasuredSpeedup, SegmentLatency, measure_specialized_speedup
-from .speedup import batch_mix_from_time_shares, request_weights_from_time_shares
+from .specialized_measured import (MEASURE_RESAMPLES, MeasuredSpeedup, SegmentLatency, measurable,
+                                   measure_specialized_speedup)
+from .speedup import batch_mix_from_time_shares, normalise_batch_mix, request_weights_from_time_shares
 
 # Half-width of the 90% interval of the mean acceptance length below which a window is
 # precise enough to rank γ; used to say how many more drafts a thin window needs.
@@ -96,10 +95,9 @@ def _measured_speedup(route: RouteEstimate, deployment: Deployment, time_shares:
     the deployed segment's and a canary's latency (at any other γ), its interval replaces the
     configured figure (model.specialized_measured); else the deployment as it is."""
     canary = route.canary_latency
-    if canary is None or route.itl_mean_s is None or not time_shares:
-        return deployment, None
-    sizes, shares = (np.array(x) for x in zip(*sorted(time_shares.items())))
-    shares = shares / shares.sum()
+    if canary is None or route.itl_mean_s is None or not time_shares or not measurable(deployment):
+        return deployment, None  # nothing to resample for: off the path, or no canary with latency
+    sizes, shares = normalise_batch_mix(time_shares)
     samples = max(route.estimate.n_blocks, route.effective_samples)
     drawn = tuple(time_share_resamples(time_shares, max(samples * part, 1.0), MEASURE_RESAMPLES, seed + i)[1]
                   for i, part in enumerate(_engine_seconds_shares(route)))

@@ -95,6 +95,12 @@ class MeasuredSpeedup:
                 "reason": self.reason or None, "summary": self.describe()}
 
 
+def measurable(deployment: Deployment) -> bool:
+    """Whether latency can measure s here: the specialized path, on a profile anchored on a
+    plain-decode rate (a table's measured seconds leave nothing to solve)."""
+    return deployment.decode_backend == "latency_specialized" and deployment.cost_profile in ("flat", "roofline")
+
+
 def measure_specialized_speedup(deployment: Deployment, main: SegmentLatency, probe: SegmentLatency,
                                 batch_sizes, time_shares, *, clean_share: float = 1.0,
                                 share_resamples: tuple[np.ndarray, np.ndarray] | None = None, level: float = 0.9
@@ -103,7 +109,7 @@ def measure_specialized_speedup(deployment: Deployment, main: SegmentLatency, pr
     a profile in measured seconds (a table: nothing to solve). ``time_shares`` (nB,) over
     ``batch_sizes``; ``share_resamples``: (main's, probe's) resampled shares, (n, nB) each, for
     the interval."""
-    if deployment.decode_backend != "latency_specialized" or deployment.cost_profile not in ("flat", "roofline"):
+    if not measurable(deployment):
         return None
     segments = (main, probe)
     sizes = np.asarray(batch_sizes, dtype=int)
