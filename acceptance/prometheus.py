@@ -443,10 +443,10 @@ def _gamma_segments(client: PrometheusClient, q: RouteQueries, g: int, series, b
         return [lab for lab, _ in client.query(q.segment_engines(g, end - start), end)]
 
     for segment, labs in gamma_segments(engines_of, g, rows, {t: t - block for t in rows}, block):
-        yield replace(segment, **_segment_latency(latency, segment)), labs
+        yield replace(segment, **segment_latency(latency, segment)), labs
 
 
-def _segment_latency(latency, segment: GammaSegment) -> dict:
+def segment_latency(latency, segment: GammaSegment) -> dict:
     """{itl_sum_s, itl_count}: Σ of the block_latency series over the segment's blocks."""
     ends = set(np.round(segment.intervals.end, 3).tolist())
     sums = {"sum": 0.0, "count": 0.0}

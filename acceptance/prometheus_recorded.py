@@ -42,6 +42,7 @@ from .prometheus import (
     promql_duration,
     raw_window,
     scrape_interval,
+    segment_latency,
 )
 from .prometheus_rules import HEARTBEAT_PREFIX, resolution_seconds, series_names
 from .store import EngineRef, Event
@@ -137,16 +138,9 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
     k, n, remainder = _block_plan(coverage.evaluations, max_blocks)
     block = k * r
     last_end = coverage.last_evaluation + r / 2
-    counts = f"{names['spec_decode']}{_route_matcher(route)}"
-    by = f"sum by (gamma, {vm.POSITION_LABEL}) (sum_over_time({counts}[{promql_duration(block)}]))"
-    series = client.query_range(by, last_end - (n - 1) * block, last_end + 1e-6, block) if n else []
-    starts = {}
-    if remainder:
-        oldest_end = last_end - n * block
-        oldest = client.query(f"sum by (gamma, {vm.POSITION_LABEL}) "
-                              f"(sum_over_time({counts}[{promql_duration(remainder * r)}]))", oldest_end)
-        series = series + [(lab, np.array([oldest_end]), np.array([v])) for lab, v in oldest]
-        starts[round(oldest_end, 3)] = oldest_end - remainder * r
+    blocks = _Blocks(client, _route_matcher(route), last_end, n, block, remainder * r)
+    series = blocks.summed(names["spec_decode"], f"gamma, {vm.POSITION_LABEL}")
+    latency = blocks.latency(names)
     q = RouteQueries(sel, block)
     window_s = coverage.evaluations * r
     recorded = _Recorded(client, route, names, last_end, window_s)
@@ -154,16 +148,61 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
     found = []
     for g in sorted({int(float(lab["gamma"])) for lab, _, _ in series if "gamma" in lab}):
         rows = block_rows([s for s in series if s[0].get("gamma") == str(g)], g)
-        found += gamma_segments(engines_of, g, rows, {t: starts.get(t, t - block) for t in rows}, block)
+        own = [s for s in latency if s[0].get("gamma") == str(g)]
+        found += [(replace(segment, **segment_latency(own, segment)), labs)
+                  for segment, labs in gamma_segments(engines_of, g, rows, blocks.starts(rows), block)]
     segments, engine_labels = in_time_order(found)
-    note = (f"Prometheus: read from the recorded series {names['spec_decode']} (specdec rules, "
-            f"{coverage.evaluations} evaluations {r:g} s apart, {n + bool(remainder)} blocks)")
+    notes = [f"Prometheus: read from the recorded series {names['spec_decode']} (specdec rules, "
+             f"{coverage.evaluations} evaluations {r:g} s apart, {n + bool(remainder)} blocks)"]
+    shape = recorded.step_shape()
+    if not latency and shape.itl_mean_s is not None:
+        notes.append(f"Prometheus: the recorded series hold no {names['itl_sum_by_gamma']} (rules written "
+                     f"before it): each γ segment's own latency is unknown, so a canary cannot measure the "
+                     f"specialized speedup; `specdec rules` writes the rules anew")
     return PrometheusWindow(
         url=client.url, selector=sel, start=last_end - window_s, end=min(end, last_end), block_s=block,
         scrape_interval_s=scrape_interval(client, sel, end, end - start),
-        segments=segments, events=recorded.events(), step_shape=recorded.step_shape(),
+        segments=segments, events=recorded.events(), step_shape=shape,
         engine_labels=engine_labels, not_speculating=not_speculating(client, q, end),
-        queries=client.queries, recorded=names["spec_decode"], notes=[note])
+        queries=client.queries, recorded=names["spec_decode"], notes=notes)
+
+
+@dataclass(frozen=True)
+class _Blocks:
+    """The window's blocks of recorded series: n whole blocks ending at last_end, ``block`` s
+    apart (one range query), and the oldest holding the remainder (one instant query)."""
+
+    client: PrometheusClient
+    matcher: str
+    last_end: float
+    n: int
+    block: float
+    remainder_s: float
+
+    def summed(self, record: str, by: str) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+        """(labels, block ends, values) of ``sum by (by) (sum_over_time(record[block]))``."""
+        def expr(span_s: float) -> str:
+            return f"sum by ({by}) (sum_over_time({record}{self.matcher}[{promql_duration(span_s)}]))"
+
+        series = (self.client.query_range(expr(self.block), self.last_end - (self.n - 1) * self.block,
+                                          self.last_end + 1e-6, self.block) if self.n else [])
+        if self.remainder_s:
+            oldest_end = self.last_end - self.n * self.block
+            series = series + [(lab, np.array([oldest_end]), np.array([v]))
+                               for lab, v in self.client.query(expr(self.remainder_s), oldest_end)]
+        return series
+
+    def latency(self, names: dict[str, str]) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+        """Each γ's ITL sum and count per block (label part = sum | count, as RouteQueries.block_latency)."""
+        return [({**labels, "part": part}, times, values)
+                for part in ("sum", "count")
+                for labels, times, values in self.summed(names[f"itl_{part}_by_gamma"], "gamma")]
+
+    def starts(self, rows) -> dict[float, float]:
+        """Block end → its start, for the block ends in ``rows``."""
+        oldest_end = self.last_end - self.n * self.block
+        return {t: oldest_end - self.remainder_s if self.remainder_s and t == round(oldest_end, 3) else t - self.block
+                for t in rows}
 
 
 def _key(labels: dict) -> tuple:

@@ -20,7 +20,8 @@ extrapolated edges. Per engine, before summing:
 
 Series per route (what the rules add to Prometheus): (γ + 3) per γ in use
 (``specdec:route_spec_decode:delta<R>``), one per batch size seen, two batch-pair counts, two
-ITL sums, one per iteration-token bucket, the heartbeat, and per-engine restart, γ-change and
+ITL sums over the route and two per γ in use (each segment's own latency), one per
+iteration-token bucket, the heartbeat, and per-engine restart, γ-change and
 first-sighting series that exist only in the evaluations where that happened (with the
 engines at γ at a segment's ends, they name its engines without a scan of raw samples).
 """
@@ -63,6 +64,8 @@ def series_names(resolution: str = RESOLUTION) -> dict[str, str]:
         "batch_pairs": f"specdec:route_batch_pairs:count{r}",
         "itl_sum": f"specdec:route_inter_token_latency_seconds_sum:delta{r}",
         "itl_count": f"specdec:route_inter_token_latency_seconds_count:delta{r}",
+        "itl_sum_by_gamma": f"specdec:route_inter_token_latency_seconds_sum_by_gamma:delta{r}",
+        "itl_count_by_gamma": f"specdec:route_inter_token_latency_seconds_count_by_gamma:delta{r}",
         "iteration_tokens": f"specdec:route_iteration_tokens_bucket:delta{r}",
         "restarts": f"specdec:engine_restarts:delta{r}",
         "gamma_changes": f"specdec:engine_gamma_changes:delta{r}",
@@ -108,6 +111,12 @@ class _Rules:
     def counter_sum(self, series: str, by: str = "") -> str:
         return f"sum{f' by ({by})' if by else ''} ({self.delta(series, self.own_drop(series))})"
 
+    def by_gamma(self, series: str) -> str:
+        """A counter's exact increase summed over the engines at each γ (label gamma), as
+        spec_decode's counts are: each γ segment's own share, a canary's apart from the fleet's."""
+        return (f"sum by (gamma) ({self.delta(series, self.own_drop(series))} * ignoring(gamma) "
+                f'group_left(gamma) count_values without () ("gamma", {self.gamma()}))')
+
     def running(self, offset: bool = False) -> str:
         return f"round({vm.NUM_REQUESTS_RUNNING}{self.sel}{f' offset {self.r}' if offset else ''})"
 
@@ -132,6 +141,8 @@ def route_rules(route: str, selector: str, resolution: str = RESOLUTION) -> list
         (names["batch_pairs"], q.batch_pairs()),
         (names["itl_sum"], q.counter_sum(f"{itl}_sum{selector}")),
         (names["itl_count"], q.counter_sum(f"{itl}_count{selector}")),
+        (names["itl_sum_by_gamma"], q.by_gamma(f"{itl}_sum{selector}")),
+        (names["itl_count_by_gamma"], q.by_gamma(f"{itl}_count{selector}")),
         (names["iteration_tokens"], q.counter_sum(f"{vm.ITERATION_TOKENS}_bucket{selector}", by="le")),
         (names["restarts"], f"{q.restarted()} * 0 + 1"),
         (names["gamma_changes"], f"{q.gamma()} != {q.gamma(True)}"),

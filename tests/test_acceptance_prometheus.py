@@ -137,8 +137,8 @@ def test_promtool_accepts_the_rules(tmp_path):
                                      "open": ["http://127.0.0.1:9102/metrics", "http://[::1]:8000/metrics"]}))
     out = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
-    # 5 dashboard rules and 10 window rules per route
-    assert "30 rules found" in out.stdout
+    # 5 dashboard rules and 12 window rules per route
+    assert "34 rules found" in out.stdout
 
 
 def test_recorded_window_agrees_with_the_store_through_a_restart(live):
@@ -210,6 +210,9 @@ def test_recorded_series_equal_the_store_on_frozen_data():
     assert "recorded series" in doc["prometheus_recorded"]["notes"][0]
     assert doc["prometheus_recorded"]["drafts"] == doc["store"]["drafts"] > 0
     assert doc["prometheus_recorded"]["series_added_per_route"]["specdec:route_spec_decode:delta1m"] == 5 + 3
+    # each γ's own latency: a sum and a count per γ in use (the frozen fleet runs one γ)
+    assert doc["prometheus_recorded"]["series_added_per_route"][
+        "specdec:route_inter_token_latency_seconds_sum_by_gamma:delta1m"] == 1
     # the raw path extrapolates: close, not equal
     assert 0 < doc["max_abs_survival_difference_raw_vs_store"] < 0.01
 
@@ -580,23 +583,32 @@ def test_tune_gamma_reads_a_prometheus_route(live, tmp_path, capsys):
 
 def test_each_gamma_segment_keeps_its_own_latency_through_prometheus(gamma_changed):
     """The raw path's per-segment ITL (increase() of the histogram's sum and count over the
-    engines of each γ) agrees with the store's per-segment ITL, each over its own engines: the
-    γ 6 canary's requests are counted there, not with γ 4's (what lets a canary's latency
-    measure the specialized speedup). The simulated step time hardly moves with γ, so the
-    check of the split is the counts."""
+    engines of each γ) and the recorded series' (the rules' exact increases, summed by the
+    engines' γ at each evaluation) agree with the store's per-segment ITL, each over its own
+    engines: the γ 6 canary's requests are counted there, not with γ 4's (what lets a
+    canary's latency measure the specialized speedup). The simulated step time hardly moves
+    with γ, so the check of the split is the counts."""
     start, end = gamma_changed["start"], gamma_changed["end"]
-    raw = prometheus_route_window(PrometheusSettings(gamma_changed["url"]), '{job="sim-gamma"}', start, end)
+    settings = PrometheusSettings(gamma_changed["url"])
+    raw = prometheus_route_window(settings, '{job="sim-gamma"}', start, end)
+    recorded = prometheus_window(settings, "canary", '{job="sim-gamma"}', start, end)
+    assert recorded.recorded is not None, recorded.notes
+    assert not any("hold no" in note for note in recorded.notes)
     stored = route_window(gamma_changed["store"], gamma_changed["targets"], start, end)
     prom = {seg.gamma: seg for seg in raw.segments}
+    rec = {seg.gamma: seg for seg in recorded.segments}
     store = {seg.gamma: seg for seg in stored.segments}
-    print("per-segment ITL (mean, count, drafts): prometheus "
-          f"{ {g: (s.itl_mean_s, s.itl_count, s.total.drafts) for g, s in prom.items()} }, store "
-          f"{ {g: (s.itl_mean_s, s.itl_count, s.total.drafts) for g, s in store.items()} }")
-    assert set(prom) == set(store) == {4, 6}
+    print("per-segment ITL (mean, count, drafts): "
+          + "; ".join(f"{name} { {g: (s.itl_mean_s, s.itl_count, s.total.drafts) for g, s in by.items()} }"
+                      for name, by in (("raw", prom), ("recorded", rec), ("store", store))))
+    assert set(prom) == set(rec) == set(store) == {4, 6}
     for g in (4, 6):
         assert prom[g].itl_mean_s == pytest.approx(store[g].itl_mean_s, rel=0.05)
+        assert rec[g].itl_mean_s == pytest.approx(store[g].itl_mean_s, rel=0.05)
         # the simulator observes the ITL once per request per step, and every step drafts for
         # each request: a segment's ITL count is its drafts when both are summed over the same
-        # engines and blocks (the raw path's segments start later than the store's: its blocks)
+        # engines and blocks (the raw path's segments start later than the store's: its blocks;
+        # the recorded increases are exact, each engine's at its γ of the evaluation)
         assert prom[g].itl_count == pytest.approx(prom[g].total.drafts, rel=0.02)
+        assert rec[g].itl_count == rec[g].total.drafts
         assert store[g].itl_count == store[g].total.drafts

@@ -119,6 +119,11 @@ def test_recorded_window_through_vmalert_agrees_with_the_store(victoria):
     vm_est, store = same_curve_as_store(vw, sw, "vmalert-recorded")
     assert 0.6 < vm_est.drafts / store.drafts < 1.2
     assert set(vw.step_shape.batch_mix) <= {2, 4, 8} and vw.step_shape.itl_mean_s > 0
+    # each γ segment's own latency from the rules' by-γ ITL series (MetricsQL's group_left):
+    # one observation per request per step, each a draft, so its count is the segment's drafts
+    for seg in vw.segments:
+        assert seg.itl_count == seg.total.drafts > 0
+        assert seg.itl_mean_s == pytest.approx(vw.step_shape.itl_mean_s, rel=0.05)
 
 
 def test_tune_gamma_through_victoria_metrics(victoria, tmp_path, capsys):
