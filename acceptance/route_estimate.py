@@ -78,6 +78,11 @@ class RouteEstimate:
     probe: ProbeSegment | None = None  # a running canary at a larger γ, joined (acceptance.probe_segment)
     canary_latency: CanaryLatency | None = None  # a segment at another γ with its own latency
     requests: RequestRows | None = None  # the rows, one per request, when the window is per-request
+    window_span: tuple[float, float] | None = None  # (start, end) of the window estimated
+    # where this window holds no canary: the route's estimate over the earlier window in which
+    # one last ran beside the deployed γ (acceptance.canary_lookback), whose latency measured
+    # the specialized speedup
+    speedup_from: "RouteEstimate | None" = None
 
     @property
     def gamma(self) -> int:
@@ -141,6 +146,7 @@ def _with_window(route: RouteEstimate, window, rows: IntervalCounts, engines: in
     route.observed_latency_source = observed_latency_source(window)
     route.undrafted_token_share = shape.undrafted_token_share
     route.traffic = route_traffic(window.newest_segment, rows, engines)
+    route.window_span = (float(window.start), float(window.end))
     return route
 
 

@@ -9,7 +9,8 @@ holds enough drafts, and everything goes to ``model.recommend.recommend``. One w
 tune-gamma and the what-if (which changes the deployment or the batch time shares).
 On the specialized path, a window whose deployed segment and running canary both keep
 their own latency measures the specialized speedup (model.specialized_measured); when it
-does, that interval is priced instead of the configured specialized_speedup.
+does, that interval is priced instead of the configured specialized_speedup — and in later
+windows too, from the window in which the canary last ran (acceptance.canary_lookback).
 
 ``drafts_more_needed`` is the one "more data" figure of a tuning.
 """
@@ -93,7 +94,13 @@ def _measured_speedup(route: RouteEstimate, deployment: Deployment, time_shares:
                       ) -> tuple[Deployment, MeasuredSpeedup | None]:
     """(the deployment to price, the measurement): with the specialized speedup measured from
     the deployed segment's and a canary's latency (at any other γ), its interval replaces the
-    configured figure (model.specialized_measured); else the deployment as it is."""
+    configured figure (model.specialized_measured); else the deployment as it is. A window
+    without a canary takes the measurement of the earlier window in which one last ran
+    (``route.speedup_from``, at that window's own time shares, as a tune then priced it)."""
+    earlier = route.speedup_from
+    if route.canary_latency is None and earlier is not None:
+        deployment, measured = _measured_speedup(earlier, deployment, earlier.batch_time_shares, seed)
+        return deployment, None if measured is None else replace(measured, window=earlier.window_span)
     canary = route.canary_latency
     if canary is None or route.itl_mean_s is None or not time_shares or not measurable(deployment):
         return deployment, None  # nothing to resample for: off the path, or no canary with latency

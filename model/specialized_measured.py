@@ -27,6 +27,7 @@ about the same share (their ITL ratio does not move with s), or no s in MEASURE_
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -70,6 +71,8 @@ class MeasuredSpeedup:
     baseline_tokens_per_second: float | None = None
     path_contrast: float | None = None  # d ln ITL / d ln s, probe less main
     reason: str = ""  # why not measured
+    # (start, end) of the earlier window whose canary measured it; None: the window tuned
+    window: tuple[float, float] | None = None
 
     @property
     def measured(self) -> bool:
@@ -79,6 +82,9 @@ class MeasuredSpeedup:
         """One line for the console and the dashboard."""
         main, probe = self.segments
         at = f"gamma {main.gamma} ({main.itl_mean_s * 1e3:.2f} ms) and gamma {probe.gamma} ({probe.itl_mean_s * 1e3:.2f} ms)"
+        if self.window is not None:
+            at += (f" in the window ending {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(self.window[1]))}, "
+                   f"the last in which a canary ran")
         if not self.measured:
             return f"specialized speedup: not measured from the latency at {at}: {self.reason}"
         lo, hi = self.confidence_interval
@@ -92,7 +98,9 @@ class MeasuredSpeedup:
                 "level": self.level, "baseline_tokens_per_second": self.baseline_tokens_per_second,
                 "path_contrast": self.path_contrast,
                 "segments": [{"gamma": int(s.gamma), "itl_mean_s": float(s.itl_mean_s)} for s in (main, probe)],
-                "reason": self.reason or None, "summary": self.describe()}
+                "reason": self.reason or None,
+                "window": None if self.window is None else [float(t) for t in self.window],
+                "summary": self.describe()}
 
 
 def measurable(deployment: Deployment) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from acceptance.canary_lookback import earlier_canary_window
 from acceptance.errors import InputError
 from acceptance.counts import IntervalCounts
 from acceptance.estimates import AcceptanceEstimate, estimate_from_survival
@@ -22,6 +23,7 @@ from acceptance.route_estimate import RouteEstimate, estimate_route
 from model.deployment import INLINE_DEFAULTS, Deployment
 from model.recommend import Recommendation, recommend
 from model.route import drafts_more_needed, recommend_route
+from model.specialized_measured import measurable
 
 from .config import Config, ConfigError, deployment_for_route, route_source
 from .report import format_clock, format_duration
@@ -79,12 +81,16 @@ def tune_intervals(
     block_length: int | None = None,
     unit: str = "scrape intervals",
     engines: int | None = None,  # the route's configured count where rows name none
+    earlier=None,  # the window in which a canary last ran, where ``window`` holds none
 ) -> RouteTuning:
     """Estimate one γ segment and recommend from it (rows resampled in blocks of ``block_length``)."""
     if intervals.total().drafts <= 0:
         raise NoDataError(f"route {route!r}: the window holds no drafts at gamma {intervals.gamma}")
     estimated = estimate_route(window, intervals, level=level, n_resamples=n_resamples, seed=seed,
                                block_length=block_length, unit=unit, engines=engines)
+    if earlier is not None:  # its latency measured the specialized speedup (acceptance.canary_lookback)
+        estimated.speedup_from = estimate_route(earlier, earlier.newest_segment.intervals, level=level,
+                                                n_resamples=n_resamples, seed=seed, unit=unit)
     priced = recommend_route(estimated, deployment, batch_time_shares=estimated.batch_time_shares, level=level,
                              seed=seed)
     notes = list(getattr(window, "notes", []))  # how the source read it (a Prometheus window says)
@@ -98,16 +104,8 @@ def tune_intervals(
     )
 
 
-def tune_route(
-    config: Config,
-    route: str,
-    *,
-    store=None,
-    window_s: float = DEFAULT_WINDOW_S,
-    now: float | None = None,
-    level: float = 0.9,
-    n_resamples: int = 1000,
-) -> RouteTuning:
+def tune_route(config: Config, route: str, *, store=None, window_s: float = DEFAULT_WINDOW_S, now: float | None = None,
+               level: float = 0.9, n_resamples: int = 1000) -> RouteTuning:
     """The route's window (ending ``now``), estimated and recommended."""
     end = time.time() if now is None else now
     source = route_source(config, route, store)
@@ -122,8 +120,13 @@ def tune_route(
                 else "check the selector in Prometheus (VictoriaMetrics shows data only after its "
                      "-search.latencyOffset, 30 s by default)")
         raise NoDataError(f"route {route!r}: no drafts in the last {format_duration(window_s)}{status}; {hint} or widen --window")
+    earlier, notes = (earlier_canary_window(lambda lo, hi: route_window_for(config, route, source, store, lo, hi)[0],
+                                            window, window_s)
+                      if source in ("scrape", "prometheus") and measurable(deployment) else (None, []))
     tuning = tune_intervals(route, segment.intervals, deployment, window=window, level=level, n_resamples=n_resamples,
-                            block_length=block_length, unit=unit, engines=getattr(config.routes.get(route), "engines", None))
+                            block_length=block_length, unit=unit, engines=getattr(config.routes.get(route), "engines", None),
+                            earlier=earlier)
+    tuning.notes += notes  # ingested rows (the other sources) keep no latency per γ: nothing to look back for
     tuning.window_start, tuning.window_end = end - window_s, end
     shared = getattr(config.routes.get(route), "shared_deployment", None)
     if shared is not None:  # its γ is the deployment's: say so, and where that is priced
@@ -154,28 +157,18 @@ def route_window_for(config: Config, route: str, source: str, store, start: floa
     return window, None, "logged intervals"
 
 
-def tune_inline(
-    survival: list[float],
-    *,
-    drafts: int | None = None,
-    method: str | None = None,
-    draft_cost: float | None = None,
-    cost_profile: str | None = None,
-    deployed_gamma: int | None = None,
-    level: float = 0.9,
-    n_resamples: int = 1000,
-) -> RouteTuning:
+def tune_inline(survival: list[float], *, drafts: int | None = None, method: str | None = None,
+                draft_cost: float | None = None, cost_profile: str | None = None, deployed_gamma: int | None = None,
+                level: float = 0.9, n_resamples: int = 1000) -> RouteTuning:
     """tune-gamma --survival A1,A2,...: the seeds' model by default; intervals only with
     --drafts (acceptance.estimates.estimate_from_survival says how)."""
     overrides = {k: v for k, v in (("method", method), ("draft_cost", draft_cost), ("cost_profile", cost_profile))
                  if v is not None}
     deployment = Deployment.from_mapping(overrides, where="tune-gamma", base=INLINE_DEFAULTS)
     estimate = estimate_from_survival(survival, drafts=drafts, level=level, n_resamples=n_resamples)
-    rec = recommend(
-        estimate.survival.value, deployment,
-        survival_resamples=estimate.survival_resamples if estimate.has_interval else None,
-        deployed_gamma=deployed_gamma if deployed_gamma is not None else estimate.gamma, level=level,
-    )
+    rec = recommend(estimate.survival.value, deployment,
+                    survival_resamples=estimate.survival_resamples if estimate.has_interval else None,
+                    deployed_gamma=deployed_gamma if deployed_gamma is not None else estimate.gamma, level=level)
     notes = [estimate.note] if estimate.note else []
     return RouteTuning(route="inline", deployment=deployment, estimate=estimate, recommendation=rec, notes=notes)
 

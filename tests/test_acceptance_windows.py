@@ -446,3 +446,108 @@ def test_each_gamma_segment_keeps_its_own_latency(tmp_path, min_blocks):
         assert g5.itl_mean_s == pytest.approx(0.025)
         assert g5.itl_count > 0 and g3.itl_count > g5.itl_count
         assert 0.010 < w.step_shape.itl_mean_s < 0.025  # route-wide: both
+
+
+def _canary_then_change(store: Store, low: int, high: int, step_s: dict, change: int, running: int = 4) -> None:
+    """Scrapes 1..579, 15 s apart: x and y at γ ``low``, z a canary at ``high`` from scrape 100,
+    x and y restarting into ``high`` at scrape ``change``; each γ's step time constant."""
+    sums, counts, restarted = defaultdict(float), defaultdict(float), {}
+    for i in range(1, 580):
+        snaps = []
+        for label in ("x", "y", "z"):
+            gamma = high if (label == "z" and i >= 100) or i >= change else low
+            since = restarted.setdefault((label, gamma), i)
+            if since == i and i > 1:
+                sums[label] = counts[label] = 0.0  # a restart resets the engine's counters
+            counts[label] += 40.0
+            sums[label] += 40.0 * step_s[gamma]
+            snaps.append(_snap(label, 10 * (i - since + 1), gamma, created=float(since), running=running,
+                               itl=(sums[label], counts[label])))
+        store.write_cycle([ScrapeResult(url, 15.0 * i, True, (snap,)) for url, snap in zip(CANARY_TARGETS, snaps)])
+
+
+CANARY_TARGETS = [f"http://127.0.0.1:1/{label}" for label in "xyz"]
+
+
+@pytest.mark.parametrize("coarse", [False, True])  # the store's exact ends, then ends known to 10-minute blocks
+def test_a_window_without_a_canary_finds_the_one_in_which_it_last_ran(tmp_path, coarse):
+    """Engine z runs a γ 5 canary from 25 min beside x and y at γ 3; at 85 min x and y move
+    to γ 5 too. An hour later the window holds γ 5 alone (no canary), and the lookback finds
+    the window ending where the canary last ran beside γ 3: both current at its end, each
+    segment with its own latency. The store keeps each segment's last interval end, even in
+    rollups; a source whose lookback knows ends to a block only (Prometheus: its blocks) is
+    read again until the window holds both at its end."""
+    import dataclasses
+
+    from acceptance.canary_lookback import earlier_canary_window, has_canary, last_side_by_side
+    from acceptance.prometheus import PrometheusError
+
+    change = 340
+    with Store.open(tmp_path / "s.db") as store:
+        _canary_then_change(store, 3, 5, {3: 0.010, 5: 0.014}, change)
+        end = 15.0 * 579
+        targets = CANARY_TARGETS
+
+        reads = []  # the ends of the windows read
+
+        def read(lo, hi):
+            reads.append(hi)
+            window = route_window(store, targets, lo, hi)
+            if not (coarse and hi - lo > 4000):
+                return window
+            return dataclasses.replace(window, segments=[dataclasses.replace(s, end=min(hi, np.ceil(s.end / 600) * 600))
+                                                         for s in window.segments])
+
+        now = read(end - 3600, end)
+        assert {s.gamma for s in now.current_segments} == {5} and not has_canary(now)
+        assert last_side_by_side(now) is None
+        earlier, notes = earlier_canary_window(read, now, 3600.0, lookback_s=7 * 86400.0)
+        assert earlier is not None and has_canary(earlier) and notes == []
+        assert abs(earlier.end - 15.0 * change) <= 15.0  # where x and y left γ 3, to a scrape
+        assert len(reads) == (4 if coarse else 3)  # now, the lookback, then one or two windows
+        by_gamma = {s.gamma: s for s in earlier.current_segments}
+        assert by_gamma[3].itl_mean_s == pytest.approx(0.010) and by_gamma[5].itl_mean_s == pytest.approx(0.014)
+        assert [e.target for e in by_gamma[5].engines] == [CANARY_TARGETS[2]]
+        # no canary ever: nothing to find
+        alone = route_window(store, targets[:1], end - 3600, end)
+        assert earlier_canary_window(lambda lo, hi: route_window(store, targets[:1], lo, hi), alone, 3600.0) == (None, [])
+        # a window with its own canary does not look back; a lookback that cannot be read is a note
+        assert earlier_canary_window(None, earlier, 3600.0) == (None, [])
+
+        def dead(lo, hi):
+            raise PrometheusError("Prometheus http://127.0.0.1:9/ did not answer")
+
+        found, notes = earlier_canary_window(dead, now, 3600.0)
+        assert found is None and notes == ["the look back for a canary's measured specialized speedup could not be "
+                                           "read: Prometheus http://127.0.0.1:9/ did not answer"]
+
+
+def test_tune_route_prices_the_speedup_its_last_canary_measured(tmp_path):
+    """Through the pipeline on the specialized path (dspark, roofline): x and y at γ 3, the
+    canary z at γ 7 from 25 min, all at γ 7 from 85 min (batch 16: γ 7's steps run stock, γ 3's
+    take the path). An hour later the window holds γ 7 alone; tune-gamma reads the earlier
+    window in which the canary ran and says so. A route off the path never looks back."""
+    from specdec.config import config_from_mapping
+    from specdec.pipeline import tune_route
+    from specdec.report import tuning_to_dict
+
+    with Store.open(tmp_path / "s.db") as store:
+        _canary_then_change(store, 3, 7, {3: 0.060, 7: 0.090}, 340, running=16)
+        end = 15.0 * 579
+        deployment = {"method": "dspark", "draft_cost": 0.1, "cost_profile": "roofline",
+                      "decode_backend": "latency_specialized", "specialized_speedup": [1.5, 2.0]}
+        config = config_from_mapping({"deployment": deployment, "routes": {"r": {"targets": CANARY_TARGETS}}},
+                                     path=None)
+        tuning = tune_route(config, "r", store=store, window_s=3600.0, now=end, n_resamples=200)
+        measured = tuning.recommendation.specialized_speedup_measured
+        assert tuning.recommendation.deployed_gamma == 7
+        assert measured is not None and measured.window is not None
+        assert abs(measured.window[1] - 15.0 * 340) <= 15.0 and measured.window[1] - measured.window[0] == 3600.0
+        assert [s.gamma for s in measured.segments] == [3, 7]
+        doc = tuning_to_dict(tuning)["specialized_speedup_measured"]
+        assert doc["window"] == list(measured.window) and "the last in which a canary ran" in doc["summary"]
+        plain = {k: v for k, v in deployment.items() if k not in ("decode_backend", "specialized_speedup")}
+        off_path = config_from_mapping({"deployment": plain, "routes": {"r": {"targets": CANARY_TARGETS}}},
+                                       path=None)
+        assert tune_route(off_path, "r", store=store, window_s=3600.0, now=end,
+                          n_resamples=200).recommendation.specialized_speedup_measured is None

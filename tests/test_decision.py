@@ -283,3 +283,50 @@ def test_a_canary_at_another_gamma_measures_the_specialized_speedup(fleet, canar
     assert what_if(tuning, {})[1].specialized_speedup_measured.value == measured.value
     told = what_if(tuning, {"specialized_speedup": [1.5, 2.0]})[1]
     assert told.specialized_speedup_measured is None and told.specialized_break_even.source == "configured"
+
+
+def test_a_stopped_canary_s_measurement_is_priced_in_later_windows():
+    """Round 3 of the same class: the canary measured s beside the fleet at γ 3 and the fleet
+    moved to γ 7; the next window holds γ 7 alone. Priced from the earlier window (at its own
+    time shares, as the tune then priced it) the measurement stands and says when it was
+    made: γ 7 holds over the whole measured range. Without it the window prices the
+    configured 1.5–2.0× again, over which γ 7 rests on the figure (γ 3 wins above 1.79×)."""
+    import decision_rounds
+    from specdec.pipeline import tune_intervals
+
+    cls = CLASS_BY_NAME["cost-specialized-slow-edge-g3"]
+    truth = decision_truth.Truth(cls)
+    rng = np.random.default_rng(11)
+
+    def window(parts_at):
+        parts, first_shape = [], None
+        for gamma, engines in parts_at:
+            moved = decision_rounds.moved_truth(cls, truth, gamma)
+            rows, shape, itl = decision_truth.generate_segment(dataclasses.replace(moved.cls, engines=engines),
+                                                               moved, rng)
+            parts.append((rows, engines, itl))
+            first_shape = first_shape or shape
+        return parts, decision_rounds.route_window(parts, first_shape, cls.name)
+
+    canary_parts, canary_window = window([(3, cls.engines - 1), (7, 1)])
+    later_parts, later_window = window([(7, cls.engines)])
+    deployment = decision_truth.tool_deployment(cls)
+    options = dict(level=0.9, n_resamples=400, seed=0)
+    then = tune_intervals(cls.name, canary_parts[0][0], deployment, window=canary_window, **options)
+    now = tune_intervals(cls.name, later_parts[0][0], deployment, window=later_window, earlier=canary_window,
+                         **options)
+    alone = tune_intervals(cls.name, later_parts[0][0], deployment, window=later_window, **options)
+    measured = now.recommendation.specialized_speedup_measured
+    then_measured = then.recommendation.specialized_speedup_measured
+    assert then_measured.window is None and measured.window == (canary_window.start, canary_window.end)
+    assert (measured.value, measured.confidence_interval) == (then_measured.value, then_measured.confidence_interval)
+    assert "the last in which a canary ran" in measured.describe()
+    assert now.recommendation.to_dict()["specialized_speedup_measured"]["window"] == [canary_window.start,
+                                                                                      canary_window.end]
+    rec, even = now.recommendation, now.recommendation.specialized_break_even
+    assert (rec.decision, rec.recommended_gamma) == ("keep", 7)
+    assert even.source == "measured" and even.holds_to > measured.confidence_interval[1]
+    assert "measured from the canary's latency" in even.warning()  # within 25% of the flip: said, not probed
+    lone, lone_even = alone.recommendation, alone.recommendation.specialized_break_even
+    assert lone.specialized_speedup_measured is None
+    assert lone_even.source == "configured" and 1.5 < lone_even.holds_to < 2.0 and "rests on" in lone_even.warning()
