@@ -1,9 +1,12 @@
 """The duration syntax of configs, options and scenarios: seconds, or a number with s, m, h or d;
-read (duration_seconds) and written (format_duration exactly, approximate_duration rounded)."""
+read (duration_seconds) and written (format_duration exactly, approximate_duration rounded);
+and the one way an instant is written (format_clock).
+"""
 
 from __future__ import annotations
 
 import re
+import time
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT_SECONDS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -37,3 +40,8 @@ def approximate_duration(seconds: float) -> str:
             value = seconds / size
             return f"{value:.0f}{unit}" if abs(value - round(value)) < 0.05 else f"{value:.1f}{unit}"
     return f"{seconds:.0f}s"
+
+
+def format_clock(t: float) -> str:
+    """UTC wall time of an epoch second: '2026-07-29 08:15:00 UTC' (every view's wording)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))

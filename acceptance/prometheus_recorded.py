@@ -181,22 +181,28 @@ class _Blocks:
 
     def summed(self, record: str, by: str) -> list[tuple[dict, np.ndarray, np.ndarray]]:
         """(labels, block ends, values) of ``sum by (by) (sum_over_time(record[block]))``."""
-        def expr(span_s: float) -> str:
-            return f"sum by ({by}) (sum_over_time({record}{self.matcher}[{promql_duration(span_s)}]))"
+        return self._per_block(lambda span: self._sum(record, by, span))
 
-        series = (self.client.query_range(expr(self.block), self.last_end - (self.n - 1) * self.block,
+    def latency(self, names: dict[str, str]) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+        """Each γ's ITL sum and count per block, in one query (label part = sum | count, as
+        RouteQueries.block_latency)."""
+        return self._per_block(lambda span: " or ".join(
+            f'label_replace({self._sum(names[f"itl_{part}_by_gamma"], "gamma", span)}, "part", "{part}", "", "")'
+            for part in ("sum", "count")))
+
+    def _sum(self, record: str, by: str, span: str) -> str:
+        return f"sum by ({by}) (sum_over_time({record}{self.matcher}[{span}]))"
+
+    def _per_block(self, expr) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+        """``expr(span)`` at every whole block's end (one range query) and over the remainder
+        at the oldest block's end (one instant query)."""
+        series = (self.client.query_range(expr(promql_duration(self.block)), self.last_end - (self.n - 1) * self.block,
                                           self.last_end + 1e-6, self.block) if self.n else [])
         if self.remainder_s:
             oldest_end = self.last_end - self.n * self.block
             series = series + [(lab, np.array([oldest_end]), np.array([v]))
-                               for lab, v in self.client.query(expr(self.remainder_s), oldest_end)]
+                               for lab, v in self.client.query(expr(promql_duration(self.remainder_s)), oldest_end)]
         return series
-
-    def latency(self, names: dict[str, str]) -> list[tuple[dict, np.ndarray, np.ndarray]]:
-        """Each γ's ITL sum and count per block (label part = sum | count, as RouteQueries.block_latency)."""
-        return [({**labels, "part": part}, times, values)
-                for part in ("sum", "count")
-                for labels, times, values in self.summed(names[f"itl_{part}_by_gamma"], "gamma")]
 
     def starts(self, rows) -> dict[float, float]:
         """Block end → its start, for the block ends in ``rows``."""

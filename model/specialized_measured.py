@@ -27,11 +27,12 @@ about the same share (their ITL ratio does not move with s), or no s in MEASURE_
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
+
+from acceptance.durations import format_clock
 
 from .deployment import Deployment
 from .speedup import CostModel
@@ -83,8 +84,7 @@ class MeasuredSpeedup:
         main, probe = self.segments
         at = f"gamma {main.gamma} ({main.itl_mean_s * 1e3:.2f} ms) and gamma {probe.gamma} ({probe.itl_mean_s * 1e3:.2f} ms)"
         if self.window is not None:
-            at += (f" in the window ending {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(self.window[1]))}, "
-                   f"the last in which a canary ran")
+            at += f" in the window ending {format_clock(self.window[1])}, the last in which a canary ran"
         if not self.measured:
             return f"specialized speedup: not measured from the latency at {at}: {self.reason}"
         lo, hi = self.confidence_interval

@@ -14,7 +14,7 @@ import math
 import time
 
 from acceptance.counts import mean_draft_length
-from acceptance.durations import approximate_duration, format_duration  # noqa: F401  (the views' one duration wording)
+from acceptance.durations import approximate_duration, format_clock, format_duration  # noqa: F401  (the views' one wording of times)
 from acceptance.json_safe import json_safe
 from acceptance.plugin_series import batch_bucket
 
@@ -27,11 +27,6 @@ def json_document(doc: dict) -> str:
     """The text of one JSON document as the views print it: schema_version first, NaN and
     inf as null (json_safe), indented."""
     return json.dumps(json_safe({"schema_version": JSON_SCHEMA_VERSION, **doc}), indent=2, allow_nan=False)
-
-
-def format_clock(t: float) -> str:
-    """UTC wall time of an epoch second: '2026-07-29 08:15:00 UTC' (every view's wording)."""
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
 
 def tuning_to_dict(t) -> dict:
