@@ -608,7 +608,9 @@ def test_each_gamma_segment_keeps_its_own_latency_through_prometheus(gamma_chang
         # the simulator observes the ITL once per request per step, and every step drafts for
         # each request: a segment's ITL count is its drafts when both are summed over the same
         # engines and blocks (the raw path's segments start later than the store's: its blocks;
-        # the recorded increases are exact, each engine's at its γ of the evaluation)
+        # the recorded increases are exact, each engine's at its γ of the evaluation, but two
+        # rules of a group run one after the other, and a scrape appended between them is seen
+        # by the later one only)
         assert prom[g].itl_count == pytest.approx(prom[g].total.drafts, rel=0.02)
-        assert rec[g].itl_count == rec[g].total.drafts
+        assert rec[g].itl_count == pytest.approx(rec[g].total.drafts, rel=0.02)
         assert store[g].itl_count == store[g].total.drafts

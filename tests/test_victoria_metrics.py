@@ -120,9 +120,12 @@ def test_recorded_window_through_vmalert_agrees_with_the_store(victoria):
     assert 0.6 < vm_est.drafts / store.drafts < 1.2
     assert set(vw.step_shape.batch_mix) <= {2, 4, 8} and vw.step_shape.itl_mean_s > 0
     # each γ segment's own latency from the rules' by-γ ITL series (MetricsQL's group_left):
-    # one observation per request per step, each a draft, so its count is the segment's drafts
+    # one observation per request per step, each a draft, so its count is the segment's drafts —
+    # to within what two rules of one group can see apart: vmalert runs them one after the
+    # other, and VictoriaMetrics shows the newest samples to the later one (1.8% of an 18 s
+    # window once in CI)
     for seg in vw.segments:
-        assert seg.itl_count == seg.total.drafts > 0
+        assert seg.total.drafts > 0 and seg.itl_count == pytest.approx(seg.total.drafts, rel=0.05)
         assert seg.itl_mean_s == pytest.approx(vw.step_shape.itl_mean_s, rel=0.05)
 
 
