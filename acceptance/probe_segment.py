@@ -1,6 +1,7 @@
 """What a probe needs of a window (docs/DESIGN.md, Decisions past the deployed γ): the route's
 draft flow (``RouteTraffic``), a running probe's segment joined to the deployed one, and a
-canary's own latency (``CanaryLatency``: what measures the specialized decode speedup).
+canary's own latency and batch mix (``CanaryLatency``, ``SegmentMix``: what measures the
+specialized decode speedup).
 
 A canary engine at γ_p above the deployed γ_d measures the positions the deployed segment
 never checks. Its conditional rates α_k = a_k / a_{k−1} continue the deployed curve:
@@ -140,6 +141,31 @@ class CanaryLatency:
     gamma: int
     itl_mean_s: float
     traffic: RouteTraffic | None
+    batch_mix: "SegmentMix | None" = None  # its engines' own (None: the source keeps none per segment)
+
+
+@dataclass(frozen=True)
+class SegmentMix:
+    """One segment's own batch mix: u_B, the share of its engines' vllm:num_requests_running
+    samples (B ≥ 1) with B running, and the independent samples they are worth. A canary's
+    traffic can differ from the fleet's — a slower γ keeps its requests longer, and so runs
+    larger batches at the same arrival rate — and its latency is of its own batches."""
+
+    time_shares: dict[int, float]
+    samples: float
+    effective_samples: float
+
+
+def segment_mix(segment, step_shape) -> SegmentMix | None:
+    """``segment``'s own batch mix (GammaSegment.batch_samples), its samples worth what the
+    route's persistence makes them (StepShapeWindow.worth); None where its source keeps no
+    gauge samples per segment or none ran a batch."""
+    counts = getattr(segment, "batch_samples", None) or {}
+    total = float(sum(counts.values()))
+    if not total > 0:
+        return None
+    return SegmentMix({int(b): n / total for b, n in sorted(counts.items()) if n > 0}, total,
+                      float(step_shape.worth(total)))
 
 
 def window_canary_latency(window, gamma: int) -> CanaryLatency | None:
@@ -152,7 +178,8 @@ def window_canary_latency(window, gamma: int) -> CanaryLatency | None:
     if not others:
         return None
     segment = max(others, key=lambda s: s.total.drafts)
-    return CanaryLatency(segment.gamma, segment_itl_mean_s(segment), route_traffic(segment, segment.intervals))
+    return CanaryLatency(segment.gamma, segment_itl_mean_s(segment), route_traffic(segment, segment.intervals),
+                         segment_mix(segment, window.step_shape))
 
 
 def segment_itl_mean_s(segment) -> float | None:

@@ -30,7 +30,9 @@ in PromQL, so only per-γ, per-position sums cross the wire, never per-engine co
   engine), histogrammed with ``count_values`` over engines and summed over the samples:
   {B: share of (engine, sample) pairs with B running}, B ≥ 1 — the store's definition
   (idle samples carry no decode steps); iteration_tokens — ``sum by (le) (increase(..._bucket[W]))``;
-  itl_mean_s — ``sum(rate(_sum[W])) / sum(rate(_count[W]))``.
+  itl_mean_s — ``sum(rate(_sum[W])) / sum(rate(_count[W]))``. Each segment keeps its own
+  gauge samples too (``RouteQueries.segment_batch``: the same histogram of the engines at
+  its γ over its span, one instant query per segment) and its own ITL increases.
 * Events: restarts from ``resets()`` of the drafts counter per block (time = the block's
   end; its range reaches 1.5 scrape intervals into the previous block so a drop between two
   blocks is seen; a reset seen by consecutive blocks is reported once — two restarts of one
@@ -328,6 +330,14 @@ class RouteQueries:
                   for part in ("sum", "count")]
         return f"sum by (part) (({' or '.join(tagged)}) and ignoring(part) {self.engines_of_gamma(g)})"
 
+    def segment_batch(self, g: int, span_s: float, sample_s: float) -> str:
+        """Gauge samples by batch size (label batch, B ≥ 1) of the engines at γ g over the span
+        ending at the evaluation: a segment's own batch mix, apart from the other γ's (a
+        canary's traffic can differ from the fleet's)."""
+        running = f'count_values without () ("batch", round({vm.NUM_REQUESTS_RUNNING}{self.sel}) > 0)'
+        return (f"sum by (batch) (sum_over_time(({running} and ignoring(batch) ({self.gamma_of_engines()} == {g}))"
+                f"[{promql_duration(span_s)}:{promql_duration(sample_s)}]))")
+
     def segment_engines(self, g: int, span_s: float) -> str:
         return f"max_over_time(({self.gamma_of_engines()} == {g})[{promql_duration(span_s)}:{self.b}])"
 
@@ -410,7 +420,7 @@ def raw_window(client: PrometheusClient, sel: str, start: float, end: float, *, 
     for labels, _, _ in sorted(gamma_series, key=lambda r: int(float(r[0].get("gamma", "0")))):
         g = int(float(labels["gamma"]))
         if g >= 1:
-            found += _gamma_segments(client, q, g, rng(q.block_counts(g)), block, rng(q.block_latency(g)))
+            found += _gamma_segments(client, q, g, rng(q.block_counts(g)), block, rng(q.block_latency(g)), scrape_s)
     segments, engine_labels = in_time_order(found)
     reach = block + 1.5 * (scrape_s or 0.0)
     events = _events(rng(q.restarts(reach)), rng(q.gamma_changes()), block)
@@ -434,16 +444,23 @@ def not_speculating(client: PrometheusClient, q: RouteQueries, at: float) -> lis
         f"{vm.NUM_REQUESTS_RUNNING}{q.sel} unless {q.gamma_of_engines()}", at))
 
 
-def _gamma_segments(client: PrometheusClient, q: RouteQueries, g: int, series, block: float, latency=()):
+def _gamma_segments(client: PrometheusClient, q: RouteQueries, g: int, series, block: float, latency=(),
+                    scrape_s: float | None = None):
     """Rows of one γ from the block_counts matrix, cut into segments at gaps, each with its
-    own latency from the block_latency matrix."""
+    own latency from the block_latency matrix and its own gauge samples (segment_batch)."""
     rows = block_rows(series, g)
 
     def engines_of(g: int, start: float, end: float) -> list[dict]:  # at γ g at some block end
         return [lab for lab, _ in client.query(q.segment_engines(g, end - start), end)]
 
+    def batch_samples(segment: GammaSegment) -> dict[int, float]:
+        span = segment.end - segment.start
+        hist = client.query(q.segment_batch(g, span, _sample_step(scrape_s, span)), segment.end)
+        return {int(float(lab["batch"])): v for lab, v in sorted(hist, key=lambda r: float(r[0].get("batch", 0)))
+                if "batch" in lab and v > 0}
+
     for segment, labs in gamma_segments(engines_of, g, rows, {t: t - block for t in rows}, block):
-        yield replace(segment, **segment_latency(latency, segment)), labs
+        yield replace(segment, batch_samples=batch_samples(segment), **segment_latency(latency, segment)), labs
 
 
 def segment_latency(latency, segment: GammaSegment) -> dict:
@@ -518,10 +535,16 @@ def _events(restarts, gamma_changes, block: float) -> list[Event]:
     return out
 
 
+def _sample_step(scrape_s: float | None, span_s: float) -> float:
+    """The gauge's sampling step over a span: the scrape interval, coarser over long spans (at
+    most MAX_BATCH_SAMPLES_PER_ENGINE points per engine)."""
+    return max(scrape_s or span_s / MAX_BATCH_SAMPLES_PER_ENGINE, span_s / MAX_BATCH_SAMPLES_PER_ENGINE)
+
+
 def _step_shape(client: PrometheusClient, sel: str, end: float, window_s: float,
                 scrape_s: float | None) -> StepShapeWindow:
     w = promql_duration(window_s)
-    sample_s = max(scrape_s or window_s / MAX_BATCH_SAMPLES_PER_ENGINE, window_s / MAX_BATCH_SAMPLES_PER_ENGINE)
+    sample_s = _sample_step(scrape_s, window_s)
     hist = client.query(
         f'sum by (batch) (sum_over_time((count_values("batch", round({vm.NUM_REQUESTS_RUNNING}{sel}) > 0))'
         f"[{w}:{promql_duration(sample_s)}]))", end)

@@ -25,8 +25,8 @@ from .counts import IntervalCounts, SpecCounts, draft_reach, survival_among_reac
 from .definitions import monotone_survival
 from .estimates import AcceptanceEstimate, Drift, detect_drift, estimate_acceptance
 from .plugin_series import PluginTotals, batch_bucket
-from .probe_segment import (CanaryLatency, ProbeSegment, RouteTraffic, route_traffic, segment_itl_mean_s,
-                            window_canary_latency, window_probe)
+from .probe_segment import (CanaryLatency, ProbeSegment, RouteTraffic, SegmentMix, route_traffic, segment_itl_mean_s,
+                            segment_mix, window_canary_latency, window_probe)
 
 # Drafts a plugin batch bucket needs before its own survival curve replaces the pooled one
 # for the batch sizes it holds: at 2,000 drafts a survival value's binomial standard error
@@ -72,6 +72,7 @@ class RouteEstimate:
     iteration_tokens: dict | None = None  # vllm:iteration_tokens_total buckets of the window
     observed_tokens_per_second: float | None = None
     itl_mean_s: float | None = None  # the estimated segment's own mean ITL, apart from other γ's
+    segment_mix: SegmentMix | None = None  # the estimated segment's own batch mix, apart from other γ's
     observed_latency_source: str | None = None  # LATENCY_HISTOGRAM | PER_REQUEST_LATENCY | None
     undrafted_token_share: float | None = None  # ν
     traffic: RouteTraffic | None = None  # the estimated rows' draft flow (route_traffic)
@@ -139,7 +140,9 @@ def _with_window(route: RouteEstimate, window, rows: IntervalCounts, engines: in
     route.batch_time_shares = shape.batch_mix or None
     route.effective_samples = shape.effective_samples
     route.iteration_tokens = shape.iteration_tokens or None
-    route.itl_mean_s = _own_itl_mean_s(window, gamma)
+    own = _own_segment(window, gamma)
+    route.itl_mean_s = None if own is None else segment_itl_mean_s(own)
+    route.segment_mix = None if own is None else segment_mix(own, shape)
     route.canary_latency = window_canary_latency(window, gamma) if route.itl_mean_s is not None else None
     route.observed_tokens_per_second = observed_tokens_per_second(window, route.estimate.mean_acceptance_length.value,
                                                                   route.itl_mean_s)
@@ -191,11 +194,12 @@ def counts_with_reach(window, plugin: PluginTotals | None, gamma: int) -> SpecCo
     return counts
 
 
-def _own_itl_mean_s(window, gamma: int) -> float | None:
-    """The mean ITL of the window's current segment of ``gamma`` (the one with the most drafts)
-    when it keeps its own (None: the window's route-wide figure is all there is)."""
+def _own_segment(window, gamma: int):
+    """The window's current segment of ``gamma`` with the most drafts (None: none), whose own
+    latency and batch mix are the estimated segment's where its source keeps them (else the
+    window's route-wide figures are all there is)."""
     mine = [s for s in window.current_segments if s.gamma == gamma]
-    return segment_itl_mean_s(max(mine, key=lambda s: s.total.drafts)) if mine else None
+    return max(mine, key=lambda s: s.total.drafts) if mine else None
 
 
 def observed_tokens_per_second(window, mean_acceptance_length: float, segment_itl_s: float | None = None

@@ -63,6 +63,9 @@ class GammaSegment:
     # (0, 0: none known) — a segment's own latency, apart from the other γ's in the window
     itl_sum_s: float = 0.0
     itl_count: float = 0.0
+    # {B ≥ 1: vllm:num_requests_running samples of its engines over its blocks} — a segment's
+    # own batch mix (a canary's traffic can differ from the fleet's); None: its source keeps none
+    batch_samples: dict[int, float] | None = None
 
     @property
     def itl_mean_s(self) -> float | None:
@@ -127,8 +130,14 @@ class StepShapeWindow:
         batch has correlation ρ^k at lag k, so a share's variance is u(1 − u)/n·(1 + ρ)/(1 − ρ);
         treating scrapes as independent made the decision benchmark's mixed-batch intervals
         too narrow (76–86% for a nominal 90%)."""
+        return self.worth(self.samples)
+
+    def worth(self, samples: float) -> float:
+        """What ``samples`` of the route's gauge samples are worth as independent ones,
+        n·(1 − ρ)/(1 + ρ) at the route's persistence ρ (effective_samples): also a single
+        segment's, whose own consecutive pairs are too few to measure ρ."""
         rho = self.batch_persistence
-        return self.samples * (1.0 - rho) / (1.0 + rho)
+        return samples * (1.0 - rho) / (1.0 + rho)
 
 
 @runtime_checkable
@@ -302,7 +311,7 @@ def _read_route_window(store: Store, targets: list[str], start: float, end: floa
         plugin += store.read_plugin(engine_ids, level, b_lo, b_hi)
     not_speculating = [ref for eid, ref in engines if store.is_speculating(eid, end) is False]
 
-    segments = _build_segments(store, dict(engines), entries, max_blocks, plugin, step.itl_by_seg)
+    segments = _build_segments(store, dict(engines), entries, max_blocks, plugin, step)
     return RouteWindow(targets, start, end, segments, store.events(targets, start, end), _step_shape(store, step),
                        store.targets_status(targets), not_speculating)
 
@@ -332,7 +341,7 @@ def _step_shape(store: Store, step: StepTotals) -> StepShapeWindow:
 
 
 def _build_segments(store: Store, refs: dict[int, EngineRef], entries: list[SpecEntries],
-                    max_blocks: int, plugin: list[PluginEntries] = (), itl_by_seg: dict | None = None
+                    max_blocks: int, plugin: list[PluginEntries] = (), step: StepTotals | None = None
                     ) -> list[GammaSegment]:
     if not entries:
         return []
@@ -366,11 +375,21 @@ def _build_segments(store: Store, refs: dict[int, EngineRef], entries: list[Spec
             segment = _route_segment(store, refs, gamma, segs, entries, max_blocks, _plugin_totals(store, segs, plugin))
             last_block_start = float(segment.intervals.start[-1])
             at_end = {store.segment_engine(seg) for _, hi, seg in group if hi > last_block_start}
-            itl = [(itl_by_seg or {}).get(seg, (0.0, 0.0)) for seg in segs]
+            itl = [step.itl_by_seg.get(seg, (0.0, 0.0)) for seg in segs] if step else []
             out.append(replace(segment, engines_at_end=sorted(refs[e] for e in at_end),
-                               itl_sum_s=float(sum(x for x, _ in itl)), itl_count=float(sum(n for _, n in itl))))
+                               itl_sum_s=float(sum(x for x, _ in itl)), itl_count=float(sum(n for _, n in itl)),
+                               batch_samples=_segment_batch_samples(step, segs)))
     out.sort(key=lambda s: (s.start, s.end, s.gamma))
     return out
+
+
+def _segment_batch_samples(step: StepTotals | None, segs: list[int]) -> dict[int, float]:
+    """Σ gauge samples by batch size of these engine segments ({}: none ran a batch)."""
+    mix: dict[int, float] = defaultdict(float)
+    for seg in segs:
+        for b, n in (step.batch_by_seg.get(seg, {}) if step else {}).items():
+            mix[b] += n
+    return dict(sorted(mix.items()))
 
 
 def _plugin_totals(store: Store, segs: list[int], plugin: list[PluginEntries]) -> PluginTotals | None:

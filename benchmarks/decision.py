@@ -182,8 +182,8 @@ def run_seed(cls: DecisionClass, truth: Truth, true_speedup: np.ndarray, deploym
     after applying its decision (decision_rounds)."""
     rng = np.random.default_rng([9, class_index, seed])
     intervals, shape, itl = generate_segment(cls, truth, rng)
-    tuning = tune_intervals(cls.name, intervals, deployment, window=route_window([(intervals, cls.engines, itl)], shape,
-                                                                                 cls.name),
+    tuning = tune_intervals(cls.name, intervals, deployment, window=route_window([(intervals, cls.engines, itl, shape)],
+                                                                                 shape, cls.name),
                             level=LEVEL, n_resamples=N_RESAMPLES, seed=seed)
     first = score(tuning, truth, true_speedup, deployment)
 

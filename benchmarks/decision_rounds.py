@@ -61,15 +61,18 @@ class RoundTwo:
     seeds_cost: float
 
 
-def route_window(parts: list[tuple[IntervalCounts, int, tuple[float, float]]], shape, name: str) -> RouteWindow:
-    """One window of γ segments ``parts`` (rows, engines, their ITL (sum, count)), each running
-    to the window's end; the shape's latency is the route's, over every part."""
+def route_window(parts: list[tuple[IntervalCounts, int, tuple[float, float], object]], shape, name: str
+                 ) -> RouteWindow:
+    """One window of γ segments ``parts`` (rows, engines, their ITL (sum, count), their own
+    step shape), each running to the window's end, each with its own gauge samples as the
+    store keeps them; the shape's latency is the route's, over every part."""
     segments, first = [], 0
-    for rows, engines, (itl_sum, itl_count) in parts:
+    for rows, engines, (itl_sum, itl_count), own in parts:
         refs = [EngineRef(f"http://127.0.0.1:1/{name}", "m", str(first + e)) for e in range(engines)]
         first += engines
         segments.append(GammaSegment(rows.gamma, float(rows.start[0]), float(rows.end[-1]), refs, rows,
-                                     engines_at_end=refs, itl_sum_s=itl_sum, itl_count=itl_count))
+                                     engines_at_end=refs, itl_sum_s=itl_sum, itl_count=itl_count,
+                                     batch_samples={b: u * own.samples for b, u in own.batch_mix.items()}))
     start = min(s.start for s in segments)
     end = max(s.end for s in segments)
     count = sum(s.itl_count for s in segments)
@@ -176,13 +179,13 @@ def _tune_round_two(cls, truth: Truth, truth2: Truth, plan: _Applied, deployment
     if plan.fleet_engines and plan.fleet:
         fleet_cls = replace(truth2.cls, engines=plan.fleet_engines)
         rows, shape, itl = generate_segment(fleet_cls, truth2, rng, t0=w)
-        parts.append((shifted(rows, w), plan.fleet_engines, itl))
+        parts.append((shifted(rows, w), plan.fleet_engines, itl, shape))
     if plan.probe is not None:
         probe_truth = moved_truth(cls, truth, plan.probe)
         probe_s = w if not plan.fleet_engines else max(SCRAPE_S, min(w, SCRAPE_S * round(plan.probe_s / SCRAPE_S)))
         canary_cls = replace(probe_truth.cls, engines=cls.engines - plan.fleet_engines, window_s=probe_s)
         rows, probe_shape, itl = generate_segment(canary_cls, probe_truth, rng, t0=2 * w - probe_s)
-        parts.append((shifted(rows, 2 * w - probe_s), cls.engines - plan.fleet_engines, itl))
+        parts.append((shifted(rows, 2 * w - probe_s), cls.engines - plan.fleet_engines, itl, probe_shape))
         shape = shape or probe_shape
     if not parts:
         return None

@@ -14,11 +14,13 @@ per second. t_i,B is the cost model's step time of γ_i at batch B (model.speedu
 clean share e), exactly bilinear in x and 1/s on the flat and roofline profiles,
 t = c0 + c1·x + (c2 + c3·x)/s, so four pricings give every (x, s). For each s the main
 segment's equation fixes x (its ITL rises with x); s is where the probe's modelled ITL meets
-its observed one, found on a grid over MEASURE_BOUNDS and interpolated. Both segments are
-priced at the route's time shares; the interval is the same root at each pair of resamples
-of them, drawn apart for each segment with its own share of the gauge samples (a canary of
-one engine for an hour saw far fewer batches than the fleet, and its latency is of those).
-The cost model's shape is taken as right — what a wrong shape does lands in s.
+its observed one, found on a grid over MEASURE_BOUNDS and interpolated. Each segment is
+priced at its own engines' time shares where the source keeps gauge samples per segment (the
+store: a canary whose γ keeps requests longer runs larger batches, and pricing its latency at
+the fleet's mix would put that in s), else both at the route's; the interval is the same root
+at each pair of resamples of them, drawn apart for each segment with its own gauge samples
+(a canary of one engine for an hour saw far fewer batches than the fleet, and its latency is
+of those). The cost model's shape is taken as right — what a wrong shape does lands in s.
 
 Not measured (``value`` None, with the reason) when the two segments take the path in
 about the same share (their ITL ratio does not move with s), or no s in MEASURE_BOUNDS fits.
@@ -58,6 +60,8 @@ class SegmentLatency:
 
     gamma: int
     itl_mean_s: float
+    # {B: u_B} it was priced at: its own engines' (None: the route's, shared by both segments)
+    time_shares: dict[int, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,8 @@ class MeasuredSpeedup:
         """One line for the console and the dashboard."""
         main, probe = self.segments
         at = f"gamma {main.gamma} ({main.itl_mean_s * 1e3:.2f} ms) and gamma {probe.gamma} ({probe.itl_mean_s * 1e3:.2f} ms)"
+        if main.time_shares is not None:
+            at += ", each at its own engines' batch mix"
         if self.window is not None:
             at += f" in the window ending {format_clock(self.window[1])}, the last in which a canary ran"
         if not self.measured:
@@ -97,7 +103,9 @@ class MeasuredSpeedup:
                 "confidence_interval": None if self.confidence_interval is None else list(self.confidence_interval),
                 "level": self.level, "baseline_tokens_per_second": self.baseline_tokens_per_second,
                 "path_contrast": self.path_contrast,
-                "segments": [{"gamma": int(s.gamma), "itl_mean_s": float(s.itl_mean_s)} for s in (main, probe)],
+                "segments": [{"gamma": int(s.gamma), "itl_mean_s": float(s.itl_mean_s),
+                              "batch_time_shares": None if s.time_shares is None else
+                              {str(b): float(u) for b, u in s.time_shares.items()}} for s in (main, probe)],
                 "reason": self.reason or None,
                 "window": None if self.window is None else [float(t) for t in self.window],
                 "summary": self.describe()}
@@ -110,12 +118,13 @@ def measurable(deployment: Deployment) -> bool:
 
 
 def measure_specialized_speedup(deployment: Deployment, main: SegmentLatency, probe: SegmentLatency,
-                                batch_sizes, time_shares, *, clean_share: float = 1.0,
+                                batch_sizes, time_shares, *, probe_time_shares=None, clean_share: float = 1.0,
                                 share_resamples: tuple[np.ndarray, np.ndarray] | None = None, level: float = 0.9
                                 ) -> MeasuredSpeedup | None:
     """s from the two segments' latency (module docstring); None off the specialized path or on
     a profile in measured seconds (a table: nothing to solve). ``time_shares`` (nB,) over
-    ``batch_sizes``; ``share_resamples``: (main's, probe's) resampled shares, (n, nB) each, for
+    ``batch_sizes``: the main segment's, and the probe's too unless ``probe_time_shares``
+    gives its own; ``share_resamples``: (main's, probe's) resampled shares, (n, nB) each, for
     the interval."""
     if not measurable(deployment):
         return None
@@ -124,20 +133,21 @@ def measure_specialized_speedup(deployment: Deployment, main: SegmentLatency, pr
     coeffs = np.stack([_step_coefficients(deployment, s.gamma, sizes, clean_share) for s in segments])  # (2, 4, nB)
     itl = np.array([main.itl_mean_s, probe.itl_mean_s])
     shares = np.asarray(time_shares, dtype=float)[None]
+    pair = (shares, shares if probe_time_shares is None else np.asarray(probe_time_shares, dtype=float)[None])
     result = MeasuredSpeedup(None, None, float(level), segments)
     at = deployment.specialized_speedup_point
     x_at = float(_x_for(coeffs[0], shares * sizes, itl[0], np.array([1.0 / at]))[0])
-    contrast = _path_contrast(coeffs, shares[0], sizes, at, x_at if np.isfinite(x_at) else float(itl[0]))
+    contrast = _path_contrast(coeffs, pair, sizes, at, x_at if np.isfinite(x_at) else float(itl[0]))
     if not abs(contrast) >= MIN_PATH_CONTRAST:
         return replace(result, path_contrast=contrast,
                        reason=f"both segments take the specialized path in about the same share (contrast "
                               f"{contrast:+.2f}, below {MIN_PATH_CONTRAST}): their latency ratio does not move with it")
-    s, x = _solve(coeffs, itl, (shares, shares), sizes)
+    s, x = _solve(coeffs, itl, pair, sizes)
     if not np.isfinite(s[0]):
         return replace(result, path_contrast=contrast,
                        reason=f"no speedup within {MEASURE_BOUNDS[0]:g}–{MEASURE_BOUNDS[1]:g}× gives both "
                               f"latencies under the cost model")
-    contrast = _path_contrast(coeffs, shares[0], sizes, float(s[0]), float(x[0]))
+    contrast = _path_contrast(coeffs, pair, sizes, float(s[0]), float(x[0]))
     interval = (float(s[0]), float(s[0]))
     if share_resamples is not None:
         drawn, _ = _solve(coeffs, itl, tuple(np.asarray(r, dtype=float)[:MEASURE_RESAMPLES] for r in share_resamples),
@@ -238,10 +248,13 @@ def _solve(coeffs: np.ndarray, itl: np.ndarray, shares: tuple[np.ndarray, np.nda
     return s, x_at
 
 
-def _path_contrast(coeffs: np.ndarray, shares: np.ndarray, sizes: np.ndarray, s: float, x: float) -> float:
-    """d ln ITL / d ln s of the probe segment less the main one's, at (x, s)."""
-    weights, eps = shares * sizes, 1e-3
+def _path_contrast(coeffs: np.ndarray, shares: tuple[np.ndarray, np.ndarray], sizes: np.ndarray, s: float,
+                   x: float) -> float:
+    """d ln ITL / d ln s of the probe segment less the main one's, at (x, s), each segment at
+    its ``shares`` (main's, probe's; (1, nB) each)."""
+    eps = 1e-3
     u = np.array([1.0 / (s * (1 - eps)), 1.0 / (s * (1 + eps))])
     xs = np.full(2, x)
-    slopes = [np.diff(np.log(_itl(c, weights[None], xs, u)))[0] / (np.log1p(eps) - np.log1p(-eps)) for c in coeffs]
+    slopes = [np.diff(np.log(_itl(c, w * sizes, xs, u)))[0] / (np.log1p(eps) - np.log1p(-eps))
+              for c, w in zip(coeffs, shares)]
     return float(slopes[1] - slopes[0])

@@ -614,3 +614,15 @@ def test_each_gamma_segment_keeps_its_own_latency_through_prometheus(gamma_chang
         assert prom[g].itl_count == pytest.approx(prom[g].total.drafts, rel=0.02)
         assert rec[g].itl_count == pytest.approx(rec[g].total.drafts, rel=0.02)
         assert store[g].itl_count == store[g].total.drafts
+    # each segment's own gauge samples: the raw path's histogram of num_requests_running over
+    # the engines at its γ at each step of the scrape interval — one engine's samples for the
+    # γ 6 canary, both engines' for γ 4 until engine 0 left it (the two sample the sim's gauge
+    # at other instants than the store's collector, so the counts, not the values, are checked)
+    step, change = raw.scrape_interval_s, gamma_changed["restart_wall"]
+    engine_seconds = {6: prom[6].end - prom[6].start, 4: prom[4].end - prom[4].start + change - prom[4].start}
+    print("per-segment batch samples: raw", {g: prom[g].batch_samples for g in (4, 6)}, "store",
+          {g: store[g].batch_samples for g in (4, 6)}, f"scrape {step} s, engine-seconds {engine_seconds}")
+    for g in (4, 6):
+        assert set(prom[g].batch_samples) <= {2, 4, 8} and set(store[g].batch_samples) <= {2, 4, 8}
+        assert sum(prom[g].batch_samples.values()) == pytest.approx(engine_seconds[g] / step, rel=0.15)
+    assert all(seg.batch_samples is None for seg in recorded.segments)  # the recorded series keep none by γ

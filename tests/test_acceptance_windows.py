@@ -551,3 +551,68 @@ def test_tune_route_prices_the_speedup_its_last_canary_measured(tmp_path):
                                        path=None)
         assert tune_route(off_path, "r", store=store, window_s=3600.0, now=end,
                           n_resamples=200).recommendation.specialized_speedup_measured is None
+
+
+def test_each_segment_is_priced_at_its_own_batch_mix(tmp_path):
+    """x and y at γ 3 run batches of 4 and 16 half the time each; the canary z at γ 7 keeps
+    its requests longer and runs 16 three scrapes in four (B = 16 runs stock at γ 7 and takes
+    the path at γ 3). Each engine's latency is the cost model's at s = 1.3 for its own batch.
+    The store keeps each segment's gauge samples, through raw rows and rollups alike, and the
+    measurement prices each at its own: s comes back within its interval. Priced at the
+    route's mix (the segments' own unknown) the canary's extra stock steps read as a faster
+    path."""
+    import dataclasses
+
+    from acceptance.route_estimate import estimate_route
+    from model.route import recommend_route
+    from model.speedup import CostModel
+    from specdec.config import config_from_mapping, deployment_for_route
+    from specdec.pipeline import tune_route
+    from specdec.report import tuning_to_dict
+
+    spec = {"method": "dspark", "draft_cost": 0.1, "cost_profile": "roofline",
+            "decode_backend": "latency_specialized", "specialized_speedup": [1.5, 2.0]}
+    config = config_from_mapping({"deployment": spec, "routes": {"r": {"targets": CANARY_TARGETS}}}, path=None)
+    deployment = deployment_for_route(config, "r")
+    s, x = 1.3, 1 / 90.0
+    cost = CostModel.for_deployment(dataclasses.replace(deployment, baseline_tokens_per_second=1 / x))
+    step_s = {g: dict(zip((4, 16), cost.step_times([g], np.array([4, 16]), s)[0].tolist())) for g in (3, 7)}
+    n = 1500  # 6¼ hours at 15 s: read from 5-minute rollups
+    with Store.open(tmp_path / "s.db") as store:
+        sums, counts = defaultdict(float), defaultdict(float)
+        for i in range(1, n + 1):
+            cycle = []
+            for label, url in zip("xyz", CANARY_TARGETS):
+                gamma = 7 if label == "z" else 3
+                batch = (16 if i % 4 else 4) if label == "z" else (16 if i % 2 else 4)
+                counts[label] += 15.0 * batch / step_s[gamma][batch]  # request-steps in the scrape interval
+                sums[label] += 15.0 * batch  # each observes its step: count × t_B
+                cycle.append(ScrapeResult(url, 15.0 * i, True, (_snap(label, 10 * i, gamma, running=batch,
+                                                                      itl=(sums[label], counts[label])),)))
+            store.write_cycle(cycle)
+        end = 15.0 * n
+        window = route_window(store, CANARY_TARGETS, 0.0, end)
+        by_gamma = {seg.gamma: seg for seg in window.current_segments}
+        assert by_gamma[3].batch_samples == pytest.approx({4: n, 16: n}, abs=2)  # x and y, each half the time
+        assert by_gamma[7].batch_samples == pytest.approx({4: n / 4, 16: 3 * n / 4}, abs=2)
+        for lo, hi in ((end - 900.0, end), (100.0, end)):  # raw rows alone; rollups with raw edges
+            scrapes = sum(1 for i in range(1, n + 1) if lo < 15.0 * i <= hi)
+            mixes = {seg.gamma: seg.batch_samples for seg in route_window(store, CANARY_TARGETS, lo, hi).segments}
+            assert sum(mixes[3].values()) == 2 * scrapes and sum(mixes[7].values()) == scrapes
+            assert mixes[7][16] / scrapes == pytest.approx(0.75, abs=0.02)
+
+        tuning = tune_route(config, "r", store=store, window_s=end, now=end, n_resamples=200)
+        measured = tuning.recommendation.specialized_speedup_measured
+        lo, hi = measured.confidence_interval
+        assert measured.value == pytest.approx(s, rel=0.01) and lo <= s <= hi
+        doc = tuning_to_dict(tuning)["specialized_speedup_measured"]["segments"]
+        assert [d["gamma"] for d in doc] == [3, 7]
+        assert doc[0]["batch_time_shares"] == pytest.approx({"4": 0.5, "16": 0.5}, abs=0.01)
+        assert doc[1]["batch_time_shares"] == pytest.approx({"4": 0.25, "16": 0.75}, abs=0.01)
+
+        unknown = dataclasses.replace(window, segments=[dataclasses.replace(seg, batch_samples=None)
+                                                        for seg in window.segments])
+        main = by_gamma[3]
+        route = estimate_route(unknown, main.intervals, n_resamples=200)
+        shared = recommend_route(route, deployment, batch_time_shares=route.batch_time_shares)
+        assert shared.recommendation.specialized_speedup_measured.value > s * 1.1

@@ -264,7 +264,7 @@ def test_a_canary_at_another_gamma_measures_the_specialized_speedup(fleet, canar
         moved = decision_rounds.moved_truth(cls, truth, gamma)
         part_cls = dataclasses.replace(moved.cls, engines=engines, window_s=seconds)
         rows, shape, itl = decision_truth.generate_segment(part_cls, moved, rng)
-        parts.append((rows, engines, itl))
+        parts.append((rows, engines, itl, shape))
         fleet_shape = shape if gamma == fleet else fleet_shape
     tuning = decision_rounds.tune_window(cls, parts, fleet_shape, decision_truth.tool_deployment(cls), level=0.9,
                                          n_resamples=400, seed=0)
@@ -304,7 +304,7 @@ def test_a_stopped_canary_s_measurement_is_priced_in_later_windows():
             moved = decision_rounds.moved_truth(cls, truth, gamma)
             rows, shape, itl = decision_truth.generate_segment(dataclasses.replace(moved.cls, engines=engines),
                                                                moved, rng)
-            parts.append((rows, engines, itl))
+            parts.append((rows, engines, itl, shape))
             first_shape = first_shape or shape
         return parts, decision_rounds.route_window(parts, first_shape, cls.name)
 

@@ -62,8 +62,31 @@ def test_roofline_interval_from_the_mix_resamples_holds_the_truth():
     assert m.value == pytest.approx(s, rel=2e-3)
     assert lo < s < hi and hi - lo < 0.2
     assert m.path_contrast > 0.1
-    assert m.to_dict()["segments"] == [{"gamma": 3, "itl_mean_s": itl(3)}, {"gamma": 7, "itl_mean_s": itl(7)}]
+    assert m.to_dict()["segments"] == [{"gamma": 3, "itl_mean_s": itl(3), "batch_time_shares": None},
+                                       {"gamma": 7, "itl_mean_s": itl(7), "batch_time_shares": None}]
     assert "1.25×" in m.describe() and "gamma 7" in m.describe()
+
+
+def test_a_canary_priced_at_its_own_batch_mix_gives_back_the_speedup_the_fleet_s_mix_would_miss():
+    """A canary at γ 7 whose requests stay longer runs larger batches than the fleet at γ 3
+    (40% of its time at B = 16, which runs stock at γ 7, against 20%). Its latency is of its
+    own batches: priced at its own shares s comes back; priced at the fleet's, the extra stock
+    steps read as a faster path."""
+    flat = replace(KIMI, cost_profile="flat")
+    x, s = 1 / 90.0, 1.3
+    fleet, canary = np.array([0.5, 0.3, 0.2]), np.array([0.3, 0.3, 0.4])
+
+    def itl(gamma, shares):
+        t = np.where(SIZES * (gamma + 1) <= 64, x / s, x) + 0.1 * x
+        w = shares * SIZES
+        return float(w.sum() / (w / t).sum())
+
+    main, probe = SegmentLatency(3, itl(3, fleet)), SegmentLatency(7, itl(7, canary))
+    own = measure_specialized_speedup(flat, main, probe, SIZES, fleet, probe_time_shares=canary)
+    shared = measure_specialized_speedup(flat, main, probe, SIZES, fleet)
+    assert own.value == pytest.approx(s, rel=2e-3)
+    assert own.baseline_tokens_per_second == pytest.approx(90.0, rel=2e-3)
+    assert shared.value > s * 1.1  # the bias the canary's own mix removes
 
 
 def test_segments_on_the_same_path_measure_nothing():

@@ -101,6 +101,9 @@ def test_victoria_metrics_and_store_agree_on_survival_through_a_restart(victoria
     assert 0.6 < vm_est.drafts / store.drafts < 1.2
     ps, ss = vw.step_shape, sw.step_shape
     assert set(ps.batch_mix) <= {2, 4, 8} and abs(sum(ps.batch_mix.values()) - 1) < 1e-9
+    # the segment's own gauge samples (MetricsQL's count_values without () and the γ join):
+    # the one segment's are the route's, up to the blocks' later start
+    assert set(seg.batch_samples) <= {2, 4, 8} and 0.6 * ps.samples <= sum(seg.batch_samples.values()) <= ps.samples + 2
     assert ps.itl_mean_s == pytest.approx(ss.itl_mean_s, rel=0.05)
     assert ps.iteration_tokens[float("inf")] > 0
     # the gauge's first sample in the window is paired too: MetricsQL's offset finds the one before it

@@ -144,6 +144,7 @@ class _Reads:
             step.add(counts[:, 0], np.ones(len(times)), float(itl[:, 0].sum()), float(itl[:, 1].sum()),
                      it_lay, counts[:, 1 + w:] if w_it else None)
             step.add_segment_itl(seg, itl)
+            step.add_segment_batch(seg, counts[:, 0], np.ones(len(times)))
             gauge.append((engine, times, counts[:, 0].astype(np.float64)))
             if lay:
                 spec.append(SpecEntries(lay, seg, cycles, starts, times, counts[:, 1:1 + w].astype(np.float64)))
@@ -184,14 +185,16 @@ class _Reads:
         for r in self.conn.execute("SELECT it_layout_id, n, buckets, itl, it_delta, chunk, mix_code, batch_mix, "
                                    f"engine_id FROM step_rollups WHERE {where}", args):
             by_it.setdefault(r[0], []).append(r[1:6] + (r[8],))
-            by_code.setdefault(r[6], []).append((r[5], r[7]))
+            by_code.setdefault(r[6], []).append((r[5], r[7], r[8]))
         for code, rs in by_code.items():  # batch mix: (bucket index, batch size, samples) triples
-            chunks, blobs = zip(*rs)
+            chunks, blobs, engines = zip(*rs)
             size = 3 * np.dtype(COUNT_DTYPES[code]).itemsize
+            ns = [len(b) // size for b in blobs]
             mix = np.frombuffer(b"".join(blobs), dtype=COUNT_DTYPES[code]).reshape(-1, 3).astype(np.float64)
-            bucket = np.repeat(np.array(chunks), [len(b) // size for b in blobs]) + mix[:, 0] * level
-            mix = mix[(bucket >= b_lo) & (bucket < b_hi)]
-            step.add(mix[:, 1], mix[:, 2], 0.0, 0.0, 0, None)
+            bucket = np.repeat(np.array(chunks), ns) + mix[:, 0] * level
+            m = (bucket >= b_lo) & (bucket < b_hi)
+            step.add(mix[m, 1], mix[m, 2], 0.0, 0.0, 0, None)
+            step.add_segment_batch(segment_of(engines, chunks, ns, bucket)[m], mix[m, 1], mix[m, 2])
         for it_lay, rs in by_it.items():
             ns, buckets_b, itl_b, it_b, chunks, engines = zip(*rs)
             buckets = np.frombuffer(b"".join(buckets_b))

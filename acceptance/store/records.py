@@ -95,8 +95,9 @@ class PluginEntries:
 class StepTotals:
     """Step-shape sums read for a window: batch sizes with their sample counts (B ≥ 1),
     Σ ITL-sum and ITL-count deltas, Σ iteration-token deltas per layout (NaN rows: none);
-    the ITL deltas also per engine segment (``itl_by_seg``: seg → [sum, count]), where the
-    rows say which segment they are of."""
+    the ITL deltas and gauge samples also per engine segment (``itl_by_seg``: seg → [sum,
+    count]; ``batch_by_seg``: seg → {B ≥ 1: samples}), where the rows say which segment they
+    are of."""
 
     batch: list = field(default_factory=list)
     batch_samples: list = field(default_factory=list)
@@ -106,6 +107,7 @@ class StepTotals:
     itl_count: float = 0.0
     iteration_tokens: dict[int, np.ndarray] = field(default_factory=dict)
     itl_by_seg: dict[int, list[float]] = field(default_factory=dict)
+    batch_by_seg: dict[int, dict[int, float]] = field(default_factory=dict)
 
     def add_segment_itl(self, seg: np.ndarray, itl: np.ndarray) -> None:
         """Σ ITL sum and count deltas (rows of ``itl``, (n, 2)) by engine segment ``seg`` (n,)."""
@@ -120,6 +122,21 @@ class StepTotals:
                 prev = self.itl_by_seg.setdefault(sid, [0.0, 0.0])
                 prev[0] += total
                 prev[1] += count
+
+    def add_segment_batch(self, seg: np.ndarray, batch: np.ndarray, samples: np.ndarray) -> None:
+        """Σ gauge samples by engine segment ``seg`` and batch size ``batch`` (B ≥ 1: idle
+        samples carry no decode steps; seg < 0: a bucket that holds two segments, left out)."""
+        seg = np.asarray(seg, dtype=np.int64)
+        batch = np.asarray(batch, dtype=np.float64)
+        keep = (seg >= 0) & (batch >= 1)  # NaN: no gauge in that scrape
+        if not keep.any():
+            return
+        pairs, inverse = np.unique(np.stack([seg[keep], batch[keep].astype(np.int64)], axis=1), axis=0,
+                                   return_inverse=True)
+        sums = np.bincount(inverse.ravel(), weights=np.asarray(samples, dtype=np.float64)[keep])
+        for (sid, b), n in zip(pairs.tolist(), sums.tolist()):
+            mix = self.batch_by_seg.setdefault(sid, {})
+            mix[b] = mix.get(b, 0.0) + n
 
     def add(self, batch, samples, itl_sum: float, itl_count: float, it_layout: int, it) -> None:
         self.batch.append(np.asarray(batch, dtype=np.float64))
@@ -160,6 +177,10 @@ class StepTotals:
             prev = self.itl_by_seg.setdefault(sid, [0.0, 0.0])
             prev[0] += total
             prev[1] += count
+        for sid, mix in other.batch_by_seg.items():
+            mine = self.batch_by_seg.setdefault(sid, {})
+            for b, n in mix.items():
+                mine[b] = mine.get(b, 0.0) + n
         for lay, v in other.iteration_tokens.items():
             prev = self.iteration_tokens.get(lay)
             self.iteration_tokens[lay] = v if prev is None else prev + v
