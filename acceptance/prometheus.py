@@ -465,14 +465,20 @@ def _gamma_segments(client: PrometheusClient, q: RouteQueries, g: int, series, b
 
 def segment_latency(latency, segment: GammaSegment) -> dict:
     """{itl_sum_s, itl_count}: Σ of the block_latency series over the segment's blocks."""
+    sums = segment_block_sums(latency, segment, "part")
+    return {"itl_sum_s": sums.get("sum", 0.0), "itl_count": sums["count"]} if sums.get("count", 0) > 0 else {}
+
+
+def segment_block_sums(series, segment: GammaSegment, label: str) -> dict[str, float]:
+    """{value of ``label``: Σ of the (labels, block ends, values) ``series`` over the segment's
+    blocks}, positive finite values only."""
     ends = set(np.round(segment.intervals.end, 3).tolist())
-    sums = {"sum": 0.0, "count": 0.0}
-    for labels, times, values in latency:
-        part = labels.get("part")
-        if part in sums:
-            sums[part] += sum(v for t, v in zip(np.round(times, 3).tolist(), values.tolist())
-                              if t in ends and math.isfinite(v) and v > 0)
-    return {"itl_sum_s": sums["sum"], "itl_count": sums["count"]} if sums["count"] > 0 else {}
+    sums: dict[str, float] = defaultdict(float)
+    for labels, times, values in series:
+        if label in labels:
+            sums[labels[label]] += sum(v for t, v in zip(np.round(times, 3).tolist(), values.tolist())
+                                       if t in ends and math.isfinite(v) and v > 0)
+    return dict(sums)
 
 
 def block_rows(series, g: int) -> dict[float, np.ndarray]:

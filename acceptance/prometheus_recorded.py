@@ -8,7 +8,9 @@ k evaluations (k = ⌈m / max_blocks⌉, so at most max_blocks rows), the oldest
 the remainder. A block's row is ``sum_over_time`` over its evaluations, queried at block ends
 placed R/2 after an evaluation: range selectors include both ends in Prometheus 2.x, and an
 evaluation on a boundary would be counted twice. Because the increases telescope, a block's
-row is exactly the counters' change over its span, as the store's deltas are.
+row is exactly the counters' change over its span, as the store's deltas are. Each γ's ITL
+increases and gauge samples (the engines running B at each evaluation) are summed the same
+way, over each segment's blocks: a segment's own latency and batch mix.
 
 Found by name (the heartbeat ``specdec:route_window_rules:up<R>{route}``) and used only when
 it covers the window: evaluated in at least MIN_COVERAGE of the window's evaluations
@@ -42,6 +44,7 @@ from .prometheus import (
     promql_duration,
     raw_window,
     scrape_interval,
+    segment_block_sums,
     segment_latency,
 )
 from .prometheus_rules import HEARTBEAT_PREFIX, resolution_seconds, series_names
@@ -141,6 +144,7 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
     blocks = _Blocks(client, _route_matcher(route), last_end, n, block, remainder * r)
     series = blocks.summed(names["spec_decode"], f"gamma, {vm.POSITION_LABEL}")
     latency = blocks.latency(names)
+    batches = blocks.summed(names["engines_by_batch_by_gamma"], "gamma, batch")
     q = RouteQueries(sel, block)
     window_s = coverage.evaluations * r
     recorded = _Recorded(client, route, names, last_end, window_s)
@@ -149,7 +153,9 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
     for g in sorted({int(float(lab["gamma"])) for lab, _, _ in series if "gamma" in lab}):
         rows = block_rows([s for s in series if s[0].get("gamma") == str(g)], g)
         own = [s for s in latency if s[0].get("gamma") == str(g)]
-        found += [(replace(segment, **segment_latency(own, segment)), labs)
+        own_batches = [s for s in batches if s[0].get("gamma") == str(g)]
+        found += [(replace(segment, batch_samples=_batch_samples(own_batches, segment) if batches else None,
+                           **segment_latency(own, segment)), labs)
                   for segment, labs in gamma_segments(engines_of, g, rows, blocks.starts(rows), block)]
     segments, engine_labels = in_time_order(found)
     notes = [f"Prometheus: read from the recorded series {names['spec_decode']} (specdec rules, "
@@ -159,12 +165,22 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
         notes.append(f"Prometheus: the recorded series hold no {names['itl_sum_by_gamma']} (rules written "
                      f"before it): each γ segment's own latency is unknown, so a canary cannot measure the "
                      f"specialized speedup; `specdec rules` writes the rules anew")
+    elif not batches and shape.samples:
+        notes.append(f"Prometheus: the recorded series hold no {names['engines_by_batch_by_gamma']} (rules "
+                     f"written before it): a canary's latency is priced at the route's batch mix, not its own; "
+                     f"`specdec rules` writes the rules anew")
     return PrometheusWindow(
         url=client.url, selector=sel, start=last_end - window_s, end=min(end, last_end), block_s=block,
         scrape_interval_s=scrape_interval(client, sel, end, end - start),
         segments=segments, events=recorded.events(), step_shape=shape,
         engine_labels=engine_labels, not_speculating=not_speculating(client, q, end),
         queries=client.queries, recorded=names["spec_decode"], notes=notes)
+
+
+def _batch_samples(series, segment) -> dict[int, float]:
+    """{B: the recorded gauge samples of the segment's γ over its blocks} (label batch)."""
+    return {int(float(b)): n for b, n in sorted(segment_block_sums(series, segment, "batch").items(),
+                                                key=lambda item: float(item[0])) if n > 0}
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ def series_names(resolution: str = RESOLUTION) -> dict[str, str]:
         "heartbeat": f"{HEARTBEAT_PREFIX}{r}",
         "spec_decode": f"specdec:route_spec_decode:delta{r}",
         "engines_by_batch": f"specdec:route_engines_by_batch:count{r}",
+        "engines_by_batch_by_gamma": f"specdec:route_engines_by_batch_by_gamma:count{r}",
         "batch_pairs": f"specdec:route_batch_pairs:count{r}",
         "itl_sum": f"specdec:route_inter_token_latency_seconds_sum:delta{r}",
         "itl_count": f"specdec:route_inter_token_latency_seconds_count:delta{r}",
@@ -117,6 +118,12 @@ class _Rules:
         return (f"sum by (gamma) ({self.delta(series, self.own_drop(series))} * ignoring(gamma) "
                 f'group_left(gamma) count_values without () ("gamma", {self.gamma()}))')
 
+    def batch_by_gamma(self) -> str:
+        """The engines running B requests (label batch, B ≥ 1) at each γ (label gamma): each γ
+        segment's own gauge samples, a canary's batch mix apart from the fleet's."""
+        return (f'sum by (gamma, batch) (count_values without () ("batch", {self.running()} > 0) '
+                f'* ignoring(batch, gamma) group_left(gamma) count_values without () ("gamma", {self.gamma()}))')
+
     def running(self, offset: bool = False) -> str:
         return f"round({vm.NUM_REQUESTS_RUNNING}{self.sel}{f' offset {self.r}' if offset else ''})"
 
@@ -138,6 +145,7 @@ def route_rules(route: str, selector: str, resolution: str = RESOLUTION) -> list
         (names["heartbeat"], "vector(1)"),
         (names["spec_decode"], q.spec_decode()),
         (names["engines_by_batch"], f'count_values("batch", {q.running()} > 0)'),
+        (names["engines_by_batch_by_gamma"], q.batch_by_gamma()),
         (names["batch_pairs"], q.batch_pairs()),
         (names["itl_sum"], q.counter_sum(f"{itl}_sum{selector}")),
         (names["itl_count"], q.counter_sum(f"{itl}_count{selector}")),

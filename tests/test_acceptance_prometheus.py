@@ -137,8 +137,8 @@ def test_promtool_accepts_the_rules(tmp_path):
                                      "open": ["http://127.0.0.1:9102/metrics", "http://[::1]:8000/metrics"]}))
     out = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
-    # 5 dashboard rules and 12 window rules per route
-    assert "34 rules found" in out.stdout
+    # 5 dashboard rules and 13 window rules per route
+    assert "36 rules found" in out.stdout
 
 
 def test_recorded_window_agrees_with_the_store_through_a_restart(live):
@@ -213,6 +213,9 @@ def test_recorded_series_equal_the_store_on_frozen_data():
     # each γ's own latency: a sum and a count per γ in use (the frozen fleet runs one γ)
     assert doc["prometheus_recorded"]["series_added_per_route"][
         "specdec:route_inter_token_latency_seconds_sum_by_gamma:delta1m"] == 1
+    # ... and its own gauge samples: a series per batch size the γ ran (the route's have the same)
+    added = doc["prometheus_recorded"]["series_added_per_route"]
+    assert added["specdec:route_engines_by_batch_by_gamma:count1m"] == added["specdec:route_engines_by_batch:count1m"] > 0
     # the raw path extrapolates: close, not equal
     assert 0 < doc["max_abs_survival_difference_raw_vs_store"] < 0.01
 
@@ -618,11 +621,12 @@ def test_each_gamma_segment_keeps_its_own_latency_through_prometheus(gamma_chang
     # the engines at its γ at each step of the scrape interval — one engine's samples for the
     # γ 6 canary, both engines' for γ 4 until engine 0 left it (the two sample the sim's gauge
     # at other instants than the store's collector, so the counts, not the values, are checked)
-    step, change = raw.scrape_interval_s, gamma_changed["restart_wall"]
-    engine_seconds = {6: prom[6].end - prom[6].start, 4: prom[4].end - prom[4].start + change - prom[4].start}
-    print("per-segment batch samples: raw", {g: prom[g].batch_samples for g in (4, 6)}, "store",
-          {g: store[g].batch_samples for g in (4, 6)}, f"scrape {step} s, engine-seconds {engine_seconds}")
-    for g in (4, 6):
-        assert set(prom[g].batch_samples) <= {2, 4, 8} and set(store[g].batch_samples) <= {2, 4, 8}
-        assert sum(prom[g].batch_samples.values()) == pytest.approx(engine_seconds[g] / step, rel=0.15)
-    assert all(seg.batch_samples is None for seg in recorded.segments)  # the recorded series keep none by γ
+    # (the recorded series: the engines running B at each γ, per rule evaluation, 2 s apart)
+    change = gamma_changed["restart_wall"]
+    for name, by, step in (("raw", prom, raw.scrape_interval_s), ("recorded", rec, 2.0)):
+        engine_seconds = {6: by[6].end - by[6].start, 4: by[4].end - by[4].start + change - by[4].start}
+        print(f"per-segment batch samples, {name}: { {g: by[g].batch_samples for g in (4, 6)} }, store "
+              f"{ {g: store[g].batch_samples for g in (4, 6)} }, step {step} s, engine-seconds {engine_seconds}")
+        for g in (4, 6):
+            assert set(by[g].batch_samples) <= {2, 4, 8} and set(store[g].batch_samples) <= {2, 4, 8}
+            assert sum(by[g].batch_samples.values()) == pytest.approx(engine_seconds[g] / step, rel=0.15)

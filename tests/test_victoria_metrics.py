@@ -130,6 +130,10 @@ def test_recorded_window_through_vmalert_agrees_with_the_store(victoria):
     for seg in vw.segments:
         assert seg.total.drafts > 0 and seg.itl_count == pytest.approx(seg.total.drafts, rel=0.05)
         assert seg.itl_mean_s == pytest.approx(vw.step_shape.itl_mean_s, rel=0.05)
+        # ... and its own gauge samples (the engines running B at its γ, per evaluation): the
+        # one segment's are the route's
+        assert seg.batch_samples and set(seg.batch_samples) <= {2, 4, 8}
+        assert sum(seg.batch_samples.values()) == pytest.approx(vw.step_shape.samples, rel=0.1)
 
 
 def test_tune_gamma_through_victoria_metrics(victoria, tmp_path, capsys):
