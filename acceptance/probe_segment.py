@@ -152,7 +152,6 @@ class SegmentMix:
     larger batches at the same arrival rate — and its latency is of its own batches."""
 
     time_shares: dict[int, float]
-    samples: float
     effective_samples: float
 
 
@@ -164,8 +163,7 @@ def segment_mix(segment, step_shape) -> SegmentMix | None:
     total = float(sum(counts.values()))
     if not total > 0:
         return None
-    return SegmentMix({int(b): n / total for b, n in sorted(counts.items()) if n > 0}, total,
-                      float(step_shape.worth(total)))
+    return SegmentMix({int(b): n / total for b, n in sorted(counts.items()) if n > 0}, float(step_shape.worth(total)))
 
 
 def window_canary_latency(window, gamma: int) -> CanaryLatency | None:

@@ -104,12 +104,11 @@ def _measured_speedup(route: RouteEstimate, deployment: Deployment, time_shares:
     canary = route.canary_latency
     if canary is None or route.itl_mean_s is None or not time_shares or not measurable(deployment):
         return deployment, None  # nothing to resample for: off the path, or no canary with latency
-    mixes = _segment_mixes(route, time_shares)
+    mixes, own = _segment_mixes(route, time_shares)
     sizes = sorted(set(mixes[0][0]) | set(mixes[1][0]))  # each segment's shares over both's batch sizes
     shares = [[mix.get(b, 0.0) for b in sizes] for mix, _ in mixes]
     drawn = tuple(time_share_resamples(dict(zip(sizes, u)), n, MEASURE_RESAMPLES, seed + i)[1]
                   for i, (u, (_, n)) in enumerate(zip(shares, mixes)))
-    own = route.segment_mix is not None and canary.batch_mix is not None
     elig = route_eligibility(deployment, route.plugin, route.iteration_tokens,
                              batch_mix_from_time_shares(time_shares, deployment, route.gamma), route.gamma)
     measured = measure_specialized_speedup(
@@ -154,19 +153,18 @@ def _curve(route: RouteEstimate) -> _Curve:
                   running)
 
 
-def _segment_mixes(route: RouteEstimate, time_shares: dict[int, float]
-                   ) -> tuple[tuple[dict[int, float], float], tuple[dict[int, float], float]]:
-    """((u_B, effective samples) of the deployed segment, of the canary): each segment's own
-    engines' where the window keeps both (acceptance.probe_segment.SegmentMix), else the
-    route's ``time_shares`` for both, its samples split by the segments' engine-seconds."""
-    own, canary = route.segment_mix, route.canary_latency.batch_mix
-    if own is not None and canary is not None:
-        return (own.time_shares, max(own.effective_samples, 1.0)), (canary.time_shares, max(canary.effective_samples, 1.0))
+def _segment_mixes(route: RouteEstimate, time_shares: dict[int, float]) -> tuple[list, bool]:
+    """([(u_B, effective samples) of the deployed segment, of the canary], whether they are
+    their own): each segment's own engines' where the window keeps both
+    (acceptance.probe_segment.SegmentMix), else the route's ``time_shares`` for both, its
+    samples split by the segments' engine-seconds."""
+    main, canary = route.segment_mix, route.canary_latency.batch_mix
+    if main is not None and canary is not None:
+        return [(m.time_shares, max(m.effective_samples, 1.0)) for m in (main, canary)], True
     sizes, shares = normalise_batch_mix(time_shares)
     route_mix = dict(zip(sizes.tolist(), shares.tolist()))
     samples = max(route.estimate.n_blocks, route.effective_samples)
-    main_part, canary_part = _engine_seconds_shares(route)
-    return (route_mix, max(samples * main_part, 1.0)), (route_mix, max(samples * canary_part, 1.0))
+    return [(route_mix, max(samples * part, 1.0)) for part in _engine_seconds_shares(route)], False
 
 
 def _engine_seconds_shares(route: RouteEstimate) -> tuple[float, float]:
