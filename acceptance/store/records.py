@@ -131,12 +131,13 @@ class StepTotals:
         keep = (seg >= 0) & (batch >= 1)  # NaN: no gauge in that scrape
         if not keep.any():
             return
-        pairs, inverse = np.unique(np.stack([seg[keep], batch[keep].astype(np.int64)], axis=1), axis=0,
-                                   return_inverse=True)
-        sums = np.bincount(inverse.ravel(), weights=np.asarray(samples, dtype=np.float64)[keep])
-        for (sid, b), n in zip(pairs.tolist(), sums.tolist()):
-            mix = self.batch_by_seg.setdefault(sid, {})
-            mix[b] = mix.get(b, 0.0) + n
+        segs, index = _runs_compacted(seg[keep])
+        sizes = batch[keep].astype(np.int64)
+        width = int(sizes.max()) + 1
+        sums = np.bincount(index * width + sizes, weights=np.asarray(samples, dtype=np.float64)[keep])
+        for k in np.flatnonzero(sums).tolist():
+            mix = self.batch_by_seg.setdefault(segs[k // width], {})
+            mix[k % width] = mix.get(k % width, 0.0) + float(sums[k])
 
     def add(self, batch, samples, itl_sum: float, itl_count: float, it_layout: int, it) -> None:
         self.batch.append(np.asarray(batch, dtype=np.float64))
@@ -184,3 +185,12 @@ class StepTotals:
         for lay, v in other.iteration_tokens.items():
             prev = self.iteration_tokens.get(lay)
             self.iteration_tokens[lay] = v if prev is None else prev + v
+
+
+def _runs_compacted(values: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """(distinct values, each element's index among them) of an int array made of runs (the
+    rows of a chunk share its segment): one pass and a sort of the runs only, not of every
+    element (a day's raw rows of 100 engines are 576,000 samples in 29,000 runs)."""
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(values)) + 1])
+    distinct, inverse = np.unique(values[starts], return_inverse=True)
+    return distinct.tolist(), np.repeat(inverse.ravel(), np.diff(np.append(starts, len(values))))
