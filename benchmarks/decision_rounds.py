@@ -65,14 +65,16 @@ def route_window(parts: list[tuple[IntervalCounts, int, tuple[float, float], obj
                  ) -> RouteWindow:
     """One window of γ segments ``parts`` (rows, engines, their ITL (sum, count), their own
     step shape), each running to the window's end, each with its own gauge samples as the
-    store keeps them; the shape's latency is the route's, over every part."""
+    store keeps them (None for the shape: a source that keeps none per segment); the shape's
+    latency is the route's, over every part."""
     segments, first = [], 0
     for rows, engines, (itl_sum, itl_count), own in parts:
         refs = [EngineRef(f"http://127.0.0.1:1/{name}", "m", str(first + e)) for e in range(engines)]
         first += engines
         segments.append(GammaSegment(rows.gamma, float(rows.start[0]), float(rows.end[-1]), refs, rows,
                                      engines_at_end=refs, itl_sum_s=itl_sum, itl_count=itl_count,
-                                     batch_samples={b: u * own.samples for b, u in own.batch_mix.items()}))
+                                     batch_samples=None if own is None else
+                                     {b: u * own.samples for b, u in own.batch_mix.items()}))
     start = min(s.start for s in segments)
     end = max(s.end for s in segments)
     count = sum(s.itl_count for s in segments)

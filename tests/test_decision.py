@@ -330,3 +330,20 @@ def test_a_stopped_canary_s_measurement_is_priced_in_later_windows():
     lone, lone_even = alone.recommendation, alone.recommendation.specialized_break_even
     assert lone.specialized_speedup_measured is None
     assert lone_even.source == "configured" and 1.5 < lone_even.holds_to < 2.0 and "rests on" in lone_even.warning()
+
+
+def test_the_speedup_measurement_benchmark_at_a_small_size():
+    """benchmarks/speedup_measurement.py on 8 seeds, fleet at γ 3 and canary at 7: priced at
+    each segment's own batch mix every window measures s, the truth inside every interval; at
+    the route's mix the point spreads more across the same windows (the canary's hour of
+    batches differs from the fleet's by chance, and its latency is of its own)."""
+    import speedup_measurement as bench
+
+    cls = CLASS_BY_NAME[bench.CLASS]
+    truth = decision_truth.Truth(cls)
+    s = float(truth.specialized_speedup)
+    own, route = ([bench.measured(cls, truth, 3, 7, seed, mine) for seed in range(8)] for mine in (True, False))
+    assert all(own) and all(route)
+    mine, shared = bench.summary(own, 8, s), bench.summary(route, 8, s)
+    assert mine["coverage"] == 1.0 and abs(mine["median_point_error"]) < 0.03
+    assert mine["point_sd"] < shared["point_sd"]
