@@ -141,7 +141,7 @@ class CanaryLatency:
     gamma: int
     itl_mean_s: float
     traffic: RouteTraffic | None
-    batch_mix: "SegmentMix | None" = None  # its engines' own (None: the source keeps none per segment)
+    segment_mix: "SegmentMix | None" = None  # its engines' own batch mix (None: the source keeps none per segment)
 
 
 @dataclass(frozen=True)

@@ -455,9 +455,7 @@ def _gamma_segments(client: PrometheusClient, q: RouteQueries, g: int, series, b
 
     def batch_samples(segment: GammaSegment) -> dict[int, float]:
         span = segment.end - segment.start
-        hist = client.query(q.segment_batch(g, span, _sample_step(scrape_s, span)), segment.end)
-        return {int(float(lab["batch"])): v for lab, v in sorted(hist, key=lambda r: float(r[0].get("batch", 0)))
-                if "batch" in lab and v > 0}
+        return batch_counts(client.query(q.segment_batch(g, span, _sample_step(scrape_s, span)), segment.end))
 
     for segment, labs in gamma_segments(engines_of, g, rows, {t: t - block for t in rows}, block):
         yield replace(segment, batch_samples=batch_samples(segment), **segment_latency(latency, segment)), labs
@@ -467,6 +465,13 @@ def segment_latency(latency, segment: GammaSegment) -> dict:
     """{itl_sum_s, itl_count}: Σ of the block_latency series over the segment's blocks."""
     sums = segment_block_sums(latency, segment, "part")
     return {"itl_sum_s": sums.get("sum", 0.0), "itl_count": sums["count"]} if sums.get("count", 0) > 0 else {}
+
+
+def batch_counts(histogram) -> dict[int, float]:
+    """{B: samples}, by B, of a gauge histogram's (labels, samples) pairs (label batch, from
+    ``count_values``); batch sizes without samples left out."""
+    counts = {int(float(labels["batch"])): v for labels, v in histogram if "batch" in labels and v > 0}
+    return dict(sorted(counts.items()))
 
 
 def segment_block_sums(series, segment: GammaSegment, label: str) -> dict[str, float]:
@@ -554,7 +559,7 @@ def _step_shape(client: PrometheusClient, sel: str, end: float, window_s: float,
     hist = client.query(
         f'sum by (batch) (sum_over_time((count_values("batch", round({vm.NUM_REQUESTS_RUNNING}{sel}) > 0))'
         f"[{w}:{promql_duration(sample_s)}]))", end)
-    running = {int(float(lab["batch"])): v for lab, v in hist if "batch" in lab and v > 0}
+    running = batch_counts(hist)
     samples = sum(running.values())
     # Pairs of consecutive samples of one engine, both running, and how many kept B (as the
     # store counts them: a sample and the one a sampling step before it, in one series):
@@ -571,7 +576,7 @@ def _step_shape(client: PrometheusClient, sel: str, end: float, window_s: float,
                        f"sum(rate({vm.INTER_TOKEN_LATENCY}_count{sel}[{w}]))", end)
     itl_mean = itl[0][1] if itl and math.isfinite(itl[0][1]) and itl[0][1] > 0 else None
     return StepShapeWindow(
-        batch_mix={b: c / samples for b, c in sorted(running.items())} if samples else {},
+        batch_mix={b: c / samples for b, c in running.items()} if samples else {},
         iteration_tokens=dict(sorted(iteration_tokens.items())),
         itl_mean_s=itl_mean,
         samples=int(round(samples)),

@@ -34,6 +34,7 @@ from .prometheus import (
     PrometheusClient,
     PrometheusWindow,
     RouteQueries,
+    batch_counts,
     block_rows,
     check_window,
     engine_ref,
@@ -179,8 +180,7 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
 
 def _batch_samples(series, segment) -> dict[int, float]:
     """{B: the recorded gauge samples of the segment's γ over its blocks} (label batch)."""
-    return {int(float(b)): n for b, n in sorted(segment_block_sums(series, segment, "batch").items(),
-                                                key=lambda item: float(item[0])) if n > 0}
+    return batch_counts(({"batch": b}, n) for b, n in segment_block_sums(series, segment, "batch").items())
 
 
 @dataclass(frozen=True)
@@ -245,8 +245,7 @@ class _Recorded:
                                  self.at)
 
     def step_shape(self) -> StepShapeWindow:
-        running = {int(float(lab["batch"])): v for lab, v in self.total("engines_by_batch", "batch")
-                   if "batch" in lab and v > 0}
+        running = batch_counts(self.total("engines_by_batch", "batch"))
         samples = sum(running.values())
         pairs = {lab.get("pairs"): int(round(v)) for lab, v in self.total("batch_pairs", "pairs")}
         buckets = {float(lab["le"]): v for lab, v in self.total("iteration_tokens", "le")
@@ -255,7 +254,7 @@ class _Recorded:
         itl_mean = itl_sum[0][1] / itl_count[0][1] if itl_sum and itl_count and itl_count[0][1] > 0 else None
         both = max(pairs.get("both_running", 0), 0)
         return StepShapeWindow(
-            batch_mix={b: c / samples for b, c in sorted(running.items())} if samples else {},
+            batch_mix={b: c / samples for b, c in running.items()} if samples else {},
             iteration_tokens=dict(sorted(buckets.items())),
             itl_mean_s=itl_mean if itl_mean is not None and math.isfinite(itl_mean) and itl_mean > 0 else None,
             samples=int(round(samples)), sample_pairs=both,

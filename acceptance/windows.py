@@ -317,15 +317,9 @@ def _read_route_window(store: Store, targets: list[str], start: float, end: floa
 
 
 def _step_shape(store: Store, step: StepTotals) -> StepShapeWindow:
-    batch_mix: dict[int, float] = {}
-    samples = 0
-    if step.batch:
-        sizes = np.concatenate(step.batch).astype(np.int64)
-        weights = np.concatenate(step.batch_samples)
-        keep = sizes >= 1  # idle samples carry no decode steps
-        per_size = np.bincount(sizes[keep], weights=weights[keep]) if keep.any() else np.zeros(0)
-        samples = int(per_size.sum())
-        batch_mix = {int(b): float(n) / samples for b, n in enumerate(per_size.tolist()) if n > 0}
+    per_size = step.batch_histogram()  # B ≥ 1: idle samples carry no decode steps
+    samples = int(sum(per_size.values()))
+    batch_mix = {b: n / samples for b, n in per_size.items() if n > 0}
     it_sums: dict[float, float] = defaultdict(float)
     for layout_id, sums in step.iteration_tokens.items():
         for name, x in zip(store.layout_columns(layout_id), sums.tolist()):
@@ -341,8 +335,7 @@ def _step_shape(store: Store, step: StepTotals) -> StepShapeWindow:
 
 
 def _build_segments(store: Store, refs: dict[int, EngineRef], entries: list[SpecEntries],
-                    max_blocks: int, plugin: list[PluginEntries] = (), step: StepTotals | None = None
-                    ) -> list[GammaSegment]:
+                    max_blocks: int, plugin: list[PluginEntries], step: StepTotals) -> list[GammaSegment]:
     if not entries:
         return []
     # engine segments: their γ and the span of their entries in the window
@@ -375,7 +368,7 @@ def _build_segments(store: Store, refs: dict[int, EngineRef], entries: list[Spec
             segment = _route_segment(store, refs, gamma, segs, entries, max_blocks, _plugin_totals(store, segs, plugin))
             last_block_start = float(segment.intervals.start[-1])
             at_end = {store.segment_engine(seg) for _, hi, seg in group if hi > last_block_start}
-            itl = [step.itl_by_seg.get(seg, (0.0, 0.0)) for seg in segs] if step else []
+            itl = [step.itl_by_seg.get(seg, (0.0, 0.0)) for seg in segs]
             out.append(replace(segment, engines_at_end=sorted(refs[e] for e in at_end),
                                itl_sum_s=float(sum(x for x, _ in itl)), itl_count=float(sum(n for _, n in itl)),
                                batch_samples=_segment_batch_samples(step, segs)))
@@ -383,11 +376,11 @@ def _build_segments(store: Store, refs: dict[int, EngineRef], entries: list[Spec
     return out
 
 
-def _segment_batch_samples(step: StepTotals | None, segs: list[int]) -> dict[int, float]:
+def _segment_batch_samples(step: StepTotals, segs: list[int]) -> dict[int, float]:
     """Σ gauge samples by batch size of these engine segments ({}: none ran a batch)."""
     mix: dict[int, float] = defaultdict(float)
     for seg in segs:
-        for b, n in (step.batch_by_seg.get(seg, {}) if step else {}).items():
+        for b, n in step.batch_by_seg.get(seg, {}).items():
             mix[b] += n
     return dict(sorted(mix.items()))
 

@@ -158,7 +158,7 @@ def _segment_mixes(route: RouteEstimate, time_shares: dict[int, float]) -> tuple
     their own): each segment's own engines' where the window keeps both
     (acceptance.probe_segment.SegmentMix), else the route's ``time_shares`` for both, its
     samples split by the segments' engine-seconds."""
-    main, canary = route.segment_mix, route.canary_latency.batch_mix
+    main, canary = route.segment_mix, route.canary_latency.segment_mix
     if main is not None and canary is not None:
         return [(m.time_shares, max(m.effective_samples, 1.0)) for m in (main, canary)], True
     sizes, shares = normalise_batch_mix(time_shares)

@@ -141,10 +141,9 @@ class _Reads:
                 seg, engine = seg[m], engine[m]
             if not len(times):
                 continue
-            step.add(counts[:, 0], np.ones(len(times)), float(itl[:, 0].sum()), float(itl[:, 1].sum()),
-                     it_lay, counts[:, 1 + w:] if w_it else None)
+            step.add(float(itl[:, 0].sum()), float(itl[:, 1].sum()), it_lay, counts[:, 1 + w:] if w_it else None)
             step.add_segment_itl(seg, itl)
-            step.add_segment_batch(seg, counts[:, 0], np.ones(len(times)))
+            step.add_batch(seg, counts[:, 0], np.ones(len(times)))
             gauge.append((engine, times, counts[:, 0].astype(np.float64)))
             if lay:
                 spec.append(SpecEntries(lay, seg, cycles, starts, times, counts[:, 1:1 + w].astype(np.float64)))
@@ -193,8 +192,7 @@ class _Reads:
             mix = np.frombuffer(b"".join(blobs), dtype=COUNT_DTYPES[code]).reshape(-1, 3).astype(np.float64)
             bucket = np.repeat(np.array(chunks), ns) + mix[:, 0] * level
             m = (bucket >= b_lo) & (bucket < b_hi)
-            step.add(mix[m, 1], mix[m, 2], 0.0, 0.0, 0, None)
-            step.add_segment_batch(segment_of(engines, chunks, ns, bucket)[m], mix[m, 1], mix[m, 2])
+            step.add_batch(segment_of(engines, chunks, ns, bucket)[m], mix[m, 1], mix[m, 2])
         for it_lay, rs in by_it.items():
             ns, buckets_b, itl_b, it_b, chunks, engines = zip(*rs)
             buckets = np.frombuffer(b"".join(buckets_b))
@@ -207,7 +205,7 @@ class _Reads:
             if it_lay:
                 it = np.frombuffer(b"".join(x if x is not None else np.full(k * self._width(it_lay), np.nan).tobytes()
                                             for x, k in zip(it_b, ns))).reshape(len(buckets), -1)[m]
-            step.add((), (), float(itl[:, 0].sum()), float(itl[:, 1].sum()), it_lay, it)
+            step.add(float(itl[:, 0].sum()), float(itl[:, 1].sum()), it_lay, it)
         return spec, step
 
     def read_plugin(self, engine_ids: list[int], level: int, lo: float, hi: float) -> list["PluginEntries"]:

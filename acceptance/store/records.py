@@ -91,16 +91,17 @@ class PluginEntries:
     delta: np.ndarray
 
 
+UNKNOWN_SEGMENT = -1  # StepTotals.batch_by_seg: samples of a bucket that holds two segments
+
+
 @dataclass
 class StepTotals:
-    """Step-shape sums read for a window: batch sizes with their sample counts (B ≥ 1),
-    Σ ITL-sum and ITL-count deltas, Σ iteration-token deltas per layout (NaN rows: none);
-    the ITL deltas and gauge samples also per engine segment (``itl_by_seg``: seg → [sum,
-    count]; ``batch_by_seg``: seg → {B ≥ 1: samples}), where the rows say which segment they
-    are of."""
+    """Step-shape sums read for a window: the gauge's samples by engine segment and batch size
+    (``batch_by_seg``: seg → {B ≥ 1: samples}; seg UNKNOWN_SEGMENT for a rollup bucket that
+    holds two segments — the route's histogram is the sum over all), Σ ITL-sum and ITL-count
+    deltas, also per engine segment (``itl_by_seg``: seg → [sum, count]), and Σ
+    iteration-token deltas per layout (NaN rows: none)."""
 
-    batch: list = field(default_factory=list)
-    batch_samples: list = field(default_factory=list)
     batch_pairs: int = 0          # consecutive raw samples of one engine, both with B ≥ 1
     batch_repeats: int = 0        # ... of which B did not change
     itl_sum: float = 0.0
@@ -123,12 +124,12 @@ class StepTotals:
                 prev[0] += total
                 prev[1] += count
 
-    def add_segment_batch(self, seg: np.ndarray, batch: np.ndarray, samples: np.ndarray) -> None:
-        """Σ gauge samples by engine segment ``seg`` and batch size ``batch`` (B ≥ 1: idle
-        samples carry no decode steps; seg < 0: a bucket that holds two segments, left out)."""
-        seg = np.asarray(seg, dtype=np.int64)
+    def add_batch(self, seg: np.ndarray, batch: np.ndarray, samples: np.ndarray) -> None:
+        """Σ gauge samples by engine segment ``seg`` (< 0: not known, UNKNOWN_SEGMENT) and batch
+        size ``batch`` (B ≥ 1: idle samples carry no decode steps)."""
+        seg = np.maximum(np.asarray(seg, dtype=np.int64), UNKNOWN_SEGMENT)
         batch = np.asarray(batch, dtype=np.float64)
-        keep = (seg >= 0) & (batch >= 1)  # NaN: no gauge in that scrape
+        keep = batch >= 1  # NaN: no gauge in that scrape
         if not keep.any():
             return
         segs, index = _runs_compacted(seg[keep])
@@ -139,9 +140,15 @@ class StepTotals:
             mix = self.batch_by_seg.setdefault(segs[k // width], {})
             mix[k % width] = mix.get(k % width, 0.0) + float(sums[k])
 
-    def add(self, batch, samples, itl_sum: float, itl_count: float, it_layout: int, it) -> None:
-        self.batch.append(np.asarray(batch, dtype=np.float64))
-        self.batch_samples.append(np.asarray(samples, dtype=np.float64))
+    def batch_histogram(self) -> dict[int, float]:
+        """The route's gauge samples by batch size: every segment's, and those of none."""
+        total: dict[int, float] = {}
+        for mix in self.batch_by_seg.values():
+            for b, n in mix.items():
+                total[b] = total.get(b, 0.0) + n
+        return dict(sorted(total.items()))
+
+    def add(self, itl_sum: float, itl_count: float, it_layout: int, it) -> None:
         self.itl_sum += itl_sum
         self.itl_count += itl_count
         if it_layout and it is not None:
@@ -168,8 +175,6 @@ class StepTotals:
         self.batch_repeats += int((pair & (batch[1:] == batch[:-1])).sum())
 
     def merge(self, other: "StepTotals") -> None:
-        self.batch += other.batch
-        self.batch_samples += other.batch_samples
         self.batch_pairs += other.batch_pairs
         self.batch_repeats += other.batch_repeats
         self.itl_sum += other.itl_sum
