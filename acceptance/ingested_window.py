@@ -7,11 +7,29 @@ source picks one. Current and newest segments follow the one rule of every windo
 (acceptance.windows.current_segments), with the last segment's whole span as its last block
 (a request row has no duration: two γ interleave request by request); the estimate
 describes the current one with the most drafts.
+
+Logged intervals carry the load of vLLM's stats line before them (acceptance.log_lines:
+``Running`` at the interval's end, the interval's output tokens), and Little's law makes it
+each γ segment's own latency and batch mix (``logged_latency``). vLLM observes
+vllm:inter_token_latency_seconds once per request per decode step, the time since that
+request's last token; over a request's steps they sum to its decode time, so over every
+request
+
+    mean ITL = ∫ N(t) dt / request-steps ≈ Σ_i Running_i · interval_i / Σ_i (tokens_i − A_i)
+
+(each decode step of a request emits 1 + its accepted tokens). Running, sampled once per
+interval, is also the segment's gauge samples: the sampling error of ∫ N dt is the batch
+mix's, and a measurement that resamples the mix moves this latency with it
+(model.specialized_measured). Small biases, both up to about 1/output length for
+decode-heavy traffic: Running counts requests still in their prompt, and the output tokens
+include each request's first (its prefill's).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from .counts import undrafted_token_share
 from .step_replay import StepSequence
@@ -46,6 +64,41 @@ class IngestedWindow(SegmentRules):
         return None
 
 
+@dataclass(frozen=True)
+class LoggedLatency:
+    """Little's law over one segment's logged intervals (module docstring)."""
+
+    request_seconds: float  # Σ Running × interval length ≈ ∫ N dt
+    request_steps: float  # Σ (output tokens − accepted): the requests' decode steps
+    batch_samples: dict[int, float]  # {B ≥ 1: intervals that ended with B running}
+    sample_pairs: int = 0  # consecutive intervals of one engine stream, both B ≥ 1
+    repeated_pairs: int = 0  # ... that kept B
+
+
+# consecutive intervals of a stream: the later starts where the earlier ended, to this share of its length
+_CONTIGUOUS = 0.5
+
+
+def logged_latency(load: dict) -> LoggedLatency | None:
+    """From ``Store.ingested_load``'s arrays; None when no interval made a decode step."""
+    steps = load["generation_tokens"] - load["accepted_tokens"]
+    use = steps > 0
+    if not use.any():
+        return None
+    running = load["running"].astype(int)
+    sizes, counts = np.unique(running[use & (running >= 1)], return_counts=True)
+    pairs = repeats = 0
+    for stream in set(load["stream"][use]):
+        at = np.flatnonzero(use & (load["stream"] == stream))
+        gap = np.diff(load["time"][at])
+        follows = (np.abs(gap - load["interval_s"][at[1:]]) <= _CONTIGUOUS * load["interval_s"][at[1:]])
+        both = follows & (running[at[:-1]] >= 1) & (running[at[1:]] >= 1)
+        pairs += int(both.sum())
+        repeats += int((both & (running[at[:-1]] == running[at[1:]])).sum())
+    return LoggedLatency(float((load["running"] * load["interval_s"])[use].sum()), float(steps[use].sum()),
+                         {int(b): float(n) for b, n in zip(sizes, counts)}, pairs, repeats)
+
+
 def ingested_window(store, route: str, source: str, start: float, end: float) -> IngestedWindow:
     """Per-request rows (or logged intervals) of a route, one γ segment per γ. Two sources
     of the same traffic are never added together: the route's source picks one."""
@@ -59,6 +112,11 @@ def _read_ingested_window(store, route: str, source: str, start: float, end: flo
                      draft_tokens_per_position=store.ingested_draft_tokens_per_position(route, source, g, start, end))
         for g, iv in store.ingested_intervals(route, source, start, end).items()
     ]
+    latency = {}
+    if source == "log":
+        latency = {seg.gamma: logged_latency(store.ingested_load(route, source, seg.gamma, start, end))
+                   for seg in segments}
+        segments = [_with_logged_latency(seg, latency[seg.gamma]) for seg in segments]
     segments.sort(key=lambda s: s.end)
     window = IngestedWindow(source=source, start=start, end=end, segments=segments)
     itl_mean = undrafted = sequences = request_itl = request_decode = None
@@ -72,6 +130,31 @@ def _read_ingested_window(store, route: str, source: str, start: float, end: flo
         undrafted = None if decode is None else undrafted_token_share(*decode)
         steps = store.ingested_step_sequences(route, source, newest.gamma, start, end)
         sequences = None if steps is None else [StepSequence(newest.gamma, d, a) for d, a in steps]
+    shape = replace(_logged_step_shape([x for x in latency.values() if x is not None]), itl_per_token_s=itl_mean,
+                    undrafted_token_share=undrafted)
     return replace(window, step_sequences=sequences, request_itl_s=request_itl, request_decode_tokens=request_decode,
-                   step_shape=StepShapeWindow(batch_mix={}, iteration_tokens={}, itl_per_token_s=itl_mean,
-                                              samples=0, undrafted_token_share=undrafted))
+                   step_shape=shape)
+
+
+def _with_logged_latency(segment: GammaSegment, latency: LoggedLatency | None) -> GammaSegment:
+    """The segment with its own latency and gauge samples from its logged load (None: none kept)."""
+    if latency is None:
+        return segment
+    return replace(segment, itl_sum_s=latency.request_seconds, itl_count=latency.request_steps,
+                   batch_samples=latency.batch_samples)
+
+
+def _logged_step_shape(latencies: list[LoggedLatency]) -> StepShapeWindow:
+    """The route's step shape from its segments' logged load: the batch mix of every interval's
+    Running and the mean ITL over them (an empty shape where none was logged)."""
+    samples: dict[int, float] = {}
+    for x in latencies:
+        for b, n in x.batch_samples.items():
+            samples[b] = samples.get(b, 0.0) + n
+    total = sum(samples.values())
+    steps = sum(x.request_steps for x in latencies)
+    return StepShapeWindow(batch_mix={b: n / total for b, n in sorted(samples.items())} if total else {},
+                           iteration_tokens={}, samples=int(total),
+                           itl_mean_s=sum(x.request_seconds for x in latencies) / steps if steps > 0 else None,
+                           sample_pairs=sum(x.sample_pairs for x in latencies),
+                           repeated_pairs=sum(x.repeated_pairs for x in latencies))

@@ -96,6 +96,12 @@ class LogInterval:
     drafts_range: the smallest and largest of them; accepted_tokens / draft_tokens: A and
     T, exact even when counts is None; engine: "000"... from the ``Engine NNN:`` stats line
     logged just before by the same process ("aggregated" for vLLM's aggregated logger).
+    running and generation_tokens, from that stats line when one engine's (the aggregated
+    logger sums Running over its engines: not a batch size): the requests running at the
+    interval's end (``Running: %d reqs``, the scheduler's count at its last step) and the
+    interval's output tokens (``Avg generation throughput`` × interval_s; the first token of
+    each request its prefill made included). Little's law makes them a latency
+    (acceptance.ingested_window); None where the line before was not this process's stats line.
     """
 
     time: float | None
@@ -109,6 +115,9 @@ class LogInterval:
     drafts_range: tuple[int, int] | None = None
     engine: str | None = None
     line_number: int = 0
+    running: int | None = None
+    generation_tokens: float | None = None
+    process: str | None = None  # vLLM's prefix's "(EngineCore_DP0 pid=123)", or the JSON record's process
 
 
 @dataclass(frozen=True)
@@ -156,6 +165,10 @@ _VLLM_PREFIX = re.compile(
     r"(?P<month>\d{2})-(?P<day>\d{2}) (?P<hms>\d{2}:\d{2}:\d{2})\s+\[[^\]]*\]\s"
 )
 _STATS_LINE = re.compile(r"(?:Engine (?P<index>\d+)|(?P<n>\d+) Engines Aggregated): Avg prompt throughput")
+# vLLM 0.32/0.33 LoggingStatLogger.log: the interval's generation throughput (%.1f) and the
+# requests running at the log's time (%d).
+_STATS_FIELDS = re.compile(
+    r"Avg generation throughput: (?P<gen>\d+\.\d) tokens/s, Running: (?P<running>\d+) reqs")
 # A timestamp this far before the previous one means the year turned (logs have no year).
 _ROLLOVER = _dt.timedelta(days=180)
 
@@ -407,49 +420,61 @@ def parse_log_lines(
     return parsed
 
 
+def _split_line(line: str) -> tuple[str, str | None, tuple | None]:
+    """(message, process key, stamp) of one log line; stamp ("full", datetime) or
+    ("month_day", vLLM's prefix match) or None. Raises on a malformed JSON record."""
+    if line.startswith("{") and (MARKER in line or "Avg prompt throughput" in line):
+        # vLLM's JSON formatter: {"asctime": "2025-11-30 05:21:37,123", "message": ...}
+        obj = json.loads(line)
+        process = str(obj["process"]) if obj.get("process") is not None else None
+        stamp = ("full", _iso_time(str(obj["asctime"]))) if "asctime" in obj else None
+        return str(obj.get("message", "")), process, stamp
+    process, stamp = None, None
+    iso = _ISO_PREFIX.match(line)
+    if iso:
+        try:
+            stamp = ("full", _iso_time(iso["iso"]))
+        except ValueError:
+            stamp = None
+    prefix = _VLLM_PREFIX.search(line)
+    marker_at = line.find(MARKER)
+    # The logger's prefix comes before the message, never inside it.
+    if prefix and (marker_at < 0 or prefix.start() < marker_at):
+        process = prefix["process"]
+        if stamp is None:
+            stamp = ("month_day", prefix)
+    return line, process, stamp
+
+
 def _parse_log(
     lines: Iterable[str], year: int, source: str, tz: _dt.tzinfo, default_time: float | None
 ) -> LogParse:
     clock = _Clock(year, tz)
     intervals: list[LogInterval] = []
     skipped: Counter[str] = Counter()
-    # Process key → engine named by its latest "Engine NNN: Avg prompt throughput" line.
+    # Process key → engine named by its latest "Engine NNN: Avg prompt throughput" line, and
+    # that line's (generation throughput, running) until the SpecDecoding line after it.
     engine_of_process: dict[str | None, str] = {}
+    load_of_process: dict[str | None, tuple[float, int]] = {}
     n_lines = 0
     for n_lines, raw in enumerate(lines, start=1):
         line = _ANSI.sub("", raw).strip()
         if not line:
             skipped[SKIP_BLANK] += 1
             continue
-        message, process, stamp = line, None, None
-        if line.startswith("{") and (MARKER in line or "Avg prompt throughput" in line):
-            # vLLM's JSON formatter: {"asctime": "2025-11-30 05:21:37,123", "message": ...}
-            try:
-                obj = json.loads(line)
-                message = str(obj.get("message", ""))
-                process = str(obj["process"]) if obj.get("process") is not None else None
-                stamp = ("full", _iso_time(str(obj["asctime"]))) if "asctime" in obj else None
-            except (ValueError, KeyError, TypeError, AttributeError):
-                skipped[SKIP_MALFORMED] += 1
-                continue
-        else:
-            iso = _ISO_PREFIX.match(line)
-            if iso:
-                try:
-                    stamp = ("full", _iso_time(iso["iso"]))
-                except ValueError:
-                    stamp = None
-            prefix = _VLLM_PREFIX.search(line)
-            marker_at = line.find(MARKER)
-            # The logger's prefix comes before the message, never inside it.
-            if prefix and (marker_at < 0 or prefix.start() < marker_at):
-                process = prefix["process"]
-                if stamp is None:
-                    stamp = ("month_day", prefix)
-
+        try:
+            message, process, stamp = _split_line(line)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            skipped[SKIP_MALFORMED] += 1
+            continue
         stats = _STATS_LINE.search(message)
         if stats and MARKER not in message:
             engine_of_process[process] = stats["index"] or "aggregated"
+            load = _STATS_FIELDS.search(message, stats.end())
+            if load and stats["index"] is not None:
+                load_of_process[process] = (float(load["gen"]), int(load["running"]))
+            else:
+                load_of_process.pop(process, None)
             skipped[SKIP_OTHER] += 1
             continue
         try:
@@ -484,6 +509,7 @@ def _parse_log(
             interval_s = msg.accepted_tokens / msg.accepted_throughput
         else:
             interval_s = None
+        generation, running = load_of_process.pop(process, (None, None))
         intervals.append(
             LogInterval(
                 time=when,
@@ -497,6 +523,9 @@ def _parse_log(
                 drafts_range=recovered.drafts_range,
                 engine=engine_of_process.get(process),
                 line_number=n_lines,
+                running=running,
+                generation_tokens=None if generation is None or interval_s is None else generation * interval_s,
+                process=process,
             )
         )
     if not intervals:

@@ -38,6 +38,9 @@ JEFFREYS_PRIOR = 0.5
 # Where an observed tokens/s came from (observed_latency_source).
 LATENCY_HISTOGRAM = vm.INTER_TOKEN_LATENCY
 PER_REQUEST_LATENCY = "per-request mean_itl_ms"
+# Little's law over logged intervals (acceptance.ingested_window): a latency that moves with
+# the batch mix's resamples (model.specialized_measured.SegmentLatency.from_running)
+LOGGED_LOAD = "logged Running and generation throughput"
 # Drift is tested only on windows of at least this many rows (blocks need a few each side).
 MIN_ROWS_FOR_DRIFT = 8
 
@@ -73,7 +76,7 @@ class RouteEstimate:
     observed_tokens_per_second: float | None = None
     itl_mean_s: float | None = None  # the estimated segment's own mean ITL, apart from other γ's
     segment_mix: SegmentMix | None = None  # the estimated segment's own batch mix, apart from other γ's
-    observed_latency_source: str | None = None  # LATENCY_HISTOGRAM | PER_REQUEST_LATENCY | None
+    observed_latency_source: str | None = None  # LATENCY_HISTOGRAM | PER_REQUEST_LATENCY | LOGGED_LOAD | None
     undrafted_token_share: float | None = None  # ν
     traffic: RouteTraffic | None = None  # the estimated rows' draft flow (route_traffic)
     probe: ProbeSegment | None = None  # a running canary at a larger γ, joined (acceptance.probe_segment)
@@ -226,11 +229,14 @@ def observed_tokens_per_second(window, mean_acceptance_length: float, segment_it
 
 def observed_latency_source(window) -> str | None:
     """Where the window's latency came from: the requests' mean_itl_ms (ingested per-request
-    rows) or vLLM's inter-token latency histogram (scraped or through Prometheus)."""
+    rows), the logged load (ingested log intervals) or vLLM's inter-token latency histogram
+    (scraped or through Prometheus)."""
     shape = window.step_shape
     if shape.itl_per_token_s:
         return PER_REQUEST_LATENCY
-    return LATENCY_HISTOGRAM if shape.itl_mean_s else None
+    if not shape.itl_mean_s:
+        return None
+    return LOGGED_LOAD if getattr(window, "source", None) == "log" else LATENCY_HISTOGRAM
 
 
 def survival_by_batch_size(plugin: PluginTotals | None, batch_sizes) -> dict[int, list[float]] | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from acceptance.counts import mean_draft_length
 from acceptance.estimates import AcceptanceEstimate, drafts_needed
-from acceptance.route_estimate import RouteEstimate, survival_by_batch_size, time_share_resamples
+from acceptance.route_estimate import LOGGED_LOAD, RouteEstimate, survival_by_batch_size, time_share_resamples
 
 from .deployment import Deployment
 from .probe import RunningProbe
@@ -111,9 +111,10 @@ def _measured_speedup(route: RouteEstimate, deployment: Deployment, time_shares:
                   for i, (u, (_, n)) in enumerate(zip(shares, mixes)))
     elig = route_eligibility(deployment, route.plugin, route.iteration_tokens,
                              batch_mix_from_time_shares(time_shares, deployment, route.gamma), route.gamma)
+    logged = route.observed_latency_source == LOGGED_LOAD
     measured = measure_specialized_speedup(
-        deployment, SegmentLatency(route.gamma, route.itl_mean_s, mixes[0][0] if own else None),
-        SegmentLatency(canary.gamma, canary.itl_mean_s, mixes[1][0] if own else None),
+        deployment, SegmentLatency(route.gamma, route.itl_mean_s, mixes[0][0] if own else None, logged),
+        SegmentLatency(canary.gamma, canary.itl_mean_s, mixes[1][0] if own else None, logged),
         sizes, shares[0], probe_time_shares=shares[1], clean_share=elig.share if elig else 1.0,
         share_resamples=drawn, level=route.estimate.level)
     if measured is None or not measured.measured:

@@ -62,6 +62,9 @@ class SegmentLatency:
     itl_mean_s: float
     # {B: u_B} it was priced at: its own engines' (None: the route's, shared by both segments)
     time_shares: dict[int, float] | None = None
+    # the latency is Little's law's N̄ / λ over logged intervals, N̄ the mean of the batch mix
+    # it is priced at (acceptance.ingested_window): a resample of the mix moves it by N̄* / N̄
+    from_running: bool = False
 
 
 @dataclass(frozen=True)
@@ -150,8 +153,8 @@ def measure_specialized_speedup(deployment: Deployment, main: SegmentLatency, pr
     contrast = _path_contrast(coeffs, pair, sizes, float(s[0]), float(x[0]))
     interval = (float(s[0]), float(s[0]))
     if share_resamples is not None:
-        drawn, _ = _solve(coeffs, itl, tuple(np.asarray(r, dtype=float)[:MEASURE_RESAMPLES] for r in share_resamples),
-                          sizes)
+        resampled = tuple(np.asarray(r, dtype=float)[:MEASURE_RESAMPLES] for r in share_resamples)
+        drawn, _ = _solve(coeffs, _resampled_itl(segments, itl, pair, resampled, sizes), resampled, sizes)
         drawn = drawn[np.isfinite(drawn)]
         if drawn.size:
             lo, hi = np.quantile(drawn, [(1 - level) / 2, (1 + level) / 2])
@@ -187,6 +190,20 @@ def predicted_halfwidth(deployment: Deployment, main_gamma: int, probe_gamma: in
     return halfwidth
 
 
+def _resampled_itl(segments, itl: np.ndarray, shares, resampled, sizes: np.ndarray) -> np.ndarray:
+    """(2, n) each segment's latency under each resample of its mix: the observed one, or for
+    a latency from Little's law (``from_running``) the observed one × N̄* / N̄, N̄ = Σ_B u_B·B —
+    the rate of request-steps is what was counted, the requests running were sampled."""
+    def mean_running(u):
+        return (u * sizes).sum(-1) / u.sum(-1)
+
+    rows = []
+    for segment, observed, u, drawn in zip(segments, itl, shares, resampled):
+        factor = mean_running(drawn) / mean_running(u)[0] if segment.from_running else np.ones(len(drawn))
+        rows.append(observed * factor)
+    return np.stack(rows)
+
+
 def _step_coefficients(deployment: Deployment, gamma: int, sizes: np.ndarray, clean_share: float) -> np.ndarray:
     """(4, nB) c0..c3 with t_B(x, s) = c0 + c1·x + (c2 + c3·x)/s, from four pricings."""
     def t(x: float, s: float) -> np.ndarray:
@@ -207,15 +224,15 @@ def _itl(coeffs: np.ndarray, weights: np.ndarray, x: np.ndarray, u: np.ndarray) 
         return weights.sum(-1) / (weights / t).sum(-1)
 
 
-def _x_for(coeffs: np.ndarray, weights: np.ndarray, itl: float, u: np.ndarray) -> np.ndarray:
-    """The x at which the segment's modelled ITL is ``itl``, for each u (NaN where even x = 0
-    is slower). With t_B = P_B + x·Q_B, f(x) = Σ w/t − Σ w/itl falls and is convex in x, so
+def _x_for(coeffs: np.ndarray, weights: np.ndarray, itl, u: np.ndarray) -> np.ndarray:
+    """The x at which the segment's modelled ITL is ``itl`` (a number, or one per row of u),
+    for each u (NaN where even x = 0 is slower). With t_B = P_B + x·Q_B, f(x) = Σ w/t − Σ w/itl falls and is convex in x, so
     Newton's steps from a point left of the root (where the slowest t_B is itl, the harmonic
     mean then at most itl) climb to it without overshooting."""
     p = coeffs[0] + coeffs[2] * u[..., None]
     q = coeffs[1] + coeffs[3] * u[..., None]
     total = weights.sum(-1) / itl
-    x = np.maximum(((itl - p) / q).min(-1), 0.0)
+    x = np.maximum(((np.asarray(itl)[..., None] - p) / q).min(-1), 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         for _ in range(_NEWTON_STEPS):
             t = p + x[..., None] * q
@@ -229,12 +246,15 @@ def _solve(coeffs: np.ndarray, itl: np.ndarray, shares: tuple[np.ndarray, np.nda
            grid: int = _GRID):
     """(s, x) per row of the (main, probe) ``shares`` (n, nB) each: s where the probe's modelled
     ITL, at the x that fits the main segment, meets its observed one (the first crossing on a
-    log grid of ``grid`` points over MEASURE_BOUNDS, interpolated); NaN where none does."""
+    log grid of ``grid`` points over MEASURE_BOUNDS, interpolated); NaN where none does.
+    ``itl``: the two segments' observed latency, (2,) or (2, n) one per row."""
     weights = shares[0] * sizes  # (n, nB)
     s_grid = np.geomspace(*MEASURE_BOUNDS, grid)
     u = np.broadcast_to(1.0 / s_grid, (len(weights), grid))  # (n, K)
-    x = _x_for(coeffs[0], weights[:, None, :], float(itl[0]), u)
-    gap = np.log(_itl(coeffs[1], (shares[1] * sizes)[:, None, :], np.nan_to_num(x), u) / itl[1])
+    itl = np.asarray(itl, dtype=float)
+    main_itl, probe_itl = (itl[0], itl[1]) if itl.ndim == 1 else (itl[0][:, None], itl[1][:, None])
+    x = _x_for(coeffs[0], weights[:, None, :], main_itl, u)
+    gap = np.log(_itl(coeffs[1], (shares[1] * sizes)[:, None, :], np.nan_to_num(x), u) / probe_itl)
     gap[~np.isfinite(x)] = np.nan
     crosses = np.sign(gap[:, :-1]) * np.sign(gap[:, 1:]) <= 0  # NaN compares False
     first = crosses & (np.cumsum(crosses, axis=1) == 1)  # the first crossing per row

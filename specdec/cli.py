@@ -253,7 +253,8 @@ def cmd_ingest(args) -> int:
                     skipped["drafts unknown (mean acceptance length 1.00)" if iv.counts is None else "no time"] += 1
                     continue
                 key = f"{iv.engine or ''}|{iv.time:.3f}|{iv.accepted_tokens}|{iv.draft_tokens}"
-                per_route.setdefault(args.route, []).append(IngestedRow(iv.time, iv.counts, key, iv.drafts_estimated))
+                per_route.setdefault(args.route, []).append(
+                    IngestedRow(iv.time, iv.counts, key, iv.drafts_estimated, load=_logged_load(iv)))
             skipped, lines = dict(skipped), parsed.lines
         for route, rows in per_route.items():
             result = store.ingest(route, source, rows)
@@ -265,6 +266,16 @@ def cmd_ingest(args) -> int:
     print(f"{name}: {lines} lines read" + (
         "; skipped: " + ", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) if skipped else ""))
     return 0
+
+
+def _logged_load(interval):
+    """A logged interval's load (acceptance.store.LoggedLoad), None where its stats line gave none."""
+    from acceptance.store import LoggedLoad
+
+    if interval.running is None or interval.generation_tokens is None or not interval.interval_s:
+        return None
+    return LoggedLoad(interval.running, interval.interval_s, interval.generation_tokens,
+                      f"{interval.process or ''}|{interval.engine or ''}")
 
 
 # ---------------------------------------------------------------------------- model

@@ -133,6 +133,27 @@ def test_prefixed_log_gives_times_engines_and_counts_other_lines():
     assert parsed.lines == len(lines)
 
 
+def test_the_stats_line_gives_each_interval_its_running_requests_and_output_tokens():
+    """Running and the generation throughput × the interval, from the same process's stats
+    line just before; not from another process's, not twice, not from the aggregated logger
+    (its Running is a sum over engines, not a batch size)."""
+    t1 = dt.datetime(2025, 11, 30, 5, 21, 37)
+
+    def stats(pid: int, head: str, gen: str, running: int) -> str:
+        return (vllm_prefix(t1, pid, "loggers.py:254") + f"{head}: Avg prompt throughput: 12.0 tokens/s, "
+                f"Avg generation throughput: {gen} tokens/s, Running: {running} reqs, Waiting: 3 reqs, GPU KV cache usage: 40.1%, Prefix cache hit rate: 0.0%")
+
+    def spec(pid: int, i: int) -> str:
+        return vllm_prefix(t1, pid) + golden_message(i)
+
+    lines = [stats(1, "Engine 000", "190.3", 4), stats(2, "Engine 000", "540.0", 9), spec(2, 1), spec(1, 0),
+             spec(1, 0), stats(3, "2 Engines Aggregated", "700.0", 13), spec(3, 0)]
+    parsed = parse_log_lines(lines, year=2025, source="vllm.log")
+    assert [i.running for i in parsed.intervals] == [9, 4, None, None]
+    # the golden lines span 10 s each (T / drafted throughput: 1995 / 199.50, 5426 / 542.60)
+    assert [i.generation_tokens for i in parsed.intervals] == pytest.approx([5400.0, 1903.0, None, None])
+
+
 def test_year_rolls_over_at_new_year():
     before = dt.datetime(2025, 12, 31, 23, 59, 55)
     after = dt.datetime(2026, 1, 1, 0, 0, 5)

@@ -196,6 +196,8 @@ def test_schema_2_store_migrates_to_the_current_schema_keeping_its_data(tmp_path
     conn.execute("ALTER TABLE ingested DROP COLUMN mean_itl_s")  # a version-4 column
     conn.execute("ALTER TABLE ingested DROP COLUMN decode_tokens")  # version-5 columns
     conn.execute("ALTER TABLE ingested DROP COLUMN steps")
+    for column in ("running", "interval_s", "generation_tokens", "stream"):  # version-6 columns
+        conn.execute(f"ALTER TABLE ingested DROP COLUMN {column}")
     conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()

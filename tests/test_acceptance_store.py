@@ -295,6 +295,35 @@ def test_reads_inside_one_snapshot_do_not_see_a_commit_made_meanwhile(tmp_path):
     writer.close()
 
 
+_V6_COLUMNS = ("running", "interval_s", "generation_tokens", "stream")
+
+
+def test_a_version_5_store_gains_the_logged_load_and_reading_the_log_again_fills_it_in(tmp_path):
+    from acceptance.store import LoggedLoad
+
+    counts = SpecCounts(100, 300, 150, (80, 50, 20))
+    p = tmp_path / "s.db"
+    with Store.open(p) as store:
+        store.ingest("r", "log", [IngestedRow(1.8e9, counts, "000|1.8e9|150|300", True)])
+    conn = sqlite3.connect(p)
+    for column in _V6_COLUMNS:
+        conn.execute(f"ALTER TABLE ingested DROP COLUMN {column}")
+    conn.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with Store.open(p) as store:
+        assert store.ingested_load("r", "log", 3, 0.0, 2e9)["running"].size == 0  # kept before: no load
+        load = LoggedLoad(6, 10.0, 400.0, "EngineCore_DP0 pid=9|000")
+        again = store.ingest("r", "log", [IngestedRow(1.8e9, counts, "000|1.8e9|150|300", True, load=load)])
+        assert (again.added, again.duplicates) == (0, 1)
+        got = store.ingested_load("r", "log", 3, 0.0, 2e9)
+        assert got["running"].tolist() == [6] and got["generation_tokens"].tolist() == [400.0]
+        assert got["accepted_tokens"].tolist() == [150.0] and got["stream"].tolist() == ["EngineCore_DP0 pid=9|000"]
+        store.ingest("r", "log", [IngestedRow(1.8e9, counts, "000|1.8e9|150|300", True,
+                                              load=LoggedLoad(9, 10.0, 1.0, "other"))])
+        assert store.ingested_load("r", "log", 3, 0.0, 2e9)["running"].tolist() == [6]  # the first kept
+
+
 def test_schema_4_line_keys_become_text_keys_keeping_identical_lines_apart(tmp_path):
     import json as _json
 
@@ -309,8 +338,8 @@ def test_schema_4_line_keys_become_text_keys_keeping_identical_lines_apart(tmp_p
         store.ingest("r", "per-request", [IngestedRow(1.8e9, rec.counts, f"{i + 1}:{rec.line_key[:16]}")
                                           for i, rec in enumerate(records)])  # the old keys
     conn = sqlite3.connect(p)
-    conn.execute("ALTER TABLE ingested DROP COLUMN decode_tokens")
-    conn.execute("ALTER TABLE ingested DROP COLUMN steps")
+    for column in ("decode_tokens", "steps", *_V6_COLUMNS):
+        conn.execute(f"ALTER TABLE ingested DROP COLUMN {column}")
     conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()

@@ -126,3 +126,84 @@ def test_requests_without_id_or_time_are_each_counted_once(tmp_path, capsys):
     code, out, _ = run_cli(capsys, main, argv)
     assert "0 per-request rows added, 10 already stored" in out
     assert _stored(db, "r", "per-request")[2][:, 0].sum() == 60  # 10 requests × 6 drafts
+
+
+def test_a_log_only_route_measures_the_specialized_speedup_from_the_logged_load(tmp_path, capsys):
+    """Three engines log every 10 s (vLLM 0.33's two lines: the stats line, then SpecDecoding):
+    two at γ 3 run batches of 4 and 16 half the time each, a canary at γ 7 runs 16 three
+    intervals in four (B = 16 runs stock at γ 7 and takes the specialized path at γ 3). Each
+    interval's steps take the cost model's time at s = 1.3 for its batch; Running is the batch,
+    the generation throughput its output tokens. Little's law gives each γ segment its own
+    latency and batch mix, and the latency measures s as the store's scraped histogram does."""
+    import dataclasses
+    import datetime as dt
+
+    from model.speedup import CostModel
+    from specdec.config import config_from_mapping, deployment_for_route
+    from specdec.pipeline import tune_route
+    from specdec.report import tuning_to_dict
+    from test_acceptance_log_lines import vllm_message, vllm_prefix
+
+    spec = {"method": "dspark", "draft_cost": 0.1, "cost_profile": "roofline",
+            "decode_backend": "latency_specialized", "specialized_speedup": [1.5, 2.0]}
+    config = config_from_mapping({"deployment": spec, "routes": {"r": {"source": "log", "engines": 3}}}, path=None)
+    s, x = 1.3, 1 / 90.0
+    cost = CostModel.for_deployment(dataclasses.replace(deployment_for_route(config, "r"), baseline_tokens_per_second=1 / x))
+    step_s = {g: dict(zip((4, 16), cost.step_times([g], np.array([4, 16]), s)[0].tolist())) for g in (3, 7)}
+    survival = 0.93 ** np.arange(1, 8) * np.linspace(1.0, 0.8, 7)
+    n, now = 360, dt.datetime.now(dt.timezone.utc).replace(microsecond=0, tzinfo=None)
+    lines = []
+    for i in range(1, n + 1):
+        when = now - dt.timedelta(seconds=10 * (n - i) + 5)
+        for pid, gamma in ((11, 3), (12, 3), (13, 7)):
+            batch = (16 if i % 4 else 4) if gamma == 7 else (16 if (i + pid) % 2 else 4)
+            drafts = int(round(10.0 / step_s[gamma][batch] * batch))  # every request-step drafts
+            accepted = [int(round(drafts * a)) for a in survival[:gamma]]
+            lines += [vllm_prefix(when, pid, "loggers.py:254") + "Engine 000: Avg prompt throughput: 0.0 tokens/s, "
+                      f"Avg generation throughput: {(drafts + sum(accepted)) / 10.0:.1f} tokens/s, "
+                      f"Running: {batch} reqs, Waiting: 0 reqs, GPU KV cache usage: 12.0%",
+                      vllm_prefix(when, pid) + vllm_message(drafts, drafts * gamma, accepted)]
+    (tmp_path / "vllm.log").write_text("\n".join(lines) + "\n")
+    db = tmp_path / "s.db"
+    code, out, err = run_cli(capsys, main, ["ingest", "--route", "r", "--log", str(tmp_path / "vllm.log"),
+                                            "--db", str(db)])
+    assert code == 0, err
+    assert "route r: 1080 log rows added" in out
+    with Store.open(db) as store:
+        tuning = tune_route(config, "r", store=store, window_s=3700.0, n_resamples=200)
+    doc = tuning_to_dict(tuning)
+    measured = doc["specialized_speedup_measured"]
+    assert measured["value"] == pytest.approx(s, rel=0.01)
+    lo, hi = measured["confidence_interval"]
+    assert lo <= s <= hi and hi - lo < 0.2
+    assert [d["gamma"] for d in measured["segments"]] == [3, 7]
+    assert measured["segments"][0]["batch_time_shares"] == pytest.approx({"4": 0.5, "16": 0.5})
+    assert measured["segments"][1]["batch_time_shares"] == pytest.approx({"4": 0.25, "16": 0.75})
+    # each segment's latency is Little's law's, Σ Running × 10 s over Σ request-steps: at γ 3
+    # a 4 and a 16 interval for every two, Σ_B B / Σ_B (B / t_B)
+    assert measured["segments"][0]["itl_mean_s"] == pytest.approx(
+        (4 + 16) / sum(b / step_s[3][b] for b in (4, 16)), rel=1e-3)
+    # the route's observed tok/s anchors the cost model, as a scraped histogram's does (true 1/x = 90)
+    assert doc["anchor"]["source"] == "observed" and doc["anchor"]["detail"] == "logged Running and generation throughput"
+    assert doc["anchor"]["baseline_tokens_per_second"] == pytest.approx(1 / x, rel=0.03)
+
+
+def test_littles_law_over_logged_intervals_and_the_pairs_that_show_persistence():
+    """Σ Running × length over Σ (tokens − accepted); pairs only between contiguous intervals of
+    one stream (not across a gap, not across streams); an interval without a decode step is
+    left out of both sums."""
+    from acceptance.ingested_window import logged_latency
+
+    load = {"time": np.array([10.0, 20.0, 30.0, 60.0, 15.0, 25.0, 35.0]),
+            "interval_s": np.full(7, 10.0),
+            "running": np.array([4, 4, 8, 8, 2, 0, 2]),
+            "generation_tokens": np.array([500.0, 500.0, 900.0, 900.0, 300.0, 0.0, 300.0]),
+            "accepted_tokens": np.array([100.0, 100.0, 100.0, 100.0, 50.0, 0.0, 50.0]),
+            "stream": np.array(["a", "a", "a", "a", "b", "b", "b"], dtype=object)}
+    got = logged_latency(load)
+    assert got.request_seconds == pytest.approx(10.0 * (4 + 4 + 8 + 8 + 2 + 2))
+    assert got.request_steps == pytest.approx(400 + 400 + 800 + 800 + 250 + 250)
+    assert got.batch_samples == {2: 2.0, 4: 2.0, 8: 2.0}
+    # a: 10→20 (kept 4), 20→30 (4→8); 30→60 is a gap. b: 15→35 skips the idle row, a gap too.
+    assert (got.sample_pairs, got.repeated_pairs) == (2, 1)
+    assert logged_latency({**load, "generation_tokens": load["accepted_tokens"]}) is None

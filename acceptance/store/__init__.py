@@ -25,6 +25,7 @@ from .records import (
     EngineRef,
     Event,
     IngestedRow,
+    LoggedLoad,
     IngestResult,
     PluginEntries,
     SpecEntries,
@@ -35,7 +36,7 @@ from .records import (
 from .schema import APPLICATION_ID, SCHEMA_VERSION
 
 __all__ = [
-    "Store", "StoreError", "EngineRef", "TargetStatus", "Event", "IngestedRow", "IngestResult", "INGESTED_SOURCES",
+    "Store", "StoreError", "EngineRef", "TargetStatus", "Event", "IngestedRow", "LoggedLoad", "IngestResult", "INGESTED_SOURCES",
     "SpecEntries", "PluginEntries", "StepTotals", "SCHEMA_VERSION", "APPLICATION_ID", "ROLLUP_LEVELS",
     "ROLLUP_RETENTION_FACTOR", "CHUNK_SPANS", "bucket_of", "chunk_of", "le_value",
 ]

@@ -19,7 +19,8 @@ class _Ingested:
 
     def ingest(self, route: str, source: str, rows: Iterable[IngestedRow]) -> IngestResult:
         """Store per-request or log-line counts for ``route`` in one transaction; rows whose
-        key is already stored for the route and source are counted as duplicates."""
+        key is already stored for the route and source are counted as duplicates (a logged
+        interval stored before its load was kept gains it: reading the log again fills it in)."""
         if source not in INGESTED_SOURCES:
             raise InputError(f"ingest source must be one of {', '.join(INGESTED_SOURCES)}, got {source!r}")
         if not route:
@@ -42,6 +43,12 @@ class _Ingested:
                     added += 1
                 else:
                     dupes += 1
+                if row.load is not None:
+                    load = row.load
+                    c.execute("UPDATE ingested SET running = ?, interval_s = ?, generation_tokens = ?, stream = ?"
+                              " WHERE route = ? AND source = ? AND key = ? AND running IS NULL",
+                              (int(load.running), float(load.interval_s), float(load.generation_tokens), load.stream,
+                               route, source, row.key))
             c.execute("COMMIT")
         except BaseException:
             c.execute("ROLLBACK")
@@ -100,6 +107,21 @@ class _Ingested:
             total += float(itl) * decode
             tokens += decode
         return total, tokens
+
+    def ingested_load(self, route: str, source: str, gamma: int, start: float, end: float) -> dict[str, np.ndarray]:
+        """The logged intervals of γ with time in (start, end] that carry their load, in time
+        order: arrays ``time``, ``interval_s``, ``running``, ``generation_tokens``,
+        ``accepted_tokens`` (A, counts' third column) and ``stream``."""
+        rows = self.conn.execute(
+            "SELECT time, interval_s, running, generation_tokens, counts, stream FROM ingested WHERE route = ?"
+            " AND source = ? AND gamma = ? AND time > ? AND time <= ? AND running IS NOT NULL ORDER BY time, id",
+            (route, source, int(gamma), float(start), float(end))).fetchall()
+        return {"time": np.array([r[0] for r in rows], dtype=float),
+                "interval_s": np.array([r[1] for r in rows], dtype=float),
+                "running": np.array([r[2] for r in rows], dtype=float),
+                "generation_tokens": np.array([r[3] for r in rows], dtype=float),
+                "accepted_tokens": np.array([_unpack(r[4])[2] for r in rows], dtype=float),
+                "stream": np.array([r[5] for r in rows], dtype=object)}
 
     def ingested_step_sequences(self, route: str, source: str, gamma: int, start: float, end: float
                                 ) -> list[tuple[tuple[int, ...], tuple[int, ...]]] | None:

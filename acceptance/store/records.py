@@ -59,6 +59,18 @@ class IngestedRow:
     mean_itl_s: float | None = None  # per request: vLLM's mean inter-token latency
     decode_tokens: int | None = None  # per request: output tokens − 1
     steps: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # per request: (drafted, accepted) per step
+    load: "LoggedLoad | None" = None  # per logged interval: vLLM's stats line before it
+
+
+@dataclass(frozen=True)
+class LoggedLoad:
+    """One logged interval's load (acceptance.log_lines.LogInterval): the requests running at
+    its end, its length and output tokens, and the engine stream it is of."""
+
+    running: int
+    interval_s: float
+    generation_tokens: float
+    stream: str
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .records import StoreError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 APPLICATION_ID = 0x53504443  # "SPDC": marks the file as a specdec store
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _QUICK_CHECK_MAX_BYTES = 64 << 20  # full quick_check on open only for small files
@@ -127,8 +127,20 @@ UPDATE OR IGNORE ingested SET key = (SELECT new_key FROM rekey WHERE rekey.id = 
 DROP TABLE rekey;
 """
 
+# Version 6: a logged interval's load, from vLLM's stats line just before it (acceptance.log_lines):
+# the requests running at its end, its length and output tokens — Little's law makes them the
+# segment's mean ITL and its gauge samples (acceptance.ingested_window) — and the engine stream
+# it belongs to ("<process>|<engine>"), whose consecutive intervals show how long a batch persists.
+_SCHEMA_V6 = """
+ALTER TABLE ingested ADD COLUMN running INTEGER;
+ALTER TABLE ingested ADD COLUMN interval_s REAL;
+ALTER TABLE ingested ADD COLUMN generation_tokens REAL;
+ALTER TABLE ingested ADD COLUMN stream TEXT;
+"""
+
 # version → statements that bring a store from version − 1 to it.
-_MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5}
+_MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5,
+                               6: _SCHEMA_V6}
 
 
 def _check_file(path: Path) -> bool:
