@@ -68,6 +68,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from acceptance.route_estimate import LOGGED_LOAD
 from acceptance.step_replay import StepSequence, replay_by_gamma, resampled_tokens, survival_and_reach, tokens_and_widths
 
 from .deployment import PERCENTILE_OBJECTIVES, Deployment, ModelInputError, per_user
@@ -275,7 +276,7 @@ def recommend(
         lambda speeds: _price(model, gammas, bs, ws, speeds, widths, None, deployment.objective).tau, al_point, deployment,
         allowed, deployed, rec, verdict, probe, traffic=traffic, running_probe=running_probe, measured=speedup_measured,
         ensemble=ensemble, step_time=price.tau[0], time_shares=ws * price.times[0, deployed] / bs, batch_sizes=bs,
-        clean_share=model.clean_share)
+        clean_share=model.clean_share, latency_from_running=observed_latency_source == LOGGED_LOAD)
     model_error = _model_error(observed_tokens_per_second, profile, anchor, al_point, price, ws, deployed, nu)
     schedule, spec_cfg, load = _deployable(final, deployed, bs, ws, price, al_point, al_by_batch, allowed,
                                            specialized, deployment, nu)

@@ -254,13 +254,15 @@ def speedup_step(break_even: SpecializedBreakEven | None, speeds_at: Callable[[f
 
 def speedup_doubt(tau_at: Callable[[list[float]], np.ndarray], al_point, deployment: Deployment, allowed,
                   deployed: int, rec: int, verdict, probe, *, traffic, running_probe, measured: bool, ensemble,
-                  step_time: np.ndarray, time_shares: np.ndarray, batch_sizes: np.ndarray, clean_share: float):
+                  step_time: np.ndarray, time_shares: np.ndarray, batch_sizes: np.ndarray, clean_share: float,
+                  latency_from_running: bool = False):
     """(γ the fleet runs, γ recommended, verdict, probe, break-even) for model.recommend: how far
     the decision's γ rests on the specialized speedup (``tau_at(speeds)``: the step time over
     the mix at each speedup, as the candidates are priced; ``measured``: the range priced is a
     canary's measurement, not the configured figure), and a keep that rests on the configured
     figure probes the γ past the flip when that pays (speedup_step). ``time_shares``: u_B up to
-    a factor (request weights × step time / B at the deployed γ)."""
+    a factor (request weights × step time / B at the deployed γ); ``latency_from_running``: the
+    route's latency is Little's law's over logged intervals (a canary's measurement is planned so)."""
     final = rec if verdict.decision in ("change", "off", "probe") else deployed  # a probe's fleet: deployed or the sure step
     speeds_at = speedups_at(tau_at, al_point)
     break_even = decision_break_even(speeds_at, deployment, allowed, final)
@@ -271,5 +273,5 @@ def speedup_doubt(tau_at: Callable[[list[float]], np.ndarray], al_point, deploym
         running_probe=running_probe, step_time=step_time, ensemble=ensemble,
         halfwidth_for=partial(predicted_halfwidth, deployment, batch_sizes=batch_sizes,
                               time_shares=time_shares / np.sum(time_shares), clean_share=clean_share,
-                              level=DECISION_CERTAINTY))
+                              level=DECISION_CERTAINTY, from_running=latency_from_running))
     return final, rec, verdict, probe, break_even

@@ -164,13 +164,14 @@ def measure_specialized_speedup(deployment: Deployment, main: SegmentLatency, pr
 
 
 def predicted_halfwidth(deployment: Deployment, main_gamma: int, probe_gamma: int, batch_sizes, time_shares, *,
-                        clean_share: float, samples: tuple[float, float], level: float = 0.9
-                        ) -> Callable[[float], float]:
+                        clean_share: float, samples: tuple[float, float], level: float = 0.9,
+                        from_running: bool = False) -> Callable[[float], float]:
     """h(s): the half-width of the interval measure_specialized_speedup would give if the true
     speedup were s — the latencies the cost model makes at s and the deployment's plain-decode
     rate, the time shares resampled as each segment's ``samples`` (main, probe) would leave
-    them (inf where more than a tenth of the resamples fit no s). What a probe planned to
-    measure s can resolve (model.specialized_break_even.speedup_probe)."""
+    them (inf where more than a tenth of the resamples fit no s; ``from_running``: the latency
+    is Little's law's, moving with each resample as SegmentLatency.from_running says). What a
+    probe planned to measure s can resolve (model.specialized_break_even.speedup_probe)."""
     sizes = np.asarray(batch_sizes, dtype=int)
     shares = np.asarray(time_shares, dtype=float) / np.sum(time_shares)
     coeffs = np.stack([_step_coefficients(deployment, g, sizes, clean_share) for g in (main_gamma, probe_gamma)])
@@ -179,9 +180,12 @@ def predicted_halfwidth(deployment: Deployment, main_gamma: int, probe_gamma: in
     x = np.array([1.0 / deployment.baseline_tokens_per_second])
     weights = (shares * sizes)[None]
 
+    segments = tuple(SegmentLatency(g, 0.0, from_running=from_running) for g in (main_gamma, probe_gamma))
+
     def halfwidth(s: float) -> float:
         itl = np.array([_itl(c, weights, x, np.array([1.0 / s]))[0] for c in coeffs])
-        found, _ = _solve(coeffs, itl, drawn, sizes, _PREDICTION_GRID)
+        resampled_itl = _resampled_itl(segments, itl, (shares[None], shares[None]), drawn, sizes)
+        found, _ = _solve(coeffs, resampled_itl, drawn, sizes, _PREDICTION_GRID)
         if np.mean(np.isfinite(found)) < 0.9:
             return math.inf
         lo, hi = np.quantile(found[np.isfinite(found)], [(1 - level) / 2, (1 + level) / 2])

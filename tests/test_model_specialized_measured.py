@@ -110,3 +110,31 @@ def test_latencies_no_speedup_explains_are_not_measured():
 def test_nothing_to_measure_off_the_path():
     stock = replace(KIMI, decode_backend="auto")
     assert measure_specialized_speedup(stock, SegmentLatency(3, 0.01), SegmentLatency(7, 0.02), SIZES, SHARES) is None
+
+
+def test_a_latency_from_littles_law_moves_with_the_mix_and_is_measured_less_surely():
+    """Logged intervals give ITL = N̄ / λ with N̄ from the sampled Running: each resample of the
+    mix moves it by N̄*/N̄ (from_running). At the same latency and resamples the point is the
+    same and the interval wider than an exact histogram's, and a planned probe's predicted
+    half-width is wider as well."""
+    from model.specialized_measured import predicted_halfwidth
+    from model.speedup import CostModel
+    x, s = 1 / 118.0, 1.25
+    cost = CostModel.for_deployment(replace(KIMI, baseline_tokens_per_second=1 / x), clean_share=1.0)
+
+    def itl(gamma):
+        t = cost.step_times([gamma], SIZES, s)[0]
+        return float((SHARES * SIZES).sum() / (SHARES * SIZES / t).sum())
+
+    rng = np.random.default_rng(2)
+    drawn = tuple(rng.dirichlet(300 * SHARES + 0.5, size=400) for _ in range(2))
+    histogram, logged = (measure_specialized_speedup(
+        KIMI, SegmentLatency(3, itl(3), from_running=f), SegmentLatency(7, itl(7), from_running=f), SIZES, SHARES,
+        share_resamples=drawn) for f in (False, True))
+    assert logged.value == pytest.approx(histogram.value) == pytest.approx(s, rel=2e-3)
+    width = [m.confidence_interval[1] - m.confidence_interval[0] for m in (histogram, logged)]
+    assert width[1] > 1.5 * width[0]  # 0.31 against 0.14
+    assert logged.confidence_interval[0] <= s <= logged.confidence_interval[1]
+    half = [predicted_halfwidth(replace(KIMI, baseline_tokens_per_second=1 / x), 3, 7, SIZES, SHARES, clean_share=1.0,
+                                samples=(300.0, 100.0), from_running=f)(s) for f in (False, True)]
+    assert half[1] > 1.5 * half[0]  # 0.24 against 0.12
