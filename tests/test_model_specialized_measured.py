@@ -45,15 +45,21 @@ def test_a_slower_canary_reads_as_a_larger_speedup():
     assert found[1] == pytest.approx(1.5, rel=2e-3)
 
 
-def test_roofline_interval_from_the_mix_resamples_holds_the_truth():
+def _roofline_itl(x: float, s: float, clean_share: float):
+    """gamma → the roofline cost model's mean ITL at (x, s) over SHARES (request-steps weigh u_B·B / t_B)."""
     from model.speedup import CostModel
-    x, s = 1 / 118.0, 1.25
-    cost = CostModel.for_deployment(replace(KIMI, baseline_tokens_per_second=1 / x), clean_share=0.98)
+    cost = CostModel.for_deployment(replace(KIMI, baseline_tokens_per_second=1 / x), clean_share=clean_share)
 
-    def itl(gamma):
+    def itl(gamma: int) -> float:
         t = cost.step_times([gamma], SIZES, s)[0]
         return float((SHARES * SIZES).sum() / (SHARES * SIZES / t).sum())
 
+    return itl
+
+
+def test_roofline_interval_from_the_mix_resamples_holds_the_truth():
+    x, s = 1 / 118.0, 1.25
+    itl = _roofline_itl(x, s, clean_share=0.98)
     rng = np.random.default_rng(1)
     drawn = tuple(rng.dirichlet(300 * SHARES + 0.5, size=400) for _ in range(2))
     m = measure_specialized_speedup(KIMI, SegmentLatency(3, itl(3)), SegmentLatency(7, itl(7)), SIZES, SHARES,
@@ -118,14 +124,8 @@ def test_a_latency_from_littles_law_moves_with_the_mix_and_is_measured_less_sure
     same and the interval wider than an exact histogram's, and a planned probe's predicted
     half-width is wider as well."""
     from model.specialized_measured import predicted_halfwidth
-    from model.speedup import CostModel
     x, s = 1 / 118.0, 1.25
-    cost = CostModel.for_deployment(replace(KIMI, baseline_tokens_per_second=1 / x), clean_share=1.0)
-
-    def itl(gamma):
-        t = cost.step_times([gamma], SIZES, s)[0]
-        return float((SHARES * SIZES).sum() / (SHARES * SIZES / t).sum())
-
+    itl = _roofline_itl(x, s, clean_share=1.0)
     rng = np.random.default_rng(2)
     drawn = tuple(rng.dirichlet(300 * SHARES + 0.5, size=400) for _ in range(2))
     histogram, logged = (measure_specialized_speedup(
