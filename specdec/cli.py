@@ -259,8 +259,12 @@ def cmd_ingest(args) -> int:
         for route, rows in per_route.items():
             result = store.ingest(route, source, rows)
             gammas = sorted({r.counts.gamma for r in rows})
+            with_load = sum(r.load is not None for r in rows)
+            load_note = "" if source != "log" else (
+                f"; {with_load} with the stats line's Running and generation throughput (the route's latency and "
+                f"batch mix)" if with_load else "; none with vLLM's stats line before it: no latency or batch mix")
             print(f"route {route}: {result.added} {source} rows added, {result.duplicates} already stored "
-                  f"(gamma {', '.join(map(str, gammas))})")
+                  f"(gamma {', '.join(map(str, gammas))}){load_note}")
     finally:
         store.close()
     print(f"{name}: {lines} lines read" + (

@@ -168,7 +168,7 @@ def test_a_log_only_route_measures_the_specialized_speedup_from_the_logged_load(
     code, out, err = run_cli(capsys, main, ["ingest", "--route", "r", "--log", str(tmp_path / "vllm.log"),
                                             "--db", str(db)])
     assert code == 0, err
-    assert "route r: 1080 log rows added" in out
+    assert "route r: 1080 log rows added" in out and "; 1080 with the stats line's Running" in out
     with Store.open(db) as store:
         tuning = tune_route(config, "r", store=store, window_s=3700.0, n_resamples=200)
     doc = tuning_to_dict(tuning)
