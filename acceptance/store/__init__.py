@@ -36,7 +36,8 @@ from .records import (
 from .schema import APPLICATION_ID, SCHEMA_VERSION
 
 __all__ = [
-    "Store", "StoreError", "EngineRef", "TargetStatus", "Event", "IngestedRow", "LoggedLoad", "IngestResult", "INGESTED_SOURCES",
+    "Store", "StoreError", "EngineRef", "TargetStatus", "Event", "IngestedRow", "LoggedLoad", "IngestResult",
+    "INGESTED_SOURCES",
     "SpecEntries", "PluginEntries", "StepTotals", "SCHEMA_VERSION", "APPLICATION_ID", "ROLLUP_LEVELS",
     "ROLLUP_RETENTION_FACTOR", "CHUNK_SPANS", "bucket_of", "chunk_of", "le_value",
 ]

@@ -14,6 +14,13 @@ from .codecs import _pack, _unpack
 from .records import INGESTED_SOURCES, IngestResult, IngestedRow
 
 
+def _load_columns(load) -> tuple:
+    """(running, interval_s, generation_tokens, stream) of a LoggedLoad, or four NULLs."""
+    if load is None:
+        return (None, None, None, None)
+    return (int(load.running), float(load.interval_s), float(load.generation_tokens), load.stream)
+
+
 class _Ingested:
     """Store methods of ingested per-request and log rows."""
 
@@ -32,23 +39,24 @@ class _Ingested:
             for row in rows:
                 counts = row.counts
                 per_pos = counts.draft_tokens_per_position
+                load = row.load
                 cur = c.execute(
                     "INSERT OR IGNORE INTO ingested (route, source, time, gamma, counts, draft_per_pos, estimated, key,"
-                    " mean_itl_s, decode_tokens, steps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " mean_itl_s, decode_tokens, steps, running, interval_s, generation_tokens, stream)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (route, source, float(row.time), counts.gamma, _pack(np.asarray(counts.as_vector(), float)),
                      None if per_pos is None else _pack(np.asarray(per_pos, float)), int(row.estimated), row.key,
                      row.mean_itl_s, row.decode_tokens,
-                     None if row.steps is None else np.asarray(row.steps, dtype="<i4").tobytes()))
+                     None if row.steps is None else np.asarray(row.steps, dtype="<i4").tobytes(),
+                     *_load_columns(load)))
                 if cur.rowcount:
                     added += 1
-                else:
-                    dupes += 1
-                if row.load is not None:
-                    load = row.load
+                    continue
+                dupes += 1
+                if load is not None:  # stored by a specdec that kept no load: this reading fills it in
                     c.execute("UPDATE ingested SET running = ?, interval_s = ?, generation_tokens = ?, stream = ?"
                               " WHERE route = ? AND source = ? AND key = ? AND running IS NULL",
-                              (int(load.running), float(load.interval_s), float(load.generation_tokens), load.stream,
-                               route, source, row.key))
+                              (*_load_columns(load), route, source, row.key))
             c.execute("COMMIT")
         except BaseException:
             c.execute("ROLLBACK")
