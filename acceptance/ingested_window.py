@@ -20,9 +20,10 @@ request
 (each decode step of a request emits 1 + its accepted tokens). Running, sampled once per
 interval, is also the segment's gauge samples: the sampling error of ∫ N dt is the batch
 mix's, and a measurement that resamples the mix moves this latency with it
-(model.specialized_measured). Small biases, both up to about 1/output length for
-decode-heavy traffic: Running counts requests still in their prompt, and the output tokens
-include each request's first (its prefill's).
+(model.specialized_measured). On the real engine (benchmarks/logged_latency.py) it came
+within −5.4% to +3.4% of vLLM's histogram over 90–180 s, the error that of the Running
+samples; the decode steps within 0.2–0.5% (the output tokens count each request's first and
+not the accepted drafts a length limit cut off; Running counts a request in its prompt step).
 """
 
 from __future__ import annotations

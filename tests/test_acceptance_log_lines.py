@@ -192,10 +192,16 @@ def test_colours_container_timestamps_and_json_formatter():
     as_json = json.dumps(
         {"asctime": "2025-11-30 05:21:57,001", "levelname": "INFO", "name": "vllm", "process": 7, "message": golden_message(0)}
     )
-    parsed = parse_log_lines([coloured, kubectl, as_json], year=2025, source="t")
+    stats_as_json = json.dumps(
+        {"asctime": "2025-11-30 05:21:57,000", "levelname": "INFO", "name": "vllm", "process": 7,
+         "message": engine_stats("000")})
+    parsed = parse_log_lines([coloured, kubectl, stats_as_json, as_json], year=2025, source="t")
     base = dt.datetime(2025, 11, 30, 5, 21, 37, tzinfo=UTC).timestamp()
     assert [round(i.time - base, 3) for i in parsed.intervals] == [0.0, 10.123, 20.001]
     assert [i.counts.drafts for i in parsed.intervals] == [666, 1814, 666]
+    # the JSON formatter's stats line gives its process's next interval its load (190.3 tok/s × 10 s)
+    assert [i.running for i in parsed.intervals] == [None, None, 4]
+    assert parsed.intervals[2].generation_tokens == pytest.approx(1903.0)
 
 
 def test_time_zone_and_default_time():
