@@ -20,10 +20,12 @@ request
 (each decode step of a request emits 1 + its accepted tokens). Running, sampled once per
 interval, is also the segment's gauge samples: the sampling error of ∫ N dt is the batch
 mix's, and a measurement that resamples the mix moves this latency with it
-(model.specialized_measured). On the real engine (benchmarks/logged_latency.py) it came
-within −5.4% to +3.4% of vLLM's histogram over 90–180 s, the error that of the Running
-samples; the decode steps within 0.2–0.5% (the output tokens count each request's first and
-not the accepted drafts a length limit cut off; Running counts a request in its prompt step).
+(model.specialized_measured). The same tokens give ν, the share of them from steps without
+a draft: the decode steps less the drafts. On the real engine (benchmarks/logged_latency.py)
+the latency came within −5.4% to +3.4% of vLLM's histogram over 90–180 s, the error that of
+the Running samples; the decode steps within 0.2–0.5% and ν within 0.0001 of the engine's
+counters (the output tokens count each request's first and not the accepted drafts a length
+limit cut off; Running counts a request in its prompt step).
 """
 
 from __future__ import annotations
@@ -74,6 +76,9 @@ class LoggedLatency:
     batch_samples: dict[int, float]  # {B ≥ 1: intervals that ended with B running}
     sample_pairs: int = 0  # consecutive intervals of one engine stream, both B ≥ 1
     repeated_pairs: int = 0  # ... that kept B
+    # ν over the same intervals (counts.undrafted_token_share of Σ output tokens, D, A): the
+    # steps without a draft are the decode steps less the drafts
+    undrafted_token_share: float | None = None
 
 
 # consecutive intervals of a stream: the later starts where the earlier ended, to this share of its length
@@ -96,8 +101,10 @@ def logged_latency(load: dict) -> LoggedLatency | None:
         both = follows & (running[at[:-1]] >= 1) & (running[at[1:]] >= 1)
         pairs += int(both.sum())
         repeats += int((both & (running[at[:-1]] == running[at[1:]])).sum())
+    undrafted = undrafted_token_share(float(load["generation_tokens"][use].sum()), float(load["drafts"][use].sum()),
+                                      float(load["accepted_tokens"][use].sum()))
     return LoggedLatency(float((load["running"] * load["interval_s"])[use].sum()), float(steps[use].sum()),
-                         {int(b): float(n) for b, n in zip(sizes, counts)}, pairs, repeats)
+                         {int(b): float(n) for b, n in zip(sizes, counts)}, pairs, repeats, undrafted)
 
 
 def ingested_window(store, route: str, source: str, start: float, end: float) -> IngestedWindow:
@@ -129,6 +136,8 @@ def _read_ingested_window(store, route: str, source: str, start: float, end: flo
         itl_mean = itl_sum / tokens if tokens > 0 else None
         decode = store.ingested_decode_tokens(route, source, newest.gamma, start, end)
         undrafted = None if decode is None else undrafted_token_share(*decode)
+        if latency.get(newest.gamma) is not None:
+            undrafted = latency[newest.gamma].undrafted_token_share
         steps = store.ingested_step_sequences(route, source, newest.gamma, start, end)
         sequences = None if steps is None else [StepSequence(newest.gamma, d, a) for d, a in steps]
     shape = replace(_logged_step_shape([x for x in latency.values() if x is not None]), itl_per_token_s=itl_mean,

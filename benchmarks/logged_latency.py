@@ -9,8 +9,9 @@ keeps C requests in flight without a pause; each time the engine logs a SpecDeco
 its /metrics is scraped at once, so the vllm:inter_token_latency_seconds sum and count are
 known at the log's own interval ends. Over the same run of ``--intervals`` logged intervals
 (10 s each, vLLM's default), the benchmark compares vLLM's mean ITL (Δ sum / Δ count) with
-Little's law's from the log alone (parsed by specdec, as `specdec ingest --log` does), and
-the log's Running samples with the gauge read at the same moments; writes
+Little's law's from the log alone (parsed by specdec, as `specdec ingest --log` does), ν (the
+share of output tokens from steps without a draft) from the log and from the engine's
+counters, and the log's Running samples with the gauge read at the same moments; writes
 benchmarks/results/logged-latency.json. Needs `make real-engine`;
 about 3 minutes per concurrency after the engine's start. Loopback only; the engine and the
 traffic it starts, it stops.
@@ -39,6 +40,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import real_vllm  # noqa: E402
 from real_sweep import free_port, log  # noqa: E402
 
+from acceptance.counts import undrafted_token_share  # noqa: E402
 from acceptance.ingested_window import logged_latency  # noqa: E402
 from acceptance.log_lines import MARKER, read_log_file  # noqa: E402
 
@@ -46,13 +48,17 @@ GAMMA, METHOD, ROUTE = 3, "ngram", "structured"
 RESULTS = REPO / "benchmarks" / "results" / "logged-latency.json"
 ITL = re.compile(r"^vllm:inter_token_latency_seconds_(sum|count)\{[^}]*\}\s+([0-9.eE+-]+)", re.M)
 RUNNING = re.compile(r"^vllm:num_requests_running\{[^}]*\}\s+([0-9.eE+-]+)", re.M)
+# the counters whose increases give ν (counts.undrafted_token_share) from the engine itself
+COUNTERS = {name: re.compile(rf"^vllm:{name}_total\{{[^}}]*\}}\s+([0-9.eE+-]+)", re.M)
+            for name in ("generation_tokens", "spec_decode_num_drafts", "spec_decode_num_accepted_tokens")}
 
 
 def scrape(port: int) -> dict:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
         page = r.read().decode()
     itl = {kind: float(v) for kind, v in ITL.findall(page)}
-    return {"itl_sum": itl["sum"], "itl_count": itl["count"], "running": int(float(RUNNING.findall(page)[0]))}
+    return {"itl_sum": itl["sum"], "itl_count": itl["count"], "running": int(float(RUNNING.findall(page)[0])),
+            **{name: float(pattern.findall(page)[0]) for name, pattern in COUNTERS.items()}}
 
 
 class Traffic:
@@ -110,11 +116,13 @@ def measure(port: int, engine_log: Path, concurrency: int, intervals: int, seed:
             "interval_s": np.array([iv.interval_s for iv in between], dtype=float),
             "running": np.array([iv.running for iv in between], dtype=float),
             "generation_tokens": np.array([iv.generation_tokens for iv in between], dtype=float),
+            "drafts": np.array([iv.counts.drafts if iv.counts else np.nan for iv in between], dtype=float),
             "accepted_tokens": np.array([iv.accepted_tokens for iv in between], dtype=float),
             "stream": np.array([f"{iv.process}|{iv.engine}" for iv in between], dtype=object)}
     little = logged_latency(load)
     histogram_itl = (last[1]["itl_sum"] - first[1]["itl_sum"]) / (last[1]["itl_count"] - first[1]["itl_count"])
     logged_itl = little.request_seconds / little.request_steps
+    counted = {name: last[1][name] - first[1][name] for name in COUNTERS}
     return {"concurrency": concurrency, "intervals": len(between), "requests_sent": sent,
             "seconds": float(load["interval_s"].sum()),
             "histogram_itl_ms": histogram_itl * 1e3, "logged_itl_ms": logged_itl * 1e3,
@@ -124,6 +132,10 @@ def measure(port: int, engine_log: Path, concurrency: int, intervals: int, seed:
                                          / np.sqrt(len(load["running"]))),
             "histogram_request_steps": last[1]["itl_count"] - first[1]["itl_count"],
             "logged_request_steps": little.request_steps,
+            "counted_undrafted_token_share": undrafted_token_share(
+                counted["generation_tokens"], counted["spec_decode_num_drafts"],
+                counted["spec_decode_num_accepted_tokens"]),
+            "logged_undrafted_token_share": little.undrafted_token_share,
             "logged_running": load["running"].astype(int).tolist(),
             "scraped_running": [m[1]["running"] for m in marks[1:]]}
 
@@ -154,7 +166,9 @@ def main(argv=None) -> int:
                     f"requests): vLLM's histogram {r['histogram_itl_ms']:.3f} ms, Little's law over the log "
                     f"{r['logged_itl_ms']:.3f} ms ({r['relative_error']:+.2%}; the Running samples' standard "
                     f"error ±{r['running_relative_se']:.1%}); request-steps "
-                    f"{r['histogram_request_steps']:.0f} counted, {r['logged_request_steps']:.0f} from the log")
+                    f"{r['histogram_request_steps']:.0f} counted, {r['logged_request_steps']:.0f} from the log; "
+                    f"steps without a draft ν {r['counted_undrafted_token_share']:.3f} counted, "
+                    f"{r['logged_undrafted_token_share']:.3f} from the log")
         finally:
             engine.terminate()
             engine.wait(timeout=120)

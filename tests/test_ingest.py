@@ -176,6 +176,7 @@ def test_a_log_only_route_measures_the_specialized_speedup_from_the_logged_load(
     assert measured["value"] == pytest.approx(s, rel=0.01)
     lo, hi = measured["confidence_interval"]
     assert lo <= s <= hi and hi - lo < 0.2
+    assert doc["observed"]["undrafted_token_share"] == pytest.approx(0.0, abs=1e-3)  # every step drafted
     assert [d["gamma"] for d in measured["segments"]] == [3, 7]
     assert measured["segments"][0]["batch_time_shares"] == pytest.approx({"4": 0.5, "16": 0.5})
     assert measured["segments"][1]["batch_time_shares"] == pytest.approx({"4": 0.25, "16": 0.75})
@@ -198,6 +199,7 @@ def test_littles_law_over_logged_intervals_and_the_pairs_that_show_persistence()
             "interval_s": np.full(7, 10.0),
             "running": np.array([4, 4, 8, 8, 2, 0, 2]),
             "generation_tokens": np.array([500.0, 500.0, 900.0, 900.0, 300.0, 0.0, 300.0]),
+            "drafts": np.array([300.0, 300.0, 500.0, 500.0, 200.0, 0.0, 200.0]),
             "accepted_tokens": np.array([100.0, 100.0, 100.0, 100.0, 50.0, 0.0, 50.0]),
             "stream": np.array(["a", "a", "a", "a", "b", "b", "b"], dtype=object)}
     got = logged_latency(load)
@@ -206,4 +208,6 @@ def test_littles_law_over_logged_intervals_and_the_pairs_that_show_persistence()
     assert got.batch_samples == {2: 2.0, 4: 2.0, 8: 2.0}
     # a: 10→20 (kept 4), 20→30 (4→8); 30→60 is a gap. b: 15→35 skips the idle row, a gap too.
     assert (got.sample_pairs, got.repeated_pairs) == (2, 1)
+    # ν: of 3,400 output tokens, 2,000 drafted steps emitted 2,000 + 500; the other 900 steps drafted nothing
+    assert got.undrafted_token_share == pytest.approx(900 / 3400)
     assert logged_latency({**load, "generation_tokens": load["accepted_tokens"]}) is None

@@ -118,8 +118,8 @@ class _Ingested:
 
     def ingested_load(self, route: str, source: str, gamma: int, start: float, end: float) -> dict[str, np.ndarray]:
         """The logged intervals of γ with time in (start, end] that carry their load, in time
-        order: arrays ``time``, ``interval_s``, ``running``, ``generation_tokens``,
-        ``accepted_tokens`` (A, counts' third column) and ``stream``."""
+        order: arrays ``time``, ``interval_s``, ``running``, ``generation_tokens``, ``drafts`` (D,
+        counts' first column), ``accepted_tokens`` (A, its third) and ``stream``."""
         rows = self.conn.execute(
             "SELECT time, interval_s, running, generation_tokens, counts, stream FROM ingested WHERE route = ?"
             " AND source = ? AND gamma = ? AND time > ? AND time <= ? AND running IS NOT NULL ORDER BY time, id",
@@ -128,6 +128,7 @@ class _Ingested:
                 "interval_s": np.array([r[1] for r in rows], dtype=float),
                 "running": np.array([r[2] for r in rows], dtype=float),
                 "generation_tokens": np.array([r[3] for r in rows], dtype=float),
+                "drafts": np.array([_unpack(r[4])[0] for r in rows], dtype=float),
                 "accepted_tokens": np.array([_unpack(r[4])[2] for r in rows], dtype=float),
                 "stream": np.array([r[5] for r in rows], dtype=object)}
 
