@@ -20,7 +20,9 @@ store: a canary whose γ keeps requests longer runs larger batches, and pricing 
 the fleet's mix would put that in s), else both at the route's; the interval is the same root
 at each pair of resamples of them, drawn apart for each segment with its own gauge samples
 (a canary of one engine for an hour saw far fewer batches than the fleet, and its latency is
-of those). The cost model's shape is taken as right — what a wrong shape does lands in s.
+of those). A latency from logged intervals is Little's law's N̄ / λ, N̄ from the same sampled
+running counts as the mix: each resample moves it by N̄*/N̄ (``SegmentLatency.from_running``),
+since what was counted is λ. The cost model's shape is taken as right — what a wrong shape does lands in s.
 
 Not measured (``value`` None, with the reason) when the two segments take the path in
 about the same share (their ITL ratio does not move with s), or no s in MEASURE_BOUNDS fits.
@@ -230,9 +232,9 @@ def _itl(coeffs: np.ndarray, weights: np.ndarray, x: np.ndarray, u: np.ndarray) 
 
 def _x_for(coeffs: np.ndarray, weights: np.ndarray, itl, u: np.ndarray) -> np.ndarray:
     """The x at which the segment's modelled ITL is ``itl`` (a number, or one per row of u),
-    for each u (NaN where even x = 0 is slower). With t_B = P_B + x·Q_B, f(x) = Σ w/t − Σ w/itl falls and is convex in x, so
-    Newton's steps from a point left of the root (where the slowest t_B is itl, the harmonic
-    mean then at most itl) climb to it without overshooting."""
+    for each u (NaN where even x = 0 is slower). With t_B = P_B + x·Q_B, f(x) = Σ w/t − Σ w/itl
+    falls and is convex in x, so Newton's steps from a point left of the root (where the
+    slowest t_B is itl, the harmonic mean then at most itl) climb to it without overshooting."""
     p = coeffs[0] + coeffs[2] * u[..., None]
     q = coeffs[1] + coeffs[3] * u[..., None]
     total = weights.sum(-1) / itl
