@@ -120,30 +120,41 @@ def _read_ingested_window(store, route: str, source: str, start: float, end: flo
                      draft_tokens_per_position=store.ingested_draft_tokens_per_position(route, source, g, start, end))
         for g, iv in store.ingested_intervals(route, source, start, end).items()
     ]
-    latency = {}
-    if source == "log":
-        latency = {seg.gamma: logged_latency(store.ingested_load(route, source, seg.gamma, start, end))
-                   for seg in segments}
-        segments = [_with_logged_latency(seg, latency[seg.gamma]) for seg in segments]
+    read = _logged_window if source == "log" else _request_window
+    return read(store, route, source, start, end, segments)
+
+
+def _logged_window(store, route: str, source: str, start: float, end: float, segments: list) -> IngestedWindow:
+    """Logged intervals: each segment with its latency and gauge samples from its logged load,
+    the step shape from all of them and ν from the newest segment's."""
+    latency = {seg.gamma: logged_latency(store.ingested_load(route, source, seg.gamma, start, end))
+               for seg in segments}
+    segments = sorted((_with_logged_latency(seg, latency[seg.gamma]) for seg in segments), key=lambda s: s.end)
+    window = IngestedWindow(source=source, start=start, end=end, segments=segments)
+    newest = latency.get(window.newest_segment.gamma) if window.newest_segment is not None else None
+    shape = _logged_step_shape([x for x in latency.values() if x is not None])
+    return replace(window, step_shape=replace(
+        shape, undrafted_token_share=None if newest is None else newest.undrafted_token_share))
+
+
+def _request_window(store, route: str, source: str, start: float, end: float, segments: list) -> IngestedWindow:
+    """Per-request rows: the newest segment's requests' own latency, decode tokens (ν) and
+    drafted steps."""
     segments.sort(key=lambda s: s.end)
     window = IngestedWindow(source=source, start=start, end=end, segments=segments)
     itl_mean = undrafted = sequences = request_itl = request_decode = None
     newest = window.newest_segment
     if newest is not None:
-        if source == "per-request":
-            request_itl, request_decode = store.ingested_request_timing(route, source, newest.gamma, start, end)
+        request_itl, request_decode = store.ingested_request_timing(route, source, newest.gamma, start, end)
         itl_sum, tokens = store.ingested_itl(route, source, newest.gamma, start, end)
         itl_mean = itl_sum / tokens if tokens > 0 else None
         decode = store.ingested_decode_tokens(route, source, newest.gamma, start, end)
         undrafted = None if decode is None else undrafted_token_share(*decode)
-        if latency.get(newest.gamma) is not None:
-            undrafted = latency[newest.gamma].undrafted_token_share
         steps = store.ingested_step_sequences(route, source, newest.gamma, start, end)
         sequences = None if steps is None else [StepSequence(newest.gamma, d, a) for d, a in steps]
-    shape = replace(_logged_step_shape([x for x in latency.values() if x is not None]), itl_per_token_s=itl_mean,
-                    undrafted_token_share=undrafted)
     return replace(window, step_sequences=sequences, request_itl_s=request_itl, request_decode_tokens=request_decode,
-                   step_shape=shape)
+                   step_shape=StepShapeWindow(batch_mix={}, iteration_tokens={}, itl_per_token_s=itl_mean,
+                                              samples=0, undrafted_token_share=undrafted))
 
 
 def _with_logged_latency(segment: GammaSegment, latency: LoggedLatency | None) -> GammaSegment:
@@ -167,4 +178,4 @@ def _logged_step_shape(latencies: list[LoggedLatency]) -> StepShapeWindow:
                            iteration_tokens={}, samples=int(total),
                            itl_mean_s=sum(x.request_seconds for x in latencies) / steps if steps > 0 else None,
                            sample_pairs=sum(x.sample_pairs for x in latencies),
-                           repeated_pairs=sum(x.repeated_pairs for x in latencies))
+                           repeated_pairs=sum(x.repeated_pairs for x in latencies), itl_from_running=True)

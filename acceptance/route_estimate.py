@@ -236,7 +236,7 @@ def observed_latency_source(window) -> str | None:
         return PER_REQUEST_LATENCY
     if not shape.itl_mean_s:
         return None
-    return LOGGED_LOAD if getattr(window, "source", None) == "log" else LATENCY_HISTOGRAM
+    return LOGGED_LOAD if shape.itl_from_running else LATENCY_HISTOGRAM
 
 
 def survival_by_batch_size(plugin: PluginTotals | None, batch_sizes) -> dict[int, list[float]] | None:

@@ -96,7 +96,8 @@ class StepShapeWindow:
     decode tokens from steps that carried no draft (counts.undrafted_token_share; per-request
     rows that know their tokens only, else None); samples: the gauge samples behind batch_mix;
     sample_pairs / repeated_pairs: consecutive samples of one engine (both B ≥ 1) and how
-    many of them kept B (raw rows only; 0 when unknown).
+    many of them kept B (raw rows only; 0 when unknown); itl_from_running: itl_mean_s is
+    Little's law's over logged intervals (acceptance.ingested_window), not the histogram's.
     """
 
     batch_mix: dict[int, float] = field(default_factory=dict)
@@ -107,6 +108,7 @@ class StepShapeWindow:
     sample_pairs: int = 0
     repeated_pairs: int = 0
     undrafted_token_share: float | None = None
+    itl_from_running: bool = False
 
     @property
     def batch_persistence(self) -> float:

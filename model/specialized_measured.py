@@ -156,7 +156,8 @@ def measure_specialized_speedup(deployment: Deployment, main: SegmentLatency, pr
     interval = (float(s[0]), float(s[0]))
     if share_resamples is not None:
         resampled = tuple(np.asarray(r, dtype=float)[:MEASURE_RESAMPLES] for r in share_resamples)
-        drawn, _ = _solve(coeffs, _resampled_itl(segments, itl, pair, resampled, sizes), resampled, sizes)
+        drawn, _ = _solve(coeffs, _resampled_itl(itl, [g.from_running for g in segments], pair, resampled, sizes),
+                          resampled, sizes)
         drawn = drawn[np.isfinite(drawn)]
         if drawn.size:
             lo, hi = np.quantile(drawn, [(1 - level) / 2, (1 + level) / 2])
@@ -182,11 +183,9 @@ def predicted_halfwidth(deployment: Deployment, main_gamma: int, probe_gamma: in
     x = np.array([1.0 / deployment.baseline_tokens_per_second])
     weights = (shares * sizes)[None]
 
-    segments = tuple(SegmentLatency(g, 0.0, from_running=from_running) for g in (main_gamma, probe_gamma))
-
     def halfwidth(s: float) -> float:
         itl = np.array([_itl(c, weights, x, np.array([1.0 / s]))[0] for c in coeffs])
-        resampled_itl = _resampled_itl(segments, itl, (shares[None], shares[None]), drawn, sizes)
+        resampled_itl = _resampled_itl(itl, (from_running, from_running), (shares[None], shares[None]), drawn, sizes)
         found, _ = _solve(coeffs, resampled_itl, drawn, sizes, _PREDICTION_GRID)
         if np.mean(np.isfinite(found)) < 0.9:
             return math.inf
@@ -196,18 +195,15 @@ def predicted_halfwidth(deployment: Deployment, main_gamma: int, probe_gamma: in
     return halfwidth
 
 
-def _resampled_itl(segments, itl: np.ndarray, shares, resampled, sizes: np.ndarray) -> np.ndarray:
+def _resampled_itl(itl: np.ndarray, from_running, shares, resampled, sizes: np.ndarray) -> np.ndarray:
     """(2, n) each segment's latency under each resample of its mix: the observed one, or for
-    a latency from Little's law (``from_running``) the observed one × N̄* / N̄, N̄ = Σ_B u_B·B —
-    the rate of request-steps is what was counted, the requests running were sampled."""
+    a latency from Little's law (its ``from_running``) the observed one × N̄* / N̄, N̄ = Σ_B u_B·B
+    — the rate of request-steps is what was counted, the requests running were sampled."""
     def mean_running(u):
         return (u * sizes).sum(-1) / u.sum(-1)
 
-    rows = []
-    for segment, observed, u, drawn in zip(segments, itl, shares, resampled):
-        factor = mean_running(drawn) / mean_running(u)[0] if segment.from_running else np.ones(len(drawn))
-        rows.append(observed * factor)
-    return np.stack(rows)
+    return np.stack([observed * (mean_running(drawn) / mean_running(u)[0] if moves else np.ones(len(drawn)))
+                     for observed, moves, u, drawn in zip(itl, from_running, shares, resampled)])
 
 
 def _step_coefficients(deployment: Deployment, gamma: int, sizes: np.ndarray, clean_share: float) -> np.ndarray:
