@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .counts import undrafted_token_share
+from .request_load import request_load
 from .step_replay import StepSequence
 from .windows import GammaSegment, SegmentRules, StepShapeWindow
 
@@ -60,6 +61,7 @@ class IngestedWindow(SegmentRules):
     # tokens, NaN where a request does not report them; None for logged intervals
     request_itl_s: object = None
     request_decode_tokens: object = None
+    notes: list = field(default_factory=list)  # how the window was read (a per-request batch mix)
 
     @property
     def plugin(self) -> None:
@@ -107,11 +109,18 @@ def logged_latency(load: dict) -> LoggedLatency | None:
                          {int(b): float(n) for b, n in zip(sizes, counts)}, pairs, repeats, undrafted)
 
 
-def ingested_window(store, route: str, source: str, start: float, end: float) -> IngestedWindow:
+def ingested_window(store, route: str, source: str, start: float, end: float, *, engines: int | None = None,
+                    deployment_routes: tuple[str, ...] = ()) -> IngestedWindow:
     """Per-request rows (or logged intervals) of a route, one γ segment per γ. Two sources
-    of the same traffic are never added together: the route's source picks one."""
+    of the same traffic are never added together: the route's source picks one.
+    ``engines``: how many engines serve the route (config); with it, per-request rows give
+    the batch mix, counting the requests of ``deployment_routes`` too (the routes that share
+    its engines)."""
     with store.read_snapshot():  # one committed state, whatever an ingest writes meanwhile
-        return _read_ingested_window(store, route, source, start, end)
+        window = _read_ingested_window(store, route, source, start, end)
+        if source != "per-request" or not window.segments:
+            return window
+        return _with_request_load(store, window, route, engines, deployment_routes)
 
 
 def _read_ingested_window(store, route: str, source: str, start: float, end: float) -> IngestedWindow:
@@ -122,6 +131,26 @@ def _read_ingested_window(store, route: str, source: str, start: float, end: flo
     ]
     read = _logged_window if source == "log" else _request_window
     return read(store, route, source, start, end, segments)
+
+
+def _with_request_load(store, window: IngestedWindow, route: str, engines: int | None,
+                       deployment_routes: tuple[str, ...]) -> IngestedWindow:
+    """The per-request window with the batch mix its requests' decode spans give
+    (acceptance.request_load), and a note of what it rests on or why there is none."""
+    if engines is None:
+        return replace(window, notes=[f"batch mix: none — per-request rows name no engine, so the model prices "
+                                      f"batch 1; set engines = N under [routes.{route}] (the engines serving it) "
+                                      f"and the requests' decode times give the mix"])
+    routes = tuple(dict.fromkeys((route, *deployment_routes)))
+    load = request_load(*store.ingested_request_spans(routes, window.source, window.start, window.end), engines)
+    if load is None:
+        return replace(window, notes=["batch mix: none — the rows' times do not say when their requests ran "
+                                      "(fewer than two with mean_itl_ms, or one time for all): the model prices batch 1"])
+    counted = "its requests" if len(routes) == 1 else f"the requests of routes {', '.join(routes)}"
+    note = (f"batch mix: {load.mean_running:.1f} requests per engine on average over {engines} engine(s), from the "
+            f"decode times of {counted} ({load.requests:,}); requests without metrics on these engines would raise it")
+    shape = replace(window.step_shape, batch_mix=load.time_shares, samples=load.samples)
+    return replace(window, step_shape=shape, notes=[note])
 
 
 def _logged_window(store, route: str, source: str, start: float, end: float, segments: list) -> IngestedWindow:

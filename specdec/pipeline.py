@@ -151,7 +151,10 @@ def route_window_for(config: Config, route: str, source: str, store, start: floa
             "scrape intervals"
     if store is None:
         raise ConfigError(f"route {route!r}: source {source!r} reads the store; pass --db or run `specdec ingest` first")
-    window = ingested_window(store, route, source, start, end)
+    own = config.routes.get(route)
+    shared = getattr(own, "shared_deployment", None)
+    window = ingested_window(store, route, source, start, end, engines=getattr(own, "engines", None),
+                             deployment_routes=tuple(config.deployment_routes(shared)) if shared else ())
     if source == "per-request":
         return window, 1, "requests"  # requests are the independent units
     return window, None, "logged intervals"

@@ -195,3 +195,48 @@ def tune_live_window(tmp_path, capsys):
         cfg = route_config(tmp_path, urls, flat=True)
         return run_cli(capsys, tune_gamma_main, ["--route", "independent", "--config", str(cfg),
                                                  "--window", "3s", "--json"])
+
+
+def least_loaded_fleet(n: int, engines: int, rate: float, seed: int, median_decode_s: float = 8.0
+                       ) -> tuple[np.ndarray, np.ndarray, dict[int, float]]:
+    """Poisson arrivals, lognormal decode times, each request sent to the engine with the fewest
+    running: (finish times, decode times, the engines' true {B: share of engine time at B ≥ 1})."""
+    rng = np.random.default_rng(seed)
+    starts = np.cumsum(rng.exponential(1.0 / rate, n))
+    decode = rng.lognormal(np.log(median_decode_s), 0.6, n)
+    running: list[list[float]] = [[] for _ in range(engines)]  # each engine's requests' ends
+    spans: list[list[tuple[float, float]]] = [[] for _ in range(engines)]
+    for s, d in zip(starts, decode):
+        running = [[e for e in ends if e > s] for ends in running]
+        k = min(range(engines), key=lambda i: len(running[i]))
+        running[k].append(s + d)
+        spans[k].append((s, s + d))
+    busy: dict[int, float] = {}
+    for own in spans:
+        times = np.array([t for span in own for t in span])
+        order = np.argsort(times, kind="stable")
+        count = np.cumsum(np.tile([1, -1], len(own))[order])[:-1]
+        for b, dt in zip(count, np.diff(times[order])):
+            if b >= 1:
+                busy[int(b)] = busy.get(int(b), 0.0) + float(dt)
+    total = sum(busy.values())
+    return starts + decode, decode, {b: t / total for b, t in sorted(busy.items())}
+
+
+def fleet_request_lines(finish: np.ndarray, decode_s: np.ndarray, p: float, gamma: int, t0: float, seed: int = 0,
+                        route: str = "chat", step_s: float = 0.08) -> list[str]:
+    """Gateway lines of the requests of ``least_loaded_fleet`` (times from t0): each decodes in
+    about decode_s / step_s verify steps of an independent-p drafter, and reports its finish
+    time, its output tokens and vLLM's mean_itl_ms = decode time / (tokens − 1)."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for end, d in zip(finish, decode_s):
+        steps = max(2, int(round(d / step_s)))
+        lengths = np.argmin(np.concatenate([rng.random((steps, gamma)) < p, np.zeros((steps, 1), bool)], axis=1), axis=1)
+        accepted = int(lengths.sum())
+        tokens = 1 + steps + accepted  # the prompt step's token, then 1 + accepted per verify step
+        spec = {"acceptance_histogram": np.bincount(lengths, minlength=gamma + 1).tolist(), "num_spec_steps": steps,
+                "num_accepted_draft_tokens": accepted, "num_draft_tokens": steps * gamma, "num_spec_tokens": gamma}
+        lines.append(json.dumps({"route": route, "time": t0 + float(end), "usage": {"completion_tokens": tokens},
+                                 "metrics": {"mean_itl_ms": 1000.0 * d / (tokens - 1), "speculative_decoding": spec}}))
+    return lines

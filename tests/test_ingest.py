@@ -4,6 +4,7 @@ metrics) or only have logs: the stored counts are the truth's, exactly."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -211,3 +212,89 @@ def test_littles_law_over_logged_intervals_and_the_pairs_that_show_persistence()
     # ν: of 3,400 output tokens, 2,000 drafted steps emitted 2,000 + 500; the other 900 steps drafted nothing
     assert got.undrafted_token_share == pytest.approx(900 / 3400)
     assert logged_latency({**load, "generation_tokens": load["accepted_tokens"]}) is None
+
+
+def _fleet_route(tmp_path, capsys, route_tables: str, routes: tuple[str, ...] = ("chat",), seed: int = 5):
+    """Requests of a least-loaded fleet of four engines (2 arrivals/s, 8 s median decode),
+    dealt to ``routes`` in turn and ingested; the config: roofline, dspark, then ``route_tables``.
+    Returns (config path, db path, the engines' true time shares)."""
+    from support import fleet_request_lines, least_loaded_fleet
+
+    finish, decode, truth = least_loaded_fleet(2400, engines=4, rate=2.0, seed=seed)
+    t0 = time.time() - 1500 - float(finish.max())
+    lines = []
+    for i, route in enumerate(routes):
+        lines += fleet_request_lines(finish[i::len(routes)], decode[i::len(routes)], 0.8, 3, t0, seed=seed + i,
+                                     route=route)
+    (tmp_path / "requests.jsonl").write_text("\n".join(lines) + "\n")
+    config, db = tmp_path / "specdec.toml", tmp_path / "specdec.db"
+    config.write_text('[deployment]\nmethod = "dspark"\ncost_profile = "roofline"\n' + route_tables)
+    code, _, err = run_cli(capsys, main, ["ingest", "--route", routes[0], "--per-request", "requests.jsonl",
+                                          "--config", str(config), "--db", str(db)])
+    assert code == 0, err
+    return config, db, truth
+
+
+def _total_variation(a: dict, b: dict) -> float:
+    return 0.5 * sum(abs(a.get(k, 0.0) - b.get(k, 0.0)) for k in set(a) | set(b))
+
+
+def test_a_per_request_route_is_priced_at_the_batch_mix_its_requests_ran_in(tmp_path, capsys, monkeypatch):
+    """Four engines behind a least-loaded balancer: the requests' finish and decode times give the
+    engines' batch mix (their mean exactly, each size's time share within a few points), and the
+    route is priced at it — the same projection as a what-if at the engines' true time shares."""
+    from specdec.config import load_config
+    from specdec.pipeline import tune_route, what_if
+
+    monkeypatch.chdir(tmp_path)
+    config, db, truth = _fleet_route(tmp_path, capsys, '[routes.chat]\nsource = "per-request"\nengines = 4\n')
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "chat", "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    shares = {int(b): u for b, u in doc["observed"]["batch_time_shares"].items()}
+    assert _total_variation(shares, truth) < 0.08
+    mean = sum(b * u for b, u in shares.items())
+    assert mean == pytest.approx(sum(b * u for b, u in truth.items()), rel=0.01)
+    assert doc["observed"]["batch_mix"] and len(doc["observed"]["batch_mix"]) > 3
+    assert any(n.startswith("batch mix: ") and "over 4 engine(s)" in n and "(2,400)" in n for n in doc["observed"]["notes"])
+    with Store.open(db) as store:
+        tuning = tune_route(load_config(config), "chat", store=store)
+    _, at_truth = what_if(tuning, {}, batch_time_shares=truth)
+    for ours, true in zip(tuning.recommendation.candidates, at_truth.candidates):
+        assert ours.speedup == pytest.approx(true.speedup, rel=0.01)
+    batch_one = what_if(tuning, {}, batch_time_shares={1: 1.0})[1]
+    moved = max(abs(a.speedup / b.speedup - 1) for a, b in zip(at_truth.candidates, batch_one.candidates))
+    assert moved > 0.03  # at batch 1 the projection would differ: the mix is what is priced
+
+
+def test_a_per_request_route_without_engines_is_priced_at_batch_1_and_says_so(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _fleet_route(tmp_path, capsys, '[routes.chat]\nsource = "per-request"\n')
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "chat"])
+    assert code == 0, err
+    assert "note: batch mix: none — per-request rows name no engine" in out
+    assert "set engines = N under [routes.chat]" in out
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "chat", "--json"])
+    assert json.loads(out)["observed"]["batch_mix"] is None
+
+
+def test_routes_of_one_deployment_count_each_others_requests_in_the_batch(tmp_path, capsys, monkeypatch):
+    """Half the requests on each of two routes of one deployment: each route's batch mix is the
+    engines' whole one, where a route counted alone would see half the batch."""
+    monkeypatch.chdir(tmp_path)
+    tables = ''.join(f'[routes.{r}]\nsource = "per-request"\nengines = 4\ndeployment = "pool"\n' for r in ("a", "b"))
+    _, _, truth = _fleet_route(tmp_path, capsys, tables, routes=("a", "b"))
+    mean = {}
+    for route in ("a", "b"):
+        code, out, err = run_cli(capsys, tune_gamma_main, ["--route", route, "--json"])
+        assert code == 0, err
+        doc = json.loads(out)
+        shares = {int(b): u for b, u in doc["observed"]["batch_time_shares"].items()}
+        assert _total_variation(shares, truth) < 0.08
+        assert any("the decode times of the requests of routes" in n for n in doc["observed"]["notes"])
+        mean[route] = sum(b * u for b, u in shares.items())
+    (tmp_path / "specdec.toml").write_text('[deployment]\nmethod = "dspark"\ncost_profile = "roofline"\n'
+                                           '[routes.a]\nsource = "per-request"\nengines = 4\n')
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "a", "--json"])
+    alone = json.loads(out)["observed"]["batch_time_shares"]
+    assert sum(int(b) * u for b, u in alone.items()) < 0.7 * mean["a"]

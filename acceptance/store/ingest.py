@@ -109,12 +109,26 @@ class _Ingested:
                 "SELECT mean_itl_s, counts, decode_tokens FROM ingested WHERE route = ? AND source = ? AND gamma = ?"
                 " AND time > ? AND time <= ? AND mean_itl_s IS NOT NULL",
                 (route, source, int(gamma), float(start), float(end))):
-            if decode is None:
-                counts = _unpack(blob)
-                decode = float(counts[0] + counts[2])  # D + A: each drafted step emits 1 + its accepted
+            decode = _decode_tokens(blob, decode)
             total += float(itl) * decode
             tokens += decode
         return total, tokens
+
+    def ingested_request_spans(self, routes, source: str, start: float, end: float) -> tuple[np.ndarray, np.ndarray]:
+        """(time, decode seconds) of every row of ``routes``, any γ, with time in (start, end]
+        that reports its mean ITL, in time order: decode seconds = mean ITL × decode tokens
+        (vLLM's generation_time_ms), × the D + A tokens its drafted steps emitted where a row
+        does not know them (as ``ingested_itl``) — the spans acceptance.request_load counts."""
+        names = list(routes)
+        marks = ", ".join("?" * len(names))
+        finish, decode_s = [], []
+        for t, itl, blob, decode in self.conn.execute(
+                f"SELECT time, mean_itl_s, counts, decode_tokens FROM ingested WHERE route IN ({marks}) AND source = ?"
+                " AND time > ? AND time <= ? AND mean_itl_s IS NOT NULL ORDER BY time, id",
+                (*names, source, float(start), float(end))):
+            finish.append(float(t))
+            decode_s.append(float(itl) * _decode_tokens(blob, decode))
+        return np.array(finish, dtype=float), np.array(decode_s, dtype=float)
 
     def ingested_load(self, route: str, source: str, gamma: int, start: float, end: float) -> dict[str, np.ndarray]:
         """The logged intervals of γ with time in (start, end] that carry their load, in time
@@ -172,3 +186,12 @@ class _Ingested:
             counts = _unpack(blob)
             n, d, a, rows = n + float(decode), d + float(counts[0]), a + float(counts[2]), rows + 1
         return (n, d, a) if rows else None
+
+
+def _decode_tokens(counts_blob: bytes, decode_tokens) -> float:
+    """A row's decode tokens (output tokens − 1), or where it does not know them the D + A
+    tokens its drafted steps emitted (each drafted step emits 1 + its accepted)."""
+    if decode_tokens is not None:
+        return float(decode_tokens)
+    counts = _unpack(counts_blob)
+    return float(counts[0] + counts[2])
