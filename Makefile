@@ -113,8 +113,10 @@ test-real: $(DEVSTAMP) real-engine
 # The decision on the real engine: a γ sweep (0, 1, 2, 3, 4, 5, 7, 10, 14) per method and route
 # against tune-gamma from the γ 3 window alone (about 35 min on 2 cores), then the best γ by
 # load: γ 0-7 at concurrency 1 and 8 against the tool's load view (benchmarks/real_load.py), and
-# Little's law over the engine's log against its latency histogram (benchmarks/logged_latency.py). Not in CI.
+# Little's law over the engine's log against its latency histogram (benchmarks/logged_latency.py), and a
+# per-request route's batch mix against the engine's gauge (benchmarks/request_load.py). Not in CI.
 bench-real: $(DEVSTAMP) real-engine
 	$(BIN)/python benchmarks/real_sweep.py
 	$(BIN)/python benchmarks/real_load.py
 	$(BIN)/python benchmarks/logged_latency.py
+	$(BIN)/python benchmarks/request_load.py
