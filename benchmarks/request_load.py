@@ -111,7 +111,7 @@ def measure(port: int, workers: int, think_s: float, seconds: float, seed: int, 
     if specdec_main(["ingest", "--route", ROUTE, "--per-request", str(requests), "--db", str(db)]) != 0:
         raise SystemExit(f"request_load: specdec ingest refused {requests}")
     with Store.open(db) as store:
-        finish, decode_s = store.ingested_request_spans([ROUTE], "per-request", 0.0, time.time() + 1.0)
+        finish, decode_s, _ = store.ingested_request_spans([ROUTE], "per-request", 0.0, time.time() + 1.0)
     load = request_load(finish, decode_s, engines=1)
     lo, hi = float((finish - decode_s).min()), float(finish.max())
     shares, gauge_mean = gauge_mix(samples, lo, hi)

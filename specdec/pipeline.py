@@ -90,7 +90,8 @@ def tune_intervals(
                                block_length=block_length, unit=unit, engines=engines)
     if earlier is not None:  # its latency measured the specialized speedup (acceptance.canary_lookback)
         estimated.speedup_from = estimate_route(earlier, earlier.newest_segment.intervals, level=level,
-                                                n_resamples=n_resamples, seed=seed, unit=unit)
+                                                n_resamples=n_resamples, seed=seed, block_length=block_length,
+                                                unit=unit)
     priced = recommend_route(estimated, deployment, batch_time_shares=estimated.batch_time_shares, level=level,
                              seed=seed)
     notes = list(getattr(window, "notes", []))  # how the source read it (a Prometheus window says)
@@ -122,11 +123,11 @@ def tune_route(config: Config, route: str, *, store=None, window_s: float = DEFA
         raise NoDataError(f"route {route!r}: no drafts in the last {format_duration(window_s)}{status}; {hint} or widen --window")
     earlier, notes = (earlier_canary_window(lambda lo, hi: route_window_for(config, route, source, store, lo, hi)[0],
                                             window, window_s)
-                      if source in ("scrape", "prometheus") and measurable(deployment) else (None, []))
+                      if measurable(deployment) else (None, []))
     tuning = tune_intervals(route, segment.intervals, deployment, window=window, level=level, n_resamples=n_resamples,
                             block_length=block_length, unit=unit, engines=getattr(config.routes.get(route), "engines", None),
                             earlier=earlier)
-    tuning.notes += notes  # ingested rows (the other sources) keep no latency per γ: nothing to look back for
+    tuning.notes += notes
     tuning.window_start, tuning.window_end = end - window_s, end
     shared = getattr(config.routes.get(route), "shared_deployment", None)
     if shared is not None:  # its γ is the deployment's: say so, and where that is priced

@@ -190,6 +190,75 @@ def test_a_log_only_route_measures_the_specialized_speedup_from_the_logged_load(
     assert doc["anchor"]["baseline_tokens_per_second"] == pytest.approx(1 / x, rel=0.03)
 
 
+def test_a_per_request_route_measures_the_specialized_speedup_from_its_canarys_requests(tmp_path, capsys):
+    """The log test's engines as a gateway sees them: two engines at γ 3 that run batches of 4
+    and 16 half the time each (in step), a canary at γ 7 that runs 16 three times in four. Each
+    batch starts together and decodes for about 10 s at the cost model's step time at s = 1.3;
+    each request's line says when it finished, its tokens and its mean_itl_ms. The rows name no
+    engine, but γ is an engine's: each γ's requests give their own latency (Σ decode time / Σ
+    steps) and their own batch mix over their share of the three engines, and the two measure s."""
+    import dataclasses
+
+    from model.speedup import CostModel
+    from specdec.config import config_from_mapping, deployment_for_route
+    from specdec.pipeline import tune_route
+    from specdec.report import tuning_to_dict
+
+    spec = {"method": "dspark", "draft_cost": 0.1, "cost_profile": "roofline",
+            "decode_backend": "latency_specialized", "specialized_speedup": [1.5, 2.0]}
+    config = config_from_mapping({"deployment": spec, "routes": {"r": {"source": "per-request", "engines": 3}}},
+                                 path=None)
+    s, x = 1.3, 1 / 90.0
+    cost = CostModel.for_deployment(dataclasses.replace(deployment_for_route(config, "r"), baseline_tokens_per_second=1 / x))
+    step_s = {g: dict(zip((4, 16), cost.step_times([g], np.array([4, 16]), s)[0].tolist())) for g in (3, 7)}
+    per_step = {3: [1, 1, 2, 6], 7: [1, 1, 1, 1, 1, 1, 2, 2]}  # steps that accepted 0..γ, in proportion
+    now = time.time()
+    lines = []
+    # the canary's hour ends two hours ago; in the last hour the three engines all run γ 3
+    for engine, gamma, start in ((0, 3, now - 3 * 3600), (1, 3, now - 3 * 3600), (2, 7, now - 3 * 3600),
+                                 (0, 3, now - 3600), (1, 3, now - 3600), (2, 3, now - 3600)):
+        t = start
+        for i in range(360):
+            batch = (16 if i % 4 else 4) if gamma == 7 else (16 if i % 2 else 4)
+            steps = int(round(10.0 / step_s[gamma][batch]))
+            histogram = [steps * h // sum(per_step[gamma]) for h in per_step[gamma]]
+            histogram[0] += steps - sum(histogram)
+            accepted = sum(j * h for j, h in enumerate(histogram))
+            decode_s = steps * step_s[gamma][batch]
+            t += decode_s
+            for k in range(batch):
+                payload = {"acceptance_histogram": histogram, "num_spec_steps": steps, "num_spec_tokens": gamma,
+                           "num_accepted_draft_tokens": accepted, "num_draft_tokens": steps * gamma}
+                lines.append(json.dumps({"id": f"{engine}-{start}-{i}-{k}", "route": "r", "time": t,
+                                         "usage": {"completion_tokens": 1 + steps + accepted},
+                                         "metrics": {"mean_itl_ms": 1000 * decode_s / (steps + accepted),
+                                                     "speculative_decoding": payload}}))
+    (tmp_path / "requests.jsonl").write_text("\n".join(lines) + "\n")
+    db = tmp_path / "s.db"
+    code, _, err = run_cli(capsys, main, ["ingest", "--route", "r", "--per-request", str(tmp_path / "requests.jsonl"),
+                                          "--db", str(db)])
+    assert code == 0, err
+    with Store.open(db) as store:
+        tuning = tune_route(config, "r", store=store, window_s=3700.0, n_resamples=200, now=now - 2 * 3600 + 60)
+        later = tuning_to_dict(tune_route(config, "r", store=store, window_s=3600.0, n_resamples=200, now=now + 1))
+    doc = tuning_to_dict(tuning)
+    measured = doc["specialized_speedup_measured"]
+    # later, with the canary gone, the window in which it ran still measures s (canary_lookback)
+    assert later["specialized_speedup_measured"]["value"] == pytest.approx(s, rel=0.01)
+    assert later["specialized_speedup_measured"]["window"][1] == pytest.approx(now - 2 * 3600, abs=60)
+    assert [d["gamma"] for d in measured["segments"]] == [3, 7]
+    assert measured["segments"][0]["batch_time_shares"] == pytest.approx({"4": 0.5, "16": 0.5}, abs=0.01)
+    assert measured["segments"][1]["batch_time_shares"] == pytest.approx({"4": 0.25, "16": 0.75}, abs=0.01)
+    # each γ's latency is its requests' own: Σ decode time over Σ decode steps, Σ_B B / Σ_B (B / t_B) here
+    assert measured["segments"][0]["itl_mean_s"] == pytest.approx(
+        (4 + 16) / sum(b / step_s[3][b] for b in (4, 16)), rel=1e-3)
+    assert measured["value"] == pytest.approx(s, rel=0.01)
+    lo, hi = measured["confidence_interval"]
+    # narrower than the log's (0.12 wide): the latency is counted, only the mixes are sampled
+    assert lo <= s <= hi and hi - lo < 0.08
+    assert doc["anchor"]["baseline_tokens_per_second"] == pytest.approx(1 / x, rel=0.03)
+
+
 def test_littles_law_over_logged_intervals_and_the_pairs_that_show_persistence():
     """Σ Running × length over Σ (tokens − accepted); pairs only between contiguous intervals of
     one stream (not across a gap, not across streams); an interval without a decode step is
