@@ -95,6 +95,11 @@ def runs_of_text(rng, n: int, stay_right: float, stay_wrong: float) -> np.ndarra
     return x
 
 
+# A moment inside every tune's window for lines written now: "time" of ingested test rows (a fixed
+# epoch would fall out of a --window 30d a month after it was written).
+RECENT = int(time.time()) - 3600
+
+
 def independent_request_lines(n: int, p: float, gamma: int, t0: float, seed: int = 0, route: str = "chat",
                               steps_range: tuple[int, int] = (20, 80), step_cost: float = 1.10) -> list[str]:
     """vLLM-shaped per-request lines (the gateway format) from an independent-p process, each

@@ -21,7 +21,7 @@ from acceptance.step_replay import (
 )
 from model.extrapolate import TAIL_MODELS, bonus_acceptances
 from model.speedup import expected_tokens_by_gamma
-from support import engine_steps, runs_of_text, tune_ingested, vllm_payload
+from support import RECENT, engine_steps, runs_of_text, tune_ingested, vllm_payload
 
 
 def al(sequences) -> float:
@@ -103,7 +103,7 @@ def detailed_requests(tmp_path, seqs: list[StepSequence]):
     lines = []
     for i, seq in enumerate(seqs):
         payload = vllm_payload(list(zip(seq.drafted, seq.accepted)), seq.gamma, detailed=True)
-        lines.append(json.dumps({"id": f"cmpl-{i}", "route": "chat", "time": 1_796_000_000 + i,
+        lines.append(json.dumps({"id": f"cmpl-{i}", "route": "chat", "time": RECENT + i,
                                  "metrics": {"mean_itl_ms": 2.5, "speculative_decoding": payload}}))
     path = tmp_path / "detailed.jsonl"
     path.write_text("\n".join(lines) + "\n")

