@@ -423,6 +423,8 @@ def read_source(
         if isinstance(data, str):
             data = data.encode("utf-8")
         name = "<stdin>"
+    elif re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", source):  # a URL, but not one inspect can read
+        raise SourceError(f"{source}: unsupported scheme {source.split(':', 1)[0]!r} (http://, https://, a file or -)")
     else:
         name = source
         path = Path(source)

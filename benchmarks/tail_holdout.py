@@ -13,7 +13,9 @@ model.tail_evidence). Three checks:
 2. Coverage: how often the held-out true AL lies inside the ensemble's 90% interval, its
    errors in units of the held-out curve's own one-step error (one_step_error, as the tool
    prices) and, beside it, unscaled.
-3. Calibration of claims: with the flat cost model (speedup = AL / (1 + γ·r), draft cost r),
+3. Calibration of claims: with a sequential drafter's flat cost model (speedup =
+   AL / (1 + γ·r), draft cost r per draft token; a parallel drafter's AL / (1 + r) never
+   loses by a longer draft, so its claims would test nothing),
    every claim "P(γ = g + j gains more than min_gain over γ = g) ≥ 0.9" that the held-out
    evidence supports, and how many of them hold on the true curve. The issue's bar: at
    least 90%.

@@ -23,6 +23,8 @@ from typing import Callable
 from .deployment import Deployment
 
 CONFIGURED, OBSERVED, DEFAULT, TABLE = "configured", "observed", "default", "measured table"
+# what prices the drafter and names it in the deploy line: each said to be a default when it is
+DRAFTER_FIGURES = ("method", "draft_cost", "cost_profile")
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,8 @@ def profile_figures(deployment: Deployment, anchor: Anchor) -> dict:
         return {"value": getattr(deployment, key),
                 "source": CONFIGURED if deployment.is_configured(key) else DEFAULT}
 
-    out: dict = {"profile": deployment.cost_profile, "baseline_tokens_per_second": anchor.to_dict()}
+    out: dict = {"profile": deployment.cost_profile, "baseline_tokens_per_second": anchor.to_dict(),
+                 **{k: figure(k) for k in DRAFTER_FIGURES}}
     if deployment.cost_profile == "roofline":
         out.update({k: figure(k) for k in ("model", "gpu", "tensor_parallel_size")})
     elif deployment.cost_profile not in ("flat",):
@@ -103,9 +106,21 @@ def describe_figures(figures: dict) -> str | None:
     return line
 
 
+def describe_defaults(figures: dict) -> str | None:
+    """'deployment defaults: method dspark, draft_cost 0.1, cost_profile flat — …' when any of
+    DRAFTER_FIGURES was not configured, else None: the deploy line's method is then the default's."""
+    unset = [k for k in DRAFTER_FIGURES if k in figures and figures[k]["source"] == DEFAULT]
+    if not unset:
+        return None
+    values = ", ".join(f"{k} {figures[k]['value']:g}" if isinstance(figures[k]["value"], float)
+                       else f"{k} {figures[k]['value']}" for k in unset)
+    return (f"deployment defaults: {values} — set them for your engine ([deployment] or the route's table "
+            f"in the config; --method, --draft-cost, --cost-profile with --survival)")
+
+
 def describe_lines(anchor: Anchor | None, figures: dict | None) -> list[str]:
-    """The anchor's line and the roofline figures' line (when a roofline priced it): what
-    the CLI header and the dashboard say."""
+    """The anchor's line, the roofline figures' line (when a roofline priced it) and the
+    drafter's defaults (when used): what the CLI header and the dashboard say."""
     lines = [] if anchor is None else [anchor.describe()]
-    figures_line = describe_figures(figures or {})
-    return lines + ([figures_line] if figures_line else [])
+    extra = (describe_figures(figures or {}), describe_defaults(figures or {}))
+    return lines + [line for line in extra if line]

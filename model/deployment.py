@@ -3,7 +3,7 @@
 Every key may be overridden per route; ``Deployment.from_mapping(d, where=..., base=...)``
 layers a route's keys over the ``[deployment]`` ones. Bad values raise a one-line
 ``ModelInputError`` naming the key and where it came from, e.g.
-``specdec.toml [routes.open] draft_cost: must be ≥ 0, got -1``.
+``specdec.toml [routes.open] draft_cost: must be a number ≥ 0, got -1``.
 
 Three of the keys (docs/DESIGN.md, Interfaces: Config) are optional extensions (0 or "not set" by default):
 ``draft_overhead`` (c0, × the stock pass: a sequential drafter's fixed cost per pass, or a free
@@ -165,9 +165,9 @@ def _validate(dep: Deployment, where: str) -> None:
     except ModelInputError:
         bad("method", f"unknown speculative method (known: {', '.join(KNOWN_METHODS)})", dep.method)
     if not _is_number(dep.draft_cost) or dep.draft_cost < 0:
-        bad("draft_cost", "must be ≥ 0", dep.draft_cost)
+        bad("draft_cost", "must be a number ≥ 0", dep.draft_cost)
     if not _is_number(dep.draft_overhead) or dep.draft_overhead < 0:
-        bad("draft_overhead", "must be ≥ 0", dep.draft_overhead)
+        bad("draft_overhead", "must be a number ≥ 0", dep.draft_overhead)
     if dep.decode_backend not in DECODE_BACKENDS:
         bad("decode_backend", f"must be one of {', '.join(DECODE_BACKENDS)}", dep.decode_backend)
     s = dep.specialized_speedup
@@ -175,7 +175,7 @@ def _validate(dep: Deployment, where: str) -> None:
         if len(s) != 2 or not all(_is_number(x) and x > 0 for x in s) or s[0] > s[1]:
             bad("specialized_speedup", "a range must be [low, high] with 0 < low ≤ high", list(s))
     elif not _is_number(s) or s <= 0:
-        bad("specialized_speedup", "must be > 0 (a value or a [low, high] range)", s)
+        bad("specialized_speedup", "must be a number > 0 (a value or a [low, high] range)", s)
     if not isinstance(dep.model, str) or not dep.model:
         bad("model", "must be a non-empty string", dep.model)
     if not isinstance(dep.gpu, str) or not dep.gpu:
@@ -185,7 +185,7 @@ def _validate(dep: Deployment, where: str) -> None:
         bad("tensor_parallel_size", "must be an integer ≥ 1", tp)
     b = dep.baseline_tokens_per_second
     if b is not None and (not _is_number(b) or b <= 0):
-        bad("baseline_tokens_per_second", "must be > 0", b)
+        bad("baseline_tokens_per_second", "must be a number > 0", b)
     if not isinstance(dep.cost_profile, str) or not dep.cost_profile:
         bad("cost_profile", "must be flat, roofline or the path of a measured table (.csv/.json)", dep.cost_profile)
     if dep.cost_profile not in BUILTIN_PROFILES and not dep.cost_profile.lower().endswith((".csv", ".json", ".jsonl")):
@@ -201,12 +201,12 @@ def _validate(dep: Deployment, where: str) -> None:
             bad("baseline_tokens_per_second", "the roofline profile is anchored on it; it must be set", b)
     if dep.objective not in OBJECTIVES:
         bad("objective", f"must be one of {', '.join(OBJECTIVES)}", dep.objective)
-    if not _is_number(dep.min_gain) or dep.min_gain < 0:
-        bad("min_gain", "must be ≥ 0", dep.min_gain)
+    if not _is_number(dep.min_gain) or not 0 <= dep.min_gain < 1:
+        bad("min_gain", "must be a fraction in [0, 1): 0.03 asks for a 3% gain", dep.min_gain)
     if not _is_number(dep.decision_horizon_s) or dep.decision_horizon_s <= 0:
-        bad("decision_horizon_s", "must be > 0 (seconds)", dep.decision_horizon_s)
+        bad("decision_horizon_s", "must be a number > 0 (seconds)", dep.decision_horizon_s)
     if not _is_number(dep.engine_restart_s) or dep.engine_restart_s < 0:
-        bad("engine_restart_s", "must be ≥ 0 (seconds)", dep.engine_restart_s)
+        bad("engine_restart_s", "must be a number ≥ 0 (seconds)", dep.engine_restart_s)
     c = dep.cudagraph_capture_sizes
     if c is not None and (
         not isinstance(c, tuple) or not c or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in c)
@@ -216,7 +216,7 @@ def _validate(dep: Deployment, where: str) -> None:
         bad("draft_model", "must be a string", dep.draft_model)
 
 
-# Inline tune-gamma without a config (docs/DESIGN.md, Interfaces): dspark, 0.10 and the flat profile (the
-# seeds' model); every other figure is the [deployment] default.
-INLINE_DEFAULTS = Deployment(method="dspark", draft_cost=0.10, cost_profile="flat",
-                             configured=frozenset({"method", "draft_cost", "cost_profile"}))
+# Inline tune-gamma and a route known only from ingest, without a config (docs/DESIGN.md,
+# Interfaces): dspark, 0.10 and the flat profile (the seeds' model); every other figure is
+# the [deployment] default — all of them defaults, which the output says.
+INLINE_DEFAULTS = Deployment(method="dspark", draft_cost=0.10, cost_profile="flat", configured=frozenset())

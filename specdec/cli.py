@@ -268,7 +268,7 @@ def cmd_ingest(args) -> int:
     finally:
         store.close()
     print(f"{name}: {lines} lines read" + (
-        "; skipped: " + ", ".join(f"{n} {why}" for why, n in sorted(skipped.items())) if skipped else ""))
+        "; skipped, by reason: " + ", ".join(f"{why} ({n})" for why, n in sorted(skipped.items())) if skipped else ""))
     return 0
 
 
@@ -347,7 +347,8 @@ def cmd_simulate(args) -> int:
     with Fleet(scenario) as fleet:
         fleet.serve(host="127.0.0.1")
         described = fleet.describe()
-        best_by_route = _simulated_best(fleet)
+        tables = _simulated_cost_tables(fleet, scenario)
+        best_by_route = _simulated_best(fleet, tables)
         print(f"simulated fleet {scenario.name!r} (seed {scenario.seed}) at {args.speed:g}x wall time; Ctrl-C stops it")
         for route, info in described.items():
             print(f"route {route}:")
@@ -359,13 +360,14 @@ def cmd_simulate(args) -> int:
             step = fleet.engines(fleet.routes[route][0])[0].step_time_s
             print(f"  best gamma {best} ({speedups[best]:.2f}x) for a dspark drafter costing {step.draft_cost:g} of the "
                   f"stock pass on these engines' step times, at the route's true batch mix")
-        print("# config for these targets: the engines' own drafter cost and plain-decode rate (their step times "
-              "grow with the tokens verified: a measured table from `specdec calibrate` prices them best)")
+        print("# config for these targets: the engines' own drafter cost, plain-decode rate and step times (a "
+              "measured table, as `specdec calibrate` writes one: the best gamma above is priced on it)")
         for r, info in described.items():
             step = fleet.engines(fleet.routes[r][0])[0].step_time_s
             print(f"[routes.{r}]\ntargets = [{', '.join(json.dumps(u) for u in info['targets'])}]\n"
                   f'method = "dspark"\ndraft_cost = {step.draft_cost:g}\n'
-                  f"baseline_tokens_per_second = {1.0 / step.target(1, 1):.3f}")
+                  f"baseline_tokens_per_second = {1.0 / step.target(1, 1):.3f}\n"
+                  f"cost_profile = {json.dumps(str(tables[r]))}")
         sys.stdout.flush()
         fleet.start_realtime(speed=args.speed)
         try:
@@ -377,23 +379,37 @@ def cmd_simulate(args) -> int:
     return 0
 
 
-def _simulated_best(fleet) -> dict[str, tuple[int, dict[int, float]]]:
-    """Each route's best γ under its true acceptance and batch mix (specdec.demo.true_best),
-    pricing steps as its engines pay them: their own step-time function as a measured table
-    and their own drafter's cost (specdec.demo.engine_deployment)."""
+def _simulated_cost_tables(fleet, scenario) -> dict:
+    """Each route's engines' step times as a measured table (specdec.demo.write_cost_table), in
+    a folder of the system's temporary one named by the scenario and seed: the printed config
+    names them, so they outlive the simulator."""
+    import re
     import tempfile
     from pathlib import Path
 
-    from .demo import engine_deployment, true_best, write_cost_table
+    from .demo import write_cost_table
+
+    folder = Path(tempfile.gettempdir()) / re.sub(r"[^A-Za-z0-9_.-]", "_",
+                                                  f"specdec-simulate-{scenario.name}-seed{scenario.seed}")
+    folder.mkdir(parents=True, exist_ok=True)
+    tables = {}
+    for route in fleet.routes:
+        tables[route] = folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', route)}-step_costs.csv"
+        write_cost_table(tables[route], fleet.engines(fleet.routes[route][0])[0].step_time_s)
+    return tables
+
+
+def _simulated_best(fleet, tables: dict) -> dict[str, tuple[int, dict[int, float]]]:
+    """Each route's best γ under its true acceptance and batch mix (specdec.demo.true_best),
+    pricing steps as its engines pay them: their own step-time function as a measured table
+    (``tables``) and their own drafter's cost (specdec.demo.engine_deployment)."""
+    from .demo import engine_deployment, true_best
 
     out = {}
-    with tempfile.TemporaryDirectory(prefix="specdec-sim-") as tmp:
-        for route in fleet.routes:
-            engines = [e for t in fleet.routes[route] for e in fleet.engines(t)]
-            table = Path(tmp) / f"{route}.csv"
-            write_cost_table(table, engines[0].step_time_s)
-            out[route] = true_best(fleet, route, engine_deployment(engines[0].step_time_s, table),
-                                   max(e.gamma for e in engines))
+    for route in fleet.routes:
+        engines = [e for t in fleet.routes[route] for e in fleet.engines(t)]
+        out[route] = true_best(fleet, route, engine_deployment(engines[0].step_time_s, tables[route]),
+                               max(e.gamma for e in engines))
     return out
 
 
@@ -476,7 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=duration, help="stop after this long (default: run until Ctrl-C)")
     p.add_argument("--serve", type=int, metavar="PORT",
                    help="also expose per-route survival, AL, equivalent p, speedup and recommended γ as Prometheus gauges")
-    p.add_argument("--serve-host", default="127.0.0.1")
+    p.add_argument("--serve-host", default="127.0.0.1", help="address the gauges bind to (default 127.0.0.1)")
     p.add_argument("--serve-window", type=duration, default=3600.0, help="window of the served gauges (default 1h)")
     p.set_defaults(fn=cmd_collect)
 

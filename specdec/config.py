@@ -82,14 +82,18 @@ class Config:
         the config's folder), else specdec.db beside the config."""
         return Path(db) if db else self.store_path
 
-    def route(self, name: str) -> RouteConfig:
+    def route(self, name: str, ingested: tuple[str, ...] = ()) -> RouteConfig:
+        """The route's config entry; a one-line error naming the routes there are (configured,
+        and ``ingested``: those the store holds rows of) when it has none."""
         try:
             return self.routes[name]
         except KeyError:
             known = ", ".join(sorted(self.routes)) or "none"
-            where = self.path or "the config"
+            where = self.path or "no specdec.toml found"
+            stored = f"; ingested: {', '.join(sorted(ingested))}" if ingested else ""
             raise ConfigError(
-                f"{where}: unknown route {name!r} (configured routes: {known}); add [routes.{name}] or ingest data for it"
+                f"{where}: unknown route {name!r} (configured routes: {known}{stored}); add [routes.{name}] or "
+                f"ingest data for it"
             ) from None
 
     def shared_deployments(self) -> dict[str, list[str]]:
@@ -105,7 +109,7 @@ class Config:
         routes = self.shared_deployments().get(name)
         if not routes:
             known = ", ".join(sorted(self.shared_deployments())) or "none"
-            raise ConfigError(f"{self.path or 'the config'}: no route names deployment {name!r} (deployments: {known}); "
+            raise ConfigError(f"{self.path or 'no specdec.toml found'}: no route names deployment {name!r} (deployments: {known}); "
                               f"add deployment = \"{name}\" to the [routes.NAME] tables of the routes it serves")
         return routes
 
@@ -278,13 +282,14 @@ def _check_shared_deployments(routes: dict[str, RouteConfig], where: str) -> Non
 
 def deployment_for_route(config: Config, route: str) -> Deployment:
     """[deployment] merged with the route's overrides, validated (ModelInputError names the key)."""
-    where = f"{config.path or 'config'} [routes.{route}]"
+    # A bad [deployment] key is named there, not in the route that inherits it.
+    shared = Deployment.from_mapping(config.deployment, where=f"{config.path or 'config'} [deployment]",
+                                     base=INLINE_DEFAULTS if config.path is None else None)
     if route in config.routes:
-        return Deployment.from_mapping(config.routes[route].deployment, where=where)
+        return Deployment.from_mapping(config.routes[route].deployment, where=f"{config.path or 'config'} [routes.{route}]")
     # A route known only from `specdec ingest`: the config's [deployment], or without a
     # config file the inline defaults (dspark, 0.10, flat — docs/DESIGN.md, Sources and routes).
-    base = INLINE_DEFAULTS if config.path is None else None
-    return Deployment.from_mapping(config.deployment, where=where, base=base)
+    return shared
 
 
 def route_source(config: Config, route: str, store=None) -> str:
@@ -292,9 +297,9 @@ def route_source(config: Config, route: str, store=None) -> str:
     from `specdec ingest` — what the store holds for it (per-request before log)."""
     if route in config.routes:
         return config.routes[route].source
-    if store is not None:
-        sources = store.ingested_routes().get(route)
-        if sources:
-            return "per-request" if "per-request" in sources else sources[0]
-    config.route(route)  # raises the one-line unknown-route error
+    ingested = store.ingested_routes() if store is not None else {}
+    sources = ingested.get(route)
+    if sources:
+        return "per-request" if "per-request" in sources else sources[0]
+    config.route(route, tuple(ingested))  # raises the one-line unknown-route error
     raise AssertionError("unreachable")

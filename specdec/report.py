@@ -323,7 +323,8 @@ def _load_lines(load: dict | None) -> list[str]:
     lines = [f"by load: best gamma {best}; {pays}"]
     if load.get("schedule"):
         ranges = ", ".join(f"batch {lo}-{hi}: gamma {g}" for lo, hi, g in load["schedule"])
-        lines.append(f"the num_speculative_tokens_per_batch_size schedule that follows for gamma {gamma}: {ranges}")
+        lines.append(f"the num_speculative_tokens_per_batch_size schedule that follows for gamma {gamma}: {ranges} "
+                     f"(per batch size a gamma up to the configured {gamma}, never past it)")
     return lines
 
 
@@ -368,7 +369,8 @@ def _segment_lines(segments: list[dict]) -> list[str]:
         parts = [f"gamma {s['gamma']} on {engines(s)}" + (f" since {format_clock(s['start'])[11:16]}"
                                                          if s["start"] > first + 1 else "") for s in current]
         lines.append(f"rolling change: {', '.join(parts)} at the window's end; estimates describe gamma "
-                     f"{described['gamma']} (the most drafts), the others are not mixed in")
+                     f"{described['gamma']} (the most drafts), the others are not mixed in; the recommendation "
+                     f"is for every engine of the route")
     if older:
         lines.append("older segments in the window (not mixed in): " + ", ".join(
             f"gamma {s['gamma']} ({_fmt(s['drafts'], ',.0f')} drafts, until {format_clock(s['end'])[11:16]})"

@@ -10,7 +10,8 @@ import pytest
 from model.anchor import Anchor, solve_observed_rate
 from model.deployment import Deployment
 from model.recommend import recommend
-from support import deployed_candidate, tune_ingested, tune_live_window, vllm_payload
+from specdec.cli import main, tune_gamma_main
+from support import RECENT, deployed_candidate, run_cli, tune_ingested, tune_live_window, vllm_payload
 
 CURVE = [0.8, 0.6, 0.45]
 
@@ -27,7 +28,7 @@ def per_request_file(tmp_path, *, itl_ms: float | None, n: int = 200, seed: int 
                 accepted += 1
             steps.append((3, accepted))
         metrics = {"mean_itl_ms": itl_ms, "tokens_per_second": None, "speculative_decoding": vllm_payload(steps, 3)}
-        lines.append(json.dumps({"id": f"cmpl-{i}", "route": "chat", "time": 1_796_000_000 + i, "metrics": metrics}))
+        lines.append(json.dumps({"id": f"cmpl-{i}", "route": "chat", "time": RECENT + i, "metrics": metrics}))
     path = tmp_path / "requests.jsonl"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -78,7 +79,11 @@ def test_the_latency_histogram_anchors_a_scraped_window(capsys, tmp_path):
     assert doc["anchor"]["source"] == "observed"
     assert doc["anchor"]["detail"] == "vllm:inter_token_latency_seconds"
     assert deployed_candidate(doc)["tokens_per_second"] == pytest.approx(observed, rel=1e-6)
-    assert doc["profile_figures"] == {"profile": "flat", "baseline_tokens_per_second": doc["anchor"]}
+    assert doc["profile_figures"] == {"profile": "flat", "baseline_tokens_per_second": doc["anchor"],
+                                      # the drafter's figures say which were configured (this config: the profile)
+                                      "method": {"value": "dspark", "source": "default"},
+                                      "draft_cost": {"value": 0.1, "source": "default"},
+                                      "cost_profile": {"value": "flat", "source": "configured"}}
 
 
 def test_the_roofline_fixed_point_and_an_unreachable_rate():
@@ -95,3 +100,24 @@ def test_the_roofline_fixed_point_and_an_unreachable_rate():
     assert solve_observed_rate(lambda b: min(b, 100.0), 250.0, 118.0) is None
     assert solve_observed_rate(lambda b: 2.0 * b, 250.0, 118.0) == pytest.approx(125.0)
     assert Anchor(None, "measured table").describe() == "anchor: the measured table's own step times"
+
+
+def test_the_drafters_defaults_are_said_when_used(capsys, tmp_path, monkeypatch):
+    """A route known only from ingest, without a config: dspark, 0.10 and the flat profile —
+    which the output names as defaults, since the deploy line's method is then the default's.
+    A config that sets all three says nothing of them."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, main, ["ingest", "--route", "chat", "--per-request",
+                                          str(per_request_file(tmp_path, itl_ms=2.5))])
+    assert code == 0, err
+    code, console, err = run_cli(capsys, tune_gamma_main, ["--route", "chat", "--window", "30d"])
+    assert code == 0, err
+    assert ("deployment defaults: method dspark, draft_cost 0.1, cost_profile flat — set them for your engine"
+            in console)
+    code, out, _ = run_cli(capsys, tune_gamma_main, ["--route", "chat", "--window", "30d", "--json"])
+    figures = json.loads(out)["profile_figures"]
+    assert [figures[k]["source"] for k in ("method", "draft_cost", "cost_profile")] == ["default"] * 3
+    (tmp_path / "specdec.toml").write_text('[deployment]\nmethod = "eagle3"\ndraft_cost = 0.05\ncost_profile = "flat"\n')
+    code, console, err = run_cli(capsys, tune_gamma_main, ["--route", "chat", "--window", "30d"])
+    assert code == 0, err
+    assert "deployment defaults" not in console

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -167,7 +168,29 @@ def test_tune_gamma_route_errors(capsys, tmp_path):
     bad_value.write_text('[deployment]\ndraft_cost = -1\n[routes.structured]\ntargets = ["http://127.0.0.1:9/metrics"]\n')
     Store.open(tmp_path / "bad.db").close()
     assert_one_line_error(*run_cli(capsys, tune_gamma_main, ["--route", "structured", "--config", str(bad_value),
-                                                             "--db", str(tmp_path / "bad.db")]), "draft_cost")
+                                                             "--db", str(tmp_path / "bad.db")]),
+                          "bad_value.toml [deployment] draft_cost: must be a number ≥ 0, got -1")
+    # the key is named where it is written, not in the route that inherits it
+    bad_value.write_text('[deployment]\nmethod = "eagel3"\n[routes.structured]\ntargets = ["http://127.0.0.1:9/metrics"]\n')
+    assert_one_line_error(*run_cli(capsys, tune_gamma_main, ["--route", "structured", "--config", str(bad_value),
+                                                             "--db", str(tmp_path / "bad.db")]),
+                          "bad_value.toml [deployment] method: unknown speculative method")
+    bad_value.write_text('[routes.structured]\ntargets = ["http://127.0.0.1:9/metrics"]\nmin_gain = 3\n')
+    assert_one_line_error(*run_cli(capsys, tune_gamma_main, ["--route", "structured", "--config", str(bad_value),
+                                                             "--db", str(tmp_path / "bad.db")]),
+                          "[routes.structured] min_gain: must be a fraction in [0, 1)")
+
+
+def test_an_unknown_route_without_a_config_names_the_ingested_ones(capsys, tmp_path, monkeypatch):
+    from support import independent_request_lines
+
+    monkeypatch.chdir(tmp_path)  # no specdec.toml here
+    (tmp_path / "r.jsonl").write_text("\n".join(independent_request_lines(20, 0.8, 3, time.time() - 600,
+                                                                          route="structured")) + "\n")
+    assert run_cli(capsys, main, ["ingest", "--route", "structured", "--per-request", "r.jsonl"])[0] == 0
+    assert_one_line_error(*run_cli(capsys, tune_gamma_main, ["--route", "structred"]),
+                          "no specdec.toml found: unknown route 'structred' (configured routes: none; "
+                          "ingested: structured)")
 
 
 def test_tune_gamma_needs_a_route_or_a_curve(capsys):
@@ -197,6 +220,9 @@ def test_inspect_bad_sources(capsys, tmp_path):
     html.write_text("<html><body>502 Bad Gateway</body></html>")
     assert_one_line_error(*run_cli(capsys, main, ["inspect", str(html)]), "error.html")
     assert_one_line_error(*run_cli(capsys, main, ["inspect", str(tmp_path / "missing.txt")]), "missing.txt")
+    code, _, err = run_cli(capsys, main, ["inspect", "ftp://127.0.0.1/metrics"])
+    assert code == 2 and err.strip().endswith("ftp://127.0.0.1/metrics: unsupported scheme 'ftp' (http://, https://, "
+                                              "a file or -)"), err
     # nothing answered: exit 3, one line naming the URL
     code, out, err = run_cli(capsys, main, ["inspect", "http://127.0.0.1:9/metrics", "--timeout", "1s"])
     assert code == 3
@@ -322,6 +348,9 @@ def test_simulate_tells_the_demos_truth_and_a_config_of_the_engines(capsys, tmp_
     for route in ("structured", "open"):
         assert config["routes"][route]["draft_cost"] == written["draft_cost"]
         assert config["routes"][route]["baseline_tokens_per_second"] == written["baseline_tokens_per_second"]
+        # the step times the best γ above was priced on, as the demo's own config names them
+        table = Path(config["routes"][route]["cost_profile"])
+        assert table.read_text() == (tmp_path / "demo" / "step_costs.csv").read_text()
 
 
 def test_the_commands_the_demo_prints_run_as_printed_in_a_fresh_shell(tmp_path):

@@ -29,7 +29,7 @@ def test_from_mapping_layers_over_a_base_and_converts_toml_lists():
 def test_error_names_key_and_where_on_one_line():
     with pytest.raises(ModelInputError) as e:
         Deployment.from_mapping({"draft_cost": -1}, where="specdec.toml [routes.open]")
-    assert str(e.value) == "specdec.toml [routes.open] draft_cost: must be ≥ 0, got -1"
+    assert str(e.value) == "specdec.toml [routes.open] draft_cost: must be a number ≥ 0, got -1"
 
 
 @pytest.mark.parametrize(
@@ -45,6 +45,8 @@ def test_error_names_key_and_where_on_one_line():
         ({"objective": "latency"}, "objective"),
         ({"min_gain": -0.1}, "min_gain"),
         ({"draft_cost": "cheap"}, "draft_cost"),
+        ({"draft_cost": "0.1"}, "draft_cost: must be a number ≥ 0, got '0.1'"),
+        ({"min_gain": 3}, "min_gain: must be a fraction in [0, 1): 0.03 asks for a 3% gain, got 3"),
         ({"draft_cost": True}, "draft_cost"),
         ({"cost_profile": "magic"}, "cost_profile"),
         ({"model": "gpt-9"}, "no roofline figures"),
