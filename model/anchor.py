@@ -107,15 +107,15 @@ def describe_figures(figures: dict) -> str | None:
 
 
 def describe_defaults(figures: dict) -> str | None:
-    """'deployment defaults: method dspark, draft_cost 0.1, cost_profile flat — …' when any of
+    """'drafter figures: method dspark (default), draft_cost 0.1 (default), … — …' when any of
     DRAFTER_FIGURES was not configured, else None: the deploy line's method is then the default's."""
     unset = [k for k in DRAFTER_FIGURES if k in figures and figures[k]["source"] == DEFAULT]
     if not unset:
         return None
-    values = ", ".join(f"{k} {figures[k]['value']:g}" if isinstance(figures[k]["value"], float)
-                       else f"{k} {figures[k]['value']}" for k in unset)
-    return (f"deployment defaults: {values} — set them for your engine ([deployment] or the route's table "
-            f"in the config; --method, --draft-cost, --cost-profile with --survival)")
+    values = ", ".join(f"{k} {figures[k]['value']:g} (default)" if isinstance(figures[k]["value"], float)
+                       else f"{k} {figures[k]['value']} (default)" for k in unset)
+    return (f"drafter figures: {values} — set them for your engine ([deployment] or the route's table in the "
+            f"config; --method, --draft-cost, --cost-profile with --survival)")
 
 
 def describe_lines(anchor: Anchor | None, figures: dict | None) -> list[str]:

@@ -112,12 +112,12 @@ def test_the_drafters_defaults_are_said_when_used(capsys, tmp_path, monkeypatch)
     assert code == 0, err
     code, console, err = run_cli(capsys, tune_gamma_main, ["--route", "chat", "--window", "30d"])
     assert code == 0, err
-    assert ("deployment defaults: method dspark, draft_cost 0.1, cost_profile flat — set them for your engine"
-            in console)
+    assert ("drafter figures: method dspark (default), draft_cost 0.1 (default), cost_profile flat (default) — "
+            "set them for your engine" in console)
     code, out, _ = run_cli(capsys, tune_gamma_main, ["--route", "chat", "--window", "30d", "--json"])
     figures = json.loads(out)["profile_figures"]
     assert [figures[k]["source"] for k in ("method", "draft_cost", "cost_profile")] == ["default"] * 3
     (tmp_path / "specdec.toml").write_text('[deployment]\nmethod = "eagle3"\ndraft_cost = 0.05\ncost_profile = "flat"\n')
     code, console, err = run_cli(capsys, tune_gamma_main, ["--route", "chat", "--window", "30d"])
     assert code == 0, err
-    assert "deployment defaults" not in console
+    assert "drafter figures" not in console
