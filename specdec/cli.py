@@ -145,13 +145,14 @@ def cmd_collect(args) -> int:
         print(f"serving per-route gauges on http://{args.serve_host}:{server.server_port}/metrics "
               f"(window {args.serve_window:g}s, refreshed every cycle)", file=sys.stderr)
 
-    answered = {"ok": 0, "first_error": None}
+    answered = {"ok": 0, "first_error": None, "cycles": 0, "scrapes": 0}
 
     def progress(n: int, results, seconds: float) -> None:
         if gauges is not None:
             _refresh_gauges(gauges, config, store, args.serve_window)
         failed = [r for r in results if not r.ok]
         answered["ok"] += len(results) - len(failed)
+        answered["cycles"], answered["scrapes"] = n, answered["scrapes"] + len(results)
         answered["first_error"] = answered["first_error"] or (failed[0].error if failed else None)
         line = f"cycle {n}: {len(results) - len(failed)}/{len(results)} targets ok in {seconds:.2f}s"
         if failed:
@@ -170,6 +171,8 @@ def cmd_collect(args) -> int:
         raise NothingAnswered(f"no target answered ({len(targets)} tried); first: {answered['first_error']}")
     if args.once:
         print("baseline laid: a window needs a second scrape (run collect again, or without --once)", file=sys.stderr)
+    print(f"collected {answered['cycles']} cycle(s): {answered['ok']} of {answered['scrapes']} scrapes answered, "
+          f"stored in {config.store_path_for(args.db)}; then: tune-gamma --route {next(iter(config.routes))}")
     return 0
 
 

@@ -408,6 +408,9 @@ def test_collect_survives_sigkill(tmp_path):
         code = subprocess.run([sys.executable, "-m", "specdec.cli", "collect", "--config", str(cfg), "--once"],
                               capture_output=True, text=True, env=env)
         assert code.returncode == 0, code.stderr
+        # a run that ends says what it did, on stdout
+        assert re.fullmatch(r"collected 1 cycle\(s\): (\d+) of \1 scrapes answered, stored in \S+specdec\.db; "
+                            r"then: tune-gamma --route \S+\n", code.stdout), code.stdout
 
 
 def test_collect_serves_route_gauges(tmp_path):
