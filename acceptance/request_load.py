@@ -18,7 +18,7 @@ one ``deployment`` are counted together) run in the batches too, so the mix is t
 requests still decoding when the window ends are not in it yet. N(t) of such a queue forgets
 itself over about one decode time, so the mix is worth one independent sample per mean
 decode time of the span (``samples``: what its Dirichlet resamples take). Rows whose times
-do not spread — half or more at one time, as when lines that carried none took the
+do not spread — more than half at one time, as when lines that carried none took the
 ingest's — say nothing of when requests ran: no mix.
 """
 
@@ -43,8 +43,8 @@ class RequestLoad:
 
 def request_load(finish: np.ndarray, decode_s: np.ndarray, engines: int) -> RequestLoad | None:
     """The batch mix of requests that finished at ``finish`` after decoding ``decode_s``
-    seconds, shared by ``engines``; None when fewer than two rows decoded or half of them or
-    more share one time (the rows then cannot say when their requests ran)."""
+    seconds, shared by ``engines``; None when fewer than two rows decoded or more than half of
+    them share one time (the rows then cannot say when their requests ran)."""
     if engines < 1:
         raise ValueError(f"engines must be at least 1, got {engines}")
     finish, decode_s = np.asarray(finish, dtype=float), np.asarray(decode_s, dtype=float)

@@ -172,7 +172,8 @@ def cmd_collect(args) -> int:
     if args.once:
         print("baseline laid: a window needs a second scrape (run collect again, or without --once)", file=sys.stderr)
     print(f"collected {answered['cycles']} cycle(s): {answered['ok']} of {answered['scrapes']} scrapes answered, "
-          f"stored in {config.store_path_for(args.db)}; then: tune-gamma --route {next(iter(config.routes))}")
+          f"stored in {config.store_path_for(args.db)}; then: tune-gamma --route "
+          f"{next(name for name, route in config.routes.items() if route.targets)}")
     return 0
 
 

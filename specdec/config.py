@@ -282,14 +282,14 @@ def _check_shared_deployments(routes: dict[str, RouteConfig], where: str) -> Non
 
 def deployment_for_route(config: Config, route: str) -> Deployment:
     """[deployment] merged with the route's overrides, validated (ModelInputError names the key)."""
-    # A bad [deployment] key is named there, not in the route that inherits it.
-    shared = Deployment.from_mapping(config.deployment, where=f"{config.path or 'config'} [deployment]",
-                                     base=INLINE_DEFAULTS if config.path is None else None)
+    # [deployment] alone first, so that a bad key there is named there, not in the route that
+    # inherits it. Without a config file: the inline defaults (dspark, 0.10, flat — docs/DESIGN.md,
+    # Sources and routes), what a route known only from `specdec ingest` is priced with.
+    written = Deployment.from_mapping(config.deployment, where=f"{config.path or 'config'} [deployment]",
+                                      base=INLINE_DEFAULTS if config.path is None else None)
     if route in config.routes:
         return Deployment.from_mapping(config.routes[route].deployment, where=f"{config.path or 'config'} [routes.{route}]")
-    # A route known only from `specdec ingest`: the config's [deployment], or without a
-    # config file the inline defaults (dspark, 0.10, flat — docs/DESIGN.md, Sources and routes).
-    return shared
+    return written
 
 
 def route_source(config: Config, route: str, store=None) -> str:
