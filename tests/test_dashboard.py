@@ -256,6 +256,10 @@ def test_drift_and_failing_target_are_flagged(monkeypatch, drift_config):
     assert table.loc["drifting", "failing targets"] == "1 of 2"
     assert table.loc["steady", "drift"] == "no"
     assert table.loc["drifting", "drift"] == "yes (below)"
+    # the recommendation page gives the window's notes as the console does (here: drift's)
+    at = run_page(monkeypatch, drift_config, "recommendation")
+    at.selectbox(key="rec_route").set_value("drifting").run()
+    assert t.notes and all(text.sentence(f"Note: {n}") in [c.value for c in at.caption] for n in t.notes)
     at = run_page(monkeypatch, drift_config, "curves")
     assert any(w.value == f"Drift flagged on drifting: {t.drift.message}" for w in at.warning)
     history = [f for f in figures(at) if f["layout"]["title"]["text"] == "drifting: acceptance over time"][0]

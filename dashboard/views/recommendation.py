@@ -75,6 +75,8 @@ def render(fleet: FleetView) -> None:
         st.warning(text.sentence(warning))
     for line in describe_lines(rec.anchor, rec.profile_figures):
         (st.warning if "DEFAULT" in line or "(default)" in line else st.caption)(line)
+    for note in doc["observed"]["notes"]:  # how the window was read: drift, a per-request batch mix, …
+        st.caption(text.sentence(f"Note: {note}"))
     more = more_drafts_sentence(tuning.drafts_more_needed, rec.drafts_factor_to_settle)
     if more:
         st.info(text.sentence(more))
