@@ -26,6 +26,12 @@ the latency came within −5.4% to +3.4% of vLLM's histogram over 90–180 s, th
 the Running samples; the decode steps within 0.2–0.5% and ν within 0.0001 of the engine's
 counters (the output tokens count each request's first and not the accepted drafts a length
 limit cut off; Running counts a request in its prompt step).
+
+Per-request rows of a route that names its ``engines`` give the same counted rather than
+sampled (``_with_request_load``): the route's batch mix from every request's decode span
+(acceptance.request_load, the routes of its deployment counted too), and each γ segment its
+own latency — Σ decode time / Σ decode steps — and its own mix over the engines that γ ran
+on (γ is an engine's; beside a canary, each γ's share of the requests says how many).
 """
 
 from __future__ import annotations
