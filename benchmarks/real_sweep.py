@@ -93,6 +93,25 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def runs_on_engine(method: str, gamma: int, settings: list, measure, describe) -> list[dict]:
+    """One engine (its log in a temporary folder) for a benchmark's runs: ``measure(engine,
+    log_path, setting, index, folder)`` for each setting in turn, each result logged as
+    ``describe(setting, result)``; the engine stops whatever happens."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        engine_log = Path(tmp) / "vllm.log"
+        engine = Engine(method, gamma, log=engine_log).wait_ready()
+        try:
+            runs = []
+            for i, setting in enumerate(settings):
+                runs.append(measure(engine, engine_log, setting, i, Path(tmp)))
+                log(describe(setting, runs[-1]))
+            return runs
+        finally:
+            engine.stop()
+
+
 def write_results(path: Path, doc: dict, echo: bool) -> None:
     """A benchmark's results file (and the same JSON on stdout with ``echo``: --json)."""
     path.write_text(json.dumps(doc, indent=2) + "\n")

