@@ -148,7 +148,8 @@ def _with_request_load(store, window: IngestedWindow, route: str, engines: int |
                                       f"batch 1; set engines = N under [routes.{route}] (the engines serving it) "
                                       f"and the requests' decode times give the mix"])
     routes = tuple(dict.fromkeys((route, *deployment_routes)))
-    load = request_load(*store.ingested_request_spans(routes, window.source, window.start, window.end)[:2], engines)
+    spans = store.ingested_request_spans(routes, window.source, window.start, window.end)
+    load = request_load(spans["time"], spans["decode_s"], engines)
     if load is None:
         return replace(window, notes=["batch mix: none — the rows' times do not say when their requests ran "
                                       "(fewer than two with mean_itl_ms, or one time for all): the model prices batch 1"])
@@ -156,33 +157,32 @@ def _with_request_load(store, window: IngestedWindow, route: str, engines: int |
     note = (f"batch mix: {load.mean_running:.1f} requests per engine on average over {engines} engine(s), from the "
             f"decode times of {counted} ({load.requests:,}); requests without metrics on these engines would raise it")
     shape = replace(window.step_shape, batch_mix=load.time_shares, samples=load.samples)
-    running = {s.gamma: _segment_engines(s, window, engines) for s in window.segments}
-    segments = [_with_request_latency(s, store.ingested_request_spans(routes, window.source, window.start, window.end,
-                                                                      s.gamma), running[s.gamma])
+    running = _segment_engines(window, engines)
+    segments = [_with_request_latency(s, {k: v[spans["gamma"] == s.gamma] for k, v in spans.items()}, running[s.gamma])
                 for s in window.segments]
     return replace(window, step_shape=shape, notes=[note], segments=segments)
 
 
-def _segment_engines(segment: GammaSegment, window: IngestedWindow, engines: int) -> int:
-    """The engines a γ segment's requests ran on. The rows name none, but γ is an engine's, so
-    beside another current γ (a canary) a segment ran on its share of the engines, as many as
-    its share of the requests, at least one; a segment alone, or an older one, on all of them."""
+def _segment_engines(window: IngestedWindow, engines: int) -> dict[int, int]:
+    """{γ: the engines its requests ran on}. The rows name none, but γ is an engine's, so beside
+    another current γ (a canary) a segment ran on its share of the engines, as many as its
+    share of the requests, at least one; a segment alone, or an older one, on all of them."""
     current = window.current_segments  # one segment per γ here
-    if len(current) < 2 or segment.gamma not in {s.gamma for s in current}:
-        return engines
-    share = len(segment.intervals) / sum(len(s.intervals) for s in current)
-    return min(engines, max(1, round(engines * share)))
+    running = {s.gamma: engines for s in window.segments}
+    if len(current) > 1:
+        total = sum(len(s.intervals) for s in current)
+        running.update({s.gamma: min(engines, max(1, round(engines * len(s.intervals) / total))) for s in current})
+    return running
 
 
-def _with_request_latency(segment: GammaSegment, spans: tuple, engines: int) -> GammaSegment:
+def _with_request_latency(segment: GammaSegment, spans: dict, engines: int) -> GammaSegment:
     """The segment with its requests' own latency — Σ decode time / Σ decode steps, the mean
     step time a request saw, as vLLM's histogram counts it — and the batch mix their decode
     spans give over its ``engines`` (as gauge samples: each size's share × the mix's samples)."""
-    finish, decode_s, steps = spans
-    load = request_load(finish, decode_s, engines)
-    if load is None or not steps.sum() > 0:
+    load = request_load(spans["time"], spans["decode_s"], engines)
+    if load is None or not spans["steps"].sum() > 0:
         return segment
-    return replace(segment, itl_sum_s=float(decode_s.sum()), itl_count=float(steps.sum()),
+    return replace(segment, itl_sum_s=float(spans["decode_s"].sum()), itl_count=float(spans["steps"].sum()),
                    batch_samples={b: u * load.samples for b, u in load.time_shares.items()})
 
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import real_vllm  # noqa: E402
-from real_sweep import runs_on_engine, write_results  # noqa: E402
+from real_engine import runs_on_engine, write_results  # noqa: E402
 
 from acceptance.counts import undrafted_token_share  # noqa: E402
 from acceptance.ingested_window import logged_latency  # noqa: E402

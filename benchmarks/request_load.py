@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import real_vllm  # noqa: E402
 from logged_latency import scrape  # noqa: E402
-from real_sweep import runs_on_engine, write_results  # noqa: E402
+from real_engine import runs_on_engine, write_results  # noqa: E402
 
 from acceptance.request_load import request_load  # noqa: E402
 from acceptance.store import Store  # noqa: E402
@@ -109,7 +109,8 @@ def measure(port: int, workers: int, think_s: float, seconds: float, seed: int, 
     if specdec_main(["ingest", "--route", ROUTE, "--per-request", str(requests), "--db", str(db)]) != 0:
         raise SystemExit(f"request_load: specdec ingest refused {requests}")
     with Store.open(db) as store:
-        finish, decode_s, steps = store.ingested_request_spans([ROUTE], "per-request", 0.0, time.time() + 1.0)
+        spans = store.ingested_request_spans([ROUTE], "per-request", 0.0, time.time() + 1.0)
+    finish, decode_s, steps = spans["time"], spans["decode_s"], spans["steps"]
     load = request_load(finish, decode_s, engines=1)
     lo, hi = float((finish - decode_s).min()), float(finish.max())
     shares, gauge_mean = gauge_mix(samples, lo, hi)

@@ -393,13 +393,14 @@ def _simulated_cost_tables(fleet, scenario) -> dict:
 
     from .demo import write_cost_table
 
-    folder = Path(tempfile.gettempdir()) / re.sub(r"[^A-Za-z0-9_.-]", "_",
-                                                  f"specdec-simulate-{scenario.name}-seed{scenario.seed}")
+    def file_name(text: str) -> str:
+        return re.sub(r"[^A-Za-z0-9_.-]", "_", text)
+
+    folder = Path(tempfile.gettempdir()) / file_name(f"specdec-simulate-{scenario.name}-seed{scenario.seed}")
     folder.mkdir(parents=True, exist_ok=True)
-    tables = {}
-    for route in fleet.routes:
-        tables[route] = folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', route)}-step_costs.csv"
-        write_cost_table(tables[route], fleet.engines(fleet.routes[route][0])[0].step_time_s)
+    tables = {route: folder / f"{file_name(route)}-step_costs.csv" for route in fleet.routes}
+    for route, table in tables.items():
+        write_cost_table(table, fleet.engines(fleet.routes[route][0])[0].step_time_s)
     return tables
 
 

@@ -114,26 +114,23 @@ class _Ingested:
             tokens += decode
         return total, tokens
 
-    def ingested_request_spans(self, routes, source: str, start: float, end: float, gamma: int | None = None
-                               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(time, decode seconds, decode steps) of every row of ``routes`` (of one γ, or any)
-        with time in (start, end] that reports its mean ITL, in time order: decode seconds =
-        mean ITL × decode tokens (vLLM's generation_time_ms), decode steps = decode tokens − A
-        (each step emits 1 + its accepted), the tokens being the D + A its drafted steps emitted
-        where a row does not know them (as ``ingested_itl``) — what acceptance.request_load counts."""
+    def ingested_request_spans(self, routes, source: str, start: float, end: float) -> dict[str, np.ndarray]:
+        """Every row of ``routes`` with time in (start, end] that reports its mean ITL, in time
+        order, as arrays: ``time``, ``gamma``, ``decode_s`` = mean ITL × decode tokens (vLLM's
+        generation_time_ms) and ``steps`` = decode tokens − A (each step emits 1 + its
+        accepted), the tokens being the D + A its drafted steps emitted where a row does not
+        know them (as ``ingested_itl``) — what acceptance.request_load counts."""
         names = list(routes)
-        marks = ", ".join("?" * len(names))
-        one_gamma = "" if gamma is None else " AND gamma = ?"
-        finish, decode_s, steps = [], [], []
-        for t, itl, blob, decode in self.conn.execute(
-                f"SELECT time, mean_itl_s, counts, decode_tokens FROM ingested WHERE route IN ({marks}) AND source = ?"
-                f" AND time > ? AND time <= ? AND mean_itl_s IS NOT NULL{one_gamma} ORDER BY time, id",
-                (*names, source, float(start), float(end), *(() if gamma is None else (int(gamma),)))):
+        rows = []
+        for t, gamma, itl, blob, decode in self.conn.execute(
+                f"SELECT time, gamma, mean_itl_s, counts, decode_tokens FROM ingested WHERE route IN "
+                f"({', '.join('?' * len(names))}) AND source = ? AND time > ? AND time <= ? AND mean_itl_s IS NOT NULL"
+                " ORDER BY time, id", (*names, source, float(start), float(end))):
             tokens = _decode_tokens(blob, decode)
-            finish.append(float(t))
-            decode_s.append(float(itl) * tokens)
-            steps.append(tokens - float(_unpack(blob)[2]))
-        return np.array(finish, dtype=float), np.array(decode_s, dtype=float), np.array(steps, dtype=float)
+            rows.append((float(t), int(gamma), float(itl) * tokens, tokens - float(_unpack(blob)[2])))
+        columns = list(zip(*rows)) if rows else [(), (), (), ()]
+        return {"time": np.array(columns[0], dtype=float), "gamma": np.array(columns[1], dtype=int),
+                "decode_s": np.array(columns[2], dtype=float), "steps": np.array(columns[3], dtype=float)}
 
     def ingested_load(self, route: str, source: str, gamma: int, start: float, end: float) -> dict[str, np.ndarray]:
         """The logged intervals of γ with time in (start, end] that carry their load, in time
