@@ -47,10 +47,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import real_vllm  # noqa: E402
-from real_engine import Engine, log  # noqa: E402
+from real_engine import Engine, Run, decode_steps, log, spec_totals, step_time_s  # noqa: E402
 from real_sweep import (  # noqa: E402
-    Run, StepCost, add_run_arguments, decode_steps, measured_or_interpolated, measured_runs, paired_ratio, read_raw,
-    spec_totals, step_time_s, write_raw)
+    StepCost, add_run_arguments, measured_or_interpolated, measured_runs, paired_ratio, read_raw, write_raw)
 
 # to 16, the tool's gamma_max: every γ its load view may name is measured or between measured ones
 GAMMAS = (0, 1, 2, 3, 5, 7, 10, 16)

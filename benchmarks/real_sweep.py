@@ -68,7 +68,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import real_vllm  # noqa: E402
-from real_engine import Engine, log  # noqa: E402
+from real_engine import Engine, Run, decode_steps, log, run_requests, spec_totals, step_time_s, warm_up  # noqa: E402
 from acceptance.step_replay import StepSequence, bonus_acceptance, positions, replay_positions  # noqa: E402
 
 # γ 4 is in the sweep because the γ 3 window's probe asks for it (ngram/open): its round 2
@@ -86,63 +86,7 @@ BIN = Path(sys.executable).parent
 
 
 # ---------------------------------------------------------------------------------------
-# one run: the block's prompts, one at a time
-
-
-@dataclass
-class Run:
-    """One γ's run of one block: its requests one at a time, what they took and emitted."""
-
-    gamma: int
-    wall_s: float
-    tokens: int
-    cpu_s: float
-    responses: list
-
-    @property
-    def tokens_per_s(self) -> float:
-        """Output tokens per wall second: prefill, HTTP and scheduling included."""
-        return self.tokens / self.wall_s
-
-    @property
-    def decode_tokens_per_s(self) -> float:
-        """Per-user decode tokens/s, what the interactivity objective prices: Σ (tokens − 1) /
-        Σ decode time, decode time = mean_itl_ms × (tokens − 1) (vLLM's per-request fields)."""
-        tokens = seconds = 0.0
-        for line in self.responses:
-            n = line["completion_tokens"] - 1
-            if n > 0 and line["metrics"].get("mean_itl_ms"):
-                tokens += n
-                seconds += line["metrics"]["mean_itl_ms"] / 1e3 * n
-        return tokens / seconds
-
-    def to_dict(self) -> dict:
-        return {"gamma": self.gamma, "wall_s": self.wall_s, "tokens": self.tokens, "cpu_s": self.cpu_s,
-                "responses": self.responses}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Run":
-        return cls(d["gamma"], d["wall_s"], d["tokens"], d["cpu_s"], d["responses"])
-
-
-def run_requests(engine: Engine, prompts: list[str], route: str, seed: int) -> Run:
-    sampling = real_vllm.ROUTE_SAMPLING[route]
-    cpu0, t0, tokens, lines = engine.cpu_seconds(), time.perf_counter(), 0, []
-    for i, prompt in enumerate(prompts):
-        body = {"model": real_vllm.SERVED_NAME, "prompt": prompt, "max_tokens": real_vllm.MAX_TOKENS,
-                "seed": seed + i, **sampling}
-        response = real_vllm._post(engine.port, body, 300)
-        tokens += response["usage"]["completion_tokens"]
-        lines.append({"id": response["id"], "route": route, "time": time.time(), "metrics": response["metrics"],
-                      "completion_tokens": response["usage"]["completion_tokens"]})
-    return Run(engine.gamma, time.perf_counter() - t0, tokens, engine.cpu_seconds() - cpu0, lines)
-
-
-def warm_up(engine: Engine, prompts: dict[str, list[str]]) -> None:
-    """Two requests per route before any is timed: an engine's first requests compile (the
-    first TTFT of a fresh engine is about 2 s against 20 ms after)."""
-    for route, texts in prompts.items():
-        run_requests(engine, texts[-2:], route, seed=0)
+# a phase: every γ of it on the same prompts, block by block (one run: real_engine.run_requests)
 
 
 def measure_phase(engines: dict[int, Engine], blocks: int, requests: int, rng: random.Random,
@@ -163,46 +107,6 @@ def measure_phase(engines: dict[int, Engine], blocks: int, requests: int, rng: r
 
 # ---------------------------------------------------------------------------------------
 # what the runs say
-
-
-def spec_totals(responses: list) -> dict:
-    d = t = a = 0
-    per_pos = None
-    for line in responses:
-        sd = (line.get("metrics") or {}).get("speculative_decoding")
-        if not sd:
-            continue
-        h = sd["acceptance_histogram"]
-        d, t, a = d + sum(h), t + sd["num_draft_tokens"], a + sum(j * n for j, n in enumerate(h))
-        pos = [sum(h[k:]) for k in range(1, len(h))]
-        per_pos = pos if per_pos is None else [x + y for x, y in zip(per_pos, pos)]
-    return {"drafts": d, "draft_tokens": t, "accepted": a, "accepted_per_position": per_pos or []}
-
-
-def decode_steps(line: dict) -> int:
-    """A request's decode steps: its drafted steps (num_spec_steps) and the steps without a
-    draft, which emit one token each — the completion tokens − 1 (the first comes from the
-    prefill) that the drafted steps (1 + accepted each) did not. A request that ends inside
-    a full draft (max_tokens, a stop) emits fewer than 1 + accepted in its last step, so
-    tokens − 1 − accepted would undercount; at γ 14 it reached 0 on short requests."""
-    tokens = line["completion_tokens"] - 1
-    sd = line["metrics"].get("speculative_decoding") or {}
-    drafted = sd.get("num_spec_steps", 0)
-    from_drafted = drafted + sd.get("num_accepted_draft_tokens", 0)
-    return drafted + max(0, tokens - from_drafted)
-
-
-def step_time_s(responses: list) -> float:
-    """Mean step time, drafter included: Σ decode time / Σ decode steps. vLLM's mean_itl_ms
-    is decode time / (tokens − 1), per output token."""
-    decode_s = steps_total = 0.0
-    for line in responses:
-        tokens = line["completion_tokens"] - 1
-        steps = decode_steps(line)
-        if steps > 0 and line["metrics"].get("mean_itl_ms"):
-            decode_s += line["metrics"]["mean_itl_ms"] / 1e3 * tokens
-            steps_total += steps
-    return decode_s / steps_total
 
 
 def paired_ratio(runs_by_gamma: dict[int, list[Run]], gamma: int, rng: np.random.Generator,
