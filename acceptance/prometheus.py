@@ -308,8 +308,13 @@ class RouteQueries:
         return f'count_values("gamma", {self.gamma_of_engines()})'
 
     def engines_of_gamma(self, g: int) -> str:
-        """Engines whose γ is g at both ends of the block."""
-        return f"(({self.gamma_of_engines()} == {g}) and ({self.gamma_of_engines(True)} == {g}))"
+        """Engines whose γ is g at both ends of the block, or at the one end they were there:
+        an engine that started (or left) inside the block ran no other γ in it, and dropping
+        its block would lose every draft of a series younger than a block — on a wide window
+        (a block is window / max_blocks) a new route's whole history."""
+        now, before = self.gamma_of_engines(), self.gamma_of_engines(True)
+        return (f"((({now} == {g}) and (({before} == {g}) or ({now} unless {before})))"
+                f" or (({before} == {g}) unless {now}))")
 
     def block_counts(self, g: int) -> str:
         """Per block: D, T, A (label position = drafts | draft_tokens | accepted_tokens) and A_k
@@ -339,7 +344,11 @@ class RouteQueries:
                 f"[{promql_duration(span_s)}:{promql_duration(sample_s)}]))")
 
     def segment_engines(self, g: int, span_s: float) -> str:
-        return f"max_over_time(({self.gamma_of_engines()} == {g})[{promql_duration(span_s)}:{self.b}])"
+        """Engines at γ g over the span ending at the evaluation: at a subquery step (those fall
+        on multiples of B, not on the block ends) or at its end — a span of one block can hold
+        no subquery step at which its engines were already there."""
+        now = f"({self.gamma_of_engines()} == {g})"
+        return f"max_over_time({now}[{promql_duration(span_s)}:{self.b}]) or {now}"
 
     def restarts(self, reach_s: float) -> str:
         """Engines whose drafts counter dropped within ``reach_s`` before the block end: a

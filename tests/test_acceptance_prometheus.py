@@ -114,6 +114,23 @@ def test_prometheus_and_store_agree_on_survival_through_a_restart(live):
     assert pw.not_speculating == []
 
 
+def test_a_window_wider_than_the_data_keeps_the_engines_that_started_in_it(live):
+    """A day's window over a few minutes of data: its blocks (a day / 200) are longer than the
+    engines' series, which all start inside the last block. That block must count them — a
+    block was once kept only for engines present at both its ends, so the wider the window, the
+    fewer drafts, and at a day none ("no drafts … widen --window")."""
+    start, end = live["end"] - 86_400.0, live["end"]
+    pw = prometheus_route_window(PrometheusSettings(live["url"]), '{job="sim-restart"}', start, end)
+    sw = route_window(live["store"], live["targets"], start, end)
+    assert pw.block_s > end - live["start"]  # the whole history inside one block
+    assert pw.segments, "no γ segment: the engines' first block was dropped"
+    prom = estimate_acceptance(pw.newest_segment.intervals, n_resamples=100)
+    store = estimate_acceptance(sw.newest_segment.intervals, n_resamples=100)
+    assert sorted(ref.engine for ref in pw.newest_segment.engines) == ["0", "1"]
+    assert 0.8 < prom.drafts / store.drafts < 1.2, (prom.drafts, store.drafts)
+    assert np.abs(prom.survival.value - store.survival.value).max() <= SURVIVAL_TOLERANCE
+
+
 def test_recording_rules_run_in_prometheus(live):
     client = PrometheusClient(PrometheusSettings(live["url"]))
     at = live["end"]
