@@ -258,11 +258,17 @@ def config_from_mapping(raw: dict, *, path: Path | None) -> Config:
             deployment={**deployment, **overrides}, engines=engines, shared_deployment=shared,
         )
     _check_shared_deployments(routes, where)
-    return Config(
+    config = Config(
         path=path, store_path=store_path, retention_s=retention_s, deployment=dict(deployment),
         routes=routes, prometheus=prometheus, collect_interval_s=interval,
         collect_timeout_s=timeout, max_page_bytes=max_page_bytes, max_engines=max_engines,
     )
+    # Every command checks every route's keys and values when it loads the config: collect,
+    # rules and grafana would otherwise take a misspelt key silently, and a live tune would
+    # find it only after scraping its whole window.
+    for route in (None, *routes):
+        deployment_for_route(config, route)
+    return config
 
 
 def _check_shared_deployments(routes: dict[str, RouteConfig], where: str) -> None:
@@ -280,7 +286,7 @@ def _check_shared_deployments(routes: dict[str, RouteConfig], where: str) -> Non
                     f"({other.deployment.get(key)!r} and {route.deployment.get(key)!r})")
 
 
-def deployment_for_route(config: Config, route: str) -> Deployment:
+def deployment_for_route(config: Config, route: str | None) -> Deployment:
     """[deployment] merged with the route's overrides, validated (ModelInputError names the key)."""
     # [deployment] alone first, so that a bad key there is named there, not in the route that
     # inherits it. Without a config file: the inline defaults (dspark, 0.10, flat — docs/DESIGN.md,

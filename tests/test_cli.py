@@ -181,6 +181,26 @@ def test_tune_gamma_route_errors(capsys, tmp_path):
                           "[routes.structured] min_gain: must be a fraction in [0, 1)")
 
 
+
+@pytest.mark.parametrize("argv", [["collect", "--duration", "1s"], ["rules"], ["grafana"], ["tune-gamma", "--route", "a"]])
+def test_every_command_checks_every_routes_keys_when_it_loads_the_config(tmp_path, capsys, argv):
+    """A misspelt key or a bad value in any route is an error naming it, in every command and
+    before anything runs: collect, rules and grafana once took it silently, and tune-gamma
+    with no store scraped its whole window (an hour by default) before saying so."""
+    for text, needle in (('[routes.a]\ntargets = ["http://127.0.0.1:9/metrics"]\nselector = \'{job="a"}\'\n'
+                          '[routes.b]\ntargets = ["http://127.0.0.1:9/metrics"]\nselector = \'{job="b"}\'\nextra = 1\n',
+                          "[routes.b]: unknown deployment key 'extra'"),
+                         ('[deployment]\ndraft_cost = "ten"\n[routes.a]\ntargets = ["http://127.0.0.1:9/metrics"]\n'
+                          'selector = \'{job="a"}\'\n', "[deployment] draft_cost: must be a number")):
+        cfg = tmp_path / "specdec.toml"
+        cfg.write_text(text)
+        started = time.monotonic()
+        fn, args = (tune_gamma_main, argv[1:]) if argv[0] == "tune-gamma" else (main, argv)
+        code, out, err = run_cli(capsys, fn, [*args, "--config", str(cfg)])
+        assert_one_line_error(code, out, err, "specdec.toml", needle)
+        assert time.monotonic() - started < 5  # nothing scraped first
+        assert not (tmp_path / "specdec.db").exists()
+
 def test_an_unknown_route_without_a_config_names_the_ingested_ones(capsys, tmp_path, monkeypatch):
     from support import independent_request_lines
 
