@@ -381,7 +381,9 @@ def _plan_blocks(start: float, end: float, scrape_s: float | None, max_blocks: i
         floor_s = MIN_SCRAPES_PER_BLOCK * (scrape_s if scrape_s else window)
         n = int(max(1, min(max_blocks, math.floor(window / max(floor_s, 1e-3)))))
         block_s = window / n
-    block_s = math.floor(block_s * 1000) / 1000
+    # PromQL durations are whole milliseconds; a window under a few ms (float rounding of
+    # end − start included) would otherwise round its block to 0.
+    block_s = max(math.floor(block_s * 1000 + 1e-6) / 1000, 0.001)
     n = int(min(max_blocks, math.floor(window / block_s + 1e-9)))
     return max(n, 1), block_s
 

@@ -40,6 +40,7 @@ from acceptance.prometheus import (
     normalise_selector,
     prometheus_route_window,
 )
+from acceptance.prometheus import _plan_blocks
 from acceptance.prometheus_recorded import _block_plan, _coverage, prometheus_window
 from acceptance.prometheus_rules import resolution_seconds
 from acceptance.sim import build_scenario
@@ -500,6 +501,13 @@ def test_window_and_selector_input_is_checked():
         PrometheusClient(PrometheusSettings("localhost:9090"))
     assert normalise_selector('job="x"') == '{job="x"}'
     assert normalise_selector(' {job="x", instance=~"a.*"} ') == '{job="x", instance=~"a.*"}'
+    # A window of a millisecond or less (end − start a hair under 1 ms in floating point) still
+    # plans a block PromQL can write: 1 ms, not 0 (a ZeroDivisionError once).
+    now = 1_764_000_000.123
+    for window in (0.001, 0.0004, 1e-9):
+        n, block = _plan_blocks(now - window, now, 15.0, 200, None)
+        assert (n, block) == (1, 0.001)
+    assert _plan_blocks(0.0, 3600.0, 15.0, 200, None) == (80, 45.0)  # at least 3 scrapes a block
 
 
 # ----------------------------------------------------------------------------- exporter
