@@ -403,7 +403,10 @@ _SCRAPE_RACE_SHARE = 1e-3
 
 def _impossible(c: SpecCounts) -> str | None:
     """Why cumulative counts no engine can produce are impossible, or None: every position's
-    accepted A_k ≤ drafts D; A_k not rising with k; accepted A ≤ draft tokens T ≤ γ·D."""
+    accepted A_k ≤ drafts D; A_k not rising with k; Σ_k A_k = A (every accepted token is
+    accepted at a position); accepted A ≤ draft tokens T ≤ γ·D. Each past the slack a scrape
+    race allows (one step, at most a large batch × γ: a page of a young engine whose counts are
+    all within it cannot be told from a race, and is kept)."""
     def over(x: float, bound: float) -> bool:
         return x > bound + _SCRAPE_RACE_SLACK + _SCRAPE_RACE_SHARE * bound
 
@@ -412,6 +415,9 @@ def _impossible(c: SpecCounts) -> str | None:
             return f"{a:g} accepted at position {k} of {c.drafts:g} drafts"
         if k and over(a, c.accepted_per_position[k - 1]):
             return f"{a:g} accepted at position {k}, more than the {c.accepted_per_position[k - 1]:g} at position {k - 1}"
+    by_position = sum(c.accepted_per_position)
+    if over(by_position, c.accepted_tokens) or over(c.accepted_tokens, by_position):
+        return f"{c.accepted_tokens:g} accepted tokens but {by_position:g} accepted over the positions"
     if over(c.accepted_tokens, c.draft_tokens):
         return f"{c.accepted_tokens:g} accepted of {c.draft_tokens:g} draft tokens"
     if over(c.draft_tokens, c.gamma * c.drafts):

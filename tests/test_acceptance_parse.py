@@ -297,6 +297,7 @@ def test_a_broken_step_shape_value_fails_the_page_not_the_store(line):
     ((100, 300, 200, [8259, 90, 50]), "8259 accepted at position 0 of 100 drafts"),
     ((10_000, 30_000, 9_000, [5000, 9000, 100]), "more than the 5000 at position 0"),
     ((10_000, 3_000, 9_000, [5000, 3000, 1000]), "9000 accepted of 3000 draft tokens"),
+    ((10_000, 30_000, 2_000, [5000, 3000, 1000]), "2000 accepted tokens but 9000 accepted over the positions"),
     ((1_000, 90_000, 2_000, [900, 700, 400]), "90000 draft tokens in 1000 drafts of at most 3"),
 ])
 def test_impossible_counts_are_refused_naming_the_engine(counts, why):
@@ -311,7 +312,7 @@ def test_impossible_counts_are_refused_naming_the_engine(counts, why):
 
 def test_counts_a_scrape_race_can_produce_are_kept():
     # a step finished between reading drafts and the per-position counters: off by a batch
-    (snap,) = parse_metrics_page(render_page({"0": (10_000, 30_000, 8_300, [10_200, 6_000, 2_100])}))
+    (snap,) = parse_metrics_page(render_page({"0": (10_000, 30_000, 17_900, [10_200, 6_000, 2_100])}))
     assert snap.counts.accepted_per_position[0] == 10_200
 
 
