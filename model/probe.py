@@ -105,8 +105,8 @@ def plan_probe(inputs: ProbeInputs, deployment: Deployment, *, gamma: int, base:
     if gain <= m:
         return None
     needed = drafts_needed(inputs, gamma=gamma, gain=gain, min_gain=m, drafts=drafts)
-    rate = drafts_per_engine_second * float(inputs.step_time[deployed] / inputs.step_time[gamma])
-    duration = max(needed / rate, PROBE_MIN_ROWS * row_seconds)
+    duration = canary_duration(needed, drafts_per_engine_second, inputs.step_time, gamma=gamma, rate_at=deployed,
+                               min_seconds=PROBE_MIN_ROWS * row_seconds)
     probed = min(PROBE_ENGINES, engines)
     return _priced_probe(inputs, deployment, gamma=int(gamma), base=base, deployed=None, drafts=int(needed),
                          duration=duration, probed=probed, share=probed / engines, restarts=2)
@@ -129,13 +129,30 @@ def continued_probe(inputs: ProbeInputs, deployment: Deployment, running: Runnin
 
 def _priced_probe(inputs: ProbeInputs, deployment: Deployment, *, gamma: int, base: int, deployed: int | None,
                   drafts: int, duration: float, probed: int, share: float, restarts: int) -> Probe:
-    """The Probe of ``gamma`` for ``duration``: value over the rest of the horizon, cost = its
-    traffic share × (duration × expected loss + ``restarts`` restarts) (module docstring)."""
+    """The Probe of ``gamma`` for ``duration``, its value and loss rates from the ensemble."""
     value = value_rate(inputs, gamma=gamma, base=base, min_gain=deployment.min_gain, deployed=deployed)
     loss = float(np.mean(np.maximum(0.0, 1.0 - inputs.ensemble[:, gamma] / inputs.ensemble[:, base])))
-    return Probe(gamma=int(gamma), engines=int(probed), drafts_needed=int(drafts), duration_s=float(duration),
-                 expected_cost=float(share * (duration * loss + restarts * deployment.engine_restart_s)),
-                 expected_value=float(value * max(0.0, deployment.decision_horizon_s - duration)),
+    return priced_canary(deployment, gamma=gamma, engines=probed, drafts=drafts, duration=duration, share=share,
+                         loss_rate=loss, value_rate=value, restarts=restarts)
+
+
+def canary_duration(drafts: float, drafts_per_engine_second: float, step_time: np.ndarray, *, gamma: int,
+                    rate_at: int, min_seconds: float) -> float:
+    """Seconds a canary at ``gamma`` takes for ``drafts``: the draft rate per engine measured
+    at γ ``rate_at``, scaled by τ(rate_at)/τ(γ) (one draft per request-step, and a wider
+    draft makes slower steps), and at least ``min_seconds`` (the rows its test needs)."""
+    rate = drafts_per_engine_second * float(step_time[rate_at] / step_time[gamma])
+    return max(drafts / rate, min_seconds)
+
+
+def priced_canary(deployment: Deployment, *, gamma: int, engines: int, drafts: int, duration: float, share: float,
+                  loss_rate: float, value_rate: float, restarts: int) -> Probe:
+    """The Probe of ``gamma`` on ``engines`` for ``duration`` (module docstring), in seconds of
+    the route's whole output: cost = share × (duration × loss_rate + restarts × engine_restart_s),
+    value = value_rate × (decision_horizon_s − duration) — every probe, whatever it measures."""
+    return Probe(gamma=int(gamma), engines=int(engines), drafts_needed=int(drafts), duration_s=float(duration),
+                 expected_cost=float(share * (duration * loss_rate + restarts * deployment.engine_restart_s)),
+                 expected_value=float(value_rate * max(0.0, deployment.decision_horizon_s - duration)),
                  speculative_config=speculative_config(deployment, int(gamma), None))
 
 

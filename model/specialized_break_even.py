@@ -24,10 +24,9 @@ import numpy as np
 from acceptance.durations import approximate_duration
 
 from .deployment import DECISION_CERTAINTY, PERCENTILE_OBJECTIVES, Deployment
-from .probe import PROBE_ENGINES, PROBE_MIN_DRAFTS, Probe
+from .probe import PROBE_ENGINES, PROBE_MIN_DRAFTS, Probe, canary_duration, priced_canary
 from .specialized_measured import predicted_halfwidth
 from .speedup import speedup_with_undrafted
-from .vllm_config import speculative_config
 
 
 # How far outside the configured specialized_speedup a flip of the best γ still makes the
@@ -209,8 +208,8 @@ def speedup_probe(break_even: SpecializedBreakEven | None, speeds_at: Callable[[
     gamma, base = (break_even.gamma_below if below else break_even.gamma_above), break_even.gamma
     grid = np.linspace(lo / (1.0 + BREAK_EVEN_MARGIN), hi, _VALUE_GRID)
     gains = np.array([(lambda s: s[gamma] / s[base] - 1.0)(speeds_at(float(x))) for x in grid])
-    duration = max(PROBE_MIN_DRAFTS / (rate * float(step_time[base] / step_time[gamma])),
-                   SPEEDUP_PROBE_ROWS * traffic.row_seconds)
+    duration = canary_duration(PROBE_MIN_DRAFTS, rate, step_time, gamma=gamma, rate_at=base,
+                               min_seconds=SPEEDUP_PROBE_ROWS * traffic.row_seconds)
     spread = np.zeros(1) if ensemble is None else ensemble[:, gamma] / ensemble[:, base] - 1.0
     spread = spread - spread.mean()
     sure = np.mean(gains[:, None] + spread[None, :] > deployment.min_gain, axis=1) >= DECISION_CERTAINTY
@@ -226,10 +225,8 @@ def speedup_probe(break_even: SpecializedBreakEven | None, speeds_at: Callable[[
             resolved[useful] = np.abs(grid[useful] - flip) > np.interp(grid[useful], at, widths)
     value = float(np.mean(np.where((gains > deployment.min_gain) & sure & resolved, gains, 0.0)))
     loss = float(np.mean(np.maximum(0.0, -gains)))
-    return Probe(gamma=int(gamma), engines=PROBE_ENGINES, drafts_needed=PROBE_MIN_DRAFTS, duration_s=float(duration),
-                 expected_cost=float((duration * loss + 2 * deployment.engine_restart_s) / traffic.engines),
-                 expected_value=float(value * max(0.0, deployment.decision_horizon_s - duration)),
-                 speculative_config=speculative_config(deployment, int(gamma), None))
+    return priced_canary(deployment, gamma=gamma, engines=PROBE_ENGINES, drafts=PROBE_MIN_DRAFTS, duration=duration,
+                         share=PROBE_ENGINES / traffic.engines, loss_rate=loss, value_rate=value, restarts=2)
 
 
 def speedup_step(break_even: SpecializedBreakEven | None, speeds_at: Callable[[float], np.ndarray],
