@@ -156,7 +156,7 @@ def _with_request_load(store, window: IngestedWindow, route: str, engines: int |
     counted = "its requests" if len(routes) == 1 else f"the requests of routes {', '.join(routes)}"
     note = (f"batch mix: {load.mean_running:.1f} requests per engine on average over {engines} engine(s), from the "
             f"decode times of {counted} ({load.requests:,}); requests without metrics on these engines would raise it")
-    shape = replace(window.step_shape, batch_mix=load.time_shares, samples=load.samples)
+    shape = replace(window.step_shape, batch_time_shares=load.time_shares, samples=load.samples)
     running = _segment_engines(window, engines)
     segments = [_with_request_latency(s, {k: v[spans["gamma"] == s.gamma] for k, v in spans.items()}, running[s.gamma])
                 for s in window.segments]
@@ -215,7 +215,7 @@ def _request_window(store, route: str, source: str, start: float, end: float, se
         steps = store.ingested_step_sequences(route, source, newest.gamma, start, end)
         sequences = None if steps is None else [StepSequence(newest.gamma, d, a) for d, a in steps]
     return replace(window, step_sequences=sequences, request_itl_s=request_itl, request_decode_tokens=request_decode,
-                   step_shape=StepShapeWindow(batch_mix={}, iteration_tokens={}, itl_per_token_s=itl_mean,
+                   step_shape=StepShapeWindow(batch_time_shares={}, iteration_tokens={}, itl_per_token_s=itl_mean,
                                               samples=0, undrafted_token_share=undrafted))
 
 
@@ -236,7 +236,7 @@ def _logged_step_shape(latencies: list[LoggedLatency]) -> StepShapeWindow:
             samples[b] = samples.get(b, 0.0) + n
     total = sum(samples.values())
     steps = sum(x.request_steps for x in latencies)
-    return StepShapeWindow(batch_mix={b: n / total for b, n in sorted(samples.items())} if total else {},
+    return StepShapeWindow(batch_time_shares={b: n / total for b, n in sorted(samples.items())} if total else {},
                            iteration_tokens={}, samples=int(total),
                            itl_mean_s=sum(x.request_seconds for x in latencies) / steps if steps > 0 else None,
                            sample_pairs=sum(x.sample_pairs for x in latencies),

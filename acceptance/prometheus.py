@@ -587,7 +587,7 @@ def _step_shape(client: PrometheusClient, sel: str, end: float, window_s: float,
                        f"sum(rate({vm.INTER_TOKEN_LATENCY}_count{sel}[{w}]))", end)
     itl_mean = itl[0][1] if itl and math.isfinite(itl[0][1]) and itl[0][1] > 0 else None
     return StepShapeWindow(
-        batch_mix={b: c / samples for b, c in running.items()} if samples else {},
+        batch_time_shares={b: c / samples for b, c in running.items()} if samples else {},
         iteration_tokens=dict(sorted(iteration_tokens.items())),
         itl_mean_s=itl_mean,
         samples=int(round(samples)),

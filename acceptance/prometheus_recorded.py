@@ -254,7 +254,7 @@ class _Recorded:
         itl_mean = itl_sum[0][1] / itl_count[0][1] if itl_sum and itl_count and itl_count[0][1] > 0 else None
         both = max(pairs.get("both_running", 0), 0)
         return StepShapeWindow(
-            batch_mix={b: c / samples for b, c in running.items()} if samples else {},
+            batch_time_shares={b: c / samples for b, c in running.items()} if samples else {},
             iteration_tokens=dict(sorted(buckets.items())),
             itl_mean_s=itl_mean if itl_mean is not None and math.isfinite(itl_mean) and itl_mean > 0 else None,
             samples=int(round(samples)), sample_pairs=both,

@@ -140,7 +140,7 @@ def _with_window(route: RouteEstimate, window, rows: IntervalCounts, engines: in
         route.survival_reached = survival_among_reached(counts).tolist()
         reach = draft_reach(counts)
         route.draft_reach = None if reach is None else reach.tolist()
-    route.batch_time_shares = shape.batch_mix or None
+    route.batch_time_shares = shape.batch_time_shares or None
     route.effective_samples = shape.effective_samples
     route.iteration_tokens = shape.iteration_tokens or None
     own = _own_segment(window, gamma)

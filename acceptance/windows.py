@@ -86,7 +86,7 @@ class GammaSegment:
 class StepShapeWindow:
     """Step shape of a route over a window.
 
-    batch_mix: {batch size B: share of ``num_requests_running`` samples with B running},
+    batch_time_shares: {batch size B: share of ``num_requests_running`` samples with B running},
     over engines and time, B ≥ 1 (idle samples carry no decode steps); iteration_tokens:
     {le: Σ bucket deltas} (cumulative by le, as the histogram is); itl_mean_s =
     Σ ITL-sum deltas / Σ ITL-count deltas, the mean STEP time a request sees (vLLM observes
@@ -94,13 +94,13 @@ class StepShapeWindow:
     step emits); itl_per_token_s: the mean time per output TOKEN, which per-request
     ``mean_itl_ms`` is (decode time / (tokens − 1)); undrafted_token_share: ν, the share of
     decode tokens from steps that carried no draft (counts.undrafted_token_share; per-request
-    rows that know their tokens only, else None); samples: the gauge samples behind batch_mix;
+    rows that know their tokens only, else None); samples: the gauge samples behind batch_time_shares;
     sample_pairs / repeated_pairs: consecutive samples of one engine (both B ≥ 1) and how
     many of them kept B (raw rows only; 0 when unknown); itl_from_running: itl_mean_s is
     Little's law's over logged intervals (acceptance.ingested_window), not the histogram's.
     """
 
-    batch_mix: dict[int, float] = field(default_factory=dict)
+    batch_time_shares: dict[int, float] = field(default_factory=dict)
     iteration_tokens: dict[float, float] = field(default_factory=dict)
     itl_mean_s: float | None = None
     samples: int = 0
@@ -119,10 +119,10 @@ class StepShapeWindow:
         (a batch that persists with probability ρ, else is redrawn from the mix u; Σ u² by its
         unbiased estimate (n·Σ û² − 1)/(n − 1), as û comes from the same n samples). 0 when no
         pairs are known or the mix has one size; clipped to [0, 0.99]."""
-        if self.sample_pairs <= 0 or len(self.batch_mix) < 2 or self.samples < 2:
+        if self.sample_pairs <= 0 or len(self.batch_time_shares) < 2 or self.samples < 2:
             return 0.0
         n = self.samples
-        collision = (n * sum(u * u for u in self.batch_mix.values()) - 1.0) / (n - 1.0)
+        collision = (n * sum(u * u for u in self.batch_time_shares.values()) - 1.0) / (n - 1.0)
         same = self.repeated_pairs / self.sample_pairs
         return float(min(max((same - collision) / (1.0 - collision), 0.0), 0.99))
 
@@ -321,13 +321,13 @@ def _read_route_window(store: Store, targets: list[str], start: float, end: floa
 def _step_shape(store: Store, step: StepTotals) -> StepShapeWindow:
     per_size = step.batch_histogram()  # B ≥ 1: idle samples carry no decode steps
     samples = int(sum(per_size.values()))
-    batch_mix = {b: n / samples for b, n in per_size.items() if n > 0}
+    batch_time_shares = {b: n / samples for b, n in per_size.items() if n > 0}
     it_sums: dict[float, float] = defaultdict(float)
     for layout_id, sums in step.iteration_tokens.items():
         for name, x in zip(store.layout_columns(layout_id), sums.tolist()):
             it_sums[le_value(name)] += x
     return StepShapeWindow(
-        batch_mix=batch_mix,
+        batch_time_shares=batch_time_shares,
         iteration_tokens=dict(sorted(it_sums.items())),
         itl_mean_s=step.itl_sum / step.itl_count if step.itl_count > 0 else None,
         samples=samples,

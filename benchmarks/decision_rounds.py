@@ -74,7 +74,7 @@ def route_window(parts: list[tuple[IntervalCounts, int, tuple[float, float], obj
         segments.append(GammaSegment(rows.gamma, float(rows.start[0]), float(rows.end[-1]), refs, rows,
                                      engines_at_end=refs, itl_sum_s=itl_sum, itl_count=itl_count,
                                      batch_samples=None if own is None else
-                                     {b: u * own.samples for b, u in own.batch_mix.items()}))
+                                     {b: u * own.samples for b, u in own.batch_time_shares.items()}))
     start = min(s.start for s in segments)
     end = max(s.end for s in segments)
     count = sum(s.itl_count for s in segments)

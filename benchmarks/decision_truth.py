@@ -333,7 +333,7 @@ def generate_segment(cls: DecisionClass, truth: Truth, rng: np.random.Generator,
     intervals = IntervalCounts(gamma, ends - SCRAPE_S, ends, rows)
     samples = sum(gauge.values())
     iteration_tokens = {float(SPECIALIZED_TOKEN_LIMIT): float(small_steps), math.inf: float(all_steps)} if specialized else {}
-    shape = StepShapeWindow(batch_mix={b: n / samples for b, n in sorted(gauge.items())},
+    shape = StepShapeWindow(batch_time_shares={b: n / samples for b, n in sorted(gauge.items())},
                             iteration_tokens=iteration_tokens, itl_mean_s=itl_sum / itl_count if itl_count else None,
                             samples=samples, sample_pairs=pairs, repeated_pairs=repeats)
     return intervals, shape, (itl_sum, itl_count)

@@ -90,7 +90,7 @@ def tuning_to_dict(t) -> dict:
             for s in w.segments
         ]
         observed["events"] = [_event_dict(ev) for ev in w.events]
-        observed["batch_time_shares"] = {str(k): v for k, v in sorted(w.step_shape.batch_mix.items())}
+        observed["batch_time_shares"] = {str(k): v for k, v in sorted(w.step_shape.batch_time_shares.items())}
         observed["observed_tokens_per_second"] = t.route_estimate.observed_tokens_per_second
         observed["targets"] = [_status_dict(s) for s in w.target_status]
     doc = {

@@ -226,7 +226,7 @@ def plugin_totals(curves: dict[str, list[float]], drafts: float, steps=()) -> ps
 
 def window_with(plugin, batch_mix, iteration_tokens=None):
     """An acceptance.windows.Window with the given plugin totals, batch mix and histogram."""
-    window = NS(step_shape=StepShapeWindow(batch_mix=batch_mix, iteration_tokens=iteration_tokens or {},
+    window = NS(step_shape=StepShapeWindow(batch_time_shares=batch_mix, iteration_tokens=iteration_tokens or {},
                                            itl_mean_s=None, samples=1000),
                 plugin=plugin, newest_segment=None, current_segments=[], segments=[], events=[], target_status=[],
                 start=0.0, end=3600.0, not_speculating=[], step_sequences=None)

@@ -263,7 +263,7 @@ def test_step_shape_and_not_speculating(tmp_path):
         w = route_window(store, ["x"], 0, 100)
         s = w.step_shape
         assert s.samples == 4  # the idle sample (0 running) is not a batch size
-        assert s.batch_mix == {1: 0.25, 2: 0.5, 6: 0.25}
+        assert s.batch_time_shares == {1: 0.25, 2: 0.5, 6: 0.25}
         # consecutive samples of one engine, both running: (2, 2) kept B, (2, 6) did not; the
         # pairs around the restart hold an idle sample (0 running), which is not a batch size
         assert (s.sample_pairs, s.repeated_pairs) == (2, 1)
@@ -329,17 +329,17 @@ def test_window_rejects_empty_interval(tmp_path):
 def test_batch_persistence_and_effective_samples():
     # P(same) = ρ + (1 − ρ)·Σu²: with û = (½, ½) from n = 100 samples, Σu² ≈ (100·½ − 1)/99,
     # and P(same) = ¾: ρ ≈ ½, n_eff = n·(1 − ρ)/(1 + ρ)
-    s = StepShapeWindow(batch_mix={1: 0.5, 2: 0.5}, samples=100, sample_pairs=80, repeated_pairs=60)
+    s = StepShapeWindow(batch_time_shares={1: 0.5, 2: 0.5}, samples=100, sample_pairs=80, repeated_pairs=60)
     collision = 49 / 99
     rho = (0.75 - collision) / (1 - collision)
     assert s.batch_persistence == pytest.approx(rho)
     assert rho == pytest.approx(0.5, abs=0.01)
     assert s.effective_samples == pytest.approx(100 * (1 - rho) / (1 + rho))
     # no pairs known, or one batch size: the samples count as independent
-    assert StepShapeWindow(batch_mix={1: 0.5, 2: 0.5}, samples=100).effective_samples == 100
-    assert StepShapeWindow(batch_mix={4: 1.0}, samples=100, sample_pairs=99, repeated_pairs=99).batch_persistence == 0
+    assert StepShapeWindow(batch_time_shares={1: 0.5, 2: 0.5}, samples=100).effective_samples == 100
+    assert StepShapeWindow(batch_time_shares={4: 1.0}, samples=100, sample_pairs=99, repeated_pairs=99).batch_persistence == 0
     # changing more often than a fresh draw would (anti-persistent): not counted as more samples
-    assert StepShapeWindow(batch_mix={1: 0.5, 2: 0.5}, samples=100, sample_pairs=99,
+    assert StepShapeWindow(batch_time_shares={1: 0.5, 2: 0.5}, samples=100, sample_pairs=99,
                            repeated_pairs=0).effective_samples == 100
 
 
@@ -379,7 +379,7 @@ def test_every_window_kind_is_a_window_with_one_current_segment_rule():
 
     # γ 3 ended inside the window; γ 7 runs to its end, and γ 5 (a canary) beside it
     segments = [segment(3, 0.0, 1000.0, 9000.0), segment(7, 1000.0, 3600.0, 5000.0), segment(5, 3000.0, 3595.0, 100.0)]
-    shape = StepShapeWindow(batch_mix={}, iteration_tokens={}, samples=0)
+    shape = StepShapeWindow(batch_time_shares={}, iteration_tokens={}, samples=0)
     windows = [
         RouteWindow([], 0.0, 3600.0, segments, [], shape, [], []),
         PrometheusWindow("http://127.0.0.1:9090", "{}", 0.0, 3600.0, 15.0, 15.0, segments, [], shape),

@@ -133,7 +133,7 @@ def test_in_process_generator_is_exact_for_stateless_processes():
     al_second = 1 + rows[half:, 2].sum() / rows[half:, 0].sum()
     assert al_first == pytest.approx(float(expected_tokens_independent(0.6, 4)), abs=0.02)
     assert al_second == pytest.approx(float(expected_tokens_independent(0.85, 4)), abs=0.02)
-    assert sum(shape.batch_mix.values()) == pytest.approx(1.0)
+    assert sum(shape.batch_time_shares.values()) == pytest.approx(1.0)
     assert shape.samples == cls.engines * len(rows)
 
 

@@ -100,7 +100,7 @@ def test_victoria_metrics_and_store_agree_on_survival_through_a_restart(victoria
     assert np.all(seg.intervals.counts == np.round(seg.intervals.counts))
     assert 0.6 < vm_est.drafts / store.drafts < 1.2
     ps, ss = vw.step_shape, sw.step_shape
-    assert set(ps.batch_mix) <= {2, 4, 8} and abs(sum(ps.batch_mix.values()) - 1) < 1e-9
+    assert set(ps.batch_time_shares) <= {2, 4, 8} and abs(sum(ps.batch_time_shares.values()) - 1) < 1e-9
     # the segment's own gauge samples (MetricsQL's count_values without () and the γ join):
     # the one segment's are the route's, up to the blocks' later start
     assert set(seg.batch_samples) <= {2, 4, 8} and 0.6 * ps.samples <= sum(seg.batch_samples.values()) <= ps.samples + 2
@@ -121,7 +121,7 @@ def test_recorded_window_through_vmalert_agrees_with_the_store(victoria):
     sw = route_window(victoria["store"], victoria["targets"], start, victoria["end"])
     vm_est, store = same_curve_as_store(vw, sw, "vmalert-recorded")
     assert 0.6 < vm_est.drafts / store.drafts < 1.2
-    assert set(vw.step_shape.batch_mix) <= {2, 4, 8} and vw.step_shape.itl_mean_s > 0
+    assert set(vw.step_shape.batch_time_shares) <= {2, 4, 8} and vw.step_shape.itl_mean_s > 0
     # each γ segment's own latency from the rules' by-γ ITL series (MetricsQL's group_left):
     # one observation per request per step, each a draft, so its count is the segment's drafts —
     # to within what two rules of one group can see apart: vmalert runs them one after the

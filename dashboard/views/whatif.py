@@ -128,7 +128,7 @@ def _batch_time_shares(controls: _Controls, tuning) -> dict[int, float] | None:
             return parse_batch_mix(controls.mix_text)
         except BatchMixError as e:
             st.warning(f"{e}; using the observed mix instead.")
-    elif not (tuning.window is not None and tuning.window.step_shape.batch_mix):
+    elif not (tuning.window is not None and tuning.window.step_shape.batch_time_shares):
         st.caption("No vllm:num_requests_running samples in the window: the model uses batch 1.")
     return None
 
