@@ -185,13 +185,18 @@ class PrometheusClient:
                              f"followed (the token must not go elsewhere); set [prometheus] url to the final address"
                              ) from None
         except urllib.error.HTTPError as e:
-            detail = ""
+            detail, etype = "", None
             try:  # Prometheus answers errors with {"status": "error", "errorType", "error"}
                 doc = json.loads(e.read(65536) or b"{}")
                 if isinstance(doc, dict) and doc.get("error"):
-                    detail = f": {doc.get('errorType', 'error')}: {doc['error']}"
+                    etype = doc.get("errorType", "error")
+                    detail = f": {etype}: {doc['error']}"
             except (ValueError, OSError):
                 pass
+            if e.code == 400 and etype == "bad_data":  # the server answered: the query is wrong, and
+                # every query is built on the route's selector, the one part the user writes
+                raise self._fail(f"HTTP 400 from /api/v1/{endpoint}{detail}; check the route's selector "
+                                 f"(PromQL label matchers such as {{job=\"vllm\"}})") from None
             raise self._fail(f"HTTP {e.code} {e.reason} from /api/v1/{endpoint}{detail}", PrometheusUnreachable) from None
         except urllib.error.URLError as e:
             raise self._fail(f"cannot reach the server ({e.reason})", PrometheusUnreachable) from None

@@ -40,6 +40,7 @@ from acceptance.prometheus import (
     normalise_selector,
     prometheus_route_window,
 )
+from acceptance.fetch import UnreachableError
 from acceptance.prometheus import _plan_blocks
 from acceptance.prometheus_recorded import _block_plan, _coverage, prometheus_window
 from acceptance.prometheus_rules import resolution_seconds
@@ -97,8 +98,8 @@ def test_prometheus_and_store_agree_on_survival_through_a_restart(live):
     # increase() extrapolates, so the draft counts are close but not equal (and fractional).
     assert 0.6 < prom.drafts / store.drafts < 1.2
     # The step shape came through too.
-    assert set(pw.step_shape.batch_mix) <= {2, 4, 8}
-    assert abs(sum(pw.step_shape.batch_mix.values()) - 1) < 1e-9
+    assert set(pw.step_shape.batch_time_shares) <= {2, 4, 8}
+    assert abs(sum(pw.step_shape.batch_time_shares.values()) - 1) < 1e-9
     assert pw.step_shape.itl_mean_s == pytest.approx(sw.step_shape.itl_mean_s, rel=0.05)
     assert pw.step_shape.iteration_tokens[float("inf")] > 0
     # consecutive gauge samples and how often B persisted (the batch mix's effective samples)
@@ -176,7 +177,7 @@ def test_recorded_window_agrees_with_the_store_through_a_restart(live):
     assert float(prom.drafts).is_integer()
     assert 0.6 < prom.drafts / store.drafts < 1.2
     ps, ss = pw.step_shape, sw.step_shape
-    assert set(ps.batch_mix) <= {2, 4, 8} and abs(sum(ps.batch_mix.values()) - 1) < 1e-9
+    assert set(ps.batch_time_shares) <= {2, 4, 8} and abs(sum(ps.batch_time_shares.values()) - 1) < 1e-9
     assert ps.itl_mean_s == pytest.approx(ss.itl_mean_s, rel=0.05)
     assert ps.iteration_tokens[float("inf")] > 0
     assert 0 < ps.sample_pairs < ps.samples and 0 <= ps.repeated_pairs <= ps.sample_pairs
@@ -478,9 +479,13 @@ def test_error_document_and_bad_status_are_one_line(fake):
     assert "bad_data" in str(info.value)
     assert "\n" not in str(info.value)
     assert _url(fake) in str(info.value)
+    # a query the server refused to parse is the selector's fault (exit 2), not an outage (3)
+    assert not isinstance(info.value, UnreachableError)
+    assert "check the route's selector" in str(info.value)
     fake.answer = ("<html>gateway down</html>", 502)
-    with pytest.raises(PrometheusError, match="HTTP 502"):
+    with pytest.raises(PrometheusError, match="HTTP 502") as info:
         client.query("up", 1.0)
+    assert isinstance(info.value, UnreachableError)
     fake.answer = ("not json", 200)
     with pytest.raises(PrometheusError, match="did not answer JSON"):
         client.query("up", 1.0)
