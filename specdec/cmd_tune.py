@@ -150,6 +150,9 @@ def _open_store_for_reading(config, db: str | None):
     path = config.store_path_for(db)
     if not path.exists():
         raise UsageError(f"{path}: no store here yet; run `specdec collect --config {config.path}` first (or pass --db)")
+    if path.is_file() and path.stat().st_size == 0:  # SQLite would make it a store: a read must not write one
+        raise UsageError(f"{path}: an empty file, not a specdec store; run `specdec collect` or `specdec ingest` "
+                         f"into it first")
     return Store.open(path, retention_s=config.retention_s)
 
 

@@ -54,6 +54,22 @@ def check_host(args) -> None:
         raise InputError(f"--host: expected an address such as 127.0.0.1, got {args.host!r}")
 
 
+def check_port(args) -> None:
+    """The server could listen on --host:--port: a port in use (another dashboard) is the
+    user's to change, not a server that prints its address and then dies of it. Bound with
+    SO_REUSEADDR, as Tornado binds, so a port a stopped dashboard left in TIME_WAIT passes."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((args.host, args.port))
+        except OSError as e:
+            raise InputError(f"--port {args.port}: cannot listen on {args.host}: {e.strerror or e} "
+                             f"(another server on it? pick another --port)") from None
+
+
 def check_inputs(args) -> None:
     """Refuse what the app could never read (InputError, one line), before the server serves."""
     check_host(args)
@@ -76,6 +92,7 @@ def _check_store_inputs(args) -> None:
 
 def run(args) -> int:
     check_host(args)
+    check_port(args)
 
     def checked() -> None:
         _check_store_inputs(args)

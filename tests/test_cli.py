@@ -157,6 +157,12 @@ def test_tune_gamma_route_errors(capsys, tmp_path):
     (tmp_path / "specdec.db").write_bytes(b"this is not a database" * 100)
     assert_one_line_error(*run_cli(capsys, tune_gamma_main, ["--route", "structured", "--config", str(cfg)]),
                           "specdec.db")
+    # An empty file is no store, and a read leaves it as it was.
+    (tmp_path / "empty.db").touch()
+    assert_one_line_error(*run_cli(capsys, tune_gamma_main, ["--route", "structured", "--config", str(cfg),
+                                                             "--db", str(tmp_path / "empty.db")]),
+                          "empty.db: an empty file, not a specdec store")
+    assert (tmp_path / "empty.db").stat().st_size == 0
     # An empty store: the route has no data.
     (tmp_path / "specdec.db").unlink()
     from acceptance.store import Store
@@ -563,6 +569,20 @@ def test_emit_and_json_are_refused_together_and_help_has_no_markup(capsys):
     code, out, err = run_cli(capsys, main, ["dashboard", "--help"])
     assert code == 0
     assert "`" not in out
+
+
+def test_dashboard_on_a_port_in_use_is_a_one_line_error_before_any_server(capsys):
+    """Once it printed its address, started Streamlit, which said the port was taken and
+    exited 1 — the code for a bug — leaving the user the address of a server that never ran."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, out, err = run_cli(capsys, main, ["dashboard", "--port", str(port)])
+    assert_one_line_error(code, out, err, f"--port {port}: cannot listen on 127.0.0.1", "pick another --port")
+    assert "http://" not in err
 
 
 # ------------------------------------------------------------------ the exit-code rule
