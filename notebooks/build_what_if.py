@@ -201,8 +201,10 @@ fig.update_layout(title=f"Same AL at γ = {DEPLOYED_GAMMA}, different prediction
 fig.show()"""),
     ("md", r"""The independent p under-predicts short drafts (the front-loaded drafter's first tokens
 are better than p) and over-predicts long ones (its late tokens are worse). Past the
-deployed γ the data cannot tell which is right: the recommender extrapolates at most two
-positions, and shows the spread of several tail models as the interval. With the
+deployed γ the data cannot tell which is right: the recommender extrapolates as far as the
+drafter allows (its block, `gamma_max`), marks those candidates `extrapolated`, and prices
+them with the spread of several tail models and the errors such extrapolations made on real
+curves (docs/DESIGN.md, Cost model). With the
 front-loaded curve observed at γ = 7 (intervals from 200,000 drafts):"""),
     ("code", r"""observed = estimate_from_survival(front[:DEPLOYED_GAMMA], drafts=200_000)
 rec = recommend(observed.survival.value, dflash["roofline"], survival_resamples=observed.survival_resamples)
@@ -348,7 +350,7 @@ The same analysis on stored data. By default this reads the store `specdec demo`
 `.demo/` (run `make demo` first) and otherwise the bundled `notebooks/sample_route.json`
 (one route's interval counts from the demo's simulated fleet). To use your own, set
 `SPECDEC_WHATIF_DATA` to a `specdec.toml` (or the folder that holds it; its store is
-where the config says) and optionally `SPECDEC_WHATIF_WINDOW` (seconds);
+where the config says) and optionally `SPECDEC_WHATIF_WINDOW` (a duration: `1h`, `30m`, `3600`);
 `SPECDEC_WHATIF_DATA=sample` forces the sample.
 
 The cell below prints the routes it found. Set `ROUTE` to the one to analyse (or
@@ -358,7 +360,7 @@ The cell below prints the routes it found. Set `ROUTE` to the one to analyse (or
 from acceptance.counts import IntervalCounts
 from acceptance.store import Store
 from acceptance.windows import GammaSegment, RouteWindow, StepShapeWindow
-from specdec.config import load_config
+from specdec.config import load_config, parse_duration
 from specdec.pipeline import tune_intervals, tune_route
 from specdec.report import tuning_to_dict
 
@@ -395,7 +397,8 @@ if config_path is not None:
                            config_path)
         now = store.latest_time()  # the store's newest scrape: a demo store's clock is simulated
         tuning = tune_route(config, route, store=store, now=now,
-                            window_s=float(os.environ.get("SPECDEC_WHATIF_WINDOW", 3600)))
+                            window_s=parse_duration(os.environ.get("SPECDEC_WHATIF_WINDOW", "1h"),
+                                                    what="SPECDEC_WHATIF_WINDOW"))
     print(f"route {route!r} from the store of {config_path}")
 else:
     sample = json.loads(SAMPLE.read_text(encoding="utf-8"))
@@ -403,7 +406,7 @@ else:
                                np.array(sample["counts"], dtype=float))
     shape = sample["step_shape"]
     step_shape = StepShapeWindow(
-        batch_mix={int(b): w for b, w in shape["batch_time_shares"].items()},
+        batch_time_shares={int(b): w for b, w in shape["batch_time_shares"].items()},
         iteration_tokens={float(le): n for le, n in shape["iteration_tokens"].items()},
         itl_mean_s=shape["itl_mean_s"], samples=shape["samples"])
     segment = GammaSegment(gamma=sample["gamma"], start=float(intervals.start[0]), end=float(intervals.end[-1]),
@@ -512,7 +515,7 @@ def build_sample(path: Path = SAMPLE_PATH, *, seed: int = 0) -> dict:
         "end": [float(x) for x in iv.end],
         "counts": [[int(round(x)) for x in row] for row in iv.counts],
         "step_shape": {
-            "batch_time_shares": {str(b): round(w, 6) for b, w in sorted(shape.batch_mix.items())},
+            "batch_time_shares": {str(b): round(w, 6) for b, w in sorted(shape.batch_time_shares.items())},
             "iteration_tokens": {("+Inf" if le == float("inf") else repr(le)): n
                                  for le, n in sorted(shape.iteration_tokens.items())},
             "itl_mean_s": shape.itl_mean_s,

@@ -230,6 +230,7 @@ def _store_with_two_routes(folder: Path) -> None:
 
 def test_notebook_route_is_chosen_by_name(kernel_env, tmp_path, monkeypatch):
     _store_with_two_routes(tmp_path)
+    monkeypatch.setenv("SPECDEC_WHATIF_WINDOW", "2h")  # a duration, as every window option takes
     nb = nbformat.read(NOTEBOOK, as_version=4)
     intro = nb.cells[_route_cell_index(nb) - 1]
     assert intro.cell_type == "markdown"
