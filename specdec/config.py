@@ -265,8 +265,8 @@ def config_from_mapping(raw: dict, *, path: Path | None) -> Config:
     )
     # Every command checks every route's keys and values when it loads the config: collect,
     # rules and grafana would otherwise take a misspelt key silently, and a live tune would
-    # find it only after scraping its whole window.
-    for route in (None, *routes):
+    # find it only after scraping its whole window. Each route's check begins with [deployment].
+    for route in routes or (None,):
         deployment_for_route(config, route)
     return config
 
