@@ -72,13 +72,19 @@ class StepShape:
 
     iteration_tokens: cumulative bucket counts of ``vllm:iteration_tokens_total``, keyed by
     the upper bound ``le`` (float, +inf included); num_requests_running: the gauge;
-    itl_sum / itl_count: ``vllm:inter_token_latency_seconds`` _sum and _count.
+    itl_sum / itl_count: ``vllm:inter_token_latency_seconds`` _sum and _count;
+    generation_tokens / first_tokens: ``vllm:generation_tokens_total`` and
+    ``vllm:time_to_first_token_seconds_count``.
     """
 
     iteration_tokens: dict[float, float] = field(default_factory=dict)
     num_requests_running: float | None = None
     itl_sum: float | None = None
     itl_count: float | None = None
+    # vllm:generation_tokens_total and vllm:time_to_first_token_seconds_count: decode tokens
+    # N = generation − first tokens, read by ``inspect`` beside the steps S (itl_count)
+    generation_tokens: float | None = None
+    first_tokens: float | None = None
 
 
 @dataclass(frozen=True)
@@ -191,7 +197,8 @@ def decode_tokens(counts: SpecCounts, undrafted_share: float | None) -> float:
     return drafted / (1.0 - nu) if nu < 1.0 else drafted
 
 
-def undrafted_token_share(decode_tokens: float, drafts: float, accepted: float) -> float | None:
+def undrafted_token_share(decode_tokens: float, drafts: float, accepted: float, *,
+                          steps: float | None = None) -> float | None:
     """ν = U / N: the share of a route's decode tokens emitted by steps that carried no draft.
 
     A request's N = tokens − 1 decode tokens (the first comes from the prefill) are emitted by
@@ -199,7 +206,9 @@ def undrafted_token_share(decode_tokens: float, drafts: float, accepted: float) 
     N − D − A steps had no draft — an ngram or suffix drafter that found no match proposes
     nothing, and vLLM counts no draft for that step (num_drafts, the histogram). AL = 1 + A/D
     describes the drafted steps only, so without ν a route whose drafter often finds nothing
-    reads as faster than it is.
+    reads as faster than it is. ``steps``: S when counted apart (vLLM's inter-token latency
+    histogram observes once per request per decode step: its count is S), then U = S − D —
+    a length limit that cuts a last step's accepted drafts from the output shortens N, not S.
 
     ν, not the drafted share of steps D / S, is what holds across γ: the undrafted steps are
     the text's unmatched places, one token each whatever γ, while a longer γ needs fewer
@@ -209,4 +218,22 @@ def undrafted_token_share(decode_tokens: float, drafts: float, accepted: float) 
     None when there are no decode tokens."""
     if not decode_tokens > 0:
         return None
-    return float(min(1.0, max(0.0, (decode_tokens - drafts - accepted) / decode_tokens)))
+    undrafted_steps = (decode_tokens - accepted if steps is None else steps) - drafts
+    return float(min(1.0, max(0.0, undrafted_steps / decode_tokens)))
+
+
+def steps_undrafted_share(steps: float, drafts: float, accepted: float) -> float | None:
+    """ν of a window that counts its decode steps S (the inter-token latency histogram's count)
+    but not its decode tokens: N = S + A (every step emits one token and its accepted drafts;
+    exact but for the accepted drafts a length limit cut from a last step's output, at most γ
+    per finished request). None without steps."""
+    if not steps > 0:
+        return None
+    return undrafted_token_share(steps + accepted, drafts, accepted, steps=steps)
+
+
+def tokens_per_step(mean_acceptance_length: float, undrafted_share: float | None) -> float:
+    """N / S, the decode tokens a request gets per step: AL on drafted steps, 1 on the share ν of
+    tokens from undrafted steps — steps per token ν + (1 − ν)/AL."""
+    nu = undrafted_share or 0.0
+    return 1.0 / (nu + (1.0 - nu) / mean_acceptance_length)

@@ -11,7 +11,9 @@ Python — and only those lines go to ``prometheus_client.parser``:
   ``<family>_created`` samples;
 - step shape (``STEP_SHAPE_FAMILIES``): ``vllm:iteration_tokens_total`` _bucket/_sum/_count
   (a histogram whose own name ends in ``_total``), ``vllm:num_requests_running``, and
-  ``vllm:inter_token_latency_seconds`` _sum/_count (its buckets are not needed);
+  ``vllm:inter_token_latency_seconds`` _sum/_count (its buckets are not needed),
+  ``vllm:generation_tokens_total`` and ``vllm:time_to_first_token_seconds_count`` (decode
+  tokens, beside the decode steps the ITL count gives);
 - specdec's vLLM plugin (``acceptance.plugin_series.PLUGIN_FAMILIES``), when the engine
   runs it: ``<family>_total`` samples, read by ``plugin_series.plugin_counts_from_families``
   into ``EngineSnapshot.plugin`` (None for an engine without them). A page without them
@@ -58,7 +60,7 @@ from . import plugin_series
 from . import vllm_metrics as vm
 from .errors import InputError
 from .counts import EngineSnapshot, SpecCounts, StepShape
-from .counts import survival
+from .counts import steps_undrafted_share, survival, undrafted_token_share
 from .json_safe import json_safe
 from .definitions import conditional_from_survival, draft_acceptance_rate, equivalent_p, mean_acceptance_length
 
@@ -76,9 +78,12 @@ _ITER_SUM = vm.ITERATION_TOKENS + "_sum"
 _ITER_COUNT = vm.ITERATION_TOKENS + "_count"
 _ITL_SUM = vm.INTER_TOKEN_LATENCY + "_sum"
 _ITL_COUNT = vm.INTER_TOKEN_LATENCY + "_count"
+_GENERATION = vm.GENERATION_TOKENS + "_total"
+_FIRST_TOKENS = vm.TIME_TO_FIRST_TOKEN + "_count"
 # _sum/_count of the iteration histogram are kept though StepShape has no field for them
 # (the +Inf bucket is the count): they mark the engine as exposing the step shape.
-_STEP_SAMPLES = frozenset({_ITER_BUCKET, _ITER_SUM, _ITER_COUNT, vm.NUM_REQUESTS_RUNNING, _ITL_SUM, _ITL_COUNT})
+_STEP_SAMPLES = frozenset({_ITER_BUCKET, _ITER_SUM, _ITER_COUNT, vm.NUM_REQUESTS_RUNNING, _ITL_SUM, _ITL_COUNT,
+                           _GENERATION, _FIRST_TOKENS})
 _PLUGIN_SAMPLES = frozenset(f + "_total" for f in plugin_series.PLUGIN_FAMILIES)
 _KEPT_SAMPLES = frozenset(_COUNTER_SAMPLE) | frozenset(_CREATED_SAMPLE) | _STEP_SAMPLES
 
@@ -278,6 +283,8 @@ class _EngineSeries:
     num_requests_running: float | None = None
     itl_sum: float | None = None
     itl_count: float | None = None
+    generation_tokens: float | None = None
+    first_tokens: float | None = None
     has_step_shape: bool = False
 
 
@@ -392,6 +399,10 @@ def _add_sample(series: _EngineSeries, name: str, labels: dict, value: float, so
         series.itl_sum = value
     elif name == _ITL_COUNT:
         series.itl_count = _integral(value)
+    elif name == _GENERATION:
+        series.generation_tokens = _integral(value)
+    elif name == _FIRST_TOKENS:
+        series.first_tokens = _integral(value)
 
 
 # A scrape reads the families one after another while the engine may finish a step in
@@ -470,6 +481,8 @@ def _snapshot(key: tuple[str, str], series: _EngineSeries, source: str) -> Engin
             num_requests_running=series.num_requests_running,
             itl_sum=series.itl_sum,
             itl_count=series.itl_count,
+            generation_tokens=series.generation_tokens,
+            first_tokens=series.first_tokens,
         )
     return EngineSnapshot(
         model_name=model_name,
@@ -554,12 +567,57 @@ def _mean_itl_ms(snap: EngineSnapshot) -> float | None:
     return 1e3 * shape.itl_sum / shape.itl_count
 
 
+def decode_steps_entry(snap: EngineSnapshot) -> dict | None:
+    """What the page says of one speculating engine's decode steps since it started (None
+    without the inter-token latency histogram): S = its count (once per request per decode
+    step), N = generation − first tokens when both are on the page, else S + A; U = S − D
+    steps carried no draft, ν = U / N (counts.undrafted_token_share). N − S should equal the
+    accepted tokens A but for the accepted drafts a length or stop limit cut from a request's
+    last step — at most γ per request, so |A − (N − S)| ≤ γ × first tokens, else the page's
+    counters disagree (``consistent`` False)."""
+    shape, counts = snap.step_shape, snap.counts
+    if counts is None or shape is None or not shape.itl_count:
+        return None
+    steps, drafts, accepted = float(shape.itl_count), float(counts.drafts), float(counts.accepted_tokens)
+    if shape.generation_tokens is None or shape.first_tokens is None:
+        return {"decode_steps": steps, "decode_tokens": None, "tokens_source": "steps + accepted",
+                "undrafted_token_share": steps_undrafted_share(steps, drafts, accepted),
+                "accepted_not_output": None, "accepted_not_output_max": None, "consistent": None}
+    tokens = float(shape.generation_tokens - shape.first_tokens)
+    cut, most = accepted - (tokens - steps), counts.gamma * float(shape.first_tokens)
+    return {"decode_steps": steps, "decode_tokens": tokens, "tokens_source": "generation - first tokens",
+            "undrafted_token_share": undrafted_token_share(tokens, drafts, accepted, steps=steps),
+            "accepted_not_output": cut, "accepted_not_output_max": most, "consistent": bool(abs(cut) <= most)}
+
+
+def format_decode_lines(report: dict) -> list[str]:
+    """One console line per engine with decode steps on its page (decode_steps_entry)."""
+    lines = []
+    for e in report["engines"]:
+        d = e.get("decode")
+        if not d:
+            continue
+        nu = d["undrafted_token_share"]
+        head = f"engine {e['engine']}: {d['decode_steps']:,.0f} decode steps"
+        if d["decode_tokens"] is None:
+            head += " (no generation_tokens / time_to_first_token on the page: tokens taken as steps + accepted)"
+        else:
+            head += f", {d['decode_tokens']:,.0f} decode tokens ({d['decode_tokens'] / d['decode_steps']:.2f} per step)"
+        head += f"; {_fmt(nu, '.1%')} of the tokens came from steps without a draft"
+        if d["consistent"] is not None:
+            gap = f"tokens − steps {d['decode_tokens'] - d['decode_steps']:,.0f} against {e['accepted_tokens']:,.0f} accepted"
+            head += (f"; {gap} (a length limit cuts at most {d['accepted_not_output_max']:,.0f})" if d["consistent"]
+                     else f"; INCONSISTENT: {gap}, beyond the {d['accepted_not_output_max']:,.0f} a length limit can cut")
+        lines.append(head)
+    return lines
+
+
 def inspect_report(snapshots: list[EngineSnapshot]) -> dict:
     """``specdec inspect --json`` without ``schema_version``: counters as they are (totals since start).
 
     ``engines``: one entry per engine (γ 0, zero counts, empty curves and null ratios when
     it does not speculate; ``mean_itl_ms``, the mean inter-token latency since start, null
-    without the histogram). ``total``: the counts summed over the speculating engines and
+    without the histogram; ``decode``, its decode steps and tokens and ν: decode_steps_entry). ``total``: the counts summed over the speculating engines and
     the same quantities computed from the sums (survival a_k = ΣA_k / ΣD, AL = 1 + ΣA/ΣD,
     …) — only when they share one γ; null when none speculates or when γ differ, in which
     case ``totals_by_gamma`` lists one total per γ (counts are never added across γ).
@@ -567,11 +625,13 @@ def inspect_report(snapshots: list[EngineSnapshot]) -> dict:
     engines = []
     by_gamma: dict[int, SpecCounts] = {}
     for snap in snapshots:
-        entry = {"model_name": snap.model_name, "engine": snap.engine, "mean_itl_ms": _mean_itl_ms(snap)}
+        entry = {"model_name": snap.model_name, "engine": snap.engine, "mean_itl_ms": _mean_itl_ms(snap),
+                 "decode": None}
         if snap.counts is None:
             entry.update(_not_speculating_entry())
         else:
             entry.update(_counts_entry(snap.counts))
+            entry["decode"] = decode_steps_entry(snap)
             g = snap.counts.gamma
             by_gamma[g] = by_gamma[g] + snap.counts if g in by_gamma else snap.counts
         engines.append(entry)

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import vllm_metrics as vm
-from .counts import IntervalCounts, SpecCounts, draft_reach, survival_among_reached
+from .counts import (IntervalCounts, SpecCounts, draft_reach, steps_undrafted_share, survival_among_reached,
+                     tokens_per_step)
 from .definitions import monotone_survival
 from .estimates import AcceptanceEstimate, Drift, detect_drift, estimate_acceptance
 from .plugin_series import PluginTotals, batch_bucket
@@ -78,6 +79,7 @@ class RouteEstimate:
     segment_mix: SegmentMix | None = None  # the estimated segment's own batch mix, apart from other γ's
     observed_latency_source: str | None = None  # LATENCY_HISTOGRAM | PER_REQUEST_LATENCY | LOGGED_LOAD | None
     undrafted_token_share: float | None = None  # ν
+    undrafted_source: str | None = None  # what ν was counted from (window_undrafted_share)
     traffic: RouteTraffic | None = None  # the estimated rows' draft flow (route_traffic)
     probe: ProbeSegment | None = None  # a running canary at a larger γ, joined (acceptance.probe_segment)
     canary_latency: CanaryLatency | None = None  # a segment at another γ with its own latency
@@ -147,10 +149,10 @@ def _with_window(route: RouteEstimate, window, rows: IntervalCounts, engines: in
     route.itl_mean_s = None if own is None else segment_itl_mean_s(own)
     route.segment_mix = None if own is None else segment_mix(own, shape)
     route.canary_latency = window_canary_latency(window, gamma) if route.itl_mean_s is not None else None
+    route.undrafted_token_share, route.undrafted_source = window_undrafted_share(window, own)
     route.observed_tokens_per_second = observed_tokens_per_second(window, route.estimate.mean_acceptance_length.value,
-                                                                  route.itl_mean_s)
+                                                                  route.itl_mean_s, route.undrafted_token_share)
     route.observed_latency_source = observed_latency_source(window)
-    route.undrafted_token_share = shape.undrafted_token_share
     route.traffic = route_traffic(window.newest_segment, rows, engines)
     route.window_span = (float(window.start), float(window.end))
     return route
@@ -205,17 +207,39 @@ def _own_segment(window, gamma: int):
     return max(mine, key=lambda s: s.total.drafts) if mine else None
 
 
-def observed_tokens_per_second(window, mean_acceptance_length: float, segment_itl_s: float | None = None
-                               ) -> float | None:
+UNDRAFTED_FROM_STEPS = f"{vm.INTER_TOKEN_LATENCY}_count (decode steps) less the drafts"
+
+
+def window_undrafted_share(window, segment) -> tuple[float | None, str | None]:
+    """(ν of the estimated segment, what it was counted from): the window's own where its rows
+    count their tokens (per-request rows, logged intervals), else from the segment's decode
+    steps — the inter-token latency histogram's count S, once per request per decode step —
+    against its drafts: U = S − D steps proposed nothing (counts.steps_undrafted_share).
+    (None, None) where neither is known (no histogram on the page)."""
+    shape = window.step_shape
+    if shape.undrafted_token_share is not None:
+        rows = "per-request output tokens" if shape.itl_per_token_s else "logged generation throughput"
+        return shape.undrafted_token_share, f"{rows} less the drafted steps' tokens"
+    steps = getattr(segment, "itl_count", 0.0) if segment is not None else 0.0
+    if not steps or shape.itl_from_running:
+        return None, None
+    total = segment.total
+    return steps_undrafted_share(float(steps), float(total.drafts), float(total.accepted_tokens)), UNDRAFTED_FROM_STEPS
+
+
+def observed_tokens_per_second(window, mean_acceptance_length: float, segment_itl_s: float | None = None,
+                               undrafted_share: float | None = None) -> float | None:
     """Per-user decode tokens/s at the deployed γ.
 
     vLLM 0.33 observes vllm:inter_token_latency_seconds once per request per decode step
     (the time since that request's previous tokens), however many tokens the step emitted:
-    its mean is the mean step time a request sees, and a step emits AL tokens on average,
-    so the rate is AL / mean ITL. The requests' own ``mean_itl_ms`` is already per token
-    (decode time / (tokens − 1)): the rate is its reciprocal. ``segment_itl_s``: the
-    deployed segment's own mean ITL, used before the route-wide one (which a canary at
-    another γ in the window would mix in).
+    its mean is the mean step time a request sees. A drafted step emits AL tokens on
+    average and a step without a draft one (an ngram drafter without a match), so with ν of
+    the tokens from those the rate is (tokens per step) / mean ITL
+    (counts.tokens_per_step; AL / mean ITL when every step drafted). The requests' own
+    ``mean_itl_ms`` is already per token (decode time / (tokens − 1)): the rate is its
+    reciprocal. ``segment_itl_s``: the deployed segment's own mean ITL, used before the
+    route-wide one (which a canary at another γ in the window would mix in).
     """
     shape = window.step_shape
     per_token = shape.itl_per_token_s
@@ -224,7 +248,7 @@ def observed_tokens_per_second(window, mean_acceptance_length: float, segment_it
     itl = segment_itl_s or shape.itl_mean_s
     if not itl or itl <= 0 or not math.isfinite(mean_acceptance_length):
         return None
-    return mean_acceptance_length / itl
+    return tokens_per_step(mean_acceptance_length, undrafted_share) / itl
 
 
 def observed_latency_source(window) -> str | None:

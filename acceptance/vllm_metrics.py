@@ -26,6 +26,12 @@ ITERATION_TOKENS = "vllm:iteration_tokens_total"      # a histogram whose name e
 NUM_REQUESTS_RUNNING = "vllm:num_requests_running"    # gauge
 INTER_TOKEN_LATENCY = "vllm:inter_token_latency_seconds"  # histogram; use _sum / _count
 
+# Decode tokens N = generation tokens − first tokens: vLLM counts every output token in
+# vllm:generation_tokens and observes vllm:time_to_first_token_seconds once per request, at
+# its first token (which the prefill emits); the ITL histogram's count is the decode steps S.
+GENERATION_TOKENS = "vllm:generation_tokens"  # counter
+TIME_TO_FIRST_TOKEN = "vllm:time_to_first_token_seconds"  # histogram; its _count is the first tokens
+
 STEP_SHAPE_FAMILIES = (ITERATION_TOKENS, NUM_REQUESTS_RUNNING, INTER_TOKEN_LATENCY)
 
 ENGINE_LABEL = "engine"

@@ -86,7 +86,7 @@ def _run(fn, args, prog: str) -> int:
 # ---------------------------------------------------------------------------- inspect
 def cmd_inspect(args) -> int:
     from acceptance.fetch import read_source
-    from acceptance.parse import format_inspect_table, inspect_report, parse_metrics_page
+    from acceptance.parse import format_decode_lines, format_inspect_table, inspect_report, parse_metrics_page
 
     text = read_source(args.source, timeout_s=args.timeout, max_bytes=args.max_page_bytes)
     report = inspect_report(parse_metrics_page(text, source=args.source))
@@ -94,6 +94,9 @@ def cmd_inspect(args) -> int:
         dump_json(report)
     else:
         print(format_inspect_table(report))
+        decode = format_decode_lines(report)
+        if decode:
+            print("\ndecode steps (vllm:inter_token_latency_seconds count) and tokens:\n" + "\n".join(decode))
         print("\n".join(_setup_hint(report)))
     return 0
 

@@ -55,6 +55,7 @@ def tuning_to_dict(t) -> dict:
         "mean_draft_length": mean_draft_length(e.counts),
         "reached": t.draft_reach,
         "undrafted_token_share": None if t.route_estimate is None else t.route_estimate.undrafted_token_share,
+        "undrafted_token_share_source": None if t.route_estimate is None else t.route_estimate.undrafted_source,
         "survival_by_batch": None,
         "probe_segment": _probe_segment_dict(None if t.route_estimate is None else t.route_estimate.probe),
     }
@@ -227,8 +228,9 @@ def _observed_lines(doc: dict) -> list[str]:
         lines.append("acceptance at other gammas: the requests' own drafted steps replayed at each gamma "
                      "(per-request detailed metrics), not the survival curve cut or extended")
     if obs.get("undrafted_token_share"):
+        source = f", from {obs['undrafted_token_share_source']}" if obs.get("undrafted_token_share_source") else ""
         lines.append(f"steps without a draft: {obs['undrafted_token_share']:.1%} of decode tokens came from steps whose "
-                     f"drafter proposed nothing (priced at every gamma)")
+                     f"drafter proposed nothing (priced at every gamma{source})")
     if obs.get("drift"):
         d = obs["drift"]
         lines.append(f"drift: {d['message']}" if d["detected"] else "drift: none detected")

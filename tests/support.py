@@ -4,6 +4,7 @@ dashboard's shared fixtures sit in ``dashboard_fixtures``): no test module impor
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import socket
@@ -245,3 +246,35 @@ def fleet_request_lines(finish: np.ndarray, decode_s: np.ndarray, p: float, gamm
         lines.append(json.dumps({"route": route, "time": t0 + float(end), "usage": {"completion_tokens": tokens},
                                  "metrics": {"mean_itl_ms": 1000.0 * d / (tokens - 1), "speculative_decoding": spec}}))
     return lines
+
+
+_COUNTER_LINE = re.compile(r"^(vllm:[^{ ]+?(?:_total|_count|_sum|_bucket)(?:\{[^}]*\})?) (\S+)$", re.M)
+
+
+def page_at_share(text: str, share: float) -> str:
+    """A real /metrics page as its engine showed it when ``share`` of its traffic had run: every
+    vllm: counter and histogram sample scaled by ``share`` (counts rounded), gauges and
+    ``_created`` times as they are. The ratios between counters stay the page's own."""
+    def scaled(m):
+        value = float(m.group(2)) * share
+        return f"{m.group(1)} {round(value) if float(m.group(2)).is_integer() else value!r}"
+    return _COUNTER_LINE.sub(scaled, text)
+
+
+def real_page_store(path, page: Path, *, target: str = "http://127.0.0.1:1/metrics", scrapes: int = 40,
+                    interval_s: float = 15.0, end: float | None = None):
+    """A store holding ``scrapes`` scrapes of one engine whose last shows the real ``page``
+    (page_at_share, evenly spread), the last ``end`` (default: now)."""
+    from acceptance.counts import ScrapeResult
+    from acceptance.parse import parse_metrics_page
+    from acceptance.store import Store
+
+    text = page.read_text()
+    end = time.time() if end is None else end
+    store = Store.open(path)
+    with store:
+        for i in range(scrapes):
+            at = end - interval_s * (scrapes - 1 - i)
+            snapshots = parse_metrics_page(page_at_share(text, i / (scrapes - 1)), source=str(page))
+            store.write_cycle([ScrapeResult(target, at, True, tuple(snapshots))])
+    return path

@@ -27,7 +27,7 @@ TRUTH = json.loads((GOLDEN / "ground_truth_gamma3.json").read_text())
 ENGINE_KEYS = {
     "model_name", "engine", "gamma", "drafts", "draft_tokens", "accepted_tokens",
     "accepted_per_position", "survival", "conditional", "mean_acceptance_length",
-    "draft_acceptance_rate", "equivalent_p", "mean_itl_ms",
+    "draft_acceptance_rate", "equivalent_p", "mean_itl_ms", "decode",
 }
 
 
@@ -105,8 +105,8 @@ def test_filter_keeps_only_the_families_used():
     assert "vllm:spec_decode_num_drafts_created" in names
     assert not any(line.startswith("#") for line in kept)
     # per engine: 3 counters + 3 positions, each with _created; 14 buckets + sum + count;
-    # the running gauge; ITL sum + count
-    assert len(kept) == 2 * ((3 + 3) * 2 + (14 + 2) + 1 + 2)
+    # the running gauge; ITL sum + count; generation tokens and the TTFT count (decode tokens)
+    assert len(kept) == 2 * ((3 + 3) * 2 + (14 + 2) + 1 + 2 + 2)
 
 
 def test_golden_total_in_inspect_report():
