@@ -124,3 +124,26 @@ def describe_lines(anchor: Anchor | None, figures: dict | None) -> list[str]:
     lines = [] if anchor is None else [anchor.describe()]
     extra = (describe_figures(figures or {}), describe_defaults(figures or {}))
     return lines + [line for line in extra if line]
+
+
+# ν below this is every step drafted within the counts' noise (a scrape race, a request at
+# its length limit): pricing without it moves tokens per step by at most this share
+UNDRAFTED_NEGLIGIBLE = 0.02
+
+
+def priced_rate(observed_tps: float | None, page_nu: float | None, priced_nu: float | None):
+    """The observed rate, or an Unpriceable saying why it cannot anchor: its tokens per step
+    count a share ``page_nu`` of tokens from undrafted steps that the pricing leaves out (the
+    specialized path prices dspark, which drafts every step)."""
+    if observed_tps is None or not page_nu or priced_nu is not None or page_nu <= UNDRAFTED_NEGLIGIBLE:
+        return observed_tps
+    return Unpriceable(f"the window's steps say {page_nu:.1%} of the tokens came from steps without a draft, "
+                        f"which the specialized path's pricing (every step drafted) leaves out: its "
+                        f"{observed_tps:.1f} tok/s is not this model's rate")
+
+
+@dataclass(frozen=True)
+class Unpriceable:
+    """An observed rate that cannot anchor the pricing, and why."""
+
+    why: str

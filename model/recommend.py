@@ -82,7 +82,8 @@ from .tail_evidence import al_factors, one_step_error
 from .profiles import make_profile
 from .specialized import Eligibility, specialized_refusal
 from .specialized_break_even import SpecializedBreakEven, speedup_doubt
-from .anchor import DEFAULT, OBSERVED, Anchor, configured_or_default, profile_figures, solve_observed_rate
+from .anchor import (DEFAULT, OBSERVED, Anchor, Unpriceable, configured_or_default, priced_rate, profile_figures,
+                     solve_observed_rate)
 from .speedup import (
     CostModel,
     expected_tokens_by_gamma,
@@ -242,7 +243,7 @@ def recommend(
     widths = None if specialized else verify_widths(top, g, mean_draft_length, draft_reach)
     per_batch = _per_batch_curves(survival_by_batch, bs, a)  # (nB, g) or None
     replayed, replayed_al, widths = _replayed(step_sequences, g, top, widths, specialized or per_batch is not None)
-    deployment, anchor = _anchor(deployment, _priced_rate(observed_tokens_per_second, undrafted_token_share, nu),
+    deployment, anchor = _anchor(deployment, priced_rate(observed_tokens_per_second, undrafted_token_share, nu),
                                  observed_latency_source, a, per_batch, bs, ws, deployed, widths, elig, nu)
     profile = make_profile(deployment)
     model = CostModel.for_deployment(deployment, clean_share=elig.share if elig else 1.0, profile=profile)
@@ -612,27 +613,6 @@ def _model_error(observed_tps: float | None, profile, anchor: Anchor, al_point, 
     return model_tps / observed_tps - 1.0
 
 
-# ν below this is every step drafted within the counts' noise (a scrape race, a request at
-# its length limit): pricing without it moves tokens per step by at most this share
-UNDRAFTED_NEGLIGIBLE = 0.02
-
-
-def _priced_rate(observed_tps: float | None, page_nu: float | None, priced_nu: float | None):
-    """The observed rate, or an _Unpriceable saying why it cannot anchor: its tokens per step
-    count a share ``page_nu`` of tokens from undrafted steps that the pricing leaves out (the
-    specialized path prices dspark, which drafts every step)."""
-    if observed_tps is None or not page_nu or priced_nu is not None or page_nu <= UNDRAFTED_NEGLIGIBLE:
-        return observed_tps
-    return _Unpriceable(f"the window's steps say {page_nu:.1%} of the tokens came from steps without a draft, "
-                        f"which the specialized path's pricing (every step drafted) leaves out: its "
-                        f"{observed_tps:.1f} tok/s is not this model's rate")
-
-
-@dataclass(frozen=True)
-class _Unpriceable:
-    why: str
-
-
 def _anchor(deployment: Deployment, observed_tps, observed_source, survival, per_batch, bs, ws, deployed: int,
             widths, elig, nu) -> tuple[Deployment, Anchor]:
     """The deployment with the anchor it is priced at (model.anchor): the observed rate when
@@ -640,7 +620,7 @@ def _anchor(deployment: Deployment, observed_tps, observed_source, survival, per
     anchor = configured_or_default(deployment)
     if anchor.source != DEFAULT or observed_tps is None or deployed > survival.size:
         return deployment, anchor
-    if isinstance(observed_tps, _Unpriceable):
+    if isinstance(observed_tps, Unpriceable):
         return deployment, replace(anchor, detail=observed_tps.why)
     if per_batch is None:
         tokens = float(expected_tokens_by_gamma(survival, deployed)[deployed])

@@ -78,3 +78,22 @@ def test_inspect_says_when_a_page_s_tokens_and_steps_disagree_with_its_accepted_
 def test_page_at_share_keeps_the_page_s_ratios():
     half = parse_metrics_page(page_at_share((REAL / "ngram_k5_metrics.txt").read_text(), 0.5))[0]
     assert half.counts.drafts == 295 and half.step_shape.itl_count == round(3347 * 0.5)
+
+
+def test_the_specialized_path_does_not_anchor_on_a_rate_whose_steps_often_carried_no_draft():
+    """It prices dspark, which drafts every step: a window whose decode steps say 30% of the
+    tokens came from undrafted steps has a rate the model cannot reproduce at any anchor."""
+    import numpy as np
+
+    from model.deployment import Deployment
+    from model.recommend import recommend
+
+    spec = Deployment(decode_backend="latency_specialized", configured=frozenset({"decode_backend"}))
+    curve = np.array([0.8, 0.6, 0.45])
+    drafted_every_step = recommend(curve, spec, observed_tokens_per_second=150.0, undrafted_token_share=0.0,
+                                   observed_latency_source="vllm:inter_token_latency_seconds")
+    assert drafted_every_step.anchor.source == "observed"
+    often_not = recommend(curve, spec, observed_tokens_per_second=150.0, undrafted_token_share=0.3,
+                          observed_latency_source="vllm:inter_token_latency_seconds")
+    assert often_not.anchor.source == "default"
+    assert "30.0% of the tokens came from steps without a draft" in often_not.anchor.detail

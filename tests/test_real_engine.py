@@ -179,6 +179,25 @@ def summed_responses(lines: list[dict], gamma: int | None = None, before: float 
     return total or {"drafts": 0, "draft_tokens": 0, "accepted_per_position": [], "reached": []}
 
 
+def responses_decode(lines: list[dict], gamma: int) -> dict:
+    """The engine's own decode rate and ν over the responses of one γ: Σ decode tokens / Σ
+    decode time (decode tokens N = generation_time_ms / mean_itl_ms, vLLM's mean_itl_ms being
+    decode time / (tokens − 1)), and (ΣN − ΣD − ΣA) / ΣN (each drafted step emits 1 + its
+    accepted tokens, an undrafted one 1)."""
+    tokens = seconds = drafts = accepted = 0.0
+    for line in lines:
+        m = line.get("metrics") or {}
+        sd = m.get("speculative_decoding")
+        if not sd or sd["num_spec_tokens"] != gamma or not m.get("mean_itl_ms"):
+            continue
+        tokens += m["generation_time_ms"] / m["mean_itl_ms"]
+        seconds += m["generation_time_ms"] / 1e3
+        drafts += sum(sd["acceptance_histogram"])
+        accepted += sd["num_accepted_draft_tokens"]
+    assert tokens > 0, "no response of this γ reports its timing"
+    return {"rate": tokens / seconds, "nu": (tokens - drafts - accepted) / tokens}
+
+
 def stored_by_gamma(db: Path, target: str) -> tuple[dict[int, dict], list]:
     """The store's totals per γ over everything collected for ``target``, and its events."""
     from acceptance.store import Store
@@ -327,6 +346,14 @@ def test_scrape_path_store_equals_summed_responses(engines, tmp_path):
         assert_observed_equals(doc["observed"], truth)
         # no deployment figures but the method: the level is the engine's own latency
         assert_anchored_on(doc, "vllm:inter_token_latency_seconds")
+        # an ngram drafter finds no match on some steps: /metrics alone (the ITL histogram's
+        # count of decode steps) gives their share ν and the engine's own decode rate at the
+        # deployed γ, as the responses measured them
+        own = responses_decode(response_lines(structured_log if route == "structured" else open_log),
+                               doc["deployed_gamma"])
+        deployed = next(c for c in doc["candidates"] if c["gamma"] == doc["deployed_gamma"])
+        assert abs(deployed["tokens_per_second"] / own["rate"] - 1.0) <= 0.05, (deployed, own)
+        assert abs(doc["observed"]["undrafted_token_share"] - own["nu"]) <= 0.02, (doc["observed"], own)
 
     # one stop without draining: traffic in flight when the server stops
     already = len(response_lines(open_log))
