@@ -50,6 +50,18 @@ def _finite(xs) -> bool:
     return a.size > 0 and bool(np.all(np.isfinite(a)))
 
 
+def _error_bars(values, lows, highs) -> dict:
+    """Asymmetric error bars from each value's interval. A value without one gets none: its
+    arms are left NaN (Plotly draws nothing there), not 0 — a zero-length bar with its caps
+    reads as an interval of no width, i.e. an exact value."""
+    v = np.asarray(values, dtype=float)
+    lo = np.asarray([np.nan if x is None else x for x in lows], dtype=float)
+    hi = np.asarray([np.nan if x is None else x for x in highs], dtype=float)
+    known = np.isfinite(lo) & np.isfinite(hi)
+    return dict(type="data", symmetric=False, visible=bool(known.any()),
+                array=np.where(known, hi - v, np.nan), arrayminus=np.where(known, v - lo, np.nan))
+
+
 def _band(fig: go.Figure, x, low, high, color: str, name: str, group: str) -> None:
     """A filled band between low and high (skipped when the interval is missing)."""
     if not (_finite(low) and _finite(high)):
@@ -80,11 +92,8 @@ def route_bars(names: Sequence[str], values, lows, highs, *, title: str, y_title
                baseline: float | None = None) -> go.Figure:
     """One bar per route with its interval as error bars (None bounds: no error bar)."""
     v = np.asarray(values, dtype=float)
-    lo = np.asarray([np.nan if x is None else x for x in lows], dtype=float)
-    hi = np.asarray([np.nan if x is None else x for x in highs], dtype=float)
-    err = dict(type="data", symmetric=False, array=np.nan_to_num(hi - v), arrayminus=np.nan_to_num(v - lo))
-    fig = go.Figure(go.Bar(x=list(names), y=v, error_y=err, marker_color=PALETTE[: len(names)],
-                           text=[text.number(x) for x in v], textposition="outside"))
+    fig = go.Figure(go.Bar(x=list(names), y=v, error_y=_error_bars(v, lows, highs),
+                           marker_color=PALETTE[: len(names)], text=[text.number(x) for x in v], textposition="outside"))
     if baseline is not None:
         fig.add_hline(y=baseline, line_dash="dot", line_color="gray")
     _layout(fig, title, yaxis_title=y_title, showlegend=False)
@@ -103,10 +112,8 @@ def history_figure(series: Sequence[tuple[str, list[float], list[float], list[fl
     fig = go.Figure()
     for i, (name, mids, values, lows, highs) in enumerate(series):
         v = np.asarray(values, dtype=float)
-        err = dict(type="data", symmetric=False, array=np.nan_to_num(np.asarray(highs, float) - v),
-                   arrayminus=np.nan_to_num(v - np.asarray(lows, float)))
-        fig.add_trace(go.Scatter(x=utc(mids), y=v, mode="lines+markers", name=name, error_y=err,
-                                 line=dict(color=PALETTE[i % len(PALETTE)])))
+        fig.add_trace(go.Scatter(x=utc(mids), y=v, mode="lines+markers", name=name,
+                                 error_y=_error_bars(v, lows, highs), line=dict(color=PALETTE[i % len(PALETTE)])))
     if drift_span is not None:
         lo, hi = utc(drift_span)
         fig.add_vrect(x0=lo, x1=hi, fillcolor="orange", opacity=0.15, line_width=0,
@@ -170,9 +177,7 @@ def candidates_figure(series: Sequence[tuple[str, Sequence[Candidate]]], *, titl
         color = PALETTE[i % len(PALETTE)]
         g = [c.gamma for c in cands]
         v = np.array([c.speedup for c in cands], dtype=float)
-        lo = np.array([np.nan if c.speedup_low is None else c.speedup_low for c in cands], dtype=float)
-        hi = np.array([np.nan if c.speedup_high is None else c.speedup_high for c in cands], dtype=float)
-        err = dict(type="data", symmetric=False, array=np.nan_to_num(hi - v), arrayminus=np.nan_to_num(v - lo))
+        err = _error_bars(v, [c.speedup_low for c in cands], [c.speedup_high for c in cands])
         colors = [color if c.allowed else "lightgray" for c in cands]
         lines = [3 if c.gamma == highlight_gamma else 0 for c in cands]
         hover = [f"γ={c.gamma}: {text.speedup(c.speedup, c.speedup_low, c.speedup_high)}"
