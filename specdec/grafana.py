@@ -6,9 +6,13 @@ them is computed by specdec or by the rules.
 Per route: survival a_k per position with its interval band, conditional acceptance α_k,
 mean acceptance length and equivalent p with bands, the survival the rules compute from
 vLLM's counters alone, the recommended and deployed γ, the projected speedup per γ with its
-band, the decision, and drift and events (the window's events by kind and the rules'
-per-engine restarts). The JSON follows Grafana's dashboard schema (`Dashboard` of the
-@grafana/schema package; tests/test_grafana.py type-checks it with it).
+band, the decision, drift (detected, not detected, or "not tested" when the window was too
+short for the test: the exporter then has no drift gauge, and an empty panel would read as
+"nothing happened") and events (the window's events by kind and the rules' per-engine
+restarts). A band is drawn only where the exporter has bounds (an estimate without an
+interval exports none), and the descriptions say so. The JSON follows Grafana's dashboard
+schema (`Dashboard` of the @grafana/schema package; tests/test_grafana.py type-checks it
+with it).
 """
 
 from __future__ import annotations
@@ -27,6 +31,17 @@ SCHEMA_VERSION = 39
 MAX_SERIES = 17
 PANEL_HEIGHT, COLUMNS = 8, 3
 LEGEND = {"displayMode": "list", "placement": "bottom", "showLegend": True, "calcs": []}
+# The drift panel's value where the route has figures but no drift gauge (the exporter
+# leaves specdec_route_drift_detected out when the window was too short to test drift):
+# mapped to the text "not tested", apart from 0 ("no drift") and 1 ("drift").
+DRIFT_NOT_TESTED = -1
+DRIFT_MAPPINGS = [{"type": "value", "options": {
+    "1": {"text": "drift", "color": "orange", "index": 0},
+    "0": {"text": "no drift", "color": "green", "index": 1},
+    str(DRIFT_NOT_TESTED): {"text": "not tested", "color": "#808080", "index": 2},
+}}]
+BANDS = ("with its interval band where one was computed (no band: the estimate has no interval, e.g. too few "
+         "scrape intervals with drafts to resample)")
 
 
 def _target(ref: str, expr: str, legend: str) -> dict:
@@ -71,23 +86,25 @@ def route_panels(route: str, *, rate_window: str = "5m", resolution: str = RESOL
     rules = series_names(resolution)
     return [
         _timeseries("Survival a_k by position", "Share of drafts whose first k tokens were accepted "
-                    "(position = k - 1), with its interval (specdec_route_interval_level).",
+                    f"(position = k - 1), {BANDS}; level: specdec_route_interval_level.",
                     unit="percentunit", minimum=0, maximum=1,
                     **_banded("specdec_route_survival", sel, "position", by="position")),
         _timeseries("Conditional acceptance α_k", "Of the drafts that reached position k, the share accepted there.",
                     [_target("A", f"specdec_route_conditional_acceptance{sel}", "position {{position}}")],
                     unit="percentunit", minimum=0, maximum=1),
-        _timeseries("Mean acceptance length", "Tokens per verify step (bonus token included), with its interval.",
+        _timeseries("Mean acceptance length", f"Tokens per verify step (bonus token included), {BANDS}.",
                     **_banded("specdec_route_mean_acceptance_length", sel, "AL")),
         _timeseries("Equivalent p", "The independent p with the same mean acceptance length (a summary), "
-                    "with its interval.", unit="percentunit", minimum=0, maximum=1,
+                    f"{BANDS}.", unit="percentunit", minimum=0, maximum=1,
                     **_banded("specdec_route_equivalent_p", sel, "p")),
         _timeseries(f"Survival from vLLM's counters (rate {rate_window})",
                     "specdec's dashboard recording rule over all of the route's engines (mixes γ if they differ).",
                     [_target("A", f"specdec:route_survival:ratio_rate{rate_window}{sel}", "position {{position}}")],
                     unit="percentunit", minimum=0, maximum=1),
         {"type": "stat", "title": "Recommended and deployed γ", "datasource": DATASOURCE,
-         "description": "Draft tokens per step: specdec's recommendation (0 = speculation off) and what runs.",
+         "description": "Draft tokens per step: specdec's recommended γ (0 = speculation off) and what runs. "
+                        "The Decision panel says what is deployed: on keep the fleet stays at the deployed γ, "
+                        "even when the recommended one looks better (not surely enough to change).",
          "targets": [_target("A", f"specdec_route_recommended_gamma{sel}", "recommended"),
                      _target("B", f"specdec_route_deployed_gamma{sel}", "deployed")],
          "fieldConfig": {"defaults": {"unit": "none", "decimals": 0}, "overrides": []},
@@ -95,7 +112,7 @@ def route_panels(route: str, *, rate_window: str = "5m", resolution: str = RESOL
                      "orientation": "auto", "colorMode": "value", "graphMode": "none", "justifyMode": "auto",
                      "textMode": "value_and_name", "wideLayout": True, "showPercentChange": False,
                      "percentChangeColorMode": "standard"}},
-        _timeseries("Projected speedup by γ", "Speedup over plain decoding per candidate γ, with its interval.",
+        _timeseries("Projected speedup by γ", f"Speedup over plain decoding per candidate γ, {BANDS}.",
                     **_banded("specdec_route_projected_speedup", sel, "γ", by="gamma")),
         {"type": "state-timeline", "title": "Decision", "datasource": DATASOURCE,
          "description": "change, keep, off or probe: 1 for the route's decision.",
@@ -103,13 +120,30 @@ def route_panels(route: str, *, rate_window: str = "5m", resolution: str = RESOL
          "fieldConfig": {"defaults": {"custom": {"fillOpacity": 70}}, "overrides": []},
          "options": {"showValue": "never", "mergeValues": True, "rowHeight": 0.9, "legend": LEGEND,
                      "tooltip": {"mode": "single", "sort": "none"}}},
-        _timeseries("Drift and events", "Drift detected (1) in the estimate's window, its events by kind, and "
-                    f"engine restarts as the window rules see them (every {resolution}).",
-                    [_target("A", f"specdec_route_drift_detected{sel}", "drift"),
-                     _target("B", f"specdec_route_events{sel} > 0", "{{kind}}"),
-                     _target("C", f"sum(last_over_time({rules['restarts']}{sel}[{rate_window}]))",
+        drift_panel(sel),
+        _timeseries("Events", "Events in the estimate's window by kind, and engine restarts as the window rules "
+                    f"see them (every {resolution}).",
+                    [_target("A", f"specdec_route_events{sel} > 0", "{{kind}}"),
+                     _target("B", f"sum(last_over_time({rules['restarts']}{sel}[{rate_window}]))",
                              "restarts (rules)")]),
     ]
+
+
+def drift_panel(sel: str) -> dict:
+    """Drift as a state over time: "drift", "no drift", or "not tested" where the route has
+    figures (its last-update gauge) but no drift gauge — the exporter's way of saying the
+    window was too short for the test. No figures at all reads "no data"."""
+    tested_or_not = (f"specdec_route_drift_detected{sel} or on(route) "
+                     f"(0 * specdec_route_last_update_timestamp_seconds{sel} + ({DRIFT_NOT_TESTED}))")
+    return {"type": "state-timeline", "title": "Drift", "datasource": DATASOURCE,
+            "description": "Whether the newest quarter of the estimate's window departs from the rest (the estimate "
+                           "then uses that part only); \"not tested\" when the window was too short to test it.",
+            "targets": [_target("A", tested_or_not, "drift")],
+            "fieldConfig": {"defaults": {"custom": {"fillOpacity": 70}, "mappings": DRIFT_MAPPINGS,
+                                         "noValue": "no data (specdec collect --serve)"},
+                            "overrides": []},
+            "options": {"showValue": "always", "mergeValues": True, "rowHeight": 0.9, "legend": LEGEND,
+                        "tooltip": {"mode": "single", "sort": "none"}}}
 
 
 def _placed(panels: list[dict], y: int, next_id: int) -> tuple[list[dict], int, int]:

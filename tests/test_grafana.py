@@ -168,3 +168,61 @@ def test_every_band_override_names_a_series_the_panel_draws():
         for override in panel.get("fieldConfig", {}).get("overrides", []):
             name = override["matcher"]["options"]
             assert any(p.fullmatch(name) for p in patterns), f"{panel['title']}: override {name!r} matches no series"
+
+
+def _drift_panel(doc: dict) -> dict:
+    (panel,) = [p for p in doc["panels"] if p.get("title") == "Drift"]
+    return panel
+
+
+def test_the_drift_panel_maps_each_state_to_words():
+    """Drift not tested (the exporter has no drift gauge then) reads "not tested", not an
+    empty panel; 0 and 1 read "no drift" and "drift"."""
+    panel = _drift_panel(dashboard(["structured"]))
+    (mapping,) = panel["fieldConfig"]["defaults"]["mappings"]
+    words = {value: result["text"] for value, result in mapping["options"].items()}
+    assert words == {"1": "drift", "0": "no drift", "-1": "not tested"}
+    assert panel["options"]["showValue"] == "always"
+    assert "not tested" in panel["description"]
+
+
+def test_the_drift_panel_says_not_tested_where_the_exporter_has_no_drift(tmp_path):
+    """Against a real Prometheus scraping specdec's exporter: a route whose window was too
+    short for the drift test (drift null in its document: no specdec_route_drift_detected)
+    gets the "not tested" value; a tested route keeps its 0 or 1. The panel was empty."""
+    import time
+    import urllib.request
+
+    from metrics_servers import scrape_config
+    from specdec.exporter import RouteGauges
+
+    prometheus = require_binary("prometheus")
+    gauges = RouteGauges()
+    tested = {"detected": False, "difference": 0.01, "message": "no drift"}
+    gauges.update("tested", {"interval_level": 0.9, "observed": {"drift": tested}})
+    gauges.update("short", {"interval_level": 0.9, "observed": {"drift": None}})
+    server, _ = gauges.serve(0)
+    port = free_port()
+    (tmp_path / "prometheus.yml").write_text(scrape_config("specdec", [f"127.0.0.1:{server.server_port}"]))
+    proc = subprocess.Popen([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
+                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=(tmp_path / "prometheus.log").open("w"), stderr=subprocess.STDOUT)
+    try:
+        client = PrometheusClient(PrometheusSettings(f"http://127.0.0.1:{port}"))
+        deadline, values = time.monotonic() + 30, {}
+        while time.monotonic() < deadline and len(values) < 2:
+            time.sleep(0.5)
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=1)
+                for route in ("tested", "short"):
+                    (expr,) = [t["expr"] for t in _drift_panel(dashboard([route]))["targets"]]
+                    found = client.query(expr, time.time())
+                    if found:
+                        values[route] = [v for _, v in found]
+            except OSError:
+                continue
+        assert values == {"tested": [0.0], "short": [-1.0]}, (tmp_path / "prometheus.log").read_text()[-2000:]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        server.shutdown()
