@@ -50,6 +50,55 @@ READ_ATTEMPTS = 3
 DASHBOARD_WORDING = (
     ("or widen --window", "or choose a longer Window in the sidebar"),
 )
+# A target whose last good scrape is older than this many collect intervals is stale: the
+# collector has stopped, or the target is gone, and what the store says of it is old news.
+# A few intervals, not one: a cycle that is being written, or one slow scrape, is not staleness.
+STALE_AFTER_INTERVALS = 3
+# The decisions that have the fleet run the recommended γ; any other (keep) runs the deployed one.
+DEPLOYING_DECISIONS = ("change", "off", "probe")
+# The collect interval when there is no config to read it from (specdec.config's default).
+DEFAULT_COLLECT_INTERVAL_S = 15.0
+
+
+def clock_now() -> float:
+    """The wall clock the pages judge ages and staleness by (one place, so tests can set it)."""
+    return time.time()
+
+
+def is_stale(last_ok_time: float | None, now: float, collect_interval_s: float) -> bool:
+    """Whether a last good scrape at ``last_ok_time`` is older than STALE_AFTER_INTERVALS
+    collect intervals at ``now`` (never scraped counts as stale: nothing answered)."""
+    if last_ok_time is None or not math.isfinite(last_ok_time):
+        return True
+    return now - last_ok_time > STALE_AFTER_INTERVALS * collect_interval_s
+
+
+def gamma_to_deploy(rec) -> int:
+    """The γ a decision has the fleet run: the recommended γ on a change, an off (0) or a probe
+    (the fleet's; the canary runs its own), else the deployed γ — a keep runs it even when
+    another γ looks better, and that other γ is then the recommendation's ``recommended_gamma``.
+    The rule the model prices the deploy line with (model.specialized_break_even.speedup_doubt,
+    model.shared_deployment), which exposes no field of its own for it. ``rec``: a
+    model.recommend.Recommendation or a model.shared_deployment.DeploymentRecommendation."""
+    return rec.recommended_gamma if rec.decision in DEPLOYING_DECISIONS else rec.deployed_gamma
+
+
+def best_expected_gamma(rec) -> int:
+    """The γ with the best expected speedup: the farther one when the decision takes a nearer
+    sure step, else the recommended γ (the candidates table's 'best expected')."""
+    farther = getattr(rec, "expected_best_gamma", None)
+    return rec.recommended_gamma if farther is None else farther
+
+
+def drift_tested(drift) -> bool:
+    """Whether the window's drift test ran: a Drift with the interval of its difference
+    (acceptance.estimates.detect_drift leaves it out when a part has too few rows with
+    drafts; acceptance.route_estimate does not test windows under MIN_ROWS_FOR_DRIFT rows:
+    drift None)."""
+    if drift is None:
+        return False
+    low, high = drift.difference.low, drift.difference.high
+    return math.isfinite(low) and math.isfinite(high)
 
 
 def dashboard_wording(message: str, end_mode: str | None = None) -> str:
@@ -85,25 +134,18 @@ class RouteView:
         return [s for s in self.target_status if s.failing_since is not None]
 
     @property
-    def specialized(self) -> Eligibility | None:
-        """The share of steps the specialized decode path can take at the deployed γ: the
-        recommendation's on decode_backend latency_specialized; on auto (where no step
-        takes it) what it would be, from the same vllm:iteration_tokens_total data
-        (model.specialized.specialized_eligibility); None without that data."""
-        if self.tuning is None:
-            return None
-        rec = self.tuning.recommendation
-        if rec.specialized_eligibility is not None:
-            return rec.specialized_eligibility
-        from model.deployment import ModelInputError
-        from model.specialized import histogram_eligibility
+    def on_specialized_path(self) -> bool:
+        """Whether the route's deployment runs decode_backend latency_specialized (only there
+        does a share of its steps take the specialized path)."""
+        return self.tuning is not None and self.tuning.deployment.decode_backend == "latency_specialized"
 
-        try:
-            estimated = self.tuning.route_estimate
-            return histogram_eligibility(None if estimated is None else estimated.iteration_tokens,
-                                         self.tuning.batch_mix, self.tuning.observed_gamma)
-        except ModelInputError:
-            return None  # buckets without le="64"/+Inf: not vLLM's histogram, nothing to say
+    @property
+    def specialized(self) -> Eligibility | None:
+        """The share of steps the specialized decode path can take at the deployed γ, as the
+        recommendation priced it (None off that path, or without vllm:iteration_tokens data)."""
+        if not self.on_specialized_path:
+            return None
+        return self.tuning.recommendation.specialized_eligibility
 
 
 @dataclass(frozen=True)
@@ -140,6 +182,11 @@ class FleetView:
     @property
     def tuned(self) -> dict[str, RouteView]:
         return {name: rv for name, rv in self.routes.items() if rv.tuning is not None}
+
+    @property
+    def collect_interval_s(self) -> float:
+        """The config's [collect] interval: what a target's last scrape is judged stale against."""
+        return self.config.collect_interval_s if self.config is not None else DEFAULT_COLLECT_INTERVAL_S
 
 
 def app_args(argv: list[str]):

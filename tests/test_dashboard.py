@@ -99,7 +99,16 @@ def texts(at: AppTest) -> str:
 # ----------------------------------------------------------------------------- pages on the demo store
 
 
+def just_scraped(monkeypatch, config: Path) -> None:
+    """The pages' clock set 5 s after the store's newest scrape (the shared demo store is
+    built once per session: by wall clock its targets go stale after 3 collect intervals)."""
+    with Store.open(load_config(config).store_path) as store:
+        latest = store.latest_time()
+    monkeypatch.setattr(data, "clock_now", lambda: latest + 5.0)
+
+
 def test_overview_shows_each_routes_tuning(monkeypatch, demo_config):
+    just_scraped(monkeypatch, demo_config)
     at = run_page(monkeypatch, demo_config, "overview")
     table = route_table(at)
     assert set(table.index) == {"structured", "open"}
@@ -110,21 +119,25 @@ def test_overview_shows_each_routes_tuning(monkeypatch, demo_config):
         assert row["γ deployed"] == e.gamma
         assert row["mean acceptance length"] == text.estimate(e.mean_acceptance_length, 3)
         assert row["equivalent p"] == text.estimate(e.equivalent_p, 3)
-        assert row["recommended γ"] == rec.recommended_gamma
-        assert row["decision"] == rec.decision
-        best = rec.candidates[rec.recommended_gamma]
-        assert row["speedup at recommended γ"] == text.speedup(best.speedup, best.speedup_low, best.speedup_high)
+        assert row["γ to deploy"] == data.gamma_to_deploy(rec)
+        assert row["decision"].startswith(rec.decision)
+        deploys = rec.candidates[data.gamma_to_deploy(rec)]
+        assert row["speedup at γ to deploy"] == text.speedup(deploys.speedup, deploys.speedup_low, deploys.speedup_high)
         deployed = rec.candidates[rec.deployed_gamma]
         assert row["speedup at deployed γ"] == text.speedup(deployed.speedup, deployed.speedup_low, deployed.speedup_high)
         assert row["failing targets"] == "0 of 2"
-    # the demo's `open` route is deployed above its best γ: the page says change
-    assert table.loc["open", "decision"] == "change"
+        assert row["newest scrape"] == "5 s ago"
+    # the demo's `open` route is deployed above its best γ: the page says change, to that γ
+    rec = tuned(demo_config, "open").recommendation
+    assert table.loc["open", "decision"] == f"change γ 7 → {rec.recommended_gamma}"
+    assert table.loc["open", "γ to deploy"] == rec.recommended_gamma
+    assert "specialized share of steps" not in table.columns  # the demo runs decode_backend auto
     figs = figures(at)
     assert len(figs) == 2
     al_bar = figs[0]["data"][0]
     expected = [tuned(demo_config, r).estimate.mean_acceptance_length.value for r in ("structured", "open")]
     np.testing.assert_allclose(values(al_bar["y"]), expected)
-    assert "All 4 targets answered" in texts(at)
+    assert "All 4 targets answered their last scrape (the oldest 5 s ago; collect interval 15s)." in texts(at)
 
 
 def test_overview_says_gamma_changed_inside_the_window(monkeypatch, demo_config):
@@ -281,10 +294,10 @@ def test_overview_shows_a_shared_deployment_s_joint_gamma_and_splitting_gains(mo
     frames = [d.value for d in at.dataframe]
     deployments = next(f for f in frames if "joint γ" in f.columns).set_index("deployment")
     row = deployments.loc["pool"]
-    assert row["joint γ"] == joint.recommended_gamma
-    assert row["decision"] == joint.decision
-    best = joint.candidates[joint.recommended_gamma]
-    assert row["speedup at joint γ"] == text.speedup(best.speedup, best.speedup_low, best.speedup_high)
+    assert row["joint γ"] == data.gamma_to_deploy(joint)  # what the deployment is to run
+    assert row["decision"].startswith(joint.decision)
+    deploys = {c.gamma: c for c in joint.candidates}[data.gamma_to_deploy(joint)]
+    assert row["speedup at joint γ"] == text.speedup(deploys.speedup, deploys.speedup_low, deploys.speedup_high)
     assert row["routes"] == ", ".join(f"{r} ({text.percent(joint.token_shares[r])} of tokens)" for r in joint.routes)
     split = next(f for f in frames if "gain of splitting it off" in f.columns).set_index("route")
     for s in joint.split:

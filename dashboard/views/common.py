@@ -1,13 +1,13 @@
-"""Pieces every page uses: what the page shows, and why there is nothing to show."""
+"""Pieces every page uses: what the page shows, why there is nothing to show, and the
+sentences that must read the same on every page — whether drift was tested, how old a
+scrape is (stale past a few collect intervals), what a decision deploys."""
 
 from __future__ import annotations
 
-import time
-
 import streamlit as st
 
-from .. import text
-from ..data import END_AT_NEWEST, FleetView
+from .. import data, text
+from ..data import END_AT_NEWEST, STALE_AFTER_INTERVALS, FleetView, age_text, best_expected_gamma, gamma_to_deploy
 
 # An alert's icon given as none: Streamlit otherwise looks for a leading emoji in a body
 # that is not ASCII (γ, —), and its first look compiles an emoji catalogue (about 0.1 s of
@@ -15,17 +15,94 @@ from ..data import END_AT_NEWEST, FleetView
 NO_ICON = ""
 
 
-def window_caption(fleet: FleetView) -> str:
-    """'Window 1h: 2026-07-29 07:15:00 UTC → 08:15:00 UTC (ends at the newest scrape, 3.0 min ago); 90% intervals.'"""
+def scrape_age(last_ok_time: float | None, fleet: FleetView, now: float) -> str:
+    """A last good scrape's age in a table's cell: '31 s ago'; 'stale: 20.1 min ago' when
+    older than STALE_AFTER_INTERVALS collect intervals; 'never scraped'."""
+    if last_ok_time is None:
+        return "never scraped"
+    age = age_text(last_ok_time, now)
+    return f"stale: {age}" if data.is_stale(last_ok_time, now, fleet.collect_interval_s) else age
+
+
+def stale_rule(fleet: FleetView) -> str:
+    """'more than 3 collect intervals (15s)' — what stale means here."""
+    return f"more than {STALE_AFTER_INTERVALS} collect intervals ({text.duration(fleet.collect_interval_s)})"
+
+
+def window_caption(fleet: FleetView, now: float | None = None) -> str:
+    """'Window 1h: 2026-07-29 07:15:00 UTC → 08:15:00 UTC (ends at the newest scrape in the
+    store; newest scrape 3.0 min ago).', the newest scrape called stale past a few collect
+    intervals. Each page names its own intervals (or says there are none)."""
     if fleet.window_end is None:
         return f"Window {text.duration(fleet.window_s)}: nothing stored to show."
-    from ..data import age_text
-
+    now = data.clock_now() if now is None else now
     where = "the newest scrape in the store" if fleet.end_mode == END_AT_NEWEST else "now"
-    age = age_text(fleet.latest_time, time.time())
+    newest = f"newest scrape {age_text(fleet.latest_time, now)}"
+    if data.is_stale(fleet.latest_time, now, fleet.collect_interval_s):
+        newest += f" — stale: {stale_rule(fleet)}"
     return (f"Window {text.duration(fleet.window_s)}: {text.clock(fleet.window_start)} → "
-            f"{text.clock(fleet.window_end)} (ends at {where}; newest scrape {age}). "
-            f"Intervals are 90% unless a table says otherwise.")
+            f"{text.clock(fleet.window_end)} (ends at {where}; {newest}).")
+
+
+def _drift_unit(tuning) -> str:
+    """What the drift test counts: requests on a per-request route, else intervals (scraped or logged)."""
+    estimated = tuning.route_estimate
+    return "requests" if estimated is not None and estimated.requests is not None else "intervals"
+
+
+def drift_cell(tuning) -> str:
+    """The drift column: 'yes (below)', 'no', or 'not tested (why, in short)' — the curves
+    and recommendation pages say it in full (drift_sentence)."""
+    from acceptance.route_estimate import MIN_ROWS_FOR_DRIFT
+
+    drift = tuning.drift
+    if drift is None:
+        return f"not tested (< {MIN_ROWS_FOR_DRIFT} {_drift_unit(tuning)})"
+    if not data.drift_tested(drift):
+        return "not tested (too few drafts)"
+    return "yes (below)" if drift.detected else "no"
+
+
+def drift_sentence(tuning) -> str:
+    """'Drift: <the test's message>', or 'Drift: not tested — why.'"""
+    from acceptance.route_estimate import MIN_ROWS_FOR_DRIFT
+
+    drift = tuning.drift
+    if drift is None:
+        n = tuning.estimate.n_intervals
+        return (f"Drift: not tested — the window holds {n} {_drift_unit(tuning)}, the test needs "
+                f"{MIN_ROWS_FOR_DRIFT} or more.")
+    if not data.drift_tested(drift):
+        return f"Drift: not tested — {drift.message.removeprefix('no drift test: ')}."
+    return f"Drift: {drift.message}."
+
+
+def decision_summary(rec) -> str:
+    """What a decision deploys, and the better-looking γ when it is another:
+    'keep γ=7 (best γ=5, not sure enough to change)', 'change γ 7 → 3', 'off (γ 7 → 0)',
+    'probe γ=7 on 1 engine(s), γ=5 on the others'; a decision that deploys nothing names
+    the γ that keeps running. Short: it is a table's cell."""
+    deploys, best = gamma_to_deploy(rec), best_expected_gamma(rec)
+    if rec.decision == "keep":
+        head = f"keep γ={deploys}"
+    elif rec.decision == "off":
+        head = f"off (γ {rec.deployed_gamma} → 0)"
+    elif rec.decision == "probe":
+        probe = rec.probe
+        head = f"probe γ={probe.gamma} on {probe.engines} engine(s), γ={deploys} on the others"
+    elif rec.decision == "change":
+        head = f"change γ {rec.deployed_gamma} → {deploys}"
+    else:  # nothing deployed: the fleet runs what it runs
+        head = f"{rec.decision}, γ={deploys} runs"
+    if best == deploys or (rec.decision == "probe" and best == rec.probe.gamma):
+        return head
+    if rec.decision == "keep":
+        why = "not sure enough to change"
+    elif rec.decision in ("change", "probe"):
+        why = "not sure enough yet"  # the decision takes a nearer sure step, or measures it first
+    else:
+        why = "a what-if, not a decision"
+    return f"{head} (best γ={best}, {why})"
 
 
 def nothing_to_show(fleet: FleetView) -> bool:

@@ -1,5 +1,6 @@
 """Acceptance curves: survival and conditional acceptance per position with interval
-bands, routes side by side, and how the curve moved over the window (drift flagged)."""
+bands (or "no interval" where none was computed), routes side by side, and how the curve
+moved over the window (drift flagged, or said not tested and why)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import streamlit as st
 
 from .. import charts, data, text
 from ..data import FleetView, RouteView
-from .common import open_page, untuned
+from .common import drift_sentence, open_page, untuned
 
 
 def position_rows(rv: RouteView) -> list[dict]:
@@ -18,9 +19,31 @@ def position_rows(rv: RouteView) -> list[dict]:
     return [{
         "route": rv.route,
         "k": k + 1,
-        "survival a_k": f"{s.value[k]:.3f} {text.interval(s.low[k], s.high[k], 3)}".strip(),
-        "conditional α_k": f"{c.value[k]:.3f} {text.interval(c.low[k], c.high[k], 3)}".strip(),
+        "survival a_k": text.with_interval(text.number(s.value[k], 3), s.low[k], s.high[k], 3),
+        "conditional α_k": text.with_interval(text.number(c.value[k], 3), c.low[k], c.high[k], 3),
     } for k in range(e.gamma)]
+
+
+def bands_caption(views: list[RouteView]) -> str:
+    """'Bands: 90% intervals (how they were made).', or which routes have none and why."""
+    level = views[0].tuning.estimate.level
+    bare = [rv for rv in views if not rv.tuning.estimate.has_interval]
+    said = text.intervals_said(level, [rv.route for rv in bare], len(views), what="intervals")
+    why = "".join(f" Route {rv.route}: {rv.tuning.estimate.note or rv.tuning.estimate.method}." for rv in bare)
+    return f"Bands: {said}.{why}"
+
+
+def slices_intervals(rv: RouteView) -> str:
+    """How the history's slices name their intervals: '90% intervals', 'no intervals (…)',
+    or '90% intervals; none for 2 of 6 slices (…)'."""
+    level = rv.tuning.estimate.level
+    bare = [s for s in rv.history if not s.estimate.has_interval]
+    if not bare:
+        return f"{text.level(level)} intervals"
+    why = "too few intervals with drafts to resample"
+    if len(bare) == len(rv.history):
+        return f"no intervals: {why}"
+    return f"{text.level(level)} intervals; none for {len(bare)} of {len(rv.history)} slices: {why}"
 
 
 def history_series(rv: RouteView):
@@ -42,15 +65,13 @@ def render_history(rv: RouteView, fleet: FleetView) -> None:
     t = rv.tuning
     drift = t.drift
     st.markdown(f"**{rv.route}** — mean acceptance length per sixth of the window, each slice estimated "
-                f"on its own ({text.level(t.estimate.level)} intervals)")
+                f"on its own ({slices_intervals(rv)})")
     span = label = None
-    if drift is None:
-        st.caption("Drift: not tested (fewer than 8 scrape intervals in the window).")
-    elif drift.detected:
+    if drift is not None and drift.detected:
         st.warning(f"Drift flagged on {rv.route}: {drift.message}")
         span, label = (drift.recent_start, fleet.window_end), "drift: recent part"
     else:
-        st.caption(f"Drift: {drift.message}")
+        st.caption(drift_sentence(t))
     left, right = st.columns(2)
     with left:
         st.plotly_chart(charts.history_figure(history_series(rv), title=f"{rv.route}: acceptance over time",
@@ -85,7 +106,7 @@ def render(fleet: FleetView, history=None) -> None:
     level = views[0].tuning.estimate.level
     gammas = ", ".join(f"{rv.route} γ={rv.tuning.estimate.gamma} ({rv.tuning.estimate.drafts:,.0f} drafts)"
                        for rv in views)
-    st.caption(f"Newest γ segment of each route: {gammas}. Bands: {text.level(level)} block-bootstrap intervals.")
+    st.caption(f"Newest γ segment of each route: {gammas}. {bands_caption(views)}")
     left, right = st.columns(2)
     with left:
         st.plotly_chart(charts.curve_figure(

@@ -1,4 +1,6 @@
-"""Recommendation: the candidates table, the reasons for refused γ, and the vLLM config to copy."""
+"""Recommendation: the decision and the γ it deploys, the candidates table (intervals, or
+"no interval" where none was computed), whether drift was tested, the reasons for refused
+γ, and the vLLM config to copy."""
 
 from __future__ import annotations
 
@@ -11,11 +13,14 @@ from model.route import more_drafts_sentence
 from specdec.report import json_document, probe_segment_line, tuning_to_dict
 
 from .. import text
-from ..data import FleetView
-from .common import open_page, route_picker
+from ..data import FleetView, best_expected_gamma, gamma_to_deploy
+from .common import drift_sentence, open_page, route_picker
 
 
 def candidate_rows(rec) -> list[dict]:
+    """One row per γ; 'deploy' marks the γ the decision has the fleet run (a keep: the
+    deployed one), 'best expected' the one with the best expected speedup."""
+    deploys, best = gamma_to_deploy(rec), best_expected_gamma(rec)
     return [{
         "γ": c.gamma,
         "speedup": text.speedup(c.speedup, c.speedup_low, c.speedup_high),
@@ -23,10 +28,16 @@ def candidate_rows(rec) -> list[dict]:
         "P(best)": text.number(c.probability_best),
         "extrapolated": c.extrapolated,
         "allowed": c.allowed,
-        "recommended": c.gamma == rec.recommended_gamma,
-        "best expected": c.gamma == (rec.expected_best_gamma if rec.expected_best_gamma is not None
-                                     else rec.recommended_gamma),
+        "deploy": c.gamma == deploys,
+        "best expected": c.gamma == best,
     } for c in rec.candidates]  # why a γ is refused: in full under the table (a column cut it off at 1400 px)
+
+
+def intervals_text(rec, estimate) -> str:
+    """'90% intervals', or 'no intervals (why)' when the candidates have none."""
+    if any(text.interval(c.speedup_low, c.speedup_high) for c in rec.candidates if c.gamma > 0):
+        return f"{text.level(rec.interval_level)} intervals"
+    return f"no intervals ({estimate.note or estimate.method})"
 
 
 def decision_text(rec) -> str:
@@ -42,6 +53,8 @@ def decision_text(rec) -> str:
                  else f"change γ {rec.deployed_gamma} → {rec.recommended_gamma}{gain}")
         return (f"Probe γ={rec.probe.gamma} on {rec.probe.engines} engine(s) for about {rec.probe.drafts_needed:,} "
                 f"drafts (about {text.approximate(rec.probe.duration_s)}); {fleet} on the others")
+    if rec.decision != "keep":  # a decision that deploys nothing: its reason says why
+        return f"{rec.decision.capitalize()}: the fleet keeps γ={gamma_to_deploy(rec)}"
     if rec.recommended_gamma != rec.deployed_gamma:
         return f"Keep γ={rec.deployed_gamma} (γ={rec.recommended_gamma} looks better but not surely enough{gain})"
     return f"Keep γ={rec.deployed_gamma}"
@@ -60,9 +73,10 @@ def render(fleet: FleetView) -> None:
     if doc["observed"].get("probe_segment"):
         st.info(probe_segment_line(doc["observed"]["probe_segment"], doc["observed"]["gamma"]))
     unit = "tokens per GPU-second" if rec.objective == "throughput" else "per-user tok/s"
+    best = {c.gamma: c for c in rec.candidates}[best_expected_gamma(rec)]  # its row of the table below
     st.caption(f"Objective {rec.objective} (tokens/s column: {unit}); cost profile {rec.cost_profile}; "
-               f"{text.level(rec.interval_level)} intervals; P(best) of the recommended γ "
-               f"{text.number(rec.probability_best)}; model error at the deployed γ: "
+               f"{intervals_text(rec, tuning.estimate)}; P(best) of the best expected γ={best.gamma} "
+               f"{text.number(best.probability_best)}; model error at the deployed γ: "
                + (text.percent(rec.model_error, 1) if rec.model_error is not None else
                   "— (anchored on the observed rate)" if rec.anchor and rec.anchor.source == "observed" else
                   "— (no latency metrics)")
@@ -75,6 +89,7 @@ def render(fleet: FleetView) -> None:
         st.warning(text.sentence(warning))
     for line in describe_lines(rec.anchor, rec.profile_figures):
         (st.warning if "DEFAULT" in line or "(default)" in line else st.caption)(line)
+    st.caption(drift_sentence(tuning))
     for note in doc["observed"]["notes"]:  # how the window was read: drift, a per-request batch mix, …
         st.caption(text.sentence(f"Note: {note}"))
     more = more_drafts_sentence(tuning.drafts_more_needed, rec.drafts_factor_to_settle)
@@ -88,17 +103,25 @@ def render(fleet: FleetView) -> None:
         st.markdown("**Refused γ, and why**")
         for c in refused:
             st.markdown(f"- γ={c.gamma}: {c.reason}")
-    extrapolated = [c.gamma for c in rec.candidates if c.extrapolated]
+    extrapolated = [c for c in rec.candidates if c.extrapolated]
     if extrapolated:
-        st.caption(f"γ {', '.join(map(str, extrapolated))}: extrapolated past the deployed γ={rec.deployed_gamma} "
-                   f"(the interval spans {len(rec.tail_models)} guesses of how acceptance goes on past it); the data cannot check them.")
+        guesses = f"{len(rec.tail_models)} guesses of how acceptance goes on past it"
+        # without resamples there is no interval to span the guesses: the point is their mean
+        spread = (f"the interval spans {guesses}" if any(text.interval(c.speedup_low, c.speedup_high)
+                                                          for c in extrapolated)
+                  else f"priced at the mean of {guesses}; no interval")
+        st.caption(f"γ {', '.join(str(c.gamma) for c in extrapolated)}: extrapolated past the deployed "
+                   f"γ={rec.deployed_gamma} ({spread}); the data cannot check them.")
 
     st.subheader("vLLM config to deploy")
-    if rec.vllm_speculative_config is None:
-        st.markdown("Speculation off: start vLLM without `--speculative-config`.")
-    else:
+    if rec.vllm_speculative_config is not None:
         st.code(json.dumps(rec.vllm_speculative_config, indent=2), language="json", wrap_lines=True)
-    st.code(rec.vllm_command_line, language="bash", wrap_lines=True)
+    elif gamma_to_deploy(rec) == 0:
+        st.markdown("Speculation off: start vLLM without `--speculative-config`.")
+    else:  # a decision that deploys nothing (its reason says why): the fleet keeps what it runs
+        st.markdown(f"No config to deploy: the fleet keeps γ={gamma_to_deploy(rec)} ({rec.decision}).")
+    if rec.vllm_command_line:
+        st.code(rec.vllm_command_line, language="bash", wrap_lines=True)
     if rec.probe is not None:
         st.markdown(f"**The canary** ({rec.probe.engines} engine): expected value {rec.probe.expected_value:,.0f} s "
                     f"against cost {rec.probe.expected_cost:,.0f} s of the route's output")

@@ -17,9 +17,9 @@ from model.speedup import implied_p, seeds_table
 from specdec.pipeline import what_if
 
 from .. import charts, text
-from ..data import FleetView
+from ..data import FleetView, best_expected_gamma, gamma_to_deploy
 from ..seeds import SEEDS_BASELINE_TPS, SEEDS_DRAFT_COST, SEEDS_GAMMA, SEEDS_MEASUREMENTS, SEEDS_TABLE_POINTS
-from .common import open_page, route_picker
+from .common import decision_summary, open_page, route_picker
 
 MAX_GAMMA = 16
 P_GRID = np.round(np.linspace(0.0, 0.99, 100), 4)
@@ -180,15 +180,19 @@ def _route_section(tuning, gamma: int, deployed: int, deployment, rec, chosen) -
         m1.metric(f"Speedup at γ={gamma}", "—", help=past_candidates)
     else:
         # The value alone in the metric's large type (with its interval it was cut at 1400 px),
-        # the interval under it.
-        m1.metric(f"Speedup at γ={gamma} ({text.level(rec.interval_level)})", text.speedup(chosen.speedup),
+        # the interval under it, or that there is none.
+        bounds = text.interval(chosen.speedup_low, chosen.speedup_high, 3)
+        m1.metric(f"Speedup at γ={gamma}" + (f" ({text.level(rec.interval_level)})" if bounds else ""),
+                  text.speedup(chosen.speedup),
                   help=("refused: " + chosen.reason) if not chosen.allowed else
                   ("extrapolated past the deployed γ" if chosen.extrapolated else None))
-        bounds = text.interval(chosen.speedup_low, chosen.speedup_high, 3)
-        if bounds:
-            m1.caption(f"{text.level(rec.interval_level)} interval {bounds}")
-    m2.metric("Recommended γ under these figures", f"{rec.recommended_gamma} ({rec.decision})")
-    m3.metric("Configured recommendation", f"{tuning.recommendation.recommended_gamma} ({tuning.recommendation.decision})")
+        m1.caption(f"{text.level(rec.interval_level)} interval {bounds}" if bounds else text.NO_INTERVAL)
+    # What each decision deploys (a keep: the deployed γ), the better-looking γ named under it.
+    for column, label, decided in ((m2, "γ to deploy under these figures", rec),
+                                   (m3, "γ to deploy as configured", tuning.recommendation)):
+        column.metric(label, f"{gamma_to_deploy(decided)} ({decided.decision})")
+        if best_expected_gamma(decided) != gamma_to_deploy(decided):
+            column.caption(text.sentence(decision_summary(decided)))
     if chosen is not None and not chosen.allowed or past_candidates:
         st.warning(f"γ={gamma} cannot be deployed with these figures: {past_candidates or chosen.reason}")
     if rec.specialized_eligibility is not None:
@@ -199,9 +203,13 @@ def _route_section(tuning, gamma: int, deployed: int, deployment, rec, chosen) -
     if rec.specialized_break_even is not None and (warning := rec.specialized_break_even.warning()):
         st.warning(text.sentence(warning))
     outlined = f"γ={gamma}, the slider's" + (" (the deployed γ)" if gamma == deployed else "")
+    series = [("what-if", rec.candidates), ("configured", tuning.recommendation.candidates)]
+    bare = [name for name, cands in series
+            if not any(text.interval(c.speedup_low, c.speedup_high) for c in cands if c.gamma > 0)]
+    intervals = text.intervals_said(rec.interval_level, bare, len(series), what="intervals")
     st.plotly_chart(charts.candidates_figure(
-        [("what-if", rec.candidates), ("configured", tuning.recommendation.candidates)],
-        title=f"Projected speedup per γ ({text.level(rec.interval_level)} intervals; grey: refused, hatched: extrapolated)",
+        series,
+        title=f"Projected speedup per γ ({intervals}; grey: refused, hatched: extrapolated)",
         y_title="× plain decoding", highlight_gamma=gamma, highlight_label=outlined), key="whatif_candidates")
     st.caption(f"Black outline: {outline_text(gamma, deployed)}. What-if: cost profile {rec.cost_profile}, "
                f"objective {rec.objective}, decode backend {deployment.decode_backend}. {rec.decision_reason}")
