@@ -442,6 +442,12 @@ class Drift:
     level: float
     min_relative_change: float
 
+    @property
+    def tested(self) -> bool:
+        """Whether the test ran: its difference has an interval (detect_drift leaves it out
+        when a part has too few rows with drafts)."""
+        return math.isfinite(self.difference.low) and math.isfinite(self.difference.high)
+
 
 def _signed(x: float) -> str:
     return f"{x:+.2f}".replace("-", "−")

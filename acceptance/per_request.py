@@ -398,8 +398,16 @@ def parse_per_request_lines(
             skipped[skip.reason] += 1
     if not records:
         why = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items())) or "empty"
-        raise PerRequestError(f"{source}: no usable per-request line in {n_lines} lines ({why})")
+        raise PerRequestError(f"{source}: no usable per-request line in {n_lines} lines ({why}){_json_lines_hint(skipped, n_lines, source)}")
     return PerRequestParse(records=records, skipped=dict(sorted(skipped.items())), lines=n_lines)
+
+
+def _json_lines_hint(skipped: Counter, n_lines: int, source: str) -> str:
+    """When most lines are not JSON the file is likely pretty-printed: say what is read."""
+    if skipped[SKIP_NOT_JSON] + skipped[SKIP_TRUNCATED] <= n_lines // 2:
+        return ""
+    return (": the file must hold one JSON object per line (JSON Lines); a pretty-printed one becomes that "
+            f"with `jq -c . {source}`")
 
 
 _TOO_LONG = object()  # what bounded_lines yields for a line over MAX_LINE_CHARS

@@ -55,7 +55,6 @@ DASHBOARD_WORDING = (
 # A few intervals, not one: a cycle that is being written, or one slow scrape, is not staleness.
 STALE_AFTER_INTERVALS = 3
 # The decisions that have the fleet run the recommended γ; any other (keep) runs the deployed one.
-DEPLOYING_DECISIONS = ("change", "off", "probe")
 # The collect interval when there is no config to read it from (specdec.config's default).
 DEFAULT_COLLECT_INTERVAL_S = 15.0
 
@@ -74,13 +73,9 @@ def is_stale(last_ok_time: float | None, now: float, collect_interval_s: float) 
 
 
 def gamma_to_deploy(rec) -> int:
-    """The γ a decision has the fleet run: the recommended γ on a change, an off (0) or a probe
-    (the fleet's; the canary runs its own), else the deployed γ — a keep runs it even when
-    another γ looks better, and that other γ is then the recommendation's ``recommended_gamma``.
-    The rule the model prices the deploy line with (model.specialized_break_even.speedup_doubt,
-    model.shared_deployment), which exposes no field of its own for it. ``rec``: a
+    """The γ a decision has the fleet run (model.decision.gamma_to_deploy): ``rec`` a
     model.recommend.Recommendation or a model.shared_deployment.DeploymentRecommendation."""
-    return rec.recommended_gamma if rec.decision in DEPLOYING_DECISIONS else rec.deployed_gamma
+    return rec.gamma_to_deploy
 
 
 def best_expected_gamma(rec) -> int:
@@ -91,14 +86,9 @@ def best_expected_gamma(rec) -> int:
 
 
 def drift_tested(drift) -> bool:
-    """Whether the window's drift test ran: a Drift with the interval of its difference
-    (acceptance.estimates.detect_drift leaves it out when a part has too few rows with
-    drafts; acceptance.route_estimate does not test windows under MIN_ROWS_FOR_DRIFT rows:
-    drift None)."""
-    if drift is None:
-        return False
-    low, high = drift.difference.low, drift.difference.high
-    return math.isfinite(low) and math.isfinite(high)
+    """Whether the window's drift test ran (acceptance.estimates.Drift.tested; drift None:
+    acceptance.route_estimate does not test windows under MIN_ROWS_FOR_DRIFT rows)."""
+    return drift is not None and drift.tested
 
 
 def dashboard_wording(message: str, end_mode: str | None = None) -> str:

@@ -10,7 +10,8 @@ flat and roofline profiles are anchored on (docs/DESIGN.md, Cost model):
   AL(γ_d) / τ_int(γ_d; b) = observed. The level is then the engine's own; what the model
   can still get wrong is the shape (how step time and acceptance move with γ), which only
   a γ sweep measures — so no model error is reported at the deployed γ;
-- ``default`` — neither: the built-in 118 tok/s of Kimi K3 on 16 GB300, announced as such;
+- ``default`` — neither: the built-in 118 tok/s of Kimi K3 on 16 GB300, or the roofline floor of
+  the configured model and GPU (configured_or_default), announced as such;
 - ``measured table`` — a table's own seconds (nothing to anchor).
 """
 
@@ -23,6 +24,8 @@ from typing import Callable
 from .deployment import Deployment
 
 CONFIGURED, OBSERVED, DEFAULT, TABLE = "configured", "observed", "default", "measured table"
+FLAG = "flag"  # a configured figure set on the command line, over the config
+KIMI_K3_DEFAULT = "Kimi K3 on 16 GB300"
 # what prices the drafter and names it in the deploy line: each said to be a default when it is
 DRAFTER_FIGURES = ("method", "draft_cost", "cost_profile")
 
@@ -47,17 +50,30 @@ class Anchor:
         if self.source == OBSERVED:
             return f"anchor: {rate}, observed ({self.detail}: the level matches the engine at the deployed gamma)"
         if self.source == DEFAULT:
-            return (f"anchor: {rate}, the DEFAULT (Kimi K3 on 16 GB300) — set baseline_tokens_per_second or "
-                    f"collect latency metrics for your engine{f' ({self.detail})' if self.detail else ''}")
-        return f"anchor: {rate}, configured"
+            what, why = (self.detail, "") if self.detail.startswith(("Kimi K3", "the roofline floor")) else (
+                KIMI_K3_DEFAULT, f" ({self.detail})" if self.detail else "")
+            return (f"anchor: {rate}, the DEFAULT ({what}) — set baseline_tokens_per_second or "
+                    f"collect latency metrics for your engine{why}")
+        return f"anchor: {rate}, {'set by --baseline-tokens-per-second' if self.source == FLAG else 'configured'}"
 
 
 def configured_or_default(deployment: Deployment) -> Anchor:
-    """The anchor before any observation: the table's, the configured rate, or the default."""
+    """The anchor before any observation: the table's, the configured rate, or the default —
+    Kimi K3's 118 tok/s on 16 GB300, unless the config names the model or the GPU: then the
+    roofline's own plain decode at batch 1 for them (its memory and compute floor, an upper
+    bound: served engines run slower), announced as such."""
     if deployment.cost_profile not in ("flat", "roofline"):
         return Anchor(None, TABLE)
-    source = CONFIGURED if deployment.is_configured("baseline_tokens_per_second") else DEFAULT
-    return Anchor(deployment.baseline_tokens_per_second, source)
+    if deployment.is_configured("baseline_tokens_per_second"):
+        return Anchor(deployment.baseline_tokens_per_second,
+                      FLAG if "baseline_tokens_per_second" in deployment.flagged else CONFIGURED)
+    if not any(deployment.is_configured(k) for k in ("model", "gpu", "tensor_parallel_size")):
+        return Anchor(deployment.baseline_tokens_per_second, DEFAULT, KIMI_K3_DEFAULT)
+    from .profiles import roofline_floor_tokens_per_second
+
+    rate = roofline_floor_tokens_per_second(deployment)
+    return Anchor(rate, DEFAULT, f"the roofline floor of {deployment.model} on {deployment.tensor_parallel_size} "
+                                 f"{deployment.gpu}: an upper bound, served engines run slower")
 
 
 def solve_observed_rate(model_rate_at: Callable[[float], float], observed_rate: float, start: float) -> float | None:
@@ -81,8 +97,8 @@ def solve_observed_rate(model_rate_at: Callable[[float], float], observed_rate: 
 def profile_figures(deployment: Deployment, anchor: Anchor) -> dict:
     """The figures the cost profile used, each with its source (configured or default)."""
     def figure(key: str) -> dict:
-        return {"value": getattr(deployment, key),
-                "source": CONFIGURED if deployment.is_configured(key) else DEFAULT}
+        source = FLAG if key in deployment.flagged else CONFIGURED if deployment.is_configured(key) else DEFAULT
+        return {"value": getattr(deployment, key), "source": source}
 
     out: dict = {"profile": deployment.cost_profile, "baseline_tokens_per_second": anchor.to_dict(),
                  **{k: figure(k) for k in DRAFTER_FIGURES}}
@@ -109,13 +125,20 @@ def describe_figures(figures: dict) -> str | None:
 def describe_defaults(figures: dict) -> str | None:
     """'drafter figures: method dspark (default), draft_cost 0.1 (default), … — …' when any of
     DRAFTER_FIGURES was not configured, else None: the deploy line's method is then the default's."""
+    from .drafters import FREE, drafter_for
+
     unset = [k for k in DRAFTER_FIGURES if k in figures and figures[k]["source"] == DEFAULT]
+    if "draft_cost" in unset and drafter_for(figures["method"]["value"]).kind == FREE:
+        unset.remove("draft_cost")  # an ngram or suffix drafter's draft is not priced by it
+    if "cost_profile" in unset and figures.get("profile") == "roofline" and all(
+            figures.get(k, {}).get("source") not in (None, DEFAULT) for k in ("model", "gpu", "tensor_parallel_size")):
+        unset.remove("cost_profile")  # the roofline of a configured model and GPU was chosen with them
     if not unset:
         return None
     values = ", ".join(f"{k} {figures[k]['value']:g} (default)" if isinstance(figures[k]["value"], float)
                        else f"{k} {figures[k]['value']} (default)" for k in unset)
     return (f"drafter figures: {values} — set them for your engine ([deployment] or the route's table in the "
-            f"config; --method, --draft-cost, --cost-profile with --survival)")
+            f"config, or tune-gamma's --method, --draft-cost, --cost-profile)")
 
 
 def describe_lines(anchor: Anchor | None, figures: dict | None) -> list[str]:

@@ -45,6 +45,17 @@ class Gain:
 
 
 
+# the decisions that have the fleet run the recommended γ (a probe: the fleet's; the canary its own)
+DEPLOYING_DECISIONS = ("change", "off", "probe")
+
+
+def gamma_to_deploy(decision: str, recommended: int, deployed: int) -> int:
+    """The γ a decision has the fleet run: the recommended one on a change, an off (0) or a
+    probe, else the deployed γ — a keep (or an undecided) runs it even when another looks
+    better, and that other γ is then the recommendation's ``recommended_gamma``."""
+    return recommended if decision in DEPLOYING_DECISIONS else deployed
+
+
 def gain_of(rec, deployed, speed_point, ens, level) -> Gain | None:
     """Gain of the recommended γ over the deployed one (None when they are the same γ)."""
     if rec == deployed or not speed_point[deployed] > 0:

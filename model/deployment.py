@@ -76,6 +76,9 @@ class Deployment:
     # (model.anchor). None — built in code — counts every figure as the caller's choice.
     # Not a deployment key itself.
     configured: frozenset | None = None
+    # Which of the configured keys a command-line flag set, over the config (tune-gamma's
+    # --method, --draft-cost, …: profile_figures names their source "flag"). Not a key either.
+    flagged: frozenset = frozenset()
 
     def is_configured(self, key: str) -> bool:
         """Whether ``key`` was set by the config (or the deployment was built in code)."""
@@ -130,7 +133,7 @@ class Deployment:
         return merged
 
 
-DEPLOYMENT_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Deployment) if f.name != "configured")
+DEPLOYMENT_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Deployment) if f.name not in ("configured", "flagged"))
 
 
 def replace_unvalidated(dep: Deployment, values: Mapping[str, Any]) -> Deployment:
@@ -193,10 +196,11 @@ def _validate(dep: Deployment, where: str) -> None:
     if dep.cost_profile == "roofline":
         from .figures import GPUS, MODELS
 
+        other = 'or set cost_profile = "flat" or the path of a measured table (specdec calibrate)'
         if dep.model.lower() not in MODELS:
-            bad("model", f"no roofline figures for this model (known: {', '.join(MODELS)})", dep.model)
+            bad("model", f"no roofline figures for this model (known: {', '.join(MODELS)}; {other})", dep.model)
         if dep.gpu.upper() not in GPUS:
-            bad("gpu", f"no roofline figures for this GPU (known: {', '.join(GPUS)})", dep.gpu)
+            bad("gpu", f"no roofline figures for this GPU (known: {', '.join(GPUS)}; {other})", dep.gpu)
         if b is None:
             bad("baseline_tokens_per_second", "the roofline profile is anchored on it; it must be set", b)
     if dep.objective not in OBJECTIVES:

@@ -279,6 +279,14 @@ def _parse_table(path: str, mtime_ns: int, size: int) -> TableProfile:
     return TableProfile(source=str(path), rows=rows)
 
 
+def roofline_floor_tokens_per_second(deployment: Deployment) -> float:
+    """1 / the pure roofline of one plain decode step at batch 1 for the deployment's model,
+    GPU and TP size: the fastest its weights and KV cache can be read (an upper bound)."""
+    profile = RooflineProfile(MODELS[deployment.model.lower()], GPUS[deployment.gpu.upper()],
+                              deployment.tensor_parallel_size, 0.0)
+    return float(1.0 / profile.roof_s(1, 1))
+
+
 def make_profile(deployment: Deployment):
     """The deployment's cost profile, at the midpoint of its specialized speedup, anchored
     on 1 / baseline_tokens_per_second at batch 1."""

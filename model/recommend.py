@@ -62,7 +62,7 @@ a percentile objective (p90_interactivity, …) prices instead of the mean
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Mapping, Sequence
 
@@ -73,15 +73,16 @@ from acceptance.step_replay import StepSequence, replay_by_gamma, resampled_toke
 
 from .deployment import PERCENTILE_OBJECTIVES, Deployment, ModelInputError, per_user
 from .drafters import drafter_for
-from .decision import Gain, decide, gain_of, probe_step
-from .probe import Probe, ProbeInputs, RunningProbe
-from .specialized_measured import MeasuredSpeedup
+from .decision import Gain, decide, gain_of, probe_step  # noqa: F401 (Gain: importers of model.recommend keep it)
+from .probe import ProbeInputs, RunningProbe
 from .percentile_objective import axis_text, percentile_speedups
-from .extrapolate import TAIL_MODELS, bonus_acceptances, extend_survival
+from .extrapolate import bonus_acceptances, extend_survival
 from .tail_evidence import al_factors, one_step_error
 from .profiles import make_profile
 from .specialized import Eligibility, specialized_refusal
-from .specialized_break_even import SpecializedBreakEven, speedup_doubt
+from .specialized_break_even import speedup_doubt
+from .figures_needed import gated
+from .recommendation import Candidate, Recommendation  # noqa: F401 (importers of model.recommend keep them)
 from .anchor import (DEFAULT, OBSERVED, Anchor, Unpriceable, configured_or_default, priced_rate, profile_figures,
                      solve_observed_rate)
 from .speedup import (
@@ -98,107 +99,12 @@ from .speedup import (
 from .vllm_config import command_line, replay_config, speculative_config
 from .load import LoadView, gamma_schedule, load_view
 from acceptance.definitions import check_survival_curve as _check_curve, monotone_survival
-from acceptance.json_safe import json_safe
 
 # Beyond this the cost model is off by more than the gains it ranks (a few %): say so and what to do.
 MODEL_ERROR_TOLERANCE = 0.15
 
 # Bins of a specialized_speedup range the resamples are spread over (uniform prior).
 SPECIALIZED_SPEEDUP_BINS = 8
-
-
-@dataclass(frozen=True)
-class Candidate:
-    gamma: int
-    speedup: float
-    speedup_low: float | None
-    speedup_high: float | None
-    tokens_per_second: float | None  # objective's unit: per-user tok/s, or tokens per GPU-second
-    probability_best: float | None
-    extrapolated: bool
-    allowed: bool
-    reason: str | None
-    expected_tokens: float | None = None  # AL(γ) priced: the survival curve's (its tail models' mean), or the replay's
-
-
-@dataclass(frozen=True)
-class Recommendation:
-    objective: str
-    cost_profile: str
-    interval_level: float
-    deployed_gamma: int
-    recommended_gamma: int
-    decision: str  # change | keep | off
-    decision_reason: str
-    probability_best: float | None
-    candidates: list[Candidate]
-    model_error: float | None
-    vllm_speculative_config: dict | None
-    vllm_command_line: str
-    replay_config: dict
-    specialized_eligibility: Eligibility | None = None
-    schedule: list[tuple[int, int, int]] | None = None
-    load: LoadView | None = None  # the best γ at each batch size of the mix (model.load)
-    tail_models: tuple[str, ...] = field(default=TAIL_MODELS)
-    verify_widths: tuple[float, ...] | None = None  # tokens per request a step verifies, per candidate γ
-    anchor: Anchor | None = None  # the plain-decode rate priced at, and its source (model.anchor)
-    # how AL at other γ was priced: "survival" (the curve, cut or extended by tail models) or
-    # "replay" (the requests' own steps replayed at each γ: acceptance.step_replay)
-    acceptance_model: str = "survival"
-    profile_figures: dict | None = None
-    gain: Gain | None = None  # of the recommended γ over the deployed one; None when they are the same
-    model_error_warning: str | None = None  # model_error beyond ±MODEL_ERROR_TOLERANCE, and what to do
-    # a "keep" whose gain is not yet sure: the window's drafts × this would settle it (1/√drafts)
-    drafts_factor_to_settle: float | None = None
-    # the best expected γ when its gain is not yet sure and the decision takes a nearer sure step
-    # or probes it
-    expected_best_gamma: int | None = None
-    probe: Probe | None = None  # decision "probe": the canary to run (model.probe)
-    # on latency_specialized: the specialized speedups over which the decision's γ holds
-    # (model.specialized_break_even)
-    specialized_break_even: SpecializedBreakEven | None = None
-    # the specialized speedup measured from a canary's latency, priced instead of the configured
-    # one when measured (model.specialized_measured; set by model.route)
-    specialized_speedup_measured: MeasuredSpeedup | None = None
-    # (rows, G) the resampled speedups the decision read (resamples × tail models × speed
-    # bins); not in the JSON: for pricing routes together (model.shared_deployment)
-    ensemble: np.ndarray | None = field(default=None, repr=False, compare=False)
-    objective_axis: str = ""  # what the objective optimises, in words (model.percentile_objective.axis_text)
-
-    def to_dict(self) -> dict:
-        """The tune-gamma JSON keys this module owns (acceptance.json_safe: NaN → None)."""
-        return json_safe({
-            "objective": self.objective,
-            "objective_axis": self.objective_axis,
-            "cost_profile": self.cost_profile,
-            "interval_level": self.interval_level,
-            "deployed_gamma": self.deployed_gamma,
-            "recommended_gamma": self.recommended_gamma,
-            "decision": self.decision,
-            "decision_reason": self.decision_reason,
-            "probability_best": self.probability_best,
-            "candidates": [asdict(c) for c in self.candidates],
-            "model_error": self.model_error,
-            "vllm": {"speculative_config": self.vllm_speculative_config, "command_line": self.vllm_command_line},
-            "replay_config": self.replay_config,
-            "specialized_eligibility": None if self.specialized_eligibility is None else asdict(self.specialized_eligibility),
-            # (first batch size, last batch size, γ) ranges; part of vllm.speculative_config
-            # only on a change of γ (a schedule restarts engines too), else a suggestion
-            "schedule": None if self.schedule is None else [list(r) for r in self.schedule],
-            "load": None if self.load is None else self.load.to_dict(),
-            "verify_widths": None if self.verify_widths is None else list(self.verify_widths),
-            "acceptance_model": self.acceptance_model,
-            "anchor": None if self.anchor is None else self.anchor.to_dict(),
-            "profile_figures": self.profile_figures,
-            "gain": None if self.gain is None else asdict(self.gain),
-            "drafts_factor_to_settle": self.drafts_factor_to_settle,
-            "expected_best_gamma": self.expected_best_gamma,
-            "probe": None if self.probe is None else asdict(self.probe),
-            "model_error_warning": self.model_error_warning,
-            "specialized_break_even": None if self.specialized_break_even is None else self.specialized_break_even.to_dict(),
-            "specialized_speedup_measured": (None if self.specialized_speedup_measured is None
-                                             else self.specialized_speedup_measured.to_dict()),
-        })
 
 
 def check_survival_curve(a: np.ndarray, what: str) -> None:
@@ -281,7 +187,7 @@ def recommend(
     model_error = _model_error(observed_tokens_per_second, profile, anchor, al_point, price, ws, deployed, nu)
     schedule, spec_cfg, load = _deployable(final, deployed, bs, ws, price, al_point, al_by_batch, allowed,
                                            specialized, deployment, nu)
-    return Recommendation(
+    return gated(Recommendation(
         objective=deployment.objective, cost_profile=profile.name,
         interval_level=float(level), deployed_gamma=int(deployed),
         recommended_gamma=rec,
@@ -305,7 +211,7 @@ def recommend(
         specialized_break_even=break_even,
         ensemble=ensemble,
         objective_axis=axis_text(deployment.objective),
-    )
+    ), deployment)
 
 
 # ----------------------------------------------------------------- recommend(), step by step
@@ -618,6 +524,8 @@ def _anchor(deployment: Deployment, observed_tps, observed_source, survival, per
     """The deployment with the anchor it is priced at (model.anchor): the observed rate when
     baseline_tokens_per_second is not configured and the window has the engine's latency."""
     anchor = configured_or_default(deployment)
+    if anchor.source == DEFAULT:  # the configured model's and GPU's own default, not Kimi K3's
+        deployment = replace(deployment, baseline_tokens_per_second=anchor.baseline_tokens_per_second)
     if anchor.source != DEFAULT or observed_tps is None or deployed > survival.size:
         return deployment, anchor
     if isinstance(observed_tps, Unpriceable):

@@ -14,18 +14,22 @@ The decision on the joint γ is the one rule of every route (model.decision) on 
 ensemble, row i joining row i of every route (the routes' windows are resampled apart).
 Beside it, per route, the γ it would get on a deployment of its own (its own recommendation)
 and the gain of splitting it off, S_r(γ_r) / S_r(γ_dep) − 1 with its interval over the
-route's ensemble; and the deployment's whole gain of splitting, every route at its own γ.
+route's ensemble, γ_dep the γ the deployment runs after this decision (the deployed γ on a
+keep: "should I split?" is asked of what the shared engines will run), and beside it the same
+over the joint best γ; and the deployment's whole gain of splitting, every route at its own γ.
+A joint change or off rests on the routes' figures as a route's does (model.figures_needed).
 A shared deployment is not probed here (a canary would serve every route's traffic), and a
 percentile objective is refused (its percentile would be over every route's requests together).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .decision import Gain, decide, gain_of
+from .decision import Gain, Verdict, decide, gain_of, gamma_to_deploy
+from .figures_needed import UNDECIDED
 from .deployment import PERCENTILE_OBJECTIVES, Deployment, ModelInputError
 from .recommend import Recommendation
 from .vllm_config import command_line, speculative_config
@@ -42,7 +46,9 @@ class RouteShare:
 
 @dataclass(frozen=True)
 class SplitGain:
-    """A route on a deployment of its own: its γ, its speedup there, and the gain over the joint γ."""
+    """A route on a deployment of its own: its γ, its speedup there, and the gain of splitting
+    it off — over the γ the shared deployment runs after this decision (``against_gamma``: the
+    deployed γ unless the decision changes it), and beside it over the joint best γ."""
 
     route: str
     gamma: int
@@ -50,6 +56,10 @@ class SplitGain:
     gain_of_splitting: float
     gain_low: float | None
     gain_high: float | None
+    against_gamma: int = 0
+    gain_over_joint_best: float = 0.0
+    gain_over_joint_best_low: float | None = None
+    gain_over_joint_best_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -68,14 +78,21 @@ class DeploymentRecommendation:
     token_shares: dict[str, float]
     deployed_gamma: int
     recommended_gamma: int
-    decision: str  # change | keep | off
+    decision: str  # change | keep | off | undecided (model.figures_needed)
     decision_reason: str
     gain: Gain | None
     candidates: tuple[JointCandidate, ...]
     split: tuple[SplitGain, ...]
-    gain_of_splitting: Gain  # every route at its own γ against all at the joint γ
+    # every route at its own γ against all at the γ the deployment runs after this decision
+    gain_of_splitting: Gain
     vllm_speculative_config: dict | None  # for the γ the deployment is to run (None: speculation off)
-    vllm_command_line: str
+    vllm_command_line: str | None  # None: no deploy line rests on default figures (figures_needed)
+    gain_of_splitting_over_joint_best: Gain | None = None  # the same against all at the joint best γ
+    figures_needed: list = field(default_factory=list)
+
+    @property
+    def gamma_to_deploy(self) -> int:
+        return gamma_to_deploy(self.decision, self.recommended_gamma, self.deployed_gamma)
 
     def to_dict(self) -> dict:
         def gain(g: Gain | None) -> dict | None:
@@ -87,13 +104,16 @@ class DeploymentRecommendation:
             "token_shares": dict(self.token_shares),
             "deployed_gamma": self.deployed_gamma,
             "recommended_gamma": self.recommended_gamma,
+            "gamma_to_deploy": self.gamma_to_deploy,
             "decision": self.decision,
             "decision_reason": self.decision_reason,
             "gain": gain(self.gain),
             "candidates": [vars(c).copy() for c in self.candidates],
             "split": [vars(s).copy() for s in self.split],
             "gain_of_splitting": gain(self.gain_of_splitting),
+            "gain_of_splitting_over_joint_best": gain(self.gain_of_splitting_over_joint_best),
             "vllm": {"speculative_config": self.vllm_speculative_config, "command_line": self.vllm_command_line},
+            "figures_needed": [f.to_dict() for f in self.figures_needed],
         }
 
 
@@ -141,16 +161,32 @@ def recommend_deployment(name: str, shares: list[RouteShare], deployment: Deploy
         speedup_low=None if bounds is None else float(bounds[0, i]),
         speedup_high=None if bounds is None else float(bounds[1, i]),
         allowed=bool(allowed[i])) for i in range(len(joint_point)))
-    split = tuple(_split(s, rec, level) for s in shares)
-    final = rec if verdict.decision in ("change", "off") else deployed
+    needed = recs[0].figures_needed
+    if needed and verdict.decision in ("change", "off"):
+        verdict = Verdict(UNDECIDED, f"the pricing rests on default figures ({', '.join(n.key for n in needed)}): "
+                                     f"set them for your engine. On the defaults the joint best is gamma {rec}: a "
+                                     f"what-if, not a decision")
+    final = gamma_to_deploy(verdict.decision, rec, deployed)
+    split = tuple(_split(s, final, rec, level) for s in shares)
+    own = [own_gamma(r) for r in recs]
     spec_cfg = speculative_config(deployment, final)
+    deployable = not any(n.key == "method" for n in needed) and verdict.decision != UNDECIDED
     return DeploymentRecommendation(
         name=name, routes=tuple(s.route for s in shares),
         token_shares={s.route: float(w) for s, w in zip(shares, weights)},
         deployed_gamma=deployed, recommended_gamma=rec, decision=verdict.decision, decision_reason=verdict.reason,
         gain=gain_of(rec, deployed, joint_point, ensemble, level), candidates=candidates, split=split,
-        gain_of_splitting=_whole_split_gain(points, stacked, weights, [r.recommended_gamma for r in recs], rec, level),
-        vllm_speculative_config=spec_cfg, vllm_command_line=command_line(deployment, spec_cfg))
+        gain_of_splitting=_whole_split_gain(points, stacked, weights, own, final, level),
+        gain_of_splitting_over_joint_best=_whole_split_gain(points, stacked, weights, own, rec, level),
+        vllm_speculative_config=spec_cfg if deployable else None,
+        vllm_command_line=command_line(deployment, spec_cfg) if deployable else None, figures_needed=list(needed))
+
+
+def own_gamma(r: Recommendation) -> int:
+    """The γ a route would get on engines of its own: its recommendation's, or — where that
+    was withheld for default figures — the γ those defaults price best (a what-if as the
+    deployment's is)."""
+    return r.expected_best_gamma if r.decision == UNDECIDED else r.recommended_gamma
 
 
 def _check_same_deployment(name: str, shares: list[RouteShare]) -> None:
@@ -178,14 +214,21 @@ def _aligned_ensembles(recs: list[Recommendation]) -> np.ndarray | None:
     return np.stack([r.ensemble[np.arange(rows) % r.ensemble.shape[0]] for r in recs])
 
 
-def _split(share: RouteShare, joint_gamma: int, level: float) -> SplitGain:
-    """The route on its own deployment (its own recommended γ) against the joint γ."""
+def _split(share: RouteShare, runs: int, joint_best: int, level: float) -> SplitGain:
+    """The route on its own deployment (own_gamma) against the γ the shared deployment ``runs``
+    after the decision, and against its ``joint_best``."""
     r = share.recommendation
-    own = r.recommended_gamma
-    gain = gain_of(own, joint_gamma, np.array([c.speedup for c in r.candidates]), r.ensemble, level)
-    value, low, high = (0.0, 0.0, 0.0) if gain is None else (gain.value, gain.low, gain.high)
+    own = own_gamma(r)
+    speeds = np.array([c.speedup for c in r.candidates])
+
+    def over(gamma: int) -> tuple[float, float | None, float | None]:
+        gain = gain_of(own, gamma, speeds, r.ensemble, level)
+        return (0.0, 0.0, 0.0) if gain is None else (gain.value, gain.low, gain.high)
+
+    (value, low, high), (best, best_low, best_high) = over(runs), over(joint_best)
     return SplitGain(route=share.route, gamma=own, speedup=float(r.candidates[own].speedup),
-                     gain_of_splitting=value, gain_low=low, gain_high=high)
+                     gain_of_splitting=value, gain_low=low, gain_high=high, against_gamma=runs,
+                     gain_over_joint_best=best, gain_over_joint_best_low=best_low, gain_over_joint_best_high=best_high)
 
 
 def _whole_split_gain(points: np.ndarray, stacked: np.ndarray | None, weights: np.ndarray, own: list[int],

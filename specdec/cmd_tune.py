@@ -16,6 +16,8 @@ import sys
 import threading
 import time
 
+from model.deployment import DEPLOYMENT_KEYS
+
 from .args import UsageError, add_store_args, bounded_int, dump_json, duration, float_list, route_name
 
 
@@ -26,19 +28,22 @@ def cmd_tune_gamma(args) -> int:
 
     if sum(x is not None for x in (args.route, args.deployment, args.survival)) > 1:
         raise UsageError("give one of --route, --deployment or --survival")
+    refuse_ignored(args)
+    flags = figure_flags(args)
+    args.window = DEFAULT_WINDOW_S if args.window is None else args.window
     if args.deployment is not None:
-        return _tune_deployment(args)
+        return _tune_deployment(args, flags)
     if args.survival is not None:
-        tuning = pipeline.tune_inline(
-            args.survival, drafts=args.drafts, method=args.method, draft_cost=args.draft_cost,
-            cost_profile=args.cost_profile, deployed_gamma=args.deployed_gamma,
-        )
+        # a config given with a typed curve lends its [deployment]; the flags go over it
+        config = load_config(args.config, required=True).with_flags(flags) if args.config else None
+        tuning = pipeline.tune_inline(args.survival, drafts=args.drafts, deployed_gamma=args.deployed_gamma,
+                                      figures=flags, config=config)
     else:
         if not args.route:
             raise UsageError("give --route NAME (a route of the config), --deployment NAME (routes sharing one) "
                              "or --survival A1,A2,...")
         # Without a config file a route can still come from `specdec ingest` (default figures).
-        config = load_config(args.config, required=args.config is not None)
+        config = load_config(args.config, required=args.config is not None).with_flags(flags)
         if args.route in config.routes and config.routes[args.route].source == "prometheus":
             tuning = pipeline.tune_route(config, args.route, window_s=args.window)
         else:
@@ -59,6 +64,10 @@ def cmd_tune_gamma(args) -> int:
     doc = tuning_to_dict(tuning)
     if args.emit == "vllm":
         conf = doc["vllm"]["speculative_config"]
+        if doc["vllm"]["command_line"] is None:
+            keys = ", ".join(f["key"] for f in doc["figures_needed"])
+            raise UsageError(f"no config to deploy: the answer rests on default figures ({keys}); set them in the "
+                             f"config or as flags (tune-gamma without --emit lists what each changes)")
         if conf is None:
             print("speculation off: omit --speculative-config", file=sys.stderr)
             return 0
@@ -70,7 +79,7 @@ def cmd_tune_gamma(args) -> int:
     return 0
 
 
-def _tune_deployment(args) -> int:
+def _tune_deployment(args, flags: dict) -> int:
     """tune-gamma --deployment NAME: the routes naming it, priced together (one γ for their mix)."""
     from .config import load_config
     from .deployment_tuning import tune_deployment
@@ -79,7 +88,7 @@ def _tune_deployment(args) -> int:
     if args.emit:
         raise UsageError("--emit vllm is for one route; for a deployment take vllm.speculative_config of the joint "
                          "gamma from --json")
-    config = load_config(args.config, required=args.config is not None)
+    config = load_config(args.config, required=args.config is not None).with_flags(flags)
     routes = config.deployment_routes(args.deployment)
     store = None
     if any(config.routes[r].source != "prometheus" for r in routes):
@@ -97,7 +106,52 @@ def _tune_deployment(args) -> int:
     return 0
 
 
+DEFAULT_WINDOW_S = 3600.0
 DEAD_CYCLES = 3  # a live window stops early when no target answered its first cycles
+
+FLAG_ALIASES = {"baseline_tokens_per_second": ("--baseline-tps",)}
+FLAG_HELP = {"method": "the --speculative-config method (dspark, eagle3, ngram, ...)",
+             "draft_cost": "the drafter's time per pass as a share of the target's (what if it doubles?)",
+             "cost_profile": "flat | roofline | the path of a measured table",
+             "specialized_speedup": "a value, or LOW,HIGH",
+             "cudagraph_capture_sizes": "batch sizes, comma-separated"}
+
+
+def figure_value(text: str):
+    """A deployment key's value as its TOML would be (0.2 → a number, 1.5,2.0 → a list, eagle3
+    → a string); Deployment.from_mapping then checks it as it checks the config's."""
+    import tomllib
+
+    for candidate in (text, f"[{text}]" if "," in text and not text.startswith("[") else None):
+        if candidate is None:
+            continue
+        try:
+            return tomllib.loads(f"v = {candidate}")["v"]
+        except tomllib.TOMLDecodeError:
+            pass
+    return text
+
+
+def figure_flags(args) -> dict:
+    """{deployment key: value} of the figure flags given, checked as one [deployment] table."""
+    from model.deployment import Deployment
+
+    flags = {k: getattr(args, f"figure_{k}") for k in DEPLOYMENT_KEYS if getattr(args, f"figure_{k}") is not None}
+    Deployment.from_mapping(flags, where="tune-gamma flags")  # a bad value is named as the flag's
+    return flags
+
+
+def refuse_ignored(args) -> None:
+    """A flag this form of tune-gamma would not use is refused, naming it (exit 2)."""
+    inline_only = [("--drafts", args.drafts), ("--deployed-gamma", args.deployed_gamma)]
+    if args.survival is None:
+        given = [name for name, value in inline_only if value is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)}: only with --survival (a route's window gives its drafts and γ)")
+    else:
+        given = [name for name, value in (("--db", args.db), ("--window", args.window)) if value]
+        if given:
+            raise UsageError(f"{', '.join(given)}: not with --survival (a typed curve reads no store or window)")
 
 
 def _tune_live(config, route: str, window_s: float):
@@ -162,14 +216,17 @@ def add_arguments(p) -> None:
     p.add_argument("--deployment", type=route_name,
                    help="the routes naming this deployment (deployment = NAME), priced together: one γ for their mix")
     add_store_args(p)
-    p.add_argument("--window", type=duration, default=3600.0, help="window ending now (default 1h)")
+    p.add_argument("--window", type=duration, help="window ending now (default 1h)")
     # one output: the document or the bare --speculative-config (argparse refuses both at once)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="the documented JSON document")
     out.add_argument("--emit", choices=["vllm"], help="print only the --speculative-config JSON")
     p.add_argument("--survival", type=float_list, help="inline: a_1,a_2,... instead of a route")
     p.add_argument("--drafts", type=bounded_int(1, 10**12), help="inline: drafts behind the curve (for intervals)")
-    p.add_argument("--method", help="inline: vLLM speculative method (default dspark)")
-    p.add_argument("--draft-cost", type=float, help="inline: draft cost (default 0.10)")
-    p.add_argument("--cost-profile", help="inline: flat | roofline | a measured table (default flat)")
     p.add_argument("--deployed-gamma", type=bounded_int(0, 64), help="inline: the deployed γ (default: the curve's length)")
+    figures = p.add_argument_group("deployment figures", "every [deployment] key, over the config's [deployment] "
+                                   "and the route's table (named 'flag' in profile_figures)")
+    for key in DEPLOYMENT_KEYS:
+        names = [f"--{key.replace('_', '-')}", *FLAG_ALIASES.get(key, ())]
+        figures.add_argument(*names, dest=f"figure_{key}", type=figure_value, metavar=key.upper(),
+                             help=FLAG_HELP.get(key, f"the {key} key"))

@@ -11,7 +11,8 @@ mapping is validated by model.deployment.Deployment.from_mapping where it is use
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+import difflib
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from acceptance.errors import InputError
@@ -76,6 +77,16 @@ class Config:
     collect_timeout_s: float = 5.0
     max_page_bytes: int = DEFAULT_MAX_BYTES  # one limit: the fetcher's
     max_engines: int = DEFAULT_MAX_ENGINES  # per target page
+    # deployment keys a command's flags set over [deployment] and every route's table (with_flags)
+    flags: dict = field(default_factory=dict)
+
+    def with_flags(self, flags: dict) -> "Config":
+        """The config with ``flags`` (deployment keys → values) over [deployment] and over every
+        route's own keys: a flag is what the user says now, for whichever route is tuned."""
+        if not flags:
+            return self
+        routes = {name: replace(r, deployment={**r.deployment, **flags}) for name, r in self.routes.items()}
+        return replace(self, deployment={**self.deployment, **flags}, routes=routes, flags=dict(flags))
 
     def store_path_for(self, db: str | None) -> Path:
         """The store a command reads or writes: --db when given, else [store] path (relative to
@@ -91,9 +102,11 @@ class Config:
             known = ", ".join(sorted(self.routes)) or "none"
             where = self.path or "no specdec.toml found"
             stored = f"; ingested: {', '.join(sorted(ingested))}" if ingested else ""
+            close = difflib.get_close_matches(name, [*self.routes, *ingested], n=1)
+            guess = f"did you mean {close[0]!r}? " if close else ""
             raise ConfigError(
-                f"{where}: unknown route {name!r} (configured routes: {known}{stored}); add [routes.{name}] or "
-                f"ingest data for it"
+                f"{where}: unknown route {name!r} (configured routes: {known}{stored}); {guess}add [routes.{name}] "
+                f"or ingest data for it"
             ) from None
 
     def shared_deployments(self) -> dict[str, list[str]]:
@@ -294,8 +307,9 @@ def deployment_for_route(config: Config, route: str | None) -> Deployment:
     written = Deployment.from_mapping(config.deployment, where=f"{config.path or 'config'} [deployment]",
                                       base=INLINE_DEFAULTS if config.path is None else None)
     if route in config.routes:
-        return Deployment.from_mapping(config.routes[route].deployment, where=f"{config.path or 'config'} [routes.{route}]")
-    return written
+        written = Deployment.from_mapping(config.routes[route].deployment,
+                                          where=f"{config.path or 'config'} [routes.{route}]")
+    return replace(written, flagged=frozenset(config.flags)) if config.flags else written
 
 
 def route_source(config: Config, route: str, store=None) -> str:

@@ -12,8 +12,10 @@
   specdec_route_projected_speedup{route,gamma}      S(γ) per candidate (+ _low / _high)
   specdec_route_recommended_gamma{route}            the best expected speedup's γ (0 = off)
   specdec_route_deployed_gamma{route}               γ the window observed
-  specdec_route_decision{route,decision}            1 for the decision (change | keep | off | probe), 0 for the others
-  specdec_route_drift_detected{route}               1 when drift was detected (the estimate uses the recent part)
+  specdec_route_gamma_to_deploy{route}              the γ the decision has the fleet run (a keep: the deployed γ)
+  specdec_route_decision{route,decision}            1 for the decision (change | keep | off | probe | undecided), 0 for the others
+  specdec_route_drift_detected{route}               1 when drift was detected (the estimate uses the recent part);
+                                                    absent when the window was too short to test it
   specdec_route_drift_difference{route}             recent − earlier mean acceptance length
   specdec_route_events{route,kind}                  events in the window by kind (restart, gamma_change, ...)
   specdec_route_interval_level{route}               the level of every _low / _high (0.9 by default)
@@ -45,7 +47,7 @@ from acceptance.prometheus import normalise_selector
 from acceptance.prometheus_rules import RESOLUTION, window_rule_groups
 from acceptance.store.records import EVENT_KINDS
 
-DECISIONS = ("change", "keep", "off", "probe")
+DECISIONS = ("change", "keep", "off", "probe", "undecided")
 _DURATION = re.compile(r"^[0-9]+(ms|s|m|h|d|w|y)$")
 
 
@@ -117,7 +119,7 @@ class _TuningCollector:
                 put("specdec_route_projected_speedup_high", "Upper bound of the projected speedup.",
                     ["route", "gamma"], g, c.get("speedup_high"))
             drift = obs.get("drift")
-            if isinstance(drift, dict):
+            if isinstance(drift, dict) and drift.get("tested", True):  # not tested: left out, not "no drift"
                 put("specdec_route_drift_detected", "1 when the window's newest part departs from the rest (the "
                     "estimate then uses that part only), else 0.", ["route"], [route], 1.0 if drift.get("detected") else 0.0)
                 put("specdec_route_drift_difference", "Mean acceptance length of the window's recent part minus "
@@ -132,6 +134,8 @@ class _TuningCollector:
                 ["route"], [route], d.get("recommended_gamma"))
             put("specdec_route_deployed_gamma", "Number of draft tokens the window observed.", ["route"], [route],
                 d.get("deployed_gamma"))
+            put("specdec_route_gamma_to_deploy", "Number of draft tokens the decision has the fleet run (a keep: "
+                "the deployed one, however another looks).", ["route"], [route], d.get("gamma_to_deploy"))
             decision = d.get("decision")
             if decision in DECISIONS:
                 for option in DECISIONS:

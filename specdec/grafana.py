@@ -102,10 +102,11 @@ def route_panels(route: str, *, rate_window: str = "5m", resolution: str = RESOL
                     [_target("A", f"specdec:route_survival:ratio_rate{rate_window}{sel}", "position {{position}}")],
                     unit="percentunit", minimum=0, maximum=1),
         {"type": "stat", "title": "Recommended and deployed γ", "datasource": DATASOURCE,
-         "description": "Draft tokens per step: specdec's recommended γ (0 = speculation off) and what runs. "
-                        "The Decision panel says what is deployed: on keep the fleet stays at the deployed γ, "
-                        "even when the recommended one looks better (not surely enough to change).",
-         "targets": [_target("A", f"specdec_route_recommended_gamma{sel}", "recommended"),
+         "description": "Draft tokens per step: what the decision has the fleet run ('to deploy': on keep the "
+                        "deployed γ, even when the recommended one looks better — not surely enough to change), "
+                        "specdec's best expected γ (0 = speculation off) and what runs now.",
+         "targets": [_target("C", f"specdec_route_gamma_to_deploy{sel}", "to deploy"),
+                     _target("A", f"specdec_route_recommended_gamma{sel}", "recommended"),
                      _target("B", f"specdec_route_deployed_gamma{sel}", "deployed")],
          "fieldConfig": {"defaults": {"unit": "none", "decimals": 0}, "overrides": []},
          "options": {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},

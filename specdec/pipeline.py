@@ -12,7 +12,7 @@ serialise the ``RouteTuning`` (specdec.report).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from acceptance.canary_lookback import earlier_canary_window
 from acceptance.errors import InputError
@@ -26,6 +26,7 @@ from model.route import drafts_more_needed, recommend_route
 from model.specialized_measured import measurable
 
 from .config import Config, ConfigError, deployment_for_route, route_source
+from .no_drafts import no_drafts_message
 from .report import format_clock, format_duration
 
 DEFAULT_WINDOW_S = 3600.0
@@ -114,13 +115,8 @@ def tune_route(config: Config, route: str, *, store=None, window_s: float = DEFA
     window, block_length, unit = route_window_for(config, route, source, store, end - window_s, end)
     segment = window.newest_segment
     if segment is None or segment.total.drafts <= 0:
-        failing = [s for s in getattr(window, "target_status", []) if getattr(s, "last_error", None)]
-        status = f" ({len(failing)} target(s) failing, e.g. {failing[0].last_error})" if failing else ""
-        hint = ("run `specdec collect` (two scrapes at least)" if source == "scrape"
-                else f"ingest {source} data with `specdec ingest --route {route}`" if source != "prometheus"
-                else "check the selector in Prometheus (VictoriaMetrics shows data only after its "
-                     "-search.latencyOffset, 30 s by default)")
-        raise NoDataError(f"route {route!r}: no drafts in the last {format_duration(window_s)}{status}; {hint} or widen --window")
+        ingested = store.ingested_routes().get(route, []) if store is not None and source == "scrape" else []
+        raise NoDataError(no_drafts_message(route, window, window_s, source, ingested))
     earlier, notes = (earlier_canary_window(lambda lo, hi: route_window_for(config, route, source, store, lo, hi)[0],
                                             window, window_s)
                       if measurable(deployment) else (None, []))
@@ -161,14 +157,18 @@ def route_window_for(config: Config, route: str, source: str, store, start: floa
     return window, None, "logged intervals"
 
 
-def tune_inline(survival: list[float], *, drafts: int | None = None, method: str | None = None,
-                draft_cost: float | None = None, cost_profile: str | None = None, deployed_gamma: int | None = None,
-                level: float = 0.9, n_resamples: int = 1000) -> RouteTuning:
+def tune_inline(survival: list[float], *, drafts: int | None = None, deployed_gamma: int | None = None,
+                figures: dict | None = None, config: Config | None = None, level: float = 0.9,
+                n_resamples: int = 1000) -> RouteTuning:
     """tune-gamma --survival A1,A2,...: the seeds' model by default; intervals only with
-    --drafts (acceptance.estimates.estimate_from_survival says how)."""
-    overrides = {k: v for k, v in (("method", method), ("draft_cost", draft_cost), ("cost_profile", cost_profile))
-                 if v is not None}
-    deployment = Deployment.from_mapping(overrides, where="tune-gamma", base=INLINE_DEFAULTS)
+    --drafts (acceptance.estimates.estimate_from_survival says how). ``figures``: deployment
+    keys given as flags; ``config``: a config whose [deployment] (with the flags over it) is
+    priced instead of the inline defaults."""
+    if config is not None:
+        deployment = deployment_for_route(config, None)
+    else:
+        deployment = Deployment.from_mapping(figures or {}, where="tune-gamma", base=INLINE_DEFAULTS)
+        deployment = replace(deployment, flagged=frozenset(figures or ()))
     estimate = estimate_from_survival(survival, drafts=drafts, level=level, n_resamples=n_resamples)
     rec = recommend(estimate.survival.value, deployment,
                     survival_resamples=estimate.survival_resamples if estimate.has_interval else None,

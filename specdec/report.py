@@ -70,6 +70,7 @@ def tuning_to_dict(t) -> dict:
         d = t.drift
         observed["drift"] = {
             "detected": d.detected,
+            "tested": d.tested,
             "recent_mean_acceptance_length": d.recent_mean_acceptance_length,
             "earlier_mean_acceptance_length": d.earlier_mean_acceptance_length,
             "difference": d.difference.value,
@@ -131,16 +132,22 @@ def format_deployment(doc: dict) -> str:
     gain = f"expected gain {_gain_text(dep['gain'])}" if dep.get("gain") else "no gain"
     rec = dep["recommended_gamma"]
     verb = {"change": f"change gamma {dep['deployed_gamma']} -> {rec} ({gain})",
-            "off": f"turn speculation off ({gain})"}.get(
+            "off": f"turn speculation off ({gain})",
+            "undecided": f"none for gamma {dep['deployed_gamma']}"}.get(
         dep["decision"], f"keep gamma {dep['deployed_gamma']} (joint best {rec}, {gain})")
     lines += ["", f"recommendation for deployment {dep['name']}: {verb}. {dep['decision_reason']}",
-              f"deploy: {dep['vllm']['command_line']}", "",
-              f"{'route':<16} {'own gamma':>9} {'speedup':>8}  gain of splitting it off"]
+              *deploy_lines(dep), "",
+              f"{'route':<16} {'own gamma':>9} {'speedup':>8}  {'gain of splitting it off':<31}  over the joint best"]
+    runs = dep["split"][0]["against_gamma"] if dep["split"] else dep["deployed_gamma"]
     for s in dep["split"]:
+        over_runs = _gain_text({"value": s["gain_of_splitting"], "low": s["gain_low"], "high": s["gain_high"]})
+        over_best = _gain_text({"value": s["gain_over_joint_best"], "low": s["gain_over_joint_best_low"],
+                                "high": s["gain_over_joint_best_high"]})
         lines.append(f"{s['route']:<16} {s['gamma']:>9} {_fmt(s['speedup']):>7}x  "
-                     f"{_gain_text({'value': s['gain_of_splitting'], 'low': s['gain_low'], 'high': s['gain_high']})}")
+                     f"{f'{over_runs} over gamma {runs}':<31}  {over_best} over gamma {rec}")
     lines.append(f"every route on engines of its own: gain of splitting {_gain_text(dep['gain_of_splitting'])} "
-                 f"over the deployment's tokens")
+                 f"over the deployment's tokens at gamma {runs} (the deployment's gamma after this decision); "
+                 f"{_gain_text(dep['gain_of_splitting_over_joint_best'])} over the joint best gamma {rec}")
     return "\n".join(lines)
 
 
@@ -188,8 +195,22 @@ def _fmt(x, spec: str = ".2f", none: str = "-") -> str:
 def format_tuning(doc: dict) -> str:
     """The console view of a tune-gamma document (the same numbers --json prints)."""
     lines = _head_lines(doc) + _observed_lines(doc) + [""] + _candidate_table(doc) + [""] + _decision_lines(doc)
-    lines.append(f"deploy: {doc['vllm']['command_line']}")
-    return "\n".join(lines)
+    return "\n".join(lines + deploy_lines(doc))
+
+
+def deploy_lines(doc: dict) -> list[str]:
+    """The deploy line, or — when the answer rests on default figures — none, and the keys to
+    set, one line each with what it would change (model.figures_needed)."""
+    needed = doc.get("figures_needed") or []
+    if doc["vllm"]["command_line"] is None:
+        head = ["deploy: none — no deploy line rests on a default. Set in specdec.toml [deployment] (or the route's "
+                "table), or as tune-gamma flags (--method, --draft-cost, --model, ...):"]
+    elif needed:
+        head = [f"deploy: {doc['vllm']['command_line']}",
+                "priced on defaults; set in specdec.toml [deployment] (or the route's table), or as tune-gamma flags:"]
+    else:
+        return [f"deploy: {doc['vllm']['command_line']}"]
+    return head + [f"- {f['key']} (priced at the default {f['default']}): {f['changes']}" for f in needed]
 
 
 def _head_lines(doc: dict) -> list[str]:
@@ -233,7 +254,13 @@ def _observed_lines(doc: dict) -> list[str]:
                      f"drafter proposed nothing (priced at every gamma{source})")
     if obs.get("drift"):
         d = obs["drift"]
-        lines.append(f"drift: {d['message']}" if d["detected"] else "drift: none detected")
+        lines.append(f"drift: {d['message']}" if d["detected"] else "drift: none detected" if d["tested"]
+                     else f"drift: not tested ({d['message']})")
+    elif obs.get("segments"):
+        from acceptance.route_estimate import MIN_ROWS_FOR_DRIFT
+
+        lines.append(f"drift: not tested (the window holds fewer than {MIN_ROWS_FOR_DRIFT} rows: scrape intervals, "
+                     f"requests or logged intervals)")
     lines += _segment_lines(obs.get("segments") or [])
     if obs.get("probe_segment"):
         lines.append(probe_segment_line(obs["probe_segment"], obs["gamma"]))
@@ -286,6 +313,8 @@ def _decision_lines(doc: dict) -> list[str]:
                  f"{doc['decision_reason']}"]
     elif decision == "probe":
         lines = [_probe_line(doc, gain)]
+    elif decision == "undecided":
+        lines = [f"recommendation: none for gamma {doc['deployed_gamma']} — {doc['decision_reason']}"]
     else:
         best = f"best expected: {rec}" + (f", {gain}" if doc.get("gain") else "")
         lines = [f"recommendation: keep gamma {doc['deployed_gamma']} ({best}, probability best {pb}). "

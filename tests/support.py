@@ -262,9 +262,10 @@ def page_at_share(text: str, share: float) -> str:
 
 
 def real_page_store(path, page: Path, *, target: str = "http://127.0.0.1:1/metrics", scrapes: int = 40,
-                    interval_s: float = 15.0, end: float | None = None):
+                    interval_s: float = 15.0, end: float | None = None, idle: bool = False):
     """A store holding ``scrapes`` scrapes of one engine whose last shows the real ``page``
-    (page_at_share, evenly spread), the last ``end`` (default: now)."""
+    (page_at_share, evenly spread; ``idle``: every scrape the page as it is), the last
+    ``end`` (default: now)."""
     from acceptance.counts import ScrapeResult
     from acceptance.parse import parse_metrics_page
     from acceptance.store import Store
@@ -275,6 +276,6 @@ def real_page_store(path, page: Path, *, target: str = "http://127.0.0.1:1/metri
     with store:
         for i in range(scrapes):
             at = end - interval_s * (scrapes - 1 - i)
-            snapshots = parse_metrics_page(page_at_share(text, i / (scrapes - 1)), source=str(page))
+            snapshots = parse_metrics_page(page_at_share(text, 1.0 if idle else i / (scrapes - 1)), source=str(page))
             store.write_cycle([ScrapeResult(target, at, True, tuple(snapshots))])
     return path

@@ -247,7 +247,8 @@ def test_per_batch_survival_lowers_gamma_when_acceptance_collapses_at_large_batc
     # Pooled (what vLLM's counters say over the window): high. The plugin: high at B ≤ 4,
     # collapsed at B ≥ 33; the batch mix is mostly at 40.
     high, low = [0.9, 0.8, 0.7], [0.3, 0.1, 0.03]
-    deployment = Deployment.from_mapping({"method": "eagle", "draft_cost": 0.1}, where="test", base=INLINE_DEFAULTS)
+    deployment = Deployment.from_mapping({"method": "eagle", "draft_cost": 0.1, "cost_profile": "flat"}, where="test",
+                                         base=INLINE_DEFAULTS)
     plugin = plugin_totals({"1": high, "33-64": low}, drafts=float(MIN_BUCKET_DRAFTS))
     mix = {1: 0.1, 40: 0.9}
     with_plugin = tune_intervals("r", pooled_intervals(high), deployment, window=window_with(plugin, mix),
@@ -271,7 +272,8 @@ def test_uniform_per_batch_curves_change_nothing():
     from model.recommend import recommend
 
     curve = np.array([0.8, 0.6, 0.4])
-    deployment = Deployment.from_mapping({"method": "eagle", "draft_cost": 0.1}, where="test", base=INLINE_DEFAULTS)
+    deployment = Deployment.from_mapping({"method": "eagle", "draft_cost": 0.1, "cost_profile": "flat"}, where="test",
+                                         base=INLINE_DEFAULTS)
     mix = {1: 0.3, 40: 0.7}
     base = recommend(curve, deployment, batch_mix=mix)
     same = recommend(curve, deployment, batch_mix=mix, survival_by_batch={1: curve, 40: curve})
@@ -297,7 +299,8 @@ def test_specialized_clean_share_comes_from_the_plugin_steps():
 
 
 def test_plugin_totals_of_another_gamma_are_not_used():
-    deployment = Deployment.from_mapping({"method": "eagle", "draft_cost": 0.1}, where="test", base=INLINE_DEFAULTS)
+    deployment = Deployment.from_mapping({"method": "eagle", "draft_cost": 0.1, "cost_profile": "flat"}, where="test",
+                                         base=INLINE_DEFAULTS)
     other = plugin_totals({"33-64": [0.3, 0.1]}, drafts=float(MIN_BUCKET_DRAFTS))  # γ = 2
     t = tune_intervals("r", pooled_intervals([0.9, 0.8, 0.7]), deployment, window=window_with(other, {40: 1.0}),
                        n_resamples=100)

@@ -41,6 +41,7 @@ from acceptance.prometheus import (
     prometheus_route_window,
 )
 from acceptance.fetch import UnreachableError
+from specdec.exporter import DECISIONS
 from acceptance.prometheus import _plan_blocks
 from acceptance.prometheus_recorded import _block_plan, _coverage, prometheus_window
 from acceptance.prometheus_rules import resolution_seconds
@@ -546,10 +547,11 @@ def test_exporter_page_holds_the_document():
     assert get("specdec_route_equivalent_p_low") == pytest.approx(obs["equivalent_p_interval"][0])
     assert get("specdec_route_recommended_gamma") == doc["recommended_gamma"]
     assert get("specdec_route_deployed_gamma") == 3
+    assert get("specdec_route_gamma_to_deploy") == doc["gamma_to_deploy"]
     for c in doc["candidates"]:
         assert get("specdec_route_projected_speedup", gamma=str(c["gamma"])) == pytest.approx(c["speedup"])
     assert get("specdec_route_decision", decision=doc["decision"]) == 1.0
-    assert sum(get("specdec_route_decision", decision=d) for d in ("change", "keep", "off")) == 1.0
+    assert sum(get("specdec_route_decision", decision=d) for d in DECISIONS) == 1.0
     assert get("specdec_route_last_update_timestamp_seconds") == 1_800_000_123.0
     assert get("specdec_route_interval_level") == pytest.approx(0.9)
     for k, alpha in enumerate(obs["conditional"]):
@@ -571,6 +573,11 @@ def test_exporter_counts_the_windows_events_and_says_drift():
     events = {dict(labels)["kind"]: v for (name, labels), v in page.items() if name == "specdec_route_events"}
     assert events == {"restart": 2.0, "gamma_change": 1.0, "spec_off": 0.0, "spec_on": 0.0, "target_down": 0.0,
                       "target_up": 0.0}
+    # a drift test that could not run (a part with too few rows) is left out, not exported as "no drift"
+    doc["observed"]["drift"] = {"detected": False, "tested": False, "difference": None}
+    gauges.update("open", doc)
+    names = {s.name for fam in gauges.registry.collect() for s in fam.samples}
+    assert "specdec_route_drift_detected" not in names
 
 
 def test_exporter_replaces_a_route_and_leaves_out_nulls():

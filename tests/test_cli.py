@@ -105,10 +105,18 @@ def test_tune_gamma_inline_with_drafts_gives_intervals_and_emit_vllm(capsys):
     for c in doc["candidates"]:
         assert c["speedup_low"] <= c["speedup"] <= c["speedup_high"]
     assert 0.0 <= doc["probability_best"] <= 1.0
-    code, out, _ = run_cli(capsys, tune_gamma_main, ["--survival", "0.9,0.8,0.7", "--emit", "vllm"])
+    code, out, _ = run_cli(capsys, tune_gamma_main, ["--survival", "0.9,0.8,0.7", "--method", "dspark",
+                                                      "--draft-cost", "0.1", "--cost-profile", "flat", "--emit", "vllm"])
     conf = json.loads(out)
     assert conf == {"method": "dspark", "num_speculative_tokens": conf["num_speculative_tokens"]}
     assert "synthetic" not in out
+
+
+def test_no_config_to_deploy_rests_on_a_default_drafter(capsys):
+    """--emit vllm without the drafter: the config would name the default's (dspark), which
+    copying would switch to — refused, naming what to set."""
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--survival", "0.9,0.8,0.7", "--emit", "vllm"])
+    assert_one_line_error(code, out, err, "rests on default figures (method, draft_cost, cost_profile)")
 
 
 @pytest.mark.parametrize("argv,needle", [
@@ -628,7 +636,7 @@ def test_every_error_class_of_the_users_input_shares_one_base():
 def test_tune_gamma_names_the_sure_step_and_the_best_expected_apart(capsys):
     # γ 5 is expected best but not yet sure, γ 4's gain is: the table says which is which.
     code, out, _ = run_cli(capsys, tune_gamma_main, ["--survival", "0.9,0.78,0.62", "--drafts", "50000",
-                                                      "--method", "eagle3", "--draft-cost", "0.15"])
+                                                      "--method", "eagle3", "--draft-cost", "0.15", "--cost-profile", "flat"])
     assert code == 0
     rows = {line.split()[0]: line for line in out.splitlines() if line[:5].strip().isdigit()}
     assert rows["4"].endswith("recommended, extrapolated")

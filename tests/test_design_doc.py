@@ -419,7 +419,7 @@ def test_planned_is_the_last_section_and_the_probe_is_built(text):
     """What is decided but not built is in the last section only: the probe decision and a
     running probe's data are built (the main text says so), so Planned no longer lists them."""
     assert re.findall(r"^## (.+)$", text, re.M)[-1].strip() == PLANNED
-    assert "| `decision` | change, keep, off or probe |" in main_text(text)
+    assert "| `decision` | change, keep, off, probe, or undecided" in main_text(text)
     assert "stop it early" in main_text(text) and "| `probe_segment` |" in main_text(text)
     assert "probe" not in section(text, PLANNED)
 

@@ -4,6 +4,7 @@ tuned as a new user would, give the engine's own decode rate and its share of un
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,177 @@ def test_the_specialized_path_does_not_anchor_on_a_rate_whose_steps_often_carrie
                           observed_latency_source="vllm:inter_token_latency_seconds")
     assert often_not.anchor.source == "default"
     assert "30.0% of the tokens came from steps without a draft" in often_not.anchor.detail
+
+
+def test_without_the_drafter_configured_no_deploy_line_names_the_default_one(tmp_path, capsys):
+    """A real ngram engine's page, no method in the config: copying a deploy line naming dspark
+    would switch drafters. The answer is the table and the keys to set, each with what it changes."""
+    db = real_page_store(tmp_path / "s.db", REAL / "ngram_k5_metrics.txt")
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[routes.r]\ntargets = ["http://127.0.0.1:1/metrics"]\n')
+    argv = ["--route", "r", "--config", str(cfg), "--db", str(db)]
+    code, out, err = run_cli(capsys, tune_gamma_main, argv + ["--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["vllm"] == {"speculative_config": None, "command_line": None}
+    assert [f["key"] for f in doc["figures_needed"]] == ["method", "draft_cost", "model, gpu, tensor_parallel_size"]
+    code, console, err = run_cli(capsys, tune_gamma_main, argv)
+    assert "dspark" not in console.split("deploy:")[1].splitlines()[0]
+    assert "- method (priced at the default dspark): the drafter the deploy line names" in console
+    code, out, err = run_cli(capsys, tune_gamma_main, argv + ["--emit", "vllm"])
+    assert code == 2 and "rests on default figures (method" in err
+
+
+def test_a_change_priced_on_default_figures_is_a_what_if_not_a_decision(tmp_path, capsys):
+    """Per-request rows of a route known only from ingest, no config: dspark, 0.10 and the flat
+    profile are defaults, so the γ they price best is named as a what-if, and nothing deploys."""
+    from support import independent_request_lines
+
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("\n".join(independent_request_lines(400, 0.9, 3, time.time() - 1800, seed=1)) + "\n")
+    db = tmp_path / "s.db"
+    code, _, err = run_cli(capsys, main, ["ingest", "--route", "chat", "--per-request", str(requests), "--db", str(db)])
+    assert code == 0, err
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "chat", "--db", str(db), "--window", "1d", "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["decision"] == "undecided"
+    assert doc["recommended_gamma"] == doc["deployed_gamma"] == 3
+    assert doc["expected_best_gamma"] > 3
+    assert doc["vllm"]["command_line"] is None
+    assert {f["key"] for f in doc["figures_needed"]} == {"method", "draft_cost", "cost_profile"}
+    assert "a what-if, not a decision" in doc["decision_reason"]
+
+
+def test_a_default_anchor_follows_the_configured_model_and_gpu(capsys):
+    """No latency to observe and no baseline set: the anchor is not Kimi K3's 118 tok/s on
+    GB300 but the configured model's roofline floor on its GPU, announced as a default."""
+    from model.deployment import Deployment
+    from model.profiles import roofline_floor_tokens_per_second
+
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--survival", "0.8,0.6,0.45", "--method", "eagle3",
+                                                      "--draft-cost", "0.1", "--cost-profile", "roofline", "--json"])
+    assert code == 0, err
+    assert json.loads(out)["anchor"]["baseline_tokens_per_second"] == 118.0
+    from model.recommend import recommend
+    import numpy as np
+
+    llama = Deployment(method="eagle3", model="llama-3.1-8b", gpu="H100", tensor_parallel_size=1,
+                       configured=frozenset({"method", "draft_cost", "model", "gpu", "tensor_parallel_size"}))
+    rec = recommend(np.array([0.8, 0.6, 0.45]), llama)
+    floor = roofline_floor_tokens_per_second(llama)
+    assert 150 < floor < 250  # 16 GB of bf16 weights read at 3.35 TB/s
+    assert rec.anchor.source == "default" and rec.anchor.baseline_tokens_per_second == pytest.approx(floor)
+    assert "the roofline floor of llama-3.1-8b on 1 H100" in rec.anchor.describe()
+    assert rec.candidates[0].tokens_per_second == pytest.approx(floor)
+    assert [f.key for f in rec.figures_needed] == ["baseline_tokens_per_second"]
+
+
+def test_a_figure_flag_overrides_the_config_and_is_named_flag(tmp_path, capsys):
+    """"What if the draft cost doubles?" — --draft-cost on a route prices it, over the config."""
+    db = real_page_store(tmp_path / "s.db", REAL / "ngram_k5_metrics.txt")
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[deployment]\nmethod = "eagle3"\ndraft_cost = 0.1\ncost_profile = "flat"\n'
+                   '[routes.r]\ntargets = ["http://127.0.0.1:1/metrics"]\n')
+    argv = ["--route", "r", "--config", str(cfg), "--db", str(db), "--json"]
+    runs = {}
+    for extra in ([], ["--draft-cost", "0.2"]):
+        code, out, err = run_cli(capsys, tune_gamma_main, argv + extra)
+        assert code == 0, err
+        runs[bool(extra)] = json.loads(out)
+    assert runs[True]["profile_figures"]["draft_cost"] == {"value": 0.2, "source": "flag"}
+    assert runs[False]["profile_figures"]["draft_cost"] == {"value": 0.1, "source": "configured"}
+    assert runs[True]["candidates"][3]["speedup"] < runs[False]["candidates"][3]["speedup"]
+
+
+def test_every_deployment_key_is_a_tune_flag():
+    from model.deployment import DEPLOYMENT_KEYS
+    from specdec.cli import _Parser
+    from specdec.cmd_tune import add_arguments
+
+    parser = _Parser(prog="tune-gamma")
+    add_arguments(parser)
+    help_text = parser.format_help()
+    for key in DEPLOYMENT_KEYS:
+        assert f"--{key.replace('_', '-')}" in help_text, key
+    assert "--baseline-tps" in help_text
+
+
+def test_a_typed_curve_with_a_config_is_priced_on_its_deployment(tmp_path, capsys):
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[deployment]\nmethod = "eagle3"\ndraft_cost = 0.3\ncost_profile = "flat"\n')
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--survival", "0.8,0.6,0.45", "--config", str(cfg), "--json"])
+    assert code == 0, err
+    figures = json.loads(out)["profile_figures"]
+    assert figures["method"] == {"value": "eagle3", "source": "configured"}
+    assert figures["draft_cost"] == {"value": 0.3, "source": "configured"}
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--route", "r", "--drafts", "5"], "--drafts: only with --survival"),
+    (["--route", "r", "--deployed-gamma", "3"], "--deployed-gamma: only with --survival"),
+    (["--survival", "0.8,0.6", "--window", "1h"], "--window: not with --survival"),
+    (["--survival", "0.8,0.6", "--db", "x.db"], "--db: not with --survival"),
+    (["--survival", "0.8,0.6", "--tensor-parallel-size", "0"], "tune-gamma flags tensor_parallel_size"),
+])
+def test_a_flag_that_would_be_ignored_or_is_wrong_is_refused(capsys, argv, needle):
+    code, out, err = run_cli(capsys, tune_gamma_main, argv)
+    assert code == 2 and needle in err, err
+
+
+@pytest.mark.parametrize("page, store, window, says", [
+    ("base_metrics.txt", {}, "10m", "no drafts in the last 10m: its 1 target(s) answered but do not speculate"),
+    ("ngram_k5_metrics.txt", {"idle": True}, "10m", "no drafts in the last 10m: its 1 target(s) answered and "
+                                                     "speculate but drafted nothing: idle"),
+    ("ngram_k5_metrics.txt", {"end": time.time() - 7200}, "10m", "no drafts in the last 10m: its targets were not "
+                                                                  "scraped in it (last answered"),
+])
+def test_a_window_without_drafts_says_why(tmp_path, capsys, page, store, window, says):
+    """A real engine without speculation after 40 good scrapes is not told to run collect: the
+    targets answered but do not speculate, or are idle, or were not scraped."""
+    db = real_page_store(tmp_path / "s.db", REAL / page, **store)
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[deployment]\nmethod = "ngram"\n[routes.r]\ntargets = ["http://127.0.0.1:1/metrics"]\n')
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--db", str(db),
+                                                       "--window", window])
+    assert code == 2 and says in err, err
+
+
+def test_a_mistyped_route_gets_a_did_you_mean(tmp_path, capsys):
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[routes.structured]\ntargets = ["http://127.0.0.1:1/metrics"]\n')
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "structurd", "--config", str(cfg)])
+    assert code == 2 and "did you mean 'structured'?" in err
+
+
+def test_a_pretty_printed_response_file_is_told_to_be_one_object_per_line(tmp_path, capsys):
+    response = json.loads((REAL / "ngram_k3_greedy_response.json").read_text())
+    pretty = tmp_path / "responses.json"
+    pretty.write_text(json.dumps({"route": "r", "time": 1.0, "metrics": response["metrics"]}, indent=2))
+    code, out, err = run_cli(capsys, main, ["ingest", "--route", "r", "--per-request", str(pretty),
+                                            "--db", str(tmp_path / "s.db")])
+    assert code == 2 and "one JSON object per line (JSON Lines)" in err and "jq -c ." in err
+
+
+def test_a_gpu_without_roofline_figures_names_the_other_cost_profiles(tmp_path, capsys):
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--survival", "0.8,0.6", "--cost-profile", "roofline",
+                                                      "--gpu", "A100"])
+    assert code == 2 and "no roofline figures for this GPU" in err and 'cost_profile = "flat"' in err
+
+
+def test_ingested_rows_of_a_route_with_targets_are_named_not_silently_ignored(tmp_path, capsys):
+    db = real_page_store(tmp_path / "s.db", REAL / "ngram_k5_metrics.txt", end=time.time() - 7200)
+    code, _, err = run_cli(capsys, main, ["ingest", "--route", "r", "--per-request",
+                                          str(REAL.parent / "vllm-golden" / "per_request_sample.jsonl"),
+                                          "--db", str(db)])
+    assert code == 0, err
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[deployment]\nmethod = "ngram"\n[routes.r]\ntargets = ["http://127.0.0.1:1/metrics"]\n')
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--db", str(db),
+                                                       "--window", "10m"])
+    assert code == 2 and 'set source = "per-request" in [routes.r] to tune from them' in err, err
+
+
+def test_the_notebook_s_checkpoints_are_ignored():
+    root = Path(__file__).resolve().parent.parent
+    assert ".ipynb_checkpoints/" in (root / ".gitignore").read_text().splitlines()

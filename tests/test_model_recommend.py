@@ -486,7 +486,7 @@ def test_the_dashboard_says_which_is_the_sure_step_and_which_the_best_expected()
     assert decision_text(rec).startswith("Change γ 3 → 4")
     assert "γ=5 is expected best, not surely enough yet" in decision_text(rec)
     rows = {r["γ"]: r for r in candidate_rows(rec)}
-    assert (rows[4]["recommended"], rows[4]["best expected"], rows[5]["recommended"], rows[5]["best expected"]) == (
+    assert (rows[4]["deploy"], rows[4]["best expected"], rows[5]["deploy"], rows[5]["best expected"]) == (
         True, False, False, True)
 
 

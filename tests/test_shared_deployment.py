@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -83,13 +84,18 @@ def test_one_gamma_for_two_routes_lies_between_their_own_and_splitting_gains(tmp
         assert cand["speedup"] == pytest.approx(expected)
         assert cand["speedup_low"] <= cand["speedup"] <= cand["speedup_high"]
     assert joint == max((c for c in dep["candidates"] if c["allowed"]), key=lambda c: c["speedup"])["gamma"]
-    # splitting a route off onto engines of its own gains ≥ 0 at the point, with its interval
+    # splitting a route off onto engines of its own gains ≥ 0 at the point, with its interval —
+    # against the γ the shared engines run after this decision, and beside it the joint best
+    final = joint if dep["decision"] in ("change", "off") else dep["deployed_gamma"]
     for s in dep["split"]:
         assert s["gain_of_splitting"] >= 0.0
         assert s["gain_low"] <= s["gain_of_splitting"] <= s["gain_high"]
         assert s["speedup"] == pytest.approx(by_route[s["route"]][s["gamma"]])
+        assert s["against_gamma"] == final
         assert s["gain_of_splitting"] == pytest.approx(by_route[s["route"]][s["gamma"]]
-                                                       / by_route[s["route"]][joint] - 1.0)
+                                                       / by_route[s["route"]][final] - 1.0)
+        assert s["gain_over_joint_best"] == pytest.approx(by_route[s["route"]][s["gamma"]]
+                                                          / by_route[s["route"]][joint] - 1.0)
     assert dep["gain_of_splitting"]["value"] > 0.0  # the two routes disagree: splitting pays
     # the console names the joint γ, the mix and the split
     code, console, err = run_cli(capsys, tune_gamma_main, argv)
@@ -97,9 +103,9 @@ def test_one_gamma_for_two_routes_lies_between_their_own_and_splitting_gains(tmp
     assert f"deployment pool · routes structured, open" in console
     assert f"(joint best {joint}," in console or f"-> {joint} (" in console
     assert "recommendation for deployment pool:" in console
-    final = joint if dep["decision"] in ("change", "off") else dep["deployed_gamma"]
     assert dep["vllm"]["speculative_config"] == {"method": "eagle3", "num_speculative_tokens": final}
     assert "gain of splitting" in console
+    assert f"over gamma {final}" in console and f"over the joint best gamma {joint}" in console
 
 
 def test_the_joint_gamma_follows_the_traffic_mix():
@@ -173,3 +179,21 @@ def test_a_percentile_objective_on_a_deployment_is_refused_with_what_to_use():
     p90 = Deployment(method="eagle3", draft_cost=0.1, cost_profile="flat", objective="p90_interactivity")
     with pytest.raises(ModelInputError, match="objective p90_interactivity is a percentile over one route's requests"):
         recommend_deployment("pool", [RouteShare("a", rec, 1.0), RouteShare("b", rec, 1.0)], p90)
+
+
+def test_the_split_question_is_answered_against_the_gamma_the_pool_keeps():
+    """A pool that keeps γ 3 (the joint best's gain is not sure enough) is asked "should I split
+    the agent route off?" of γ 3, what its engines will run — not of the joint best it did not
+    take; the gain over the joint best is given beside it, named."""
+    steep, long_tail = 0.5 ** np.arange(1, 4), 0.95 ** np.arange(1, 4)
+    recs = [recommend(a, replace(EAGLE3, min_gain=0.5), survival_resamples=resamples(a, 200_000), deployed_gamma=3)
+            for a in (steep, long_tail)]
+    dep = recommend_deployment("pool", [RouteShare(r, rec, 1.0) for r, rec in zip(("chat", "agent"), recs)],
+                               replace(EAGLE3, min_gain=0.5))
+    assert dep.decision == "keep" and dep.recommended_gamma != 3
+    agent = next(s for s in dep.split if s.route == "agent")
+    speeds = [c.speedup for c in recs[1].candidates]
+    assert agent.against_gamma == 3
+    assert agent.gain_of_splitting == pytest.approx(speeds[agent.gamma] / speeds[3] - 1.0)
+    assert agent.gain_over_joint_best == pytest.approx(speeds[agent.gamma] / speeds[dep.recommended_gamma] - 1.0)
+    assert agent.gain_of_splitting > agent.gain_over_joint_best

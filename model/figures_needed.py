@@ -1,0 +1,97 @@
+"""Which figures a decision rests on that the user did not give and the data does not show.
+
+A default may fill a what-if table (announced), never a change, an off, a probe or a deploy
+line: a recommendation priced on defaults keeps the table and says, one line per key, what
+setting it would change (``FigureNeeded``). What each decision rests on:
+
+- ``method`` — always: the deploy line names the drafter, and its kind sets how a draft is
+  priced (parallel: one pass; sequential: a pass per token; ngram and suffix: nothing);
+- ``draft_cost`` — for a parallel or sequential drafter (a free one's proposer time is
+  ``draft_overhead``, 0 by default as on a GPU);
+- the cost shape — how a step's time grows with the tokens it verifies, which sets where a
+  longer draft stops paying: a configured ``cost_profile`` (``flat`` or a measured table), or
+  the roofline's ``model``, ``gpu`` and ``tensor_parallel_size`` (the default profile: flat
+  for a typed curve or a route known only from ingest, else the roofline); its increments
+  are added to its anchor, so ``baseline_tokens_per_second`` too unless the window observed
+  the engine's latency (the anchor ``observed``).
+
+Policy keys (``objective``, ``min_gain``) have documented defaults that are the tool's rule,
+not a figure of the engine. The specialized path's speedup has its own doubt (its break-even
+and the canary that measures it: model.specialized_break_even).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from .anchor import DEFAULT, Anchor
+from .deployment import Deployment
+from .drafters import FREE, drafter_for
+
+# the decision when the pricing rests on defaults: the fleet runs what it runs, nothing to deploy
+UNDECIDED = "undecided"
+_ROOFLINE_FIGURES = ("model", "gpu", "tensor_parallel_size")
+
+
+@dataclass(frozen=True)
+class FigureNeeded:
+    key: str  # [deployment] keys (the route's table overrides them; tune-gamma flags too), comma-separated
+    default: object  # what was priced in its place
+    changes: str  # what setting it would change
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def figures_needed(deployment: Deployment, anchor: Anchor | None) -> list[FigureNeeded]:
+    """The figures of ``deployment`` a decision would rest on that are defaults (module docstring)."""
+    def unset(key: str) -> bool:
+        return not deployment.is_configured(key)
+
+    out = []
+    if unset("method"):
+        out.append(FigureNeeded("method", deployment.method, "the drafter the deploy line names, and how its "
+                                "drafts are priced (parallel: one pass; eagle, mtp, draft_model: a pass per token; "
+                                "ngram, suffix: free)"))
+    if drafter_for(deployment.method).kind != FREE and unset("draft_cost"):
+        out.append(FigureNeeded("draft_cost", deployment.draft_cost, f"the {deployment.method} drafter's time per "
+                                "pass as a share of the target's: the dearer the draft, the smaller the best gamma"))
+    shape = ("how a step's time grows with the tokens it verifies, which sets where a longer draft stops paying: "
+             "the roofline of your model on your GPUs (model, gpu, tensor_parallel_size), cost_profile = \"flat\" "
+             "(no growth, the seeds' model) or a measured table (specdec calibrate)")
+    roofline = [k for k in _ROOFLINE_FIGURES if unset(k)] if deployment.cost_profile == "roofline" else []
+    if unset("cost_profile") and deployment.cost_profile != "roofline":
+        out.append(FigureNeeded("cost_profile", deployment.cost_profile, shape))
+    elif unset("cost_profile") and roofline:
+        out.append(FigureNeeded(", ".join(roofline), ", ".join(str(getattr(deployment, k)) for k in roofline), shape))
+    if deployment.cost_profile == "roofline" and anchor is not None and anchor.source == DEFAULT:
+        out.append(FigureNeeded("baseline_tokens_per_second", anchor.baseline_tokens_per_second,
+                                "the plain-decode rate the roofline's increments are added to: how much of a step "
+                                "the verified tokens add (or collect vllm:inter_token_latency_seconds)"))
+    return out
+
+
+def gated(rec, deployment: Deployment):
+    """``rec`` (a model.recommend.Recommendation) when no figure it rests on is a default; else
+    with its decision and deploy line withheld: a change, off or probe becomes ``undecided``
+    (the table stays, a what-if; ``expected_best_gamma`` names the γ the defaults would pick),
+    a keep stays but says what it rests on, and no deploy line names a default drafter."""
+    needed = figures_needed(deployment, rec.anchor)
+    if not needed:
+        return rec
+    keys = ", ".join(n.key for n in needed)
+    if rec.decision in ("change", "off", "probe"):
+        what_if = "turn speculation off" if rec.recommended_gamma == 0 else f"run gamma {rec.recommended_gamma}"
+        gain = f" ({rec.gain})" if rec.gain is not None else ""
+        deployed = next(c for c in rec.candidates if c.gamma == rec.deployed_gamma)
+        return replace(rec, decision=UNDECIDED, recommended_gamma=rec.deployed_gamma,
+                       probability_best=deployed.probability_best,
+                       expected_best_gamma=rec.recommended_gamma, gain=None, probe=None, schedule=None,
+                       vllm_speculative_config=None, vllm_command_line=None, figures_needed=needed,
+                       decision_reason=f"the pricing rests on default figures ({keys}): set them for your engine. "
+                                       f"On the defaults the tool would {what_if}{gain}: a what-if, not a decision")
+    reason = f"{rec.decision_reason}; priced on default figures ({keys}), which could change it"
+    if any(n.key == "method" for n in needed):
+        return replace(rec, decision_reason=reason, figures_needed=needed, vllm_speculative_config=None,
+                       vllm_command_line=None)
+    return replace(rec, decision_reason=reason, figures_needed=needed)

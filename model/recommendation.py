@@ -1,0 +1,124 @@
+"""The decision object: one route's recommendation (``Recommendation``) and its priced
+candidates (``Candidate``), with the tune-gamma JSON keys they own. model.recommend makes it;
+every view reads it and computes nothing of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from acceptance.json_safe import json_safe
+
+from .anchor import Anchor
+from .decision import Gain, gamma_to_deploy
+from .extrapolate import TAIL_MODELS
+from .load import LoadView
+from .probe import Probe
+from .specialized import Eligibility
+from .specialized_break_even import SpecializedBreakEven
+from .specialized_measured import MeasuredSpeedup
+
+
+@dataclass(frozen=True)
+class Candidate:
+    gamma: int
+    speedup: float
+    speedup_low: float | None
+    speedup_high: float | None
+    tokens_per_second: float | None  # objective's unit: per-user tok/s, or tokens per GPU-second
+    probability_best: float | None
+    extrapolated: bool
+    allowed: bool
+    reason: str | None
+    expected_tokens: float | None = None  # AL(γ) priced: the survival curve's (its tail models' mean), or the replay's
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    objective: str
+    cost_profile: str
+    interval_level: float
+    deployed_gamma: int
+    recommended_gamma: int
+    decision: str  # change | keep | off | probe | undecided (model.figures_needed)
+    decision_reason: str
+    probability_best: float | None
+    candidates: list[Candidate]
+    model_error: float | None
+    vllm_speculative_config: dict | None
+    vllm_command_line: str
+    replay_config: dict
+    specialized_eligibility: Eligibility | None = None
+    schedule: list[tuple[int, int, int]] | None = None
+    load: LoadView | None = None  # the best γ at each batch size of the mix (model.load)
+    tail_models: tuple[str, ...] = field(default=TAIL_MODELS)
+    verify_widths: tuple[float, ...] | None = None  # tokens per request a step verifies, per candidate γ
+    anchor: Anchor | None = None  # the plain-decode rate priced at, and its source (model.anchor)
+    # how AL at other γ was priced: "survival" (the curve, cut or extended by tail models) or
+    # "replay" (the requests' own steps replayed at each γ: acceptance.step_replay)
+    acceptance_model: str = "survival"
+    profile_figures: dict | None = None
+    gain: Gain | None = None  # of the recommended γ over the deployed one; None when they are the same
+    model_error_warning: str | None = None  # model_error beyond ±MODEL_ERROR_TOLERANCE, and what to do
+    # a "keep" whose gain is not yet sure: the window's drafts × this would settle it (1/√drafts)
+    drafts_factor_to_settle: float | None = None
+    # the best expected γ when its gain is not yet sure and the decision takes a nearer sure step
+    # or probes it
+    expected_best_gamma: int | None = None
+    probe: Probe | None = None  # decision "probe": the canary to run (model.probe)
+    # on latency_specialized: the specialized speedups over which the decision's γ holds
+    # (model.specialized_break_even)
+    specialized_break_even: SpecializedBreakEven | None = None
+    # the specialized speedup measured from a canary's latency, priced instead of the configured
+    # one when measured (model.specialized_measured; set by model.route)
+    specialized_speedup_measured: MeasuredSpeedup | None = None
+    # (rows, G) the resampled speedups the decision read (resamples × tail models × speed
+    # bins); not in the JSON: for pricing routes together (model.shared_deployment)
+    ensemble: np.ndarray | None = field(default=None, repr=False, compare=False)
+    objective_axis: str = ""  # what the objective optimises, in words (model.percentile_objective.axis_text)
+    # the default figures the decision would rest on (model.figures_needed): then no change,
+    # off, probe or deploy line; empty when every figure it rests on was given or observed
+    figures_needed: list = field(default_factory=list)
+
+    @property
+    def gamma_to_deploy(self) -> int:
+        return gamma_to_deploy(self.decision, self.recommended_gamma, self.deployed_gamma)
+
+    def to_dict(self) -> dict:
+        """The tune-gamma JSON keys this module owns (acceptance.json_safe: NaN → None)."""
+        return json_safe({
+            "objective": self.objective,
+            "objective_axis": self.objective_axis,
+            "cost_profile": self.cost_profile,
+            "interval_level": self.interval_level,
+            "deployed_gamma": self.deployed_gamma,
+            "recommended_gamma": self.recommended_gamma,
+            "gamma_to_deploy": self.gamma_to_deploy,
+            "decision": self.decision,
+            "decision_reason": self.decision_reason,
+            "probability_best": self.probability_best,
+            "candidates": [asdict(c) for c in self.candidates],
+            "model_error": self.model_error,
+            "vllm": {"speculative_config": self.vllm_speculative_config, "command_line": self.vllm_command_line},
+            "replay_config": self.replay_config,
+            "specialized_eligibility": None if self.specialized_eligibility is None else asdict(self.specialized_eligibility),
+            # (first batch size, last batch size, γ) ranges; part of vllm.speculative_config
+            # only on a change of γ (a schedule restarts engines too), else a suggestion
+            "schedule": None if self.schedule is None else [list(r) for r in self.schedule],
+            "load": None if self.load is None else self.load.to_dict(),
+            "verify_widths": None if self.verify_widths is None else list(self.verify_widths),
+            "acceptance_model": self.acceptance_model,
+            "anchor": None if self.anchor is None else self.anchor.to_dict(),
+            "profile_figures": self.profile_figures,
+            "gain": None if self.gain is None else asdict(self.gain),
+            "drafts_factor_to_settle": self.drafts_factor_to_settle,
+            "expected_best_gamma": self.expected_best_gamma,
+            "probe": None if self.probe is None else asdict(self.probe),
+            "model_error_warning": self.model_error_warning,
+            "specialized_break_even": None if self.specialized_break_even is None else self.specialized_break_even.to_dict(),
+            "specialized_speedup_measured": (None if self.specialized_speedup_measured is None
+                                             else self.specialized_speedup_measured.to_dict()),
+            "figures_needed": [f.to_dict() for f in self.figures_needed],
+        })
