@@ -158,8 +158,8 @@ class _Ingested:
                 " ORDER BY time, id", (route, source, int(gamma), float(start), float(end))):
             if blob is None:
                 return None
-            pairs = np.frombuffer(blob, dtype="<i4").reshape(2, -1)
-            out.append((tuple(int(v) for v in pairs[0]), tuple(int(v) for v in pairs[1])))
+            drafted, accepted = np.frombuffer(blob, dtype="<i4").reshape(2, -1).tolist()  # tolist: C-speed ints
+            out.append((tuple(drafted), tuple(accepted)))
         return out or None
 
     def ingested_request_timing(self, route: str, source: str, gamma: int, start: float, end: float
