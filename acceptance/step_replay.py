@@ -68,16 +68,15 @@ from .errors import InputError
 
 _UNKNOWN = -1  # X at a bonus position
 _UNBOUNDED = -1  # the drafter's remaining proposal after a full draft
-_END = -2  # past a segment's last position: any draft still alive stops there, nothing follows
 
 # Bytes the heads of two trie levels (a level and the one it reads) may hold: on wider levels
 # fewer γ' are replayed a pass.
 _LEVEL_BYTES = 256 * 2**20
-# Bytes of counts one pass over a level's columns works on: as many lanes as stay in cache.
-_CHUNK_BYTES = 4 * 2**20
 # γ' replayed together: a small γ' reads fewer positions ahead, so the largest of a few sets
 # the width, not the largest of all (8 measured fastest of 2, 4, 8 and 16 at γ' ≤ 16).
 _GAMMAS_PER_PASS = 8
+# Nodes replayed in one array step: their tables stay in cache.
+_LANES = 256
 # Bytes of bootstrap weights, as floats, one product works on.
 _WEIGHT_BYTES = 32 * 2**20
 
@@ -170,15 +169,12 @@ def replay(seq: StepSequence, gamma: int, q: float) -> ReplayCounts:
 def replay_positions(x: np.ndarray, remaining: np.ndarray, gamma: int, q: float) -> ReplayCounts:
     """replay over the positions themselves (X and remaining proposal, as ``positions`` gives
     them): unknown ones (−1) accepted with probability q."""
-    x = np.asarray(x, dtype=np.int8)
-    n = x.size
-    if n == 0:
+    x = np.asarray(x, dtype=np.int64)
+    if x.size == 0:
         return ReplayCounts(0.0, 0.0, 0.0, 0.0)
-    own = np.concatenate([x, np.full(gamma, _END, dtype=np.int8)])[None]
-    counts = np.zeros((1, 1, n + gamma + 1, 4))
-    _replay_columns(own, np.asarray(remaining, dtype=np.int64)[None], np.zeros(1, dtype=np.int64), counts,
-                    np.array([gamma]), q)
-    d, a, t, u = counts[0, 0, 0]
+    _, counts = _replay_block(x, np.asarray(remaining, dtype=np.int64), np.zeros((1, 4, 1, gamma + 1)),
+                              np.zeros((1, 4, 1)), np.array([gamma]), q)
+    d, a, t, u = counts[0, :, 0]
     return ReplayCounts(float(d), float(a), float(t), float(u))
 
 
@@ -223,7 +219,10 @@ def resampled_tokens(per_request: np.ndarray, n_resamples: int, seed: int = 0) -
     # AL needs D and A only: (requests, … × G × 2)
     drafts_accepted = np.moveaxis(per_request[..., :2], -3, 0).reshape(r, -1)
     totals = np.empty((n_resamples, drafts_accepted.shape[1]))
-    chunk = max(1, _WEIGHT_BYTES // (8 * max(r, 1)))
+    # resamples a product, evenly split: never fewer than 64, as OpenBLAS 0.3.31 multiplies
+    # 33 rows or fewer by 150,000 thirty times slower than 64
+    chunk = max(64, _WEIGHT_BYTES // (8 * max(r, 1)))
+    chunk = -(-n_resamples // -(-n_resamples // chunk)) if n_resamples else 1
     for lo in range(0, n_resamples, chunk):
         totals[lo:lo + chunk] = weights[lo:lo + chunk].astype(float) @ drafts_accepted
     totals = np.moveaxis(totals.reshape(n_resamples, *lead, g, 2), 0, -3)
@@ -307,7 +306,7 @@ def _flat(counts: list, gamma: np.ndarray) -> np.ndarray:
 class _Level:
     """The distinct segment suffixes that are ``depth`` steps longer than their segment's last
     step: each one's first step (a code) and the rest (its child's rank in the level below;
-    None at depth 0). Ordered by the first step's positions, most first."""
+    None at depth 0). Ordered by code."""
 
     codes: np.ndarray
     children: np.ndarray | None
@@ -339,7 +338,6 @@ def _build_trie(steps: _Steps) -> _Trie:
     from scipy.sparse import csr_matrix
 
     d, j = steps.drafted.astype(np.int32), steps.accepted.astype(np.int32)
-    n_steps = d.size
     base = int(steps.gamma.max()) + 1
     keys = d * base + j
     if steps.gamma.min() == steps.gamma.max():
@@ -352,29 +350,28 @@ def _build_trie(steps: _Steps) -> _Trie:
     # a segment ends at a rejecting step and at each request's last step
     ends = j < d
     ends[np.cumsum(steps.lengths)[steps.lengths > 0] - 1] = True
-    node = np.empty(n_steps, dtype=np.int32)
     at = np.flatnonzero(ends)
     levels, children, offset = [], None, 0
+    root_steps, root_nodes = [], []  # each segment's first step and its node
     while at.size:
         here = code[at]
         unique, local = _intern(here if children is None else children * n_codes + here)
         codes = unique % n_codes
-        order = np.argsort(first[codes], kind="stable")  # most positions first: columns fill as prefixes
+        order = np.argsort(codes, kind="stable")  # a level is replayed one step code at a time
         rank = np.empty_like(order)
         rank[order] = np.arange(order.size)
         levels.append(_Level(codes[order], None if children is None else unique[order] // n_codes))
         ranked = rank[local]
-        node[at] = offset + ranked
-        offset += unique.size
         before = at - 1
         keep = before >= 0
         keep[keep] = ~ends[before[keep]]
+        root_steps.append(at[~keep])
+        root_nodes.append(offset + ranked[~keep])
+        offset += unique.size
         children = ranked[keep]
         at = before[keep]
-    starts = np.ones(n_steps, dtype=bool)
-    starts[1:] = ends[:-1]
-    request = np.repeat(np.arange(steps.lengths.size, dtype=np.int32), steps.lengths)
-    roots = csr_matrix((np.ones(int(starts.sum())), (request[starts], node[starts])),
+    request = np.repeat(np.arange(steps.lengths.size, dtype=np.int32), steps.lengths)[np.concatenate(root_steps)]
+    roots = csr_matrix((np.ones(request.size), (request, np.concatenate(root_nodes))),
                        shape=(steps.lengths.size, offset))
     roots.sum_duplicates()
     return _Trie(own_x, own_remaining, first, levels, roots)
@@ -399,13 +396,13 @@ def _step_codes(gamma: np.ndarray, d: np.ndarray, j: np.ndarray) -> tuple[np.nda
     m = np.arange(width)[None, :] - (width - 1 - j)[:, None]  # the position's place in its step; < 0: none
     x = np.where(m < j[:, None], 1, np.where((j < d)[:, None], 0, _UNKNOWN)).astype(np.int8)
     remaining = np.where((d == gamma)[:, None], _UNBOUNDED, d[:, None] - m)
-    return np.where(m >= 0, x, _END).astype(np.int8), np.where(m >= 0, remaining, 0), width - 1 - j
+    return np.where(m >= 0, x, 0).astype(np.int8), np.where(m >= 0, remaining, 0), width - 1 - j
 
 
 def _node_counts(trie: _Trie, gammas: np.ndarray, q: float) -> np.ndarray:
     """(nodes, G, 4) expected (D, A, T, U) at each γ' from a step start at each node's first
     position to its segment's end."""
-    out = np.empty((trie.nodes, gammas.size, 4))
+    out = np.empty((trie.nodes, 4, gammas.size))
     widest = max(level.codes.size for level in trie.levels)
     lo = 0
     while lo < gammas.size:
@@ -413,83 +410,80 @@ def _node_counts(trie: _Trie, gammas: np.ndarray, q: float) -> np.ndarray:
         k = int(gammas[min(gammas.size, lo + _GAMMAS_PER_PASS) - 1])
         per_gamma = widest * (k + 1) * 4 * 8 * 2  # two levels' heads
         group = max(1, min(_GAMMAS_PER_PASS, _LEVEL_BYTES // per_gamma))
-        out[:, lo:lo + group] = _node_counts_for(trie, gammas[lo:lo + group], int(gammas[lo:lo + group].max()), q)
+        out[:, :, lo:lo + group] = _node_counts_for(trie, gammas[lo:lo + group], int(gammas[lo:lo + group].max()), q)
         lo += group
-    return out
+    return out.transpose(0, 2, 1)
 
 
 def _node_counts_for(trie: _Trie, gammas: np.ndarray, k: int, q: float) -> np.ndarray:
-    """_node_counts for some γ' (each ≤ k), level by level: a level's nodes read their
-    child's first k positions (X) and counts from its first k + 1 (the child's head)."""
-    width = trie.own_x.shape[1]
-    out = np.empty((trie.nodes, gammas.size, 4))
-    head_x = head_counts = None
+    """_node_counts for some γ' (each ≤ k), as (nodes, 4, G), level by level; a level's nodes
+    of one step code at a time, each from its child's head (the table at the child's first
+    position)."""
+    out = np.empty((trie.nodes, 4, gammas.size))
+    heads = counts = None
     offset = 0
-    lanes = max(16, _CHUNK_BYTES // (gammas.size * (width + k + 1) * 4 * 8))
     for level in trie.levels:
         n = level.codes.size
-        level_x = np.empty((n, k), dtype=np.int8)
-        level_counts = np.empty((n, gammas.size, k + 1, 4))
-        for lo in range(0, n, lanes):
-            codes = level.codes[lo:lo + lanes]
-            x = np.empty((codes.size, width + k), dtype=np.int8)
-            x[:, :width] = trie.own_x[codes]
-            counts = np.zeros((codes.size, gammas.size, width + k + 1, 4))
-            if head_x is None:
-                x[:, width:] = _END
+        level_heads = np.empty((n, 4, gammas.size, k + 1))
+        level_counts = np.empty((n, 4, gammas.size))
+        bounds = np.flatnonzero(np.diff(level.codes)) + 1  # the nodes are ordered by code
+        starts = np.concatenate([[0], bounds])
+        ends = np.concatenate([bounds, [n]])
+        for lo, hi in ((a, min(b, a + _LANES)) for first, b in zip(starts, ends) for a in range(first, b, _LANES)):
+            code = level.codes[lo]
+            own = slice(trie.first[code], None)
+            if heads is None:
+                tail_heads, tail_counts = np.zeros((hi - lo, 4, gammas.size, k + 1)), np.zeros((hi - lo, 4, gammas.size))
             else:
-                children = level.children[lo:lo + lanes]
-                x[:, width:] = head_x[children]
-                counts[:, :, width:] = head_counts[children]
-            first = trie.first[codes]
-            _replay_columns(x, trie.own_remaining[codes], first, counts, gammas, q)
-            # the lanes are ordered by their first column: one slice per first column
-            bounds = np.searchsorted(first, np.arange(width + 1))
-            for f in range(width):
-                a, b = bounds[f], bounds[f + 1]
-                level_x[lo + a:lo + b] = x[a:b, f:f + k]
-                level_counts[lo + a:lo + b] = counts[a:b, :, f:f + k + 1]
-        head_x, head_counts = level_x, level_counts
-        out[offset:offset + n] = head_counts[:, :, 0]
+                tail_heads, tail_counts = heads[level.children[lo:hi]], counts[level.children[lo:hi]]
+            level_heads[lo:hi], level_counts[lo:hi] = _replay_block(
+                trie.own_x[code, own], trie.own_remaining[code, own], tail_heads, tail_counts, gammas, q)
+        heads, counts = level_heads, level_counts
+        out[offset:offset + n] = counts
         offset += n
     return out
 
 
-def _replay_columns(x: np.ndarray, remaining: np.ndarray, first: np.ndarray, counts: np.ndarray,
-                    gammas: np.ndarray, q: float) -> None:
-    """The dynamic programming over positions, for many lanes at once.
+def _replay_block(x: np.ndarray, remaining: np.ndarray, tail_heads: np.ndarray, tail_counts: np.ndarray,
+                  gammas: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:
+    """The dynamic programming over L positions that many lanes share (X ``x`` and remaining
+    proposal ``remaining``, (L,)), each lane followed by its own rest of the segment.
 
-    Lane l has own positions at columns first[l]..W − 1 (first ascending: the lanes that
-    reach a column are a prefix), X in ``x[:, :W]`` and remaining proposal in ``remaining``;
-    ``x[:, W:]`` holds the k = max γ' positions after them (_END past the segment) and
-    ``counts[:, :, W:]`` (L, G, k + 1, 4) the expected counts from a step start at each of
-    the k + 1 positions after them. Fills ``counts[:, :, :W]``: the expected (D, A, T, U)
-    from a step start at each own column, per γ'."""
-    width = remaining.shape[1]
-    k = int(gammas.max())
-    passes = np.where(x == 1, 1.0, np.where(x == _UNKNOWN, q, 0.0))
-    offsets = np.arange(k + 1)
-    within = (offsets[None, :] < gammas[:, None]).astype(float)  # (G, k + 1): s < γ'
-    reach = np.searchsorted(first, np.arange(width), side="right")
-    for c in range(width - 1, -1, -1):
-        m = int(reach[c])
-        if m == 0:
-            continue
-        alive = np.ones((m, k + 1))
-        np.cumprod(passes[:m, c:c + k], axis=1, out=alive[:, 1:])
-        rem = remaining[:m, c]
-        limit = np.where(rem == _UNBOUNDED, k, rem)  # the drafter's own cap on the draft
-        # the step accepts s tokens and the next starts s + 1 on, with weight stop_s where it
-        # stopped at s < budget and alive_s at s = budget (it took them all)
-        stop = np.zeros((m, k + 1))
-        np.multiply(alive[:, :k], (1.0 - passes[:m, c:c + k]) * (offsets[:k] < limit[:, None]), out=stop[:, :k])
-        weight = stop[:, None, :] * within  # (m, G, k + 1)
-        budget = np.minimum(gammas[None, :], limit[:, None])  # (m, G)
-        np.put_along_axis(weight, budget[..., None], np.take_along_axis(alive, budget, axis=1)[..., None], axis=2)
-        here = np.matmul(weight[:, :, None, :], counts[:m, :, c + 1:c + k + 2])[:, :, 0]
-        here[..., 1] += weight @ offsets
-        drafted = budget > 0
-        here[..., 0] += drafted
-        here[..., 2] += budget
-        here[..., 3] += ~drafted
-        counts[:m, :, c] = here
+    H(p, γ', b) is the expected accepted tokens and counts from the next step start on, of a
+    step at p drafting b tokens: b = 0 stops at once, H = F(p + 1); else its token at p is
+    rejected (F(p + 1)) or accepted (1 + H(p + 1, γ', b − 1)), with probability 1, q or 0 as
+    X is 1, unknown or 0. F(p, γ') = [1, 0, b, 0] + H(p, γ', b) with b = min(γ', remaining)
+    (an undrafted step, b = 0: [0, 0, 0, 1] + F(p + 1)). The table holds H at p by p + b,
+    its accepted tokens less (L − p): at a known position it stays as it was.
+
+    tail_heads (lanes, 4, G, k + 1): H at the position after the block, b = 0..k (k = max γ');
+    tail_counts (lanes, 4, G): F there (D, A, T, U first). Returns both at the block's first
+    position."""
+    lanes, length = tail_heads.shape[0], x.size
+    k = tail_heads.shape[3] - 1
+    table = np.empty((lanes, 4, gammas.size, length + k + 1))
+    table[..., length:] = tail_heads
+    after = tail_counts
+    rows = np.arange(gammas.size)
+    for p in range(length - 1, -1, -1):
+        shifted = after.copy()  # F(p + 1) as the table holds it: accepted less (L − p)
+        shifted[:, 1] -= length - p
+        window = table[..., p + 1:p + k + 1]  # H(p + 1, b − 1) for b = 1..k: H(p, b) once updated
+        if x[p] == _UNKNOWN:
+            window *= q
+            window += (1.0 - q) * shifted[..., None]
+        elif x[p] != 1:
+            window[:] = shifted[..., None]
+        table[..., p] = shifted
+        budget = gammas if remaining[p] == _UNBOUNDED else np.minimum(gammas, remaining[p])
+        here = table[:, :, rows, p + budget]
+        here[:, 1] += length - p
+        if remaining[p] == 0:
+            here[:, 3] += 1.0
+        else:
+            here[:, 0] += 1.0
+            here[:, 2] += budget
+        after = here
+    heads = table[..., :k + 1]
+    heads[:, 1] += length
+    return heads, after
