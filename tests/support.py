@@ -3,6 +3,7 @@ dashboard's shared fixtures sit in ``dashboard_fixtures``): no test module impor
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import os
@@ -279,3 +280,35 @@ def real_page_store(path, page: Path, *, target: str = "http://127.0.0.1:1/metri
             snapshots = parse_metrics_page(page_at_share(text, 1.0 if idle else i / (scrapes - 1)), source=str(page))
             store.write_cycle([ScrapeResult(target, at, True, tuple(snapshots))])
     return path
+
+
+@contextlib.contextmanager
+def growing_page_server(page: Path, scrapes: int):
+    """A loopback /metrics serving the real ``page`` as its engine showed it while its
+    traffic ran: the k-th answer is page_at_share(k / (scrapes − 1)), then the page as it
+    is. Yields the URL; the server stops on exit."""
+    import http.server
+    import threading
+
+    text, served = page.read_text(), [0]
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = page_at_share(text, min(served[0], scrapes - 1) / (scrapes - 1)).encode()
+            served[0] += 1
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    finally:
+        server.shutdown()
+        server.server_close()

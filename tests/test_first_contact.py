@@ -272,3 +272,40 @@ def test_ingested_rows_of_a_route_with_targets_are_named_not_silently_ignored(tm
 def test_the_notebook_s_checkpoints_are_ignored():
     root = Path(__file__).resolve().parent.parent
     assert ".ipynb_checkpoints/" in (root / ".gitignore").read_text().splitlines()
+
+
+def test_a_prometheus_route_counts_the_undrafted_steps_too(tmp_path, capsys):
+    """The same real ngram page scraped by a real Prometheus every second, tuned through
+    `source = "prometheus"`: ν from increase() of the latency histogram's count less the
+    drafts', and tok/s at the deployed γ the page's own."""
+    import subprocess
+
+    from metrics_servers import _wait_ready, require_binary, scrape_config
+    from support import free_port, growing_page_server
+
+    prometheus = require_binary("prometheus")
+    with growing_page_server(REAL / "ngram_k5_metrics.txt", scrapes=20) as url:
+        hostport = url.split("//", 1)[1].split("/", 1)[0]
+        (tmp_path / "prometheus.yml").write_text(scrape_config("ngram", [hostport]))
+        port = free_port()
+        log = tmp_path / "prometheus.log"
+        proc = subprocess.Popen([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
+                                 f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
+                                stdout=log.open("w"), stderr=subprocess.STDOUT)
+        try:
+            _wait_ready(f"http://127.0.0.1:{port}/-/ready", proc, log)
+            time.sleep(26)  # the page grows over 20 scrapes, then Prometheus sees it still
+            cfg = tmp_path / "specdec.toml"
+            cfg.write_text(f'[source]\nkind = "prometheus"\nurl = "http://127.0.0.1:{port}"\n\n'
+                           '[deployment]\nmethod = "ngram"\n[routes.r]\nselector = \'{job="ngram"}\'\n')
+            code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--window", "60s",
+                                                               "--json"])
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+    assert code == 0, err
+    doc = json.loads(out)
+    truth = page_figures(REAL / "ngram_k5_metrics.txt")
+    deployed = next(c for c in doc["candidates"] if c["gamma"] == doc["deployed_gamma"])
+    assert doc["observed"]["undrafted_token_share"] == pytest.approx(truth["nu"], abs=0.02)
+    assert deployed["tokens_per_second"] == pytest.approx(truth["rate"], rel=0.05)
