@@ -219,9 +219,9 @@ def resampled_tokens(per_request: np.ndarray, n_resamples: int, seed: int = 0) -
     # AL needs D and A only: (requests, … × G × 2)
     drafts_accepted = np.moveaxis(per_request[..., :2], -3, 0).reshape(r, -1)
     totals = np.empty((n_resamples, drafts_accepted.shape[1]))
-    # resamples a product, evenly split: never fewer than 64, as OpenBLAS 0.3.31 multiplies
-    # 33 rows or fewer by 150,000 thirty times slower than 64
-    chunk = max(64, _WEIGHT_BYTES // (8 * max(r, 1)))
+    # resamples a product, evenly split, about 128 or more: OpenBLAS 0.3.31 on 2 cores took up
+    # to 30 times longer a row for 33 rows by 150,000 requests, and up to 2 times for 64
+    chunk = max(128, _WEIGHT_BYTES // (8 * max(r, 1)))
     chunk = -(-n_resamples // -(-n_resamples // chunk)) if n_resamples else 1
     for lo in range(0, n_resamples, chunk):
         totals[lo:lo + chunk] = weights[lo:lo + chunk].astype(float) @ drafts_accepted
