@@ -93,6 +93,12 @@ class RequestRecord:
     # line without a request id — never its position or the time it was read, so re-reading,
     # reordering or prepending other lines adds nothing, and identical lines stay distinct.
     line_key: str | None = None
+    # where ``time`` came from: TIME_FROM_LINE, TIME_FROM_CREATED or TIME_FROM_CLOCK (ingest says)
+    time_source: str = "the lines' \"time\""
+
+
+TIME_FROM_LINE, TIME_FROM_CREATED, TIME_FROM_CLOCK = "the lines' \"time\"", "the responses' \"created\"", \
+    "the ingest's clock (the lines name no time)"
 
 
 @dataclass(frozen=True)
@@ -317,17 +323,17 @@ def _record(obj: dict, default_route: str | None, default_time: float) -> Reques
         raise _Skip(SKIP_NO_ROUTE)
 
     if "time" in obj:
-        when = _plausible_time(obj["time"])
+        when, source = _plausible_time(obj["time"]), TIME_FROM_LINE
         if when is None:
             raise _Skip(SKIP_BAD_TIME)
     elif "created" in obj and _optional_float(obj.get("created")) is not None:
         # An OpenAI response's `created`: when the request arrived, close enough for
         # windows of minutes.
-        when = _plausible_time(obj["created"])
+        when, source = _plausible_time(obj["created"]), TIME_FROM_CREATED
         if when is None:
             raise _Skip(SKIP_BAD_TIME)
     else:
-        when = float(default_time)
+        when, source = float(default_time), TIME_FROM_CLOCK
 
     timing = metrics if metrics is not None else obj
     request_id = obj.get("request_id", obj.get("id"))
@@ -341,6 +347,7 @@ def _record(obj: dict, default_route: str | None, default_time: float) -> Reques
         request_id=request_id if isinstance(request_id, str) else None,
         decode_tokens=_decode_tokens(obj, timing, counts),
         steps=_step_lists(spec),
+        time_source=source,
     )
 
 

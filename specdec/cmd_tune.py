@@ -26,8 +26,10 @@ def cmd_tune_gamma(args) -> int:
     from .config import load_config
     from .report import format_tuning, tuning_to_dict
 
-    if sum(x is not None for x in (args.route, args.deployment, args.survival)) > 1:
-        raise UsageError("give one of --route, --deployment or --survival")
+    given = [name for name, x in (("--route", args.route), ("--deployment", args.deployment),
+                                  ("--survival", args.survival)) if x is not None]
+    if len(given) > 1:
+        raise UsageError(f"give only one of --route, --deployment or --survival (got {' and '.join(given)})")
     refuse_ignored(args)
     flags = figure_flags(args)
     args.window = DEFAULT_WINDOW_S if args.window is None else args.window

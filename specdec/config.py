@@ -21,6 +21,7 @@ from acceptance.per_request import has_control_characters
 from acceptance.durations import duration_seconds
 from acceptance.fetch import DEFAULT_MAX_BYTES
 from model.deployment import BUILTIN_PROFILES, INLINE_DEFAULTS, Deployment  # BUILTIN_PROFILES: anything else names a measured table file
+from model.figures_needed import unused_keys
 
 DEFAULT_CONFIG_NAME = "specdec.toml"
 DEFAULT_STORE_NAME = "specdec.db"
@@ -309,7 +310,20 @@ def deployment_for_route(config: Config, route: str | None) -> Deployment:
     if route in config.routes:
         written = Deployment.from_mapping(config.routes[route].deployment,
                                           where=f"{config.path or 'config'} [routes.{route}]")
-    return replace(written, flagged=frozenset(config.flags)) if config.flags else written
+    return flagged(written, config.flags, route if route in config.routes else None)
+
+
+def flagged(deployment: Deployment, flags: dict, route: str | None = None) -> Deployment:
+    """``deployment`` (flags already merged) with the flags named as its source; a flag it
+    would not read (model.figures_needed.unused_keys) is refused, naming it."""
+    if not flags:
+        return deployment
+    unused = unused_keys(deployment)
+    for key in flags:
+        if key in unused:
+            raise ConfigError(f"tune-gamma flags {key}: would change nothing here — {unused[key]}"
+                              + (f" (route {route})" if route else ""))
+    return replace(deployment, flagged=frozenset(flags))
 
 
 def route_source(config: Config, route: str, store=None) -> str:

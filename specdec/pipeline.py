@@ -25,7 +25,7 @@ from model.recommend import Recommendation, recommend
 from model.route import drafts_more_needed, recommend_route
 from model.specialized_measured import measurable
 
-from .config import Config, ConfigError, deployment_for_route, route_source
+from .config import Config, ConfigError, deployment_for_route, flagged, route_source
 from .no_drafts import no_drafts_message
 from .report import format_clock, format_duration
 
@@ -167,8 +167,8 @@ def tune_inline(survival: list[float], *, drafts: int | None = None, deployed_ga
     if config is not None:
         deployment = deployment_for_route(config, None)
     else:
-        deployment = Deployment.from_mapping(figures or {}, where="tune-gamma", base=INLINE_DEFAULTS)
-        deployment = replace(deployment, flagged=frozenset(figures or ()))
+        deployment = flagged(Deployment.from_mapping(figures or {}, where="tune-gamma", base=INLINE_DEFAULTS),
+                             figures or {})
     estimate = estimate_from_survival(survival, drafts=drafts, level=level, n_resamples=n_resamples)
     rec = recommend(estimate.survival.value, deployment,
                     survival_resamples=estimate.survival_resamples if estimate.has_interval else None,

@@ -363,8 +363,10 @@ def _probe_line(doc: dict, gain: str) -> str:
     """The probe decision: the canary to run, and what the rest of the route runs meanwhile."""
     probe, deployed, rec = doc["probe"], doc["deployed_gamma"], doc["recommended_gamma"]
     fleet = f"keep gamma {deployed}" if rec == deployed else f"change gamma {deployed} -> {rec} (expected gain {gain})"
-    return (f"recommendation: probe gamma {probe['gamma']} on {probe['engines']} engine(s) for about "
-            f"{probe['drafts_needed']:,} drafts (about {approximate_duration(probe['duration_s'])}), {fleet} on the others; "
+    where, meanwhile = ((f"on the route's only engine(s) ({probe['engines']}), a trial", f"then back: {fleet}")
+                        if probe.get("whole_route") else (f"on {probe['engines']} engine(s)", f"{fleet} on the others"))
+    return (f"recommendation: probe gamma {probe['gamma']} {where} for about {probe['drafts_needed']:,} drafts "
+            f"(about {approximate_duration(probe['duration_s'])}), {meanwhile}; "
             f"canary config: {json.dumps(probe['speculative_config'])}. {doc['decision_reason']}")
 
 

