@@ -117,6 +117,8 @@ def gated(rec, deployment: Deployment):
     if not needed:
         return rec
     keys = ", ".join(n.key for n in needed)
+    if any(n.key == "method" for n in needed):
+        rec = replace(rec, replay_config=None)  # its benchmark config would name the default drafter too
     if rec.decision in ("change", "off", "probe"):
         what_if = "turn speculation off" if rec.recommended_gamma == 0 else f"run gamma {rec.recommended_gamma}"
         gain = f" ({rec.gain})" if rec.gain is not None else ""

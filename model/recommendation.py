@@ -49,7 +49,7 @@ class Recommendation:
     model_error: float | None
     vllm_speculative_config: dict | None
     vllm_command_line: str
-    replay_config: dict
+    replay_config: dict | None  # None: the drafter is not known (model.figures_needed)
     specialized_eligibility: Eligibility | None = None
     schedule: list[tuple[int, int, int]] | None = None
     load: LoadView | None = None  # the best γ at each batch size of the mix (model.load)

@@ -381,3 +381,23 @@ def test_an_unreadable_input_leaves_no_empty_store_behind(tmp_path, capsys):
                                             "--db", str(tmp_path / "x.db")])
     assert code == 2 and "nope.jsonl" in err
     assert not (tmp_path / "x.db").exists()
+
+
+def test_the_dashboard_names_the_keys_an_answer_on_defaults_needs(tmp_path, monkeypatch):
+    """The recommendation page of the real ngram page's route without a method: no config to
+    deploy, and each key to set with what it changes (the console's figures_needed)."""
+    from streamlit.testing.v1 import AppTest
+
+    real_page_store(tmp_path / "specdec.db", REAL / "ngram_k5_metrics.txt")
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[routes.r]\ntargets = ["http://127.0.0.1:1/metrics"]\n')
+    monkeypatch.setenv("SPECDEC_CONFIG", str(cfg))
+    monkeypatch.delenv("SPECDEC_DB", raising=False)
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py"), default_timeout=60)
+    at.query_params["page"] = "recommendation"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = " ".join(m.value for m in at.markdown)
+    assert "No config to deploy: the fleet keeps γ=5" in shown
+    assert "`method` (priced at the default dspark): the drafter the deploy line names" in shown
+    assert not [c for c in at.code if "dspark" in c.value]

@@ -2,6 +2,7 @@
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -97,7 +98,7 @@ def test_deployable_config_never_contains_synthetic_acceptance():
         recommend(CURVE, EAGLE_FLAT, survival_resamples=resamples(CURVE, 10**6), deployed_gamma=2),
         recommend(CURVE, Deployment()),
         recommend(CURVE, Deployment(decode_backend="latency_specialized"), batch_mix={1: 0.5, 40: 0.5}),
-        recommend(CURVE[:3], INLINE_DEFAULTS),
+        recommend(CURVE[:3], replace(INLINE_DEFAULTS, configured=None)),
     ]
     for rec in cases:
         deployable = json.dumps(rec.to_dict()["vllm"])
@@ -110,6 +111,8 @@ def test_deployable_config_never_contains_synthetic_acceptance():
         assert len(rates) == cfg["num_speculative_tokens"]
         assert all(b <= a for a, b in zip(rates, rates[1:]))
         assert "corrupts outputs" in replay["warning"]
+    # the inline defaults name no drafter the user gave: no replay config names one either
+    assert recommend(CURVE[:3], INLINE_DEFAULTS).replay_config is None
 
 
 def test_to_dict_has_the_json_keys_and_no_nan():

@@ -120,6 +120,10 @@ def render(fleet: FleetView) -> None:
         st.markdown("Speculation off: start vLLM without `--speculative-config`.")
     else:  # a decision that deploys nothing (its reason says why): the fleet keeps what it runs
         st.markdown(f"No config to deploy: the fleet keeps γ={gamma_to_deploy(rec)} ({rec.decision}).")
+    if rec.figures_needed:  # the defaults the answer rests on: the keys to set, and what each changes
+        st.markdown("**Priced on defaults** — set these for your engine (the config's `[deployment]` or the "
+                    "route's table):\n" + "\n".join(f"- `{f.key}` (priced at the default {f.default}): {f.changes}"
+                                                   for f in rec.figures_needed))
     if rec.vllm_command_line:
         st.code(rec.vllm_command_line, language="bash", wrap_lines=True)
     if rec.probe is not None:
@@ -132,9 +136,12 @@ def render(fleet: FleetView) -> None:
                    + ", ".join(f"{lo}–{hi}: γ={g}" for lo, hi, g in rec.schedule))
 
     st.subheader("Replay config (benchmarks only)")
-    st.warning("Synthetic acceptance forces accept decisions and corrupts outputs: use this only to replay the "
-               "route's acceptance in a benchmark on a real engine, never in serving.")
-    st.code(json.dumps(rec.replay_config, indent=2), language="json", wrap_lines=True)  # its "warning" in full
+    if rec.replay_config is None:
+        st.markdown("None: it would name a drafter, and the route's `method` is not set.")
+    else:
+        st.warning("Synthetic acceptance forces accept decisions and corrupts outputs: use this only to replay the "
+                   "route's acceptance in a benchmark on a real engine, never in serving.")
+        st.code(json.dumps(rec.replay_config, indent=2), language="json", wrap_lines=True)  # its "warning" in full
     st.download_button("tune-gamma JSON", json_document(doc),
                        file_name=f"tune-gamma-{route}.json", mime="application/json", key="rec_download")
 
