@@ -376,7 +376,7 @@ class _CurveTokens:
             return np.broadcast_to(self.replayed_al[:, None, :], (self.replayed_al.shape[0], n,
                                                                    self.replayed_al.shape[1]))[None]
         if self.replayed is not None:
-            return np.stack([resampled_tokens(r, n) for r in self.replayed])[None]  # the same draws
+            return resampled_tokens(self.replayed, n)[None]  # every replay with the same draws
         if self.per_batch is None:
             own = None if self.own is None else self.own_resamples[np.arange(n) % self.own_resamples.shape[0]]
             return self._own_past(self._pooled_tokens(resamples), own)[None]
