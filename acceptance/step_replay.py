@@ -93,10 +93,30 @@ class StepSequence:
     def __post_init__(self):
         if len(self.drafted) != len(self.accepted):
             raise InputError("per-step drafted and accepted differ in length")
-        # C-level passes (map, min, max): a route's week holds millions of steps
-        if self.drafted and (min(self.accepted) < 0 or max(self.drafted) > self.gamma
-                             or any(map(operator.gt, self.accepted, self.drafted))):
+        if self.drafted and not _counts_in_order(self.gamma, self.drafted, self.accepted):
             raise InputError(f"per-step counts outside 0 ≤ accepted ≤ drafted ≤ γ = {self.gamma}")
+
+
+def _counts_in_order(gamma, drafted, accepted) -> bool:
+    """0 ≤ accepted ≤ drafted ≤ γ, step by step (as many of each). C-level passes: a route's
+    week holds millions of steps. Tuples of small counts (γ < 128, every count in 0..γ) as
+    bytes: then each step's 0x80 + d − j is a byte of its own (1..255, nothing borrowed from
+    the next), whose top bit is set exactly when j ≤ d. Anything else: min, max and a map."""
+    if type(drafted) is tuple and type(accepted) is tuple and isinstance(gamma, int) and 0 <= gamma < 128:
+        try:
+            d, j = bytes(drafted), bytes(accepted)
+        except (TypeError, ValueError):  # not integers in 0..255: the general check says what
+            pass
+        else:
+            allowed = _COUNTS_UP_TO[gamma]
+            if d.translate(None, allowed) or j.translate(None, allowed):
+                return False  # a count above γ
+            top = int.from_bytes(b"\x80" * len(d), "little")
+            return ((int.from_bytes(d, "little") | top) - int.from_bytes(j, "little")) & top == top
+    return not (min(accepted) < 0 or max(drafted) > gamma or any(map(operator.gt, accepted, drafted)))
+
+
+_COUNTS_UP_TO = [bytes(range(g + 1)) for g in range(128)]  # the bytes 0..γ, for bytes.translate
 
 
 @dataclass(frozen=True)

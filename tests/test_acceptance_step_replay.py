@@ -344,3 +344,51 @@ def test_a_step_sequence_outside_its_gamma_is_refused():
     for drafted, accepted in (((3, 4), (1, 1)), ((3, 2), (1, 3)), ((3,), (-1,)), ((3, 3), (1,))):
         with pytest.raises(InputError):
             StepSequence(3, drafted, accepted)
+
+
+def test_step_counts_are_checked_as_the_plain_comparisons_do():
+    """StepSequence's check (bytes for tuples of small counts) against min, max and a map, on
+    counts around every edge: negative, above γ, above 255, accepted just above drafted."""
+    from acceptance.errors import InputError
+
+    def plain(gamma, drafted, accepted):
+        return not drafted or not (min(accepted) < 0 or max(drafted) > gamma
+                                   or any(a > d for a, d in zip(accepted, drafted)))
+
+    rng = np.random.default_rng(11)
+    values = [-1, 0, 1, 2, 3, 5, 6, 7, 126, 127, 128, 129, 255, 256, 300]
+    for _ in range(20000):
+        gamma = int(rng.choice([0, 1, 3, 5, 7, 126, 127, 128, 200, 300]))
+        n = int(rng.integers(0, 9))
+        drafted = tuple(int(v) for v in rng.choice(values + [gamma] * 4, n))
+        accepted = tuple(int(min(d, v)) if rng.random() < 0.8 else int(v) for d, v in zip(drafted, rng.choice(values, n)))
+        for d, a in ((drafted, accepted), (list(drafted), list(accepted)), (drafted, list(accepted))):
+            if plain(gamma, drafted, accepted):
+                StepSequence(gamma, d, a)
+            else:
+                with pytest.raises(InputError):
+                    StepSequence(gamma, d, a)
+
+
+def test_the_store_reads_each_rows_steps_back(tmp_path):
+    """ingested_step_sequences: every row's (drafted, accepted) as stored, in time order, with
+    counts that pass as bytes and counts that do not (γ 300), empty steps; None when a row of
+    the γ has none."""
+    from acceptance.counts import SpecCounts
+    from acceptance.store import IngestedRow, Store
+
+    def row(t, gamma, drafted, accepted, key):
+        counts = SpecCounts(len(drafted or ()), sum(drafted or ()), sum(accepted or ()), tuple([0] * gamma))
+        return IngestedRow(t, counts, key, steps=None if drafted is None else (tuple(drafted), tuple(accepted)))
+
+    small = [((3, 3, 1), (3, 0, 1)), ((), ()), ((2,), (2,)), ((3, 3), (1, 2))]
+    large = [((300, 299, 7), (256, 0, 7)), ((1,), (0,))]
+    with Store.open(tmp_path / "s.db") as store:
+        store.ingest("r", "per-request", [row(100.0 + i, 3, d, a, f"s{i}") for i, (d, a) in enumerate(small)])
+        store.ingest("r", "per-request", [row(100.0 + i, 300, d, a, f"l{i}") for i, (d, a) in enumerate(large)])
+        assert store.ingested_step_sequences("r", "per-request", 3, 0.0, 200.0) == small
+        assert store.ingested_step_sequences("r", "per-request", 300, 0.0, 200.0) == large
+        assert store.ingested_step_sequences("r", "per-request", 3, 101.5, 200.0) == small[2:]
+        assert store.ingested_step_sequences("r", "per-request", 3, 200.0, 300.0) is None
+        store.ingest("r", "per-request", [row(150.0, 3, None, None, "none")])
+        assert store.ingested_step_sequences("r", "per-request", 3, 0.0, 200.0) is None
