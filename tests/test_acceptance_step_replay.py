@@ -392,3 +392,75 @@ def test_the_store_reads_each_rows_steps_back(tmp_path):
         assert store.ingested_step_sequences("r", "per-request", 3, 200.0, 300.0) is None
         store.ingest("r", "per-request", [row(150.0, 3, None, None, "none")])
         assert store.ingested_step_sequences("r", "per-request", 3, 0.0, 200.0) is None
+
+
+def reference_store_reads(conn, gamma: int) -> dict:
+    """The per-request reads as they were, one row at a time (acceptance/store/ingest.py
+    before the rows were decoded at once), on the route "r"'s window (0, 1e9]."""
+    from acceptance.store.codecs import _unpack
+
+    args = ("r", "per-request", gamma, 0.0, 1e9)
+    total = tokens = 0.0
+    for itl, blob, decode in conn.execute(
+            "SELECT mean_itl_s, counts, decode_tokens FROM ingested WHERE route = ? AND source = ? AND gamma = ?"
+            " AND time > ? AND time <= ? AND mean_itl_s IS NOT NULL", args):
+        decode = float(decode) if decode is not None else float(_unpack(blob)[0] + _unpack(blob)[2])
+        total += float(itl) * decode
+        tokens += decode
+    per_pos = np.zeros(gamma)
+    for (blob,) in conn.execute("SELECT draft_per_pos FROM ingested WHERE route = ? AND source = ? AND gamma = ?"
+                                " AND time > ? AND time <= ?", args):
+        per_pos += _unpack(blob)
+    n = d = a = 0.0
+    known = True
+    for blob, decode in conn.execute("SELECT counts, decode_tokens FROM ingested WHERE route = ? AND source = ?"
+                                     " AND gamma = ? AND time > ? AND time <= ?", args):
+        if decode is None:
+            known = False
+            break
+        counts = _unpack(blob)
+        n, d, a = n + float(decode), d + float(counts[0]), a + float(counts[2])
+    timing = conn.execute("SELECT mean_itl_s, decode_tokens, time, counts FROM ingested WHERE route = ? AND source = ?"
+                          " AND gamma = ? AND time > ? AND time <= ? ORDER BY time, id", args).fetchall()
+    return {"itl": (total, tokens), "per_pos": tuple(float(x) for x in per_pos), "decode": (n, d, a) if known else None,
+            "request_itl": [np.nan if r[0] is None else float(r[0]) for r in timing],
+            "request_decode": [np.nan if r[1] is None else float(r[1]) for r in timing],
+            "times": [r[2] for r in timing], "counts": np.vstack([_unpack(r[3]) for r in timing])}
+
+
+def test_the_store_sums_a_routes_rows_as_a_running_total(tmp_path):
+    """The per-request reads that sum or stack every row (the window of a replayed route): the
+    same floats as adding the rows one by one, fractions and missing values included."""
+    from acceptance.counts import SpecCounts
+    from acceptance.store import IngestedRow, Store
+
+    rng = np.random.default_rng(3)
+
+    def rows(n, missing_tokens):
+        out = []
+        for i in range(n):
+            gamma = 3 if i % 7 else 5
+            counts = SpecCounts(*(rng.random(2) * 50), rng.random() * 40, tuple(rng.random(gamma) * 9),
+                                tuple(rng.random(gamma) * 10))
+            out.append(IngestedRow(100.0 + 1000 * rng.random(), counts, f"k{i}",
+                                   mean_itl_s=None if i % 11 == 0 else rng.random(),
+                                   decode_tokens=None if missing_tokens and i % 13 == 0 else int(rng.integers(1, 900))))
+        return out
+
+    for name, missing in (("some.db", True), ("all.db", False)):
+        with Store.open(tmp_path / name) as store:
+            store.ingest("r", "per-request", rows(500, missing))
+            intervals = store.ingested_intervals("r", "per-request", 0.0, 1e9)
+            for gamma in (3, 5):
+                expected = reference_store_reads(store.conn, gamma)
+                assert store.ingested_itl("r", "per-request", gamma, 0.0, 1e9) == expected["itl"]
+                assert store.ingested_draft_tokens_per_position("r", "per-request", gamma, 0.0, 1e9) == expected["per_pos"]
+                assert store.ingested_decode_tokens("r", "per-request", gamma, 0.0, 1e9) == expected["decode"]
+                itl, decode = store.ingested_request_timing("r", "per-request", gamma, 0.0, 1e9)
+                np.testing.assert_array_equal(itl, expected["request_itl"])
+                np.testing.assert_array_equal(decode, expected["request_decode"])
+                np.testing.assert_array_equal(intervals[gamma].counts, expected["counts"])
+                np.testing.assert_array_equal(intervals[gamma].start, expected["times"])
+                np.testing.assert_array_equal(intervals[gamma].end, expected["times"])
+            assert sorted(intervals) == [3, 5]
+            assert (store.ingested_decode_tokens("r", "per-request", 3, 0.0, 1e9) is None) == missing

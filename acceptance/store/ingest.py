@@ -73,30 +73,32 @@ class _Ingested:
     def ingested_intervals(self, route: str, source: str, start: float, end: float) -> dict[int, IntervalCounts]:
         """γ → one row per ingested request (or logged interval) with time in (start, end],
         in time order; start = end = the row's time."""
-        rows: dict[int, list[tuple[float, np.ndarray]]] = {}
-        for t, gamma, blob in self.conn.execute(
-                "SELECT time, gamma, counts FROM ingested WHERE route = ? AND source = ? AND time > ? AND time <= ?"
-                " ORDER BY time, id", (route, source, float(start), float(end))):
-            rows.setdefault(int(gamma), []).append((float(t), _unpack(blob)))
+        rows = self.conn.execute(
+            "SELECT time, gamma, counts FROM ingested WHERE route = ? AND source = ? AND time > ? AND time <= ?"
+            " ORDER BY time, id", (route, source, float(start), float(end))).fetchall()
+        if not rows:
+            return {}
+        time_col, gamma_col, blobs = zip(*rows)
+        all_times = np.array(time_col, dtype=float)
+        gammas = np.array(gamma_col, dtype=np.int64)
         out = {}
-        for gamma, items in sorted(rows.items()):
-            times = np.array([t for t, _ in items])
-            out[gamma] = IntervalCounts(gamma, times, times.copy(), np.vstack([v for _, v in items]))
+        for gamma in np.unique(gammas).tolist():
+            at = np.flatnonzero(gammas == gamma)
+            times = all_times[at]
+            out[gamma] = IntervalCounts(gamma, times, times.copy(), _count_rows([blobs[i] for i in at.tolist()]))
         return out
 
     def ingested_draft_tokens_per_position(self, route: str, source: str, gamma: int, start: float, end: float
                                            ) -> tuple[float, ...] | None:
         """Σ R_k (drafts that reached position k) over the ingested rows of γ with time in
         (start, end], when every one of them carries R_k (per-request ``detailed``); else None."""
-        total, rows = np.zeros(gamma), 0
-        for (blob,) in self.conn.execute(
-                "SELECT draft_per_pos FROM ingested WHERE route = ? AND source = ? AND gamma = ? AND time > ?"
-                " AND time <= ?", (route, source, int(gamma), float(start), float(end))):
-            if blob is None:
-                return None
-            total += _unpack(blob)
-            rows += 1
-        return tuple(float(x) for x in total) if rows else None
+        blobs = [blob for (blob,) in self.conn.execute(
+            "SELECT draft_per_pos FROM ingested WHERE route = ? AND source = ? AND gamma = ? AND time > ?"
+            " AND time <= ?", (route, source, int(gamma), float(start), float(end)))]
+        if not blobs or None in blobs:
+            return None
+        total = np.zeros(gamma) + _running_sum(_count_rows(blobs))
+        return tuple(float(x) for x in total)
 
     def ingested_itl(self, route: str, source: str, gamma: int, start: float, end: float) -> tuple[float, float]:
         """(Σ mean ITL × tokens, Σ tokens) over the rows of one γ that report a mean
@@ -104,15 +106,16 @@ class _Ingested:
         (vllm/entrypoints/generate/base/serving.py, 0.32 and 0.33): a time per output token,
         so the requests' means are weighted by their decode tokens (tokens − 1) — where a row
         does not know them, by the D + A tokens its drafted steps emitted."""
-        total = tokens = 0.0
-        for itl, blob, decode in self.conn.execute(
-                "SELECT mean_itl_s, counts, decode_tokens FROM ingested WHERE route = ? AND source = ? AND gamma = ?"
-                " AND time > ? AND time <= ? AND mean_itl_s IS NOT NULL",
-                (route, source, int(gamma), float(start), float(end))):
-            decode = _decode_tokens(blob, decode)
-            total += float(itl) * decode
-            tokens += decode
-        return total, tokens
+        rows = self.conn.execute(
+            "SELECT mean_itl_s, counts, decode_tokens FROM ingested WHERE route = ? AND source = ? AND gamma = ?"
+            " AND time > ? AND time <= ? AND mean_itl_s IS NOT NULL",
+            (route, source, int(gamma), float(start), float(end))).fetchall()
+        if not rows:
+            return 0.0, 0.0
+        itl = np.array([row[0] for row in rows], dtype=float)
+        decode = np.array([_decode_tokens(blob, tokens) if tokens is None else tokens for _, blob, tokens in rows],
+                          dtype=float)
+        return float(_running_sum(itl * decode)), float(_running_sum(decode))
 
     def ingested_request_spans(self, routes, source: str, start: float, end: float) -> dict[str, np.ndarray]:
         """Every row of ``routes`` with time in (start, end] that reports its mean ITL, in time
@@ -163,28 +166,27 @@ class _Ingested:
                                 ) -> tuple[np.ndarray, np.ndarray]:
         """(mean ITL in seconds, decode tokens) of each row of γ with time in (start, end], in
         the rows' order (ingested_intervals); NaN where a row does not report it."""
-        itl, decode = [], []
-        for mean_itl, tokens in self.conn.execute(
-                "SELECT mean_itl_s, decode_tokens FROM ingested WHERE route = ? AND source = ? AND gamma = ? AND time > ?"
-                " AND time <= ? ORDER BY time, id", (route, source, int(gamma), float(start), float(end))):
-            itl.append(np.nan if mean_itl is None else float(mean_itl))
-            decode.append(np.nan if tokens is None else float(tokens))
-        return np.array(itl, dtype=float), np.array(decode, dtype=float)
+        rows = self.conn.execute(
+            "SELECT mean_itl_s, decode_tokens FROM ingested WHERE route = ? AND source = ? AND gamma = ? AND time > ?"
+            " AND time <= ? ORDER BY time, id", (route, source, int(gamma), float(start), float(end))).fetchall()
+        both = np.array(rows, dtype=float).reshape(len(rows), 2)  # NULL → NaN
+        return both[:, 0].copy(), both[:, 1].copy()
 
     def ingested_decode_tokens(self, route: str, source: str, gamma: int, start: float, end: float
                                ) -> tuple[float, float, float] | None:
         """(Σ decode tokens N, Σ drafts D, Σ accepted A) over the rows of one γ with time in
         (start, end], when every one of them knows its decode tokens; else None."""
-        n = d = a = 0.0
-        rows = 0
-        for blob, decode in self.conn.execute(
-                "SELECT counts, decode_tokens FROM ingested WHERE route = ? AND source = ? AND gamma = ? AND time > ?"
-                " AND time <= ?", (route, source, int(gamma), float(start), float(end))):
-            if decode is None:
-                return None
-            counts = _unpack(blob)
-            n, d, a, rows = n + float(decode), d + float(counts[0]), a + float(counts[2]), rows + 1
-        return (n, d, a) if rows else None
+        rows = self.conn.execute(
+            "SELECT counts, decode_tokens FROM ingested WHERE route = ? AND source = ? AND gamma = ? AND time > ?"
+            " AND time <= ?", (route, source, int(gamma), float(start), float(end))).fetchall()
+        if not rows:
+            return None
+        blobs, decode = zip(*rows)
+        if None in decode:
+            return None
+        counts = _count_rows(list(blobs))
+        n, d, a = _running_sum(np.column_stack([np.array(decode, dtype=float), counts[:, 0], counts[:, 2]]))
+        return float(n), float(d), float(a)
 
 
 def _decode_tokens(counts_blob: bytes, decode_tokens) -> float:
@@ -211,3 +213,18 @@ def _step_pairs(blobs: list[bytes]) -> list[tuple[tuple[int, ...], tuple[int, ..
         out.append((tuple(flat[at:mid]), tuple(flat[mid:end])))
         at = end
     return out
+
+
+def _count_rows(blobs: list[bytes]) -> np.ndarray:
+    """The rows' packed float64 vectors as one (rows, width) array: decoded at once where they
+    are all as wide (a route's rows of one γ), else stacked one by one."""
+    width = len(blobs[0]) if blobs else 0
+    if blobs and width and all(len(blob) == width for blob in blobs):
+        return np.frombuffer(b"".join(blobs), dtype=np.float64).reshape(len(blobs), width // 8).copy()
+    return np.vstack([_unpack(blob) for blob in blobs])
+
+
+def _running_sum(values: np.ndarray) -> np.ndarray:
+    """Σ over the first axis, added in row order as a running total (np.add.accumulate, not
+    numpy's pairwise sum): the same floats as adding the rows one by one in a loop."""
+    return np.add.accumulate(values, axis=0)[-1]
