@@ -129,7 +129,7 @@ def _open_store(config, db: str | None):
 
 
 def cmd_collect(args) -> int:
-    from acceptance.collector import run_collector
+    from acceptance.store.writer_lock import claim_writer
 
     from .config import load_config
 
@@ -138,6 +138,26 @@ def cmd_collect(args) -> int:
     if not targets:
         raise UsageError(f"{config.path}: no route has targets to scrape (add targets = [...] under [routes.NAME])")
     interval = args.interval or config.collect_interval_s
+    # one collector per store, claimed before the store is opened (a second one would double its deltas)
+    writer = claim_writer(config.store_path_for(args.db), "specdec collect")
+    try:
+        answered = _collect_into(args, config, targets, interval)
+    finally:
+        writer.release()
+    if answered["ok"] == 0 and answered["first_error"]:
+        raise NothingAnswered(f"no target answered ({len(targets)} tried); first: {answered['first_error']}")
+    if args.once:
+        print("baseline laid: a window needs a second scrape (run collect again, or without --once)", file=sys.stderr)
+    print(f"collected {answered['cycles']} cycle(s): {answered['ok']} of {answered['scrapes']} scrapes answered, "
+          f"stored in {config.store_path_for(args.db)}; then: tune-gamma --route "
+          f"{next(name for name, route in config.routes.items() if route.targets)}")
+    return 0
+
+
+def _collect_into(args, config, targets: list[str], interval: float) -> dict:
+    """The collector's run into the store (and the gauges, with --serve): what answered."""
+    from acceptance.collector import run_collector
+
     store = _open_store(config, args.db)
     print(f"collecting {len(targets)} target(s) every {interval:g}s into {config.store_path_for(args.db)}", file=sys.stderr)
 
@@ -172,14 +192,7 @@ def cmd_collect(args) -> int:
         )
     finally:
         store.close()
-    if answered["ok"] == 0 and answered["first_error"]:
-        raise NothingAnswered(f"no target answered ({len(targets)} tried); first: {answered['first_error']}")
-    if args.once:
-        print("baseline laid: a window needs a second scrape (run collect again, or without --once)", file=sys.stderr)
-    print(f"collected {answered['cycles']} cycle(s): {answered['ok']} of {answered['scrapes']} scrapes answered, "
-          f"stored in {config.store_path_for(args.db)}; then: tune-gamma --route "
-          f"{next(name for name, route in config.routes.items() if route.targets)}")
-    return 0
+    return answered
 
 
 def _refresh_gauges(gauges, config, store, window_s: float) -> None:

