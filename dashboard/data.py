@@ -54,9 +54,6 @@ DASHBOARD_WORDING = (
 # collector has stopped, or the target is gone, and what the store says of it is old news.
 # A few intervals, not one: a cycle that is being written, or one slow scrape, is not staleness.
 STALE_AFTER_INTERVALS = 3
-# The decisions that have the fleet run the recommended γ; any other (keep) runs the deployed one.
-# The collect interval when there is no config to read it from (specdec.config's default).
-DEFAULT_COLLECT_INTERVAL_S = 15.0
 
 
 def clock_now() -> float:
@@ -72,23 +69,11 @@ def is_stale(last_ok_time: float | None, now: float, collect_interval_s: float) 
     return now - last_ok_time > STALE_AFTER_INTERVALS * collect_interval_s
 
 
-def gamma_to_deploy(rec) -> int:
-    """The γ a decision has the fleet run (model.decision.gamma_to_deploy): ``rec`` a
-    model.recommend.Recommendation or a model.shared_deployment.DeploymentRecommendation."""
-    return rec.gamma_to_deploy
-
-
 def best_expected_gamma(rec) -> int:
     """The γ with the best expected speedup: the farther one when the decision takes a nearer
     sure step, else the recommended γ (the candidates table's 'best expected')."""
     farther = getattr(rec, "expected_best_gamma", None)
     return rec.recommended_gamma if farther is None else farther
-
-
-def drift_tested(drift) -> bool:
-    """Whether the window's drift test ran (acceptance.estimates.Drift.tested; drift None:
-    acceptance.route_estimate does not test windows under MIN_ROWS_FOR_DRIFT rows)."""
-    return drift is not None and drift.tested
 
 
 def dashboard_wording(message: str, end_mode: str | None = None) -> str:
@@ -176,7 +161,9 @@ class FleetView:
     @property
     def collect_interval_s(self) -> float:
         """The config's [collect] interval: what a target's last scrape is judged stale against."""
-        return self.config.collect_interval_s if self.config is not None else DEFAULT_COLLECT_INTERVAL_S
+        from specdec.config import Config  # imported for typing only at the top
+
+        return (self.config or Config).collect_interval_s  # no config: the class's default
 
 
 def app_args(argv: list[str]):

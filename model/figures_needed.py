@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 from .anchor import DEFAULT, Anchor
+from .decision import DEPLOYING_DECISIONS
 from .deployment import Deployment
 from .drafters import FREE, drafter_for
 
@@ -107,33 +108,39 @@ def gated(rec, deployment: Deployment):
     the deployed γ by more than its tolerance (``model_error_warning``) prices step times the
     engines do not have: its gains are as far off as the miss."""
     needed = figures_needed(deployment, rec.anchor)
-    if rec.model_error_warning and rec.decision in ("change", "off", "probe"):
-        return replace(rec, decision=UNDECIDED, recommended_gamma=rec.deployed_gamma,
-                       expected_best_gamma=rec.recommended_gamma, gain=None, probe=None, schedule=None,
-                       vllm_speculative_config=None, vllm_command_line=None, figures_needed=needed,
-                       probability_best=_candidate(rec, rec.deployed_gamma).probability_best,
-                       decision_reason=f"{rec.model_error_warning}. On this model the tool would run gamma "
+    if rec.model_error_warning and rec.decision in DEPLOYING_DECISIONS:
+        return _undecided(rec, needed, f"{rec.model_error_warning}. On this model the tool would run gamma "
                                        f"{rec.recommended_gamma}: a what-if, not a decision")
     if not needed:
         return rec
     keys = ", ".join(n.key for n in needed)
-    if any(n.key == "method" for n in needed):
-        rec = replace(rec, replay_config=None)  # its benchmark config would name the default drafter too
-    if rec.decision in ("change", "off", "probe"):
+    if names_default_drafter(needed):  # no config, deployable or benchmark, names a default drafter
+        rec = replace(rec, replay_config=None, vllm_speculative_config=None, vllm_command_line=None)
+    if rec.decision in DEPLOYING_DECISIONS:
         what_if = "turn speculation off" if rec.recommended_gamma == 0 else f"run gamma {rec.recommended_gamma}"
         gain = f" ({rec.gain})" if rec.gain is not None else ""
-        return replace(rec, decision=UNDECIDED, recommended_gamma=rec.deployed_gamma,
-                       probability_best=_candidate(rec, rec.deployed_gamma).probability_best,
-                       expected_best_gamma=rec.recommended_gamma, gain=None, probe=None, schedule=None,
-                       vllm_speculative_config=None, vllm_command_line=None, figures_needed=needed,
-                       decision_reason=f"the pricing rests on default figures ({keys}): set them for your engine. "
-                                       f"On the defaults the tool would {what_if}{gain}: a what-if, not a decision")
-    reason = f"{rec.decision_reason}; priced on default figures ({keys}), which could change it"
-    if any(n.key == "method" for n in needed):
-        return replace(rec, decision_reason=reason, figures_needed=needed, vllm_speculative_config=None,
-                       vllm_command_line=None)
-    return replace(rec, decision_reason=reason, figures_needed=needed)
+        return _undecided(rec, needed, on_defaults(needed, f"the tool would {what_if}{gain}"))
+    return replace(rec, decision_reason=f"{rec.decision_reason}; priced on default figures ({keys}), which could "
+                                        f"change it", figures_needed=needed)
 
 
-def _candidate(rec, gamma: int):
-    return next(c for c in rec.candidates if c.gamma == gamma)
+def names_default_drafter(needed: list[FigureNeeded]) -> bool:
+    """Whether the drafter itself is a default: then no config may name it."""
+    return any(n.key == "method" for n in needed)
+
+
+def on_defaults(needed: list[FigureNeeded], what_if: str) -> str:
+    """The reason of an answer withheld for ``needed``: what to set, and what the defaults
+    would have done (``what_if``), named as a what-if."""
+    return (f"the pricing rests on default figures ({', '.join(n.key for n in needed)}): set them for your engine. "
+            f"On the defaults {what_if}: a what-if, not a decision")
+
+
+def _undecided(rec, needed: list[FigureNeeded], reason: str):
+    """``rec`` withheld: the fleet keeps its γ, the γ it would have run named as the expected
+    best, nothing to deploy or probe."""
+    deployed = next(c for c in rec.candidates if c.gamma == rec.deployed_gamma)
+    return replace(rec, decision=UNDECIDED, recommended_gamma=rec.deployed_gamma,
+                   expected_best_gamma=rec.recommended_gamma, gain=None, probe=None, schedule=None,
+                   vllm_speculative_config=None, vllm_command_line=None, figures_needed=needed,
+                   probability_best=deployed.probability_best, decision_reason=reason)

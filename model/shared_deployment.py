@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .decision import Gain, Verdict, decide, gain_of, gamma_to_deploy
-from .figures_needed import UNDECIDED
+from .figures_needed import UNDECIDED, names_default_drafter, on_defaults
 from .deployment import PERCENTILE_OBJECTIVES, Deployment, ModelInputError
 from .recommend import Recommendation
 from .vllm_config import command_line, speculative_config
@@ -163,14 +163,12 @@ def recommend_deployment(name: str, shares: list[RouteShare], deployment: Deploy
         allowed=bool(allowed[i])) for i in range(len(joint_point)))
     needed = recs[0].figures_needed
     if needed and verdict.decision in ("change", "off"):
-        verdict = Verdict(UNDECIDED, f"the pricing rests on default figures ({', '.join(n.key for n in needed)}): "
-                                     f"set them for your engine. On the defaults the joint best is gamma {rec}: a "
-                                     f"what-if, not a decision")
+        verdict = Verdict(UNDECIDED, on_defaults(needed, f"the joint best is gamma {rec}"))
     final = gamma_to_deploy(verdict.decision, rec, deployed)
     split = tuple(_split(s, final, rec, level) for s in shares)
     own = [own_gamma(r) for r in recs]
     spec_cfg = speculative_config(deployment, final)
-    deployable = not any(n.key == "method" for n in needed) and verdict.decision != UNDECIDED
+    deployable = not names_default_drafter(needed) and verdict.decision != UNDECIDED
     return DeploymentRecommendation(
         name=name, routes=tuple(s.route for s in shares),
         token_shares={s.route: float(w) for s, w in zip(shares, weights)},

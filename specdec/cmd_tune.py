@@ -32,7 +32,7 @@ def cmd_tune_gamma(args) -> int:
         raise UsageError(f"give only one of --route, --deployment or --survival (got {' and '.join(given)})")
     refuse_ignored(args)
     flags = figure_flags(args)
-    args.window = DEFAULT_WINDOW_S if args.window is None else args.window
+    args.window = pipeline.DEFAULT_WINDOW_S if args.window is None else args.window
     if args.deployment is not None:
         return _tune_deployment(args, flags)
     if args.survival is not None:
@@ -108,7 +108,6 @@ def _tune_deployment(args, flags: dict) -> int:
     return 0
 
 
-DEFAULT_WINDOW_S = 3600.0
 DEAD_CYCLES = 3  # a live window stops early when no target answered its first cycles
 
 FLAG_ALIASES = {"baseline_tokens_per_second": ("--baseline-tps",)}
@@ -124,9 +123,7 @@ def figure_value(text: str):
     → a string); Deployment.from_mapping then checks it as it checks the config's."""
     import tomllib
 
-    for candidate in (text, f"[{text}]" if "," in text and not text.startswith("[") else None):
-        if candidate is None:
-            continue
+    for candidate in [text] + ([f"[{text}]"] if "," in text and not text.startswith("[") else []):
         try:
             return tomllib.loads(f"v = {candidate}")["v"]
         except tomllib.TOMLDecodeError:

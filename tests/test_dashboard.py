@@ -119,9 +119,9 @@ def test_overview_shows_each_routes_tuning(monkeypatch, demo_config):
         assert row["γ deployed"] == e.gamma
         assert row["mean acceptance length"] == text.estimate(e.mean_acceptance_length, 3)
         assert row["equivalent p"] == text.estimate(e.equivalent_p, 3)
-        assert row["γ to deploy"] == data.gamma_to_deploy(rec)
+        assert row["γ to deploy"] == rec.gamma_to_deploy
         assert row["decision"].startswith(rec.decision)
-        deploys = rec.candidates[data.gamma_to_deploy(rec)]
+        deploys = rec.candidates[rec.gamma_to_deploy]
         assert row["speedup at γ to deploy"] == text.speedup(deploys.speedup, deploys.speedup_low, deploys.speedup_high)
         deployed = rec.candidates[rec.deployed_gamma]
         assert row["speedup at deployed γ"] == text.speedup(deployed.speedup, deployed.speedup_low, deployed.speedup_high)
@@ -294,9 +294,9 @@ def test_overview_shows_a_shared_deployment_s_joint_gamma_and_splitting_gains(mo
     frames = [d.value for d in at.dataframe]
     deployments = next(f for f in frames if "joint γ" in f.columns).set_index("deployment")
     row = deployments.loc["pool"]
-    assert row["joint γ"] == data.gamma_to_deploy(joint)  # what the deployment is to run
+    assert row["joint γ"] == joint.gamma_to_deploy  # what the deployment is to run
     assert row["decision"].startswith(joint.decision)
-    deploys = {c.gamma: c for c in joint.candidates}[data.gamma_to_deploy(joint)]
+    deploys = {c.gamma: c for c in joint.candidates}[joint.gamma_to_deploy]
     assert row["speedup at joint γ"] == text.speedup(deploys.speedup, deploys.speedup_low, deploys.speedup_high)
     assert row["routes"] == ", ".join(f"{r} ({text.percent(joint.token_shares[r])} of tokens)" for r in joint.routes)
     split = next(f for f in frames if "gain of splitting it off" in f.columns).set_index("route")

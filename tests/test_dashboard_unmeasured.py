@@ -134,7 +134,7 @@ def test_drift_test_that_could_not_run_is_not_tested(monkeypatch, tmp_path, cloc
     curves = texts(run_page(monkeypatch, config, "curves"))
     assert "Drift: not tested — too few intervals with drafts (0 recent, 7 earlier; need 3 each)." in curves
     drift = tuned(config, "idle").drift
-    assert drift is not None and not drift.detected and not data.drift_tested(drift)
+    assert drift is not None and not drift.detected and not drift.tested
 
 
 def test_a_tested_window_still_reads_no(monkeypatch, tmp_path, clock):
@@ -143,7 +143,7 @@ def test_a_tested_window_still_reads_no(monkeypatch, tmp_path, clock):
     assert at.dataframe[0].value.set_index("route").loc["steady", "drift"] == "no"
     drift = tuned(config, "steady").drift
     assert any(c.startswith(f"Drift: {drift.message}") for c in texts(run_page(monkeypatch, config, "curves")))
-    assert data.drift_tested(drift) and not drift.detected
+    assert drift.tested and not drift.detected
 
 
 # ----------------------------------------------------------------------------- no interval
@@ -291,7 +291,7 @@ def test_a_change_deploys_the_recommended_gamma(monkeypatch, tmp_path, clock):
     row = run_page(monkeypatch, config, "overview").dataframe[1].value.set_index("route").loc["moved"]
     assert (row["decision"], row["γ to deploy"]) == ("change γ 3 → 7", 7)
     rec = tuned(config, "moved").recommendation
-    assert rec.decision == "change" and data.gamma_to_deploy(rec) == rec.recommended_gamma == 7
+    assert rec.decision == "change" and rec.gamma_to_deploy == rec.recommended_gamma == 7
 
 
 # ----------------------------------------------------------------------------- specialized share

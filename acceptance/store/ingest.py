@@ -113,8 +113,7 @@ class _Ingested:
         if not rows:
             return 0.0, 0.0
         itl = np.array([row[0] for row in rows], dtype=float)
-        decode = np.array([_decode_tokens(blob, tokens) if tokens is None else tokens for _, blob, tokens in rows],
-                          dtype=float)
+        decode = np.array([_decode_tokens(blob, tokens) for _, blob, tokens in rows], dtype=float)
         return float(_running_sum(itl * decode)), float(_running_sum(decode))
 
     def ingested_request_spans(self, routes, source: str, start: float, end: float) -> dict[str, np.ndarray]:

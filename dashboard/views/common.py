@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from .. import data, text
-from ..data import END_AT_NEWEST, STALE_AFTER_INTERVALS, FleetView, age_text, best_expected_gamma, gamma_to_deploy
+from ..data import END_AT_NEWEST, STALE_AFTER_INTERVALS, FleetView, age_text, best_expected_gamma
 
 # An alert's icon given as none: Streamlit otherwise looks for a leading emoji in a body
 # that is not ASCII (γ, —), and its first look compiles an emoji catalogue (about 0.1 s of
@@ -58,7 +58,7 @@ def drift_cell(tuning) -> str:
     drift = tuning.drift
     if drift is None:
         return f"not tested (< {MIN_ROWS_FOR_DRIFT} {_drift_unit(tuning)})"
-    if not data.drift_tested(drift):
+    if not drift.tested:
         return "not tested (too few drafts)"
     return "yes (below)" if drift.detected else "no"
 
@@ -72,7 +72,7 @@ def drift_sentence(tuning) -> str:
         n = tuning.estimate.n_intervals
         return (f"Drift: not tested — the window holds {n} {_drift_unit(tuning)}, the test needs "
                 f"{MIN_ROWS_FOR_DRIFT} or more.")
-    if not data.drift_tested(drift):
+    if not drift.tested:
         return f"Drift: not tested — {drift.message.removeprefix('no drift test: ')}."
     return f"Drift: {drift.message}."
 
@@ -82,7 +82,7 @@ def decision_summary(rec) -> str:
     'keep γ=7 (best γ=5, not sure enough to change)', 'change γ 7 → 3', 'off (γ 7 → 0)',
     'probe γ=7 on 1 engine(s), γ=5 on the others'; a decision that deploys nothing names
     the γ that keeps running. Short: it is a table's cell."""
-    deploys, best = gamma_to_deploy(rec), best_expected_gamma(rec)
+    deploys, best = rec.gamma_to_deploy, best_expected_gamma(rec)
     if rec.decision == "keep":
         head = f"keep γ={deploys}"
     elif rec.decision == "off":

@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from .. import data, text
-from ..data import FleetView, RouteView, age_text, gamma_to_deploy
+from ..data import FleetView, RouteView, age_text
 from .common import (NO_ICON, decision_summary, drift_cell, open_page, scrape_age, stale_rule, untuned)
 
 # Targets named one by one in the staleness warning; past these, a count.
@@ -79,7 +79,7 @@ def decision_row(rv: RouteView, specialized_column: bool = False) -> dict:
     """What the route's decision deploys (a keep: the deployed γ, whatever looks better),
     and the speedups behind it; the specialized share when some route runs that path."""
     rec = rv.tuning.recommendation
-    deploys = rec.candidates[gamma_to_deploy(rec)]
+    deploys = rec.candidates[rec.gamma_to_deploy]
     deployed = rec.candidates[rec.deployed_gamma]
     row = {
         "route": rv.route,
@@ -110,7 +110,7 @@ def intervals_caption(views: list[RouteView]) -> str:
 def deployment_rows(joint) -> tuple[dict, list[dict]]:
     """A shared deployment (specdec.deployment_tuning.DeploymentTuning): its row, and one row per route."""
     rec = joint.recommendation
-    deploys = {c.gamma: c for c in rec.candidates}[gamma_to_deploy(rec)]
+    deploys = {c.gamma: c for c in rec.candidates}[rec.gamma_to_deploy]
     whole = rec.gain_of_splitting
     row = {
         "deployment": rec.name,
@@ -182,7 +182,7 @@ def render(fleet: FleetView) -> None:
                 title=f"Mean acceptance length ({al_intervals})", y_title="tokens per verify step",
                 baseline=1.0), key="overview_al")
         with right:
-            deploys = [rv.tuning.recommendation.candidates[gamma_to_deploy(rv.tuning.recommendation)] for rv in views]
+            deploys = [rv.tuning.recommendation.candidates[rv.tuning.recommendation.gamma_to_deploy] for rv in views]
             bare = [n for n, c in zip(names, deploys) if not text.interval(c.speedup_low, c.speedup_high)]
             st.plotly_chart(charts.route_bars(
                 [f"{n} (γ={c.gamma})" for n, c in zip(names, deploys)], [c.speedup for c in deploys],

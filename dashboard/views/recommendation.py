@@ -13,14 +13,14 @@ from model.route import more_drafts_sentence
 from specdec.report import json_document, probe_segment_line, tuning_to_dict
 
 from .. import text
-from ..data import FleetView, best_expected_gamma, gamma_to_deploy
+from ..data import FleetView, best_expected_gamma
 from .common import drift_sentence, open_page, route_picker
 
 
 def candidate_rows(rec) -> list[dict]:
     """One row per γ; 'deploy' marks the γ the decision has the fleet run (a keep: the
     deployed one), 'best expected' the one with the best expected speedup."""
-    deploys, best = gamma_to_deploy(rec), best_expected_gamma(rec)
+    deploys, best = rec.gamma_to_deploy, best_expected_gamma(rec)
     return [{
         "γ": c.gamma,
         "speedup": text.speedup(c.speedup, c.speedup_low, c.speedup_high),
@@ -54,7 +54,7 @@ def decision_text(rec) -> str:
         return (f"Probe γ={rec.probe.gamma} on {rec.probe.engines} engine(s) for about {rec.probe.drafts_needed:,} "
                 f"drafts (about {text.approximate(rec.probe.duration_s)}); {fleet} on the others")
     if rec.decision != "keep":  # a decision that deploys nothing: its reason says why
-        return f"{rec.decision.capitalize()}: the fleet keeps γ={gamma_to_deploy(rec)}"
+        return f"{rec.decision.capitalize()}: the fleet keeps γ={rec.gamma_to_deploy}"
     if rec.recommended_gamma != rec.deployed_gamma:
         return f"Keep γ={rec.deployed_gamma} (γ={rec.recommended_gamma} looks better but not surely enough{gain})"
     return f"Keep γ={rec.deployed_gamma}"
@@ -116,10 +116,10 @@ def render(fleet: FleetView) -> None:
     st.subheader("vLLM config to deploy")
     if rec.vllm_speculative_config is not None:
         st.code(json.dumps(rec.vllm_speculative_config, indent=2), language="json", wrap_lines=True)
-    elif gamma_to_deploy(rec) == 0:
+    elif rec.gamma_to_deploy == 0:
         st.markdown("Speculation off: start vLLM without `--speculative-config`.")
     else:  # a decision that deploys nothing (its reason says why): the fleet keeps what it runs
-        st.markdown(f"No config to deploy: the fleet keeps γ={gamma_to_deploy(rec)} ({rec.decision}).")
+        st.markdown(f"No config to deploy: the fleet keeps γ={rec.gamma_to_deploy} ({rec.decision}).")
     if rec.figures_needed:  # the defaults the answer rests on: the keys to set, and what each changes
         st.markdown("**Priced on defaults** — set these for your engine (the config's `[deployment]` or the "
                     "route's table):\n" + "\n".join(f"- `{f.key}` (priced at the default {f.default}): {f.changes}"

@@ -17,7 +17,7 @@ from model.speedup import implied_p, seeds_table
 from specdec.pipeline import what_if
 
 from .. import charts, text
-from ..data import FleetView, best_expected_gamma, gamma_to_deploy
+from ..data import FleetView, best_expected_gamma
 from ..seeds import SEEDS_BASELINE_TPS, SEEDS_DRAFT_COST, SEEDS_GAMMA, SEEDS_MEASUREMENTS, SEEDS_TABLE_POINTS
 from .common import decision_summary, open_page, route_picker
 
@@ -190,8 +190,8 @@ def _route_section(tuning, gamma: int, deployed: int, deployment, rec, chosen) -
     # What each decision deploys (a keep: the deployed γ), the better-looking γ named under it.
     for column, label, decided in ((m2, "γ to deploy under these figures", rec),
                                    (m3, "γ to deploy as configured", tuning.recommendation)):
-        column.metric(label, f"{gamma_to_deploy(decided)} ({decided.decision})")
-        if best_expected_gamma(decided) != gamma_to_deploy(decided):
+        column.metric(label, f"{decided.gamma_to_deploy} ({decided.decision})")
+        if best_expected_gamma(decided) != decided.gamma_to_deploy:
             column.caption(text.sentence(decision_summary(decided)))
     if chosen is not None and not chosen.allowed or past_candidates:
         st.warning(f"γ={gamma} cannot be deployed with these figures: {past_candidates or chosen.reason}")
