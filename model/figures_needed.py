@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, replace
 from .anchor import DEFAULT, Anchor
 from .decision import DEPLOYING_DECISIONS
 from .deployment import Deployment
-from .drafters import FREE, drafter_for
+from .drafters import FREE, PARALLEL, drafter_for
 
 # the decision when the pricing rests on defaults: the fleet runs what it runs, nothing to deploy
 UNDECIDED = "undecided"
@@ -85,9 +85,13 @@ def unused_keys(deployment: Deployment) -> dict[str, str]:
     from .vllm_config import NO_MODEL_NEEDED
 
     out = {}
-    if drafter_for(deployment.method).kind == FREE:
+    kind = drafter_for(deployment.method).kind
+    if kind == FREE:
         out["draft_cost"] = (f"{deployment.method} drafts are priced by draft_overhead (its proposer's time per "
                              f"step), not draft_cost")
+    if kind == PARALLEL:
+        out["draft_overhead"] = (f"a {deployment.method} draft is one pass priced by draft_cost; draft_overhead is a "
+                                 f"sequential drafter's fixed cost per pass, or an ngram or suffix proposer's time")
     if deployment.decode_backend != "latency_specialized":
         for key in ("specialized_speedup", "cudagraph_capture_sizes"):
             out[key] = "only decode_backend = \"latency_specialized\" uses it"
@@ -109,17 +113,16 @@ def gated(rec, deployment: Deployment):
     engines do not have: its gains are as far off as the miss."""
     needed = figures_needed(deployment, rec.anchor)
     if rec.model_error_warning and rec.decision in DEPLOYING_DECISIONS:
-        return _undecided(rec, needed, f"{rec.model_error_warning}. On this model the tool would run gamma "
-                                       f"{rec.recommended_gamma}: a what-if, not a decision")
+        return _undecided(rec, needed, f"{rec.model_error_warning}. On this model the tool would "
+                                       f"{_what_it_would_do(rec)}: a what-if, not a decision")
     if not needed:
         return rec
     keys = ", ".join(n.key for n in needed)
     if names_default_drafter(needed):  # no config, deployable or benchmark, names a default drafter
         rec = replace(rec, replay_config=None, vllm_speculative_config=None, vllm_command_line=None)
     if rec.decision in DEPLOYING_DECISIONS:
-        what_if = "turn speculation off" if rec.recommended_gamma == 0 else f"run gamma {rec.recommended_gamma}"
         gain = f" ({rec.gain})" if rec.gain is not None else ""
-        return _undecided(rec, needed, on_defaults(needed, f"the tool would {what_if}{gain}"))
+        return _undecided(rec, needed, on_defaults(needed, f"the tool would {_what_it_would_do(rec)}{gain}"))
     return replace(rec, decision_reason=f"{rec.decision_reason}; priced on default figures ({keys}), which could "
                                         f"change it", figures_needed=needed)
 
@@ -136,11 +139,19 @@ def on_defaults(needed: list[FigureNeeded], what_if: str) -> str:
             f"On the defaults {what_if}: a what-if, not a decision")
 
 
+def _what_it_would_do(rec) -> str:
+    """The withheld decision in words: run a γ, turn speculation off, or probe one."""
+    if rec.probe is not None:
+        return f"probe gamma {rec.probe.gamma} on {rec.probe.engines} engine(s)"
+    return "turn speculation off" if rec.recommended_gamma == 0 else f"run gamma {rec.recommended_gamma}"
+
+
 def _undecided(rec, needed: list[FigureNeeded], reason: str):
-    """``rec`` withheld: the fleet keeps its γ, the γ it would have run named as the expected
-    best, nothing to deploy or probe."""
+    """``rec`` withheld: the fleet keeps its γ, the γ it would have run (or probed) named as
+    the expected best, nothing to deploy or probe."""
     deployed = next(c for c in rec.candidates if c.gamma == rec.deployed_gamma)
+    best = rec.probe.gamma if rec.probe is not None else rec.recommended_gamma
     return replace(rec, decision=UNDECIDED, recommended_gamma=rec.deployed_gamma,
-                   expected_best_gamma=rec.recommended_gamma, gain=None, probe=None, schedule=None,
+                   expected_best_gamma=best, gain=None, probe=None, schedule=None,
                    vllm_speculative_config=None, vllm_command_line=None, figures_needed=needed,
                    probability_best=deployed.probability_best, decision_reason=reason)

@@ -401,3 +401,24 @@ def test_the_dashboard_names_the_keys_an_answer_on_defaults_needs(tmp_path, monk
     assert "No config to deploy: the fleet keeps γ=5" in shown
     assert "`method` (priced at the default dspark): the drafter the deploy line names" in shown
     assert not [c for c in at.code if "dspark" in c.value]
+
+
+def test_a_withheld_probe_names_the_gamma_it_would_have_probed(tmp_path, capsys):
+    """The real suffix page with its method but the proposer time and roofline figures left at
+    their defaults: the probe of a longer γ the defaults would run is named as such, not as
+    "run gamma 7" (the deployed γ, which a probe's recommendation keeps)."""
+    db = real_page_store(tmp_path / "s.db", REAL / "suffix_k7_metrics.txt")
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[deployment]\nmethod = "suffix"\n[routes.r]\ntargets = ["http://127.0.0.1:1/metrics"]\n')
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--db", str(db),
+                                                       "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["decision"] == "undecided" and doc["probe"] is None
+    assert doc["expected_best_gamma"] > 7
+    assert f"the tool would probe gamma {doc['expected_best_gamma']} on 1 engine(s)" in doc["decision_reason"]
+
+
+def test_draft_overhead_on_a_parallel_drafter_is_refused(capsys):
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--survival", "0.8,0.6", "--draft-overhead", "0.4"])
+    assert code == 2 and "draft_overhead: would change nothing here" in err, err
