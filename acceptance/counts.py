@@ -156,16 +156,31 @@ class ScrapeResult:
 # The relative share absorbs float rounding of large counters and Prometheus' increase(),
 # which extrapolates each series to the window's ends on its own.
 RACE_SHARE = 1e-3
+# One step carries at most the engine's batch: twice the running requests its page shows (the
+# gauge may be a step older than the counters), at least 16 (a burst into an idle engine);
+# without the gauge, vLLM's largest default max_num_seqs, 1024.
+RACE_FLOOR_REQUESTS = 16.0
+RACE_UNKNOWN_BATCH = 1024.0
 
 
-def impossible_counts(c: SpecCounts, step_requests: float = 0.0) -> str | None:
+def race_step_requests(running: float | None) -> float:
+    """The requests one step of an engine can carry, from its running-requests gauge (None:
+    not shown): the slack ``impossible_counts`` allows one page of that engine."""
+    if running is None or not math.isfinite(running):
+        return RACE_UNKNOWN_BATCH
+    return max(2.0 * running, RACE_FLOOR_REQUESTS)
+
+
+def impossible_counts(c: SpecCounts, step_requests: float = 0.0, *, every_draft_proposes: bool = True) -> str | None:
     """Why counts no engine produces are impossible, or None. The relations vLLM's counters
     keep (vllm/v1/spec_decode/metrics.py: one draft per drafting request and step, each of at
     most γ tokens, A_k counted once per accepted token at position k): drafts D ≤ draft
     tokens T ≤ γ·D; A_1 ≤ D; A_k ≥ A_{k+1} ≥ 0; Σ_k A_k = accepted A ≤ T. Each is allowed
     ``step_requests`` of slack in drafts (γ times that in tokens): the requests one step can
     carry, which a scrape race between two families can put on one side only (0 for exact
-    counts such as per-request rows)."""
+    counts such as per-request rows). ``every_draft_proposes`` False drops D ≤ T: a per-request
+    response counts a verify step whose draft tokens the grammar all invalidated (T excludes
+    them), where /metrics counts a draft only when tokens were scheduled."""
     gamma = c.gamma
     drafts_slack, token_slack = step_requests, step_requests * max(gamma, 1)
 
@@ -175,7 +190,7 @@ def impossible_counts(c: SpecCounts, step_requests: float = 0.0) -> str | None:
     values = (c.drafts, c.draft_tokens, c.accepted_tokens, *c.accepted_per_position)
     if any(not math.isfinite(float(v)) or v < 0 for v in values):
         return "a count that is negative or not finite"
-    if over(c.drafts, c.draft_tokens, token_slack):
+    if every_draft_proposes and over(c.drafts, c.draft_tokens, token_slack):
         return f"{c.drafts:g} drafts but {c.draft_tokens:g} draft tokens (each draft proposes at least one)"
     if over(c.draft_tokens, gamma * c.drafts, token_slack):
         return f"{c.draft_tokens:g} draft tokens in {c.drafts:g} drafts of at most {gamma}"

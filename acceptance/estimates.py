@@ -123,6 +123,8 @@ class AcceptanceEstimate:
     method: str
     survival_resamples: np.ndarray = field(repr=False)
     note: str = ""
+    # where the window's counts broke the curve's order within a scrape race (point_survival)
+    survival_restored: str = ""
 
     @property
     def has_interval(self) -> bool:
@@ -225,7 +227,8 @@ def estimate_acceptance(
     # A resample that drew only draft-free rows has no ratio: drop it (said in the note).
     sums = sums[sums[:, _D] > 0]
     dropped = int(n_resamples - sums.shape[0])
-    surv_point, al_point, dar_point = survival(total), mean_acceptance_length(total), draft_acceptance_rate(total)
+    (surv_point, race), al_point, dar_point = point_survival(total), mean_acceptance_length(total), \
+        draft_acceptance_rate(total)
     surv_resamples, al_resamples, dar_resamples = _widened_resamples(sums, gamma, widen, surv_point, al_point,
                                                                      dar_point)
     surv_low, surv_high = percentile_bounds(surv_resamples, level)
@@ -245,6 +248,7 @@ def estimate_acceptance(
         method=_method_text(block_length, n_blocks, int(n_resamples), unit),
         survival_resamples=surv_resamples,
         note=f"{dropped} of {n_resamples} resamples had no drafts and were dropped" if dropped else "",
+        survival_restored=race,
     )
 
 
@@ -263,9 +267,26 @@ def _without_drafts(gamma: int, total, level: float, n: int) -> AcceptanceEstima
     )
 
 
+def point_survival(total: SpecCounts) -> tuple[np.ndarray, str]:
+    """a_k = A_k / D of a window's totals, and a note. Counts read from engines can break the
+    curve's order by a scrape race at the window's ends (one step: a window's engines are
+    checked against impossible counts when it is read, acceptance.windows): the point curve
+    is then restored by ``monotone_survival`` and the note says where and by how much."""
+    raw = survival(total)
+    fixed = monotone_survival(raw)
+    broken = np.flatnonzero(np.abs(np.nan_to_num(raw - fixed)) > 0)
+    if not broken.size:
+        return raw, ""
+    k = int(broken[0])
+    above = "the drafts" if k == 0 else f"position {k}"
+    return fixed, (f"accepted at position {k + 1} ran {raw[k] - (1.0 if k == 0 else raw[k - 1]):.2g} of the drafts "
+                   f"above {above} in the window's counts, as a scrape race can put them: survival made "
+                   f"non-increasing")
+
+
 def _without_interval(gamma: int, total, level: float, n: int, why: str) -> AcceptanceEstimate:
     """Values without an interval (too few rows with drafts to resample), saying why."""
-    surv_point = survival(total)
+    surv_point, race = point_survival(total)
     al_point = mean_acceptance_length(total)
     return AcceptanceEstimate(
         gamma=gamma, drafts=float(total.drafts), counts=total,
@@ -275,7 +296,7 @@ def _without_interval(gamma: int, total, level: float, n: int, why: str) -> Acce
         draft_acceptance_rate=_scalar(draft_acceptance_rate(total), level),
         equivalent_p=_scalar(equivalent_p(al_point, gamma), level),
         level=level, n_intervals=n, n_blocks=0, block_length=None,
-        method=f"none: {why}", survival_resamples=np.empty((0, gamma)), note=why,
+        method=f"none: {why}", survival_resamples=np.empty((0, gamma)), note=why, survival_restored=race,
     )
 
 

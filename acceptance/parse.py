@@ -60,7 +60,7 @@ from . import plugin_series
 from . import vllm_metrics as vm
 from .errors import InputError
 from .counts import EngineSnapshot, SpecCounts, StepShape
-from .counts import impossible_counts, survival, undrafted_token_share
+from .counts import impossible_counts, race_step_requests, survival, undrafted_token_share
 from .json_safe import json_safe
 from .definitions import conditional_from_survival, draft_acceptance_rate, equivalent_p, mean_acceptance_length
 
@@ -406,19 +406,9 @@ def _add_sample(series: _EngineSeries, name: str, labels: dict, value: float, so
 
 
 # A scrape reads the families one after another while the engine may record a step in
-# between, so one page's counts can disagree by one step (acceptance.counts.impossible_counts).
-# One step carries at most the engine's batch: twice the running requests its page shows (the
-# gauge may be a step older than the counters) and at least 16 (a burst into an idle engine).
-# A page without the gauge gets vLLM's largest default max_num_seqs, 1024. A page refused for a
-# race loses no counts: the next scrape's increase carries them.
-_RACE_FLOOR_REQUESTS = 16.0
-_RACE_UNKNOWN_BATCH = 1024.0
-
-
-def _race_step_requests(running: float | None) -> float:
-    if running is None or not math.isfinite(running):
-        return _RACE_UNKNOWN_BATCH
-    return max(2.0 * running, _RACE_FLOOR_REQUESTS)
+# between, so one page's counts can disagree by one step of its batch
+# (acceptance.counts.race_step_requests). A page refused for more loses no counts: the next
+# scrape's increase carries them.
 
 
 def _check_engine_count(lines: list[str], source: str, max_engines: int) -> None:
@@ -455,7 +445,7 @@ def _snapshot(key: tuple[str, str], series: _EngineSeries, source: str) -> Engin
             accepted_tokens=series.counters[vm.ACCEPTED_TOKENS],
             accepted_per_position=tuple(series.positions[k] for k in range(gamma)),
         )
-        impossible = impossible_counts(counts, _race_step_requests(series.num_requests_running))
+        impossible = impossible_counts(counts, race_step_requests(series.num_requests_running))
         if impossible:
             raise MetricsPageError(f"{source}: engine {engine!r} of model {model_name!r} reports impossible counts "
                                    f"({impossible}; more than one step of its batch explains)")

@@ -62,7 +62,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError
-from .counts import SpecCounts
+from .counts import SpecCounts, impossible_counts
 
 
 class PerRequestError(InputError):
@@ -245,7 +245,11 @@ def _spec_counts(spec: dict) -> SpecCounts:
     if drafts == 0 and draft_tokens_per_position is None:
         # no drafted step: nothing reached any position (vLLM lists no steps, null, here)
         draft_tokens_per_position = (0,) * gamma
-    return SpecCounts(drafts, draft_tokens, accepted, accepted_per_position, draft_tokens_per_position)
+    counts = SpecCounts(drafts, draft_tokens, accepted, accepted_per_position, draft_tokens_per_position)
+    # the one rule every entry point applies; a response's counts are exact (no race slack)
+    if impossible_counts(counts, every_draft_proposes=False):
+        raise _Skip(SKIP_INCONSISTENT)
+    return counts
 
 
 def _locate(obj: dict) -> tuple[dict, dict | None]:

@@ -35,7 +35,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from .errors import InputError
-from .counts import IntervalCounts, SpecCounts
+from .counts import IntervalCounts, SpecCounts, impossible_counts, race_step_requests
 from .plugin_series import PluginTotals, plugin_totals_from_columns
 from .store import (ROLLUP_LEVELS, EngineRef, Event, PluginEntries, SpecEntries, StepTotals, Store, TargetStatus,
                     le_value)
@@ -221,6 +221,7 @@ class RouteWindow(SegmentRules):
     step_shape: StepShapeWindow
     target_status: list[TargetStatus]
     not_speculating: list[EngineRef]  # engines whose newest sample by `end` had no spec counters
+    notes: list[str] = field(default_factory=list)  # engine segments left out, and why
 
     @property
     def plugin(self) -> PluginTotals | None:
@@ -313,9 +314,45 @@ def _read_route_window(store: Store, targets: list[str], start: float, end: floa
         plugin += store.read_plugin(engine_ids, level, b_lo, b_hi)
     not_speculating = [ref for eid, ref in engines if store.is_speculating(eid, end) is False]
 
+    entries, notes = _without_impossible_segments(store, dict(engines), entries, step)
     segments = _build_segments(store, dict(engines), entries, max_blocks, plugin, step)
     return RouteWindow(targets, start, end, segments, store.events(targets, start, end), _step_shape(store, step),
-                       store.targets_status(targets), not_speculating)
+                       store.targets_status(targets), not_speculating, notes)
+
+
+def _without_impossible_segments(store: Store, refs: dict[int, EngineRef], entries: list[SpecEntries],
+                                 step: StepTotals) -> tuple[list[SpecEntries], list[str]]:
+    """The entries less the engine segments whose counts over the window no engine produces
+    (acceptance.counts.impossible_counts, with the slack of a race at each of the window's two
+    ends), and a note per segment left out naming its target. Pages are refused at the door;
+    this keeps a route tunable over counts stored before they were, or a broken exporter's."""
+    totals: dict[int, np.ndarray] = {}
+    for e in entries:
+        n = 3 + sum(1 for c in store.layout_columns(e.layout_id) if c.startswith("accepted_per_position:"))
+        ids, inverse = np.unique(e.seg, return_inverse=True)
+        sums = np.zeros((len(ids), n))
+        np.add.at(sums, inverse, np.nan_to_num(e.delta[:, :n]))
+        for seg, row in zip(ids.tolist(), sums):
+            totals[seg] = totals[seg] + row if seg in totals else row
+    bad, notes = [], []
+    for seg, row in totals.items():
+        batches = step.batch_by_seg.get(seg)
+        why = impossible_counts(SpecCounts.from_vector(row.tolist()),
+                                2 * race_step_requests(max(batches) if batches else None))
+        if why:
+            ref = refs[store.segment_engine(seg)]
+            bad.append(seg)
+            notes.append(f"{ref.target} (engine {ref.engine} of {ref.model_name}): its counts in the window are "
+                         f"impossible ({why}), left out of the route: stored before such pages were refused, "
+                         f"or a broken exporter")
+    if not bad:
+        return entries, []
+    kept = []
+    for e in entries:
+        m = ~np.isin(e.seg, bad)
+        if m.any():
+            kept.append(replace(e, seg=e.seg[m], key=e.key[m], start=e.start[m], end=e.end[m], delta=e.delta[m]))
+    return kept, notes
 
 
 def _step_shape(store: Store, step: StepTotals) -> StepShapeWindow:

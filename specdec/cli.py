@@ -184,9 +184,13 @@ def _collect_into(args, config, targets: list[str], interval: float) -> dict:
             line += f"; failing: {failed[0].error}" + (f" (+{len(failed) - 1} more)" if len(failed) > 1 else "")
         print(line, file=sys.stderr, flush=True)
 
+    def write(results) -> None:
+        for refused in store.write_cycle(results):  # an engine's inconsistent scrape: said, not stored
+            print(refused, file=sys.stderr, flush=True)
+
     try:
         run_collector(
-            store.write_cycle, targets, interval_s=interval, duration_s=args.duration, once=args.once,
+            write, targets, interval_s=interval, duration_s=args.duration, once=args.once,
             on_cycle=progress, timeout_s=config.collect_timeout_s, max_bytes=config.max_page_bytes,
             max_engines=config.max_engines,
         )

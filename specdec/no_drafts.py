@@ -1,7 +1,8 @@
 """Why a route's window holds no drafts, in the one way that is so — the message of
 ``pipeline.NoDataError``. A scraped route's targets either were not scraped in the window
 (or never answered), answered but do not speculate (no spec-decode counters: vLLM runs
-without --speculative-config), or speculate but drafted nothing (idle); each wants another
+without --speculative-config), speculate but drafted nothing (idle), or hold counts no engine
+produces, left out of the window (acceptance.windows); each wants another
 step from the user, so one sentence for all three would send them the wrong way. Every
 message starts "route R: no drafts in the last SPAN" (the dashboard words its hint on it).
 """
@@ -31,6 +32,9 @@ def no_drafts_message(route: str, window, window_s: float, source: str, ingested
         when = f"last answered {format_clock(last)}" if last is not None else "never answered"
         return (f"{head}: its targets were not scraped in it ({when}){status}; run `specdec collect` (two scrapes "
                 f"at least) or widen --window{unread}")
+    left_out = getattr(window, "notes", [])
+    if left_out and not window.segments:  # acceptance.windows left every engine out: their counts are impossible
+        return f"{head} it can use: {left_out[0]}" + (f" (+{len(left_out) - 1} more)" if len(left_out) > 1 else "")
     off = getattr(window, "not_speculating", [])
     if off and not any(s.gamma > 0 for s in window.segments):
         return (f"{head}: its {len(answered)} target(s) answered but do not speculate ({len(off)} engine(s) without "

@@ -96,6 +96,8 @@ def tune_intervals(
     priced = recommend_route(estimated, deployment, batch_time_shares=estimated.batch_time_shares, level=level,
                              seed=seed)
     notes = list(getattr(window, "notes", []))  # how the source read it (a Prometheus window says)
+    if estimated.estimate.survival_restored:
+        notes.append(estimated.estimate.survival_restored)
     if estimated.recent_start is not None:
         notes.append(f"drift: estimates and the recommendation use the window's newest part only, "
                      f"from {format_clock(estimated.recent_start)}")

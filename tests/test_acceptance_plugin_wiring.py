@@ -205,8 +205,9 @@ def test_schema_2_store_migrates_to_the_current_schema_keeping_its_data(tmp_path
     with Store.open(path) as store:
         assert store.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
         e = Engine("0")
+        e.created = 2.0  # a new engine process: its counters restart with a new _created
         e.step(rng, ["1"], counted=True)
-        store.write_cycle([ScrapeResult("x", 200.0, True, (e.snapshot(),))])  # counters restart: a new engine
+        store.write_cycle([ScrapeResult("x", 200.0, True, (e.snapshot(),))])
         window = route_window(store, ["x"], 0.0, 1000.0)
         assert sum(s.total.drafts for s in window.segments) == 30 + e.by_batch["1"][0]
         assert window.plugin is not None

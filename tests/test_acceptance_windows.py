@@ -278,8 +278,11 @@ def test_bulk_history_matches_write_cycle(tmp_path):
     rng = np.random.default_rng(3)
     n, gamma = 400, 4
     times = 1000.0 + 37.0 * np.arange(n)
-    inc = rng.integers(0, 9, size=(n, 3 + gamma)).astype(float)
-    inc[0] = 0
+    inc = np.zeros((n, 3 + gamma))
+    for row in inc[1:]:  # counts an engine can report (acceptance.counts.impossible_counts)
+        d = int(rng.integers(0, 9))
+        per_pos = np.sort(rng.integers(0, d + 1, size=gamma))[::-1]
+        row[:] = [d, rng.integers(max(d, per_pos.sum()), gamma * d + 1), per_pos.sum(), *per_pos]
     cum = np.cumsum(inc, axis=0)
     running = rng.integers(0, 5, size=n).astype(float)
     itl_count = np.cumsum(rng.integers(0, 50, size=n)).astype(float)  # the step shape's counters too

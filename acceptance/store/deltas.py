@@ -5,10 +5,15 @@ Spec-decode counters (``spec_increase``), against the engine's previous sample:
 - first sighting: a baseline only (what happened before it is not observable);
 - the previous sample had none (speculation was off): ``spec_on``, a new segment, and the
   increase is the new value;
-- ``_created`` changed, or a counter common to both went down, or γ changed (vLLM fixes γ
-  at engine start, so a new γ is a new engine even when no counter went down): ``restart``,
+- ``_created`` changed, or γ changed (vLLM fixes γ at engine start, so a new γ is a new
+  engine even when no counter went down), or counters went down and none went up: ``restart``,
   and the increase is the new value — a γ change also opens a new segment
   (``gamma_change``);
+- some counters went down while others went up: a restart resets every counter of the engine,
+  so this is no restart but an inconsistent scrape (a partial reset, a mixed-up exporter) —
+  ``inconsistent``, refused: no increase, and the previous sample stays the one the next is
+  compared with. Without ``_created`` a restart whose new life outran the old one's last
+  sample looks mixed too; its drafts counter (the fastest-growing) going down tells it;
 - else new − previous; columns the previous sample lacked are unknown (NaN);
 - counters gone (``spec_off_event``): speculation switched off, no increase.
 A delta is never negative and never doubled. Other counters (ITL sum and count, the
@@ -36,6 +41,7 @@ class SpecIncrease:
     new_segment: bool
     restart: bool
     events: tuple[Event, ...]
+    refused: str | None = None  # why the scrape is inconsistent: nothing of it is stored
 
 
 def spec_increase(prev_gamma: int | None, prev_created: float | None, prev_value: np.ndarray | None,
@@ -46,6 +52,9 @@ def spec_increase(prev_gamma: int | None, prev_created: float | None, prev_value
         return SpecIncrease(None, True, False, ())
     if prev_value is None:
         return SpecIncrease(value.copy(), True, False, (("spec_on", f"speculation on, gamma {gamma}"),))
+    inconsistent = _inconsistent(prev_gamma, prev_created, prev_value, gamma, created, value)
+    if inconsistent:
+        return SpecIncrease(None, False, False, (("inconsistent", f"scrape refused: {inconsistent}"),), inconsistent)
     why = _restart_reason(prev_gamma, prev_created, prev_value, gamma, created, value)
     events: tuple[Event, ...] = (("restart", f"restarted: {why}"),) if why else ()
     if gamma != prev_gamma:
@@ -57,6 +66,31 @@ def spec_increase(prev_gamma: int | None, prev_created: float | None, prev_value
 
 def spec_off_event() -> Event:
     return ("spec_off", "speculation off: the spec-decode families vanished")
+
+
+_SPEC_NAMES = ("drafts", "draft tokens", "accepted tokens")
+
+
+def _inconsistent(prev_gamma, prev_created, prev_value, gamma, created, value) -> str | None:
+    """Why a scrape of one engine (same ``_created``, same γ) is neither an increase nor a
+    restart, or None: some counters went down while others went up (module docstring)."""
+    if gamma != prev_gamma or (created is not None and prev_created is not None and created != prev_created):
+        return None
+    n = 3 + gamma
+    down = np.flatnonzero(value[:n] < prev_value[:n])
+    if not down.size or not bool(np.any(value[:n] > prev_value[:n])):
+        return None
+    if (created is None or prev_created is None) and value[0] < prev_value[0]:
+        return None  # no _created, drafts down: a restart whose other counters outran the old life's
+    went_down, went_up = int(down[0]), int(np.flatnonzero(value[:n] > prev_value[:n])[0])
+    same = "the same _created" if created is not None and prev_created is not None else \
+        "no _created to tell a restart by"
+    return (f"{_counter_name(went_down)} went down ({prev_value[went_down]:g} -> {value[went_down]:g}) while "
+            f"{_counter_name(went_up)} went up, with {same}: a restart resets every counter")
+
+
+def _counter_name(column: int) -> str:
+    return _SPEC_NAMES[column] if column < 3 else f"accepted at position {column - 3}"
 
 
 def _restart_reason(prev_gamma, prev_created, prev_value, gamma, created, value) -> str | None:

