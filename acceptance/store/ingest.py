@@ -61,7 +61,8 @@ class _Ingested:
             c.execute("COMMIT")
         except BaseException as e:
             rollback(c)  # SQLITE_FULL may have rolled back already: its error is the one to raise
-            full = full_error(e, self.path, "nothing of this file was stored; what was stored before is kept")
+            full = full_error(e, self.path, f"none of route {route}'s {source} rows were stored; what "
+                              f"was stored before is kept, and ingesting again adds only what is missing")
             if full is not None:
                 raise full from e
             raise
