@@ -250,7 +250,7 @@ def _read(config: Config, config_path, store_path: Path, window_s: float, end_mo
     from specdec.config import ConfigError
     from specdec.pipeline import NoDataError, tune_route
 
-    store = Store.open(store_path)  # no retention: the dashboard never deletes anything
+    store = Store.open(store_path, reading=True)  # no retention: the dashboard never deletes anything
     try:
         with store.read_snapshot():  # one read snapshot (WAL) for everything below
             latest = store.latest_time()

@@ -148,8 +148,9 @@ def cmd_collect(args) -> int:
         raise NothingAnswered(f"no target answered ({len(targets)} tried); first: {answered['first_error']}")
     if args.once:
         print("baseline laid: a window needs a second scrape (run collect again, or without --once)", file=sys.stderr)
-    print(f"collected {answered['cycles']} cycle(s): {answered['ok']} of {answered['scrapes']} scrapes answered, "
-          f"stored in {config.store_path_for(args.db)}; then: tune-gamma --route "
+    not_stored = f" ({answered['not_stored']} not stored: disk full)" if answered["not_stored"] else ""
+    print(f"collected {answered['cycles']} cycle(s){not_stored}: {answered['ok']} of {answered['scrapes']} scrapes "
+          f"answered, stored in {config.store_path_for(args.db)}; then: tune-gamma --route "
           f"{next(name for name, route in config.routes.items() if route.targets)}")
     return 0
 
@@ -157,6 +158,8 @@ def cmd_collect(args) -> int:
 def _collect_into(args, config, targets: list[str], interval: float) -> dict:
     """The collector's run into the store (and the gauges, with --serve): what answered."""
     from acceptance.collector import run_collector
+
+    from .full_disk import FullDiskWatch
 
     store = _open_store(config, args.db)
     print(f"collecting {len(targets)} target(s) every {interval:g}s into {config.store_path_for(args.db)}", file=sys.stderr)
@@ -172,6 +175,12 @@ def _collect_into(args, config, targets: list[str], interval: float) -> dict:
 
     answered = {"ok": 0, "first_error": None, "cycles": 0, "scrapes": 0}
 
+    def write(results) -> None:
+        for refused in store.write_cycle(results):  # an engine's inconsistent scrape: said, not stored
+            print(refused, file=sys.stderr, flush=True)
+
+    watch = FullDiskWatch(write, once=args.once)  # a full disk: collecting goes on (specdec.full_disk)
+
     def progress(n: int, results, seconds: float) -> None:
         if gauges is not None:
             _refresh_gauges(gauges, config, store, args.serve_window)
@@ -182,20 +191,18 @@ def _collect_into(args, config, targets: list[str], interval: float) -> dict:
         line = f"cycle {n}: {len(results) - len(failed)}/{len(results)} targets ok in {seconds:.2f}s"
         if failed:
             line += f"; failing: {failed[0].error}" + (f" (+{len(failed) - 1} more)" if len(failed) > 1 else "")
-        print(line, file=sys.stderr, flush=True)
-
-    def write(results) -> None:
-        for refused in store.write_cycle(results):  # an engine's inconsistent scrape: said, not stored
-            print(refused, file=sys.stderr, flush=True)
+        print(line + watch.cycle_note(), file=sys.stderr, flush=True)
 
     try:
         run_collector(
-            write, targets, interval_s=interval, duration_s=args.duration, once=args.once,
+            watch, targets, interval_s=interval, duration_s=args.duration, once=args.once,
             on_cycle=progress, timeout_s=config.collect_timeout_s, max_bytes=config.max_page_bytes,
             max_engines=config.max_engines,
         )
     finally:
         store.close()
+    watch.finish()
+    answered["not_stored"] = watch.not_stored_total
     return answered
 
 

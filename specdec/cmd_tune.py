@@ -206,7 +206,7 @@ def _open_store_for_reading(config, db: str | None):
     if path.is_file() and path.stat().st_size == 0:  # SQLite would make it a store: a read must not write one
         raise UsageError(f"{path}: an empty file, not a specdec store; run `specdec collect` or `specdec ingest` "
                          f"into it first")
-    return Store.open(path, retention_s=config.retention_s)
+    return Store.open(path, retention_s=config.retention_s, reading=True)  # a full disk: read it read-only
 
 
 def add_arguments(p) -> None:

@@ -13,9 +13,9 @@ are in docs/DESIGN.md, The store.
 
 The package: ``core`` (the Store: open, close, identities, the read snapshot), ``writes``
 (the write path), ``deltas`` (the delta rules), ``codecs`` (chunk rows), ``schema`` (the file
-and its migrations), ``retention``, ``reads``, ``ingest`` (per-request and log rows),
-``bulk`` (a vectorised history loader for benchmarks and tests) and ``records`` (what the
-store hands out). The names below are its interface.
+and its migrations), ``disk`` (a full disk told from damage), ``retention``, ``reads``,
+``ingest`` (per-request and log rows), ``bulk`` (a vectorised history loader for benchmarks
+and tests) and ``records`` (what the store hands out). The names below are its interface.
 """
 
 from .codecs import CHUNK_SPANS, ROLLUP_LEVELS, ROLLUP_RETENTION_FACTOR, bucket_of, chunk_of, le_value
@@ -31,13 +31,14 @@ from .records import (
     SpecEntries,
     StepTotals,
     StoreError,
+    StoreFullError,
     TargetStatus,
 )
 from .schema import APPLICATION_ID, SCHEMA_VERSION
 
 __all__ = [
-    "Store", "StoreError", "EngineRef", "TargetStatus", "Event", "IngestedRow", "LoggedLoad", "IngestResult",
-    "INGESTED_SOURCES",
+    "Store", "StoreError", "StoreFullError", "EngineRef", "TargetStatus", "Event", "IngestedRow", "LoggedLoad",
+    "IngestResult", "INGESTED_SOURCES",
     "SpecEntries", "PluginEntries", "StepTotals", "SCHEMA_VERSION", "APPLICATION_ID", "ROLLUP_LEVELS",
     "ROLLUP_RETENTION_FACTOR", "CHUNK_SPANS", "bucket_of", "chunk_of", "le_value",
 ]

@@ -11,6 +11,7 @@ import numpy as np
 
 from .codecs import CHUNK_SPANS, ROLLUP_LEVELS, _encode_interval_chunk, _narrow, _pack, _runs, bucket_of, chunk_of
 from .deltas import history_increase
+from .disk import rollback
 from .writes import _EngineState, _spec_columns
 
 
@@ -105,7 +106,7 @@ class _BulkLoad:
             c.execute("UPDATE targets SET last_ok_time = ? WHERE id = ?", (ts.last_ok_time, tid))
             c.execute("COMMIT")
         except BaseException:
-            c.execute("ROLLBACK")
+            rollback(c)  # SQLITE_FULL may have rolled back already: its error is the one to raise
             self._load_state()
             raise
         self._engines[eid] = _EngineState(eid, float(times[-1]), seg, gamma, lay, None, cum[-1].copy(),

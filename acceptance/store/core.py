@@ -14,9 +14,10 @@ from pathlib import Path
 
 from .bulk import _BulkLoad
 from .codecs import _unpack
+from .disk import full_error
 from .ingest import _Ingested
 from .reads import _Reads
-from .records import EngineRef, StoreError
+from .records import EngineRef, StoreError, StoreFullError
 from .retention import _Retention
 from .schema import _check_file, _migrate
 from .writes import _EngineState, _TargetState, _Writes
@@ -30,13 +31,16 @@ class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested):
         self.path = path
         self.retention_s = retention_s
         self._last_retention: float | None = None
+        self._state_unread = False  # True: the cached state may differ from the file (_reload_after_rollback)
         self._load_state()
 
     # -------------------------------------------------------------- open / close
 
     @classmethod
-    def open(cls, path: str | Path, *, retention_s: float | None = None) -> "Store":
-        """Create or open the store at ``path`` (StoreError when it cannot be used)."""
+    def open(cls, path: str | Path, *, retention_s: float | None = None, reading: bool = False) -> "Store":
+        """Create or open the store at ``path`` (StoreError when it cannot be used; StoreFullError
+        when its disk is full). ``reading``: the caller only reads, so a store on a full disk is
+        opened read-only rather than refused."""
         path = Path(path)
         if retention_s is not None and not (math.isfinite(retention_s) and retention_s > 0):
             raise InputError(f"retention {retention_s!r} must be a positive number of seconds")
@@ -55,7 +59,33 @@ class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested):
             raise
         except sqlite3.Error as e:
             conn.close()
-            raise StoreError(f"store {path} is corrupt: {e}") from None
+            full = full_error(e, path, "it cannot be opened for writing; what it holds is kept")
+            if full is None:
+                raise _unusable(e, path) from None
+            if not reading:
+                raise full from None
+        return cls._open_read_only(path, header_short, full.reason)
+
+    @classmethod
+    def _open_read_only(cls, path: Path, header_short: bool, why_full: str) -> "Store":
+        """The store on a full disk, for reading: SQLite could not grow the WAL index (-shm),
+        so it reads the WAL into memory itself (``readonly_shm``: exact, WAL frames included).
+        A store that needs a migration cannot be read so: it is told as the full disk it is."""
+        unreadable = StoreFullError(path, why_full, "it cannot be read until space is freed; what it holds is kept")
+        uri = path.resolve().as_uri() + "?mode=ro&readonly_shm=1"
+        try:
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error:
+            raise unreadable from None
+        try:
+            _migrate(conn, path, full_check=header_short)  # at the current version it only reads
+            return cls(conn, path, None)
+        except StoreError:
+            conn.close()
+            raise
+        except sqlite3.Error:
+            conn.close()
+            raise unreadable from None
 
     def close(self) -> None:
         if self._conn is not None:
@@ -97,6 +127,14 @@ class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested):
                 eid, t, seg, self._segment_gamma.get(seg, 0) if seg is not None else 0, lay, created,
                 _unpack(value), itl_s, itl_c, it_lay, _unpack(it_val),
                 plugin[0] if plugin else None, _unpack(plugin[1]) if plugin else None)
+
+    def _reload_after_rollback(self) -> None:
+        """The ids and baselines as stored, after a rolled-back write. When they cannot be read
+        now, the next write reads them first: a baseline of the rolled-back cycle would lose its counts."""
+        try:
+            self._load_state()
+        except sqlite3.Error:
+            self._state_unread = True
 
     def _load_identities(self) -> None:
         """(Re)load the id maps: targets, engines, layouts, γ segments."""
@@ -145,3 +183,15 @@ class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested):
             yield self
         finally:
             self.conn.execute("ROLLBACK")
+
+
+def _unusable(e: sqlite3.Error, path: Path) -> StoreError:
+    """SQLite's refusal in words that do not call a sound file corrupt: "corrupt" is its own
+    verdict only (SQLITE_CORRUPT, SQLITE_NOTADB); a lock, a permission or an I/O error is not damage."""
+    code = (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF
+    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        return StoreError(f"store {path} is corrupt: {e}")
+    return StoreError(f"store {path} cannot be used: {e}")
+
+
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..counts import IntervalCounts
 from .codecs import _pack, _unpack
+from .disk import full_error, rollback
 from .records import INGESTED_SOURCES, IngestResult, IngestedRow
 
 
@@ -58,8 +59,12 @@ class _Ingested:
                               " WHERE route = ? AND source = ? AND key = ? AND running IS NULL",
                               (*_load_columns(load), route, source, row.key))
             c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
+        except BaseException as e:
+            rollback(c)  # SQLITE_FULL may have rolled back already: its error is the one to raise
+            full = full_error(e, self.path, f"none of route {route}'s {source} rows were stored; what "
+                              f"was stored before is kept, and ingesting again adds only what is missing")
+            if full is not None:
+                raise full from e
             raise
         return IngestResult(added, dupes)
 

@@ -15,6 +15,16 @@ class StoreError(Exception):
     """The store file cannot be used (message: one line naming the path)."""
 
 
+class StoreFullError(StoreError):
+    """The store's disk is full (acceptance.store.disk): nothing is damaged and what it holds is
+    kept. ``reason``: SQLite's words (and the free space); ``consequence``: what was not stored;
+    ``stored``: the scrape cycle was stored all the same (only retention could not run)."""
+
+    def __init__(self, path, reason: str, consequence: str, *, stored: bool = False):
+        self.path, self.reason, self.consequence, self.stored = path, reason, consequence, stored
+        super().__init__(f"store {path}: disk full ({reason}): {consequence}; free space and run again")
+
+
 class EngineRef(NamedTuple):
     target: str
     model_name: str

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from .disk import full_error, rollback
 from .codecs import (
     CHUNK_SPANS,
     ROLLUP_LEVELS,
@@ -23,7 +24,7 @@ class _Retention:
         """Delete raw samples, failures and cycles older than ``now − retention_s`` (each
         engine's newest sample stays: the next delta's baseline); rollups and events older
         than ``now − ROLLUP_RETENTION_FACTOR · retention_s``. No-op without a retention."""
-        self._last_retention = now
+        before, self._last_retention = self._last_retention, now
         if self.retention_s is None:
             return
         raw_cut = now - self.retention_s
@@ -44,8 +45,13 @@ class _Retention:
             c.execute("DELETE FROM events WHERE time < ?", (roll_cut,))
             c.execute("INSERT OR REPLACE INTO meta VALUES ('raw_from', ?)", (repr(raw_cut),))
             c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
+        except BaseException as e:
+            rollback(c)  # SQLITE_FULL may have rolled back already: its error is the one to raise
+            full = full_error(e, self.path, "this scrape cycle was stored, but no old row was deleted "
+                              "(retention runs again at the next cycle)", stored=True)
+            if full is not None:
+                self._last_retention = before
+                raise full from e
             raise
         finally:
             self._chunk_cache = {}  # rewritten chunks are reloaded on the next write

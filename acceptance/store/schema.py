@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from .disk import rollback
 from .records import StoreError
 
 SCHEMA_VERSION = 6
@@ -201,7 +202,7 @@ def _migrate(conn: sqlite3.Connection, path: Path, *, full_check: bool = False) 
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            rollback(conn)  # a failed ROLLBACK must not hide why the migration failed
             raise
     # touch every table so that damage shows now, not in the middle of a collect loop
     # "corrupt" is SQLite's verdict only: quick_check when the file is small or its header

@@ -13,6 +13,7 @@ local to each host is not protected across hosts.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -42,7 +43,15 @@ def claim_writer(store_path: Path, role: str) -> WriterLock:
     """The writer lock of ``store_path`` for this process (``role``: what it is, for the other's
     message), or StoreBusyError naming the process that holds it."""
     path = Path(f"{store_path}.writer")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        from .records import StoreFullError
+
+        raise StoreFullError(store_path, f"{e.strerror} creating {path}", "nothing was collected; "
+                             "what it holds is kept") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -50,8 +59,11 @@ def claim_writer(store_path: Path, role: str) -> WriterLock:
         os.close(fd)
         raise StoreBusyError(f"{store_path}: another writer is collecting into it ({holder}); one collector per store "
                              f"— stop that one, or collect into another --db") from None
-    os.ftruncate(fd, 0)
-    os.write(fd, json.dumps({"pid": os.getpid(), "role": role, "since": time.time()}).encode())
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"pid": os.getpid(), "role": role, "since": time.time()}).encode())
+    except OSError:
+        pass  # a full disk: the lock holds without its note, and opening the store says the disk is full
     return WriterLock(fd, path)
 
 

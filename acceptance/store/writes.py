@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import plugin_series
 from ..counts import EngineSnapshot, ScrapeResult, StepShape
+from .disk import full_error, rollback
 from .codecs import (
     ROLLUP_LEVELS,
     _CHUNK_TABLES,
@@ -268,13 +269,19 @@ class _Writes:
                 _validate_snapshot(r.target, e)
         cycle = max(r.time for r in results)
         c = self.conn
-        c.execute("BEGIN IMMEDIATE")
+        if self._state_unread:  # a failed cycle could not reread the baselines: they are read first
+            self._load_state()
+            self._state_unread = False
         try:
+            c.execute("BEGIN IMMEDIATE")
             staged = self._write_cycle_rows(results, cycle)
             c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
-            self._load_state()  # ids, segments and baselines created in the cycle are gone
+        except BaseException as e:
+            rollback(c)  # SQLITE_FULL may have rolled back already: its error is the one to raise
+            self._reload_after_rollback()  # ids, segments and baselines created in the cycle are gone
+            full = full_error(e, self.path, "nothing of this scrape cycle was stored; what was stored before is kept")
+            if full is not None:
+                raise full from e
             raise
         self._engines.update(staged)
         if self.retention_s is not None:
