@@ -108,6 +108,7 @@ class PrometheusClient:
             self._token = token.strip()
         self.queries = 0  # how many requests this client made (benchmarks report it)
         self.merged = 0  # samples repeated with the same value (one series, one time), counted once
+        self._tls: ssl.SSLContext | None = None
 
     def __repr__(self) -> str:  # never shows the token
         return f"PrometheusClient({self.shown_url!r}, token={'set' if self._token else 'none'})"
@@ -123,8 +124,6 @@ class PrometheusClient:
         """A one-line error naming the server and the route's selector."""
         about = f", selector {self.selector}" if self.selector else ""
         return kind(self._scrub(_one_line(f"prometheus {self.url}{about}: {what}")))
-
-    _fail = fail
 
     # -- one exchange ----------------------------------------------------------------------
 
@@ -220,8 +219,8 @@ class PrometheusClient:
             try:
                 _within(deadline, sock, lambda: sock.connect(address))
                 if https:
-                    sock = _within(deadline, sock, lambda: ssl.create_default_context().wrap_socket(
-                        sock, server_hostname=parts.hostname))
+                    self._tls = self._tls or ssl.create_default_context()  # loads the CA store once
+                    sock = _within(deadline, sock, lambda: self._tls.wrap_socket(sock, server_hostname=parts.hostname))
                 return sock
             except (_Deadline, ssl.SSLError):
                 sock.close()
