@@ -38,21 +38,18 @@ in PromQL, so only per-γ, per-position sums cross the wire, never per-engine co
   blocks is seen; a reset seen by consecutive blocks is reported once — two restarts of one
   engine in adjacent blocks read as one), γ changes where ``G`` differs from ``G offset B``.
 
-Errors: ``PrometheusError`` (a ``SourceError``), one line naming the URL — an unreachable
-server, a bad HTTP status, an ``"status": "error"`` document, a token variable that is not
-set. The bearer token is read from the environment variable the config names and is never
-put in a message or a repr.
+Errors: ``PrometheusError`` (a ``SourceError``), one line naming the URL and the route's
+selector — an unreachable server, a query past its deadline, a bad HTTP status, an
+``"status": "error"`` document, an answer of more than ``max_series`` series or with two
+values for one series and time, counts no engine produces (acceptance.counts.impossible_counts,
+checked per block and per segment: ``checked_segment``), a token variable that is not set.
+The HTTP exchange and its bounds are acceptance.prometheus_http's. The bearer token is read
+from the environment variable the config names and is never put in a message or a repr.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import re
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
@@ -60,8 +57,8 @@ import numpy as np
 
 from . import vllm_metrics as vm
 from .errors import InputError
-from .counts import IntervalCounts
-from .fetch import SourceError, UnreachableError, _one_line, mask_userinfo
+from .counts import IntervalCounts, SpecCounts, impossible_counts
+from .prometheus_http import DEFAULT_MAX_SERIES, DEFAULT_TIMEOUT_S, PrometheusClient, PrometheusError, PrometheusUnreachable
 from .store import EngineRef, Event, TargetStatus
 from .windows import GammaSegment, SegmentRules, StepShapeWindow
 
@@ -73,26 +70,27 @@ MIN_SCRAPES_PER_BLOCK = 3
 MAX_BATCH_SAMPLES_PER_ENGINE = 2000
 # The scrape interval is estimated from the samples of the last this-many seconds.
 SCRAPE_INTERVAL_PROBE_S = 600.0
-_USER_AGENT = "specdec-prometheus/0.1"
-_MAX_RESPONSE_BYTES = 64 << 20
-
-
-class PrometheusError(SourceError):
-    """Prometheus could not be read; the message is one line naming the server URL."""
-
-
-class PrometheusUnreachable(PrometheusError, UnreachableError):
-    """Prometheus gave no answer: not reached, timed out, or an HTTP error (exit status 3)."""
+# A route runs one γ, two while a canary tries another; each γ costs several queries, so an
+# answer with more γ values than this is refused rather than walked.
+MAX_GAMMA_VALUES = 64
+# The slack in drafts allowed per engine summed into a block: a page's race slack when it
+# shows no batch (acceptance.counts: 1,024 without the gauge). Each engine's families are
+# scraped apart, so a block summing E engines' increase() carries up to E such races;
+# increase()'s extrapolation scales an engine's series alike (the same scrapes) and is left
+# to the relative share impossible_counts allows.
+STEP_REQUESTS_PER_ENGINE = 1024
 
 
 @dataclass(frozen=True)
 class PrometheusSettings:
     """The config's [source] for kind = "prometheus" (specdec.config.PrometheusSource has the
-    same two attributes and is accepted wherever this is)."""
+    same attributes and is accepted wherever this is): ``timeout_s`` one query's deadline,
+    connect to last byte; ``max_series`` the most series one query's answer may hold."""
 
     url: str
     bearer_token_env: str | None = None
-
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_series: int = DEFAULT_MAX_SERIES
 
 
 def promql_duration(seconds: float) -> str:
@@ -112,140 +110,6 @@ def normalise_selector(selector: str) -> str:
     if not s.endswith("}") or s.count("{") != 1 or s.count("}") != 1:
         raise InputError(f"route selector {selector!r}: expected PromQL label matchers like {{job=\"vllm\"}}")
     return s
-
-
-# ----------------------------------------------------------------------------- client
-
-class _Redirected(urllib.error.URLError):
-    def __init__(self, location: str):
-        super().__init__(f"redirect to {location}")
-        self.location = location
-
-
-class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
-    """No redirect is followed: urllib would send the Authorization header to wherever a
-    3xx points, another origin included."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        raise _Redirected(newurl)
-
-
-_NO_REDIRECTS = urllib.request.build_opener(_RefuseRedirects)
-
-
-class PrometheusClient:
-    """query / query_range against ``settings.url`` + /api/v1 with urllib (POST forms)."""
-
-    def __init__(self, settings, *, timeout_s: float = 10.0):
-        url = getattr(settings, "url", None)
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise PrometheusError(f"prometheus url must be an http(s) URL, got {url!r}")
-        if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
-            raise InputError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
-        self.url = url.rstrip("/")
-        self.shown_url = mask_userinfo(self.url)  # what messages print
-        self.timeout_s = float(timeout_s)
-        env = getattr(settings, "bearer_token_env", None)
-        self._token: str | None = None
-        if env:
-            token = os.environ.get(env)
-            if not token:
-                raise PrometheusError(
-                    f"prometheus {self.url}: bearer_token_env names {env!r}, which is not set in the environment")
-            self._token = token.strip()
-        self.queries = 0  # how many requests this client made (benchmarks report it)
-
-    def __repr__(self) -> str:  # never shows the token
-        return f"PrometheusClient({self.shown_url!r}, token={'set' if self._token else 'none'})"
-
-    def _scrub(self, text: str) -> str:
-        """The text with the token (in any case) and the URL's password masked."""
-        text = text.replace(self.url, self.shown_url)
-        if self._token:
-            text = re.sub(re.escape(self._token), "***", text, flags=re.IGNORECASE)
-        return text
-
-    def _fail(self, what: str, kind: type[PrometheusError] = PrometheusError) -> PrometheusError:
-        return kind(self._scrub(_one_line(f"prometheus {self.url}: {what}")))
-
-    def _request(self, endpoint: str, params: dict) -> object:
-        self.queries += 1
-        body = urllib.parse.urlencode(params).encode()
-        req = urllib.request.Request(f"{self.url}/api/v1/{endpoint}", data=body, method="POST")
-        req.add_header("Content-Type", "application/x-www-form-urlencoded")
-        req.add_header("Accept", "application/json")
-        req.add_header("User-Agent", _USER_AGENT)
-        if self._token:
-            req.add_header("Authorization", f"Bearer {self._token}")
-        try:
-            with _NO_REDIRECTS.open(req, timeout=self.timeout_s) as resp:
-                raw = resp.read(_MAX_RESPONSE_BYTES + 1)
-        except _Redirected as e:
-            raise self._fail(f"/api/v1/{endpoint} redirects to {mask_userinfo(e.location)}: redirects are not "
-                             f"followed (the token must not go elsewhere); set [prometheus] url to the final address"
-                             ) from None
-        except urllib.error.HTTPError as e:
-            detail, etype = "", None
-            try:  # Prometheus answers errors with {"status": "error", "errorType", "error"}
-                doc = json.loads(e.read(65536) or b"{}")
-                if isinstance(doc, dict) and doc.get("error"):
-                    etype = doc.get("errorType", "error")
-                    detail = f": {etype}: {doc['error']}"
-            except (ValueError, OSError):
-                pass
-            if e.code == 400 and etype == "bad_data":  # the server answered: the query is wrong, and
-                # every query is built on the route's selector, the one part the user writes
-                raise self._fail(f"HTTP 400 from /api/v1/{endpoint}{detail}; check the route's selector "
-                                 f"(PromQL label matchers such as {{job=\"vllm\"}})") from None
-            raise self._fail(f"HTTP {e.code} {e.reason} from /api/v1/{endpoint}{detail}", PrometheusUnreachable) from None
-        except urllib.error.URLError as e:
-            raise self._fail(f"cannot reach the server ({e.reason})", PrometheusUnreachable) from None
-        except (TimeoutError, OSError) as e:
-            raise self._fail(f"request failed ({type(e).__name__}: {e})", PrometheusUnreachable) from None
-        if len(raw) > _MAX_RESPONSE_BYTES:
-            raise self._fail(f"/api/v1/{endpoint} answered more than {_MAX_RESPONSE_BYTES >> 20} MiB")
-        try:
-            doc = json.loads(raw)
-        except ValueError:
-            raise self._fail(f"/api/v1/{endpoint} did not answer JSON (is this a Prometheus server?)") from None
-        if not isinstance(doc, dict) or doc.get("status") != "success":
-            err = doc.get("error", "no error text") if isinstance(doc, dict) else "not an object"
-            etype = doc.get("errorType", "error") if isinstance(doc, dict) else "error"
-            raise self._fail(f"/api/v1/{endpoint} failed: {etype}: {err}")
-        data = doc.get("data")
-        if not isinstance(data, dict) or "result" not in data:
-            raise self._fail(f"/api/v1/{endpoint} answered without data.result")
-        return data
-
-    def query(self, expr: str, at: float) -> list[tuple[dict, float]]:
-        """An instant vector at ``at``: [(labels, value)]."""
-        data = self._request("query", {"query": expr, "time": f"{at:.3f}"})
-        if data.get("resultType") != "vector":
-            raise self._fail(f"query answered a {data.get('resultType')!r}, expected a vector")
-        return [(r.get("metric", {}), float(r["value"][1])) for r in data["result"]]
-
-    def query_range(self, expr: str, start: float, end: float, step: float
-                    ) -> list[tuple[dict, np.ndarray, np.ndarray]]:
-        """A range vector: [(labels, times (n,), values (n,))] for steps start, start+step, ... ≤ end."""
-        # nocache=1: VictoriaMetrics would otherwise align start and end to multiples of the
-        # step (for its cache) and the blocks would not end where asked; Prometheus ignores it.
-        data = self._request("query_range", {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}",
-                                             "step": f"{step:.3f}", "nocache": "1"})
-        return self._matrix(data, "query_range")
-
-    def samples(self, selector_with_range: str, at: float) -> list[tuple[dict, np.ndarray, np.ndarray]]:
-        """The raw samples of ``series[range]`` at ``at``: [(labels, times, values)]."""
-        return self._matrix(self._request("query", {"query": selector_with_range, "time": f"{at:.3f}"}), "query")
-
-    def _matrix(self, data: dict, endpoint: str) -> list[tuple[dict, np.ndarray, np.ndarray]]:
-        if data.get("resultType") != "matrix":
-            raise self._fail(f"{endpoint} answered a {data.get('resultType')!r}, expected a matrix")
-        out = []
-        for r in data["result"]:
-            vals = r.get("values", [])
-            out.append((r.get("metric", {}), np.array([float(v[0]) for v in vals]),
-                        np.array([float(v[1]) for v in vals])))
-        return out
 
 
 # ----------------------------------------------------------------------------- window
@@ -372,10 +236,11 @@ def scrape_interval(client: PrometheusClient, selector: str, end: float, window_
     probe = min(window_s, SCRAPE_INTERVAL_PROBE_S)
     data = client._request("query", {"query": f"{_counter(vm.DRAFTS)}{selector}[{promql_duration(probe)}]", "time": f"{end:.3f}"})
     series = client._matrix(data, "query") if data.get("resultType") == "matrix" else []  # else: no samples
+    # the client gives each series each time once (a repeated sample merged), so no gap is 0
     gaps = [np.diff(times) for _, times, _ in series if times.size >= 2]
-    if not gaps:
-        return None
-    return float(np.median(np.concatenate(gaps)))
+    gaps = np.concatenate(gaps) if gaps else np.zeros(0)
+    gaps = gaps[gaps > 0]
+    return float(np.median(gaps)) if gaps.size else None
 
 
 def _plan_blocks(start: float, end: float, scrape_s: float | None, max_blocks: int,
@@ -403,18 +268,20 @@ def check_window(start: float, end: float, max_blocks: int) -> None:
 
 
 def prometheus_route_window(source, selector: str, start: float, end: float, *, max_blocks: int = 200,
-                            timeout_s: float = 10, block_s: float | None = None) -> PrometheusWindow:
+                            timeout_s: float | None = None, block_s: float | None = None) -> PrometheusWindow:
     """The route's window (start, end] from Prometheus as γ segments of block rows.
 
     ``source``: PrometheusSettings (or the config's PrometheusSource); ``selector``: the
     route's PromQL label matchers; ``max_blocks``: at most this many blocks (rows);
     ``block_s``: force the block length (default: window / max_blocks, but at least
-    MIN_SCRAPES_PER_BLOCK scrape intervals).
+    MIN_SCRAPES_PER_BLOCK scrape intervals); ``timeout_s``: one query's deadline (default:
+    the source's ``timeout_s``, else 10 s).
     """
     check_window(start, end, max_blocks)
     if block_s is not None and not (isinstance(block_s, (int, float)) and 0.001 <= block_s <= end - start):
         raise InputError(f"block_s {block_s!r} must be between 1 ms and the window length")
-    return raw_window(PrometheusClient(source, timeout_s=timeout_s), normalise_selector(selector), start, end,
+    sel = normalise_selector(selector)
+    return raw_window(PrometheusClient(source, timeout_s=timeout_s, selector=sel), sel, start, end,
                       max_blocks=max_blocks, block_s=block_s)
 
 
@@ -431,12 +298,9 @@ def raw_window(client: PrometheusClient, sel: str, start: float, end: float, *, 
     def rng(expr):
         return client.query_range(expr, first_end, end + 1e-6, block)
 
-    gamma_series = rng(q.gammas())
     found = []
-    for labels, _, _ in sorted(gamma_series, key=lambda r: int(float(r[0].get("gamma", "0")))):
-        g = int(float(labels["gamma"]))
-        if g >= 1:
-            found += _gamma_segments(client, q, g, rng(q.block_counts(g)), block, rng(q.block_latency(g)), scrape_s)
+    for g in gammas_in(client, rng(q.gammas())):
+        found += _gamma_segments(client, q, g, rng(q.block_counts(g)), block, rng(q.block_latency(g)), scrape_s)
     segments, engine_labels = in_time_order(found)
     reach = block + 1.5 * (scrape_s or 0.0)
     events = _events(rng(q.restarts(reach)), rng(q.gamma_changes()), block)
@@ -445,6 +309,7 @@ def raw_window(client: PrometheusClient, sel: str, start: float, end: float, *, 
         url=client.url, selector=sel, start=float(start), end=float(end), block_s=block,
         scrape_interval_s=scrape_s, segments=segments, events=events, step_shape=shape,
         engine_labels=engine_labels, not_speculating=not_speculating(client, q, end), queries=client.queries,
+        notes=client.merged_note(),
     )
 
 
@@ -464,7 +329,7 @@ def _gamma_segments(client: PrometheusClient, q: RouteQueries, g: int, series, b
                     scrape_s: float | None = None):
     """Rows of one γ from the block_counts matrix, cut into segments at gaps, each with its
     own latency from the block_latency matrix and its own gauge samples (segment_batch)."""
-    rows = block_rows(series, g)
+    rows = block_rows(series, g, client=client)
 
     def engines_of(g: int, start: float, end: float) -> list[dict]:  # at γ g at some block end
         return [lab for lab, _ in client.query(q.segment_engines(g, end - start), end)]
@@ -474,6 +339,7 @@ def _gamma_segments(client: PrometheusClient, q: RouteQueries, g: int, series, b
         return batch_counts(client.query(q.segment_batch(g, span, _sample_step(scrape_s, span)), segment.end))
 
     for segment, labs in gamma_segments(engines_of, g, rows, {t: t - block for t in rows}, block):
+        segment = checked_segment(client, segment, len(labs))
         yield replace(segment, batch_samples=batch_samples(segment), **segment_latency(latency, segment)), labs
 
 
@@ -502,20 +368,72 @@ def segment_block_sums(series, segment: GammaSegment, label: str) -> dict[str, f
     return dict(sums)
 
 
-def block_rows(series, g: int) -> dict[float, np.ndarray]:
+def block_rows(series, g: int, *, client: PrometheusClient) -> dict[float, np.ndarray]:
     """{block end: [D, T, A, A_1..A_γ]} from series labelled position = drafts | draft_tokens |
-    accepted_tokens | k − 1; blocks with nothing in them are left out."""
+    accepted_tokens | k − 1; blocks with nothing in them are left out. Two series giving one
+    position a value at one block end (an answer summed by position holds one): the same
+    value merged, different values refused (``client.same_sample``)."""
     column = {"drafts": 0, "draft_tokens": 1, "accepted_tokens": 2}
     column.update({str(k): 3 + k for k in range(g)})
     rows: dict[float, np.ndarray] = defaultdict(lambda: np.zeros(3 + g))
+    seen: dict[tuple[float, int], float] = {}
     for labels, times, values in series:
         col = column.get(labels.get(vm.POSITION_LABEL))
         if col is None:
             continue  # a position ≥ γ cannot be γ's; ignore anything unexpected
         for t, v in zip(times.tolist(), values.tolist()):
             if math.isfinite(v):
-                rows[round(t, 3)][col] = max(v, 0.0)
+                key = (round(t, 3), col)
+                if key in seen:
+                    client.same_sample(f"position {labels[vm.POSITION_LABEL]} of gamma {g}", t, seen[key], v)
+                    continue
+                seen[key] = v
+                rows[key[0]][col] = max(v, 0.0)
     return {t: r for t, r in sorted(rows.items()) if r.any()}
+
+
+def gammas_in(client: PrometheusClient, series) -> list[int]:
+    """The γ values of ``count_values("gamma", G)``'s answer, smallest first (0 left out):
+    whole numbers of position series, at most ``client.max_series`` (a γ of 10^8 would size
+    every block row at 10^8 columns), at most MAX_GAMMA_VALUES of them, else refused."""
+    found = set()
+    for labels, _, _ in series:
+        text = labels.get("gamma", "")
+        try:
+            g = float(text)
+        except ValueError:
+            g = math.nan
+        if not (g.is_integer() and 0 <= g <= client.max_series):
+            raise client.fail(f"count_values answered gamma {text!r}: not a whole number of position series "
+                              f"0..{client.max_series} ([source] max_series)")
+        if g >= 1:
+            found.add(int(g))
+    if len(found) > MAX_GAMMA_VALUES:
+        raise client.fail(f"count_values answered {len(found)} gamma values, more than {MAX_GAMMA_VALUES} "
+                          f"(a route runs one, two while a canary tries another)")
+    return sorted(found)
+
+
+def checked_segment(client: PrometheusClient, segment: GammaSegment, engines: int) -> GammaSegment:
+    """The segment, refused when its counts are ones no engine produces
+    (acceptance.counts.impossible_counts, STEP_REQUESTS_PER_ENGINE of slack per engine), block
+    by block and over the whole segment with the same slack: a block's increases telescope
+    into the next, so a scrape race at a block end does not add up over blocks. Within the
+    slack, draft tokens over γ·D (a race or increase()'s extrapolation) are cut to γ·D: the
+    model takes T / D ≤ γ as given."""
+    step_requests = STEP_REQUESTS_PER_ENGINE * max(1, engines)
+    iv = segment.intervals
+    spans = [*zip(iv.start.tolist(), iv.end.tolist(), iv.counts.tolist()),
+             (segment.start, segment.end, iv.counts.sum(axis=0).tolist())]
+    for start, end, row in spans:
+        why = impossible_counts(SpecCounts.from_vector(row), step_requests)
+        if why:
+            raise client.fail(f"counts no engine produces at gamma {segment.gamma} in ({start:.3f}, {end:.3f}]: "
+                              f"{why} (increase() summed over {max(1, engines)} engine(s), {step_requests} "
+                              f"drafts of slack)")
+    counts = iv.counts.copy()
+    counts[:, 1] = np.minimum(counts[:, 1], segment.gamma * counts[:, 0])
+    return replace(segment, intervals=replace(iv, counts=counts))
 
 
 def gamma_segments(engines_of, g: int, rows: dict[float, np.ndarray], starts: dict[float, float], block: float):
@@ -601,5 +519,5 @@ def _step_shape(client: PrometheusClient, sel: str, end: float, window_s: float,
     )
 
 
-__all__ = ["PrometheusError", "PrometheusSettings", "PrometheusClient", "PrometheusWindow", "RouteQueries",
+__all__ = ["PrometheusError", "PrometheusUnreachable", "PrometheusSettings", "PrometheusClient", "PrometheusWindow", "RouteQueries",
            "prometheus_route_window", "raw_window", "check_window", "normalise_selector", "MIN_SCRAPES_PER_BLOCK"]

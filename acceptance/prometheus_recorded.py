@@ -37,8 +37,10 @@ from .prometheus import (
     batch_counts,
     block_rows,
     check_window,
+    checked_segment,
     engine_ref,
     gamma_segments,
+    gammas_in,
     in_time_order,
     normalise_selector,
     not_speculating,
@@ -67,11 +69,12 @@ class Coverage:
 
 
 def prometheus_window(source, route: str, selector: str, start: float, end: float, *, max_blocks: int = 200,
-                      timeout_s: float = 10) -> PrometheusWindow:
-    """The route's window (start, end]: from the recorded series when they cover it, else raw."""
+                      timeout_s: float | None = None) -> PrometheusWindow:
+    """The route's window (start, end]: from the recorded series when they cover it, else raw.
+    ``timeout_s``: one query's deadline (default: the source's ``timeout_s``, else 10 s)."""
     check_window(start, end, max_blocks)
     sel = normalise_selector(selector)
-    client = PrometheusClient(source, timeout_s=timeout_s)
+    client = PrometheusClient(source, timeout_s=timeout_s, selector=sel)
     coverage = Coverage(why_not=f"no recorded series for route {route!r} (no {HEARTBEAT_PREFIX}<R>)")
     for resolution in _resolutions(client, route, end):  # the finest that covers the window
         names = series_names(resolution)
@@ -84,7 +87,7 @@ def prometheus_window(source, route: str, selector: str, start: float, end: floa
     note = (f"Prometheus: {coverage.why_not}, so the window was read from raw samples ({window.queries - looked} "
             f"increase() queries); `specdec rules` writes the recording rules, `promtool tsdb create-blocks-from "
             f"rules` backfills them")
-    return replace(window, notes=[note])
+    return replace(window, notes=[note, *window.notes])
 
 
 def _resolutions(client: PrometheusClient, route: str, end: float) -> list[str]:
@@ -151,13 +154,14 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
     recorded = _Recorded(client, route, names, last_end, window_s)
     engines_of = recorded.engines_of(q, r)
     found = []
-    for g in sorted({int(float(lab["gamma"])) for lab, _, _ in series if "gamma" in lab}):
-        rows = block_rows([s for s in series if s[0].get("gamma") == str(g)], g)
+    for g in gammas_in(client, [s for s in series if "gamma" in s[0]]):
+        rows = block_rows([s for s in series if s[0].get("gamma") == str(g)], g, client=client)
         own = [s for s in latency if s[0].get("gamma") == str(g)]
         own_batches = [s for s in batches if s[0].get("gamma") == str(g)]
-        found += [(replace(segment, batch_samples=_batch_samples(own_batches, segment) if batches else None,
-                           **segment_latency(own, segment)), labs)
-                  for segment, labs in gamma_segments(engines_of, g, rows, blocks.starts(rows), block)]
+        for segment, labs in gamma_segments(engines_of, g, rows, blocks.starts(rows), block):
+            segment = checked_segment(client, segment, len(labs))
+            found.append((replace(segment, batch_samples=_batch_samples(own_batches, segment) if batches else None,
+                                  **segment_latency(own, segment)), labs))
     segments, engine_labels = in_time_order(found)
     notes = [f"Prometheus: read from the recorded series {names['spec_decode']} (specdec rules, "
              f"{coverage.evaluations} evaluations {r:g} s apart, {n + bool(remainder)} blocks)"]
@@ -175,7 +179,7 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
         scrape_interval_s=scrape_interval(client, sel, end, end - start),
         segments=segments, events=recorded.events(), step_shape=shape,
         engine_labels=engine_labels, not_speculating=not_speculating(client, q, end),
-        queries=client.queries, recorded=names["spec_decode"], notes=notes)
+        queries=client.queries, recorded=names["spec_decode"], notes=notes + client.merged_note())
 
 
 def _batch_samples(series, segment) -> dict[int, float]:

@@ -5,7 +5,8 @@ Commands look for ./specdec.toml unless --config says otherwise; the store is
 --db says otherwise. Every [deployment] key may be overridden per route; the merged
 mapping is validated by model.deployment.Deployment.from_mapping where it is used.
 
-[collect] interval / timeout / max_page_bytes / max_engines are optional (docs/DESIGN.md, Interfaces: Config).
+[collect] interval / timeout / max_page_bytes / max_engines and [source] timeout / max_series are
+optional (docs/DESIGN.md, Interfaces: Config).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from acceptance.parse import DEFAULT_MAX_ENGINES
 from acceptance.per_request import has_control_characters
 from acceptance.durations import duration_seconds
 from acceptance.fetch import DEFAULT_MAX_BYTES
+from acceptance.prometheus_http import DEFAULT_MAX_SERIES, DEFAULT_TIMEOUT_S
 from model.deployment import BUILTIN_PROFILES, INLINE_DEFAULTS, Deployment  # BUILTIN_PROFILES: anything else names a measured table file
 from model.figures_needed import unused_keys
 
@@ -64,6 +66,8 @@ class RouteConfig:
 class PrometheusSource:
     url: str
     bearer_token_env: str | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S  # one query's deadline, connect to last byte
+    max_series: int = DEFAULT_MAX_SERIES  # the most series one query's answer may hold
 
 
 @dataclass(frozen=True)
@@ -159,7 +163,7 @@ SECTIONS = ("store", "collect", "deployment", "source", "routes")
 SECTION_KEYS = {
     "store": ("path", "retention"),
     "collect": ("interval", "timeout", "max_page_bytes", "max_engines"),
-    "source": ("kind", "url", "bearer_token_env"),
+    "source": ("kind", "url", "bearer_token_env", "timeout", "max_series"),
 }
 ROUTE_KEYS = ("targets", "selector", "source", "engines", "deployment")  # besides the [deployment] keys
 
@@ -232,7 +236,7 @@ def config_from_mapping(raw: dict, *, path: Path | None) -> Config:
         token_env = source.get("bearer_token_env")
         if token_env is not None and not isinstance(token_env, str):
             raise ConfigError(f"{where}: [source] bearer_token_env must name an environment variable")
-        prometheus = PrometheusSource(url=url.rstrip("/"), bearer_token_env=token_env)
+        prometheus = PrometheusSource(url=url.rstrip("/"), bearer_token_env=token_env, **_prometheus_bounds(source, where))
 
     routes: dict[str, RouteConfig] = {}
     for name, table in _table(raw, "routes", where).items():
@@ -283,6 +287,20 @@ def config_from_mapping(raw: dict, *, path: Path | None) -> Config:
     for route in routes or (None,):
         deployment_for_route(config, route)
     return config
+
+
+def _prometheus_bounds(source: dict, where: str) -> dict:
+    """[source] timeout (one query's deadline) and max_series, as PrometheusSource takes them."""
+    try:
+        timeout = parse_duration(source.get("timeout", DEFAULT_TIMEOUT_S), what="[source] timeout")
+        if not timeout < 86400:  # a deadline that never comes is none (inf, nan)
+            raise ValueError(f"[source] timeout: must be under a day, got {source['timeout']!r}")
+    except ValueError as e:
+        raise ConfigError(f"{where}: {e}") from None
+    max_series = source.get("max_series", DEFAULT_MAX_SERIES)
+    if not isinstance(max_series, int) or isinstance(max_series, bool) or max_series <= 0:
+        raise ConfigError(f"{where}: [source] max_series must be a positive integer, got {max_series!r}")
+    return {"timeout_s": timeout, "max_series": max_series}
 
 
 def _check_shared_deployments(routes: dict[str, RouteConfig], where: str) -> None:

@@ -1,0 +1,339 @@
+"""One query to a Prometheus server's HTTP API, under one deadline and within bounds.
+
+A query is one POST to ``/api/v1/query`` or ``/api/v1/query_range`` on a connection of its
+own, read with acceptance.http1's ResponseReader. What a hostile or broken server cannot do:
+
+* hold a query past its deadline: ``timeout_s`` ([source] timeout) runs from the connect to
+  the last byte; every socket operation waits at most the time left (a server that answers a
+  byte a second under a huge Content-Length is cut off at the deadline, not at the end of
+  its body);
+* make specdec buffer more than ``MAX_RESPONSE_BYTES`` of body (a Content-Length over it is
+  refused before a body byte is read);
+* make specdec do per-series work on more than ``max_series`` series ([source] max_series):
+  the series of an answer are counted in its bytes (every series of a vector or matrix has
+  one ``"metric": {`` key, which no string in JSON can hold unescaped) before it is parsed;
+* hand specdec two values for one series at one time: a sample repeated with the same value
+  is merged (``merged`` counts them, for a note), a conflicting one is refused.
+
+Every failure is a ``PrometheusError`` whose message is one line naming the server's URL
+(its password masked) and the route's selector. The bearer token is never put in a message
+or a repr; credentials in the URL are refused (they would be sent to no one: use
+``bearer_token_env``). No redirect is followed (a token must not go to another origin). No
+proxy is used: the server is reached directly, as the /metrics scrapes reach the engines.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import socket
+import ssl
+import time
+import urllib.parse
+from collections.abc import Callable
+
+import numpy as np
+
+from .errors import InputError
+from .fetch import SourceError, UnreachableError, _one_line, mask_userinfo
+from .http1 import BodyTooLarge, ClosedBeforeAnswer, CutShort, ResponseError, ResponseReader
+
+DEFAULT_TIMEOUT_S = 10.0
+# A route's largest answer is one series per engine (its γ, its restarts, the engines at a γ)
+# or per γ and position. 50,000 holds 1,024 engines (the collector's own bound per page) ×
+# (γ ≤ 21 positions + drafts, draft tokens, accepted) × 2 γ values in use (a canary beside
+# the fleet), with room for series renamed by restarts; a runaway selector's 200,000 is refused.
+DEFAULT_MAX_SERIES = 50_000
+MAX_RESPONSE_BYTES = 64 << 20
+_USER_AGENT = "specdec-prometheus/0.1"
+_READ_BYTES = 1 << 16
+_SERIES_KEY = re.compile(rb'"metric"\s*:\s*\{')
+
+
+class PrometheusError(SourceError):
+    """Prometheus could not be read; the message is one line naming the server URL."""
+
+
+class PrometheusUnreachable(PrometheusError, UnreachableError):
+    """Prometheus gave no answer: not reached, timed out, or an HTTP error (exit status 3)."""
+
+
+class _Deadline(Exception):
+    """The query's deadline passed."""
+
+
+def count_series(body: bytes, limit: int) -> int:
+    """The series of a vector or matrix answer, counted up to ``limit`` + 1 (then it stops)."""
+    n = 0
+    for _ in _SERIES_KEY.finditer(body):
+        n += 1
+        if n > limit:
+            break
+    return n
+
+
+def _positive(value, what: str, kind=(int, float)):
+    if isinstance(value, bool) or not isinstance(value, kind) or not value > 0:
+        raise InputError(f"{what} must be a positive number, got {value!r}")
+    return value
+
+
+class PrometheusClient:
+    """query / query_range against ``settings.url`` + /api/v1 (POST forms), each under one
+    deadline. ``settings``: anything with ``url`` and ``bearer_token_env`` (and optionally
+    ``timeout_s`` and ``max_series``: [source] timeout and max_series); ``timeout_s`` and
+    ``max_series`` given here win. ``selector``: the route's, named in every error."""
+
+    def __init__(self, settings, *, timeout_s: float | None = None, max_series: int | None = None,
+                 selector: str | None = None):
+        url = getattr(settings, "url", None)
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise PrometheusError(f"prometheus url must be an http(s) URL, got {url!r}")
+        self.url = url.rstrip("/")
+        self.shown_url = mask_userinfo(self.url)  # what messages print
+        self.timeout_s = float(_positive(timeout_s if timeout_s is not None else
+                                         getattr(settings, "timeout_s", DEFAULT_TIMEOUT_S), "timeout_s"))
+        self.max_series = _positive(max_series if max_series is not None else
+                                    getattr(settings, "max_series", DEFAULT_MAX_SERIES), "max_series", int)
+        self.selector = selector
+        env = getattr(settings, "bearer_token_env", None)
+        self._token: str | None = None
+        if env:
+            token = os.environ.get(env)
+            if not token:
+                raise PrometheusError(
+                    f"prometheus {self.shown_url}: bearer_token_env names {env!r}, which is not set in the environment")
+            self._token = token.strip()
+        self.queries = 0  # how many requests this client made (benchmarks report it)
+        self.merged = 0  # samples repeated with the same value (one series, one time), counted once
+        self._tls: ssl.SSLContext | None = None
+
+    def __repr__(self) -> str:  # never shows the token
+        return f"PrometheusClient({self.shown_url!r}, token={'set' if self._token else 'none'})"
+
+    def _scrub(self, text: str) -> str:
+        """The text with the token (in any case) and the URL's password masked."""
+        text = text.replace(self.url, self.shown_url)
+        if self._token:
+            text = re.sub(re.escape(self._token), "***", text, flags=re.IGNORECASE)
+        return text
+
+    def fail(self, what: str, kind: type[PrometheusError] = PrometheusError) -> PrometheusError:
+        """A one-line error naming the server and the route's selector."""
+        about = f", selector {self.selector}" if self.selector else ""
+        return kind(self._scrub(_one_line(f"prometheus {self.url}{about}: {what}")))
+
+    # -- one exchange ----------------------------------------------------------------------
+
+    def _request(self, endpoint: str, params: dict) -> dict:
+        """data of the answer to ``params`` POSTed to /api/v1/``endpoint``."""
+        self.queries += 1
+        path = f"/api/v1/{endpoint}"
+        reader = self._exchange(path, urllib.parse.urlencode(params).encode())
+        head, raw = reader.head, reader.body
+        if 300 <= head.status < 400:
+            where = mask_userinfo(head.headers.get("location", "?"))
+            raise self.fail(f"{path} redirects to {where}: redirects are not followed (the token must not go "
+                            f"elsewhere); set [source] url to the final address")
+        if head.status != 200:
+            raise self._status_error(path, head.status, head.reason, raw)
+        found = count_series(raw, self.max_series)
+        if found > self.max_series:
+            raise self.fail(f"{path} answered more than {self.max_series} series ([source] max_series), refused "
+                            f"unread; narrow the selector or raise max_series")
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            raise self.fail(f"{path} did not answer JSON (is this a Prometheus server?)") from None
+        if not isinstance(doc, dict) or doc.get("status") != "success":
+            err = doc.get("error", "no error text") if isinstance(doc, dict) else "not an object"
+            etype = doc.get("errorType", "error") if isinstance(doc, dict) else "error"
+            raise self.fail(f"{path} failed: {etype}: {err}")
+        data = doc.get("data")
+        if not isinstance(data, dict) or not isinstance(data.get("result"), list):
+            raise self.fail(f"{path} answered without data.result")
+        return data
+
+    def _status_error(self, path: str, status: int, reason: str, raw: bytes) -> PrometheusError:
+        detail, etype = "", None
+        try:  # Prometheus answers errors with {"status": "error", "errorType", "error"}
+            doc = json.loads(raw[:65536] or b"{}")
+            if isinstance(doc, dict) and doc.get("error"):
+                etype = doc.get("errorType", "error")
+                detail = f": {etype}: {doc['error']}"
+        except ValueError:
+            pass
+        if status == 400 and etype == "bad_data":  # the server answered: the query is wrong, and
+            # every query is built on the route's selector, the one part the user writes
+            return self.fail(f"HTTP 400 from {path}{detail}; check the route's selector "
+                             f"(PromQL label matchers such as {{job=\"vllm\"}})")
+        return self.fail(f"HTTP {status} {reason} from {path}{detail}", PrometheusUnreachable)
+
+    def _exchange(self, path: str, body: bytes) -> ResponseReader:
+        """The complete response to one POST, read before the deadline."""
+        parts = urllib.parse.urlsplit(self.url)
+        if parts.username is not None or parts.password is not None:
+            raise self.fail("credentials in the URL are not sent; put the token in the variable "
+                            "[source] bearer_token_env names")
+        deadline = time.monotonic() + self.timeout_s
+        reader = ResponseReader(MAX_RESPONSE_BYTES)
+        try:
+            with self._connect(parts, deadline) as sock:
+                _within(deadline, sock, lambda: sock.sendall(self._post(parts, path, body)))
+                while not reader.complete:
+                    data = _within(deadline, sock, lambda: sock.recv(_READ_BYTES))
+                    reader.feed(data) if data else reader.feed_eof()
+        except _Deadline:
+            raise self.fail(f"no complete answer to {path} within the {self.timeout_s:g} s deadline "
+                            f"([source] timeout), connect to last byte", PrometheusUnreachable) from None
+        except BodyTooLarge:
+            raise self.fail(f"{path} answered more than {MAX_RESPONSE_BYTES >> 20} MiB") from None
+        except ClosedBeforeAnswer:
+            raise self.fail(f"the server closed the connection before answering {path}",
+                            PrometheusUnreachable) from None
+        except CutShort as e:
+            raise self.fail(f"the server closed the connection inside its answer to {path} ({e})",
+                            PrometheusUnreachable) from None
+        except ResponseError as e:
+            raise self.fail(f"bad HTTP response to {path} ({e})") from None
+        except ssl.SSLError as e:
+            raise self.fail(f"TLS error ({e})", PrometheusUnreachable) from None
+        except socket.gaierror as e:
+            raise self.fail(f"cannot reach the server (cannot resolve {parts.hostname!r}: {e.strerror or e})",
+                            PrometheusUnreachable) from None
+        except OSError as e:
+            raise self.fail(f"cannot reach the server ({e.strerror or type(e).__name__})",
+                            PrometheusUnreachable) from None
+        return reader
+
+    def _connect(self, parts, deadline: float) -> socket.socket:
+        """A connection to the server, each address tried in the time left (the name lookup
+        itself is the resolver's: it has no timeout to give)."""
+        https = parts.scheme == "https"
+        port = parts.port or (443 if https else 80)
+        last: OSError = OSError("no address")
+        for family, kind, proto, _, address in socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM):
+            sock = socket.socket(family, kind, proto)
+            try:
+                _within(deadline, sock, lambda: sock.connect(address))
+                if https:
+                    self._tls = self._tls or ssl.create_default_context()  # loads the CA store once
+                    sock = _within(deadline, sock, lambda: self._tls.wrap_socket(sock, server_hostname=parts.hostname))
+                return sock
+            except (_Deadline, ssl.SSLError):
+                sock.close()
+                raise
+            except OSError as e:
+                sock.close()
+                last = e
+        raise last
+
+    def _post(self, parts, path: str, body: bytes) -> bytes:
+        host = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+        if ":" in (parts.hostname or ""):  # an IPv6 literal
+            host = f"[{parts.hostname}]" + (f":{parts.port}" if parts.port else "")
+        headers = {"Host": host, "User-Agent": _USER_AGENT, "Accept": "application/json",
+                   "Content-Type": "application/x-www-form-urlencoded", "Content-Length": str(len(body)),
+                   "Connection": "close"}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        prefix = parts.path.rstrip("/")
+        lines = [f"POST {prefix}{path} HTTP/1.1"] + [f"{name}: {value}" for name, value in headers.items()]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+    # -- answers ---------------------------------------------------------------------------
+
+    def query(self, expr: str, at: float) -> list[tuple[dict, float]]:
+        """An instant vector at ``at``: [(labels, value)], one per label set."""
+        data = self._request("query", {"query": expr, "time": f"{at:.3f}"})
+        if data.get("resultType") != "vector":
+            raise self.fail(f"query answered a {data.get('resultType')!r}, expected a vector")
+        out: dict[tuple, tuple[dict, float]] = {}
+        for r in data["result"]:
+            labels, value = r.get("metric", {}), float(r["value"][1])
+            key = _key(labels)
+            if key in out:
+                self.same_sample(f"series {labels}", float(r["value"][0]), out[key][1], value)
+                continue
+            out[key] = (labels, value)
+        return list(out.values())
+
+    def query_range(self, expr: str, start: float, end: float, step: float
+                    ) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+        """A range vector: [(labels, times (n,), values (n,))] for steps start, start+step, ... ≤ end."""
+        # nocache=1: VictoriaMetrics would otherwise align start and end to multiples of the
+        # step (for its cache) and the blocks would not end where asked; Prometheus ignores it.
+        data = self._request("query_range", {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}",
+                                             "step": f"{step:.3f}", "nocache": "1"})
+        return self._matrix(data, "query_range")
+
+    def samples(self, selector_with_range: str, at: float) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+        """The raw samples of ``series[range]`` at ``at``: [(labels, times, values)]."""
+        return self._matrix(self._request("query", {"query": selector_with_range, "time": f"{at:.3f}"}), "query")
+
+    def _matrix(self, data: dict, endpoint: str) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+        """The series of a matrix, one per label set, each with strictly increasing times."""
+        if data.get("resultType") != "matrix":
+            raise self.fail(f"{endpoint} answered a {data.get('resultType')!r}, expected a matrix")
+        grouped: dict[tuple, tuple[dict, list]] = {}
+        for r in data["result"]:
+            labels = r.get("metric", {})
+            grouped.setdefault(_key(labels), (labels, []))[1].extend(r.get("values", []))
+        out = []
+        for labels, values in grouped.values():
+            times = np.array([float(v[0]) for v in values])
+            vals = np.array([float(v[1]) for v in values])
+            out.append((labels, *self._one_per_time(labels, times, vals)))
+        return out
+
+    def _one_per_time(self, labels: dict, times: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """times and values in time order with each time once (module docstring: merged when
+        the values agree, refused when they do not)."""
+        if times.size < 2 or bool(np.all(np.diff(times) > 0)):
+            return times, values
+        order = np.argsort(times, kind="stable")
+        times, values = times[order], values[order]
+        keep = np.ones(times.size, dtype=bool)
+        for i in np.flatnonzero(np.diff(times) == 0) + 1:
+            self.same_sample(f"series {labels}", float(times[i]), float(values[i - 1]), float(values[i]))
+            keep[i] = False
+        return times[keep], values[keep]
+
+    def same_sample(self, what: str, t: float, old: float, new: float) -> None:
+        """A second value for one series at one time: merged when equal, else refused."""
+        if old == new or (math.isnan(old) and math.isnan(new)):
+            self.merged += 1
+            return
+        raise self.fail(f"two different values ({old:g} and {new:g}) for {what} at {t:.3f}; an answer holds one "
+                        f"sample per series and time, so which one counts is unknown")
+
+    def merged_note(self) -> list[str]:
+        """The output's note on merged repeated samples (none when there were none)."""
+        if not self.merged:
+            return []
+        return [self._scrub(f"Prometheus {self.url} answered {self.merged} repeated sample(s) for selector "
+                            f"{self.selector} (one series, one time, the same value): each was counted once")]
+
+
+def _key(labels: dict) -> tuple:
+    return tuple(sorted(labels.items()))
+
+
+def _within(deadline: float, sock: socket.socket | None, step: Callable):
+    """``step()`` with the socket's timeout set to the time left; _Deadline when none is left
+    or the step used it up."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise _Deadline()
+    if sock is not None:
+        sock.settimeout(left)
+    try:
+        return step()
+    except (socket.timeout, TimeoutError):
+        raise _Deadline() from None
+
+
+__all__ = ["PrometheusClient", "PrometheusError", "PrometheusUnreachable", "count_series",
+           "DEFAULT_TIMEOUT_S", "DEFAULT_MAX_SERIES", "MAX_RESPONSE_BYTES"]
