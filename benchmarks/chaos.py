@@ -21,7 +21,11 @@ them `collect` runs in lives ended by SIGKILL at random moments, while two reade
 is started on the same store at a random moment (it must refuse, exit 2) and killed at
 another. As root, the store lives on a tmpfs of its own that a filler fills to the last
 byte and frees again at random moments (`--no-disk-fill`: not); elsewhere that kind is not
-run and the JSON says so. Reported (and written to benchmarks/results/chaos.json):
+run and the JSON says so. A third reader loops `tune-gamma` over routes read from a hostile
+Prometheus ([source] timeout 2 s): an answer that never ends (its body, or its headers, a
+byte at a time), 200,000 series, JSON cut short, HTTP 500 — each must end in one line
+naming the server and the selector, within its deadline. Reported (and written to
+benchmarks/results/chaos.json):
 - healthy samples stored / expected: every stored cycle should hold every healthy target;
 - cycles lost per kill: scrape cycles due in a life but not stored (the one in flight);
 - counts lost and counts added: per counted engine (the healthy ones and the partial
@@ -30,7 +34,8 @@ run and the JSON says so. Reported (and written to benchmarks/results/chaos.json
 - second collectors started, refused (exit 2) and those that ran beside the first (0);
 - disk fills, the cycles a full disk kept from the store, and the full-disk lines said;
 - false "corrupt" reports and internal errors (exit 1) of every command run, and the
-  longest reader run (a hang would show here).
+  longest reader run of each kind (a hang would show here), with what the hostile
+  Prometheus' routes said.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gzip
+import itertools
 import json
 import os
 import random
@@ -48,6 +54,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import NamedTuple
@@ -182,35 +189,111 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
 
+PROM_MODES = ["hang-body", "hang-headers", "series", "truncated", "500"]
+PROM_DEADLINE_S = 2.0  # [source] timeout of the run's config
+
+
+class HostileProm(ThreadingHTTPServer):
+    """A Prometheus that misbehaves by the route's selector job="MODE": an answer that never
+    ends (status and a Content-Length of a megabyte, then a byte every 0.2 s; or the headers a byte at
+    a time), 200,000 series, JSON cut short, HTTP 500."""
+
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), _PromHandler)
+        self.stop = threading.Event()
+        series = [{"metric": {"gamma": str(i)}, "values": [[1.7e9, "1"]]} for i in range(200_000)]
+        self.huge = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": series}}).encode()
+
+    def handle_error(self, request, client_address):
+        pass  # clients cut off at their deadline leave broken pipes: expected
+
+
+class _PromHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):  # noqa: N802
+        form = urllib.parse.parse_qs(self.rfile.read(int(self.headers.get("Content-Length", 0))).decode())
+        query = form.get("query", [""])[0]
+        mode = next((m for m in PROM_MODES if f'job="{m}"' in query), None)
+        try:
+            if mode is None:  # a question of no route's selector (are specdec's rules loaded?): none
+                self._send(200, b'{"status": "success", "data": {"resultType": "vector", "result": []}}')
+            elif mode.startswith("hang"):
+                self._trickle(headers_too=mode == "hang-headers")
+            elif mode == "series":
+                self._send(200, self.server.huge)
+            elif mode == "truncated":
+                self._send(200, b'{"status": "success", "data": {"resultType": "matrix", "result": [{"metr')
+            else:
+                self._send(500, b'{"status": "error", "error": "internal"}')
+        except OSError:
+            self.close_connection = True
+
+    def _send(self, status: int, body: bytes):
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _trickle(self, headers_too: bool):
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n"
+        if not headers_too:
+            self.wfile.write(head)
+            head = b""
+        for byte in head + b"[" * 10**6:
+            if self.server.stop.wait(0.2):
+                break
+            self.wfile.write(bytes([byte]))
+            self.wfile.flush()
+        self.close_connection = True
+
+
 def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def write_config(folder: Path, base: str, interval: float, retention: str | None) -> Path:
+def write_config(folder: Path, base: str, prom: str, interval: float, retention: str | None) -> Path:
     healthy = ", ".join(f'"{base}{p}"' for p in HEALTHY + [PARTIAL])
     zoo = ", ".join(f'"{base}{p}"' for p in ZOO) + f', "http://127.0.0.1:{closed_port()}/metrics"'
     cfg = folder / "specdec.toml"
     kept = f'retention = "{retention}"\n' if retention else ""
+    prom_routes = "".join(f"[routes.prom-{m}]\nselector = '{{job=\"{m}\"}}'\n\n" for m in PROM_MODES)
     cfg.write_text(f'[store]\npath = "chaos.db"\n{kept}\n[collect]\ninterval = {interval}\ntimeout = 1\n\n'
+                   f'[source]\nkind = "prometheus"\nurl = "{prom}"\ntimeout = "{PROM_DEADLINE_S:g}s"\n\n'
                    f'[deployment]\nmethod = "eagle3"\ncost_profile = "flat"\n\n'
                    f'[routes.healthy]\ntargets = [{healthy}]\n\n[routes.flip]\ntargets = ["{base}/flip"]\n\n'
-                   f'[routes.zoo]\ntargets = [{zoo}]\n')
+                   f'[routes.zoo]\ntargets = [{zoo}]\n\n{prom_routes}')
     return cfg
 
 
 class Readers:
-    """tune-gamma in loops on two routes; counts runs, exit codes and 'corrupt' reports."""
+    """tune-gamma in loops on the healthy and the flipping route and, in a third loop, on the
+    hostile Prometheus' routes in turn; counts runs, exit codes, 'corrupt' reports and the
+    longest run of each kind (a Prometheus route's is bounded by its deadline)."""
 
     def __init__(self, cfg: Path):
         self.cfg, self.stop, self.runs, self.internal, self.corrupt, self.procs = cfg, threading.Event(), 0, [], [], set()
         self.longest_s = 0.0
+        self.prom_runs, self.prom_longest_s, self.prom_lines = 0, 0.0, set()
         self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self._loop, args=(route,), daemon=True) for route in ("healthy", "flip")]
+        self.threads = [threading.Thread(target=self._loop, args=([route],), daemon=True) for route in ("healthy", "flip")]
+        self.threads.append(threading.Thread(target=self._loop, args=([f"prom-{m}" for m in PROM_MODES],),
+                                             daemon=True))
 
-    def _loop(self, route: str):
-        while not self.stop.is_set():
+    def _loop(self, routes: list[str]):
+        for turn in itertools.count():
+            if self.stop.is_set():
+                return
+            route = routes[turn % len(routes)]
             began = time.monotonic()
             proc = subprocess.Popen([str(BIN / "tune-gamma"), "--route", route, "--config", str(self.cfg),
                                      "--window", "1h", "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -222,8 +305,14 @@ class Readers:
                 self.procs.discard(proc)
                 if proc.returncode == -signal.SIGKILL:
                     continue  # killed with the collector on purpose
-                self.runs += 1
-                self.longest_s = max(self.longest_s, time.monotonic() - began)
+                if route.startswith("prom-"):
+                    self.prom_runs += 1
+                    self.prom_longest_s = max(self.prom_longest_s, time.monotonic() - began)
+                    self.prom_lines.add(f"{route}: exit {proc.returncode}: {err.strip().splitlines()[-1][:160]}"
+                                        if err.strip() else f"{route}: exit {proc.returncode}")
+                else:
+                    self.runs += 1
+                    self.longest_s = max(self.longest_s, time.monotonic() - began)
                 if proc.returncode == 1:
                     self.internal.append(err.strip()[-300:])
                 if "corrupt" in err:
@@ -408,10 +497,13 @@ def main(argv=None) -> int:
     zoo = Zoo()
     threading.Thread(target=zoo.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     base = f"http://127.0.0.1:{zoo.server_address[1]}"
+    prom = HostileProm()
+    threading.Thread(target=prom.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     folder = Path(tempfile.mkdtemp(prefix="specdec-chaos-"))
     started = time.time()
     with own_tmpfs(folder, not args.no_disk_fill) as on_tmpfs:
-        cfg = write_config(folder, base, args.interval, args.retention or None)
+        cfg = write_config(folder, base, f"http://127.0.0.1:{prom.server_address[1]}", args.interval,
+                           args.retention or None)
         run = Run(cfg, folder / "chaos.db", args.interval, rng)
         run.finish(collect(cfg, "--once"), "opening collect --once")
         opening = {p: zoo.served.get(p, 0) for p in COUNTED}
@@ -423,8 +515,11 @@ def main(argv=None) -> int:
         zoo.glitching = False  # the closing scrape sees the partial-reset engine as it is
         run.finish(collect(cfg, "--once"), "closing collect --once")
         closing = {p: zoo.served.get(p, 0) for p in COUNTED}
-        zoo.shutdown()
-        zoo.server_close()
+        for server in (zoo, prom):
+            server.stop = getattr(server, "stop", None) or threading.Event()
+            server.stop.set()
+            server.shutdown()
+            server.server_close()
         stored = stored_drafts(run.db, base)
     result = tally(args, run, readers, (opening, closing), stored, base)
     result["disk_fills"] = filler.fills if on_tmpfs else "not run (needs root to mount a tmpfs of its own)"
@@ -456,6 +551,8 @@ def tally(args, run: Run, readers: Readers, served: tuple[dict, dict], stored: S
         "second_collectors": run.second,
         "full_disk_lines": run.full_lines,
         "reader_runs": readers.runs, "reader_longest_s": round(readers.longest_s, 2),
+        "prometheus_deadline_s": PROM_DEADLINE_S, "prometheus_runs": readers.prom_runs,
+        "prometheus_longest_s": round(readers.prom_longest_s, 2), "prometheus_said": sorted(readers.prom_lines),
         "false_corrupt": len(readers.corrupt) + sum("corrupt" in e for e in run.errors),
         "internal_errors": len(readers.internal) + sum("exit 1" in e or "internal" in e for e in run.errors),
         "examples": (readers.internal + readers.corrupt + run.errors)[:5],
@@ -474,6 +571,10 @@ def report(result: dict) -> None:
           f"({second['killed']} killed before deciding)")
     print(f"{'disk fills (full-disk lines said)':<36}{result['disk_fills']!s:>8} ({result['full_disk_lines']})")
     print(f"{'reader runs (longest s)':<36}{result['reader_runs']:>8} ({result['reader_longest_s']})")
+    print(f"{'hostile Prometheus runs (longest s)':<36}{result['prometheus_runs']:>8} "
+          f"({result['prometheus_longest_s']}; deadline {result['prometheus_deadline_s']:g} s a query)")
+    for line in result["prometheus_said"]:
+        print("   ", line)
     print(f"{'false corrupt reports':<36}{result['false_corrupt']:>8}")
     print(f"{'internal errors':<36}{result['internal_errors']:>8}")
     for e in result["examples"]:
