@@ -104,7 +104,12 @@ def profile_figures(deployment: Deployment, anchor: Anchor) -> dict:
     out: dict = {"profile": deployment.cost_profile, "baseline_tokens_per_second": anchor.to_dict(),
                  **{k: figure(k) for k in DRAFTER_FIGURES}}
     if deployment.cost_profile == "roofline":
+        from .profiles import deployment_gpu
+
         out.update({k: figure(k) for k in ("model", "gpu", "tensor_parallel_size")})
+        gpu = deployment_gpu(deployment)  # its figures, each with where it was read
+        out["gpu_figures"] = {"hbm_bytes_per_s": vars(gpu.hbm_bytes_per_s),
+                              "dense_flops": {p: vars(f) for p, f in gpu.dense_flops.items()}}
     elif deployment.cost_profile not in ("flat",):
         out["table"] = deployment.cost_profile
     return out

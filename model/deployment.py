@@ -72,6 +72,10 @@ class Deployment:
     draft_overhead: float = 0.0
     cudagraph_capture_sizes: tuple[int, ...] | None = None
     draft_model: str | None = None
+    # A GPU's figures where `gpu` names none the tool knows (or to replace a known one's):
+    # HBM bytes/s, and dense FLOP/s — one figure, or (precision, FLOP/s) pairs (model.figures).
+    gpu_hbm_bytes_per_s: float | None = None
+    gpu_dense_flops: float | tuple[tuple[str, float], ...] | None = None
     # Which keys a config set (from_mapping): the rest are defaults, and the output says so
     # (model.anchor). None — built in code — counts every figure as the caller's choice.
     # Not a deployment key itself.
@@ -152,6 +156,8 @@ def _coerce(key: str, value: Any, where: str) -> Any:
         return tuple(value)
     if key == "cudagraph_capture_sizes" and isinstance(value, list):
         return tuple(value)
+    if key == "gpu_dense_flops" and isinstance(value, dict):
+        return tuple(sorted(value.items()))
     return value
 
 
@@ -193,14 +199,17 @@ def _validate(dep: Deployment, where: str) -> None:
         bad("cost_profile", "must be flat, roofline or the path of a measured table (.csv/.json)", dep.cost_profile)
     if dep.cost_profile not in BUILTIN_PROFILES and not dep.cost_profile.lower().endswith((".csv", ".json", ".jsonl")):
         bad("cost_profile", "must be flat, roofline or the path of a measured table (.csv/.json)", dep.cost_profile)
+    _validate_gpu_figures(dep, bad)
     if dep.cost_profile == "roofline":
-        from .figures import GPUS, MODELS
+        from .figures import MODELS, gpu_figures
 
         other = 'or set cost_profile = "flat" or the path of a measured table (specdec calibrate)'
         if dep.model.lower() not in MODELS:
             bad("model", f"no roofline figures for this model (known: {', '.join(MODELS)}; {other})", dep.model)
-        if dep.gpu.upper() not in GPUS:
-            bad("gpu", f"no roofline figures for this GPU (known: {', '.join(GPUS)}; {other})", dep.gpu)
+        try:
+            gpu_figures(dep.gpu, dep.gpu_hbm_bytes_per_s, dep.gpu_dense_flops)
+        except ValueError as e:
+            bad("gpu", f"{e}; {other}", dep.gpu)
         if b is None:
             bad("baseline_tokens_per_second", "the roofline profile is anchored on it; it must be set", b)
     if dep.objective not in OBJECTIVES:
@@ -218,6 +227,24 @@ def _validate(dep: Deployment, where: str) -> None:
         bad("cudagraph_capture_sizes", "must be a non-empty list of integers ≥ 1", c)
     if dep.draft_model is not None and not isinstance(dep.draft_model, str):
         bad("draft_model", "must be a string", dep.draft_model)
+
+
+def _validate_gpu_figures(dep: Deployment, bad) -> None:
+    """gpu_hbm_bytes_per_s a number > 0; gpu_dense_flops a number > 0 or a table of them by
+    precision (bf16, fp8, fp4)."""
+    from .figures import PRECISIONS
+
+    h = dep.gpu_hbm_bytes_per_s
+    if h is not None and (not _is_number(h) or h <= 0):
+        bad("gpu_hbm_bytes_per_s", "must be a number > 0 (bytes per second, e.g. 4.8e12)", h)
+    f = dep.gpu_dense_flops
+    if f is None or (_is_number(f) and f > 0):
+        return
+    if not isinstance(f, tuple) or not f or not all(
+            isinstance(pair, tuple) and len(pair) == 2 and pair[0] in PRECISIONS and _is_number(pair[1]) and pair[1] > 0
+            for pair in f):
+        bad("gpu_dense_flops", f"must be a number > 0 (FLOP/s) or a table of them by {', '.join(PRECISIONS)}",
+            dict(f) if isinstance(f, tuple) and all(isinstance(x, tuple) and len(x) == 2 for x in f) else f)
 
 
 # Inline tune-gamma and a route known only from ingest, without a config (docs/DESIGN.md,

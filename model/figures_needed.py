@@ -98,7 +98,8 @@ def unused_keys(deployment: Deployment) -> dict[str, str]:
     if deployment.method in NO_MODEL_NEEDED:
         out["draft_model"] = f"{deployment.method} takes no draft model"
     if deployment.cost_profile not in ("flat", "roofline"):
-        for key in ("model", "gpu", "tensor_parallel_size", "baseline_tokens_per_second"):
+        for key in ("model", "gpu", "tensor_parallel_size", "baseline_tokens_per_second", "gpu_hbm_bytes_per_s",
+                    "gpu_dense_flops"):
             out[key] = f"the measured table {deployment.cost_profile} prices every step in its own seconds"
     return out
 

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from .deployment import Deployment, ModelInputError
-from .figures import GPUS, MODELS, GpuFigures, ModelFigures
+from .figures import MODELS, GpuFigures, ModelFigures, gpu_figures
 
 STOCK, SPECIALIZED = "stock", "specialized"
 
@@ -279,10 +279,15 @@ def _parse_table(path: str, mtime_ns: int, size: int) -> TableProfile:
     return TableProfile(source=str(path), rows=rows)
 
 
+def deployment_gpu(deployment: Deployment) -> GpuFigures:
+    """The deployment's GPU figures: its `gpu`, with gpu_hbm_bytes_per_s / gpu_dense_flops over them."""
+    return gpu_figures(deployment.gpu, deployment.gpu_hbm_bytes_per_s, deployment.gpu_dense_flops)
+
+
 def roofline_floor_tokens_per_second(deployment: Deployment) -> float:
     """1 / the pure roofline of one plain decode step at batch 1 for the deployment's model,
     GPU and TP size: the fastest its weights and KV cache can be read (an upper bound)."""
-    profile = RooflineProfile(MODELS[deployment.model.lower()], GPUS[deployment.gpu.upper()],
+    profile = RooflineProfile(MODELS[deployment.model.lower()], deployment_gpu(deployment),
                               deployment.tensor_parallel_size, 0.0)
     return float(1.0 / profile.roof_s(1, 1))
 
@@ -297,7 +302,7 @@ def make_profile(deployment: Deployment):
     if deployment.cost_profile == "roofline":
         return RooflineProfile(
             MODELS[deployment.model.lower()],
-            GPUS[deployment.gpu.upper()],
+            deployment_gpu(deployment),
             deployment.tensor_parallel_size,
             1.0 / base,
             1,
