@@ -1,0 +1,145 @@
+"""A Hugging Face-style ``config.json`` turned into the roofline's ``ModelFigures``, every
+figure with its source: the config fields it was computed from, and what was assumed.
+
+- parameters: every weight matrix counted per layer kind (model/hf_layers.py); active =
+  total − (experts − experts_per_token) × one routed expert's params over the MoE layers,
+  so that ``ModelFigures.expert_params_all_layers`` gives back the routed expert's size;
+- KV bytes per context token: full-attention layers only. A sliding-window layer's KV is
+  bounded by its window, so it is state per request (window × its bytes per token), not
+  per context token;
+- recurrent state per request: Gated DeltaNet, KDA and Mamba2 layers, plus the sliding
+  windows, in the model dtype (assumed: an engine may keep it in float32);
+- bytes per weight and compute precision: model/hf_quant.py.
+
+Public API: ``model_figures_from_config``, ``load_model_config``, ``model_figures_from_path``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .figures import Figure, ModelFigures
+from .hf_fields import CONFIG_NAME, Fields, load_model_config
+from .hf_layers import FULL, KIND_WORDS, KINDS, SLIDING, Layer, Part, kv_elements_per_token, layer_plan, \
+    parameter_parts, read_moe, recurrent_state_elements
+from .hf_quant import bytes_per_weight, cache_dtype, model_dtype
+
+__all__ = ["load_model_config", "model_figures_from_config", "model_figures_from_path"]
+
+DEFAULT_CONTEXT = Figure(8192, "assumed: an 8K-token context (the 8K-in/1K-out workload of the seeds); "
+                               "pass context_tokens for yours")
+RECURRENT = ("gdn", "kda", "mamba")
+
+
+def model_figures_from_config(config: dict, *, name: str, source: str = CONFIG_NAME,
+                              context_tokens: Figure | None = None) -> ModelFigures:
+    """``ModelFigures`` from a config dict; ``source`` names the file in every figure's
+    source and in errors (one-line ModelInputError naming the field)."""
+    f = Fields.of_config(config, source)
+    layers, plan_note = layer_plan(f)
+    parts, notes = parameter_parts(f, layers)
+    total = sum(p.params for p in parts)
+    moe = read_moe(f) if any(p.kind == "routed" for p in parts) else None
+    moe_layers = sum(1 for p in parts if p.kind == "routed")
+    idle = (moe.experts - moe.top_k) * moe.expert_params * moe_layers if moe else 0
+    total_source = _params_source(f, parts, notes, plan_note)
+    weight_bytes, compute, scheme = bytes_per_weight(f, parts)
+    kv_size, kv_note = cache_dtype(f, scheme)
+    return ModelFigures(
+        name=name,
+        total_params=Figure(total, total_source),
+        active_params=Figure(total - idle, _active_source(f, moe, moe_layers, notes)),
+        experts=Figure(moe.experts if moe else 0, _experts_source(f, moe, "experts")),
+        experts_per_token=Figure(moe.top_k if moe else 0, _experts_source(f, moe, "top_k")),
+        bytes_per_weight=weight_bytes,
+        hidden_size=Figure(f.int("hidden_size"), f"{source}: {f.name('hidden_size')}"),
+        kv_bytes_per_token=_kv_figure(f, layers, kv_size, kv_note),
+        state_bytes_per_request=_state_figure(f, layers, kv_size, kv_note),
+        context_tokens=context_tokens if context_tokens is not None else DEFAULT_CONTEXT,
+        compute_precision=compute,
+    )
+
+
+def model_figures_from_path(path: str | Path, *, context_tokens: Figure | None = None) -> ModelFigures:
+    """``ModelFigures`` from a config file or a model folder holding ``config.json``. The
+    name is the folder's (or, for a file not named config.json, the file's stem)."""
+    config, file = load_model_config(path)
+    name = file.parent.name if file.name == CONFIG_NAME else file.stem
+    return model_figures_from_config(config, name=name, source=str(file), context_tokens=context_tokens)
+
+
+# ------------------------------------------------------------------------------ sources
+def _billions(n: float) -> str:
+    if n >= 1e11:
+        return f"{n / 1e9:.1f}B"
+    return f"{n / 1e9:.3g}B" if n >= 1e8 else f"{n / 1e6:.3g}M"
+
+
+def _params_source(f: Fields, parts: list[Part], notes: dict[str, str], plan_note: str) -> str:
+    by_kind: dict[str, list[int]] = {}
+    for p in parts:
+        by_kind.setdefault(p.kind, []).append(p.params)
+    pieces = []
+    for kind in sorted(by_kind, key=KINDS.index):
+        values, word, note = by_kind[kind], KIND_WORDS[kind], notes.get(kind, kind)
+        label = note if note.startswith(word) else f"{word} ({note})"
+        count = "" if kind in ("embeddings", "lm_head") else f" × {len(values)} layer{'s' * (len(values) != 1)}"
+        pieces.append(f"{label}{count} = {_billions(sum(values))}")
+    extras = ["norms and biases neglected"]
+    if f.has("num_nextn_predict_layers") and f.int("num_nextn_predict_layers", minimum=0):
+        extras.append(f"{f.name('num_nextn_predict_layers')} MTP layers not counted (a draft module, not the target)")
+    if any(n.startswith("text_config.") for n in f.names.values()):
+        extras.append("the language model of text_config only (vision tower not counted)")
+    return (f"{f.where}: {f.name('num_hidden_layers')} {f.int('num_hidden_layers')} ({plan_note}); "
+            + "; ".join(pieces + extras))
+
+
+def _active_source(f: Fields, moe, moe_layers: int, notes: dict[str, str]) -> str:
+    if moe is None:
+        return f"{f.where}: dense model, active = total"
+    return (f"{f.where}: total − ({moe.experts} − {moe.top_k}) idle routed experts × {_billions(moe.expert_params)} "
+            f"each [{notes['routed']}] × {moe_layers} MoE layers")
+
+
+def _experts_source(f: Fields, moe, which: str) -> str:
+    if moe is None:
+        return f"{f.where}: dense model (no num_experts / n_routed_experts / num_local_experts)"
+    keys = ("num_experts", "n_routed_experts", "num_local_experts") if which == "experts" else \
+        ("num_experts_per_tok", "num_experts_per_token", "experts_per_token")
+    return f"{f.where}: {f.name(f.first(keys))}"
+
+
+def _kv_figure(f: Fields, layers: list[Layer], kv_size: float, kv_note: str) -> Figure:
+    full = sum(1 for layer in layers if layer.mixer == FULL)
+    if full == 0:
+        return Figure(0, f"{f.where}: no full-attention layer, no KV growing with context")
+    elements, note = kv_elements_per_token(f)
+    source = f"{f.where}: {full} full-attention layers × {note} × {kv_note}"
+    if any(layer.mixer == SLIDING for layer in layers):
+        source += "; sliding-window layers are state per request, not per token"
+    elif f.has("sliding_window") and f.flag("use_sliding_window", True):
+        source += (f"; {f.name('sliding_window')} without layer_types: every layer counted as full attention "
+                   f"(an upper bound)")
+    return Figure(full * elements * kv_size, source)
+
+
+def _state_figure(f: Fields, layers: list[Layer], kv_size: float, kv_note: str) -> Figure:
+    total, pieces = 0.0, []
+    state_size, state_note = model_dtype(f)
+    for mixer in RECURRENT:
+        count = sum(1 for layer in layers if layer.mixer == mixer)
+        if count:
+            state, conv, note = recurrent_state_elements(f, mixer)
+            total += count * (state + conv) * state_size
+            pieces.append(f"{count} {KIND_WORDS[mixer]} layers × [{note}] × {state_note} "
+                          f"(assumed state dtype = model dtype: vLLM's mamba_ssm_cache_dtype may be float32)")
+    sliding = sum(1 for layer in layers if layer.mixer == SLIDING)
+    if sliding:
+        window = f.int("sliding_window")
+        elements, note = kv_elements_per_token(f)
+        total += sliding * window * elements * kv_size
+        pieces.append(f"{sliding} sliding-window layers × {f.name('sliding_window')} {window} tokens × {note} × "
+                      f"{kv_note} (their KV is bounded by the window)")
+    if not pieces:
+        return Figure(0, f"{f.where}: no recurrent or sliding-window layer (full attention only)")
+    return Figure(total, f"{f.where}: " + "; ".join(pieces))
