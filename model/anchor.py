@@ -28,6 +28,9 @@ FLAG = "flag"  # a configured figure set on the command line, over the config
 KIMI_K3_DEFAULT = "Kimi K3 on 16 GB300"
 # what prices the drafter and names it in the deploy line: each said to be a default when it is
 DRAFTER_FIGURES = ("method", "draft_cost", "cost_profile")
+# the roofline's model figures profile_figures carries, each {"value", "source"}
+MODEL_FIGURES = ("total_params", "active_params", "experts", "experts_per_token", "bytes_per_weight", "hidden_size",
+                 "kv_bytes_per_token", "state_bytes_per_request", "context_tokens")
 
 
 @dataclass(frozen=True)
@@ -107,9 +110,13 @@ def profile_figures(deployment: Deployment, anchor: Anchor) -> dict:
         from .profiles import deployment_gpu
 
         out.update({k: figure(k) for k in ("model", "gpu", "tensor_parallel_size")})
+        from .hf_config import model_figures
+
         gpu = deployment_gpu(deployment)  # its figures, each with where it was read
         out["gpu_figures"] = {"hbm_bytes_per_s": vars(gpu.hbm_bytes_per_s),
                               "dense_flops": {p: vars(f) for p, f in gpu.dense_flops.items()}}
+        model = model_figures(deployment.model)  # a built-in's, or read from its config.json
+        out["model_figures"] = {k: vars(getattr(model, k)) for k in MODEL_FIGURES}
     elif deployment.cost_profile not in ("flat",):
         out["table"] = deployment.cost_profile
     return out

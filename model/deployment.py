@@ -201,11 +201,14 @@ def _validate(dep: Deployment, where: str) -> None:
         bad("cost_profile", "must be flat, roofline or the path of a measured table (.csv/.json)", dep.cost_profile)
     _validate_gpu_figures(dep, bad)
     if dep.cost_profile == "roofline":
-        from .figures import MODELS, gpu_figures
+        from .figures import gpu_figures
+        from .hf_config import model_figures
 
         other = 'or set cost_profile = "flat" or the path of a measured table (specdec calibrate)'
-        if dep.model.lower() not in MODELS:
-            bad("model", f"no roofline figures for this model (known: {', '.join(MODELS)}; {other})", dep.model)
+        try:
+            model_figures(dep.model)
+        except ModelInputError as e:
+            bad("model", f"{e}; {other}", dep.model)
         try:
             gpu_figures(dep.gpu, dep.gpu_hbm_bytes_per_s, dep.gpu_dense_flops)
         except ValueError as e:

@@ -16,8 +16,10 @@ Public API: ``model_figures_from_config``, ``load_model_config``, ``model_figure
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
+from .errors import ModelInputError
 from .figures import Figure, ModelFigures
 from .hf_fields import CONFIG_NAME, Fields, load_model_config
 from .hf_layers import FULL, KIND_WORDS, KINDS, SLIDING, Layer, Part, kv_elements_per_token, layer_plan, \
@@ -143,3 +145,28 @@ def _state_figure(f: Fields, layers: list[Layer], kv_size: float, kv_note: str) 
     if not pieces:
         return Figure(0, f"{f.where}: no recurrent or sliding-window layer (full attention only)")
     return Figure(total, f"{f.where}: " + "; ".join(pieces))
+
+
+def model_figures(model: str) -> ModelFigures:
+    """The roofline figures ``model`` names: a built-in (model.figures.MODELS, any case) or the
+    path of a Hugging Face config.json or of a model folder holding one (what `vllm serve`
+    was given), read once per file version. Raises ModelInputError (one line) for neither."""
+    from .figures import MODELS
+
+    if model.lower() in MODELS:
+        return MODELS[model.lower()]
+    path = Path(model).expanduser()
+    if not path.exists():
+        raise ModelInputError(f"no roofline figures for this model (known: {', '.join(MODELS)}; or the path of "
+                              f"its config.json or model folder, which {model} is not)")
+    config = path / CONFIG_NAME if path.is_dir() else path
+    try:
+        version = config.stat().st_mtime_ns
+    except OSError:
+        version = None  # load_model_config names what is missing
+    return _figures_of_file(str(path.resolve()), version)
+
+
+@functools.lru_cache(maxsize=32)
+def _figures_of_file(path: str, version: int | None) -> ModelFigures:
+    return model_figures_from_path(path)

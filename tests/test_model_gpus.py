@@ -4,6 +4,7 @@ other GPU by its two figures; an unknown or ambiguous name refused saying what t
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -104,3 +105,42 @@ def test_the_figures_and_their_sources_reach_the_json(capsys):
     assert code == 0, err
     assert json.loads(out)["profile_figures"]["gpu_figures"]["dense_flops"]["bf16"]["source"] == \
         "[deployment] gpu_dense_flops"
+
+
+# --- a model from its config.json, through the deployment --------------------------------
+
+HF = Path(__file__).resolve().parent / "data" / "hf-configs"
+
+
+def test_a_model_folder_prices_the_roofline_and_names_its_fields(tmp_path, capsys):
+    folder = tmp_path / "Qwen3-235B-A22B"
+    folder.mkdir()
+    (folder / "config.json").write_text((HF / "qwen3-235b-a22b.json").read_text())
+    code, out, err = run_cli(capsys, tune_gamma_main, [
+        "--survival", "0.8,0.6,0.45", "--drafts", "20000", "--json", "--method", "eagle3", "--draft-cost", "0.05",
+        "--model", str(folder), "--gpu", "H200", "--tensor-parallel-size", "8", "--baseline-tps", "60",
+        "--cost-profile", "roofline"])
+    assert code == 0, err
+    figures = json.loads(out)["profile_figures"]["model_figures"]
+    assert figures["total_params"]["value"] == pytest.approx(235e9, rel=0.03)
+    assert figures["experts"]["value"] == 128 and "num_experts" in figures["experts"]["source"]
+    assert figures["kv_bytes_per_token"]["value"] == 2 * 94 * 4 * 128 * 2
+    assert str(folder / "config.json") in figures["kv_bytes_per_token"]["source"]
+    assert figures["context_tokens"]["source"].startswith("assumed")
+
+
+def test_a_config_json_with_a_bad_field_is_one_line_naming_file_and_field(tmp_path, capsys):
+    config = json.loads((HF / "llama-3.1-8b.json").read_text())
+    config["num_hidden_layers"] = "32"
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps(config))
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--survival", "0.8,0.6", "--cost-profile", "roofline",
+                                                       "--model", str(bad), "--gpu", "H100", "--baseline-tps", "100"])
+    assert code == 2
+    (line,) = [x for x in err.splitlines() if x.strip()]
+    assert str(bad) in line and "num_hidden_layers" in line
+
+
+def test_a_model_that_is_neither_known_nor_a_path_says_both():
+    with pytest.raises(ModelInputError, match=r"known: kimi-k3, llama-3.1-8b; or the path of its config.json"):
+        Deployment(model="qwen3-235b", gpu="H200")
