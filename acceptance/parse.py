@@ -445,10 +445,14 @@ def _snapshot(key: tuple[str, str], series: _EngineSeries, source: str) -> Engin
             accepted_tokens=series.counters[vm.ACCEPTED_TOKENS],
             accepted_per_position=tuple(series.positions[k] for k in range(gamma)),
         )
-        impossible = impossible_counts(counts, race_step_requests(series.num_requests_running))
+        step = race_step_requests(series.num_requests_running)
+        impossible = impossible_counts(counts, step)
         if impossible:
+            why = ("the page shows no running requests: vLLM's largest default batch" if series.num_requests_running
+                   is None else f"twice the {series.num_requests_running:g} running requests it shows, at least 16")
             raise MetricsPageError(f"{source}: engine {engine!r} of model {model_name!r} reports impossible counts "
-                                   f"({impossible}; more than one step of its batch explains)")
+                                   f"({impossible}; a scrape racing one engine step accounts for {step:g} requests' "
+                                   f"worth at most: {why})")
     step_shape = None
     if series.has_step_shape:
         step_shape = StepShape(
@@ -516,6 +520,8 @@ def _counts_entry(counts: SpecCounts) -> dict:
         "mean_acceptance_length": al,
         "draft_acceptance_rate": draft_acceptance_rate(counts),
         "equivalent_p": equivalent_p(al, counts.gamma),
+        # a relation the counts break within one engine step (a scrape raced it), or None
+        "scrape_race": impossible_counts(counts),
     })
 
 
@@ -663,4 +669,7 @@ def format_inspect_table(report: dict) -> str:
     if totals:
         out.append(line(["-" * w for w in widths]))
         out.extend(line(r) for r in body[len(rows):])
+    out += [f"note: engine {engine}: {e['scrape_race']}, within one engine step: the page was read while the engine "
+            f"recorded a step, so its values are as read (a survival above 1 or rising) and the next scrape agrees"
+            for _, engine, e in rows if e.get("scrape_race")]
     return "\n".join(out)

@@ -147,7 +147,7 @@ def cmd_collect(args) -> int:
         writer.release()
     if answered["ok"] == 0 and answered["first_error"]:
         raise NothingAnswered(f"no target answered ({len(targets)} tried); first: {answered['first_error']}")
-    if args.once:
+    if args.once and not answered["had_data"]:
         print("baseline laid: a window needs a second scrape (run collect again, or without --once)", file=sys.stderr)
     not_stored = f" ({answered['not_stored']} not stored: disk full)" if answered["not_stored"] else ""
     print(f"collected {answered['cycles']} cycle(s){not_stored}: {answered['ok']} of {answered['scrapes']} scrapes "
@@ -174,11 +174,14 @@ def _collect_into(args, config, targets: list[str], interval: float) -> dict:
         print(f"serving per-route gauges on http://{args.serve_host}:{server.server_port}/metrics "
               f"(window {args.serve_window:g}s, refreshed every cycle)", file=sys.stderr)
 
-    answered = {"ok": 0, "first_error": None, "cycles": 0, "scrapes": 0}
+    answered = {"ok": 0, "first_error": None, "cycles": 0, "scrapes": 0, "refused": 0,
+                "had_data": store.latest_time() is not None}
 
     def write(results) -> None:
-        for refused in store.write_cycle(results):  # an engine's inconsistent scrape: said, not stored
-            print(refused, file=sys.stderr, flush=True)
+        refused = store.write_cycle(results)
+        answered["refused"] = len(refused)
+        for line in refused:  # an engine's inconsistent scrape: said, not stored
+            print(line, file=sys.stderr, flush=True)
 
     watch = FullDiskWatch(write, once=args.once)  # a full disk: collecting goes on (specdec.full_disk)
 
@@ -192,6 +195,9 @@ def _collect_into(args, config, targets: list[str], interval: float) -> dict:
         line = f"cycle {n}: {len(results) - len(failed)}/{len(results)} targets ok in {seconds:.2f}s"
         if failed:
             line += f"; failing: {failed[0].error}" + (f" (+{len(failed) - 1} more)" if len(failed) > 1 else "")
+        if answered["refused"]:
+            line += f"; {answered['refused']} engine scrape(s) refused as inconsistent"
+            answered["refused"] = 0
         print(line + watch.cycle_note(), file=sys.stderr, flush=True)
 
     try:

@@ -27,7 +27,7 @@ TRUTH = json.loads((GOLDEN / "ground_truth_gamma3.json").read_text())
 ENGINE_KEYS = {
     "model_name", "engine", "gamma", "drafts", "draft_tokens", "accepted_tokens",
     "accepted_per_position", "survival", "conditional", "mean_acceptance_length",
-    "draft_acceptance_rate", "equivalent_p", "mean_itl_ms", "decode",
+    "draft_acceptance_rate", "equivalent_p", "mean_itl_ms", "decode", "scrape_race",
 }
 
 
@@ -315,6 +315,21 @@ def test_counts_a_scrape_race_can_produce_are_kept():
     # a step of 150 requests finished between reading drafts and the per-position counters
     (snap,) = parse_metrics_page(render_page({"0": (10_000, 30_000, 17_900, [10_200, 6_000, 2_100])}, running=150))
     assert snap.counts.accepted_per_position[0] == 10_200
+
+
+def test_inspect_says_when_a_page_raced_a_step():
+    from acceptance.parse import format_inspect_table, inspect_report
+
+    page = (REAL_NGRAM.read_text().replace('position="0"} 496.0', 'position="0"} 708.0')
+            .replace('vllm:num_requests_running{engine="0",model_name="tiny"} 0.0',
+                     'vllm:num_requests_running{engine="0",model_name="tiny"} 200.0')
+            .replace('accepted_tokens_total{engine="0",model_name="tiny"} 1790.0',
+                     'accepted_tokens_total{engine="0",model_name="tiny"} 2002.0'))
+    report = inspect_report(parse_metrics_page(page))
+    assert report["engines"][0]["scrape_race"] == "708 accepted at position 0 of 590 drafts"
+    assert "note: engine 0: 708 accepted at position 0 of 590 drafts, within one engine step" in \
+        format_inspect_table(report)
+    assert inspect_report(parse_metrics_page(REAL_NGRAM.read_text()))["engines"][0]["scrape_race"] is None
 
 
 def test_the_race_slack_is_one_step_of_the_batch_the_page_shows():

@@ -76,6 +76,7 @@ def test_collect_says_the_refused_scrape_in_one_line(tmp_path, capsys):
             assert code == 0, err
             if "scrape refused" in err:
                 refused = [line for line in err.splitlines() if "scrape refused" in line]
+                assert "1/1 targets ok" in err and "1 engine scrape(s) refused as inconsistent" in err
     assert len(refused) == 1 and url in refused[0] and "a restart resets every counter" in refused[0]
 
 

@@ -45,12 +45,18 @@ def test_a_second_collector_refuses_and_a_killed_one_leaves_the_store_free(tmp_p
             assert code == 2, err
             assert f"{db}: another writer is collecting into it (specdec collect, pid {first.pid}, since" in err
             assert len(err.strip().splitlines()) == 1
+            # the same store by another name (a symlink, which a new user tried) meets the same lock
+            link = tmp_path / "link.db"
+            link.symlink_to(db)
+            code, out, err = run_cli(capsys, main, ["collect", "--config", str(cfg), "--db", str(link), "--once"])
+            assert code == 2 and "another writer is collecting into it" in err
         finally:
             os.kill(first.pid, signal.SIGKILL)
             first.wait(timeout=10)
         # the kernel dropped the lock with the process: the store is free again
         code, out, err = run_cli(capsys, main, ["collect", "--config", str(cfg), "--db", str(db), "--once"])
         assert code == 0, err
+        assert "baseline laid" not in err  # the store held earlier scrapes: this one made a window
         # and this process let it go when it finished: another collector may start
         code, out, err = run_cli(capsys, main, ["collect", "--config", str(cfg), "--db", str(db), "--once"])
         assert code == 0, err

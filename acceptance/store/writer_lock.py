@@ -42,7 +42,9 @@ class WriterLock:
 def claim_writer(store_path: Path, role: str) -> WriterLock:
     """The writer lock of ``store_path`` for this process (``role``: what it is, for the other's
     message), or StoreBusyError naming the process that holds it."""
-    path = Path(f"{store_path}.writer")
+    # the file the path names, not the name typed: a symlink or another spelling of one store
+    # must meet the same lock
+    path = Path(f"{Path(store_path).resolve()}.writer")
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as e:
