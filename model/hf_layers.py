@@ -105,13 +105,18 @@ def _mixers(f: Fields, n: int) -> tuple[list[str], str]:
     return mixers, note
 
 
+def _one_kind_per_layer(f: Fields, key: str, kinds, n: int, known) -> None:
+    """``kinds`` (a field's entry per layer) names each of the n layers with a known kind."""
+    if len(kinds) != n:
+        raise f.fail(key, f"has {len(kinds)} entries, num_hidden_layers is {n}")
+    unknown = sorted(set(kinds) - set(known))
+    if unknown:
+        raise f.fail(key, f"has unknown kinds {unknown}, known: {sorted(known)}")
+
+
 def _pattern_layers(f: Fields, n: int) -> tuple[list[Layer], str]:
     pattern = f.text("hybrid_override_pattern")
-    if len(pattern) != n:
-        raise f.fail("hybrid_override_pattern", f"has {len(pattern)} characters, num_hidden_layers is {n}")
-    bad = sorted(set(pattern) - set(PATTERN))
-    if bad:
-        raise f.fail("hybrid_override_pattern", f"has characters {''.join(bad)!r}, known: M * - E")
+    _one_kind_per_layer(f, "hybrid_override_pattern", pattern, n, PATTERN)
     if "E" in pattern and read_moe(f) is None:
         raise f.fail("hybrid_override_pattern", "has MoE layers (E) but the config names no experts")
     note = f"{f.name('hybrid_override_pattern')} (M Mamba2, * attention, - MLP, E MoE)"
@@ -120,11 +125,7 @@ def _pattern_layers(f: Fields, n: int) -> tuple[list[Layer], str]:
 
 def _typed_layers(f: Fields, n: int) -> list[str]:
     types = f.str_list("layer_types")
-    if len(types) != n:
-        raise f.fail("layer_types", f"has {len(types)} entries, num_hidden_layers is {n}")
-    unknown = sorted(set(types) - set(LAYER_TYPES))
-    if unknown:
-        raise f.fail("layer_types", f"has unknown kinds {unknown}, known: {sorted(LAYER_TYPES)}")
+    _one_kind_per_layer(f, "layer_types", types, n, LAYER_TYPES)
     return [LAYER_TYPES[t] for t in types]
 
 
