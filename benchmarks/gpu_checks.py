@@ -102,13 +102,21 @@ def read_back(path: Path) -> list[roofline_check.Cell]:
     return sorted(cells, key=lambda c: (c.batch_size, c.tokens_per_request))
 
 
+# Llama-3.1-8B's config.json fields (benchmarks/data/hf-configs): the GPU run prices the model
+# through the path users take (model = the path of a config.json), which gives the built-in
+# llama-3.1-8b's figures (tests/test_gpu_checks.py)
+LLAMA_CONFIG = Path(__file__).resolve().parent / "data" / "hf-configs" / "llama-3.1-8b.json"
+
+
 def figures_for(plan: Plan, dry_run: bool):
-    """(model, gpu) figures for the roofline: llama-3.1-8b on H200, or for the dry run the
-    tiny shape's own figures on nominal CPU figures (assumed: the dry run judges the code)."""
-    from model.figures import GPUS, MODELS, Figure, GpuFigures, ModelFigures
+    """(model, gpu) figures for the roofline: llama-3.1-8b from its config.json on H200, or for
+    the dry run the tiny shape's own figures on nominal CPU figures (assumed: the dry run
+    judges the code)."""
+    from model.figures import GPUS, Figure, GpuFigures, ModelFigures
+    from model.hf_config import model_figures_from_path
 
     if not dry_run:
-        return MODELS["llama-3.1-8b"], GPUS["H200"]
+        return model_figures_from_path(LLAMA_CONFIG), GPUS["H200"]
     s = plan.shape
     assumed = "dry run: the tiny shape's own figure"
     model = ModelFigures(

@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import dense_target  # noqa: E402
+import gpu_checks  # noqa: E402
 import kernel_gpu  # noqa: E402
 import roofline_check  # noqa: E402
 from model.figures import GPUS, MODELS  # noqa: E402
@@ -271,3 +272,13 @@ def test_refit_needs_something_to_hold_out():
     model, gpu = MODELS["llama-3.1-8b"], replace(GPUS["H200"])
     with pytest.raises(ValueError, match="nothing would be held out"):
         roofline_check.refit(model, gpu, [roofline_check.Cell(1, 1, 0.0075)], 1024, "one cell")
+
+
+def test_the_gpu_run_prices_llama_through_its_config_json_with_the_builtin_figures():
+    model, gpu = gpu_checks.figures_for(gpu_checks.GPU_PLAN, dry_run=False)
+    builtin = MODELS["llama-3.1-8b"]
+    assert "config.json" in model.kv_bytes_per_token.source or "llama-3.1-8b.json" in model.kv_bytes_per_token.source
+    for name in ("total_params", "active_params", "kv_bytes_per_token", "bytes_per_weight", "hidden_size",
+                 "state_bytes_per_request", "experts"):
+        assert getattr(model, name).value == pytest.approx(getattr(builtin, name).value, rel=1e-3), name
+    assert model.compute_precision == builtin.compute_precision and gpu is GPUS["H200"]
