@@ -277,9 +277,9 @@ def point_survival(total: SpecCounts) -> tuple[np.ndarray, str]:
     broken = np.flatnonzero(np.abs(np.nan_to_num(raw - fixed)) > 0)
     if not broken.size:
         return raw, ""
-    k = int(broken[0])
-    above = "the drafts" if k == 0 else f"position {k}"
-    return fixed, (f"accepted at position {k + 1} ran {raw[k] - (1.0 if k == 0 else raw[k - 1]):.2g} of the drafts "
+    k = int(broken[0])  # named by vLLM's position label (0 for the first draft token), as pages are
+    above = "the drafts" if k == 0 else f"position {k - 1}"
+    return fixed, (f"accepted at position {k} ran {raw[k] - (1.0 if k == 0 else raw[k - 1]):.2g} of the drafts "
                    f"above {above} in the window's counts, as a scrape race can put them: survival made "
                    f"non-increasing")
 

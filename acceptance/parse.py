@@ -60,7 +60,7 @@ from . import plugin_series
 from . import vllm_metrics as vm
 from .errors import InputError
 from .counts import EngineSnapshot, SpecCounts, StepShape
-from .counts import impossible_counts, race_step_requests, survival, undrafted_token_share
+from .counts import RACE_FLOOR_REQUESTS, impossible_counts, race_step_requests, survival, undrafted_token_share
 from .json_safe import json_safe
 from .definitions import conditional_from_survival, draft_acceptance_rate, equivalent_p, mean_acceptance_length
 
@@ -449,7 +449,8 @@ def _snapshot(key: tuple[str, str], series: _EngineSeries, source: str) -> Engin
         impossible = impossible_counts(counts, step)
         if impossible:
             why = ("the page shows no running requests: vLLM's largest default batch" if series.num_requests_running
-                   is None else f"twice the {series.num_requests_running:g} running requests it shows, at least 16")
+                   is None else f"twice the {series.num_requests_running:g} running requests it shows, at least "
+                   f"{RACE_FLOOR_REQUESTS:g}")
             raise MetricsPageError(f"{source}: engine {engine!r} of model {model_name!r} reports impossible counts "
                                    f"({impossible}; a scrape racing one engine step accounts for {step:g} requests' "
                                    f"worth at most: {why})")
@@ -670,6 +671,6 @@ def format_inspect_table(report: dict) -> str:
         out.append(line(["-" * w for w in widths]))
         out.extend(line(r) for r in body[len(rows):])
     out += [f"note: engine {engine}: {e['scrape_race']}, within one engine step: the page was read while the engine "
-            f"recorded a step, so its values are as read (a survival above 1 or rising) and the next scrape agrees"
-            for _, engine, e in rows if e.get("scrape_race")]
+            f"recorded a step; its values are shown as read (a survival can pass 1 or rise) and a later scrape "
+            f"should agree" for _, engine, e in rows if e.get("scrape_race")]
     return "\n".join(out)

@@ -57,7 +57,7 @@ import numpy as np
 
 from . import vllm_metrics as vm
 from .errors import InputError
-from .counts import IntervalCounts, SpecCounts, impossible_counts
+from .counts import RACE_UNKNOWN_BATCH, IntervalCounts, SpecCounts, impossible_counts
 from .prometheus_http import DEFAULT_MAX_SERIES, DEFAULT_TIMEOUT_S, PrometheusClient, PrometheusError, PrometheusUnreachable
 from .store import EngineRef, Event, TargetStatus
 from .windows import GammaSegment, SegmentRules, StepShapeWindow
@@ -78,7 +78,7 @@ MAX_GAMMA_VALUES = 64
 # scraped apart, so a block summing E engines' increase() carries up to E such races;
 # increase()'s extrapolation scales an engine's series alike (the same scrapes) and is left
 # to the relative share impossible_counts allows.
-STEP_REQUESTS_PER_ENGINE = 1024
+STEP_REQUESTS_PER_ENGINE = RACE_UNKNOWN_BATCH
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,11 @@ class PrometheusClient:
         data = doc.get("data")
         if not isinstance(data, dict) or not isinstance(data.get("result"), list):
             raise self.fail(f"{path} answered without data.result")
+        if len(data["result"]) > self.max_series:  # counted again: a key can be written with escapes
+            raise self.fail(f"{path} answered {len(data['result'])} series, more than {self.max_series} "
+                            f"([source] max_series); narrow the selector or raise max_series")
+        if not all(isinstance(r, dict) and isinstance(r.get("metric", {}), dict) for r in data["result"]):
+            raise self.fail(f"{path} answered a result that is not a list of series objects")
         return data
 
     def _status_error(self, path: str, status: int, reason: str, raw: bytes) -> PrometheusError:
@@ -252,10 +257,10 @@ class PrometheusClient:
             raise self.fail(f"query answered a {data.get('resultType')!r}, expected a vector")
         out: dict[tuple, tuple[dict, float]] = {}
         for r in data["result"]:
-            labels, value = r.get("metric", {}), float(r["value"][1])
+            labels, value = r.get("metric", {}), self._number(r.get("value"), 1)
             key = _key(labels)
             if key in out:
-                self.same_sample(f"series {labels}", float(r["value"][0]), out[key][1], value)
+                self.same_sample(f"series {labels}", self._number(r["value"], 0), out[key][1], value)
                 continue
             out[key] = (labels, value)
         return list(out.values())
@@ -283,10 +288,17 @@ class PrometheusClient:
             grouped.setdefault(_key(labels), (labels, []))[1].extend(r.get("values", []))
         out = []
         for labels, values in grouped.values():
-            times = np.array([float(v[0]) for v in values])
-            vals = np.array([float(v[1]) for v in values])
+            times = np.array([self._number(v, 0) for v in values])
+            vals = np.array([self._number(v, 1) for v in values])
             out.append((labels, *self._one_per_time(labels, times, vals)))
         return out
+
+    def _number(self, pair, index: int) -> float:
+        """Element ``index`` of a [time, "value"] pair as a number, or a one-line error naming the server."""
+        try:
+            return float(pair[index])
+        except (TypeError, ValueError, IndexError, KeyError):
+            raise self.fail(f"answered {str(pair)[:60]!r} where a [time, value] pair belongs") from None
 
     def _one_per_time(self, labels: dict, times: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """times and values in time order with each time once (module docstring: merged when

@@ -28,7 +28,7 @@ engines exported them. They are summed within a segment only: never across γ.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
@@ -314,18 +314,22 @@ def _read_route_window(store: Store, targets: list[str], start: float, end: floa
         plugin += store.read_plugin(engine_ids, level, b_lo, b_hi)
     not_speculating = [ref for eid, ref in engines if store.is_speculating(eid, end) is False]
 
-    entries, notes = _without_impossible_segments(store, dict(engines), entries, step)
+    events = store.events(targets, start, end)
+    restarts = Counter((e.target, e.model_name, e.engine) for e in events if e.kind == "restart")
+    entries, notes = _without_impossible_segments(store, dict(engines), entries, step, restarts)
     segments = _build_segments(store, dict(engines), entries, max_blocks, plugin, step)
-    return RouteWindow(targets, start, end, segments, store.events(targets, start, end), _step_shape(store, step),
+    return RouteWindow(targets, start, end, segments, events, _step_shape(store, step),
                        store.targets_status(targets), not_speculating, notes)
 
 
 def _without_impossible_segments(store: Store, refs: dict[int, EngineRef], entries: list[SpecEntries],
-                                 step: StepTotals) -> tuple[list[SpecEntries], list[str]]:
+                                 step: StepTotals, restarts: Counter) -> tuple[list[SpecEntries], list[str]]:
     """The entries less the engine segments whose counts over the window no engine produces
-    (acceptance.counts.impossible_counts, with the slack of a race at each of the window's two
-    ends), and a note per segment left out naming its target. Pages are refused at the door;
-    this keeps a route tunable over counts stored before they were, or a broken exporter's."""
+    (acceptance.counts.impossible_counts, with the slack of a race at each end of each engine
+    life in the window: its two ends, two more per restart, ``restarts`` by (target, model,
+    engine)), and a note per segment left out naming its target. Pages are refused at the
+    door; this keeps a route tunable over counts stored before they were, or a broken
+    exporter's."""
     totals: dict[int, np.ndarray] = {}
     for e in entries:
         n = 3 + sum(1 for c in store.layout_columns(e.layout_id) if c.startswith("accepted_per_position:"))
@@ -336,11 +340,11 @@ def _without_impossible_segments(store: Store, refs: dict[int, EngineRef], entri
             totals[seg] = totals[seg] + row if seg in totals else row
     bad, notes = [], []
     for seg, row in totals.items():
-        batches = step.batch_by_seg.get(seg)
+        batches, ref = step.batch_by_seg.get(seg), refs[store.segment_engine(seg)]
+        lives = 1 + restarts[(ref.target, ref.model_name, ref.engine)]
         why = impossible_counts(SpecCounts.from_vector(row.tolist()),
-                                2 * race_step_requests(max(batches) if batches else None))
+                                2 * lives * race_step_requests(max(batches) if batches else None))
         if why:
-            ref = refs[store.segment_engine(seg)]
             bad.append(seg)
             notes.append(f"{ref.target} (engine {ref.engine} of {ref.model_name}): its counts in the window are "
                          f"impossible ({why}), left out of the route: stored before such pages were refused, "

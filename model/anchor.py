@@ -18,10 +18,11 @@ flat and roofline profiles are anchored on (docs/DESIGN.md, Cost model):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Callable
 
 from .deployment import Deployment
+from .figures import Figure, ModelFigures
 
 CONFIGURED, OBSERVED, DEFAULT, TABLE = "configured", "observed", "default", "measured table"
 FLAG = "flag"  # a configured figure set on the command line, over the config
@@ -30,8 +31,7 @@ KIMI_K3_DEFAULT = "Kimi K3 on 16 GB300"
 # what prices the drafter and names it in the deploy line: each said to be a default when it is
 DRAFTER_FIGURES = ("method", "draft_cost", "cost_profile")
 # the roofline's model figures profile_figures carries, each {"value", "source"}
-MODEL_FIGURES = ("total_params", "active_params", "experts", "experts_per_token", "bytes_per_weight", "hidden_size",
-                 "kv_bytes_per_token", "state_bytes_per_request", "context_tokens")
+MODEL_FIGURES = tuple(f.name for f in fields(ModelFigures) if f.type in (Figure, "Figure"))
 
 
 @dataclass(frozen=True)
@@ -109,15 +109,13 @@ def profile_figures(deployment: Deployment, anchor: Anchor) -> dict:
     out: dict = {"profile": deployment.cost_profile, "baseline_tokens_per_second": anchor.to_dict(),
                  **{k: figure(k) for k in DRAFTER_FIGURES}}
     if deployment.cost_profile == "roofline":
-        from .profiles import deployment_gpu
+        from .profiles import deployment_gpu, deployment_model
 
         out.update({k: figure(k) for k in ("model", "gpu", "tensor_parallel_size")})
-        from .hf_config import model_figures
-
         gpu = deployment_gpu(deployment)  # its figures, each with where it was read
         out["gpu_figures"] = {"hbm_bytes_per_s": vars(gpu.hbm_bytes_per_s),
                               "dense_flops": {p: vars(f) for p, f in gpu.dense_flops.items()}}
-        model = model_figures(deployment.model)  # a built-in's, or read from its config.json
+        model = deployment_model(deployment)  # a built-in's, or read from its config.json
         out["model_figures"] = {k: vars(getattr(model, k)) for k in MODEL_FIGURES}
     elif deployment.cost_profile not in ("flat",):
         out["table"] = deployment.cost_profile

@@ -76,6 +76,9 @@ class Deployment:
     # HBM bytes/s, and dense FLOP/s — one figure, or (precision, FLOP/s) pairs (model.figures).
     gpu_hbm_bytes_per_s: float | None = None
     gpu_dense_flops: float | tuple[tuple[str, float], ...] | None = None
+    # The context a decode step reads per request (prompt + tokens so far), tokens: its KV
+    # cache is read every step; None: the model figures' own (8,192, assumed).
+    context_tokens: int | None = None
     # Which keys a config set (from_mapping): the rest are defaults, and the output says so
     # (model.anchor). None — built in code — counts every figure as the caller's choice.
     # Not a deployment key itself.
@@ -203,6 +206,9 @@ def _validate(dep: Deployment, where: str) -> None:
     if dep.cost_profile not in BUILTIN_PROFILES and not dep.cost_profile.lower().endswith((".csv", ".json", ".jsonl")):
         bad("cost_profile", "must be flat, roofline or the path of a measured table (.csv/.json)", dep.cost_profile)
     _validate_gpu_figures(dep, bad)
+    ctx = dep.context_tokens
+    if ctx is not None and (not isinstance(ctx, int) or isinstance(ctx, bool) or not 1 <= ctx <= 10**8):
+        bad("context_tokens", "must be a whole number of tokens from 1 to 100,000,000", ctx)
     if dep.cost_profile == "roofline":
         from .figures import gpu_figures
         from .hf_config import model_figures
@@ -246,10 +252,11 @@ def _validate_gpu_figures(dep: Deployment, bad) -> None:
     f = dep.gpu_dense_flops
     if f is None or (_is_number(f) and f > 0):
         return
-    if not isinstance(f, tuple) or not f or not all(
+    if not isinstance(f, tuple) or "bf16" not in dict(f) or not all(
             isinstance(pair, tuple) and len(pair) == 2 and pair[0] in PRECISIONS and _is_number(pair[1]) and pair[1] > 0
             for pair in f):
-        bad("gpu_dense_flops", f"must be a number > 0 (FLOP/s) or a table of them by {', '.join(PRECISIONS)}",
+        bad("gpu_dense_flops", f"must be a number > 0 (FLOP/s) or a table of them by {', '.join(PRECISIONS)} "
+            f"holding bf16 at least (a precision it lacks runs at the next slower one)",
             dict(f) if isinstance(f, tuple) and all(isinstance(x, tuple) and len(x) == 2 for x in f) else f)
 
 

@@ -53,8 +53,10 @@ class GpuFigures:
     dense_flops: dict[str, Figure]  # precision → dense (non-sparse) FLOP/s
 
     def flops(self, precision: str) -> Figure:
-        """Dense FLOP/s at ``precision``; without FP4 tensor cores, FP4 weights run at FP8."""
-        for p in (precision, "fp8", "bf16"):
+        """Dense FLOP/s at ``precision``, else at the next slower precision the GPU has (without
+        FP4 tensor cores, FP4 weights run at FP8; without FP8, at BF16) — never a faster one."""
+        slower = {"fp4": ("fp4", "fp8", "bf16"), "fp8": ("fp8", "bf16")}.get(precision, (precision, "bf16"))
+        for p in slower:
             if p in self.dense_flops:
                 return self.dense_flops[p]
         raise KeyError(precision)
@@ -172,8 +174,11 @@ def gpu_figures(name: str, hbm_bytes_per_s: float | None = None,
         key = gpu_key(name)
         if key in GPU_AMBIGUOUS:
             raise ValueError(f"{name} is {' or '.join(GPU_AMBIGUOUS[key])}: say which")
+        missing = [k for k, v in (("gpu_hbm_bytes_per_s", hbm_bytes_per_s), ("gpu_dense_flops", dense_flops))
+                   if v is None]
         raise ValueError(f"no roofline figures for this GPU (known: {', '.join(GPUS)}); or give its figures: "
-                         f"gpu_hbm_bytes_per_s and gpu_dense_flops (FLOP/s, or a table by bf16/fp8/fp4)")
+                         f"gpu_hbm_bytes_per_s and gpu_dense_flops (FLOP/s, or a table by bf16/fp8/fp4) — "
+                         f"{' and '.join(missing)} not set")
     label = name if known is None else known.name
     hbm = known.hbm_bytes_per_s if known is not None else None
     if hbm_bytes_per_s is not None:

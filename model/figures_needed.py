@@ -99,7 +99,7 @@ def unused_keys(deployment: Deployment) -> dict[str, str]:
         out["draft_model"] = f"{deployment.method} takes no draft model"
     if deployment.cost_profile not in ("flat", "roofline"):
         for key in ("model", "gpu", "tensor_parallel_size", "baseline_tokens_per_second", "gpu_hbm_bytes_per_s",
-                    "gpu_dense_flops"):
+                    "gpu_dense_flops", "context_tokens"):
             out[key] = f"the measured table {deployment.cost_profile} prices every step in its own seconds"
     return out
 

@@ -11,7 +11,9 @@ figure with its source: the config fields it was computed from, and what was ass
   windows, in the model dtype (assumed: an engine may keep it in float32);
 - bytes per weight and compute precision: model/hf_quant.py.
 
-Public API: ``model_figures_from_config``, ``load_model_config``, ``model_figures_from_path``.
+Public API: ``model_figures_from_config``, ``load_model_config``, ``model_figures_from_path``;
+``model_figures`` (a built-in name or a path, as the ``model`` key takes it), ``is_model_folder``
+and ``model_from_labels`` (the engines' model_name label naming a local model folder).
 """
 
 from __future__ import annotations
@@ -156,19 +158,33 @@ def model_figures(model: str) -> ModelFigures:
     if model.lower() in MODELS:
         return MODELS[model.lower()]
     path = Path(model).expanduser()
-    if not path.exists():
+    if not _exists(path):
         raise ModelInputError(f"no roofline figures for this model (known: {', '.join(MODELS)}; or the path of "
                               f"its config.json or model folder, which {model} is not)")
     config = path / CONFIG_NAME if path.is_dir() else path
-    try:
-        version = config.stat().st_mtime_ns
+    try:  # a file rewritten keeping its time (cp -p) changes size or inode
+        st = config.stat()
+        version = (st.st_mtime_ns, st.st_size, st.st_ino)
     except OSError:
         version = None  # load_model_config names what is missing
     return _figures_of_file(str(path.resolve()), version)
 
 
+def is_model_folder(name: str) -> bool:
+    """Whether ``name`` (a page's model_name label, say) is a local folder holding a config.json."""
+    return bool(name) and _exists(Path(name).expanduser() / CONFIG_NAME, file=True)
+
+
+def _exists(path: Path, *, file: bool = False) -> bool:
+    """Whether ``path`` exists (is a file); a name no filesystem takes (too long, a NUL) does not."""
+    try:
+        return path.is_file() if file else path.exists()
+    except (OSError, ValueError):
+        return False
+
+
 @functools.lru_cache(maxsize=32)
-def _figures_of_file(path: str, version: int | None) -> ModelFigures:
+def _figures_of_file(path: str, version: tuple | None) -> ModelFigures:
     return model_figures_from_path(path)
 
 
@@ -184,7 +200,7 @@ def model_from_labels(deployment, engines) -> tuple[object, list[str]]:
     if deployment.cost_profile != "roofline" or deployment.is_configured("model") or len(names) != 1:
         return deployment, []
     (name,) = names
-    if not (Path(name).expanduser() / CONFIG_NAME).is_file():
+    if not is_model_folder(name):
         return deployment, []
     try:
         model_figures(name)

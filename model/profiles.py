@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from .deployment import Deployment, ModelInputError
-from .figures import GpuFigures, ModelFigures, gpu_figures
+from .figures import Figure, GpuFigures, ModelFigures, gpu_figures
 from .hf_config import model_figures
 
 STOCK, SPECIALIZED = "stock", "specialized"
@@ -280,6 +280,15 @@ def _parse_table(path: str, mtime_ns: int, size: int) -> TableProfile:
     return TableProfile(source=str(path), rows=rows)
 
 
+def deployment_model(deployment: Deployment) -> ModelFigures:
+    """The deployment's model figures (model.hf_config.model_figures), at its context_tokens
+    where set: the KV a step reads per request is the route's context, not the default's."""
+    model = model_figures(deployment.model)
+    if deployment.context_tokens is None:
+        return model
+    return replace(model, context_tokens=Figure(float(deployment.context_tokens), "[deployment] context_tokens"))
+
+
 def deployment_gpu(deployment: Deployment) -> GpuFigures:
     """The deployment's GPU figures: its `gpu`, with gpu_hbm_bytes_per_s / gpu_dense_flops over them."""
     return gpu_figures(deployment.gpu, deployment.gpu_hbm_bytes_per_s, deployment.gpu_dense_flops)
@@ -288,7 +297,7 @@ def deployment_gpu(deployment: Deployment) -> GpuFigures:
 def roofline_floor_tokens_per_second(deployment: Deployment) -> float:
     """1 / the pure roofline of one plain decode step at batch 1 for the deployment's model,
     GPU and TP size: the fastest its weights and KV cache can be read (an upper bound)."""
-    profile = RooflineProfile(model_figures(deployment.model), deployment_gpu(deployment),
+    profile = RooflineProfile(deployment_model(deployment), deployment_gpu(deployment),
                               deployment.tensor_parallel_size, 0.0)
     return float(1.0 / profile.roof_s(1, 1))
 
@@ -302,7 +311,7 @@ def make_profile(deployment: Deployment):
         return FlatProfile(1.0 / base, sp, True) if base else FlatProfile(1.0, sp, False)
     if deployment.cost_profile == "roofline":
         return RooflineProfile(
-            model_figures(deployment.model),
+            deployment_model(deployment),
             deployment_gpu(deployment),
             deployment.tensor_parallel_size,
             1.0 / base,

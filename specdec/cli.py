@@ -14,7 +14,6 @@ import re
 import sys
 import time
 import traceback
-from pathlib import Path
 
 
 
@@ -113,8 +112,9 @@ def _setup_hint(report: dict) -> list[str]:
              if itl else
              "- baseline_tokens_per_second: plain decode tok/s at batch 1 — this page has no "
              "vllm:inter_token_latency_seconds, so without it the default (118, Kimi K3 on 16 GB300) is used")
-    folders = sorted({e["model_name"] for e in report["engines"]
-                      if e["model_name"] and (Path(e["model_name"]).expanduser() / "config.json").is_file()})
+    from model.hf_config import is_model_folder
+
+    folders = sorted({e["model_name"] for e in report["engines"] if is_model_folder(e["model_name"])})
     model = ([f"- model: {folders[0]}, the engines' model_name, is a local model folder with a config.json: "
               "tune-gamma's roofline reads it unless model is set"] if len(folders) == 1 else [])
     return ["", "to tune this engine, set in specdec.toml [deployment] (or per route):", *model,

@@ -128,7 +128,8 @@ class _TuningCollector:
                 kinds = [e.get("kind") for e in obs["events"] if isinstance(e, dict)]
                 for kind in EVENT_KINDS:
                     put("specdec_route_events", "Events in the window behind the estimate, by kind (engine "
-                        "restarts, gamma changes, speculation off/on, targets down/up).", ["route", "kind"],
+                        "restarts, gamma changes, speculation off/on, targets down/up, inconsistent scrapes refused, engines "
+                        "taken as they are after three).", ["route", "kind"],
                         [route, kind], float(kinds.count(kind)))
             put("specdec_route_recommended_gamma", "Recommended number of draft tokens (0: speculation off).",
                 ["route"], [route], d.get("recommended_gamma"))

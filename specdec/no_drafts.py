@@ -34,7 +34,7 @@ def no_drafts_message(route: str, window, window_s: float, source: str, ingested
                 f"at least) or widen --window{unread}")
     left_out = getattr(window, "notes", [])
     if left_out and not window.segments:  # acceptance.windows left every engine out: their counts are impossible
-        return f"{head} it can use: {left_out[0]}" + (f" (+{len(left_out) - 1} more)" if len(left_out) > 1 else "")
+        return f"{head} that it can use: {left_out[0]}" + (f" (+{len(left_out) - 1} more)" if len(left_out) > 1 else "")
     off = getattr(window, "not_speculating", [])
     if off and not any(s.gamma > 0 for s in window.segments):
         return (f"{head}: its {len(answered)} target(s) answered but do not speculate ({len(off)} engine(s) without "

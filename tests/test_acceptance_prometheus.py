@@ -572,7 +572,7 @@ def test_exporter_counts_the_windows_events_and_says_drift():
     assert page[("specdec_route_drift_difference", (("route", "open"),))] == pytest.approx(-0.31)
     events = {dict(labels)["kind"]: v for (name, labels), v in page.items() if name == "specdec_route_events"}
     assert events == {"restart": 2.0, "gamma_change": 1.0, "spec_off": 0.0, "spec_on": 0.0, "target_down": 0.0,
-                      "target_up": 0.0}
+                      "target_up": 0.0, "inconsistent": 0.0, "rebaseline": 0.0}
     # a drift test that could not run (a part with too few rows) is left out, not exported as "no drift"
     doc["observed"]["drift"] = {"detected": False, "tested": False, "difference": None}
     gauges.update("open", doc)

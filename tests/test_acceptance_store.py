@@ -41,9 +41,12 @@ def test_reopen_continues_deltas_from_the_stored_baseline(tmp_path):
         assert store.latest_time() == 20.0
         store.write_cycle([ok("x", 30.0, snap(20))])
         assert drafts(store) == 15  # 7 + 8: the baseline survived the reopen
-        store.write_cycle([ok("x", 40.0, snap(3))])  # drop without _created change: a restart
+        store.write_cycle([ok("x", 40.0, snap(3, created=2.0))])  # a restart: new counters, a new _created
         assert drafts(store) == 18
         assert [e.kind for e in store.events(["x"], 0, 100)] == ["restart"]
+        store.write_cycle([ok("x", 50.0, snap(1, created=2.0))])  # down with the same _created: refused
+        assert drafts(store) == 18
+        assert [e.kind for e in store.events(["x"], 0, 100)] == ["restart", "inconsistent"]
 
 
 def test_not_a_store(tmp_path):

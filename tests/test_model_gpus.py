@@ -4,6 +4,7 @@ other GPU by its two figures; an unknown or ambiguous name refused saying what t
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -47,9 +48,12 @@ def test_names_as_users_write_them(written, key):
     assert gpu_figures(written).name == key
 
 
-def test_a_gpu_without_fp8_runs_fp8_weights_at_bf16():
+def test_a_gpu_without_fp8_runs_fp8_weights_at_bf16_and_never_faster():
     assert GPUS["A100-40GB"].flops("fp8") is GPUS["A100-40GB"].dense_flops["bf16"]
     assert GPUS["H200"].flops("fp4") is GPUS["H200"].dense_flops["fp8"]
+    assert GPUS["H200"].flops("bf16") is GPUS["H200"].dense_flops["bf16"]
+    only_bf16_and_fp4 = gpu_figures("X", 1e12, (("bf16", 1e14), ("fp4", 4e14)))
+    assert only_bf16_and_fp4.flops("fp8").value == 1e14  # not the faster FP4 rate
 
 
 def test_an_ambiguous_or_unknown_gpu_is_refused_saying_what_to_set():
@@ -82,7 +86,7 @@ def test_a_measured_bandwidth_replaces_a_known_gpus_own():
     assert gpu.hbm_bytes_per_s.value == 3.9e12 and gpu.dense_flops == GPUS["H200"].dense_flops
 
 
-@pytest.mark.parametrize("flops", [{"fp16": 1e15}, {"bf16": -1.0}, "fast", 0])
+@pytest.mark.parametrize("flops", [{"fp16": 1e15}, {"bf16": -1.0}, "fast", 0, {"fp4": 1e15}])
 def test_bad_gpu_figures_are_refused_naming_the_key(flops):
     with pytest.raises(ModelInputError, match="gpu_dense_flops"):
         Deployment.from_mapping({"gpu": "X", "gpu_hbm_bytes_per_s": 1e12, "gpu_dense_flops": flops}, where="cfg")
@@ -183,3 +187,36 @@ def test_an_engine_labelled_with_a_model_folder_is_priced_from_its_config(tmp_pa
     code, out, err = run_cli(capsys, main, ["inspect", str(tmp_path / "page.txt")])
     assert code == 0, err
     assert f"- model: {folder}, the engines' model_name, is a local model folder with a config.json" in out
+
+
+def test_the_routes_context_length_prices_the_kv_a_step_reads(capsys):
+    short = make_profile(Deployment(model="llama-3.1-8b", gpu="H200", tensor_parallel_size=1, context_tokens=1024))
+    long = make_profile(Deployment(model="llama-3.1-8b", gpu="H200", tensor_parallel_size=1, context_tokens=65536))
+    # 64 requests reading 64K tokens of KV each: the step is dominated by the cache, not the weights
+    assert long.roof_s(64, 1) > 3 * short.roof_s(64, 1)
+    assert long.model.context_tokens.source == "[deployment] context_tokens"
+    code, out, err = run_cli(capsys, tune_gamma_main, [
+        "--survival", "0.8,0.6", "--json", "--model", "llama-3.1-8b", "--gpu", "H200", "--baseline-tps", "150",
+        "--cost-profile", "roofline", "--context-tokens", "32768"])
+    assert code == 0, err
+    assert json.loads(out)["profile_figures"]["model_figures"]["context_tokens"] == {
+        "value": 32768.0, "source": "[deployment] context_tokens"}
+    with pytest.raises(ModelInputError, match="context_tokens"):
+        Deployment(context_tokens=0)
+
+
+def test_a_label_no_filesystem_takes_is_not_a_model_folder_and_an_edited_config_is_read_again(tmp_path):
+    from model.hf_config import is_model_folder, model_figures
+
+    assert not is_model_folder("m" * 300) and not is_model_folder("a\0b")
+    with pytest.raises(ModelInputError, match="no roofline figures for this model"):
+        model_figures("m" * 300)
+    config = tmp_path / "config.json"
+    fields = json.loads((HF / "llama-3.1-8b.json").read_text())
+    config.write_text(json.dumps(fields))
+    stamp = config.stat().st_mtime_ns
+    assert model_figures(str(config)).kv_bytes_per_token.value == 131072
+    fields["num_hidden_layers"] = 16  # rewritten keeping its time, as cp -p does
+    config.write_text(json.dumps(fields, indent=1))
+    os.utime(config, ns=(stamp, stamp))
+    assert model_figures(str(config)).kv_bytes_per_token.value == 65536

@@ -209,6 +209,26 @@ def test_an_answer_of_200000_series_is_refused_unread(fake):
     assert len(fake.seen) <= 3  # resolutions, scrape interval, γ values: nothing after
 
 
+def test_series_whose_key_is_written_with_escapes_are_counted_too(fake):
+    # "\u006detric" is "metric" to a JSON reader but not to a byte count
+    body = _many_gammas(60)(None, 'count_values("gamma"', None).replace(b'"metric"', b'"\\u006detric"')
+    fake.answer = lambda path, expr, form: body if expr.startswith('count_values("gamma"') else healthy(path, expr, form)
+    with pytest.raises(PrometheusError) as info:
+        _window(fake, max_series=50)
+    _one_line_naming(str(info.value), fake.url)
+    assert "60 series, more than 50" in str(info.value)
+
+
+@pytest.mark.parametrize("result", [[7], [{"metric": {"gamma": "3"}, "values": [[END]]}],
+                                    [{"metric": {"gamma": "3"}, "values": [[END, "many"]]}]])
+def test_a_malformed_series_is_one_line_naming_the_server(fake, result):
+    body = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}).encode()
+    fake.answer = lambda path, expr, form: body if expr.startswith('count_values("gamma"') else healthy(path, expr, form)
+    with pytest.raises(PrometheusError) as info:
+        _window(fake)
+    _one_line_naming(str(info.value), fake.url)
+
+
 def test_max_series_is_a_source_setting(fake, tmp_path, capsys):
     from specdec.cli import tune_gamma_main
 

@@ -32,6 +32,7 @@ class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested):
         self.retention_s = retention_s
         self._last_retention: float | None = None
         self._state_unread = False  # True: the cached state may differ from the file (_reload_after_rollback)
+        self._refusals_running: dict[int, int] = {}  # engine id → its scrapes refused in a row (store.deltas)
         self._load_state()
 
     # -------------------------------------------------------------- open / close

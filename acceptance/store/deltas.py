@@ -6,14 +6,18 @@ Spec-decode counters (``spec_increase``), against the engine's previous sample:
 - the previous sample had none (speculation was off): ``spec_on``, a new segment, and the
   increase is the new value;
 - ``_created`` changed, or γ changed (vLLM fixes γ at engine start, so a new γ is a new
-  engine even when no counter went down), or counters went down and none went up: ``restart``,
+  engine even when no counter went down), or, without ``_created``, counters went down and
+  none went up: ``restart``,
   and the increase is the new value — a γ change also opens a new segment
   (``gamma_change``);
-- some counters went down while others went up: a restart resets every counter of the engine,
-  so this is no restart but an inconsistent scrape (a partial reset, a mixed-up exporter) —
-  ``inconsistent``, refused: no increase, and the previous sample stays the one the next is
-  compared with. Without ``_created`` a restart whose new life outran the old one's last
-  sample looks mixed too; its drafts counter (the fastest-growing) going down tells it;
+- a counter went down with ``_created`` unchanged (vLLM's restart always gives new counters a
+  new ``_created``), or, without ``_created``, some went down while others went up (a restart
+  resets every counter): no restart but an inconsistent scrape (a partial reset, a mixed-up
+  exporter) — ``inconsistent``, refused: no increase, and the previous sample stays the one
+  the next is compared with. Without ``_created`` a restart whose new life outran the old
+  one's last sample looks mixed too; its drafts counter (the fastest-growing) going down tells
+  it. An engine refused ``REBASE_AFTER`` times running is taken as it is from then on (event
+  ``rebaseline``, no increase): its counters stay set back, and what it did meanwhile is lost;
 - else new − previous; columns the previous sample lacked are unknown (NaN);
 - counters gone (``spec_off_event``): speculation switched off, no increase.
 A delta is never negative and never doubled. Other counters (ITL sum and count, the
@@ -69,6 +73,9 @@ def spec_off_event() -> Event:
 
 
 _SPEC_NAMES = ("drafts", "draft tokens", "accepted tokens")
+# An engine whose scrapes are refused as inconsistent this many times running keeps its
+# counters set back: it is taken as it is (a new baseline) rather than refused forever.
+REBASE_AFTER = 3
 
 
 def _inconsistent(prev_gamma, prev_created, prev_value, gamma, created, value) -> str | None:
@@ -78,15 +85,17 @@ def _inconsistent(prev_gamma, prev_created, prev_value, gamma, created, value) -
         return None
     n = 3 + gamma
     down = np.flatnonzero(value[:n] < prev_value[:n])
-    if not down.size or not bool(np.any(value[:n] > prev_value[:n])):
+    if not down.size:
         return None
-    if (created is None or prev_created is None) and value[0] < prev_value[0]:
-        return None  # no _created, drafts down: a restart whose other counters outran the old life's
-    went_down, went_up = int(down[0]), int(np.flatnonzero(value[:n] > prev_value[:n])[0])
-    same = "the same _created" if created is not None and prev_created is not None else \
-        "no _created to tell a restart by"
-    return (f"{_counter_name(went_down)} went down ({prev_value[went_down]:g} -> {value[went_down]:g}) while "
-            f"{_counter_name(went_up)} went up, with {same}: a restart resets every counter")
+    went_down = int(down[0])
+    fell = f"{_counter_name(went_down)} went down ({prev_value[went_down]:g} -> {value[went_down]:g})"
+    if created is not None and prev_created is not None:  # vLLM's restart always changes _created
+        return f"{fell} with the same _created: a restart starts new counters with a new _created"
+    up = np.flatnonzero(value[:n] > prev_value[:n])
+    if not up.size or value[0] < prev_value[0]:
+        return None  # no _created: all down, or drafts down, is a restart (its new life may outrun the old)
+    return (f"{fell} while {_counter_name(int(up[0]))} went up, with no _created to tell a restart by: a restart "
+            f"resets every counter")
 
 
 def _counter_name(column: int) -> str:

@@ -39,7 +39,8 @@ class TargetStatus:
     failing_since: float | None  # first failure of the current failing run; None when ok
 
 
-EVENT_KINDS = ("restart", "gamma_change", "spec_off", "spec_on", "target_down", "target_up")
+EVENT_KINDS = ("restart", "gamma_change", "spec_off", "spec_on", "target_down", "target_up", "inconsistent",
+               "rebaseline")
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from .codecs import (
     chunk_of,
 )
 from .records import EngineRef
-from .deltas import counter_increase, itl_increase, spec_increase, spec_off_event
+from .deltas import REBASE_AFTER, counter_increase, itl_increase, spec_increase, spec_off_event
 
 
 @dataclass
@@ -377,9 +377,16 @@ class _Writes:
         inc = spec_increase(None if prev is None else prev.gamma, None if prev is None else prev.created,
                             None if prev is None else prev.value, gamma, snap.created, value,
                             first_sighting=prev is None)
+        in_a_row = self._refusals_running.pop(eid, 0)  # the engine's scrapes refused running
+        refusals = in_a_row + 1 if inc.refused else 0
+        if inc.refused and refusals >= REBASE_AFTER:  # still set back: a new baseline, no increase
+            event("rebaseline", f"taken as it is after {refusals} scrapes refused in a row ({inc.refused}); "
+                                f"what it did meanwhile is not counted")
+            return _SpecSample(gamma, value, layout_id, prev.seg_id, None, False)
         for kind, detail in inc.events:
             event(kind, detail)
         if inc.refused:
+            self._refusals_running[eid] = refusals
             return _SpecSample(gamma, value, layout_id, None, None, False, inc.refused)
         seg_id = self._new_segment(eid, gamma, t) if inc.new_segment else prev.seg_id
         return _SpecSample(gamma, value, layout_id, seg_id, inc.delta, inc.restart)
