@@ -86,6 +86,9 @@ class StepShape:
     # N = generation − first tokens, read by ``inspect`` beside the steps S (itl_count)
     generation_tokens: float | None = None
     first_tokens: float | None = None
+    # vllm:request_prompt_tokens and vllm:request_generation_tokens _sum / _count by sample name
+    # (acceptance.request_lengths); not stored
+    request_lengths: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

