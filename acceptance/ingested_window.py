@@ -68,6 +68,8 @@ class IngestedWindow(SegmentRules):
     request_itl_s: object = None
     request_decode_tokens: object = None
     notes: list = field(default_factory=list)  # how the window was read (a per-request batch mix)
+    # (rows, oldest, newest time) of the route's stored rows when the window holds none of them
+    stored_span: tuple[int, float, float] | None = None
 
     @property
     def plugin(self) -> None:
@@ -124,7 +126,9 @@ def ingested_window(store, route: str, source: str, start: float, end: float, *,
     its engines)."""
     with store.read_snapshot():  # one committed state, whatever an ingest writes meanwhile
         window = _read_ingested_window(store, route, source, start, end)
-        if source != "per-request" or not window.segments:
+        if not window.segments:
+            return replace(window, stored_span=store.ingested_span(route, source))
+        if source != "per-request":
             return window
         return _with_request_load(store, window, route, engines, deployment_routes)
 

@@ -129,6 +129,9 @@ def describe_figures(figures: dict) -> str | None:
     parts = [f"{figures['model']['value']} ({figures['model']['source']})",
              f"{figures['gpu']['value']} ({figures['gpu']['source']})",
              f"TP {figures['tensor_parallel_size']['value']} ({figures['tensor_parallel_size']['source']})"]
+    context = figures.get("model_figures", {}).get("context_tokens")
+    if context and context["source"] == "[deployment] context_tokens":  # the assumed default goes unsaid here
+        parts.append(f"context {context['value']:,.0f} tokens")
     line = "roofline figures: " + ", ".join(parts)
     if any(figures[k]["source"] == DEFAULT for k in ("model", "gpu", "tensor_parallel_size")):
         line += " — set model, gpu and tensor_parallel_size for your engine"

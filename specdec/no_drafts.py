@@ -2,7 +2,8 @@
 ``pipeline.NoDataError``. A scraped route's targets either were not scraped in the window
 (or never answered), answered but do not speculate (no spec-decode counters: vLLM runs
 without --speculative-config), speculate but drafted nothing (idle), or hold counts no engine
-produces, left out of the window (acceptance.windows); each wants another
+produces, left out of the window (acceptance.windows); an ingested route's rows may all lie
+outside the window (their own times: the message says where); each wants another
 step from the user, so one sentence for all three would send them the wrong way. Every
 message starts "route R: no drafts in the last SPAN" (the dashboard words its hint on it).
 """
@@ -18,6 +19,11 @@ def no_drafts_message(route: str, window, window_s: float, source: str, ingested
     head = f"route {route!r}: no drafts in the last {format_duration(window_s)}"
     failing = [s for s in getattr(window, "target_status", []) if getattr(s, "last_error", None)]
     status = f" ({len(failing)} target(s) failing, e.g. {failing[0].last_error})" if failing else ""
+    span = getattr(window, "stored_span", None)
+    if source != "scrape" and span:  # rows are stored, outside the window: say where
+        rows, oldest, newest = span
+        return (f"{head}: the store holds {rows:,} {source} row(s) of route {route}, from {format_clock(oldest)} to "
+                f"{format_clock(newest)} (their own times); widen --window to reach them")
     if source != "scrape":
         hint = (f"ingest {source} data with `specdec ingest --route {route}`" if source != "prometheus"
                 else "check the selector in Prometheus (VictoriaMetrics shows data only after its "

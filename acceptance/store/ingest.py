@@ -75,6 +75,13 @@ class _Ingested:
             out.setdefault(route, []).append(source)
         return out
 
+    def ingested_span(self, route: str, source: str) -> tuple[int, float, float] | None:
+        """(rows, oldest time, newest time) of the route's rows from ``source``, or None: what a
+        window that found none can point at."""
+        n, lo, hi = self.conn.execute("SELECT COUNT(*), MIN(time), MAX(time) FROM ingested WHERE route = ? AND "
+                                      "source = ?", (route, source)).fetchone()
+        return (int(n), float(lo), float(hi)) if n else None
+
     def ingested_intervals(self, route: str, source: str, start: float, end: float) -> dict[int, IntervalCounts]:
         """γ → one row per ingested request (or logged interval) with time in (start, end],
         in time order; start = end = the row's time."""
