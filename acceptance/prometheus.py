@@ -73,12 +73,6 @@ SCRAPE_INTERVAL_PROBE_S = 600.0
 # A route runs one γ, two while a canary tries another; each γ costs several queries, so an
 # answer with more γ values than this is refused rather than walked.
 MAX_GAMMA_VALUES = 64
-# The slack in drafts allowed per engine summed into a block: a page's race slack when it
-# shows no batch (acceptance.counts: 1,024 without the gauge). Each engine's families are
-# scraped apart, so a block summing E engines' increase() carries up to E such races;
-# increase()'s extrapolation scales an engine's series alike (the same scrapes) and is left
-# to the relative share impossible_counts allows.
-STEP_REQUESTS_PER_ENGINE = RACE_UNKNOWN_BATCH
 
 
 @dataclass(frozen=True)
@@ -416,12 +410,15 @@ def gammas_in(client: PrometheusClient, series) -> list[int]:
 
 def checked_segment(client: PrometheusClient, segment: GammaSegment, engines: int) -> GammaSegment:
     """The segment, refused when its counts are ones no engine produces
-    (acceptance.counts.impossible_counts, STEP_REQUESTS_PER_ENGINE of slack per engine), block
+    (acceptance.counts.impossible_counts, RACE_UNKNOWN_BATCH of slack per engine), block
     by block and over the whole segment with the same slack: a block's increases telescope
     into the next, so a scrape race at a block end does not add up over blocks. Within the
     slack, draft tokens over γ·D (a race or increase()'s extrapolation) are cut to γ·D: the
     model takes T / D ≤ γ as given."""
-    step_requests = STEP_REQUESTS_PER_ENGINE * max(1, engines)
+    # a page's race slack without the gauge, per engine summed into a block: each engine's
+    # families are scraped apart; increase()'s extrapolation scales an engine's series alike
+    # (the same scrapes) and is left to the relative share impossible_counts allows
+    step_requests = RACE_UNKNOWN_BATCH * max(1, engines)
     iv = segment.intervals
     spans = [*zip(iv.start.tolist(), iv.end.tolist(), iv.counts.tolist()),
              (segment.start, segment.end, iv.counts.sum(axis=0).tolist())]

@@ -334,8 +334,8 @@ def _without_impossible_segments(store: Store, refs: dict[int, EngineRef], entri
     for e in entries:
         n = 3 + sum(1 for c in store.layout_columns(e.layout_id) if c.startswith("accepted_per_position:"))
         ids, inverse = np.unique(e.seg, return_inverse=True)
-        sums = np.zeros((len(ids), n))
-        np.add.at(sums, inverse, np.nan_to_num(e.delta[:, :n]))
+        delta = np.nan_to_num(e.delta[:, :n])
+        sums = np.stack([np.bincount(inverse, weights=delta[:, c], minlength=len(ids)) for c in range(n)], axis=1)
         for seg, row in zip(ids.tolist(), sums):
             totals[seg] = totals[seg] + row if seg in totals else row
     bad, notes = [], []
