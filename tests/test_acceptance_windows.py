@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from acceptance import windows
@@ -125,7 +125,10 @@ def run_model(store: Store, actions) -> tuple[list, list, float]:
         if kind == "inc":
             engines[a[1]].increment(a[2])
         elif kind == "restart":
-            engines[a[1]].restart(None, created_changes=a[2], spec_on=True)
+            # a restarted vLLM's counters carry a new _created where they expose one (a drop with the
+            # same _created is a set-back, refused: tests/test_impossible_counts.py); without it the
+            # drop alone tells the restart
+            engines[a[1]].restart(None, created_changes=a[2] or engines[a[1]].has_created, spec_on=True)
         elif kind == "gamma":
             if a[3]:
                 engines[a[1]].restart(a[2], created_changes=True)
@@ -177,6 +180,9 @@ def _window_by_gamma(w):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(actions=st.lists(action, min_size=5, max_size=60),
        cuts=st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1)), min_size=2, max_size=5))
+# a restart of an engine that exposes _created, found by a fresh clone's run
+@example(actions=[("scrape", 1, [False] * 3), ("inc", 0, [0, 0]), ("scrape", 1, [False] * 3), ("restart", 0, False),
+                  ("inc", 0, [0])], cuts=[(0.0, 0.0), (0.0, 0.0)])
 def test_window_sums_equal_the_fleet_truth(actions, cuts):
     with tempfile.TemporaryDirectory() as d:
         store = Store.open(Path(d) / "s.db")
