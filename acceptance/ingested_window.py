@@ -67,6 +67,7 @@ class IngestedWindow(SegmentRules):
     # tokens, NaN where a request does not report them; None for logged intervals
     request_itl_s: object = None
     request_decode_tokens: object = None
+    request_prompt_tokens: object = None  # usage.prompt_tokens per row, NaN where not reported
     notes: list = field(default_factory=list)  # how the window was read (a per-request batch mix)
     # (rows, oldest, newest time) of the route's stored rows when the window holds none of them
     stored_span: tuple[int, float, float] | None = None
@@ -208,10 +209,10 @@ def _request_window(store, route: str, source: str, start: float, end: float, se
     drafted steps."""
     segments.sort(key=lambda s: s.end)
     window = IngestedWindow(source=source, start=start, end=end, segments=segments)
-    itl_mean = undrafted = sequences = request_itl = request_decode = None
+    itl_mean = undrafted = sequences = request_itl = request_decode = request_prompt = None
     newest = window.newest_segment
     if newest is not None:
-        request_itl, request_decode = store.ingested_request_timing(route, source, newest.gamma, start, end)
+        request_itl, request_decode, request_prompt = store.ingested_request_timing(route, source, newest.gamma, start, end)
         itl_sum, tokens = store.ingested_itl(route, source, newest.gamma, start, end)
         itl_mean = itl_sum / tokens if tokens > 0 else None
         decode = store.ingested_decode_tokens(route, source, newest.gamma, start, end)
@@ -219,6 +220,7 @@ def _request_window(store, route: str, source: str, start: float, end: float, se
         steps = store.ingested_step_sequences(route, source, newest.gamma, start, end)
         sequences = None if steps is None else [StepSequence(newest.gamma, d, a) for d, a in steps]
     return replace(window, step_sequences=sequences, request_itl_s=request_itl, request_decode_tokens=request_decode,
+                   request_prompt_tokens=request_prompt,
                    step_shape=StepShapeWindow(batch_time_shares={}, iteration_tokens={}, itl_per_token_s=itl_mean,
                                               samples=0, undrafted_token_share=undrafted))
 

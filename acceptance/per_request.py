@@ -76,7 +76,9 @@ class RequestRecord:
     time: epoch seconds (the line's ``time``, else the response's ``created``, else the
     parse's default); mean_itl_ms / tokens_per_second: vLLM's per-request timing fields,
     None when the server does not report them; decode_tokens: output tokens − 1, the tokens
-    its decode steps emitted (``_decode_tokens``), None when the line does not say.
+    its decode steps emitted (``_decode_tokens``), None when the line does not say;
+    prompt_tokens: the response's ``usage.prompt_tokens`` (the context its first decode step
+    reads), None when the line does not say.
     """
 
     route: str
@@ -87,6 +89,7 @@ class RequestRecord:
     tokens_per_second: float | None = None
     request_id: str | None = None
     decode_tokens: int | None = None
+    prompt_tokens: int | None = None
     # (per_step_drafted, per_step_accepted) in step order (``detailed`` only): acceptance.step_replay
     steps: tuple[tuple[int, ...], tuple[int, ...]] | None = None
     # "<hash of the line's text>#<how many identical lines came before it>": the key of a
@@ -313,6 +316,14 @@ def _decode_tokens(obj: dict, timing: dict, counts: SpecCounts) -> int | None:
     return decode if decode >= counts.drafts + counts.accepted_tokens else None
 
 
+def _prompt_tokens(obj: dict) -> int | None:
+    """The request's prompt tokens: the response's ``usage.prompt_tokens`` or the line's own
+    ``prompt_tokens``; None when neither is a count."""
+    usage = obj.get("usage")
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else obj.get("prompt_tokens")
+    return tokens if _is_count(tokens) else None
+
+
 def _record(obj: dict, default_route: str | None, default_time: float) -> RequestRecord:
     spec, metrics = _locate(obj)
     counts = _spec_counts(spec)
@@ -350,6 +361,7 @@ def _record(obj: dict, default_route: str | None, default_time: float) -> Reques
         tokens_per_second=_optional_float(timing.get("tokens_per_second")),
         request_id=request_id if isinstance(request_id, str) else None,
         decode_tokens=_decode_tokens(obj, timing, counts),
+        prompt_tokens=_prompt_tokens(obj),
         steps=_step_lists(spec),
         time_source=source,
     )

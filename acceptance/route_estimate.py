@@ -9,6 +9,9 @@ observed per-user tokens/s and where its latency came from, the undrafted share 
 requests' drafted steps for the step replay, and the route's draft flow (``RouteTraffic``:
 drafts, seconds, engines) from which a probe's duration follows.
 
+``band_estimate(route, band)``: the same estimate over one context band's requests
+(acceptance.request_context), for model.context_bands.
+
 A window is any of ``acceptance.windows.Window`` (scraped, Prometheus, ingested); ``None``
 (a bare curve) gives an estimate with none of the window's extras.
 """
@@ -16,16 +19,17 @@ A window is any of ``acceptance.windows.Window`` (scraped, Prometheus, ingested)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from . import vllm_metrics as vm
 from .counts import (IntervalCounts, SpecCounts, draft_reach, steps_undrafted_share, survival_among_reached,
-                     tokens_per_step)
+                     tokens_per_step, undrafted_token_share)
 from .definitions import monotone_survival
 from .estimates import AcceptanceEstimate, Drift, detect_drift, estimate_acceptance
 from .plugin_series import PluginTotals, batch_bucket
+from .request_context import BandRows, RequestContext, route_context
 from .probe_segment import (CanaryLatency, ProbeSegment, RouteTraffic, SegmentMix, route_traffic, segment_itl_mean_s,
                             segment_mix, window_canary_latency, window_probe)
 
@@ -55,9 +59,14 @@ class RequestRows:
     counts: np.ndarray  # (n, 3 + γ): D, T, A, A_1..A_γ of each request
     itl_s: np.ndarray  # (n,) vLLM's mean_itl_ms / 1000: seconds per output token; NaN where not reported
     decode_tokens: np.ndarray  # (n,) output tokens − 1; NaN where not known
+    prompt_tokens: np.ndarray | None = None  # (n,) usage.prompt_tokens; NaN where not known (None: all)
+
+    def __post_init__(self):
+        if self.prompt_tokens is None:
+            object.__setattr__(self, "prompt_tokens", np.full(len(self.counts), np.nan))
 
     def subset(self, keep: np.ndarray) -> "RequestRows":
-        return RequestRows(self.counts[keep], self.itl_s[keep], self.decode_tokens[keep])
+        return RequestRows(self.counts[keep], self.itl_s[keep], self.decode_tokens[keep], self.prompt_tokens[keep])
 
 
 @dataclass
@@ -89,6 +98,9 @@ class RouteEstimate:
     # one last ran beside the deployed γ (acceptance.canary_lookback), whose latency measured
     # the specialized speedup
     speedup_from: "RouteEstimate | None" = None
+    # the context its decode steps read, from the requests' own lengths (per-request windows
+    # whose lines carry usage.prompt_tokens; acceptance.request_context)
+    context: RequestContext | None = None
 
     @property
     def gamma(self) -> int:
@@ -123,8 +135,8 @@ def estimate_route(window, intervals: IntervalCounts, *, level: float = 0.9, n_r
     if estimate is None:
         estimate = estimate_acceptance(intervals, level=level, n_resamples=n_resamples, seed=seed,
                                        block_length=block_length, unit=unit)
-    route = _with_window(RouteEstimate(estimate, drift, recent_start, step_sequences=sequences, requests=requests),
-                         window, rows, engines)
+    route = _with_window(RouteEstimate(estimate, drift, recent_start, step_sequences=sequences, requests=requests,
+                                       context=route_context(requests)), window, rows, engines)
     route.probe = window_probe(window, estimate, level=level, n_resamples=n_resamples, seed=seed,
                                block_length=block_length, unit=unit)
     return route
@@ -174,8 +186,10 @@ def window_request_rows(window, intervals: IntervalCounts) -> RequestRows | None
     decode = getattr(window, "request_decode_tokens", None) if window is not None else None
     if itl is None or decode is None or len(itl) != len(intervals) or len(decode) != len(intervals):
         return None
+    prompt = getattr(window, "request_prompt_tokens", None)
     return RequestRows(np.asarray(intervals.counts, dtype=float), np.asarray(itl, dtype=float),
-                       np.asarray(decode, dtype=float))
+                       np.asarray(decode, dtype=float),
+                       None if prompt is None or len(prompt) != len(intervals) else np.asarray(prompt, dtype=float))
 
 
 def window_plugin(window, gamma: int) -> PluginTotals | None:
@@ -300,3 +314,34 @@ def time_share_resamples(time_shares: dict[int, float], effective_samples: float
     live = shares > 0
     drawn[:, live] = rng.dirichlet(max(effective_samples, 1.0) * shares[live] + JEFFREYS_PRIOR, size=n_resamples)
     return sizes, drawn
+
+
+def band_estimate(route: "RouteEstimate", band: BandRows, *, level: float, n_resamples: int, seed: int):
+    """The route's estimate (acceptance.route_estimate.RouteEstimate) over one band's requests:
+    acceptance from their counts alone (one request a block), their observed rate and
+    undrafted share; the batch mix and draft reach stay the route's (the band's requests ran in
+    the route's batches); no canary, probe or drift of its own."""
+    rows = route.requests.subset(band.rows)
+    n = len(band.rows)
+    counts = IntervalCounts(route.gamma, np.arange(n, dtype=float), np.arange(1, n + 1, dtype=float), rows.counts)
+    estimate = estimate_acceptance(counts, level=level, n_resamples=n_resamples, seed=seed, block_length=1,
+                                   unit="requests")
+    rate = _observed_rate(rows)
+    decode = rows.decode_tokens
+    nu = (undrafted_token_share(float(decode.sum()), float(rows.counts[:, 0].sum()), float(rows.counts[:, 2].sum()))
+          if np.isfinite(decode).all() else None)
+    sequences = None if route.step_sequences is None else [route.step_sequences[i] for i in band.rows]
+    return replace(route, estimate=estimate, drift=None, recent_start=None, probe=None, canary_latency=None,
+                   speedup_from=None, traffic=None, requests=rows, step_sequences=sequences,
+                   observed_tokens_per_second=rate, observed_latency_source=PER_REQUEST_LATENCY if rate else None,
+                   undrafted_token_share=nu, plugin=None, segment_mix=None, context=None)
+
+
+def _observed_rate(rows) -> float | None:
+    """Per-user tokens/s of the rows: 1 / (Σ ITL·n / Σ n) over those that report both (vLLM's
+    mean_itl_ms is a time per decode token, so the rows weigh by their decode tokens)."""
+    itl, n = rows.itl_s, rows.decode_tokens
+    ok = np.isfinite(itl) & np.isfinite(n) & (n > 0) & (itl > 0)
+    if not ok.any():
+        return None
+    return float(n[ok].sum() / (itl[ok] * n[ok]).sum())

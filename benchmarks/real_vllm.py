@@ -3,7 +3,7 @@
 
     python benchmarks/real_vllm.py serve --method {ngram,suffix,draft_model} --gamma K --port P
     python benchmarks/real_vllm.py traffic --port P --route {structured,open} --requests N
-                                           [--concurrency C] [--seed S] --jsonl FILE
+                                           [--concurrency C] [--seed S] [--prompt-repeat R] --jsonl FILE
 
 serve   starts `vllm serve` on 127.0.0.1:P with .real/target (draft_model drafts with
         .real/draft), per-request spec-decode metrics when K > 0 (with K = 0 that flag
@@ -14,9 +14,11 @@ serve   starts `vllm serve` on 127.0.0.1:P with .real/target (draft_model drafts
         when this process dies any other way. Exit status: vLLM's, or 3 when it exits
         before it is ready (the last lines of its log on stderr).
 traffic sends N completion requests of the route's prompts (.real/prompts.json) with the
-        route's sampling (ROUTE_SAMPLING), C at a time, each with its own seed (S + i), and appends one JSON line per response in the
-        gateway format of the README: {"id", "route", "time", "metrics"} — the response's
-        own id and `metrics` object. Prints one summary line; exit 1 if a request failed.
+        route's sampling (ROUTE_SAMPLING), C at a time, each with its own seed (S + i) and each
+        prompt R times over (a longer context; 1 by default), and appends one JSON line per
+        response in the gateway format of the README: {"id", "route", "time", "usage",
+        "metrics"} — the response's own id, `usage` (its prompt and output tokens) and `metrics`
+        object. Prints one summary line; exit 1 if a request failed.
 
 Only loopback addresses: the server binds 127.0.0.1 and traffic talks to 127.0.0.1.
 """
@@ -199,7 +201,8 @@ def traffic(args) -> int:
     sampling = dict(ROUTE_SAMPLING[args.route])
     if args.temperature is not None:
         sampling["temperature"] = args.temperature
-    bodies = [{"model": SERVED_NAME, "prompt": rng.choice(prompts), "max_tokens": args.max_tokens,
+    bodies = [{"model": SERVED_NAME, "prompt": "\n".join([rng.choice(prompts)] * args.prompt_repeat),
+               "max_tokens": args.max_tokens,
                "seed": args.seed + i, **sampling} for i in range(args.requests)]
     lock = threading.Lock()
     failures: list[str] = []
@@ -214,7 +217,7 @@ def traffic(args) -> int:
                 failures.append(str(exc))
             return
         line = {"id": response.get("id"), "route": args.route, "time": time.time(),
-                "metrics": response.get("metrics")}
+                "usage": response.get("usage"), "metrics": response.get("metrics")}
         with lock:
             out.write(json.dumps(line) + "\n")
             out.flush()
@@ -246,6 +249,8 @@ def main(argv=None) -> int:
     t.add_argument("--jsonl", type=Path, required=True)
     t.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
     t.add_argument("--temperature", type=float, help="override the route's temperature (ROUTE_SAMPLING)")
+    t.add_argument("--prompt-repeat", type=int, default=1,
+                   help="send each prompt this many times over, one per line (a longer context)")
     t.add_argument("--timeout", type=float, default=300.0)
     for p in (s, t):
         p.add_argument("--venv", type=Path, default=VENV, help=argparse.SUPPRESS)

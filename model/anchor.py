@@ -130,8 +130,9 @@ def describe_figures(figures: dict) -> str | None:
              f"{figures['gpu']['value']} ({figures['gpu']['source']})",
              f"TP {figures['tensor_parallel_size']['value']} ({figures['tensor_parallel_size']['source']})"]
     context = figures.get("model_figures", {}).get("context_tokens")
-    if context and context["source"] == "[deployment] context_tokens":  # the assumed default goes unsaid here
-        parts.append(f"context {context['value']:,.0f} tokens")
+    if context and not context["source"].startswith("assumed"):  # the assumed default goes unsaid here
+        measured = "" if context["source"] == "[deployment] context_tokens" else " (measured from the requests)"
+        parts.append(f"context {context['value']:,.0f} tokens{measured}")
     line = "roofline figures: " + ", ".join(parts)
     if any(figures[k]["source"] == DEFAULT for k in ("model", "gpu", "tensor_parallel_size")):
         line += " — set model, gpu and tensor_parallel_size for your engine"

@@ -34,6 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
+from acceptance.request_context import CONTEXT_SOURCE
+
 from .deployment import Deployment, ModelInputError
 from .figures import Figure, GpuFigures, ModelFigures, gpu_figures
 from .hf_config import model_figures
@@ -282,11 +284,13 @@ def _parse_table(path: str, mtime_ns: int, size: int) -> TableProfile:
 
 def deployment_model(deployment: Deployment) -> ModelFigures:
     """The deployment's model figures (model.hf_config.model_figures), at its context_tokens
-    where set: the KV a step reads per request is the route's context, not the default's."""
+    where set: the KV a step reads per request is the route's context, not the default's —
+    configured, or measured from the route's requests (model.context_bands.with_context)."""
     model = model_figures(deployment.model)
     if deployment.context_tokens is None:
         return model
-    return replace(model, context_tokens=Figure(float(deployment.context_tokens), "[deployment] context_tokens"))
+    source = CONTEXT_SOURCE if "context_tokens" in deployment.from_page else "[deployment] context_tokens"
+    return replace(model, context_tokens=Figure(float(deployment.context_tokens), source))
 
 
 def deployment_gpu(deployment: Deployment) -> GpuFigures:

@@ -12,6 +12,7 @@ import numpy as np
 from acceptance.json_safe import json_safe
 
 from .anchor import Anchor
+from .context_bands import ContextView
 from .decision import Gain, gamma_to_deploy
 from .extrapolate import TAIL_MODELS
 from .load import LoadView
@@ -81,6 +82,8 @@ class Recommendation:
     # the default figures the decision would rest on (model.figures_needed): then no change,
     # off, probe or deploy line; empty when every figure it rests on was given or observed
     figures_needed: list = field(default_factory=list)
+    # a per-request route's γ by context length (model.context_bands; set by model.route)
+    context: ContextView | None = None
 
     @property
     def gamma_to_deploy(self) -> int:
@@ -121,4 +124,5 @@ class Recommendation:
             "specialized_speedup_measured": (None if self.specialized_speedup_measured is None
                                              else self.specialized_speedup_measured.to_dict()),
             "figures_needed": [f.to_dict() for f in self.figures_needed],
+            "context": None if self.context is None else self.context.to_dict(),
         })

@@ -24,6 +24,7 @@ from acceptance.counts import mean_draft_length
 from acceptance.estimates import AcceptanceEstimate, drafts_needed
 from acceptance.route_estimate import LOGGED_LOAD, RouteEstimate, survival_by_batch_size, time_share_resamples
 
+from .context_bands import context_view, with_context
 from .deployment import Deployment
 from .probe import RunningProbe
 from .recommend import Recommendation, recommend
@@ -47,12 +48,17 @@ class RouteRecommendation:
 
 
 def recommend_route(route: RouteEstimate, deployment: Deployment, *, batch_time_shares: dict[int, float] | None,
-                    level: float = 0.9, seed: int = 0, measure_speedup: bool = True) -> RouteRecommendation:
+                    level: float = 0.9, seed: int = 0, measure_speedup: bool = True,
+                    by_context: bool = True) -> RouteRecommendation:
     """The recommendation for ``route`` under ``deployment``; ``batch_time_shares``: the u_B to
     price (the route's own, ``route.batch_time_shares``, or a what-if's; None: batch 1);
     ``measure_speedup``: a canary's measured specialized speedup replaces the deployment's
-    (False: a what-if that sets the figure itself prices it)."""
+    (False: a what-if that sets the figure itself prices it). A route whose requests say their
+    context is priced at it (unless context_tokens is set) and, with ``by_context``, band by
+    band (model.context_bands)."""
     estimate, gamma = route.estimate, route.gamma
+    if route.context is not None:
+        deployment = with_context(deployment, route.context.tokens)
     deployment, measured = (_measured_speedup(route, deployment, batch_time_shares, seed) if measure_speedup
                             else (deployment, None))
     batch_mix = mix_resamples = None
@@ -87,7 +93,17 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, batch_time_
         requests=route.requests,
         speedup_measured=measured is not None and measured.measured,
     )
-    return RouteRecommendation(replace(rec, specialized_speedup_measured=measured), batch_mix, by_batch)
+    rec = replace(rec, specialized_speedup_measured=measured)
+    if by_context and route.requests is not None:
+        def price(band: RouteEstimate, band_deployment: Deployment) -> Recommendation:
+            return recommend_route(band, band_deployment, batch_time_shares=batch_time_shares, level=level, seed=seed,
+                                   measure_speedup=False, by_context=False).recommendation
+
+        resamples = len(estimate.survival_resamples) if estimate.has_interval else 1000
+        rec = replace(rec, context=context_view(route, deployment, rec.gamma_to_deploy, price,
+                                                what_if=bool(rec.figures_needed), level=level, n_resamples=resamples,
+                                                seed=seed))
+    return RouteRecommendation(rec, batch_mix, by_batch)
 
 
 def _measured_speedup(route: RouteEstimate, deployment: Deployment, time_shares: dict[int, float] | None, seed: int

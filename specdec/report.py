@@ -333,6 +333,7 @@ def _decision_lines(doc: dict) -> list[str]:
         lines.append(f"warning: {doc['specialized_break_even']['warning']}")
     lines += [f"note: {note}" for note in obs.get("notes") or []]
     lines += _load_lines(doc.get("load"))
+    lines += _context_lines(doc.get("context"))
     if doc.get("schedule"):
         ranges = ", ".join(f"batch {lo}-{hi}: gamma {g}" for lo, hi, g in doc["schedule"])
         deployed = "num_speculative_tokens_per_batch_size" in (doc["vllm"]["speculative_config"] or {})
@@ -356,6 +357,48 @@ def _load_lines(load: dict | None) -> list[str]:
         ranges = ", ".join(f"batch {lo}-{hi}: gamma {g}" for lo, hi, g in load["schedule"])
         lines.append(f"the num_speculative_tokens_per_batch_size schedule that follows for gamma {gamma}: {ranges} "
                      f"(per batch size a gamma up to the configured {gamma}, never past it)")
+    return lines
+
+
+def _context_lines(view: dict | None) -> list[str]:
+    """γ by prompt length on a per-request route (model.context_bands): each band's acceptance
+    and speedups, where the fleet's γ stops paying, and the routing that follows."""
+    if not view:
+        return []
+    ctx, gamma = view["route_context"], view["gamma"]
+    lines = []
+    if ctx:
+        lines.append(f"context: {ctx['tokens']:,.0f} tokens per decode step over {ctx['requests']:,} of "
+                     f"{ctx['of_requests']:,} requests (mean prompt {ctx['mean_prompt_tokens']:,.0f}, output "
+                     f"{ctx['mean_output_tokens']:,.0f} tokens), the context the roofline reads unless context_tokens "
+                     f"is set")
+    if not view["bands"]:
+        return lines + ([f"by context: no bands: {view['why_no_bands']}"] if view.get("why_no_bands") else [])
+    lines.append(f"by context (bands by prompt length, each priced from its own requests; speedups at gamma {gamma}):")
+    for b in view["bands"]:
+        lo, hi = b["speedup_at_gamma_interval"]
+        interval = f" [{_fmt(lo, '.2f')}, {_fmt(hi, '.2f')}]" if lo is not None else " (no interval)"
+        al_lo, al_hi = b["mean_acceptance_length_interval"]
+        lines.append(f"  prompt {b['prompt_tokens_from']:,.0f}-{b['prompt_tokens_to']:,.0f} tokens ({b['requests']} "
+                     f"requests, context {b['context_tokens']:,.0f}): AL {b['mean_acceptance_length']:.2f} "
+                     f"[{_fmt(al_lo, '.2f')}, {_fmt(al_hi, '.2f')}], {_fmt(b['observed_tokens_per_second'], '.0f')} "
+                     f"tok/s observed; gamma {gamma} {b['speedup_at_gamma']:.2f}x{interval}, best gamma "
+                     f"{b['best_gamma']} {b['speedup_at_best']:.2f}x"
+                     + (" (extrapolated)" if b["best_extrapolated"] else ""))
+    stops = view["stops_paying_from_prompt_tokens"]
+    lines.append(f"gamma {gamma} stops paying from prompts of {stops:,.0f} tokens" if stops is not None
+                 else f"gamma {gamma} pays over every prompt length seen" if gamma > 0 else "speculation off")
+    routing = view.get("routing")
+    if routing:
+        what = (f"prompts of {routing['prompt_tokens_from']:,.0f} tokens or more run faster at gamma {routing['gamma']} "
+                f"({routing['gain']:+.1%} over gamma {gamma} across those {routing['bands']} band(s)")
+        if view["what_if"]:
+            lines.append(f"routing (what-if, priced on default figures): {what})")
+        elif routing["sure"]:
+            lines.append(f"routing: {what}, each band gaining with probability >= 0.9): vLLM runs one gamma per "
+                         f"engine, so send them to engines running gamma {routing['gamma']}")
+        else:
+            lines.append(f"routing: {what} expected, not yet sure in every band): no advice until it is")
     return lines
 
 

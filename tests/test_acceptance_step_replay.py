@@ -456,7 +456,7 @@ def test_the_store_sums_a_routes_rows_as_a_running_total(tmp_path):
                 assert store.ingested_itl("r", "per-request", gamma, 0.0, 1e9) == expected["itl"]
                 assert store.ingested_draft_tokens_per_position("r", "per-request", gamma, 0.0, 1e9) == expected["per_pos"]
                 assert store.ingested_decode_tokens("r", "per-request", gamma, 0.0, 1e9) == expected["decode"]
-                itl, decode = store.ingested_request_timing("r", "per-request", gamma, 0.0, 1e9)
+                itl, decode, _ = store.ingested_request_timing("r", "per-request", gamma, 0.0, 1e9)
                 np.testing.assert_array_equal(itl, expected["request_itl"])
                 np.testing.assert_array_equal(decode, expected["request_decode"])
                 np.testing.assert_array_equal(intervals[gamma].counts, expected["counts"])

@@ -299,6 +299,7 @@ def test_reads_inside_one_snapshot_do_not_see_a_commit_made_meanwhile(tmp_path):
 
 
 _V6_COLUMNS = ("running", "interval_s", "generation_tokens", "stream")
+_V7_COLUMNS = ("prompt_tokens",)
 
 
 def test_a_version_5_store_gains_the_logged_load_and_reading_the_log_again_fills_it_in(tmp_path):
@@ -309,7 +310,7 @@ def test_a_version_5_store_gains_the_logged_load_and_reading_the_log_again_fills
     with Store.open(p) as store:
         store.ingest("r", "log", [IngestedRow(1.8e9, counts, "000|1.8e9|150|300", True)])
     conn = sqlite3.connect(p)
-    for column in _V6_COLUMNS:
+    for column in (*_V6_COLUMNS, *_V7_COLUMNS):
         conn.execute(f"ALTER TABLE ingested DROP COLUMN {column}")
     conn.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
     conn.commit()
@@ -327,6 +328,27 @@ def test_a_version_5_store_gains_the_logged_load_and_reading_the_log_again_fills
         assert store.ingested_load("r", "log", 3, 0.0, 2e9)["running"].tolist() == [6]  # the first kept
 
 
+def test_a_version_6_store_gains_prompt_tokens_and_reading_the_file_again_fills_them_in(tmp_path):
+    counts = SpecCounts(10, 30, 12, (6, 4, 2))
+    p = tmp_path / "s.db"
+    with Store.open(p) as store:
+        store.ingest("r", "per-request", [IngestedRow(1.8e9, counts, "req-1", mean_itl_s=0.01, decode_tokens=40)])
+    conn = sqlite3.connect(p)
+    conn.execute("ALTER TABLE ingested DROP COLUMN prompt_tokens")
+    conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with Store.open(p) as store:
+        itl, decode, prompt = store.ingested_request_timing("r", "per-request", 3, 0.0, 2e9)
+        assert itl.tolist() == [0.01] and decode.tolist() == [40.0] and np.isnan(prompt).all()  # kept, no prompt
+        again = store.ingest("r", "per-request", [IngestedRow(1.8e9, counts, "req-1", mean_itl_s=0.01,
+                                                              decode_tokens=40, prompt_tokens=812)])
+        assert (again.added, again.duplicates) == (0, 1)
+        assert store.ingested_request_timing("r", "per-request", 3, 0.0, 2e9)[2].tolist() == [812.0]
+        store.ingest("r", "per-request", [IngestedRow(1.8e9, counts, "req-1", prompt_tokens=5)])
+        assert store.ingested_request_timing("r", "per-request", 3, 0.0, 2e9)[2].tolist() == [812.0]  # the first kept
+
+
 def test_schema_4_line_keys_become_text_keys_keeping_identical_lines_apart(tmp_path):
     import json as _json
 
@@ -341,7 +363,7 @@ def test_schema_4_line_keys_become_text_keys_keeping_identical_lines_apart(tmp_p
         store.ingest("r", "per-request", [IngestedRow(1.8e9, rec.counts, f"{i + 1}:{rec.line_key[:16]}")
                                           for i, rec in enumerate(records)])  # the old keys
     conn = sqlite3.connect(p)
-    for column in ("decode_tokens", "steps", *_V6_COLUMNS):
+    for column in ("decode_tokens", "steps", *_V6_COLUMNS, *_V7_COLUMNS):
         conn.execute(f"ALTER TABLE ingested DROP COLUMN {column}")
     conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     conn.commit()

@@ -95,9 +95,10 @@ class Engine:
 
 
 def traffic(port: int, route: str, requests: int, jsonl: Path, *, seed: int, concurrency: int = 4,
-            background: bool = False):
+            background: bool = False, prompt_repeat: int = 1):
     cmd = [*REAL_VLLM, "traffic", "--port", str(port), "--route", route, "--requests", str(requests),
-           "--concurrency", str(concurrency), "--seed", str(seed), "--jsonl", str(jsonl)]
+           "--concurrency", str(concurrency), "--seed", str(seed), "--jsonl", str(jsonl),
+           "--prompt-repeat", str(prompt_repeat)]
     if background:
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
@@ -412,6 +413,38 @@ def test_per_request_path_survival_and_reached_exact(engines, tmp_path):
     assert snapshot.counts.drafts == truth["drafts"]
     assert list(snapshot.counts.accepted_per_position) == truth["accepted_per_position"]
     assert snapshot.counts.draft_tokens == truth["draft_tokens"]
+
+
+def test_per_request_context_bands_hold_their_own_requests(engines, tmp_path):
+    """Requests of two prompt lengths on one route (the open prompts, 10-13 tokens, alone and 20
+    times over) through `specdec ingest`: two context bands, each with its own requests'
+    counts and prompt lengths, and the route's context from all of them."""
+    db, config = tmp_path / "specdec.db", tmp_path / "specdec.toml"
+    config.write_text('[deployment]\nmethod = "draft_model"\n')
+    short, long = tmp_path / "short.jsonl", tmp_path / "long.jsonl"
+    shared = engines["shared"]
+    # at once, so the two lengths interleave in time (one after the other would read as drift,
+    # and the route's estimate, bands included, would keep the newest part only)
+    running = [traffic(shared.port, "open", 24, short, seed=31, concurrency=2, background=True),
+               traffic(shared.port, "open", 24, long, seed=32, concurrency=2, background=True, prompt_repeat=20)]
+    for run in running:
+        out, err = run.communicate(timeout=900)
+        assert run.returncode == 0, out + err
+    settle([shared])
+    for f in (short, long):
+        specdec("ingest", "--route", "open", "--per-request", str(f), "--config", str(config), "--db", str(db))
+    view = tune(config, db, "open")["context"]
+    groups = [response_lines(f) for f in (short, long)]
+    prompts = [[x["usage"]["prompt_tokens"] for x in group] for group in groups]
+    assert max(prompts[0]) < min(prompts[1]), prompts  # two context lengths
+    assert view["route_context"]["requests"] == view["route_context"]["of_requests"] == 48
+    assert len(view["bands"]) == 2, view
+    for band, group, lengths in zip(view["bands"], groups, prompts):
+        truth = summed_responses(group, 3)
+        assert band["requests"] == len(group)
+        assert (band["prompt_tokens_from"], band["prompt_tokens_to"]) == (min(lengths), max(lengths))
+        assert band["mean_acceptance_length"] == pytest.approx(
+            1 + sum(truth["accepted_per_position"]) / truth["drafts"], rel=1e-12)
 
 
 def test_serve_refuses_bad_arguments_in_one_line(tmp_path):

@@ -43,17 +43,20 @@ class _Ingested:
                 load = row.load
                 cur = c.execute(
                     "INSERT OR IGNORE INTO ingested (route, source, time, gamma, counts, draft_per_pos, estimated, key,"
-                    " mean_itl_s, decode_tokens, steps, running, interval_s, generation_tokens, stream)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " mean_itl_s, decode_tokens, steps, running, interval_s, generation_tokens, stream, prompt_tokens)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (route, source, float(row.time), counts.gamma, _pack(np.asarray(counts.as_vector(), float)),
                      None if per_pos is None else _pack(np.asarray(per_pos, float)), int(row.estimated), row.key,
                      row.mean_itl_s, row.decode_tokens,
                      None if row.steps is None else np.asarray(row.steps, dtype="<i4").tobytes(),
-                     *_load_columns(load)))
+                     *_load_columns(load), row.prompt_tokens))
                 if cur.rowcount:
                     added += 1
                     continue
                 dupes += 1
+                if row.prompt_tokens is not None:  # stored by a specdec that kept no prompt tokens
+                    c.execute("UPDATE ingested SET prompt_tokens = ? WHERE route = ? AND source = ? AND key = ?"
+                              " AND prompt_tokens IS NULL", (row.prompt_tokens, route, source, row.key))
                 if load is not None:  # stored by a specdec that kept no load: this reading fills it in
                     c.execute("UPDATE ingested SET running = ?, interval_s = ?, generation_tokens = ?, stream = ?"
                               " WHERE route = ? AND source = ? AND key = ? AND running IS NULL",
@@ -174,14 +177,15 @@ class _Ingested:
         return _step_pairs(blobs)
 
     def ingested_request_timing(self, route: str, source: str, gamma: int, start: float, end: float
-                                ) -> tuple[np.ndarray, np.ndarray]:
-        """(mean ITL in seconds, decode tokens) of each row of γ with time in (start, end], in
-        the rows' order (ingested_intervals); NaN where a row does not report it."""
+                                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(mean ITL in seconds, decode tokens, prompt tokens) of each row of γ with time in
+        (start, end], in the rows' order (ingested_intervals); NaN where a row does not report it."""
         rows = self.conn.execute(
-            "SELECT mean_itl_s, decode_tokens FROM ingested WHERE route = ? AND source = ? AND gamma = ? AND time > ?"
-            " AND time <= ? ORDER BY time, id", (route, source, int(gamma), float(start), float(end))).fetchall()
-        both = np.array(rows, dtype=float).reshape(len(rows), 2)  # NULL → NaN
-        return both[:, 0].copy(), both[:, 1].copy()
+            "SELECT mean_itl_s, decode_tokens, prompt_tokens FROM ingested WHERE route = ? AND source = ?"
+            " AND gamma = ? AND time > ? AND time <= ? ORDER BY time, id",
+            (route, source, int(gamma), float(start), float(end))).fetchall()
+        columns = np.array(rows, dtype=float).reshape(len(rows), 3)  # NULL → NaN
+        return columns[:, 0].copy(), columns[:, 1].copy(), columns[:, 2].copy()
 
     def ingested_decode_tokens(self, route: str, source: str, gamma: int, start: float, end: float
                                ) -> tuple[float, float, float] | None:

@@ -69,6 +69,7 @@ class IngestedRow:
     estimated: bool = False
     mean_itl_s: float | None = None  # per request: vLLM's mean inter-token latency
     decode_tokens: int | None = None  # per request: output tokens − 1
+    prompt_tokens: int | None = None  # per request: usage.prompt_tokens
     steps: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # per request: (drafted, accepted) per step
     load: "LoggedLoad | None" = None  # per logged interval: vLLM's stats line before it
 

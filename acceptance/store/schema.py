@@ -9,7 +9,7 @@ from pathlib import Path
 from .disk import rollback
 from .records import StoreError
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 APPLICATION_ID = 0x53504443  # "SPDC": marks the file as a specdec store
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _QUICK_CHECK_MAX_BYTES = 64 << 20  # full quick_check on open only for small files
@@ -139,9 +139,16 @@ ALTER TABLE ingested ADD COLUMN generation_tokens REAL;
 ALTER TABLE ingested ADD COLUMN stream TEXT;
 """
 
+# Version 7: a request's prompt tokens (usage.prompt_tokens): with its decode tokens, the context
+# its decode steps read, which prices its KV cache and splits a route by context length
+# (acceptance.request_context).
+_SCHEMA_V7 = """
+ALTER TABLE ingested ADD COLUMN prompt_tokens INTEGER;
+"""
+
 # version → statements that bring a store from version − 1 to it.
 _MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5,
-                               6: _SCHEMA_V6}
+                               6: _SCHEMA_V6, 7: _SCHEMA_V7}
 
 
 def _check_file(path: Path) -> bool:
