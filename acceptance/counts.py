@@ -89,6 +89,9 @@ class StepShape:
     # vllm:request_prompt_tokens and vllm:request_generation_tokens _sum / _count by sample name
     # (acceptance.request_lengths); not stored
     request_lengths: dict[str, float] = field(default_factory=dict)
+    # vllm:estimated_{flops,read_bytes,write_bytes}_per_gpu_total by family and
+    # vllm:iteration_tokens_total _sum (acceptance.engine_cost); not stored
+    engine_cost: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

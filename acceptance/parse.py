@@ -62,6 +62,7 @@ from .errors import InputError
 from .counts import EngineSnapshot, SpecCounts, StepShape
 from .counts import RACE_FLOOR_REQUESTS, impossible_counts, race_step_requests, survival, undrafted_token_share
 from .json_safe import json_safe
+from .engine_cost import engine_cost
 from .request_lengths import request_context
 from .definitions import conditional_from_survival, draft_acceptance_rate, equivalent_p, mean_acceptance_length
 
@@ -83,10 +84,11 @@ _GENERATION = vm.GENERATION_TOKENS + "_total"
 _FIRST_TOKENS = vm.TIME_TO_FIRST_TOKEN + "_count"
 _REQUEST_LENGTHS = {f"{family}_{part}" for family in (vm.REQUEST_PROMPT_TOKENS, vm.REQUEST_GENERATION_TOKENS)
                     for part in ("sum", "count")}  # StepShape.request_lengths
+_ENGINE_COST = {f"{family}_total": family for family in vm.ENGINE_COST_FAMILIES}  # StepShape.engine_cost
 # _sum/_count of the iteration histogram are kept though StepShape has no field for them
 # (the +Inf bucket is the count): they mark the engine as exposing the step shape.
 _STEP_SAMPLES = frozenset({_ITER_BUCKET, _ITER_SUM, _ITER_COUNT, vm.NUM_REQUESTS_RUNNING, _ITL_SUM, _ITL_COUNT,
-                           _GENERATION, _FIRST_TOKENS, *_REQUEST_LENGTHS})
+                           _GENERATION, _FIRST_TOKENS, *_REQUEST_LENGTHS, *_ENGINE_COST})
 _PLUGIN_SAMPLES = frozenset(f + "_total" for f in plugin_series.PLUGIN_FAMILIES)
 _KEPT_SAMPLES = frozenset(_COUNTER_SAMPLE) | frozenset(_CREATED_SAMPLE) | _STEP_SAMPLES
 
@@ -289,6 +291,7 @@ class _EngineSeries:
     generation_tokens: float | None = None
     first_tokens: float | None = None
     request_lengths: dict[str, float] = field(default_factory=dict)
+    engine_cost: dict[str, float] = field(default_factory=dict)
     has_step_shape: bool = False
 
 
@@ -409,6 +412,8 @@ def _add_sample(series: _EngineSeries, name: str, labels: dict, value: float, so
         series.first_tokens = _integral(value)
     elif name in _REQUEST_LENGTHS:
         series.request_lengths[name] = value
+    elif name in _ENGINE_COST or name == _ITER_SUM:
+        series.engine_cost[_ENGINE_COST.get(name, name)] = value
 
 
 # A scrape reads the families one after another while the engine may record a step in
@@ -470,6 +475,7 @@ def _snapshot(key: tuple[str, str], series: _EngineSeries, source: str) -> Engin
             generation_tokens=series.generation_tokens,
             first_tokens=series.first_tokens,
             request_lengths=dict(series.request_lengths),
+            engine_cost=dict(series.engine_cost),
         )
     return EngineSnapshot(
         model_name=model_name,
@@ -615,7 +621,7 @@ def inspect_report(snapshots: list[EngineSnapshot]) -> dict:
     by_gamma: dict[int, SpecCounts] = {}
     for snap in snapshots:
         entry = {"model_name": snap.model_name, "engine": snap.engine, "mean_itl_ms": _mean_itl_ms(snap),
-                 "decode": None, "context": None}
+                 "decode": None, "context": None, "engine_cost": engine_cost(snap.step_shape)}
         if snap.counts is None:
             entry.update(_not_speculating_entry())
         else:

@@ -36,6 +36,14 @@ TIME_TO_FIRST_TOKEN = "vllm:time_to_first_token_seconds"  # histogram; its _coun
 REQUEST_PROMPT_TOKENS = "vllm:request_prompt_tokens"
 REQUEST_GENERATION_TOKENS = "vllm:request_generation_tokens"
 
+# vLLM's own estimate of each step's work per GPU, with --enable-mfu-metrics (counters;
+# vllm/v1/metrics/perf.py PerfMetricsProm, 0.33): FLOPs, bytes read, bytes written, summed over
+# the steps since start (acceptance.engine_cost). They read 0 on the CPU backend.
+ESTIMATED_FLOPS = "vllm:estimated_flops_per_gpu"
+ESTIMATED_READ_BYTES = "vllm:estimated_read_bytes_per_gpu"
+ESTIMATED_WRITE_BYTES = "vllm:estimated_write_bytes_per_gpu"
+ENGINE_COST_FAMILIES = (ESTIMATED_FLOPS, ESTIMATED_READ_BYTES, ESTIMATED_WRITE_BYTES)
+
 STEP_SHAPE_FAMILIES = (ITERATION_TOKENS, NUM_REQUESTS_RUNNING, INTER_TOKEN_LATENCY)
 
 ENGINE_LABEL = "engine"

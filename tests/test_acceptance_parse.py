@@ -28,6 +28,7 @@ ENGINE_KEYS = {
     "model_name", "engine", "gamma", "drafts", "draft_tokens", "accepted_tokens",
     "accepted_per_position", "survival", "conditional", "mean_acceptance_length",
     "draft_acceptance_rate", "equivalent_p", "mean_itl_ms", "decode", "scrape_race", "context",
+    "engine_cost",
 }
 
 
@@ -106,8 +107,9 @@ def test_filter_keeps_only_the_families_used():
     assert not any(line.startswith("#") for line in kept)
     # per engine: 3 counters + 3 positions, each with _created; 14 buckets + sum + count;
     # the running gauge; ITL sum + count; generation tokens and the TTFT count (decode tokens);
-    # the request prompt and generation lengths' sum + count (the context a step reads)
-    assert len(kept) == 2 * ((3 + 3) * 2 + (14 + 2) + 1 + 2 + 2 + 4)
+    # the request prompt and generation lengths' sum + count (the context a step reads); the
+    # three MFU counters (the step cost the engine reports)
+    assert len(kept) == 2 * ((3 + 3) * 2 + (14 + 2) + 1 + 2 + 2 + 4 + 3)
 
 
 def test_golden_total_in_inspect_report():
@@ -118,7 +120,7 @@ def test_golden_total_in_inspect_report():
     A = sum(t["num_accepted_tokens"] for t in per)
     A_k = [sum(t["num_accepted_tokens_per_pos"][k] for t in per) for k in range(3)]
     total = report["total"]
-    assert set(total) == ENGINE_KEYS - {"model_name", "engine", "mean_itl_ms", "decode", "context"}  # latency: per engine only
+    assert set(total) == ENGINE_KEYS - {"model_name", "engine", "mean_itl_ms", "decode", "context", "engine_cost"}  # latency: per engine only
     assert (total["gamma"], total["drafts"], total["draft_tokens"], total["accepted_tokens"]) == (3, D, T, A)
     assert total["accepted_per_position"] == A_k
     assert total["survival"] == pytest.approx([a / D for a in A_k])

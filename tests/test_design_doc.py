@@ -46,7 +46,7 @@ PLANNED = "Planned"
 # Options of other programs the doc names (vLLM's server, `vllm bench serve`, pip).
 FOREIGN_OPTIONS = frozenset({
     "--speculative-config", "--additional-config", "--per-request-spec-decode-metrics",
-    "--enable-per-request-metrics", "--no-deps",
+    "--enable-per-request-metrics", "--enable-mfu-metrics", "--kv-cache-memory-bytes", "--no-deps",
 })
 
 # Top directories whose paths the doc may name (each must exist).

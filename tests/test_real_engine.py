@@ -447,6 +447,18 @@ def test_per_request_context_bands_hold_their_own_requests(engines, tmp_path):
             1 + sum(truth["accepted_per_position"]) / truth["drafts"], rel=1e-12)
 
 
+def test_the_engines_kv_cache_agrees_with_its_config_json(engines, tmp_path):
+    """vllm:cache_config_info of a running engine (its 1 GiB of KV cache cut into whole blocks)
+    against the KV bytes per token `inspect --config` derives from the target's config.json."""
+    config = tmp_path / "specdec.toml"
+    config.write_text(f'[deployment]\nmodel = "{REAL / "target"}"\ntensor_parallel_size = 1\n')
+    page = tmp_path / "page.txt"
+    page.write_text(urllib.request.urlopen(engines["structured"].url, timeout=10).read().decode())
+    run = specdec("inspect", str(page), "--json", "--config", str(config))
+    (kv,) = [e["kv_cache"] for e in json.loads(run.stdout)["engines"]]
+    assert kv["memory_bytes"] == 1 << 30 and kv["check"]["agrees"] is True, kv
+
+
 def test_serve_refuses_bad_arguments_in_one_line(tmp_path):
     require_real_engine()
     port = free_port()

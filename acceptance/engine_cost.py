@@ -1,0 +1,129 @@
+"""What an engine reports of its own step cost: vLLM's MFU counters (``--enable-mfu-metrics``).
+
+vLLM 0.33 (vllm/v1/metrics/perf.py: ModelMetrics.get_step_perf_stats_per_gpu, PerfMetricsProm)
+adds, once per scheduler step, its analytic estimate of that step's work on one GPU — FLOPs,
+bytes read (weights, the KV cache at each request's context, activations) and bytes written —
+to the per-engine counters vllm:estimated_{flops,read_bytes,write_bytes}_per_gpu_total. The
+iteration-token histogram is observed once per step as well, so since the engine started, per
+step and per GPU, with S = vllm:iteration_tokens_total_count (its +Inf bucket):
+
+    flops = F / S,   read = R / S,   write = W / S,   tokens = Σ tokens / S,
+
+and the decode requests a step carries are B = ITL count / S (vLLM observes the inter-token
+latency once per request per decode step). With the mean inter-token latency t — a decode
+step's time as a request sees it — the GPU moved (read + write) / t bytes/s and computed
+flops / t FLOP/s: what a step of this engine achieves at its own batch, context and γ.
+
+Limits (said where the figures are shown): the counters are vLLM's estimate from the model's
+config, not a hardware count; they read 0 on the CPU backend and without the flag; steps that
+prefill are counted with the decode ones (their tokens are in ``tokens``); t times decode steps
+only. model.engine_cost_check sets them beside the roofline's figures from a config.json.
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import vllm_metrics as vm
+
+NOT_REPORTED = ("vLLM's MFU counters read 0: it exports them with --enable-mfu-metrics, and they read 0 on the "
+                "CPU backend")
+
+
+def engine_cost(shape) -> dict | None:
+    """The per-step cost an engine's page reports (module docstring), or None when the page has
+    none of the three counters. ``reported`` False, with ``why_not``, when they read 0 or no
+    step was counted."""
+    cost = getattr(shape, "engine_cost", None) or {}
+    if not any(family in cost for family in vm.ENGINE_COST_FAMILIES):
+        return None
+    flops, read, write = (cost.get(family, 0.0) for family in vm.ENGINE_COST_FAMILIES)
+    steps = shape.iteration_tokens.get(math.inf, 0.0)
+    out = {"reported": False, "why_not": None, "steps": steps, "tokens_per_step": None,
+           "decode_requests_per_step": None, "flops_per_step": None, "read_bytes_per_step": None,
+           "write_bytes_per_step": None, "step_time_s": None, "bytes_per_s": None, "flops_per_s": None}
+    if not (flops or read or write):
+        return {**out, "why_not": NOT_REPORTED}
+    if not steps:
+        return {**out, "why_not": f"no step counted in {vm.ITERATION_TOKENS} (its histogram is needed to divide by)"}
+    tokens = cost.get(f"{vm.ITERATION_TOKENS}_sum")
+    out.update(reported=True, flops_per_step=flops / steps, read_bytes_per_step=read / steps,
+               write_bytes_per_step=write / steps, tokens_per_step=None if tokens is None else tokens / steps,
+               decode_requests_per_step=shape.itl_count / steps if shape.itl_count else None)
+    if shape.itl_count and shape.itl_sum:
+        t = shape.itl_sum / shape.itl_count
+        out.update(step_time_s=t, bytes_per_s=(read + write) / steps / t, flops_per_s=flops / steps / t)
+    return out
+
+
+def format_engine_cost_lines(report: dict) -> list[str]:
+    """Per engine whose page carries the counters or describes its KV cache (an inspect
+    report's): its step cost, its cache, and the checks of the roofline's figures beside them."""
+    lines = []
+    for e in report["engines"]:
+        lines += _kv_cache_lines(e)
+        c = e.get("engine_cost")
+        if not c:
+            continue
+        if not c["reported"]:
+            lines.append(f"engine {e['engine']}: {c['why_not']}")
+            continue
+        head = (f"engine {e['engine']}: {c['steps']:,.0f} steps; per step and GPU {c['read_bytes_per_step'] / 1e9:,.3f} GB "
+                f"read, {c['write_bytes_per_step'] / 1e9:,.3f} GB written, {c['flops_per_step'] / 1e12:,.3f} TFLOP")
+        if c["step_time_s"]:
+            head += (f"; at {c['step_time_s'] * 1e3:.2f} ms a step (mean ITL) {c['bytes_per_s'] / 1e9:,.0f} GB/s and "
+                     f"{c['flops_per_s'] / 1e12:,.1f} TFLOP/s achieved")
+        lines.append(head)
+        check = e.get("roofline_check")
+        if check:
+            lines.append(f"  {check['summary']}")
+    return lines
+
+
+def _kv_cache_lines(e: dict) -> list[str]:
+    kv = e.get("kv_cache")
+    if not kv or not kv["tokens"]:
+        return []
+    size = f" in {kv['memory_bytes']:,} bytes" if kv["memory_bytes"] else ""
+    lines = [f"engine {e['engine']}: KV cache of {kv['tokens']:,} tokens ({kv['num_gpu_blocks']:,} blocks of "
+             f"{kv['block_size']}){size}, cache dtype {kv['cache_dtype']}"]
+    return lines + ([f"  {kv['check']['summary']}"] if kv.get("check") else [])
+
+
+KV_CACHE_INFO = "vllm:cache_config_info"  # an info gauge: vLLM's CacheConfig as labels, one series per engine
+FP8_CACHE = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
+
+
+def kv_cache_config(text: str) -> dict[str, dict]:
+    """{engine label: the KV cache ``vllm:cache_config_info`` describes}: ``cache_dtype``
+    (``auto``: the model's dtype), ``block_size`` and ``num_gpu_blocks`` — their product the
+    tokens the cache holds — and, where vLLM was given its size (``kv_cache_memory_bytes``: the
+    CPU backend's VLLM_CPU_KVCACHE_SPACE, or --kv-cache-memory-bytes), the bytes it may use per
+    token held, an upper bound on the KV bytes per token (blocks are whole). Lines that do not
+    parse are left out: the info is a hint, never a count."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    lines = [line for line in text.splitlines() if line.startswith(KV_CACHE_INFO + "{")]
+    out = {}
+    for line in lines:
+        try:
+            (family,) = text_string_to_metric_families(line)
+            labels = family.samples[0].labels
+        except (ValueError, IndexError):
+            continue
+        blocks, size = _whole(labels.get("num_gpu_blocks")), _whole(labels.get("block_size"))
+        memory = _whole(labels.get("kv_cache_memory_bytes"))
+        tokens = blocks * size if blocks and size else None
+        out[labels.get("engine", "")] = {
+            "cache_dtype": labels.get("cache_dtype"), "block_size": size, "num_gpu_blocks": blocks,
+            "tokens": tokens, "memory_bytes": memory,
+            "bytes_per_token_at_most": memory / tokens if memory and tokens else None}
+    return out
+
+
+def _whole(text) -> int | None:
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        return None
+    return value if value > 0 else None

