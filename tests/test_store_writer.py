@@ -30,6 +30,27 @@ def wait_for_writer(lock: Path, proc: subprocess.Popen, timeout_s: float = 30.0)
     raise AssertionError(f"{lock}: no writer after {timeout_s} s")
 
 
+def wait_for_a_stored_cycle(db: Path, proc: subprocess.Popen, timeout_s: float = 60.0) -> None:
+    """Until the collector has stored a scrape cycle (on a loaded machine its first may come
+    seconds after it took the lock)."""
+    import sqlite3
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read()
+        try:
+            conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+            try:
+                if conn.execute("SELECT count(*) FROM cycles").fetchone()[0]:
+                    return
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"{db}: no cycle stored after {timeout_s} s")
+
+
 def test_a_second_collector_refuses_and_a_killed_one_leaves_the_store_free(tmp_path, capsys):
     with growing_page_server(REAL / "ngram_k5_metrics.txt", scrapes=200) as url:
         cfg = tmp_path / "specdec.toml"
