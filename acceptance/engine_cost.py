@@ -31,14 +31,26 @@ NOT_REPORTED = ("vLLM's MFU counters read 0: it exports them with --enable-mfu-m
 
 
 def engine_cost(shape) -> dict | None:
-    """The per-step cost an engine's page reports (module docstring), or None when the page has
-    none of the three counters. ``reported`` False, with ``why_not``, when they read 0 or no
-    step was counted."""
+    """The per-step cost an engine's page reports since it started (module docstring), or None
+    when the page has none of the three counters."""
     cost = getattr(shape, "engine_cost", None) or {}
     if not any(family in cost for family in vm.ENGINE_COST_FAMILIES):
         return None
     flops, read, write = (cost.get(family, 0.0) for family in vm.ENGINE_COST_FAMILIES)
-    steps = shape.iteration_tokens.get(math.inf, 0.0)
+    return step_cost({"flops": flops, "read_bytes": read, "write_bytes": write,
+                      "steps": shape.iteration_tokens.get(math.inf, 0.0), "tokens": cost.get(f"{vm.ITERATION_TOKENS}_sum"),
+                      "itl_sum": shape.itl_sum, "itl_count": shape.itl_count})
+
+
+def step_cost(totals: dict) -> dict | None:
+    """The per-step cost of counter totals — a page's since start, or a window's increases
+    (acceptance.store.totals: the same names) — or None without any FLOPs or bytes counted.
+    ``reported`` False, with ``why_not``, when they read 0 or no step was counted."""
+    if not any(k in totals for k in ("flops", "read_bytes", "write_bytes")):
+        return None
+    flops, read, write = (totals.get(k) or 0.0 for k in ("flops", "read_bytes", "write_bytes"))
+    steps, tokens = totals.get("steps") or 0.0, totals.get("tokens")
+    itl_sum, itl_count = totals.get("itl_sum"), totals.get("itl_count")
     out = {"reported": False, "why_not": None, "steps": steps, "tokens_per_step": None,
            "decode_requests_per_step": None, "flops_per_step": None, "read_bytes_per_step": None,
            "write_bytes_per_step": None, "step_time_s": None, "bytes_per_s": None, "flops_per_s": None}
@@ -46,12 +58,11 @@ def engine_cost(shape) -> dict | None:
         return {**out, "why_not": NOT_REPORTED}
     if not steps:
         return {**out, "why_not": f"no step counted in {vm.ITERATION_TOKENS} (its histogram is needed to divide by)"}
-    tokens = cost.get(f"{vm.ITERATION_TOKENS}_sum")
     out.update(reported=True, flops_per_step=flops / steps, read_bytes_per_step=read / steps,
                write_bytes_per_step=write / steps, tokens_per_step=None if tokens is None else tokens / steps,
-               decode_requests_per_step=shape.itl_count / steps if shape.itl_count else None)
-    if shape.itl_count and shape.itl_sum:
-        t = shape.itl_sum / shape.itl_count
+               decode_requests_per_step=itl_count / steps if itl_count else None)
+    if itl_count and itl_sum:
+        t = itl_sum / itl_count
         out.update(step_time_s=t, bytes_per_s=(read + write) / steps / t, flops_per_s=flops / steps / t)
     return out
 

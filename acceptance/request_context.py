@@ -33,7 +33,11 @@ import numpy as np
 MIN_BAND_REQUESTS = 20
 MAX_BANDS = 4
 # Where a measured context comes from, as the cost model names it (model.profiles.deployment_model).
-CONTEXT_SOURCE = "measured: the requests' usage.prompt_tokens + half their output tokens, per decode step"
+CONTEXT_SOURCE = "measured: the route's requests, prompt + half the output tokens"
+# How (RequestContext.source): per request and decode step, or the engines' length histograms.
+FROM_REQUESTS = "the requests' usage.prompt_tokens + half their output tokens, averaged over their decode steps"
+FROM_HISTOGRAMS = ("the engines' vllm:request_prompt_tokens and vllm:request_generation_tokens over the window: mean "
+                   "prompt + half the mean output, every request alike")
 
 
 @dataclass(frozen=True)
@@ -45,9 +49,10 @@ class RequestContext:
     of_requests: int  # requests in the rows
     mean_prompt_tokens: float
     mean_output_tokens: float  # n + 1
+    source: str = FROM_REQUESTS
 
     def to_dict(self) -> dict:
-        return {"tokens": self.tokens, "source": CONTEXT_SOURCE, "requests": self.requests,
+        return {"tokens": self.tokens, "source": self.source, "requests": self.requests,
                 "of_requests": self.of_requests, "mean_prompt_tokens": self.mean_prompt_tokens,
                 "mean_output_tokens": self.mean_output_tokens}
 
@@ -73,6 +78,20 @@ def route_context(requests) -> RequestContext | None:
     output = np.asarray(requests.decode_tokens, dtype=float)[known] + 1.0
     return RequestContext(float(np.average(context[known], weights=steps[known])), int(known.sum()),
                           len(context), float(prompt.mean()), float(output.mean()))
+
+
+def histogram_context(totals: dict | None) -> RequestContext | None:
+    """The context from the engines' request-length histograms over a window (their _sum and
+    _count increases: acceptance.store.totals): mean prompt + half the mean output, each
+    request alike — the lengths are not paired per request, so not per decode step (None: no
+    request finished in the window)."""
+    totals = totals or {}
+    prompts, outputs = totals.get("prompt_count"), totals.get("output_count")
+    if not prompts or not outputs or prompts < 0 or outputs < 0:
+        return None
+    prompt, output = totals["prompt_sum"] / prompts, totals["output_sum"] / outputs
+    return RequestContext(prompt + output / 2.0, int(min(prompts, outputs)), int(min(prompts, outputs)), prompt, output,
+                          FROM_HISTOGRAMS)
 
 
 @dataclass(frozen=True)

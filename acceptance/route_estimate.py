@@ -29,7 +29,8 @@ from .counts import (IntervalCounts, SpecCounts, draft_reach, steps_undrafted_sh
 from .definitions import monotone_survival
 from .estimates import AcceptanceEstimate, Drift, detect_drift, estimate_acceptance
 from .plugin_series import PluginTotals, batch_bucket
-from .request_context import BandRows, RequestContext, route_context
+from .engine_cost import step_cost
+from .request_context import BandRows, RequestContext, histogram_context, route_context
 from .probe_segment import (CanaryLatency, ProbeSegment, RouteTraffic, SegmentMix, route_traffic, segment_itl_mean_s,
                             segment_mix, window_canary_latency, window_probe)
 
@@ -101,6 +102,9 @@ class RouteEstimate:
     # the context its decode steps read, from the requests' own lengths (per-request windows
     # whose lines carry usage.prompt_tokens; acceptance.request_context)
     context: RequestContext | None = None
+    # the step cost the route's engines report over the window (vLLM's MFU counters:
+    # acceptance.engine_cost.step_cost of acceptance.store.totals), None where none does
+    engine_cost: dict | None = None
 
     @property
     def gamma(self) -> int:
@@ -166,6 +170,8 @@ def _with_window(route: RouteEstimate, window, rows: IntervalCounts, engines: in
                                                                   route.itl_mean_s, route.undrafted_token_share)
     route.observed_latency_source = observed_latency_source(window)
     route.traffic = route_traffic(window.newest_segment, rows, engines)
+    route.context = route.context or histogram_context(getattr(window, "totals", None))
+    route.engine_cost = step_cost(getattr(window, "totals", None) or {})
     route.window_span = (float(window.start), float(window.end))
     return route
 
@@ -334,7 +340,8 @@ def band_estimate(route: "RouteEstimate", band: BandRows, *, level: float, n_res
     return replace(route, estimate=estimate, drift=None, recent_start=None, probe=None, canary_latency=None,
                    speedup_from=None, traffic=None, requests=rows, step_sequences=sequences,
                    observed_tokens_per_second=rate, observed_latency_source=PER_REQUEST_LATENCY if rate else None,
-                   undrafted_token_share=nu, plugin=None, segment_mix=None, context=None)
+                   undrafted_token_share=nu, plugin=None, segment_mix=None, context=None,
+                   engine_cost=None)
 
 
 def _observed_rate(rows) -> float | None:

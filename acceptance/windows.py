@@ -222,6 +222,9 @@ class RouteWindow(SegmentRules):
     target_status: list[TargetStatus]
     not_speculating: list[EngineRef]  # engines whose newest sample by `end` had no spec counters
     notes: list[str] = field(default_factory=list)  # engine segments left out, and why
+    # the route's engines' slow totals over the window: request lengths, vLLM's step-cost
+    # counters (acceptance.store.totals); None where no engine's held two rows in it
+    totals: dict[str, float] | None = None
 
     @property
     def plugin(self) -> PluginTotals | None:
@@ -319,7 +322,8 @@ def _read_route_window(store: Store, targets: list[str], start: float, end: floa
     entries, notes = _without_impossible_segments(store, dict(engines), entries, step, restarts)
     segments = _build_segments(store, dict(engines), entries, max_blocks, plugin, step)
     return RouteWindow(targets, start, end, segments, events, _step_shape(store, step),
-                       store.targets_status(targets), not_speculating, notes)
+                       store.targets_status(targets), not_speculating, notes,
+                       store.engine_totals_increase(engine_ids, start, end))
 
 
 def _without_impossible_segments(store: Store, refs: dict[int, EngineRef], entries: list[SpecEntries],

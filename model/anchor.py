@@ -117,6 +117,7 @@ def profile_figures(deployment: Deployment, anchor: Anchor) -> dict:
                               "dense_flops": {p: vars(f) for p, f in gpu.dense_flops.items()}}
         model = deployment_model(deployment)  # a built-in's, or read from its config.json
         out["model_figures"] = {k: vars(getattr(model, k)) for k in MODEL_FIGURES}
+        out["engine_cost_scale"] = deployment.engine_cost_scale  # the engines' own step cost preferred
     elif deployment.cost_profile not in ("flat",):
         out["table"] = deployment.cost_profile
     return out
@@ -136,6 +137,12 @@ def describe_figures(figures: dict) -> str | None:
     line = "roofline figures: " + ", ".join(parts)
     if any(figures[k]["source"] == DEFAULT for k in ("model", "gpu", "tensor_parallel_size")):
         line += " — set model, gpu and tensor_parallel_size for your engine"
+    scale = figures.get("engine_cost_scale")
+    if scale:
+        line += (f"; scaled to the step cost the engines report (vLLM's MFU counters over {scale['steps']:,.0f} steps): "
+                 f"bytes x{scale['read_bytes']:.2f}, FLOPs x{scale['flops']:.2f}")
+        if scale["disagree"]:
+            line += f" — {scale['summary']}"
     return line
 
 

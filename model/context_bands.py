@@ -92,10 +92,15 @@ def with_context(deployment: Deployment, tokens: float, *, over_configured: bool
 
 def context_view(route, deployment: Deployment, fleet_gamma: int, price: Callable, *, what_if: bool, level: float,
                  n_resamples: int, seed: int) -> ContextView | None:
-    """The route's bands priced (module docstring); None when the route has no per-request rows.
-    ``price(band_route, band_deployment)``: the band's Recommendation, as the route's is made."""
+    """The route's bands priced (module docstring); None when the route has neither per-request
+    rows nor a context from its engines' histograms (which give no bands: lengths not paired
+    per request). ``price(band_route, band_deployment)``: the band's Recommendation, as the
+    route's is made."""
     if route.requests is None:
-        return None
+        return None if route.context is None else ContextView(
+            fleet_gamma, route.context, (), None, None, what_if,
+            "bands by prompt length need per-request rows (specdec ingest --per-request): the engines' "
+            "histograms give the route's mean context only")
     rows, why = band_rows(route.requests)
     if not rows:
         return ContextView(fleet_gamma, route.context, (), None, None, what_if, why)

@@ -89,6 +89,10 @@ class Deployment:
     # Which keys the engines' own page gave (the model_name label naming a local model folder:
     # model.hf_config.model_from_labels). Not a key either.
     from_page: frozenset = frozenset()
+    # The engines' own step cost over the roofline's for the same step (model.engine_cost_check):
+    # {"read_bytes": ratio, "flops": ratio, "source": words}; the roofline's memory and compute
+    # terms are scaled by them. Not a key either: measured, never configured.
+    engine_cost_scale: dict | None = None
 
     def is_configured(self, key: str) -> bool:
         """Whether ``key`` was set by the config (or the deployment was built in code)."""
@@ -143,7 +147,8 @@ class Deployment:
         return merged
 
 
-DEPLOYMENT_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Deployment) if f.name not in ("configured", "flagged", "from_page"))
+NOT_KEYS = ("configured", "flagged", "from_page", "engine_cost_scale")  # fields that say where figures came from
+DEPLOYMENT_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Deployment) if f.name not in NOT_KEYS)
 
 
 def replace_unvalidated(dep: Deployment, values: Mapping[str, Any]) -> Deployment:

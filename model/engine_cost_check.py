@@ -82,3 +82,28 @@ def check_kv_cache(kv: dict, model: ModelFigures, tensor_parallel_size: int) -> 
         return None
     return {"config_json_bytes_per_token": ours, "implied_bytes_per_token": None if implied is None else list(implied),
             "agrees": agrees, "cache_dtype": dtype, "summary": "; ".join(parts)}
+
+
+def with_engine_cost(deployment, cost: dict | None):
+    """The deployment whose roofline prefers the step cost its engines report (``cost``:
+    acceptance.engine_cost.step_cost over the window) to the figures' own: its memory and
+    compute terms scaled by the engines' bytes read and FLOPs over the roofline's for the same
+    step (check_engine_cost, at the deployment's context), the scales named with their source
+    and the check's summary (Deployment.engine_cost_scale). As it was when nothing is reported
+    or the profile is not the roofline."""
+    from .profiles import deployment_model
+
+    if not cost or not cost.get("reported") or deployment.cost_profile != "roofline":
+        return deployment
+    source = "the engines' model_name folder" if "model" in deployment.from_page else (
+        "configured" if deployment.is_configured("model") else "default")
+    check = check_engine_cost(cost, None, deployment_model(deployment), deployment.model, source,
+                              deployment.tensor_parallel_size)
+    if check is None:
+        return deployment
+    return replace(deployment, engine_cost_scale={
+        "read_bytes": check["read_bytes_ratio"], "flops": check["flops_ratio"], "steps": cost["steps"],
+        "source": "the engines' vllm:estimated_read_bytes_per_gpu_total and vllm:estimated_flops_per_gpu_total over "
+                  "the window's steps (--enable-mfu-metrics)",
+        "disagree": check["disagree"], "summary": check["summary"]})
+

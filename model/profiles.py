@@ -112,12 +112,16 @@ class RooflineProfile:
     specialized_speedup: float = 1.0
     absolute: bool = True
     name: str = "roofline"
+    # the engines' reported bytes and FLOPs over the figures' for the same step (Deployment.engine_cost_scale)
+    bytes_scale: float = 1.0
+    flops_scale: float = 1.0
 
     def roof_s(self, batch_size, tokens_per_request):
         """Pure roofline time max(bytes / bandwidth, flops / FLOP/s) over the TP group."""
         m, tp = self.model, self.tensor_parallel_size
-        memory_s = step_bytes(m, batch_size, tokens_per_request) / (self.gpu.hbm_bytes_per_s.value * tp)
-        compute_s = step_flops(m, batch_size, tokens_per_request) / (self.gpu.flops(m.compute_precision).value * tp)
+        memory_s = self.bytes_scale * step_bytes(m, batch_size, tokens_per_request) / (self.gpu.hbm_bytes_per_s.value * tp)
+        compute_s = self.flops_scale * step_flops(m, batch_size, tokens_per_request) / (
+            self.gpu.flops(m.compute_precision).value * tp)
         return np.maximum(memory_s, compute_s)
 
     def step_time_s(self, batch_size, tokens_per_request, path: str = STOCK):
@@ -313,8 +317,10 @@ def deployment_gpu(deployment: Deployment) -> GpuFigures:
 def roofline_floor_tokens_per_second(deployment: Deployment) -> float:
     """1 / the pure roofline of one plain decode step at batch 1 for the deployment's model,
     GPU and TP size: the fastest its weights and KV cache can be read (an upper bound)."""
+    scale = deployment.engine_cost_scale or {}
     profile = RooflineProfile(deployment_model(deployment), deployment_gpu(deployment),
-                              deployment.tensor_parallel_size, 0.0)
+                              deployment.tensor_parallel_size, 0.0, bytes_scale=scale.get("read_bytes", 1.0),
+                              flops_scale=scale.get("flops", 1.0))
     return float(1.0 / profile.roof_s(1, 1))
 
 
@@ -326,12 +332,8 @@ def make_profile(deployment: Deployment):
     if deployment.cost_profile == "flat":
         return FlatProfile(1.0 / base, sp, True) if base else FlatProfile(1.0, sp, False)
     if deployment.cost_profile == "roofline":
-        return RooflineProfile(
-            deployment_model(deployment),
-            deployment_gpu(deployment),
-            deployment.tensor_parallel_size,
-            1.0 / base,
-            1,
-            sp,
-        )
+        scale = deployment.engine_cost_scale or {}
+        return RooflineProfile(deployment_model(deployment), deployment_gpu(deployment), deployment.tensor_parallel_size,
+                               1.0 / base, 1, sp, bytes_scale=scale.get("read_bytes", 1.0),
+                               flops_scale=scale.get("flops", 1.0))
     return replace(load_table(deployment.cost_profile), specialized_speedup=sp)

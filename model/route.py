@@ -25,6 +25,7 @@ from acceptance.estimates import AcceptanceEstimate, drafts_needed
 from acceptance.route_estimate import LOGGED_LOAD, RouteEstimate, survival_by_batch_size, time_share_resamples
 
 from .context_bands import context_view, with_context
+from .engine_cost_check import with_engine_cost
 from .deployment import Deployment
 from .probe import RunningProbe
 from .recommend import Recommendation, recommend
@@ -59,6 +60,7 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, batch_time_
     estimate, gamma = route.estimate, route.gamma
     if route.context is not None:
         deployment = with_context(deployment, route.context.tokens)
+    deployment = with_engine_cost(deployment, route.engine_cost)
     deployment, measured = (_measured_speedup(route, deployment, batch_time_shares, seed) if measure_speedup
                             else (deployment, None))
     batch_mix = mix_resamples = None
@@ -94,7 +96,7 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, batch_time_
         speedup_measured=measured is not None and measured.measured,
     )
     rec = replace(rec, specialized_speedup_measured=measured)
-    if by_context and route.requests is not None:
+    if by_context and (route.requests is not None or route.context is not None):
         def price(band: RouteEstimate, band_deployment: Deployment) -> Recommendation:
             return recommend_route(band, band_deployment, batch_time_shares=batch_time_shares, level=level, seed=seed,
                                    measure_speedup=False, by_context=False).recommendation

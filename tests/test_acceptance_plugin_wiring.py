@@ -199,6 +199,7 @@ def test_schema_2_store_migrates_to_the_current_schema_keeping_its_data(tmp_path
     for column in ("running", "interval_s", "generation_tokens", "stream"):  # version-6 columns
         conn.execute(f"ALTER TABLE ingested DROP COLUMN {column}")
     conn.execute("ALTER TABLE ingested DROP COLUMN prompt_tokens")  # a version-7 column
+    conn.execute("DROP TABLE engine_totals")  # a version-8 table
     conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()

@@ -312,6 +312,7 @@ def test_a_version_5_store_gains_the_logged_load_and_reading_the_log_again_fills
     conn = sqlite3.connect(p)
     for column in (*_V6_COLUMNS, *_V7_COLUMNS):
         conn.execute(f"ALTER TABLE ingested DROP COLUMN {column}")
+    conn.execute("DROP TABLE engine_totals")  # a version-8 table
     conn.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()
@@ -335,6 +336,7 @@ def test_a_version_6_store_gains_prompt_tokens_and_reading_the_file_again_fills_
         store.ingest("r", "per-request", [IngestedRow(1.8e9, counts, "req-1", mean_itl_s=0.01, decode_tokens=40)])
     conn = sqlite3.connect(p)
     conn.execute("ALTER TABLE ingested DROP COLUMN prompt_tokens")
+    conn.execute("DROP TABLE engine_totals")  # a version-8 table
     conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()
@@ -365,9 +367,41 @@ def test_schema_4_line_keys_become_text_keys_keeping_identical_lines_apart(tmp_p
     conn = sqlite3.connect(p)
     for column in ("decode_tokens", "steps", *_V6_COLUMNS, *_V7_COLUMNS):
         conn.execute(f"ALTER TABLE ingested DROP COLUMN {column}")
+    conn.execute("DROP TABLE engine_totals")  # a version-8 table
     conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()
     with Store.open(p) as store:
         again = store.ingest("r", "per-request", [IngestedRow(1.8e9, rec.counts, rec.line_key) for rec in records])
         assert (again.added, again.duplicates) == (0, 3)  # the same file: nothing new
+
+
+def _lengths_snapshot(prompts: float, prompt_sum: float, created: float) -> EngineSnapshot:
+    from acceptance.counts import StepShape
+
+    lengths = {"vllm:request_prompt_tokens_sum": prompt_sum, "vllm:request_prompt_tokens_count": prompts,
+               "vllm:request_generation_tokens_sum": 10.0 * prompts, "vllm:request_generation_tokens_count": prompts}
+    return EngineSnapshot("m", "0", SpecCounts(prompts, 3 * prompts, prompts, (prompts, 0, 0)), created,
+                          StepShape(num_requests_running=1, request_lengths=lengths))
+
+
+def test_engine_totals_keep_a_row_every_5_minutes_and_the_newest_and_sum_each_life(tmp_path):
+    from acceptance.store.totals import TOTALS_EVERY_S
+
+    p = tmp_path / "s.db"
+    t0 = 1.8e9
+    with Store.open(p) as store:
+        for i in range(41):  # 10 minutes at 15 s: a request of prompt 100 a scrape
+            store.write_cycle([ScrapeResult("x", t0 + 15 * i, True, (_lengths_snapshot(i, 100.0 * i, 1.0),))])
+        times = [t for (t,) in store.conn.execute("SELECT time FROM engine_totals ORDER BY time")]
+        assert times == [t0, t0 + TOTALS_EVERY_S, t0 + 600]  # kept every 5 minutes, and the newest
+        assert store.engine_totals_increase([1], t0, t0 + 600)["prompt_count"] == 40
+        assert store.engine_totals_increase([1], t0 + 1, t0 + 600)["prompt_sum"] == 100.0 * 20  # from the 5-minute row
+        # a restart (a new _created) starts a life of its own: the old one counts to its newest row
+        store.write_cycle([ScrapeResult("x", t0 + 615, True, (_lengths_snapshot(2, 200.0, 2.0),))])
+        store.write_cycle([ScrapeResult("x", t0 + 630, True, (_lengths_snapshot(5, 500.0, 2.0),))])
+        store.write_cycle([ScrapeResult("x", t0 + 945, True, (_lengths_snapshot(9, 900.0, 2.0),))])
+        got = store.engine_totals_increase([1], t0, t0 + 1000)
+        assert got["prompt_count"] == 40 + (9 - 2) and got["prompt_sum"] == 4000 + 700
+        assert got["output_sum"] == 10.0 * got["prompt_count"]
+        assert store.engine_totals_increase([1], t0 + 601, t0 + 614) is None  # no life holds two rows there

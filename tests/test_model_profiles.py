@@ -85,3 +85,21 @@ def test_malformed_table_names_file_and_line(tmp_path, name, text, line):
 def test_missing_table_is_a_one_line_error(tmp_path):
     with pytest.raises(ModelInputError, match="cannot read"):
         make_profile(Deployment(cost_profile=str(tmp_path / "nope.csv")))
+
+
+def test_the_engines_reported_step_cost_scales_the_rooflines_terms():
+    from dataclasses import replace
+
+    from model.deployment import Deployment
+    from model.profiles import make_profile
+
+    dep = Deployment(model="llama-3.1-8b", gpu="H100", tensor_parallel_size=1, baseline_tokens_per_second=100.0)
+    plain = make_profile(dep)
+    scaled = make_profile(replace(dep, engine_cost_scale={"read_bytes": 1.5, "flops": 1.0}))
+    assert (scaled.bytes_scale, scaled.flops_scale) == (1.5, 1.0)
+    # at batch 1 the step reads its weights: memory-bound, so 1.5x the bytes is 1.5x the roof
+    assert float(scaled.roof_s(1, 1)) == pytest.approx(1.5 * float(plain.roof_s(1, 1)))
+    # the anchored step at batch 1 stays the anchor; what grows with the batch grows 1.5x as fast
+    assert float(scaled.step_time_s(1, 1)) == pytest.approx(0.01)
+    assert float(scaled.step_time_s(8, 4) - scaled.step_time_s(1, 1)) == pytest.approx(
+        1.5 * float(plain.step_time_s(8, 4) - plain.step_time_s(1, 1)))

@@ -20,10 +20,11 @@ from .reads import _Reads
 from .records import EngineRef, StoreError, StoreFullError
 from .retention import _Retention
 from .schema import _check_file, _migrate
+from .totals import _Totals
 from .writes import _EngineState, _TargetState, _Writes
 
 
-class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested):
+class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested, _Totals):
     """The SQLite store. Open with ``Store.open(path)``; a context manager."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path, retention_s: float | None):

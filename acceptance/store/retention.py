@@ -38,6 +38,7 @@ class _Retention:
                           (eid, raw_cut, newest))
                 c.execute("DELETE FROM plugin_samples WHERE engine_id = ? AND time < ? AND time < ?",
                           (eid, raw_cut, newest))
+                c.execute("DELETE FROM engine_totals WHERE engine_id = ? AND time < ?", (eid, raw_cut))
             self._trim_chunks(raw_cut, roll_cut)
             for tid in self._targets:  # (target, time) is the key: a range per target, not a scan
                 c.execute("DELETE FROM failures WHERE target_id = ? AND time < ?", (tid, raw_cut))

@@ -9,7 +9,7 @@ from pathlib import Path
 from .disk import rollback
 from .records import StoreError
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 APPLICATION_ID = 0x53504443  # "SPDC": marks the file as a specdec store
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _QUICK_CHECK_MAX_BYTES = 64 << 20  # full quick_check on open only for small files
@@ -146,9 +146,18 @@ _SCHEMA_V7 = """
 ALTER TABLE ingested ADD COLUMN prompt_tokens INTEGER;
 """
 
+# Version 8: each engine's cumulative request lengths and vLLM's step-cost counters, at most every
+# 5 minutes (acceptance.store.totals): a scraped route's context and its engines' own step cost.
+_SCHEMA_V8 = """
+CREATE TABLE engine_totals (
+    engine_id INTEGER NOT NULL, time REAL NOT NULL, created REAL,
+    totals TEXT NOT NULL,                -- JSON {name: cumulative value} (acceptance.store.totals)
+    PRIMARY KEY (engine_id, time)) WITHOUT ROWID;
+"""
+
 # version → statements that bring a store from version − 1 to it.
 _MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5,
-                               6: _SCHEMA_V6, 7: _SCHEMA_V7}
+                               6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8}
 
 
 def _check_file(path: Path) -> bool:

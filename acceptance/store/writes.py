@@ -7,7 +7,7 @@ from ..errors import InputError
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -47,6 +47,8 @@ class _EngineState:
     it_value: np.ndarray | None
     plugin_layout_id: int | None = None  # the specdec plugin's counters, when exported
     plugin_value: np.ndarray | None = None
+    totals_time: float | None = None  # of the engine's newest engine_totals row (acceptance.store.totals)
+    totals_kept: float | None = None  # of its newest row kept for good
 
 
 @dataclass(frozen=True)
@@ -292,7 +294,7 @@ class _Writes:
 
     def _write_cycle_rows(self, results: list[ScrapeResult], cycle: float) -> dict[int, _EngineState]:
         c = self.conn
-        samples, events, failures, target_rows, plugin_samples = [], [], [], [], []
+        samples, events, failures, target_rows, plugin_samples, totals, replaced = [], [], [], [], [], [], []
         staged: dict[int, _EngineState] = {}
         n_failed = 0
         for r in results:
@@ -320,6 +322,14 @@ class _Writes:
                         raise InputError(
                             f"scrape of {r.target} at {r.time} is not after its previous scrape at {prev.time}")
                     state = self._engine_sample(eid, prev, snap, r.time, cycle, samples, events, plugin_samples)
+                    due = None if isinstance(state, str) else self._totals_row(eid, prev, snap.created, r.time,
+                                                                               snap.step_shape)
+                    if due is not None:
+                        totals.append(due[0])
+                        replaced += [(eid, due[1])] if due[1] is not None else []
+                        state = replace(state, totals_time=r.time, totals_kept=due[2])
+                    elif prev is not None and not isinstance(state, str):
+                        state = replace(state, totals_time=prev.totals_time, totals_kept=prev.totals_kept)
                     if isinstance(state, str):  # an inconsistent scrape: refused, the previous sample kept
                         self._refused.append(f"{r.target}: engine {snap.engine} of {snap.model_name}: {state}")
                     else:
@@ -332,6 +342,8 @@ class _Writes:
                   (cycle, len(results) - n_failed, n_failed))
         c.executemany("INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", samples)
         c.executemany("INSERT INTO plugin_samples VALUES (?,?,?,?)", plugin_samples)
+        c.executemany("DELETE FROM engine_totals WHERE engine_id = ? AND time = ?", replaced)
+        c.executemany("INSERT OR REPLACE INTO engine_totals VALUES (?,?,?,?)", totals)
         self._flush_chunks()
         c.executemany("INSERT INTO failures VALUES (?, ?, ?)", failures)
         c.executemany(

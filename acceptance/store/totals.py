@@ -1,0 +1,93 @@
+"""Engine totals: counters a window reads only as increases over its whole span — the finished
+requests' prompt and output lengths (the context a decode step reads: acceptance.request_lengths)
+and vLLM's own estimate of its steps' cost (acceptance.engine_cost), with the steps, their tokens
+and the inter-token latency they are divided by.
+
+They move slowly and no block of the bootstrap needs them, so each engine keeps, as JSON in
+``engine_totals``, its cumulative values about every TOTALS_EVERY_S (a row at least that long
+after the last kept one is kept), the newest scrape's (a row replaced by the next until it is
+kept) and the last of a life before a restart (a new ``_created``). ``engine_totals_increase`` sums, over the engines and their lives, the
+increase from the first to the last row inside the window; a life with one row there adds
+nothing, and a value lower than the row before (a reset without a new ``_created``) starts a new
+life. Limits: a window shorter than TOTALS_EVERY_S holds at most one row of an engine, so no
+increase; rows past the raw retention are deleted with the raw samples.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .. import vllm_metrics as vm
+
+TOTALS_EVERY_S = 300.0
+
+# total name → where a page's StepShape holds it (acceptance.counts.StepShape)
+_FROM_LENGTHS = {"prompt_sum": f"{vm.REQUEST_PROMPT_TOKENS}_sum", "prompt_count": f"{vm.REQUEST_PROMPT_TOKENS}_count",
+                 "output_sum": f"{vm.REQUEST_GENERATION_TOKENS}_sum",
+                 "output_count": f"{vm.REQUEST_GENERATION_TOKENS}_count"}
+_FROM_COST = {"flops": vm.ESTIMATED_FLOPS, "read_bytes": vm.ESTIMATED_READ_BYTES, "write_bytes": vm.ESTIMATED_WRITE_BYTES,
+              "tokens": f"{vm.ITERATION_TOKENS}_sum"}
+
+
+def snapshot_totals(shape) -> dict[str, float] | None:
+    """The totals one page's step shape holds (None: neither request lengths nor MFU counters)."""
+    if shape is None or not (shape.request_lengths or shape.engine_cost):
+        return None
+    out = {k: shape.request_lengths[v] for k, v in _FROM_LENGTHS.items() if v in shape.request_lengths}
+    out.update({k: shape.engine_cost[v] for k, v in _FROM_COST.items() if v in shape.engine_cost})
+    steps = shape.iteration_tokens.get(float("inf"))
+    for key, value in (("steps", steps), ("itl_sum", shape.itl_sum), ("itl_count", shape.itl_count)):
+        if value is not None:
+            out[key] = float(value)
+    return out
+
+
+class _Totals:
+    """Store methods of engine totals."""
+
+    def _totals_row(self, eid: int, prev, created: float | None, t: float, shape
+                    ) -> tuple[tuple, float | None, float] | None:
+        """(this sample's engine_totals row, the time of the newest row it replaces or None,
+        the time of the engine's last kept row after it) — module docstring; None when the page
+        holds no totals."""
+        totals = snapshot_totals(shape)
+        if totals is None:
+            return None
+        row = (eid, t, created, json.dumps(totals, sort_keys=True))
+        last, kept = getattr(prev, "totals_time", None), getattr(prev, "totals_kept", None)
+        if last is None or kept is None or (created is not None and created != prev.created):
+            return row, None, t  # the first row, or a new life: the old life's newest stays
+        replaced = last if last != kept else None  # the newest row, not yet kept
+        return row, replaced, t if t - kept >= TOTALS_EVERY_S else kept
+
+    def engine_totals_increase(self, engine_ids: list[int], start: float, end: float) -> dict[str, float] | None:
+        """Σ over the engines and their lives of last − first row with time in [start, end]
+        (module docstring); None when no life holds two rows there."""
+        if not engine_ids:
+            return None
+        rows = self.conn.execute(
+            f"SELECT engine_id, created, totals FROM engine_totals WHERE engine_id IN "
+            f"({', '.join('?' * len(engine_ids))}) AND time >= ? AND time <= ? ORDER BY engine_id, time",
+            (*engine_ids, float(start), float(end))).fetchall()
+        out: dict[str, float] = {}
+        for life in _lives(rows):
+            first, last = life[0], life[-1]
+            for key in set(first) & set(last):
+                out[key] = out.get(key, 0.0) + last[key] - first[key]
+        return out or None
+
+
+def _lives(rows) -> list[list[dict]]:
+    """The rows split into runs of one engine and one _created, none of whose values fall."""
+    lives, run, key = [], [], None
+    for eid, created, text in rows:
+        totals = json.loads(text)
+        fell = bool(run) and any(totals.get(k, v) < v for k, v in run[-1].items())
+        if (eid, created) != key or fell:
+            if len(run) > 1:
+                lives.append(run)
+            run, key = [], (eid, created)
+        run.append(totals)
+    if len(run) > 1:
+        lives.append(run)
+    return lives
