@@ -405,3 +405,11 @@ def test_engine_totals_keep_a_row_every_5_minutes_and_the_newest_and_sum_each_li
         assert got["prompt_count"] == 40 + (9 - 2) and got["prompt_sum"] == 4000 + 700
         assert got["output_sum"] == 10.0 * got["prompt_count"]
         assert store.engine_totals_increase([1], t0 + 601, t0 + 614) is None  # no life holds two rows there
+    from acceptance.counts import StepShape
+
+    plain = EngineSnapshot("m", "1", SpecCounts(1, 3, 1, (1, 0, 0)), 1.0,  # every page's iteration histogram only
+                           StepShape(iteration_tokens={1.0: 0, float("inf"): 5}, engine_cost={
+                               "vllm:iteration_tokens_total_sum": 20.0}))
+    with Store.open(tmp_path / "plain.db") as store:
+        store.write_cycle([ScrapeResult("y", t0, True, (plain,))])
+        assert store.conn.execute("SELECT count(*) FROM engine_totals").fetchone()[0] == 0  # nothing to keep

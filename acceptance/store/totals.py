@@ -31,8 +31,8 @@ _FROM_COST = {"flops": vm.ESTIMATED_FLOPS, "read_bytes": vm.ESTIMATED_READ_BYTES
 
 def snapshot_totals(shape) -> dict[str, float] | None:
     """The totals one page's step shape holds (None: neither request lengths nor MFU counters)."""
-    if shape is None or not (shape.request_lengths or shape.engine_cost):
-        return None
+    if shape is None or not (shape.request_lengths or any(f in shape.engine_cost for f in vm.ENGINE_COST_FAMILIES)):
+        return None  # the iteration histogram's sum alone (every page's) is nothing to keep
     out = {k: shape.request_lengths[v] for k, v in _FROM_LENGTHS.items() if v in shape.request_lengths}
     out.update({k: shape.engine_cost[v] for k, v in _FROM_COST.items() if v in shape.engine_cost})
     steps = shape.iteration_tokens.get(float("inf"))
