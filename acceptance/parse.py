@@ -621,13 +621,13 @@ def inspect_report(snapshots: list[EngineSnapshot]) -> dict:
     by_gamma: dict[int, SpecCounts] = {}
     for snap in snapshots:
         entry = {"model_name": snap.model_name, "engine": snap.engine, "mean_itl_ms": _mean_itl_ms(snap),
-                 "decode": None, "context": None, "engine_cost": engine_cost(snap.step_shape)}
+                 "decode": None, "context": request_context(snap.step_shape),
+                 "engine_cost": engine_cost(snap.step_shape)}
         if snap.counts is None:
             entry.update(_not_speculating_entry())
         else:
             entry.update(_counts_entry(snap.counts))
             entry["decode"] = decode_steps_entry(snap)
-            entry["context"] = request_context(snap.step_shape)
             g = snap.counts.gamma
             by_gamma[g] = by_gamma[g] + snap.counts if g in by_gamma else snap.counts
         engines.append(entry)

@@ -13,9 +13,11 @@ out: a request's steps are taken as evenly spread over its output (a long run of
 drafts moves faster through its context, which the mean cannot say).
 
 ``band_rows`` splits the requests with a known c into 2–4 bands by prompt length — what a
-gateway knows of a request when it routes it — at the route's own rank quantiles (each at
-least MIN_BAND_REQUESTS requests, an edge moved to the next gap between distinct prompt lengths
-so that equal requests stay together); a band is priced at its requests' own c.
+gateway knows of a request when it routes it — each of at least MIN_BAND_REQUESTS requests:
+where the lengths fall apart (a gap where the prompt grows NATURAL_BREAK-fold or more: a
+traffic of short and long prompts), at the widest such gaps; else at the route's rank quantiles,
+an edge moved to the next gap between distinct lengths so that equal requests stay together.
+A band is priced at its requests' own c.
 acceptance.route_estimate.band_estimate gives each band the route's estimate over its own requests: acceptance from
 their counts alone, resampled one request at a time, their own observed rate (Σ ITL·n / Σ n
 of vLLM's per-request mean_itl_ms) and their own undrafted share. model.context_bands prices them.
@@ -32,6 +34,7 @@ import numpy as np
 # some ±0.1–0.3 wide on real traffic, and fewer would rank γ by noise.
 MIN_BAND_REQUESTS = 20
 MAX_BANDS = 4
+NATURAL_BREAK = 2.0  # a prompt this many times the one before it starts a band of its own
 # Where a measured context comes from, as the cost model names it (model.profiles.deployment_model).
 CONTEXT_SOURCE = "measured: the route's requests, prompt + half the output tokens"
 # How (RequestContext.source): per request and decode step, or the engines' length histograms.
@@ -134,8 +137,28 @@ def band_rows(requests, min_requests: int = MIN_BAND_REQUESTS, max_bands: int = 
 
 
 def _cuts(sorted_values: np.ndarray, k: int, min_requests: int) -> list[int]:
-    """Row positions where bands start (besides 0): near i·n/k, each at a change of value and
-    leaving every band at least ``min_requests`` rows."""
+    """Row positions where bands start (besides 0), every band at least ``min_requests`` rows:
+    the natural breaks where there are (module docstring), else the quantile cuts."""
+    return _natural_breaks(sorted_values, k, min_requests) or _quantile_cuts(sorted_values, k, min_requests)
+
+
+def _natural_breaks(sorted_values: np.ndarray, k: int, min_requests: int) -> list[int]:
+    """Up to k − 1 positions where the value grows NATURAL_BREAK-fold or more, the widest first."""
+    v = np.maximum(np.asarray(sorted_values, dtype=float), 1.0)
+    ratios = v[1:] / v[:-1]
+    cuts: list[int] = []
+    for at in (int(i) + 1 for i in np.argsort(-ratios, kind="stable")):
+        if ratios[at - 1] < NATURAL_BREAK or len(cuts) == k - 1:
+            break
+        edges = [0, *sorted([*cuts, at]), len(v)]
+        if all(b - a >= min_requests for a, b in zip(edges, edges[1:])):
+            cuts.append(at)
+    return sorted(cuts)
+
+
+def _quantile_cuts(sorted_values: np.ndarray, k: int, min_requests: int) -> list[int]:
+    """Positions near i·n/k, each at a change of value and leaving every band at least
+    ``min_requests`` rows."""
     n, cuts = len(sorted_values), []
     for j in range(1, k):
         at = int(round(j * n / k))

@@ -17,7 +17,8 @@ its requests' mean context per decode step (prompt + half the output).
 - ``routing``: the longest bands whose best γ is below the fleet's, priced together: the γ k
   of highest request-weighted speedup over them and its gain over the fleet's γ; ``sure``
   when each of those bands gains more than min_gain with probability ≥ DECISION_CERTAINTY in
-  its resampled speedups. vLLM has no per-length γ, so the advice is to route those requests
+  its resampled speedups and neither γ is past the deployed one (``extrapolated``: the
+  comparison rests on positions no draft reached, which only a probe measures). vLLM has no per-length γ, so the advice is to route those requests
   to engines running k. It is a what-if (``what_if`` true) when the route's pricing rests on
   default figures (model.figures_needed).
 """
@@ -58,6 +59,7 @@ class Routing:
     gain: float  # request-weighted speedup over the routed bands, at gamma over the fleet's γ, − 1
     sure: bool
     bands: int
+    extrapolated: bool = False  # gamma or the fleet's γ is past the deployed one
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,7 @@ def context_view(route, deployment: Deployment, fleet_gamma: int, price: Callabl
     bands = [_band(band, estimate.estimate, estimate.observed_tokens_per_second, rec, fleet_gamma)
              for band, estimate, rec in priced]
     losing = [b.prompt_tokens_from for b in bands if fleet_gamma > 0 and b.speedup_at_gamma <= 1.0]
-    routing, bands = _routing(bands, [rec for _, _, rec in priced], fleet_gamma, deployment.min_gain)
+    routing, bands = _routing(bands, [rec for _, _, rec in priced], fleet_gamma, deployment.min_gain, route.gamma)
     return ContextView(fleet_gamma, route.context, tuple(bands), min(losing) if losing else None, routing, what_if)
 
 
@@ -127,7 +129,7 @@ def _band(band, estimate, observed, rec, gamma: int) -> ContextBand:
                        (at.speedup_low, at.speedup_high))
 
 
-def _routing(bands: list[ContextBand], recs: list, gamma: int, min_gain: float
+def _routing(bands: list[ContextBand], recs: list, gamma: int, min_gain: float, deployed: int
              ) -> tuple[Routing | None, list[ContextBand]]:
     """The longest bands whose best γ is below the fleet's, priced together (module docstring)."""
     tail = 0
@@ -144,9 +146,10 @@ def _routing(bands: list[ContextBand], recs: list, gamma: int, min_gain: float
     k = max(options, key=lambda x: (scores[x], -x))
     fleet = float(weights @ [_candidate(r, gamma).speedup for r in routed_recs])
     probabilities = [_probability_gain(r, k, gamma, min_gain) for r in routed_recs]
-    sure = all(p is not None and p >= DECISION_CERTAINTY for p in probabilities)
+    extrapolated = max(k, gamma) > deployed
+    sure = not extrapolated and all(p is not None and p >= DECISION_CERTAINTY for p in probabilities)
     bands = bands[:-tail] + [replace(b, probability_gain=p) for b, p in zip(routed, probabilities)]
-    return Routing(routed[0].prompt_tokens_from, k, scores[k] / fleet - 1.0, sure, tail), bands
+    return Routing(routed[0].prompt_tokens_from, k, scores[k] / fleet - 1.0, sure, tail, extrapolated), bands
 
 
 def _candidate(rec, gamma: int):

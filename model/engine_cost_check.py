@@ -1,4 +1,4 @@
-"""The engine's own step cost beside the roofline's figures for the same step.
+"""The engine's own step cost and KV cache beside the roofline's figures for the same step.
 
 Where a page carries vLLM's MFU counters (acceptance.engine_cost), each engine's bytes read
 and FLOPs per step and GPU are set beside what the roofline's model figures (a built-in's, or
@@ -59,10 +59,11 @@ def _summary(model_name: str, source: str, ratios: dict, disagree: list, b: floa
 
 
 def check_kv_cache(kv: dict, model: ModelFigures, tensor_parallel_size: int) -> dict | None:
-    """The config.json's KV bytes per token (per GPU: over the TP group) against the cache an
-    engine describes (acceptance.engine_cost.kv_cache_config). vLLM cuts the cache it was given,
-    M bytes, into whole blocks of b tokens, so N = ⌊M / (b·kv)⌋ blocks means a KV of bytes per
-    token in (M / ((N + 1)·b), M / (N·b)]: the config.json's figure agrees when it falls there.
+    """The model figures' KV bytes per token (a built-in's or a config.json's; per GPU: over the
+    TP group) against the cache an engine describes (acceptance.engine_cost.kv_cache_config).
+    vLLM cuts the cache it was given, M bytes, into whole blocks of b tokens, so N = ⌊M / (b·kv)⌋
+    blocks means a KV of bytes per token in (M / ((N + 1)·b), M / (N·b)]: the figures agree when
+    theirs falls there (the summary names where theirs came from: its dtype is an assumption).
     An fp8 cache is said apart (1 byte a value where the figures assume the model's dtype). None
     when the page says neither its size nor a cache dtype of its own."""
     ours = model.kv_bytes_per_token.value / tensor_parallel_size
@@ -71,16 +72,17 @@ def check_kv_cache(kv: dict, model: ModelFigures, tensor_parallel_size: int) -> 
     if memory and blocks and size:
         implied = (memory / ((blocks + 1) * size), memory / (blocks * size))
         agrees = implied[0] < ours <= implied[1]
-        verdict = "agrees" if agrees else "disagrees: the roofline's KV term is not the engine's"
+        verdict = ("agrees" if agrees else "disagrees: the roofline's KV term is not the engine's — a cache dtype "
+                   "other than the one assumed, or another model than the one named")
         parts.append(f"the engine's KV cache holds {blocks:,} blocks of {size} tokens in {memory:,} bytes: "
-                     f"{implied[0]:,.0f}-{implied[1]:,.0f} bytes per token; the config.json gives {ours:,.0f} per GPU "
-                     f"({verdict})")
+                     f"{implied[0]:,.0f}-{implied[1]:,.0f} bytes per token; the model figures give {ours:,.0f} per GPU "
+                     f"({verdict}; theirs: {model.kv_bytes_per_token.source})")
     if dtype and dtype != "auto":
         parts.append(f"the engine stores its KV cache as {dtype} (vllm:cache_config_info cache_dtype); the figures' "
                      f"KV bytes: {model.kv_bytes_per_token.source}")
     if not parts:
         return None
-    return {"config_json_bytes_per_token": ours, "implied_bytes_per_token": None if implied is None else list(implied),
+    return {"model_bytes_per_token": ours, "implied_bytes_per_token": None if implied is None else list(implied),
             "agrees": agrees, "cache_dtype": dtype, "summary": "; ".join(parts)}
 
 

@@ -198,12 +198,13 @@ def _engine_seconds_shares(route: RouteEstimate) -> tuple[float, float]:
 
 def drafts_more_needed(estimate: AcceptanceEstimate, rec: Recommendation) -> int | None:
     """The one "more data" figure of a tuning (None: enough to decide). A probe names its own
-    drafts (at its γ, which no window at the deployed γ can replace). A keep whose gain is not
+    drafts (at its γ, which no window at the deployed γ can replace); a change or off is sure of
+    its gain (P ≥ 0.9 over min_gain), so none is wanted to decide it. A keep whose gain is not
     yet sure says which factor on the window's drafts would settle it, and that is the figure;
     otherwise a window whose mean acceptance length is wider than ±DECIDABLE_AL_HALFWIDTH
     wants the drafts that would narrow it to that."""
-    if rec.probe is not None:
-        return None
+    if rec.probe is not None or rec.decision in ("change", "off"):
+        return None  # a probe names its own; a sure change or off is decided, whatever the AL interval's width
     if rec.drafts_factor_to_settle is not None and rec.drafts_factor_to_settle > 1.0:
         return math.ceil((rec.drafts_factor_to_settle - 1.0) * estimate.drafts)
     half = estimate.mean_acceptance_length.halfwidth

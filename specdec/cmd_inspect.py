@@ -60,9 +60,10 @@ def _check_engine_costs(report: dict, snapshots, config_path: str | None) -> Non
                   for kv in (e.get("kv_cache") for e in report["engines"]))
     if not kv_told and not any((e.get("engine_cost") or {}).get("reported") for e in report["engines"]):
         if config_path:  # the flag would change nothing: refused, saying why
-            raise UsageError(f"--config {config_path}: no engine on this page reports vLLM's MFU counters "
-                             f"(vllm:estimated_*_per_gpu_total above 0, with --enable-mfu-metrics on a GPU) or its "
-                             f"KV cache's size or dtype (vllm:cache_config_info): its [deployment] has nothing to check")
+            raise UsageError(f"--config {config_path}: no engine on this page reports MFU counters above 0 "
+                             f"(vllm:estimated_*_per_gpu_total, --enable-mfu-metrics on a GPU), nor the bytes its KV "
+                             f"cache was given or a cache dtype of its own (vllm:cache_config_info): its [deployment] "
+                             f"has nothing to check")
         return
     from model.deployment import Deployment
     from model.engine_cost_check import check_engine_cost, check_kv_cache
@@ -75,6 +76,9 @@ def _check_engine_costs(report: dict, snapshots, config_path: str | None) -> Non
                   else Deployment(configured=frozenset()))
     deployment, _ = model_from_labels(deployment, snapshots)
     missing = [k for k in ("model", "tensor_parallel_size") if not deployment.is_configured(k)]
+    if missing and config_path:  # the flag would change nothing: refused, saying what it lacks
+        raise UsageError(f"--config {config_path}: its [deployment] sets no {' and no '.join(missing)}, which the "
+                         f"check of the engines' reported cost needs")
     if missing:
         report["roofline_check_needs"] = (f"to check the roofline's figures against these, set {' and '.join(missing)} "
                                           f"in the [deployment] of a config passed with --config")

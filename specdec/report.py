@@ -368,13 +368,14 @@ def _context_lines(view: dict | None) -> list[str]:
     ctx, gamma = view["route_context"], view["gamma"]
     lines = []
     if ctx:
-        lines.append(f"context: {ctx['tokens']:,.0f} tokens per decode step over {ctx['requests']:,} of "
-                     f"{ctx['of_requests']:,} requests (mean prompt {ctx['mean_prompt_tokens']:,.0f}, output "
-                     f"{ctx['mean_output_tokens']:,.0f} tokens), the context the roofline reads unless context_tokens "
-                     f"is set")
+        lines.append(f"context: {ctx['tokens']:,.0f} tokens over {ctx['requests']:,} of {ctx['of_requests']:,} "
+                     f"requests (mean prompt {ctx['mean_prompt_tokens']:,.0f}, output {ctx['mean_output_tokens']:,.0f} "
+                     f"tokens; {ctx['source']}), the context the roofline reads unless context_tokens is set")
     if not view["bands"]:
         return lines + ([f"by context: no bands: {view['why_no_bands']}"] if view.get("why_no_bands") else [])
-    lines.append(f"by context (bands by prompt length, each priced from its own requests; speedups at gamma {gamma}):")
+    what_if = " — a what-if: priced on default figures" if view["what_if"] else ""
+    lines.append(f"by context (bands by prompt length, each priced from its own requests; speedups at gamma {gamma})"
+                 f"{what_if}:")
     for b in view["bands"]:
         lo, hi = b["speedup_at_gamma_interval"]
         interval = f" [{_fmt(lo, '.2f')}, {_fmt(hi, '.2f')}]" if lo is not None else " (no interval)"
@@ -397,6 +398,9 @@ def _context_lines(view: dict | None) -> list[str]:
         elif routing["sure"]:
             lines.append(f"routing: {what}, each band gaining with probability >= 0.9): vLLM runs one gamma per "
                          f"engine, so send them to engines running gamma {routing['gamma']}")
+        elif routing.get("extrapolated"):
+            lines.append(f"routing: {what} expected, priced past the deployed gamma's positions): no advice on "
+                         f"extrapolated gammas — probe them first")
         else:
             lines.append(f"routing: {what} expected, not yet sure in every band): no advice until it is")
     return lines

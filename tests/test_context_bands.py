@@ -56,6 +56,18 @@ def test_bands_split_by_prompt_length_keeping_equal_prompts_together():
     assert bands == [] and "do not split into bands" in why
 
 
+def test_bands_fall_where_the_prompt_lengths_fall_apart_else_at_quantiles():
+    rng = np.random.default_rng(5)
+    short, long = rng.integers(20, 80, 32), rng.integers(2019, 3933, 32)  # a new user's traffic: two kinds
+    prompt = np.r_[short, long]
+    bands, _ = band_rows(_rows(prompt, np.full(64, 50), np.zeros(64)))
+    assert [(b.prompt_from, b.prompt_to, len(b.rows)) for b in bands] == [
+        (short.min(), short.max(), 32), (long.min(), long.max(), 32)]  # not thirds astride the gap
+    spread = np.arange(1000, 1064)  # one kind of traffic: no gap, so rank thirds
+    bands, _ = band_rows(_rows(spread, np.full(64, 50), np.zeros(64)))
+    assert [len(b.rows) for b in bands] == [21, 22, 21]
+
+
 def test_prompt_tokens_come_from_usage_or_the_line():
     spec = {"acceptance_histogram": [1, 2], "num_spec_steps": 3, "num_accepted_draft_tokens": 2,
             "num_draft_tokens": 3, "num_spec_tokens": 1}
@@ -138,7 +150,7 @@ def test_each_band_is_priced_from_its_own_requests_and_long_prompts_are_routed(c
     assert routing["prompt_tokens_from"] == BANDS[2][1] and routing["bands"] == 2
     assert routing["gamma"] == int(np.argmax(together[:GAMMA]))
     assert routing["gain"] == pytest.approx(together[routing["gamma"]] / together[GAMMA] - 1, rel=1e-9)
-    assert routing["sure"] and all(b["probability_gain"] >= 0.9 for b in bands[2:])
+    assert routing["sure"] and not routing["extrapolated"] and all(b["probability_gain"] >= 0.9 for b in bands[2:])
     assert f"gamma 4 stops paying from prompts of {BANDS[3][1]:,} tokens" in console
     assert (f"routing: prompts of {BANDS[2][1]:,} tokens or more run faster at gamma {routing['gamma']}" in console
             and "send them to engines running gamma" in console)
@@ -163,7 +175,8 @@ def test_the_roofline_reads_the_requests_context_unless_context_tokens_is_set(ca
     assert figure == {"value": round(ctx["tokens"]), "source": CONTEXT_SOURCE}
     assert ctx["requests"] == ctx["of_requests"] == 4 * PER_BAND
     assert ctx["mean_prompt_tokens"] == pytest.approx(np.mean([prompt for _, prompt, _ in BANDS]))
-    assert f"context: {ctx['tokens']:,.0f} tokens per decode step over 240 of 240 requests" in console
+    assert f"context: {ctx['tokens']:,.0f} tokens over 240 of 240 requests" in console
+    assert "averaged over their decode steps" in console
 
     (tmp_path / "set").mkdir()
     configured, _ = tune_ingested(capsys, tmp_path / "set", path, ROOFLINE + "context_tokens = 2048\n")
@@ -199,3 +212,27 @@ def test_a_scraped_route_is_priced_at_the_context_its_engines_histograms_show(ca
     assert doc["context"]["bands"] == [] and "need per-request rows" in doc["context"]["why_no_bands"]
     assert doc["profile_figures"]["model_figures"]["context_tokens"] == {"value": round(ctx["tokens"]),
                                                                          "source": CONTEXT_SOURCE}
+
+
+def test_routing_on_gammas_past_the_deployed_one_is_never_advice():
+    """A fleet changing γ 3 -> 6 whose long prompts would run best at 4: both past the positions
+    γ 3 measured, so however sure the resamples, the routing is an expectation, not advice."""
+    from types import SimpleNamespace
+
+    from model.context_bands import ContextBand, _routing
+
+    def rec(speedups):
+        candidates = [SimpleNamespace(gamma=k, speedup=s, allowed=True) for k, s in enumerate(speedups)]
+        return SimpleNamespace(candidates=candidates, ensemble=np.tile(speedups, (100, 1)))
+
+    def band(lo, best):
+        return ContextBand(lo, lo, lo, 30, 2.0, (1.9, 2.1), None, best, best > 3, 2.0, 1.5, (1.4, 1.6))
+
+    short = rec([1.0, 1.5, 1.8, 2.0, 2.2, 2.3, 2.4])
+    long = rec([1.0, 1.3, 1.5, 1.6, 1.7, 1.5, 1.2])
+    routing, _ = _routing([band(100, 6), band(5000, 4)], [short, long], gamma=6, min_gain=0.03, deployed=3)
+    assert routing.gamma == 4 and routing.extrapolated and not routing.sure
+    long = rec([1.0, 1.3, 1.7, 1.6, 1.5, 1.4, 1.2])
+    routing, _ = _routing([band(100, 3), band(5000, 2)], [short, long], gamma=3, min_gain=0.03, deployed=3)
+    assert routing.gamma == 2 and not routing.extrapolated and routing.sure  # within the measured positions
+

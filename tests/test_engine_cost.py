@@ -25,7 +25,7 @@ from model.profiles import step_bytes, step_flops
 from support import run_cli
 
 HF_CONFIGS = Path(__file__).resolve().parent / "data" / "hf-configs"
-GOLDEN_PAGE = Path(__file__).resolve().parents[2] / "shared" / "data" / "vllm-golden" / "exposition_gamma3_full_metrics_page.txt"
+GOLDEN_PAGE = Path(__file__).resolve().parent / "data" / "vllm-golden" / "exposition_gamma3_full_metrics_page.txt"
 
 
 def _page(flops: float, read: float, write: float, *, steps: int, tokens: float, itl_sum: float, itl_count: float,
@@ -64,11 +64,12 @@ def test_counters_at_zero_say_why_and_a_config_then_is_refused(capsys, tmp_path)
     page = tmp_path / "page.txt"
     shutil.copy(GOLDEN_PAGE, page)  # vLLM 0.33's own page: the counters there, at 0 (a CPU run)
     code, out, _ = run_cli(capsys, main, ["inspect", str(page)])
-    assert code == 0 and f"engine 0: {NOT_REPORTED}" in out
+    assert code == 0 and "engine 0: no step has run since the engine started" in out  # its counts: no step
+    assert "CPU" not in out.split("what the engine reports", 1)[1].split("\n")[1]  # nothing on the page says CPU
     config = tmp_path / "specdec.toml"
     config.write_text('[deployment]\nmodel = "llama-3.1-8b"\ntensor_parallel_size = 1\n')
     code, _, err = run_cli(capsys, main, ["inspect", str(page), "--config", str(config)])
-    assert code == 2 and "reports vLLM's MFU counters" in err and len(err.strip().splitlines()) == 1
+    assert code == 2 and "reports MFU counters above 0" in err and len(err.strip().splitlines()) == 1
 
 
 def test_the_roofline_check_needs_the_model_and_tp_and_then_gives_the_ratios(capsys, tmp_path):
@@ -84,6 +85,10 @@ def test_the_roofline_check_needs_the_model_and_tp_and_then_gives_the_ratios(cap
     doc = json.loads(out)
     assert "roofline_check" not in doc["engines"][0]
     assert "set model and tensor_parallel_size" in doc["roofline_check_needs"]
+    bare = tmp_path / "bare.toml"  # a config that names neither: it would change nothing, so it is refused
+    bare.write_text('[deployment]\nmethod = "ngram"\n')
+    code, _, err = run_cli(capsys, main, ["inspect", str(page), "--config", str(bare)])
+    assert code == 2 and "sets no model and no tensor_parallel_size" in err
 
     config = tmp_path / "specdec.toml"
     config.write_text('[deployment]\nmodel = "llama-3.1-8b"\ntensor_parallel_size = 1\n')

@@ -394,6 +394,8 @@ def test_the_gain_of_the_recommended_gamma_comes_with_its_interval_and_one_more_
     assert f"{factor:.1f}× the window's" in more_drafts_sentence(more, factor)
     assert "±0.05" in more_drafts_sentence(more, None)
     assert more_drafts_sentence(None, factor) is None
+    # a sure change is decided: a wide AL interval asks for no more drafts "to decide" it
+    assert tight.decision == "change" and drafts_more_needed(wide_al, tight) is None
 
 
 # ------------------------------------------------------------------ recommend()'s named steps
