@@ -51,11 +51,15 @@ notebook: $(NBSTAMP)
 demo: $(STAMP)
 	$(BIN)/specdec demo
 
+# ruff's rules are in pyproject.toml ([tool.ruff.lint])
+LINTED := acceptance model specdec dashboard benchmarks tests scripts kernels notebooks
+
 test: $(DEVSTAMP)
 	sh scripts/ensure_chromium.sh
 	sh scripts/ensure_prometheus.sh
 	sh scripts/ensure_victoria_metrics.sh
 	sh scripts/ensure_grafana_schema.sh
+	$(BIN)/ruff check $(LINTED)
 	$(BIN)/python -m pytest -q -m "not vllm and not real" tests
 
 bench: $(STAMP)

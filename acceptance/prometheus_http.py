@@ -222,10 +222,10 @@ class PrometheusClient:
         for family, kind, proto, _, address in socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM):
             sock = socket.socket(family, kind, proto)
             try:
-                _within(deadline, sock, lambda: sock.connect(address))
+                _within(deadline, sock, lambda: sock.connect(address))  # noqa: B023 (called within this iteration)
                 if https:
                     self._tls = self._tls or ssl.create_default_context()  # loads the CA store once
-                    sock = _within(deadline, sock, lambda: self._tls.wrap_socket(sock, server_hostname=parts.hostname))
+                    sock = _within(deadline, sock, lambda: self._tls.wrap_socket(sock, server_hostname=parts.hostname))  # noqa: B023 (called within this iteration)
                 return sock
             except (_Deadline, ssl.SSLError):
                 sock.close()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import json
 import re
 import sys
@@ -335,7 +336,7 @@ def run_kernel_check(*, rows: int, vocab: int, dtype: str = "bf16", temperature:
     bytes_moved = 2 * input_bytes  # two passes over both arrays
     flat = torch.cat([target.reshape(-1), draft.reshape(-1)])
     copy_dst = torch.empty_like(flat)
-    copy_s = median_seconds(lambda: copy_dst.copy_(flat), iters, device)
+    copy_s = median_seconds(functools.partial(copy_dst.copy_, flat), iters, device)
     copy_bandwidth = 2 * input_bytes / copy_s  # a copy reads and writes every byte
     del flat, copy_dst
 

@@ -232,7 +232,7 @@ def analyse(measured: dict, seed: int) -> dict:
             load_gamma = best_at(tool["load"], c)
             own_gamma = tool["own"][str(c)]["recommended_gamma"]
 
-            def regret(g: int) -> float | None:
+            def regret(g: int, r=r, best=best) -> float | None:
                 ratio = measured_or_interpolated(r, g)
                 return None if ratio is None else 1.0 - ratio / r[best][0]
 

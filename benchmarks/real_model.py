@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import string
 import sys
 import time
 from pathlib import Path

@@ -158,7 +158,7 @@ def markdown(table: list[dict], claim_sets: dict[str, list[dict]]) -> str:
         cells = [f"{t[m]['rmse']:.1%} ({t[m]['bias']:+.1%})" for m in models]
         lines.append(f"| {t['distances']} | {t['rows']} ({t['curves']}) | " + " | ".join(cells)
                      + f" | {t['coverage']:.0%} | {t['unscaled_coverage']:.0%} |")
-    lines += ["", f"| draft cost r | " + " | ".join(f"claims P(gain > {MIN_GAIN:.0%}) ≥ {CLAIM_PROBABILITY}: {name} | held"
+    lines += ["", "| draft cost r | " + " | ".join(f"claims P(gain > {MIN_GAIN:.0%}) ≥ {CLAIM_PROBABILITY}: {name} | held"
                                                for name in claim_sets),
               "|---|" + "---|---|" * len(claim_sets)]
 

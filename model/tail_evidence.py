@@ -47,7 +47,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .extrapolate import TAIL_MODELS, extend_survival
+from .extrapolate import extend_survival
 from .reference_curves import CURVES, ReferenceCurve
 
 MIN_ROWS = 10

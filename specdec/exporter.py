@@ -279,7 +279,7 @@ def recording_rules(routes: dict, window: str = "5m", resolution: str = RESOLUTI
         if not isinstance(route, str) or not route or "\n" in route:
             raise InputError(f"route name {route!r}: must be a non-empty one-line string")
         sel = selectors[route] = _route_selector(route, routes[route])
-        rate = lambda metric: f"rate({metric}{sel}[{window}])"  # noqa: E731
+        rate = lambda metric: f"rate({metric}{sel}[{window}])"  # noqa: E731, B023 (used within this iteration)
         rule(f"specdec:route_survival:ratio_rate{window}",
              f"sum by ({vm.POSITION_LABEL}) ({rate(per_pos)}) / ignoring({vm.POSITION_LABEL}) group_left "
              f"sum({rate(drafts)})", route, f"route {route}: survival per position (mixes gamma if engines differ)")

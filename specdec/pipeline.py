@@ -12,7 +12,7 @@ serialise the ``RouteTuning`` (specdec.report).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from acceptance.canary_lookback import earlier_canary_window
 from acceptance.errors import InputError
@@ -28,7 +28,7 @@ from model.specialized_measured import measurable
 
 from .config import Config, ConfigError, deployment_for_route, flagged, route_source
 from .no_drafts import no_drafts_message
-from .report import format_clock, format_duration
+from .report import format_clock
 
 DEFAULT_WINDOW_S = 3600.0
 

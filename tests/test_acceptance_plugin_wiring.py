@@ -155,7 +155,7 @@ def test_window_sums_the_plugin_counts_fed_in_across_a_restart(tmp_path, interva
         feed(store, engines, times[: cycles // 2], rng, restart_at=cycles // 3, new_bucket_at=cycles // 4)
     with Store.open(path) as store:  # the plugin baseline is reloaded
         feed_rest = times[cycles // 2:]
-        for i, t in enumerate(feed_rest):
+        for t in feed_rest:
             for e in engines:
                 e.step(rng, ["1", "33-64", "513+"], counted=True)
             store.write_cycle([ScrapeResult("x", float(t), True, tuple(e.snapshot() for e in engines))])

@@ -8,7 +8,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest

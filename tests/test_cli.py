@@ -20,7 +20,7 @@ GOLDEN = Path(__file__).resolve().parent / "data" / "vllm-golden"  # a copy of t
 
 def assert_one_line_error(code, out, err, *needles):
     assert code == 2, (code, out, err)
-    lines = [l for l in err.splitlines() if l.strip()]
+    lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, err
     assert "Traceback" not in err
     for n in needles:
@@ -101,7 +101,7 @@ def test_tune_gamma_inline_with_drafts_gives_intervals_and_emit_vllm(capsys):
     assert code == 0
     doc = json.loads(out)
     lows = [c["speedup_low"] for c in doc["candidates"] if c["gamma"] > 0]
-    assert all(l is not None for l in lows)
+    assert all(low is not None for low in lows)
     for c in doc["candidates"]:
         assert c["speedup_low"] <= c["speedup"] <= c["speedup_high"]
     assert 0.0 <= doc["probability_best"] <= 1.0
@@ -311,9 +311,9 @@ def test_demo_recommends_the_simulators_best_gamma(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert code == 0, err
     table = out[out.index("the simulator's truth"):]
-    rows = {l.split()[0]: l.split() for l in table.splitlines()[2:4]}
+    rows = {line.split()[0]: line.split() for line in table.splitlines()[2:4]}
     assert set(rows) == {"structured", "open"}
-    for route, cols in rows.items():
+    for cols in rows.values():
         assert float(cols[-1]) >= 0.99, cols
     # The store and config stay for the dashboard and tune-gamma.
     cfg = tmp_path / "demo" / "specdec.toml"

@@ -111,7 +111,9 @@ def test_the_kv_cache_a_page_describes_bounds_the_kv_bytes_per_token():
     assert (kv["num_gpu_blocks"], kv["block_size"], kv["tokens"], kv["memory_bytes"]) == (2048, 128, 262144, 1 << 30)
     assert kv["cache_dtype"] == "auto" and kv["bytes_per_token_at_most"] == 4096
     m = model_figures("llama-3.1-8b")
-    kv_of = lambda b: replace(m, kv_bytes_per_token=Figure(b, "test"))  # noqa: E731
+    def kv_of(bytes_per_token):
+        return replace(m, kv_bytes_per_token=Figure(bytes_per_token, "test"))
+
     # 2,048 whole blocks of 128 tokens in 1 GiB: between 4,094.0 and 4,096 bytes a token
     assert check_kv_cache(kv, kv_of(4096), 1)["agrees"] and check_kv_cache(kv, kv_of(8192), 2)["agrees"]
     assert not check_kv_cache(kv, kv_of(6144), 1)["agrees"] and not check_kv_cache(kv, kv_of(4000), 1)["agrees"]

@@ -24,7 +24,7 @@ def test_every_gpu_users_run_has_its_figures_and_their_source():
     for name, gpu in GPUS.items():
         assert gpu.hbm_bytes_per_s.value > 0.5e12 and name in gpu.hbm_bytes_per_s.source
         assert "bf16" in gpu.dense_flops
-        for precision, flops in gpu.dense_flops.items():
+        for flops in gpu.dense_flops.values():
             assert name in flops.source and flops.value > 1e14
         # dense, not sparse: each lower precision at most twice the next higher one's rate
         # (Blackwell Ultra's FP4 is the one above 2× its FP8: 14 and 15 PF dense)

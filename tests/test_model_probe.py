@@ -259,7 +259,7 @@ def test_a_thin_probe_carries_on_with_the_drafts_still_needed(tmp_path, alpha, s
     assert (rec.decision, rec.recommended_gamma) == ("probe", 3), rec.decision_reason
     assert rec.probe.gamma == 5 and rec.probe.engines == 1
     assert rec.probe.drafts_needed >= 2000 - 300
-    assert f"carry on the probe at γ=5" in rec.decision_reason and says in rec.decision_reason
+    assert "carry on the probe at γ=5" in rec.decision_reason and says in rec.decision_reason
     assert "× the drafts" not in rec.decision_reason and rec.drafts_factor_to_settle is None  # one figure
     rate = route.probe.traffic.drafts_per_engine_second
     assert rec.probe.duration_s == pytest.approx(rec.probe.drafts_needed / rate)

@@ -54,7 +54,9 @@ def test_tight_resamples_make_the_best_certain_and_wide_ones_do_not():
         for c in r.candidates:
             assert c.speedup_low <= c.speedup + 1e-9
             assert c.speedup - 1e-9 <= c.speedup_high
-    width = lambda r: r.candidates[4].speedup_high - r.candidates[4].speedup_low
+    def width(r):
+        return r.candidates[4].speedup_high - r.candidates[4].speedup_low
+
     assert width(wide) > 5 * width(tight)
     assert tight.decision == "change"
     assert tight.vllm_speculative_config["num_speculative_tokens"] == 4

@@ -100,7 +100,7 @@ def test_one_gamma_for_two_routes_lies_between_their_own_and_splitting_gains(tmp
     # the console names the joint γ, the mix and the split
     code, console, err = run_cli(capsys, tune_gamma_main, argv)
     assert code == 0, err
-    assert f"deployment pool · routes structured, open" in console
+    assert "deployment pool · routes structured, open" in console
     assert f"(joint best {joint}," in console or f"-> {joint} (" in console
     assert "recommendation for deployment pool:" in console
     assert dep["vllm"]["speculative_config"] == {"method": "eagle3", "num_speculative_tokens": final}
