@@ -140,6 +140,35 @@ def unknown_reference_keys(text: str) -> list[str]:
     return out
 
 
+def readme_reference_keys(text: str) -> set[tuple[str, str]]:
+    """(section, key) of each row of README's "Config reference" table: a row's first cell names
+    `[section] key` and then bare keys of the same section (`[collect] interval` / `timeout`);
+    a bare key with no section before it is a [deployment] key (a route may set it too)."""
+    start = text.index("## Config reference")
+    end = text.find("\n## ", start + 1)
+    keys = set()
+    for names in table_first_cells(text[start:end if end > 0 else None]):
+        section_name = "deployment"
+        for name in names:
+            m = re.match(r"^\[(\w+)(?:\.NAME)?\] (\w+)$", name)
+            if m:
+                section_name = m.group(1)
+            keys.add((section_name, m.group(2) if m else name))
+    return keys
+
+
+def readme_key_mismatch(text: str) -> tuple[list, list]:
+    """(keys the loader knows that README's table leaves out, keys it names that the loader
+    does not know)."""
+    from model.deployment import DEPLOYMENT_KEYS
+    from specdec.config import ROUTE_KEYS, SECTION_KEYS
+
+    known = ({("routes", k) for k in ROUTE_KEYS} | {(s, k) for s, ks in SECTION_KEYS.items() for k in ks}
+             | {("deployment", k) for k in DEPLOYMENT_KEYS})
+    named = readme_reference_keys(text)
+    return sorted(known - named), sorted(named - known)
+
+
 def toml_blocks(text: str) -> list[str]:
     return re.findall(r"```toml\n(.*?)```", main_text(text), re.S)
 
@@ -360,6 +389,14 @@ def test_config_keys_are_in_the_doc(text):
 
 def test_the_config_reference_names_only_known_keys(text):
     assert unknown_reference_keys(text) == []
+
+
+def test_the_readme_config_table_names_every_key_and_only_known_ones():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert readme_key_mismatch(readme) == ([], [])
+    # the check catches a table that lost a key, and one that names a key nobody reads
+    lost = readme.replace("| `draft_model` |", "| `drafter` |")
+    assert readme_key_mismatch(lost) == ([("deployment", "draft_model")], [("deployment", "drafter")])
 
 
 def test_the_docs_toml_examples_load(text, tmp_path):
