@@ -31,8 +31,10 @@ def long_functions(path: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > limit]
 
 
-def test_the_packages_are_there():
-    assert len(_modules()) > 40
+def test_the_rules_below_read_the_modules_that_matter():
+    """The size rules are parametrised over _modules(): they would pass vacuously over none."""
+    named = {str(p.relative_to(ROOT)) for p in _modules()}
+    assert {"acceptance/windows.py", "model/recommend.py", "specdec/cli.py", "dashboard/app.py"} <= named
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))

@@ -403,32 +403,27 @@ def test_the_gain_of_the_recommended_gamma_comes_with_its_interval_and_one_more_
 # ------------------------------------------------------------------ recommend()'s named steps
 
 
-def test_ensemble_step_reads_best_and_spread_from_the_samples():
-    from model.recommend import _ensemble
-
-    # S = 1 speed, M = 2 tail models, n = 4 resamples, G = 3 candidates; candidate 2 refused
-    samples = np.array([[[[1.0, 1.5, 9.0], [1.0, 1.2, 9.0], [1.0, 0.9, 9.0], [1.0, 1.4, 9.0]],
-                         [[1.0, 1.6, 9.0], [1.0, 1.1, 9.0], [1.0, 0.8, 9.0], [1.0, 1.3, 9.0]]]])
-    ensemble, spread = _ensemble(samples, np.array([True, True, False]), 0.5, speed_range=False)
-    assert ensemble.shape == (8, 3)
-    assert spread.probability_best.tolist() == [0.25, 0.75, 0.0]  # never the refused one
-    # quantiles of the ensemble: every tail model's resamples pooled (the predictive
-    # distribution the decision reads), not each model's widened to their extremes
-    pooled = [1.5, 1.2, 0.9, 1.4, 1.6, 1.1, 0.8, 1.3]
-    assert spread.low[1] == pytest.approx(np.quantile(pooled, 0.25))
-    assert spread.high[1] == pytest.approx(np.quantile(pooled, 0.75))
-    assert spread.low[1] > min(np.quantile(pooled[:4], 0.25), np.quantile(pooled[4:], 0.25))
+def test_a_refused_gamma_is_never_the_best_however_its_resamples_price_it():
+    """eagle3 cannot run on the specialized path: every γ ≥ 1 is priced (and beats plain
+    decoding on this curve) but refused, so none is ever the best and P(best) is all γ = 0's."""
+    curve = 0.9 ** np.arange(1, 8)
+    dep = Deployment(method="eagle3", draft_cost=0.1, cost_profile="flat", decode_backend="latency_specialized")
+    rec = recommend(curve, dep, survival_resamples=resamples(curve, 5_000), deployed_gamma=7)
+    refused = [c for c in rec.candidates if not c.allowed]
+    assert [c.gamma for c in refused] == list(range(1, 17)) and all(c.reason for c in refused)
+    assert min(c.speedup for c in refused if c.gamma <= 7) > 1.0
+    assert all(c.probability_best == 0.0 for c in refused) and rec.candidates[0].probability_best == 1.0
+    assert rec.recommended_gamma == 0
 
 
-def test_admissible_step_names_why_a_candidate_is_refused():
-    from model.recommend import _admissible
+def test_a_refusal_names_why_a_gamma_cannot_be_deployed():
+    from model.recommend import refusal
 
     dep = Deployment.from_mapping({"method": "ngram", "draft_cost": 0.02, "decode_backend": "latency_specialized",
                                    "cost_profile": "flat"}, where="test", base=INLINE_DEFAULTS)
-    allowed, reasons = _admissible(dep, np.arange(5))
-    assert allowed.tolist() == [r is None for r in reasons]
-    assert allowed[0], "gamma 0 (no speculation) is always deployable"
-    assert not allowed[1:].any()
+    reasons = [refusal(dep, g) for g in range(5)]
+    assert reasons[0] is None, "gamma 0 (no speculation) is always deployable"
+    assert all(r is not None for r in reasons[1:])
     assert all("ngram" in r or "specialized" in r for r in reasons[1:])
 
 
