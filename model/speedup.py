@@ -242,13 +242,24 @@ def tokens_per_time(expected_tokens, step_time, undrafted_step_time, undrafted_t
     return 1.0 / (nu * undrafted_step_time + (1.0 - nu) * step_time / expected_tokens)
 
 
-def mix_speedup(expected_tokens, step_times, batch_sizes, weights, objective: str):
-    """AL(γ)·τ(0) / τ(γ) with τ = Σ_B v_B·t_B; step_times[γ, B] must start at γ = 0.
+def mix_speedup(expected_tokens, step_times, batch_sizes, weights, objective: str, *,
+                undrafted_step_times=None, undrafted_token_share=None):
+    """S(γ) over the batch mix, as the recommender prices it: AL(γ)·τ(0) / τ(γ) with
+    τ = Σ_B v_B·t_B (step_times[γ, B] must start at γ = 0); with a share ν of the tokens from
+    steps that drafted nothing (an ngram or suffix drafter without a match:
+    ``undrafted_token_share``) and those steps' times ``undrafted_step_times[γ, B]``
+    (CostModel.step_times at widths 1), speedup_with_undrafted's.
 
     expected_tokens: (..., G) with G = step_times.shape[0]; returns the same shape.
     """
-    tau = step_times @ objective_weights(np.asarray(batch_sizes), np.asarray(weights), objective)
-    return np.asarray(expected_tokens) * tau[0] / tau
+    v = objective_weights(np.asarray(batch_sizes), np.asarray(weights), objective)
+    tau = step_times @ v
+    if undrafted_token_share is None:
+        return np.asarray(expected_tokens) * tau[0] / tau
+    if undrafted_step_times is None:
+        raise ModelInputError("mix_speedup: a share of undrafted tokens needs the undrafted steps' times")
+    return speedup_with_undrafted(np.asarray(expected_tokens, dtype=float), tau[0] / tau,
+                                  tau[0] / (np.asarray(undrafted_step_times) @ v), undrafted_token_share)
 
 
 def mix_expected_tokens(expected_tokens_by_batch, weights):
