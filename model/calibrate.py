@@ -144,16 +144,14 @@ def calibration_plan(
     """The servers and runs that measure T(B, γ) for the candidate γs (default 0..observed
     γ + 2, within the drafter's limit) and batch sizes; γ = 0 is always included (the
     stock pass, the unit of the draft cost)."""
-    from .recommend import check_survival_curve
+    from acceptance.definitions import check_survival_curve
+
     from .specialized import specialized_refusal
 
     a = np.asarray(survival, dtype=float)
     if a.ndim != 1 or a.size == 0:
         raise CalibrationInputError("survival: a non-empty curve a_1..a_γ is needed")
-    try:
-        check_survival_curve(a, "survival")
-    except ModelInputError as e:
-        raise CalibrationInputError(str(e)) from None
+    check_survival_curve(a, "survival", CalibrationInputError)
     if not 1 <= port <= 65535:
         raise CalibrationInputError(f"port: must be 1..65535, got {port}")
     drafter = drafter_for(deployment.method)

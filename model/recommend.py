@@ -98,18 +98,13 @@ from .speedup import (
 )
 from .vllm_config import command_line, replay_config, speculative_config
 from .load import LoadView, gamma_schedule, load_view
-from acceptance.definitions import check_survival_curve as _check_curve, monotone_survival
+from acceptance.definitions import check_survival_curve, monotone_survival
 
 # Beyond this the cost model is off by more than the gains it ranks (a few %): say so and what to do.
 MODEL_ERROR_TOLERANCE = 0.15
 
 # Bins of a specialized_speedup range the resamples are spread over (uniform prior).
 SPECIALIZED_SPEEDUP_BINS = 8
-
-
-def check_survival_curve(a: np.ndarray, what: str) -> None:
-    """acceptance.definitions.check_survival_curve, as the cost model's input error."""
-    _check_curve(a, what, ModelInputError)
 
 
 def recommend(
@@ -222,7 +217,7 @@ def _checked_curves(survival, survival_resamples, deployment, deployed_gamma, ga
     a = np.asarray(survival, dtype=float)
     if a.ndim != 1 or a.size == 0:
         raise ModelInputError("survival: must be a non-empty curve a_1..a_γ")
-    check_survival_curve(a, "survival")
+    check_survival_curve(a, "survival", ModelInputError)
     g = a.size
     if not isinstance(deployment, Deployment):
         raise ModelInputError("deployment: must be a Deployment")
@@ -245,7 +240,7 @@ def _checked_curves(survival, survival_resamples, deployment, deployed_gamma, ga
         resamples = resamples[np.all(np.isfinite(resamples), axis=1)]  # resamples without drafts
         if resamples.shape[0] == 0:
             raise ModelInputError("survival_resamples: no finite resample")
-        check_survival_curve(resamples, "survival_resamples")
+        check_survival_curve(resamples, "survival_resamples", ModelInputError)
     return a, resamples, deployed, np.arange(top + 1)
 
 
@@ -568,7 +563,7 @@ def _per_batch_curves(survival_by_batch, batch_sizes: np.ndarray, pooled: np.nda
         if c.shape != pooled.shape:
             raise ModelInputError(f"survival_by_batch[{b}]: must have {pooled.size} values like the survival curve, "
                                   f"got {c.size}")
-        check_survival_curve(c, f"survival_by_batch[{b}]")
+        check_survival_curve(c, f"survival_by_batch[{b}]", ModelInputError)
         curves[j] = c
         own = True
     return curves if own else None
