@@ -49,6 +49,7 @@ import numpy as np
 
 from .extrapolate import extend_survival
 from .reference_curves import CURVES, ReferenceCurve
+from .speedup import expected_tokens_by_gamma
 
 MIN_ROWS = 10
 LEVEL = 0.9
@@ -67,8 +68,9 @@ class HoldoutErrors:
 
 
 def acceptance_length(survival: np.ndarray) -> np.ndarray:
-    """AL(n) = 1 + Σ_{k ≤ n} a_k for n = 1 .. len (last axis)."""
-    return 1.0 + np.cumsum(survival, axis=-1)
+    """AL(n) for n = 1 .. len (last axis): model.speedup.expected_tokens_by_gamma past γ = 0."""
+    a = np.asarray(survival, dtype=float)
+    return expected_tokens_by_gamma(a, a.shape[-1])[..., 1:]
 
 
 def one_step_error(survival, reach=None) -> float | None:
