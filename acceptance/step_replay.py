@@ -129,10 +129,6 @@ class ReplayCounts:
     draft_tokens: float
     undrafted: float
 
-    @property
-    def mean_acceptance_length(self) -> float:
-        return 1.0 + self.accepted / self.drafts if self.drafts > 0 else 1.0
-
 
 def positions(seq: StepSequence) -> tuple[np.ndarray, np.ndarray]:
     """(X, remaining proposal) per output position the steps emitted: X ∈ {1, 0, unknown −1};
@@ -215,18 +211,20 @@ def replay_by_gamma(sequences: Sequence[StepSequence], top: int, q: float | None
 
 def expected_tokens_by_replay(sequences: Sequence[StepSequence], top: int, q: float | None = None) -> np.ndarray:
     """AL(γ') for γ' = 0..top over all the requests (AL(0) = 1)."""
-    return _mean_acceptance_length(replay_by_gamma(sequences, top, q).sum(axis=0))
+    return _tokens_per_step(replay_by_gamma(sequences, top, q).sum(axis=0))
 
 
 def tokens_and_widths(totals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """AL(γ') = 1 + ΣA/ΣD and verify width q(γ') = 1 + ΣT/ΣD from summed (…, G, 4) replay
     counts (γ' without drafts: 1 and 1)."""
-    return _mean_acceptance_length(totals), _mean_acceptance_length(totals[..., [0, 2]])
+    return _tokens_per_step(totals), _tokens_per_step(totals[..., [0, 2]])
 
 
-def _mean_acceptance_length(totals: np.ndarray) -> np.ndarray:
-    """1 + ΣA/ΣD from (…, ≥ 2) summed counts [D, A, …] (1 where nothing drafted); with [D, T]
-    it is the verify width 1 + ΣT/ΣD."""
+def _tokens_per_step(totals: np.ndarray) -> np.ndarray:
+    """AL(γ') = 1 + ΣA/ΣD from (…, ≥ 2) summed counts [D, A, …]: the tokens a drafted step
+    emits, and 1 where no step drafted, as AL(0) = 1 (model.speedup.expected_tokens_by_gamma;
+    a measured window without drafts has no AL: acceptance.definitions.mean_acceptance_length);
+    with [D, T] it is the verify width 1 + ΣT/ΣD."""
     d, a = totals[..., 0], totals[..., 1]
     return 1.0 + np.where(d > 0, a / np.where(d > 0, d, 1.0), 0.0)
 
@@ -248,7 +246,7 @@ def resampled_tokens(per_request: np.ndarray, n_resamples: int, seed: int = 0) -
     chunk = -(-n_resamples // -(-n_resamples // chunk)) if n_resamples else 1
     for lo in range(0, n_resamples, chunk):
         totals[lo:lo + chunk] = weights[lo:lo + chunk].astype(float) @ drafts_accepted
-    return _mean_acceptance_length(np.moveaxis(totals.reshape(n_resamples, *lead, g, 2), 0, -3))
+    return _tokens_per_step(np.moveaxis(totals.reshape(n_resamples, *lead, g, 2), 0, -3))
 
 
 # The last sequences' steps, (sequences, _Steps): one tuple, replaced whole, so a thread
