@@ -116,6 +116,9 @@ def band_rows(requests, min_requests: int = MIN_BAND_REQUESTS, max_bands: int = 
     context, steps = request_contexts(requests)
     known = np.flatnonzero(np.isfinite(context) & np.isfinite(steps))
     n = len(known)
+    if n == 0 and np.isfinite(np.asarray(requests.prompt_tokens, dtype=float)).any():
+        return [], ("no request's output length is usable (usage.completion_tokens is missing, or fewer than its "
+                    "drafted steps emitted: a length limit cut an accepted run), so none has a known context")
     if n == 0:
         return [], ("no line carries usage.prompt_tokens with its output tokens: add the response's usage to the "
                     "gateway's lines for the context and γ by prompt length")
