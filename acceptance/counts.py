@@ -87,10 +87,10 @@ class StepShape:
     generation_tokens: float | None = None
     first_tokens: float | None = None
     # vllm:request_prompt_tokens and vllm:request_generation_tokens _sum / _count by sample name
-    # (acceptance.request_lengths); not stored
+    # (acceptance.request_lengths); stored as engine totals (acceptance.store.totals)
     request_lengths: dict[str, float] = field(default_factory=dict)
     # vllm:estimated_{flops,read_bytes,write_bytes}_per_gpu_total by family and
-    # vllm:iteration_tokens_total _sum (acceptance.engine_cost); not stored
+    # vllm:iteration_tokens_total _sum (acceptance.engine_cost); stored as engine totals
     engine_cost: dict[str, float] = field(default_factory=dict)
 
 

@@ -22,9 +22,8 @@ only. model.engine_cost_check sets them beside the roofline's figures from a con
 
 from __future__ import annotations
 
-import math
-
 from . import vllm_metrics as vm
+from .page_totals import page_totals
 
 NOT_REPORTED = ("vLLM's MFU counters read 0: it exports them with --enable-mfu-metrics, and they read 0 on the "
                 "CPU backend")
@@ -33,13 +32,7 @@ NOT_REPORTED = ("vLLM's MFU counters read 0: it exports them with --enable-mfu-m
 def engine_cost(shape) -> dict | None:
     """The per-step cost an engine's page reports since it started (module docstring), or None
     when the page has none of the three counters."""
-    cost = getattr(shape, "engine_cost", None) or {}
-    if not any(family in cost for family in vm.ENGINE_COST_FAMILIES):
-        return None
-    flops, read, write = (cost.get(family, 0.0) for family in vm.ENGINE_COST_FAMILIES)
-    return step_cost({"flops": flops, "read_bytes": read, "write_bytes": write,
-                      "steps": shape.iteration_tokens.get(math.inf, 0.0), "tokens": cost.get(f"{vm.ITERATION_TOKENS}_sum"),
-                      "itl_sum": shape.itl_sum, "itl_count": shape.itl_count})
+    return step_cost(page_totals(shape) or {})
 
 
 def step_cost(totals: dict) -> dict | None:
@@ -104,7 +97,6 @@ def _kv_cache_lines(e: dict) -> list[str]:
 
 
 KV_CACHE_INFO = "vllm:cache_config_info"  # an info gauge: vLLM's CacheConfig as labels, one series per engine
-FP8_CACHE = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
 
 
 def kv_cache_config(text: str) -> dict[str, dict]:

@@ -85,8 +85,8 @@ _FIRST_TOKENS = vm.TIME_TO_FIRST_TOKEN + "_count"
 _REQUEST_LENGTHS = {f"{family}_{part}" for family in (vm.REQUEST_PROMPT_TOKENS, vm.REQUEST_GENERATION_TOKENS)
                     for part in ("sum", "count")}  # StepShape.request_lengths
 _ENGINE_COST = {f"{family}_total": family for family in vm.ENGINE_COST_FAMILIES}  # StepShape.engine_cost
-# _sum/_count of the iteration histogram are kept though StepShape has no field for them
-# (the +Inf bucket is the count): they mark the engine as exposing the step shape.
+# _sum/_count of the iteration histogram mark the engine as exposing the step shape (the +Inf
+# bucket is the count); the _sum is kept with vLLM's MFU counters (StepShape.engine_cost).
 _STEP_SAMPLES = frozenset({_ITER_BUCKET, _ITER_SUM, _ITER_COUNT, vm.NUM_REQUESTS_RUNNING, _ITL_SUM, _ITL_COUNT,
                            _GENERATION, _FIRST_TOKENS, *_REQUEST_LENGTHS, *_ENGINE_COST})
 _PLUGIN_SAMPLES = frozenset(f + "_total" for f in plugin_series.PLUGIN_FAMILIES)

@@ -11,22 +11,19 @@ outnumber a short one's, which the means cannot say): an estimate for the roofli
 
 from __future__ import annotations
 
-from . import vllm_metrics as vm
+from .page_totals import page_totals
+from .request_context import histogram_context
 
 
 def request_context(shape) -> dict | None:
     """{"requests", "mean_prompt_tokens", "mean_output_tokens", "decode_context_tokens"} of a
-    page's StepShape, or None when it shows no finished request's lengths."""
-    lengths = getattr(shape, "request_lengths", None) or {}
-    prompt_sum = lengths.get(f"{vm.REQUEST_PROMPT_TOKENS}_sum")
-    prompt_n = lengths.get(f"{vm.REQUEST_PROMPT_TOKENS}_count")
-    output_sum = lengths.get(f"{vm.REQUEST_GENERATION_TOKENS}_sum")
-    output_n = lengths.get(f"{vm.REQUEST_GENERATION_TOKENS}_count")
-    if not prompt_n or not output_n or prompt_sum is None or output_sum is None:
+    page's StepShape (acceptance.request_context.histogram_context of its totals since the
+    engine started), or None when it shows no finished request's lengths."""
+    ctx = histogram_context(page_totals(shape))
+    if ctx is None:
         return None
-    prompt, output = prompt_sum / prompt_n, output_sum / output_n
-    return {"requests": min(prompt_n, output_n), "mean_prompt_tokens": prompt, "mean_output_tokens": output,
-            "decode_context_tokens": prompt + output / 2.0}
+    return {"requests": ctx.requests, "mean_prompt_tokens": ctx.mean_prompt_tokens,
+            "mean_output_tokens": ctx.mean_output_tokens, "decode_context_tokens": ctx.tokens}
 
 
 def format_context_lines(report: dict) -> list[str]:

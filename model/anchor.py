@@ -132,7 +132,9 @@ def describe_figures(figures: dict) -> str | None:
              f"TP {figures['tensor_parallel_size']['value']} ({figures['tensor_parallel_size']['source']})"]
     context = figures.get("model_figures", {}).get("context_tokens")
     if context and not context["source"].startswith("assumed"):  # the assumed default goes unsaid here
-        measured = "" if context["source"] == "[deployment] context_tokens" else " (measured from the requests)"
+        from .profiles import CONFIGURED_CONTEXT
+
+        measured = "" if context["source"] == CONFIGURED_CONTEXT else " (measured from the requests)"
         parts.append(f"context {context['value']:,.0f} tokens{measured}")
     line = "roofline figures: " + ", ".join(parts)
     if any(figures[k]["source"] == DEFAULT for k in ("model", "gpu", "tensor_parallel_size")):

@@ -21,6 +21,10 @@ its requests' mean context per decode step (prompt + half the output).
   comparison rests on positions no draft reached, which only a probe measures). vLLM has no per-length γ, so the advice is to route those requests
   to engines running k. It is a what-if (``what_if`` true) when the route's pricing rests on
   default figures (model.figures_needed).
+
+A roofline scaled to the engines' reported step cost (Deployment.engine_cost_scale) keeps the
+route's scale in every band: it was measured at the route's context, and one ratio scales the
+weights and the KV alike.
 """
 
 from __future__ import annotations
@@ -106,22 +110,20 @@ def context_view(route, deployment: Deployment, fleet_gamma: int, price: Callabl
     rows, why = band_rows(route.requests)
     if not rows:
         return ContextView(fleet_gamma, route.context, (), None, None, what_if, why)
-    priced = []
+    bands, recs = [], []
     for band in rows:
         estimate = band_estimate(route, band, level=level, n_resamples=n_resamples, seed=seed)
-        rec = price(estimate, with_context(deployment, band.tokens, over_configured=True))
-        priced.append((band, estimate, rec))
-    bands = [_band(band, estimate.estimate, estimate.observed_tokens_per_second, rec, fleet_gamma)
-             for band, estimate, rec in priced]
+        recs.append(price(estimate, with_context(deployment, band.tokens, over_configured=True)))
+        bands.append(_band(band, estimate.estimate, estimate.observed_tokens_per_second, recs[-1], fleet_gamma))
     losing = [b.prompt_tokens_from for b in bands if fleet_gamma > 0 and b.speedup_at_gamma <= 1.0]
-    routing, bands = _routing(bands, [rec for _, _, rec in priced], fleet_gamma, deployment.min_gain, route.gamma)
+    routing, bands = _routing(bands, recs, fleet_gamma, deployment.min_gain, route.gamma)
     return ContextView(fleet_gamma, route.context, tuple(bands), min(losing) if losing else None, routing, what_if)
 
 
 def _band(band, estimate, observed, rec, gamma: int) -> ContextBand:
     allowed = [c for c in rec.candidates if c.allowed]
     best = max(allowed, key=lambda c: c.speedup)
-    at = next(c for c in rec.candidates if c.gamma == gamma)
+    at = _candidate(rec, gamma)
     al = estimate.mean_acceptance_length
     return ContextBand(band.prompt_from, band.prompt_to, band.tokens, len(band.rows), float(al.value),
                        (float(al.low), float(al.high)), observed, best.gamma, bool(best.extrapolated), float(best.speedup),

@@ -86,6 +86,13 @@ def check_kv_cache(kv: dict, model: ModelFigures, tensor_parallel_size: int) -> 
             "agrees": agrees, "cache_dtype": dtype, "summary": "; ".join(parts)}
 
 
+def model_source(deployment) -> str:
+    """Where the deployment's model came from, in the check's words."""
+    if "model" in deployment.from_page:
+        return "the engines' model_name folder"
+    return "configured" if deployment.is_configured("model") else "default"
+
+
 def with_engine_cost(deployment, cost: dict | None):
     """The deployment whose roofline prefers the step cost its engines report (``cost``:
     acceptance.engine_cost.step_cost over the window) to the figures' own: its memory and
@@ -97,9 +104,7 @@ def with_engine_cost(deployment, cost: dict | None):
 
     if not cost or not cost.get("reported") or deployment.cost_profile != "roofline":
         return deployment
-    source = "the engines' model_name folder" if "model" in deployment.from_page else (
-        "configured" if deployment.is_configured("model") else "default")
-    check = check_engine_cost(cost, None, deployment_model(deployment), deployment.model, source,
+    check = check_engine_cost(cost, None, deployment_model(deployment), deployment.model, model_source(deployment),
                               deployment.tensor_parallel_size)
     if check is None:
         return deployment

@@ -41,6 +41,7 @@ from .figures import Figure, GpuFigures, ModelFigures, gpu_figures
 from .hf_config import model_figures
 
 STOCK, SPECIALIZED = "stock", "specialized"
+CONFIGURED_CONTEXT = "[deployment] context_tokens"  # the source of a configured context_tokens
 
 
 def _check_path(path: str) -> None:
@@ -305,7 +306,7 @@ def deployment_model(deployment: Deployment) -> ModelFigures:
     model = model_figures(deployment.model)
     if deployment.context_tokens is None:
         return model
-    source = CONTEXT_SOURCE if "context_tokens" in deployment.from_page else "[deployment] context_tokens"
+    source = CONTEXT_SOURCE if "context_tokens" in deployment.from_page else CONFIGURED_CONTEXT
     return replace(model, context_tokens=Figure(float(deployment.context_tokens), source))
 
 
@@ -317,11 +318,16 @@ def deployment_gpu(deployment: Deployment) -> GpuFigures:
 def roofline_floor_tokens_per_second(deployment: Deployment) -> float:
     """1 / the pure roofline of one plain decode step at batch 1 for the deployment's model,
     GPU and TP size: the fastest its weights and KV cache can be read (an upper bound)."""
+    return float(1.0 / _roofline(deployment, 0.0).roof_s(1, 1))
+
+
+def _roofline(deployment: Deployment, anchor_step_s: float, specialized_speedup: float = 1.0) -> RooflineProfile:
+    """The deployment's roofline anchored at ``anchor_step_s`` (batch 1), scaled to the step cost
+    its engines report where they do (Deployment.engine_cost_scale)."""
     scale = deployment.engine_cost_scale or {}
-    profile = RooflineProfile(deployment_model(deployment), deployment_gpu(deployment),
-                              deployment.tensor_parallel_size, 0.0, bytes_scale=scale.get("read_bytes", 1.0),
-                              flops_scale=scale.get("flops", 1.0))
-    return float(1.0 / profile.roof_s(1, 1))
+    return RooflineProfile(deployment_model(deployment), deployment_gpu(deployment), deployment.tensor_parallel_size,
+                           anchor_step_s, 1, specialized_speedup, bytes_scale=scale.get("read_bytes", 1.0),
+                           flops_scale=scale.get("flops", 1.0))
 
 
 def make_profile(deployment: Deployment):
@@ -332,8 +338,5 @@ def make_profile(deployment: Deployment):
     if deployment.cost_profile == "flat":
         return FlatProfile(1.0 / base, sp, True) if base else FlatProfile(1.0, sp, False)
     if deployment.cost_profile == "roofline":
-        scale = deployment.engine_cost_scale or {}
-        return RooflineProfile(deployment_model(deployment), deployment_gpu(deployment), deployment.tensor_parallel_size,
-                               1.0 / base, 1, sp, bytes_scale=scale.get("read_bytes", 1.0),
-                               flops_scale=scale.get("flops", 1.0))
+        return _roofline(deployment, 1.0 / base, sp)
     return replace(load_table(deployment.cost_profile), specialized_speedup=sp)

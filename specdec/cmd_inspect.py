@@ -66,7 +66,7 @@ def _check_engine_costs(report: dict, snapshots, config_path: str | None) -> Non
                              f"has nothing to check")
         return
     from model.deployment import Deployment
-    from model.engine_cost_check import check_engine_cost, check_kv_cache
+    from model.engine_cost_check import check_engine_cost, check_kv_cache, model_source
     from model.hf_config import model_from_labels
     from model.profiles import deployment_model
 
@@ -83,8 +83,7 @@ def _check_engine_costs(report: dict, snapshots, config_path: str | None) -> Non
         report["roofline_check_needs"] = (f"to check the roofline's figures against these, set {' and '.join(missing)} "
                                           f"in the [deployment] of a config passed with --config")
         return
-    model = deployment_model(deployment)
-    source = "the engines' model_name folder" if "model" in deployment.from_page else "configured"
+    model, source = deployment_model(deployment), model_source(deployment)
     for entry in report["engines"]:
         if entry.get("engine_cost"):
             entry["roofline_check"] = check_engine_cost(entry["engine_cost"], entry.get("context"), model,

@@ -17,6 +17,7 @@ from acceptance.counts import mean_draft_length
 from acceptance.durations import approximate_duration, format_clock, format_duration  # noqa: F401  (the views' one wording of times)
 from acceptance.json_safe import json_safe
 from acceptance.plugin_series import batch_bucket
+from model.deployment import DECISION_CERTAINTY
 
 # of every JSON document the views print (tune-gamma, inspect, ...); 2: decision "probe" and
 # the tune-gamma `probe` object (nothing renamed)
@@ -396,8 +397,8 @@ def _context_lines(view: dict | None) -> list[str]:
         if view["what_if"]:
             lines.append(f"routing (what-if, priced on default figures): {what})")
         elif routing["sure"]:
-            lines.append(f"routing: {what}, each band gaining with probability >= 0.9): vLLM runs one gamma per "
-                         f"engine, so send them to engines running gamma {routing['gamma']}")
+            lines.append(f"routing: {what}, each band gaining with probability >= {DECISION_CERTAINTY:g}): vLLM runs "
+                         f"one gamma per engine, so send them to engines running gamma {routing['gamma']}")
         elif routing.get("extrapolated"):
             lines.append(f"routing: {what} expected, priced past the deployed gamma's positions): no advice on "
                          f"extrapolated gammas — probe them first")

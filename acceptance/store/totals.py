@@ -17,29 +17,9 @@ from __future__ import annotations
 
 import json
 
-from .. import vllm_metrics as vm
+from ..page_totals import page_totals
 
 TOTALS_EVERY_S = 300.0
-
-# total name → where a page's StepShape holds it (acceptance.counts.StepShape)
-_FROM_LENGTHS = {"prompt_sum": f"{vm.REQUEST_PROMPT_TOKENS}_sum", "prompt_count": f"{vm.REQUEST_PROMPT_TOKENS}_count",
-                 "output_sum": f"{vm.REQUEST_GENERATION_TOKENS}_sum",
-                 "output_count": f"{vm.REQUEST_GENERATION_TOKENS}_count"}
-_FROM_COST = {"flops": vm.ESTIMATED_FLOPS, "read_bytes": vm.ESTIMATED_READ_BYTES, "write_bytes": vm.ESTIMATED_WRITE_BYTES,
-              "tokens": f"{vm.ITERATION_TOKENS}_sum"}
-
-
-def snapshot_totals(shape) -> dict[str, float] | None:
-    """The totals one page's step shape holds (None: neither request lengths nor MFU counters)."""
-    if shape is None or not (shape.request_lengths or any(f in shape.engine_cost for f in vm.ENGINE_COST_FAMILIES)):
-        return None  # the iteration histogram's sum alone (every page's) is nothing to keep
-    out = {k: shape.request_lengths[v] for k, v in _FROM_LENGTHS.items() if v in shape.request_lengths}
-    out.update({k: shape.engine_cost[v] for k, v in _FROM_COST.items() if v in shape.engine_cost})
-    steps = shape.iteration_tokens.get(float("inf"))
-    for key, value in (("steps", steps), ("itl_sum", shape.itl_sum), ("itl_count", shape.itl_count)):
-        if value is not None:
-            out[key] = float(value)
-    return out
 
 
 class _Totals:
@@ -50,7 +30,7 @@ class _Totals:
         """(this sample's engine_totals row, the time of the newest row it replaces or None,
         the time of the engine's last kept row after it) — module docstring; None when the page
         holds no totals."""
-        totals = snapshot_totals(shape)
+        totals = page_totals(shape)
         if totals is None:
             return None
         row = (eid, t, created, json.dumps(totals, sort_keys=True))
