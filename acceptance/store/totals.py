@@ -16,6 +16,7 @@ increase; rows past the raw retention are deleted with the raw samples.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from ..page_totals import page_totals
 
@@ -25,20 +26,24 @@ TOTALS_EVERY_S = 300.0
 class _Totals:
     """Store methods of engine totals."""
 
-    def _totals_row(self, eid: int, prev, created: float | None, t: float, shape
-                    ) -> tuple[tuple, float | None, float] | None:
-        """(this sample's engine_totals row, the time of the newest row it replaces or None,
-        the time of the engine's last kept row after it) — module docstring; None when the page
-        holds no totals."""
-        totals = page_totals(shape)
+    def _with_totals(self, state, prev, snap, rows: dict[str, list]):
+        """``state`` (an engine's staged sample) with its engine_totals row staged in ``rows``
+        (module docstring): an insert, or an update of the newest row not yet kept; as the
+        previous sample's totals state when the page holds no totals."""
+        totals = page_totals(snap.step_shape)
+        last, kept = (prev.totals_time, prev.totals_kept) if prev is not None else (None, None)
         if totals is None:
-            return None
-        row = (eid, t, created, json.dumps(totals, sort_keys=True))
-        last, kept = getattr(prev, "totals_time", None), getattr(prev, "totals_kept", None)
+            return replace(state, totals_time=last, totals_kept=kept)
+        t, created = state.time, snap.created
+        text = json.dumps(totals, sort_keys=True)
         if last is None or kept is None or (created is not None and created != prev.created):
-            return row, None, t  # the first row, or a new life: the old life's newest stays
-        replaced = last if last != kept else None  # the newest row, not yet kept
-        return row, replaced, t if t - kept >= TOTALS_EVERY_S else kept
+            rows["insert"].append((state.engine_id, t, created, text))  # the first row, or a new life's
+            return replace(state, totals_time=t, totals_kept=t)
+        if last != kept:  # the newest row, not yet kept: this one takes its place
+            rows["update"].append((t, created, text, state.engine_id, last))
+        else:
+            rows["insert"].append((state.engine_id, t, created, text))
+        return replace(state, totals_time=t, totals_kept=t if t - kept >= TOTALS_EVERY_S else kept)
 
     def engine_totals_increase(self, engine_ids: list[int], start: float, end: float) -> dict[str, float] | None:
         """Σ over the engines and their lives of last − first row with time in [start, end]

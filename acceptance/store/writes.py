@@ -7,7 +7,7 @@ from ..errors import InputError
 
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -294,7 +294,8 @@ class _Writes:
 
     def _write_cycle_rows(self, results: list[ScrapeResult], cycle: float) -> dict[int, _EngineState]:
         c = self.conn
-        samples, events, failures, target_rows, plugin_samples, totals, replaced = [], [], [], [], [], [], []
+        samples, events, failures, target_rows, plugin_samples = [], [], [], [], []
+        totals: dict[str, list] = {"insert": [], "update": []}
         staged: dict[int, _EngineState] = {}
         n_failed = 0
         for r in results:
@@ -322,18 +323,10 @@ class _Writes:
                         raise InputError(
                             f"scrape of {r.target} at {r.time} is not after its previous scrape at {prev.time}")
                     state = self._engine_sample(eid, prev, snap, r.time, cycle, samples, events, plugin_samples)
-                    due = None if isinstance(state, str) else self._totals_row(eid, prev, snap.created, r.time,
-                                                                               snap.step_shape)
-                    if due is not None:
-                        totals.append(due[0])
-                        replaced += [(eid, due[1])] if due[1] is not None else []
-                        state = replace(state, totals_time=r.time, totals_kept=due[2])
-                    elif prev is not None and not isinstance(state, str):
-                        state = replace(state, totals_time=prev.totals_time, totals_kept=prev.totals_kept)
                     if isinstance(state, str):  # an inconsistent scrape: refused, the previous sample kept
                         self._refused.append(f"{r.target}: engine {snap.engine} of {snap.model_name}: {state}")
                     else:
-                        staged[eid] = state
+                        staged[eid] = self._with_totals(state, prev, snap, totals)
             self._targets[tid] = new_ts
             target_rows.append((new_ts.last_ok_time, new_ts.last_error, new_ts.last_error_time,
                                 new_ts.failing_since, tid))
@@ -342,8 +335,9 @@ class _Writes:
                   (cycle, len(results) - n_failed, n_failed))
         c.executemany("INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", samples)
         c.executemany("INSERT INTO plugin_samples VALUES (?,?,?,?)", plugin_samples)
-        c.executemany("DELETE FROM engine_totals WHERE engine_id = ? AND time = ?", replaced)
-        c.executemany("INSERT OR REPLACE INTO engine_totals VALUES (?,?,?,?)", totals)
+        c.executemany("UPDATE engine_totals SET time = ?, created = ?, totals = ? WHERE engine_id = ? AND time = ?",
+                      totals["update"])
+        c.executemany("INSERT OR REPLACE INTO engine_totals VALUES (?,?,?,?)", totals["insert"])
         self._flush_chunks()
         c.executemany("INSERT INTO failures VALUES (?, ?, ?)", failures)
         c.executemany(
