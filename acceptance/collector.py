@@ -13,7 +13,9 @@ is parsed as soon as it is in (benchmarks/collector_fleet.py has the figures).
 
 ``run_collector`` runs cycles on a fixed schedule: cycle k starts at t0 + k·interval on the
 monotonic clock. A cycle that overruns the interval does not make cycles pile up: the
-schedule skips the ticks that passed, and the next cycle starts at the next tick.
+schedule skips the ticks that passed, and the next cycle starts at the next tick. Its
+``ScrapeOptions`` say how each scrape is made: deadline, page size, concurrency, clock,
+engines per page.
 """
 
 from __future__ import annotations
@@ -24,12 +26,26 @@ import resource
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from .errors import InputError
 from .counts import ScrapeResult
 from .fetch import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, PageFetcher, _one_line, mask_userinfo
 from .parse import DEFAULT_MAX_ENGINES, parse_metrics_page
 
+
+
+@dataclass(frozen=True)
+class ScrapeOptions:
+    """How each scrape of a run is made: ``timeout_s`` for the whole exchange, at most
+    ``max_bytes`` of page, ``concurrency`` scrapes in flight, ``now`` stamping each result,
+    at most ``max_engines`` engines read from a page."""
+
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_bytes: int = DEFAULT_MAX_BYTES
+    concurrency: int = 64
+    now: Callable[[], float] = time.time
+    max_engines: int = DEFAULT_MAX_ENGINES
 
 
 def _check_concurrency(concurrency) -> None:
@@ -139,11 +155,7 @@ def run_collector(
     once: bool = False,
     on_cycle: Callable[[int, list[ScrapeResult], float], None] | None = None,
     stop: threading.Event | None = None,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    concurrency: int = 64,
-    now: Callable[[], float] = time.time,
-    max_engines: int = DEFAULT_MAX_ENGINES,
+    scrape: ScrapeOptions = ScrapeOptions(),
 ) -> int:
     """Scrape ``targets`` every ``interval_s`` and hand each cycle's results to ``write_cycle``.
 
@@ -152,8 +164,8 @@ def run_collector(
     ``duration_s`` has passed since t0 (no cycle starts at or after t0 + duration_s); or when
     ``stop`` is set (the wait between cycles wakes at once). ``on_cycle(n, results,
     seconds)`` is called after each cycle is written (n from 1; seconds for scrape + write).
-    An exception from ``write_cycle`` (the store) propagates: it is not a target's failure.
-    Returns the number of cycles run.
+    ``scrape``: how each target is scraped. An exception from ``write_cycle`` (the store)
+    propagates: it is not a target's failure. Returns the number of cycles run.
     """
     if not (isinstance(interval_s, (int, float)) and math.isfinite(interval_s) and interval_s > 0):
         raise InputError(f"interval must be a positive number of seconds, got {interval_s!r}")
@@ -164,8 +176,8 @@ def run_collector(
     stop = stop or threading.Event()
     cycles = 0
     t0 = time.monotonic()
-    with Collector(timeout_s=timeout_s, max_bytes=max_bytes, concurrency=concurrency, now=now,
-                   max_engines=max_engines) as collector:
+    with Collector(timeout_s=scrape.timeout_s, max_bytes=scrape.max_bytes, concurrency=scrape.concurrency,
+                   now=scrape.now, max_engines=scrape.max_engines) as collector:
         tick = 0
         while not stop.is_set():
             started = time.monotonic()

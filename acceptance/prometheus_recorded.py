@@ -68,6 +68,15 @@ class Coverage:
     why_not: str | None = None
 
 
+@dataclass(frozen=True)
+class _Rules:
+    """The route's recording rules at one resolution: evaluated ``r`` seconds apart, writing
+    the series ``names`` (by role: acceptance.prometheus_rules.series_names)."""
+
+    r: float
+    names: dict[str, str]
+
+
 def prometheus_window(source, route: str, selector: str, start: float, end: float, *, max_blocks: int = 200,
                       timeout_s: float | None = None) -> PrometheusWindow:
     """The route's window (start, end]: from the recorded series when they cover it, else raw.
@@ -77,11 +86,10 @@ def prometheus_window(source, route: str, selector: str, start: float, end: floa
     client = PrometheusClient(source, timeout_s=timeout_s, selector=sel)
     coverage = Coverage(why_not=f"no recorded series for route {route!r} (no {HEARTBEAT_PREFIX}<R>)")
     for resolution in _resolutions(client, route, end):  # the finest that covers the window
-        names = series_names(resolution)
-        r = resolution_seconds(resolution)
-        coverage = _coverage(client, route, sel, start, end, r, names["heartbeat"])
+        rules = _Rules(names=series_names(resolution), r=resolution_seconds(resolution))
+        coverage = _coverage(client, route, sel, start, end, rules.r, rules.names["heartbeat"])
         if coverage.why_not is None:
-            return _recorded_window(client, route, sel, start, end, r, names, coverage, max_blocks)
+            return _recorded_window(client, route, sel, start, end, rules, coverage, max_blocks)
     looked = client.queries
     window = raw_window(client, sel, start, end, max_blocks=max_blocks)
     note = (f"Prometheus: {coverage.why_not}, so the window was read from raw samples ({window.queries - looked} "
@@ -140,8 +148,9 @@ def _block_plan(evaluations: int, max_blocks: int) -> tuple[int, int, int]:
     return k, n, evaluations - n * k
 
 
-def _recorded_window(client: PrometheusClient, route: str, sel: str, start: float, end: float, r: float,
-                     names: dict[str, str], coverage: Coverage, max_blocks: int) -> PrometheusWindow:
+def _recorded_window(client: PrometheusClient, route: str, sel: str, start: float, end: float, rules: _Rules,
+                     coverage: Coverage, max_blocks: int) -> PrometheusWindow:
+    r, names = rules.r, rules.names
     k, n, remainder = _block_plan(coverage.evaluations, max_blocks)
     block = k * r
     last_end = coverage.last_evaluation + r / 2

@@ -67,7 +67,7 @@ from acceptance.sim.processes import IndependentProcess  # noqa: E402
 from model.deployment import Deployment  # noqa: E402
 from model.tail_evidence import holding_out  # noqa: E402
 from model.speedup import flat_step_cost  # noqa: E402
-from specdec.pipeline import tune_intervals  # noqa: E402
+from specdec.pipeline import TuningOptions, tune_intervals  # noqa: E402
 
 LEVEL = 0.9
 N_RESAMPLES = 1000         # the pipeline's default
@@ -184,7 +184,7 @@ def run_seed(cls: DecisionClass, truth: Truth, true_speedup: np.ndarray, deploym
     intervals, shape, itl = generate_segment(cls, truth, rng)
     tuning = tune_intervals(cls.name, intervals, deployment, window=route_window([(intervals, cls.engines, itl, shape)],
                                                                                  shape, cls.name),
-                            level=LEVEL, n_resamples=N_RESAMPLES, seed=seed)
+                            options=TuningOptions(level=LEVEL, n_resamples=N_RESAMPLES, seed=seed))
     first = score(tuning, truth, true_speedup, deployment)
 
     def seeds_pick(estimate):
@@ -228,8 +228,8 @@ def run_http_check(cls: DecisionClass, truth: Truth, true_speedup: np.ndarray, d
                 store.write_cycle(results)
             window = route_window(store, [url], scenario.start_time, fleet.now)
         segment = window.newest_segment
-        tuning = tune_intervals(cls.name, segment.intervals, deployment, window=window, level=LEVEL,
-                                n_resamples=N_RESAMPLES, seed=seed)
+        tuning = tune_intervals(cls.name, segment.intervals, deployment, window=window,
+                                options=TuningOptions(level=LEVEL, n_resamples=N_RESAMPLES, seed=seed))
         truth_drafts = sum(c.drafts for c in fleet.route_truth_counts(cls.name).values())
     s = score(tuning, truth, true_speedup, deployment)
     return {

@@ -39,7 +39,7 @@ from acceptance.estimates import estimate_acceptance
 from acceptance.store import EngineRef
 from acceptance.windows import GammaSegment, RouteWindow
 from model.deployment import Deployment
-from specdec.pipeline import tune_intervals
+from specdec.pipeline import TuningOptions, tune_intervals
 
 
 @dataclass
@@ -90,8 +90,8 @@ def tune_window(cls: DecisionClass, parts, shape, deployment: Deployment, *, lev
                 seed: int):
     """tune-gamma on a window of ``parts``; the fleet's (first) part is the deployed segment."""
     window = route_window(parts, shape, cls.name)
-    return tune_intervals(cls.name, parts[0][0], deployment, window=window, level=level, n_resamples=n_resamples,
-                          seed=seed)
+    return tune_intervals(cls.name, parts[0][0], deployment, window=window,
+                          options=TuningOptions(level=level, n_resamples=n_resamples, seed=seed))
 
 
 def moved_truth(cls: DecisionClass, truth: Truth, gamma: int) -> Truth:

@@ -46,7 +46,7 @@ from acceptance.windows import route_window
 from model.deployment import INLINE_DEFAULTS, Deployment
 from specdec.exporter import recording_rules
 from timing import timed
-from specdec.pipeline import tune_intervals
+from specdec.pipeline import TuningOptions, tune_intervals
 
 GAMMA = 5
 INTERVAL = 15.0
@@ -302,7 +302,8 @@ def tuned(read_window, deployment):
     """A timed call's body: the window read_window() gives, estimated and recommended."""
     def tune():
         w = read_window()
-        return w, tune_intervals("bench", w.newest_segment.intervals, deployment, window=w, n_resamples=1000)
+        return w, tune_intervals("bench", w.newest_segment.intervals, deployment, window=w,
+                                 options=TuningOptions(n_resamples=1000))
     return tune
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from acceptance.probe_segment import RouteTraffic
 from model.deployment import Deployment
-from model.recommend import recommend
+from model.recommend import RouteInputs, recommend
 from timing import timed
 
 
@@ -35,7 +35,7 @@ def main() -> None:
     dep = Deployment(method="eagle3", draft_cost=0.08, model="llama-3.1-8b", gpu="H100",
                      tensor_parallel_size=1, baseline_tokens_per_second=150)
     kwargs = dict(survival_resamples=resamples, batch_mix=batch_mix, gamma_max=16, deployed_gamma=gamma)
-    rec, runs = timed(lambda: recommend(curve, dep, **kwargs), 10, warm_up=True)
+    rec, runs = timed(lambda: recommend(RouteInputs(curve, **kwargs), dep), 10, warm_up=True)
     print(f"recommend: 1000 resamples × γ 0–16 × 32 batch buckets: "
           f"median {1e3 * np.median(runs):.1f} ms, min {1e3 * min(runs):.1f} ms (target < 200 ms)")
     print(f"recommended γ {rec.recommended_gamma} ({rec.decision}), P(best) {rec.probability_best:.2f}")
@@ -45,7 +45,7 @@ def main() -> None:
     mixes = rng.dirichlet(200 * np.array(list(batch_mix.values())), size=1000)
     kwargs = dict(survival_resamples=resamples[:, :5], batch_mix=batch_mix, deployed_gamma=5,
                   batch_mix_resamples=mixes, mix_in_time=True)
-    rec, runs = timed(lambda: recommend(curve[:5], spec, **kwargs), 10, warm_up=True)
+    rec, runs = timed(lambda: recommend(RouteInputs(curve[:5], **kwargs), spec), 10, warm_up=True)
     print(f"recommend, specialized range: 1000 resamples × 1000 mixes × γ 0–7 × 32 batch buckets: "
           f"median {1e3 * np.median(runs):.1f} ms, min {1e3 * min(runs):.1f} ms (target < 200 ms)")
 
@@ -57,7 +57,7 @@ def main() -> None:
     kwargs = dict(survival_resamples=front_resamples, batch_mix=edge,
                   deployed_gamma=3, batch_mix_resamples=edge_mixes, mix_in_time=True,
                   traffic=RouteTraffic(drafts=2e6, seconds=3600.0, engines=4, rows=240))
-    rec, runs = timed(lambda: recommend(front, replace(spec, specialized_speedup=(1.7, 2.1)), **kwargs), 10,
+    rec, runs = timed(lambda: recommend(RouteInputs(front, **kwargs), replace(spec, specialized_speedup=(1.7, 2.1))), 10,
                        warm_up=True)
     print(f"recommend, specialized range resting on it, its canary priced: 1000 resamples × 1000 mixes: "
           f"median {1e3 * np.median(runs):.1f} ms, min {1e3 * min(runs):.1f} ms (target < 200 ms); "

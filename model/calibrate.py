@@ -8,10 +8,11 @@ corrupts outputs — with the route's acceptance replayed through
 of model.extrapolate's tail models; by default the plan goes DEFAULT_PAST_OBSERVED
 positions past it, and the table's linear extension prices the rest), and γ = 0 (no
 ``--speculative-config``). Against each server, one ``vllm bench serve`` run per batch
-size B: random prompts, ``--ignore-eos``, ``--max-concurrency B`` (B requests decode
-together), ``--save-result`` with ``--metadata`` naming γ, B and the path so the result
-identifies itself. ``--stream-interval 1`` on the server makes every engine step one
-streamed chunk, so the inter-token latency (ITL) of a chunk is one step.
+size B: random prompts (their lengths and number: ``BenchWorkload``), ``--ignore-eos``,
+``--max-concurrency B`` (B requests decode together), ``--save-result`` with
+``--metadata`` naming γ, B and the path so the result identifies itself.
+``--stream-interval 1`` on the server makes every engine step one streamed chunk, so the
+inter-token latency (ITL) of a chunk is one step.
 
 Ingest (``ingest_results``). From each result file (vLLM 0.33's ``--save-result`` JSON,
 vllm/benchmarks/serve.py: the run's setup keys, ``--metadata`` keys at top level, then the
@@ -98,6 +99,16 @@ class BenchRun:
 
 
 @dataclass(frozen=True)
+class BenchWorkload:
+    """What each ``vllm bench serve`` run sends: random prompts of ``input_len`` tokens, each
+    decoding ``output_len`` tokens (``--ignore-eos``), ``rounds`` prompts per concurrent slot."""
+
+    input_len: int = 32
+    output_len: int = 512
+    rounds: int = 4
+
+
+@dataclass(frozen=True)
 class CalibrationPlan:
     model: str
     warning: str
@@ -137,13 +148,11 @@ def calibration_plan(
     batch_sizes: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
     result_dir: str = "specdec-calibration",
     port: int = 8000,
-    input_len: int = 32,
-    output_len: int = 512,
-    rounds: int = 4,
+    workload: BenchWorkload = BenchWorkload(),
 ) -> CalibrationPlan:
     """The servers and runs that measure T(B, γ) for the candidate γs (default 0..observed
-    γ + 2, within the drafter's limit) and batch sizes; γ = 0 is always included (the
-    stock pass, the unit of the draft cost)."""
+    γ + 2, within the drafter's limit) and batch sizes, each run sending ``workload``; γ = 0
+    is always included (the stock pass, the unit of the draft cost)."""
     from acceptance.definitions import check_survival_curve
 
     from .specialized import specialized_refusal
@@ -186,8 +195,9 @@ def calibration_plan(
         fname = f"specdec-{tag}-g{gamma}-b{b}.json"
         cmd = " ".join([
             f"vllm bench serve --model {quoted_model} --port {port}",
-            f"--dataset-name random --random-input-len {input_len} --random-output-len {output_len} --ignore-eos",
-            f"--max-concurrency {b} --num-prompts {rounds * b} --request-rate inf",
+            f"--dataset-name random --random-input-len {workload.input_len} "
+            f"--random-output-len {workload.output_len} --ignore-eos",
+            f"--max-concurrency {b} --num-prompts {workload.rounds * b} --request-rate inf",
             "--percentile-metrics ttft,tpot,itl",
             f"--save-result --result-dir {shlex.quote(result_dir)} --result-filename {fname}",
             f"--metadata {META_GAMMA}={gamma} {META_BATCH_SIZE}={b} {META_PATH}={path}",

@@ -23,15 +23,12 @@ and the canary that measures it: model.specialized_break_even).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 from .anchor import DEFAULT, Anchor
-from .decision import DEPLOYING_DECISIONS
 from .deployment import Deployment
 from .drafters import FREE, PARALLEL, drafter_for
 
-# the decision when the pricing rests on defaults: the fleet runs what it runs, nothing to deploy
-UNDECIDED = "undecided"
 _ROOFLINE_FIGURES = ("model", "gpu", "tensor_parallel_size")
 
 
@@ -104,30 +101,6 @@ def unused_keys(deployment: Deployment) -> dict[str, str]:
     return out
 
 
-def gated(rec, deployment: Deployment):
-    """``rec`` (a model.recommend.Recommendation) when no figure it rests on is a default and
-    its cost model meets the engine's observed rate; else with its decision and deploy line
-    withheld: a change, off or probe becomes ``undecided`` (the table stays, a what-if;
-    ``expected_best_gamma`` names the γ it would pick), a keep stays but says what it rests
-    on, and no deploy line names a default drafter. A model that misses the observed tok/s at
-    the deployed γ by more than its tolerance (``model_error_warning``) prices step times the
-    engines do not have: its gains are as far off as the miss."""
-    needed = figures_needed(deployment, rec.anchor)
-    if rec.model_error_warning and rec.decision in DEPLOYING_DECISIONS:
-        return _undecided(rec, needed, f"{rec.model_error_warning}. On this model the tool would "
-                                       f"{_what_it_would_do(rec)}: a what-if, not a decision")
-    if not needed:
-        return rec
-    keys = ", ".join(n.key for n in needed)
-    if names_default_drafter(needed):  # no config, deployable or benchmark, names a default drafter
-        rec = replace(rec, replay_config=None, vllm_speculative_config=None, vllm_command_line=None)
-    if rec.decision in DEPLOYING_DECISIONS:
-        gain = f" ({rec.gain})" if rec.gain is not None else ""
-        return _undecided(rec, needed, on_defaults(needed, f"the tool would {_what_it_would_do(rec)}{gain}"))
-    return replace(rec, decision_reason=f"{rec.decision_reason}; priced on default figures ({keys}), which could "
-                                        f"change it", figures_needed=needed)
-
-
 def names_default_drafter(needed: list[FigureNeeded]) -> bool:
     """Whether the drafter itself is a default: then no config may name it."""
     return any(n.key == "method" for n in needed)
@@ -138,21 +111,3 @@ def on_defaults(needed: list[FigureNeeded], what_if: str) -> str:
     would have done (``what_if``), named as a what-if."""
     return (f"the pricing rests on default figures ({', '.join(n.key for n in needed)}): set them for your engine. "
             f"On the defaults {what_if}: a what-if, not a decision")
-
-
-def _what_it_would_do(rec) -> str:
-    """The withheld decision in words: run a γ, turn speculation off, or probe one."""
-    if rec.probe is not None:
-        return f"probe gamma {rec.probe.gamma} on {rec.probe.engines} engine(s)"
-    return "turn speculation off" if rec.recommended_gamma == 0 else f"run gamma {rec.recommended_gamma}"
-
-
-def _undecided(rec, needed: list[FigureNeeded], reason: str):
-    """``rec`` withheld: the fleet keeps its γ, the γ it would have run (or probed) named as
-    the expected best, nothing to deploy or probe."""
-    deployed = next(c for c in rec.candidates if c.gamma == rec.deployed_gamma)
-    best = rec.probe.gamma if rec.probe is not None else rec.recommended_gamma
-    return replace(rec, decision=UNDECIDED, recommended_gamma=rec.deployed_gamma,
-                   expected_best_gamma=best, gain=None, probe=None, schedule=None,
-                   vllm_speculative_config=None, vllm_command_line=None, figures_needed=needed,
-                   probability_best=deployed.probability_best, decision_reason=reason)

@@ -48,6 +48,18 @@ class LoadView:
                 "schedule": None if self.schedule is None else [list(r) for r in self.schedule]}
 
 
+@dataclass(frozen=True, eq=False)
+class MixPrice:
+    """The route's batch mix priced at every candidate K, at the point: what the load view reads."""
+
+    batch_sizes: np.ndarray  # (nB,)
+    weights: np.ndarray  # (nB,) w_B, request weights
+    times: np.ndarray  # (G, nB) step time t_B(K)
+    times_u: np.ndarray  # (G, nB) a step that drafted nothing
+    tokens: np.ndarray  # AL(K) (G,) or AL_B(K) (G, nB)
+    undrafted_share: float | None  # ν (None: every step drafted)
+
+
 def _per_batch_tokens(al, times) -> np.ndarray:
     """AL(K) (G,) or AL_B(K) (G, nB) as (G, nB)."""
     return np.broadcast_to(np.asarray(al, dtype=float).reshape(len(times), -1), times.shape)
@@ -65,9 +77,10 @@ def _best_up_to(speedups: np.ndarray, gamma: int, allowed, specialized: bool) ->
     return [options[int(np.argmax(speedups[options, j]))] for j in range(speedups.shape[1])]
 
 
-def load_view(gamma: int, bs, ws, times, times_u, al, allowed, specialized: bool, nu) -> LoadView:
+def load_view(gamma: int, mix: MixPrice, allowed, specialized: bool) -> LoadView:
     """The best γ at each batch size of the mix, where ``gamma`` stops paying, its schedule."""
-    speedups = per_batch_speedups(times, times_u, al, nu)
+    bs, ws = mix.batch_sizes, mix.weights
+    speedups = per_batch_speedups(mix.times, mix.times_u, mix.tokens, mix.undrafted_share)
     ok = np.asarray(allowed, dtype=bool)
     best = [int(np.argmax(np.where(ok, speedups[:, j], -np.inf))) for j in range(len(bs))]
     points = tuple(BatchPoint(int(b), float(w), k, float(speedups[k, j]), float(speedups[gamma, j]))
@@ -78,14 +91,15 @@ def load_view(gamma: int, bs, ws, times, times_u, al, allowed, specialized: bool
     return LoadView(int(gamma), points, min(losing) if losing else None, schedule)
 
 
-def gamma_schedule(load: LoadView, bs, ws, times, al, objective, min_gain, times_u, nu):
+def gamma_schedule(load: LoadView, mix: MixPrice, objective: str, min_gain: float):
     """The load view's schedule when it beats the fixed γ over the mix by more than min_gain,
-    else None. ``al``: AL(K) (G,) or AL_B(K) (G, nB), as load_view priced it."""
+    else None (``mix`` as load_view priced it)."""
     if load.schedule is None:
         return None
-    gamma = load.gamma
+    gamma, bs, ws, times, times_u, nu = load.gamma, mix.batch_sizes, mix.weights, mix.times, mix.times_u, \
+        mix.undrafted_share
     ks = np.array([next(k for lo, hi, k in load.schedule if lo <= b <= hi) for b in bs])
-    al = _per_batch_tokens(al, times)
+    al = _per_batch_tokens(mix.tokens, times)
     v = objective_weights(bs, ws, objective)
     fixed = tokens_per_time(ws @ al[gamma], times[gamma] @ v, times_u[gamma] @ v, nu)  # tokens request-weighted
     cols = np.arange(len(bs))

@@ -99,20 +99,35 @@ class ProbeInputs:
     observed_gamma: int
 
 
-def plan_probe(inputs: ProbeInputs, deployment: Deployment, *, gamma: int, base: int, deployed: int,
-               drafts: float, drafts_per_engine_second: float, engines: int, row_seconds: float = 0.0) -> Probe | None:
+@dataclass(frozen=True)
+class Canary:
+    """What a canary is, before it is priced: ``engines`` at ``gamma`` for ``drafts`` drafts over
+    ``duration`` seconds, ``share`` of the route's engines, and the engine restarts it costs."""
+
+    gamma: int
+    engines: int
+    drafts: int
+    duration: float
+    share: float
+    restarts: int
+
+
+def plan_probe(inputs: ProbeInputs, deployment: Deployment, traffic, *, gamma: int, base: int, deployed: int
+               ) -> Probe | None:
     """The probe of ``gamma`` against the fleet at ``base`` (module docstring); None when its
-    expected gain over ``base`` is within min_gain (no canary can settle a gain not expected)."""
+    expected gain over ``base`` is within min_gain (no canary can settle a gain not expected).
+    ``traffic`` (acceptance.route_estimate.Traffic): the window's drafts, their rate per engine,
+    its engines and rows."""
     s, m = inputs.speedup, deployment.min_gain
     gain = float(s[gamma] / s[base] - 1.0)
     if gain <= m:
         return None
-    needed = drafts_needed(inputs, gamma=gamma, gain=gain, min_gain=m, drafts=drafts)
-    duration = canary_duration(needed, drafts_per_engine_second, inputs.step_time, gamma=gamma, rate_at=deployed,
-                               min_seconds=PROBE_MIN_ROWS * row_seconds)
-    probed = min(PROBE_ENGINES, engines)
-    return _priced_probe(inputs, deployment, gamma=int(gamma), base=base, deployed=None, drafts=int(needed),
-                         duration=duration, probed=probed, share=probed / engines, restarts=2)
+    needed = drafts_needed(inputs, gamma=gamma, gain=gain, min_gain=m, drafts=traffic.drafts)
+    duration = canary_duration(needed, traffic.drafts_per_engine_second, inputs.step_time, gamma=gamma,
+                               rate_at=deployed, min_seconds=PROBE_MIN_ROWS * traffic.row_seconds)
+    probed = min(PROBE_ENGINES, traffic.engines)
+    return _priced_probe(inputs, deployment, Canary(int(gamma), probed, int(needed), duration,
+                                                    probed / traffic.engines, restarts=2), base=base, deployed=None)
 
 
 def continued_probe(inputs: ProbeInputs, deployment: Deployment, running: RunningProbe, *, base: int,
@@ -125,18 +140,17 @@ def continued_probe(inputs: ProbeInputs, deployment: Deployment, running: Runnin
     rate = running.drafts_per_engine_second
     duration = needed / rate if rate else float("inf")
     duration = max(duration, (PROBE_MIN_ROWS - running.rows) * running.row_seconds)
-    return _priced_probe(inputs, deployment, gamma=running.gamma, base=base, deployed=deployed, drafts=needed,
-                         duration=duration, probed=running.engines,
-                         share=running.engines / engines if engines else 1.0, restarts=1)
+    share = running.engines / engines if engines else 1.0
+    return _priced_probe(inputs, deployment, Canary(running.gamma, running.engines, needed, duration, share,
+                                                    restarts=1), base=base, deployed=deployed)
 
 
-def _priced_probe(inputs: ProbeInputs, deployment: Deployment, *, gamma: int, base: int, deployed: int | None,
-                  drafts: int, duration: float, probed: int, share: float, restarts: int) -> Probe:
-    """The Probe of ``gamma`` for ``duration``, its value and loss rates from the ensemble."""
-    value = value_rate(inputs, gamma=gamma, base=base, min_gain=deployment.min_gain, deployed=deployed)
-    loss = float(np.mean(np.maximum(0.0, 1.0 - inputs.ensemble[:, gamma] / inputs.ensemble[:, base])))
-    return priced_canary(deployment, gamma=gamma, engines=probed, drafts=drafts, duration=duration, share=share,
-                         loss_rate=loss, value_rate=value, restarts=restarts)
+def _priced_probe(inputs: ProbeInputs, deployment: Deployment, canary: Canary, *, base: int, deployed: int | None
+                  ) -> Probe:
+    """The Probe of ``canary``, its value and loss rates from the ensemble."""
+    value = value_rate(inputs, gamma=canary.gamma, base=base, min_gain=deployment.min_gain, deployed=deployed)
+    loss = float(np.mean(np.maximum(0.0, 1.0 - inputs.ensemble[:, canary.gamma] / inputs.ensemble[:, base])))
+    return priced_canary(deployment, canary, loss_rate=loss, value_rate=value)
 
 
 def canary_duration(drafts: float, drafts_per_engine_second: float, step_time: np.ndarray, *, gamma: int,
@@ -148,15 +162,17 @@ def canary_duration(drafts: float, drafts_per_engine_second: float, step_time: n
     return max(drafts / rate, min_seconds)
 
 
-def priced_canary(deployment: Deployment, *, gamma: int, engines: int, drafts: int, duration: float, share: float,
-                  loss_rate: float, value_rate: float, restarts: int) -> Probe:
-    """The Probe of ``gamma`` on ``engines`` for ``duration`` (module docstring), in seconds of
-    the route's whole output: cost = share × (duration × loss_rate + restarts × engine_restart_s),
+def priced_canary(deployment: Deployment, canary: Canary, *, loss_rate: float, value_rate: float) -> Probe:
+    """The Probe of ``canary`` (module docstring), in seconds of the route's whole output:
+    cost = share × (duration × loss_rate + restarts × engine_restart_s),
     value = value_rate × (decision_horizon_s − duration) — every probe, whatever it measures."""
-    return Probe(gamma=int(gamma), engines=int(engines), drafts_needed=int(drafts), duration_s=float(duration),
-                 expected_cost=float(share * (duration * loss_rate + restarts * deployment.engine_restart_s)),
+    duration = canary.duration
+    return Probe(gamma=int(canary.gamma), engines=int(canary.engines), drafts_needed=int(canary.drafts),
+                 duration_s=float(duration),
+                 expected_cost=float(canary.share * (duration * loss_rate + canary.restarts * deployment.engine_restart_s)),
                  expected_value=float(value_rate * max(0.0, deployment.decision_horizon_s - duration)),
-                 speculative_config=speculative_config(deployment, int(gamma), None), whole_route=share >= 1.0)
+                 speculative_config=speculative_config(deployment, int(canary.gamma), None),
+                 whole_route=canary.share >= 1.0)
 
 
 def value_rate(inputs: ProbeInputs, *, gamma: int, base: int, min_gain: float, deployed: int | None = None) -> float:

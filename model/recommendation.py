@@ -1,6 +1,6 @@
-"""The decision object: one route's recommendation (``Recommendation``) and its priced
-candidates (``Candidate``), with the tune-gamma JSON keys they own. model.recommend makes it;
-every view reads it and computes nothing of its own.
+"""One route's recommendation (``Recommendation``): its priced candidates (``Candidate``) and its
+decision (model.decision.Decision), with the tune-gamma JSON keys they own. model.recommend
+makes it; every view reads it and computes nothing of its own.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from acceptance.json_safe import json_safe
 
 from .anchor import Anchor
 from .context_bands import ContextView
-from .decision import Gain, gamma_to_deploy
+from .decision import Decision, Gain
 from .extrapolate import TAIL_MODELS
+from .figures_needed import FigureNeeded
 from .load import LoadView
 from .probe import Probe
 from .specialized import Eligibility
@@ -38,18 +39,19 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Recommendation:
+    """One route priced and decided: the candidates, the decision (``decided``, model.decision)
+    and the config that deploys it. The decision's fields are read through it under the
+    tune-gamma JSON's names (decision, decision_reason, recommended_gamma, ...)."""
+
     objective: str
     cost_profile: str
     interval_level: float
     deployed_gamma: int
-    recommended_gamma: int
-    decision: str  # change | keep | off | probe | undecided (model.figures_needed)
-    decision_reason: str
-    probability_best: float | None
+    decided: Decision
     candidates: list[Candidate]
     model_error: float | None
     vllm_speculative_config: dict | None
-    vllm_command_line: str
+    vllm_command_line: str | None
     replay_config: dict | None  # None: the drafter is not known (model.figures_needed)
     specialized_eligibility: Eligibility | None = None
     schedule: list[tuple[int, int, int]] | None = None
@@ -63,15 +65,6 @@ class Recommendation:
     profile_figures: dict | None = None
     gain: Gain | None = None  # of the recommended γ over the deployed one; None when they are the same
     model_error_warning: str | None = None  # model_error beyond ±MODEL_ERROR_TOLERANCE, and what to do
-    # a "keep" whose gain is not yet sure: the window's drafts × this would settle it (1/√drafts)
-    drafts_factor_to_settle: float | None = None
-    # the best expected γ when its gain is not yet sure and the decision takes a nearer sure step
-    # or probes it
-    expected_best_gamma: int | None = None
-    probe: Probe | None = None  # decision "probe": the canary to run (model.probe)
-    # on latency_specialized: the specialized speedups over which the decision's γ holds
-    # (model.specialized_break_even)
-    specialized_break_even: SpecializedBreakEven | None = None
     # the specialized speedup measured from a canary's latency, priced instead of the configured
     # one when measured (model.specialized_measured; set by model.route)
     specialized_speedup_measured: MeasuredSpeedup | None = None
@@ -79,15 +72,56 @@ class Recommendation:
     # bins); not in the JSON: for pricing routes together (model.shared_deployment)
     ensemble: np.ndarray | None = field(default=None, repr=False, compare=False)
     objective_axis: str = ""  # what the objective optimises, in words (model.percentile_objective.axis_text)
-    # the default figures the decision would rest on (model.figures_needed): then no change,
-    # off, probe or deploy line; empty when every figure it rests on was given or observed
-    figures_needed: list = field(default_factory=list)
     # a per-request route's γ by context length (model.context_bands; set by model.route)
     context: ContextView | None = None
 
     @property
+    def decision(self) -> str:
+        """change | keep | off | probe | undecided (model.decision)."""
+        return self.decided.kind
+
+    @property
+    def decision_reason(self) -> str:
+        return self.decided.reason
+
+    @property
+    def recommended_gamma(self) -> int:
+        return self.decided.recommended_gamma
+
+    @property
+    def expected_best_gamma(self) -> int | None:
+        """The best expected γ when the decision runs another: a nearer sure step, a probe, or
+        an undecided's what-if."""
+        return self.decided.expected_best_gamma
+
+    @property
     def gamma_to_deploy(self) -> int:
-        return gamma_to_deploy(self.decision, self.recommended_gamma, self.deployed_gamma)
+        return self.decided.fleet_gamma
+
+    @property
+    def probe(self) -> Probe | None:
+        """decision "probe": the canary to run (model.probe)."""
+        return self.decided.probe
+
+    @property
+    def drafts_factor_to_settle(self) -> float | None:
+        """A gain not yet sure: the window's drafts × this would settle it (1/√drafts)."""
+        return self.decided.settle
+
+    @property
+    def specialized_break_even(self) -> SpecializedBreakEven | None:
+        """On latency_specialized: the speedups over which the decision's γ holds."""
+        return self.decided.break_even
+
+    @property
+    def figures_needed(self) -> list[FigureNeeded]:
+        """The default figures the decision would rest on: then no change, off, probe or deploy line."""
+        return list(self.decided.figures_needed)
+
+    @property
+    def probability_best(self) -> float | None:
+        """P(best) of the recommended γ: its share of the ensemble in which it is the best allowed."""
+        return next(c.probability_best for c in self.candidates if c.gamma == self.recommended_gamma)
 
     def to_dict(self) -> dict:
         """The tune-gamma JSON keys this module owns (acceptance.json_safe: NaN → None)."""

@@ -29,8 +29,9 @@ from .engine_cost_check import with_engine_cost
 from .deployment import Deployment
 from .probe import RunningProbe
 from .recommend import Recommendation, recommend
+from .route_inputs import RouteInputs
 from .specialized import route_eligibility
-from .specialized_measured import (MEASURE_RESAMPLES, MeasuredSpeedup, SegmentLatency, measurable,
+from .specialized_measured import (MEASURE_RESAMPLES, MeasuredSpeedup, SegmentLatency, SegmentShares, measurable,
                                    measure_specialized_speedup)
 from .speedup import batch_mix_from_time_shares, normalise_batch_mix, request_weights_from_time_shares
 
@@ -73,9 +74,8 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, batch_time_
     by_batch = survival_by_batch_size(route.plugin, batch_mix)
     curve = _curve(route)
     by_batch = None if curve.running is not None else by_batch
-    rec = recommend(
+    rec = recommend(RouteInputs(
         curve.survival,
-        deployment,
         survival_resamples=curve.resamples,
         deployed_gamma=gamma,
         batch_mix=batch_mix,
@@ -94,7 +94,7 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, batch_time_
         running_probe=curve.running,
         requests=route.requests,
         speedup_measured=measured is not None and measured.measured,
-    )
+    ), deployment)
     rec = replace(rec, specialized_speedup_measured=measured)
     if by_context and (route.requests is not None or route.context is not None):
         def price(band: RouteEstimate, band_deployment: Deployment) -> Recommendation:
@@ -133,8 +133,8 @@ def _measured_speedup(route: RouteEstimate, deployment: Deployment, time_shares:
     measured = measure_specialized_speedup(
         deployment, SegmentLatency(route.gamma, route.itl_mean_s, mixes[0][0] if own else None, logged),
         SegmentLatency(canary.gamma, canary.itl_mean_s, mixes[1][0] if own else None, logged),
-        sizes, shares[0], probe_time_shares=shares[1], clean_share=elig.share if elig else 1.0,
-        share_resamples=drawn, level=route.estimate.level)
+        SegmentShares(sizes, shares[0], shares[1], drawn), clean_share=elig.share if elig else 1.0,
+        level=route.estimate.level)
     if measured is None or not measured.measured:
         return deployment, measured
     return replace(deployment, specialized_speedup=measured.confidence_interval), measured

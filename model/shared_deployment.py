@@ -10,8 +10,9 @@ harmonic mean,
 
 the tokens over the time the deployment spends on them (each route's time per token is
 τ(0)/S_r(γ) in plain-decode units): the same "tokens over time" rule as a route's batch mix.
-The decision on the joint γ is the one rule of every route (model.decision) on the joint
-ensemble, row i joining row i of every route (the routes' windows are resampled apart).
+The decision on the joint γ is the first rules of every route (model.decision: verdict and
+sure step) on the joint ensemble, row i joining row i of every route (the routes' windows are
+resampled apart).
 Beside it, per route, the γ it would get on a deployment of its own (its own recommendation)
 and the gain of splitting it off, S_r(γ_r) / S_r(γ_dep) − 1 with its interval over the
 route's ensemble, γ_dep the γ the deployment runs after this decision (the deployed γ on a
@@ -24,12 +25,12 @@ percentile objective is refused (its percentile would be over every route's requ
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .decision import Gain, Verdict, decide, gain_of, gamma_to_deploy
-from .figures_needed import UNDECIDED, names_default_drafter, on_defaults
+from .decision import UNDECIDED, Gain, Priced, decide_on_ensemble, gain_of, gamma_to_deploy
+from .figures_needed import names_default_drafter, on_defaults
 from .deployment import PERCENTILE_OBJECTIVES, Deployment, ModelInputError
 from .recommend import Recommendation
 from .vllm_config import command_line, speculative_config
@@ -150,10 +151,10 @@ def recommend_deployment(name: str, shares: list[RouteShare], deployment: Deploy
     joint_point = joint_speedup(points, weights)
     stacked = _aligned_ensembles(recs)  # (R, rows, G) or None
     ensemble = None if stacked is None else joint_speedup(stacked, weights)
-    best = int(np.argmax(np.where(allowed, joint_point, -np.inf)))  # ties → the smaller γ
     observed = min(max(c.gamma for c in r.candidates if not c.extrapolated) for r in recs)
-    rec, _, verdict = decide(best, deployed, allowed, joint_point, ensemble, deployment.min_gain, reasons, observed,
-                             None)
+    decision = decide_on_ensemble(Priced(deployment, deployed, observed, joint_point, allowed, reasons, ensemble,
+                                         level))
+    rec = decision.recommended_gamma
     q = ((1 - level) / 2, (1 + level) / 2)
     bounds = None if ensemble is None else np.quantile(ensemble, q, axis=0)
     candidates = tuple(JointCandidate(
@@ -162,17 +163,18 @@ def recommend_deployment(name: str, shares: list[RouteShare], deployment: Deploy
         speedup_high=None if bounds is None else float(bounds[1, i]),
         allowed=bool(allowed[i])) for i in range(len(joint_point)))
     needed = recs[0].figures_needed
-    if needed and verdict.decision in ("change", "off"):
-        verdict = Verdict(UNDECIDED, on_defaults(needed, f"the joint best is gamma {rec}"))
-    final = gamma_to_deploy(verdict.decision, rec, deployed)
+    if needed and decision.kind in ("change", "off"):
+        decision = replace(decision, kind=UNDECIDED, fleet_gamma=deployed,
+                           reasons=(on_defaults(needed, f"the joint best is gamma {rec}"),))
+    final = decision.fleet_gamma
     split = tuple(_split(s, final, rec, level) for s in shares)
     own = [own_gamma(r) for r in recs]
     spec_cfg = speculative_config(deployment, final)
-    deployable = not names_default_drafter(needed) and verdict.decision != UNDECIDED
+    deployable = not names_default_drafter(needed) and decision.kind != UNDECIDED
     return DeploymentRecommendation(
         name=name, routes=tuple(s.route for s in shares),
         token_shares={s.route: float(w) for s, w in zip(shares, weights)},
-        deployed_gamma=deployed, recommended_gamma=rec, decision=verdict.decision, decision_reason=verdict.reason,
+        deployed_gamma=deployed, recommended_gamma=rec, decision=decision.kind, decision_reason=decision.reason,
         gain=gain_of(rec, deployed, joint_point, ensemble, level), candidates=candidates, split=split,
         gain_of_splitting=_whole_split_gain(points, stacked, weights, own, final, level),
         gain_of_splitting_over_joint_best=_whole_split_gain(points, stacked, weights, own, rec, level),

@@ -9,23 +9,21 @@ does not, so which γ is best can turn on s. ``decision_break_even`` finds the s
 which the decision's γ stays within min_gain of the best at the point, and says so when
 another γ wins within BREAK_EVEN_MARGIN of the configured range; ``speedup_probe`` prices a
 canary at that other γ, whose latency beside the fleet's measures s
-(model.specialized_measured), and ``speedup_doubt`` puts both into the decision.
+(model.specialized_measured); the decision's rule ``specialized`` (model.decision.rules) puts
+both into the decision.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from functools import partial
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from acceptance.durations import approximate_duration
 
 from .deployment import DECISION_CERTAINTY, PERCENTILE_OBJECTIVES, Deployment
-from .probe import PROBE_ENGINES, PROBE_MIN_DRAFTS, Probe, canary_duration, priced_canary
-from .specialized_measured import predicted_halfwidth
+from .probe import PROBE_ENGINES, PROBE_MIN_DRAFTS, Canary, Probe, canary_duration, priced_canary
 from .speedup import speedup_with_undrafted
 
 
@@ -225,50 +223,5 @@ def speedup_probe(break_even: SpecializedBreakEven | None, speeds_at: Callable[[
             resolved[useful] = np.abs(grid[useful] - flip) > np.interp(grid[useful], at, widths)
     value = float(np.mean(np.where((gains > deployment.min_gain) & sure & resolved, gains, 0.0)))
     loss = float(np.mean(np.maximum(0.0, -gains)))
-    return priced_canary(deployment, gamma=gamma, engines=PROBE_ENGINES, drafts=PROBE_MIN_DRAFTS, duration=duration,
-                         share=PROBE_ENGINES / traffic.engines, loss_rate=loss, value_rate=value, restarts=2)
-
-
-def speedup_step(break_even: SpecializedBreakEven | None, speeds_at: Callable[[float], np.ndarray],
-                 deployment: Deployment, *, final: int, rec: int, verdict, probe, traffic, running_probe,
-                 step_time: np.ndarray, ensemble, halfwidth_for):
-    """(γ recommended, verdict, probe): a keep that rests on the configured speedup probes the γ
-    past the flip when that pays (speedup_probe) — the fleet stays at ``final``; unchanged
-    when the decision is not a keep, or a probe is chosen or runs already."""
-    if probe is not None or running_probe is not None or verdict.decision != "keep":
-        return rec, verdict, probe
-    canary = speedup_probe(break_even, speeds_at, deployment, traffic, step_time, ensemble, halfwidth_for)
-    if canary is None:
-        return rec, verdict, probe
-    terms = (f"γ={final} rests on the specialized decode speedup: probe γ={canary.gamma} on {canary.engines} of "
-             f"{traffic.engines} engine(s) for {canary.drafts_needed:,} drafts (about "
-             f"{approximate_duration(canary.duration_s)}), whose latency against the fleet's measures it: expected "
-             f"value {canary.expected_value:,.0f} s against cost {canary.expected_cost:,.0f} s of the route's output")
-    if not canary.pays:
-        return rec, replace(verdict, reason=f"{verdict.reason}; no probe: {terms}"), probe
-    return final, replace(verdict, decision="probe", reason=f"{verdict.reason}; {terms}"), canary
-
-
-def speedup_doubt(tau_at: Callable[[list[float]], np.ndarray], al_point, deployment: Deployment, allowed,
-                  deployed: int, rec: int, verdict, probe, *, traffic, running_probe, measured: bool, ensemble,
-                  step_time: np.ndarray, time_shares: np.ndarray, batch_sizes: np.ndarray, clean_share: float,
-                  latency_from_running: bool = False):
-    """(γ the fleet runs, γ recommended, verdict, probe, break-even) for model.recommend: how far
-    the decision's γ rests on the specialized speedup (``tau_at(speeds)``: the step time over
-    the mix at each speedup, as the candidates are priced; ``measured``: the range priced is a
-    canary's measurement, not the configured figure), and a keep that rests on the configured
-    figure probes the γ past the flip when that pays (speedup_step). ``time_shares``: u_B up to
-    a factor (request weights × step time / B at the deployed γ); ``latency_from_running``: the
-    route's latency is Little's law's over logged intervals (a canary's measurement is planned so)."""
-    final = rec if verdict.decision in ("change", "off", "probe") else deployed  # a probe's fleet: deployed or the sure step
-    speeds_at = speedups_at(tau_at, al_point)
-    break_even = decision_break_even(speeds_at, deployment, allowed, final)
-    if break_even is not None and measured:
-        break_even = replace(break_even, source="measured")
-    rec, verdict, probe = speedup_step(
-        break_even, speeds_at, deployment, final=final, rec=rec, verdict=verdict, probe=probe, traffic=traffic,
-        running_probe=running_probe, step_time=step_time, ensemble=ensemble,
-        halfwidth_for=partial(predicted_halfwidth, deployment, batch_sizes=batch_sizes,
-                              time_shares=time_shares / np.sum(time_shares), clean_share=clean_share,
-                              level=DECISION_CERTAINTY, from_running=latency_from_running))
-    return final, rec, verdict, probe, break_even
+    canary = Canary(gamma, PROBE_ENGINES, PROBE_MIN_DRAFTS, duration, PROBE_ENGINES / traffic.engines, restarts=2)
+    return priced_canary(deployment, canary, loss_rate=loss, value_rate=value)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -122,26 +122,34 @@ def measurable(deployment: Deployment) -> bool:
     return deployment.decode_backend == "latency_specialized" and deployment.cost_profile in ("flat", "roofline")
 
 
+@dataclass(frozen=True, eq=False)
+class SegmentShares:
+    """The time shares u_B the two segments' engines ran at, over ``batch_sizes``: the main
+    segment's, and the probe's own where known (else the main's for both); ``resamples``:
+    (main's, probe's) resampled shares, (n, nB) each, for the interval."""
+
+    batch_sizes: Sequence[int] | np.ndarray
+    main: Sequence[float] | np.ndarray
+    probe: Sequence[float] | np.ndarray | None = None
+    resamples: tuple[np.ndarray, np.ndarray] | None = None
+
+
 def measure_specialized_speedup(deployment: Deployment, main: SegmentLatency, probe: SegmentLatency,
-                                batch_sizes, time_shares, *, probe_time_shares=None, clean_share: float = 1.0,
-                                share_resamples: tuple[np.ndarray, np.ndarray] | None = None, level: float = 0.9
+                                shares: SegmentShares, *, clean_share: float = 1.0, level: float = 0.9
                                 ) -> MeasuredSpeedup | None:
-    """s from the two segments' latency (module docstring); None off the specialized path or on
-    a profile in measured seconds (a table: nothing to solve). ``time_shares`` (nB,) over
-    ``batch_sizes``: the main segment's, and the probe's too unless ``probe_time_shares``
-    gives its own; ``share_resamples``: (main's, probe's) resampled shares, (n, nB) each, for
-    the interval."""
+    """s from the two segments' latency (module docstring) at their time ``shares``; None off
+    the specialized path or on a profile in measured seconds (a table: nothing to solve)."""
     if not measurable(deployment):
         return None
     segments = (main, probe)
-    sizes = np.asarray(batch_sizes, dtype=int)
+    sizes = np.asarray(shares.batch_sizes, dtype=int)
     coeffs = np.stack([_step_coefficients(deployment, s.gamma, sizes, clean_share) for s in segments])  # (2, 4, nB)
     itl = np.array([main.itl_mean_s, probe.itl_mean_s])
-    shares = np.asarray(time_shares, dtype=float)[None]
-    pair = (shares, shares if probe_time_shares is None else np.asarray(probe_time_shares, dtype=float)[None])
+    main_shares = np.asarray(shares.main, dtype=float)[None]
+    pair = (main_shares, main_shares if shares.probe is None else np.asarray(shares.probe, dtype=float)[None])
     result = MeasuredSpeedup(None, None, float(level), segments)
     at = deployment.specialized_speedup_point
-    x_at = float(_x_for(coeffs[0], shares * sizes, itl[0], np.array([1.0 / at]))[0])
+    x_at = float(_x_for(coeffs[0], main_shares * sizes, itl[0], np.array([1.0 / at]))[0])
     contrast = _path_contrast(coeffs, pair, sizes, at, x_at if np.isfinite(x_at) else float(itl[0]))
     if not abs(contrast) >= MIN_PATH_CONTRAST:
         return replace(result, path_contrast=contrast,
@@ -154,8 +162,8 @@ def measure_specialized_speedup(deployment: Deployment, main: SegmentLatency, pr
                               f"latencies under the cost model")
     contrast = _path_contrast(coeffs, pair, sizes, float(s[0]), float(x[0]))
     interval = (float(s[0]), float(s[0]))
-    if share_resamples is not None:
-        resampled = tuple(np.asarray(r, dtype=float)[:MEASURE_RESAMPLES] for r in share_resamples)
+    if shares.resamples is not None:
+        resampled = tuple(np.asarray(r, dtype=float)[:MEASURE_RESAMPLES] for r in shares.resamples)
         drawn, _ = _solve(coeffs, _resampled_itl(itl, [g.from_running for g in segments], pair, resampled, sizes),
                           resampled, sizes)
         drawn = drawn[np.isfinite(drawn)]
@@ -166,26 +174,28 @@ def measure_specialized_speedup(deployment: Deployment, main: SegmentLatency, pr
                    path_contrast=contrast)
 
 
-def predicted_halfwidth(deployment: Deployment, main_gamma: int, probe_gamma: int, batch_sizes, time_shares, *,
+def predicted_halfwidth(deployment: Deployment, gammas: tuple[int, int], shares: SegmentShares, *,
                         clean_share: float, samples: tuple[float, float], level: float = 0.9,
                         from_running: bool = False) -> Callable[[float], float]:
     """h(s): the half-width of the interval measure_specialized_speedup would give if the true
     speedup were s — the latencies the cost model makes at s and the deployment's plain-decode
-    rate, the time shares resampled as each segment's ``samples`` (main, probe) would leave
-    them (inf where more than a tenth of the resamples fit no s; ``from_running``: the latency
-    is Little's law's, moving with each resample as SegmentLatency.from_running says). What a
-    probe planned to measure s can resolve (model.specialized_break_even.speedup_probe)."""
-    sizes = np.asarray(batch_sizes, dtype=int)
-    shares = np.asarray(time_shares, dtype=float) / np.sum(time_shares)
-    coeffs = np.stack([_step_coefficients(deployment, g, sizes, clean_share) for g in (main_gamma, probe_gamma)])
+    rate, for the (main, probe) ``gammas`` at the main segment's ``shares`` resampled as each
+    segment's ``samples`` (main, probe) would leave them (inf where more than a tenth of the
+    resamples fit no s; ``from_running``: the latency is Little's law's, moving with each
+    resample as SegmentLatency.from_running says). What a probe planned to measure s can
+    resolve (model.specialized_break_even.speedup_probe)."""
+    sizes = np.asarray(shares.batch_sizes, dtype=int)
+    main = np.asarray(shares.main, dtype=float)
+    u = main / np.sum(main)
+    coeffs = np.stack([_step_coefficients(deployment, g, sizes, clean_share) for g in gammas])
     rng = np.random.default_rng(0)
-    drawn = tuple(rng.dirichlet(max(n, 1.0) * shares + 0.5, size=_PREDICTION_RESAMPLES) for n in samples)
+    drawn = tuple(rng.dirichlet(max(n, 1.0) * u + 0.5, size=_PREDICTION_RESAMPLES) for n in samples)
     x = np.array([1.0 / deployment.baseline_tokens_per_second])
-    weights = (shares * sizes)[None]
+    weights = (u * sizes)[None]
 
     def halfwidth(s: float) -> float:
         itl = np.array([_itl(c, weights, x, np.array([1.0 / s]))[0] for c in coeffs])
-        resampled_itl = _resampled_itl(itl, (from_running, from_running), (shares[None], shares[None]), drawn, sizes)
+        resampled_itl = _resampled_itl(itl, (from_running, from_running), (u[None], u[None]), drawn, sizes)
         found, _ = _solve(coeffs, resampled_itl, drawn, sizes, _PREDICTION_GRID)
         if np.mean(np.isfinite(found)) < 0.9:
             return math.inf

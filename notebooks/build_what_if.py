@@ -60,7 +60,7 @@ from acceptance.sim.processes import FrontLoadedProcess, IndependentProcess
 from model.deployment import Deployment
 from model.figures import MODELS
 from model.profiles import STOCK, experts_touched, make_profile
-from model.recommend import recommend
+from model.recommend import RouteInputs, recommend
 from model.specialized import SPECIALIZED_TOKEN_LIMIT, runs_specialized, specialized_refusal
 from model.speedup import CostModel, expected_tokens_from_survival, implied_p, mix_speedup, seeds_table
 
@@ -207,7 +207,7 @@ them with the spread of several tail models and the errors such extrapolations m
 curves (docs/DESIGN.md, Cost model). With the
 front-loaded curve observed at γ = 7 (intervals from 200,000 drafts):"""),
     ("code", r"""observed = estimate_from_survival(front[:DEPLOYED_GAMMA], drafts=200_000)
-rec = recommend(observed.survival.value, dflash["roofline"], survival_resamples=observed.survival_resamples)
+rec = recommend(RouteInputs(observed.survival.value, survival_resamples=observed.survival_resamples), dflash["roofline"])
 table = pd.DataFrame([{"γ": c.gamma, "speedup": round(c.speedup, 3), "low": round(c.speedup_low, 3),
                        "high": round(c.speedup_high, 3), "extrapolated": c.extrapolated} for c in rec.candidates])
 table["true front-loaded"] = predictions["S roofline front-loaded"].reindex(table["γ"]).to_numpy()
@@ -249,7 +249,7 @@ def best_by_batch(deployment, survival=observed_curve):
     # the same path, and its per-user tokens/s (comparable across paths).
     out = {}
     for b in BATCH_SIZES:
-        r = recommend(survival, deployment, batch_mix={b: 1.0})
+        r = recommend(RouteInputs(survival, batch_mix={b: 1.0}), deployment)
         best = r.candidates[r.recommended_gamma]
         out[b] = (r.recommended_gamma, best.speedup, best.tokens_per_second)
     return out
@@ -325,7 +325,7 @@ tokens per GPU-second at the route's load. They weight batch sizes differently, 
 same deployment and the same acceptance can call for different γ. A route spending half
 its requests' time at batch 4 and half at batch 32:"""),
     ("code", r"""ROUTE_MIX = {4: 0.5, 32: 0.5}  # request-weighted batch mix w_B
-by_objective = {obj: recommend(observed_curve, replace(KIMI, objective=obj), batch_mix=ROUTE_MIX)
+by_objective = {obj: recommend(RouteInputs(observed_curve, batch_mix=ROUTE_MIX), replace(KIMI, objective=obj))
                 for obj in ("interactivity", "throughput")}
 units = {"interactivity": "tok/s per user", "throughput": "tokens per GPU-second"}
 axis_table = pd.DataFrame({

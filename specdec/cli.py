@@ -119,7 +119,7 @@ def cmd_collect(args) -> int:
 
 def _collect_into(args, config, targets: list[str], interval: float) -> dict:
     """The collector's run into the store (and the gauges, with --serve): what answered."""
-    from acceptance.collector import run_collector
+    from acceptance.collector import ScrapeOptions, run_collector
 
     from .full_disk import FullDiskWatch
 
@@ -163,9 +163,9 @@ def _collect_into(args, config, targets: list[str], interval: float) -> dict:
 
     try:
         run_collector(
-            watch, targets, interval_s=interval, duration_s=args.duration, once=args.once,
-            on_cycle=progress, timeout_s=config.collect_timeout_s, max_bytes=config.max_page_bytes,
-            max_engines=config.max_engines,
+            watch, targets, interval_s=interval, duration_s=args.duration, once=args.once, on_cycle=progress,
+            scrape=ScrapeOptions(timeout_s=config.collect_timeout_s, max_bytes=config.max_page_bytes,
+                                 max_engines=config.max_engines),
         )
     finally:
         store.close()

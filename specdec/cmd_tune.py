@@ -159,7 +159,7 @@ def _tune_live(config, route: str, window_s: float):
     import tempfile
     from pathlib import Path
 
-    from acceptance.collector import run_collector
+    from acceptance.collector import ScrapeOptions, run_collector
     from acceptance.store import Store
 
     from . import pipeline
@@ -188,8 +188,9 @@ def _tune_live(config, route: str, window_s: float):
         try:
             # One cycle past the window: a window needs a baseline scrape at its start.
             run_collector(store.write_cycle, targets, interval_s=interval, duration_s=window_s + interval / 2,
-                          on_cycle=progress, stop=stop, timeout_s=config.collect_timeout_s,
-                          max_bytes=config.max_page_bytes, max_engines=config.max_engines)
+                          on_cycle=progress, stop=stop,
+                          scrape=ScrapeOptions(timeout_s=config.collect_timeout_s, max_bytes=config.max_page_bytes,
+                                               max_engines=config.max_engines))
         except KeyboardInterrupt:
             print("\n  stopped early", file=sys.stderr)
         print(file=sys.stderr)

@@ -25,7 +25,7 @@ from acceptance.collector import Collector
 from acceptance.sim import Fleet, LatencyBoundStepTime, build_scenario
 from acceptance.store import Store
 from model.deployment import Deployment
-from model.recommend import recommend
+from model.recommend import RouteInputs, recommend
 from model.speedup import batch_mix_from_time_shares
 
 from .config import load_config
@@ -90,7 +90,7 @@ def true_best(fleet: Fleet, route: str, deployment: Deployment, deployed_gamma: 
     truth = fleet.route_true_survival(route, max_gamma)
     mix = batch_mix_from_time_shares(fleet.route_batch_mix(route, weighting="time"), deployment, deployed_gamma)
     # deployed at max_gamma: no candidate is extrapolated; ties go to the smaller γ
-    rec = recommend(np.asarray(truth), deployment, deployed_gamma=max_gamma, gamma_max=max_gamma, batch_mix=mix)
+    rec = recommend(RouteInputs(np.asarray(truth), deployed_gamma=max_gamma, gamma_max=max_gamma, batch_mix=mix), deployment)
     return rec.recommended_gamma, {c.gamma: c.speedup for c in rec.candidates if c.allowed}
 
 

@@ -22,13 +22,14 @@ from acceptance.ingested_window import ingested_window
 from acceptance.route_estimate import RouteEstimate, estimate_route
 from model.deployment import INLINE_DEFAULTS, Deployment
 from model.hf_config import model_from_labels
-from model.recommend import Recommendation, recommend
+from model.recommend import Recommendation, RouteInputs, recommend
 from model.route import drafts_more_needed, recommend_route
 from model.specialized_measured import measurable
 
 from .config import Config, ConfigError, deployment_for_route, flagged, route_source
 from .no_drafts import no_drafts_message
 from .report import format_clock
+from .tuning_options import DEFAULT_TUNING, TuningOptions
 
 DEFAULT_WINDOW_S = 3600.0
 
@@ -71,29 +72,28 @@ class RouteTuning:
     step_sequences = _from_estimate("step_sequences")  # list | None
 
 
+def _estimated(window, intervals: IntervalCounts, options: TuningOptions, engines: int | None = None) -> RouteEstimate:
+    return estimate_route(window, intervals, level=options.level, n_resamples=options.n_resamples, seed=options.seed,
+                          block_length=options.block_length, unit=options.unit, engines=engines)
+
+
 def tune_intervals(
     route: str,
     intervals: IntervalCounts,
     deployment: Deployment,
     *,
     window=None,
-    level: float = 0.9,
-    n_resamples: int = 1000,
-    seed: int = 0,
-    block_length: int | None = None,
-    unit: str = "scrape intervals",
+    options: TuningOptions = DEFAULT_TUNING,
     engines: int | None = None,  # the route's configured count where rows name none
     earlier=None,  # the window in which a canary last ran, where ``window`` holds none
 ) -> RouteTuning:
-    """Estimate one γ segment and recommend from it (rows resampled in blocks of ``block_length``)."""
+    """Estimate one γ segment and recommend from it (rows resampled as ``options`` say)."""
     if intervals.total().drafts <= 0:
         raise NoDataError(f"route {route!r}: the window holds no drafts at gamma {intervals.gamma}")
-    estimated = estimate_route(window, intervals, level=level, n_resamples=n_resamples, seed=seed,
-                               block_length=block_length, unit=unit, engines=engines)
+    estimated = _estimated(window, intervals, options, engines)
     if earlier is not None:  # its latency measured the specialized speedup (acceptance.canary_lookback)
-        estimated.speedup_from = estimate_route(earlier, earlier.newest_segment.intervals, level=level,
-                                                n_resamples=n_resamples, seed=seed, block_length=block_length,
-                                                unit=unit)
+        estimated.speedup_from = _estimated(earlier, earlier.newest_segment.intervals, options)
+    level, seed = options.level, options.seed  # priced at the estimate's level, from its seed
     priced = recommend_route(estimated, deployment, batch_time_shares=estimated.batch_time_shares, level=level,
                              seed=seed)
     notes = list(getattr(window, "notes", []))  # how the source read it (a Prometheus window says)
@@ -124,9 +124,9 @@ def tune_route(config: Config, route: str, *, store=None, window_s: float = DEFA
     earlier, notes = (earlier_canary_window(lambda lo, hi: route_window_for(config, route, source, store, lo, hi)[0],
                                             window, window_s)
                       if measurable(deployment) else (None, []))
-    tuning = tune_intervals(route, segment.intervals, deployment, window=window, level=level, n_resamples=n_resamples,
-                            block_length=block_length, unit=unit, engines=getattr(config.routes.get(route), "engines", None),
-                            earlier=earlier)
+    options = TuningOptions(level=level, n_resamples=n_resamples, block_length=block_length, unit=unit)
+    tuning = tune_intervals(route, segment.intervals, deployment, window=window, options=options,
+                            engines=getattr(config.routes.get(route), "engines", None), earlier=earlier)
     tuning.notes += notes + page_notes
     tuning.window_start, tuning.window_end = end - window_s, end
     shared = getattr(config.routes.get(route), "shared_deployment", None)
@@ -174,9 +174,9 @@ def tune_inline(survival: list[float], *, drafts: int | None = None, deployed_ga
         deployment = flagged(Deployment.from_mapping(figures or {}, where="tune-gamma", base=INLINE_DEFAULTS),
                              figures or {})
     estimate = estimate_from_survival(survival, drafts=drafts, level=level, n_resamples=n_resamples)
-    rec = recommend(estimate.survival.value, deployment,
+    rec = recommend(RouteInputs(estimate.survival.value,
                     survival_resamples=estimate.survival_resamples if estimate.has_interval else None,
-                    deployed_gamma=deployed_gamma if deployed_gamma is not None else estimate.gamma, level=level)
+                    deployed_gamma=deployed_gamma if deployed_gamma is not None else estimate.gamma, level=level), deployment)
     notes = [estimate.note] if estimate.note else []
     return RouteTuning(route="inline", deployment=deployment, estimate=estimate, recommendation=rec, notes=notes)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import acceptance.fetch as fetch_module
-from acceptance.collector import Collector, collect_cycle, run_collector
+from acceptance.collector import Collector, ScrapeOptions, collect_cycle, run_collector
 from acceptance.fetch import PageFetcher, SourceError, fetch_page, read_source
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "vllm-golden"  # a copy of the shared reference data
@@ -436,6 +436,15 @@ def test_run_collector_once_writes_one_cycle(base):
     assert [r.ok for r in written[0]] == [True, True]
     assert progress[0][:2] == (1, 2)
     assert progress[0][2] >= 0
+
+
+def test_run_collector_scrapes_as_its_options_say(base):
+    written = []
+    run_collector(written.append, [f"{base}/metrics"], interval_s=60, once=True,
+                  scrape=ScrapeOptions(now=lambda: 1234.5, max_engines=1))
+    (result,), = written
+    assert result.time == 1234.5
+    assert not result.ok and "over the limit of 1" in result.error  # the page's two engines are too many
 
 
 def test_run_collector_stops_on_event(base):

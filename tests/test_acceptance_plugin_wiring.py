@@ -20,7 +20,7 @@ from acceptance.vllm_plugin import PluginMetrics
 from acceptance.windows import StepShapeWindow, Window, route_window
 from model.deployment import INLINE_DEFAULTS, Deployment
 from acceptance.route_estimate import MIN_BUCKET_DRAFTS
-from specdec.pipeline import tune_intervals
+from specdec.pipeline import TuningOptions, tune_intervals
 from specdec.report import tuning_to_dict
 
 GOLDEN = Path(__file__).parent / "data" / "vllm-golden" / "exposition_gamma3_full_metrics_page.txt"
@@ -254,9 +254,10 @@ def test_per_batch_survival_lowers_gamma_when_acceptance_collapses_at_large_batc
                                          base=INLINE_DEFAULTS)
     plugin = plugin_totals({"1": high, "33-64": low}, drafts=float(MIN_BUCKET_DRAFTS))
     mix = {1: 0.1, 40: 0.9}
+    options = TuningOptions(n_resamples=200)
     with_plugin = tune_intervals("r", pooled_intervals(high), deployment, window=window_with(plugin, mix),
-                                 n_resamples=200)
-    without = tune_intervals("r", pooled_intervals(high), deployment, window=window_with(None, mix), n_resamples=200)
+                                 options=options)
+    without = tune_intervals("r", pooled_intervals(high), deployment, window=window_with(None, mix), options=options)
     assert with_plugin.recommendation.recommended_gamma < without.recommendation.recommended_gamma
     assert with_plugin.survival_by_batch == {1: pytest.approx(high), 40: pytest.approx(low)}
     doc = tuning_to_dict(with_plugin)["observed"]
@@ -266,20 +267,20 @@ def test_per_batch_survival_lowers_gamma_when_acceptance_collapses_at_large_batc
     assert tuning_to_dict(without)["observed"]["survival_by_batch"] is None
     # Too few drafts in the buckets: the pooled curve for every batch size.
     thin = plugin_totals({"1": high, "33-64": low}, drafts=float(MIN_BUCKET_DRAFTS - 1))
-    fallback = tune_intervals("r", pooled_intervals(high), deployment, window=window_with(thin, mix), n_resamples=200)
+    fallback = tune_intervals("r", pooled_intervals(high), deployment, window=window_with(thin, mix), options=options)
     assert fallback.survival_by_batch is None
     assert fallback.recommendation.recommended_gamma == without.recommendation.recommended_gamma
 
 
 def test_uniform_per_batch_curves_change_nothing():
-    from model.recommend import recommend
+    from model.recommend import RouteInputs, recommend
 
     curve = np.array([0.8, 0.6, 0.4])
     deployment = Deployment.from_mapping({"method": "eagle", "draft_cost": 0.1, "cost_profile": "flat"}, where="test",
                                          base=INLINE_DEFAULTS)
     mix = {1: 0.3, 40: 0.7}
-    base = recommend(curve, deployment, batch_mix=mix)
-    same = recommend(curve, deployment, batch_mix=mix, survival_by_batch={1: curve, 40: curve})
+    base = recommend(RouteInputs(curve, batch_mix=mix), deployment)
+    same = recommend(RouteInputs(curve, batch_mix=mix, survival_by_batch={1: curve, 40: curve}), deployment)
     assert [c.speedup for c in same.candidates] == pytest.approx([c.speedup for c in base.candidates])
 
 
@@ -290,14 +291,14 @@ def test_specialized_clean_share_comes_from_the_plugin_steps():
     plugin = plugin_totals({"3-4": [0.8, 0.6, 0.4]}, drafts=10.0, steps=steps)
     histogram = {64.0: 1000.0, float("inf"): 1000.0}  # the histogram's bound would say 100%
     t = tune_intervals("r", pooled_intervals([0.8, 0.6, 0.4]), deployment,
-                       window=window_with(plugin, {4: 1.0}, histogram), n_resamples=100)
+                       window=window_with(plugin, {4: 1.0}, histogram), options=TuningOptions(n_resamples=100))
     elig = t.recommendation.specialized_eligibility
     assert elig.share == pytest.approx(0.6)
     assert elig.source.startswith("specdec plugin: 600 of 1000 steps clean")
     assert tuning_to_dict(t)["specialized_eligibility"]["source"] == elig.source
     # Without the plugin: the histogram's upper bound, as before.
     t0 = tune_intervals("r", pooled_intervals([0.8, 0.6, 0.4]), deployment,
-                        window=window_with(None, {4: 1.0}, histogram), n_resamples=100)
+                        window=window_with(None, {4: 1.0}, histogram), options=TuningOptions(n_resamples=100))
     assert t0.recommendation.specialized_eligibility.source.startswith("vllm:iteration_tokens_total")
 
 
@@ -306,7 +307,7 @@ def test_plugin_totals_of_another_gamma_are_not_used():
                                          base=INLINE_DEFAULTS)
     other = plugin_totals({"33-64": [0.3, 0.1]}, drafts=float(MIN_BUCKET_DRAFTS))  # γ = 2
     t = tune_intervals("r", pooled_intervals([0.9, 0.8, 0.7]), deployment, window=window_with(other, {40: 1.0}),
-                       n_resamples=100)
+                       options=TuningOptions(n_resamples=100))
     assert t.plugin is None
     assert t.survival_by_batch is None
 

@@ -14,7 +14,7 @@ from acceptance.per_request import parse_per_request_lines
 from acceptance.store import IngestedRow, Store
 from model.deployment import Deployment
 from model.drafters import drafter_for
-from model.recommend import recommend
+from model.recommend import RouteInputs, recommend
 from model.speedup import speedup_with_undrafted, tokens_per_time
 from support import RECENT, deployed_candidate, tune_ingested, vllm_payload
 
@@ -85,22 +85,22 @@ def test_the_free_drafter_pays_its_proposer_time_per_step():
 
 def test_recommend_prices_the_undrafted_steps_at_every_gamma():
     curve = [0.9, 0.85, 0.8]
-    plain = recommend(curve, FLAT_NGRAM, deployed_gamma=3)
+    plain = recommend(RouteInputs(curve, deployed_gamma=3), FLAT_NGRAM)
     nu = 0.3
-    diluted = recommend(curve, FLAT_NGRAM, deployed_gamma=3, undrafted_token_share=nu)
+    diluted = recommend(RouteInputs(curve, deployed_gamma=3, undrafted_token_share=nu), FLAT_NGRAM)
     for p, d in zip(plain.candidates, diluted.candidates):
         # flat profile, free drafter: every step costs the same, so S = 1 / (ν + (1 − ν)/AL)
         # (past γ 3 the point is a mean over tail models, so the identity holds per model only)
         if not p.extrapolated:
             assert d.speedup == pytest.approx(1 / (nu + (1 - nu) / p.speedup))
         assert d.speedup < p.speedup or p.gamma == 0
-    with_overhead = recommend(curve, Deployment(method="ngram", cost_profile="flat", draft_overhead=0.4),
-                              deployed_gamma=3, undrafted_token_share=nu)
+    with_overhead = recommend(RouteInputs(curve,
+                              deployed_gamma=3, undrafted_token_share=nu), Deployment(method="ngram", cost_profile="flat", draft_overhead=0.4))
     # the undrafted steps pay the proposer too: 1 / (ν·1.4 + (1 − ν)·1.4/AL) at γ ≥ 1
     al3 = 1 + sum(curve)
     assert with_overhead.candidates[3].speedup == pytest.approx(1 / (nu * 1.4 + (1 - nu) * 1.4 / al3))
     with pytest.raises(ValueError, match="undrafted_token_share"):
-        recommend(curve, FLAT_NGRAM, deployed_gamma=3, undrafted_token_share=1.0)
+        recommend(RouteInputs(curve, deployed_gamma=3, undrafted_token_share=1.0), FLAT_NGRAM)
 
 
 def undrafted_requests(tmp_path, *, undrafted_steps: int, n: int = 120):

@@ -9,7 +9,7 @@ import pytest
 
 from model.anchor import Anchor, solve_observed_rate
 from model.deployment import Deployment
-from model.recommend import recommend
+from model.recommend import RouteInputs, recommend
 from specdec.cli import main, tune_gamma_main
 from support import RECENT, deployed_candidate, run_cli, tune_ingested, tune_live_window, vllm_payload
 
@@ -91,8 +91,8 @@ def test_the_roofline_fixed_point_and_an_unreachable_rate():
 
     dep = Deployment.from_mapping({"method": "ngram", "model": "llama-3.1-8b", "gpu": "H100",
                                    "tensor_parallel_size": 1}, where="test")
-    rec = recommend(np.array(CURVE), dep, batch_mix={1: 0.5, 32: 0.5}, observed_tokens_per_second=250.0,
-                    observed_latency_source="test")
+    rec = recommend(RouteInputs(np.array(CURVE), batch_mix={1: 0.5, 32: 0.5}, observed_tokens_per_second=250.0,
+                    observed_latency_source="test"), dep)
     assert rec.anchor.source == "observed"
     deployed = rec.candidates[rec.deployed_gamma]
     assert deployed.tokens_per_second == pytest.approx(250.0, rel=1e-6)

@@ -13,6 +13,7 @@ from model.calibrate import (
     META_BATCH_SIZE,
     META_GAMMA,
     META_PATH,
+    BenchWorkload,
     CalibrationInputError,
     calibration_plan,
     format_plan,
@@ -140,6 +141,19 @@ def test_plan_servers_replay_survival_and_speculation_off():
         assert s.serve_command in text
     for r in plan.runs:
         assert r.bench_command in text
+
+
+def test_plan_runs_send_the_workload_asked_for():
+    default = calibration_plan(Deployment(), SURVIVAL, model="m", gammas=[1], batch_sizes=[2])
+    argv = shlex.split(default.runs[0].bench_command)
+    assert [argv[argv.index(flag) + 1] for flag in ("--random-input-len", "--random-output-len", "--num-prompts")] \
+        == ["32", "512", "8"]  # BenchWorkload's defaults: 4 prompts per concurrent slot
+    small = calibration_plan(Deployment(), SURVIVAL, model="m", gammas=[1], batch_sizes=[2],
+                             workload=BenchWorkload(input_len=7, output_len=9, rounds=3))
+    for r in small.runs:
+        argv = shlex.split(r.bench_command)
+        assert [argv[argv.index(flag) + 1] for flag in ("--random-input-len", "--random-output-len", "--num-prompts")] \
+            == ["7", "9", str(3 * r.batch_size)]
 
 
 def test_plan_latency_specialized_measures_stock_unit_and_paths():

@@ -292,7 +292,7 @@ def test_a_stopped_canary_s_measurement_is_priced_in_later_windows():
     made: γ 7 holds over the whole measured range. Without it the window prices the
     configured 1.5–2.0× again, over which γ 7 rests on the figure (γ 3 wins above 1.79×)."""
     import decision_rounds
-    from specdec.pipeline import tune_intervals
+    from specdec.pipeline import TuningOptions, tune_intervals
 
     cls = CLASS_BY_NAME["cost-specialized-slow-edge-g3"]
     truth = decision_truth.Truth(cls)
@@ -311,11 +311,11 @@ def test_a_stopped_canary_s_measurement_is_priced_in_later_windows():
     canary_parts, canary_window = window([(3, cls.engines - 1), (7, 1)])
     later_parts, later_window = window([(7, cls.engines)])
     deployment = decision_truth.tool_deployment(cls)
-    options = dict(level=0.9, n_resamples=400, seed=0)
-    then = tune_intervals(cls.name, canary_parts[0][0], deployment, window=canary_window, **options)
+    options = TuningOptions(level=0.9, n_resamples=400, seed=0)
+    then = tune_intervals(cls.name, canary_parts[0][0], deployment, window=canary_window, options=options)
     now = tune_intervals(cls.name, later_parts[0][0], deployment, window=later_window, earlier=canary_window,
-                         **options)
-    alone = tune_intervals(cls.name, later_parts[0][0], deployment, window=later_window, **options)
+                         options=options)
+    alone = tune_intervals(cls.name, later_parts[0][0], deployment, window=later_window, options=options)
     measured = now.recommendation.specialized_speedup_measured
     then_measured = then.recommendation.specialized_speedup_measured
     assert then_measured.window is None and measured.window == (canary_window.start, canary_window.end)

@@ -87,15 +87,15 @@ def test_the_specialized_path_does_not_anchor_on_a_rate_whose_steps_often_carrie
     import numpy as np
 
     from model.deployment import Deployment
-    from model.recommend import recommend
+    from model.recommend import RouteInputs, recommend
 
     spec = Deployment(decode_backend="latency_specialized", configured=frozenset({"decode_backend"}))
     curve = np.array([0.8, 0.6, 0.45])
-    drafted_every_step = recommend(curve, spec, observed_tokens_per_second=150.0, undrafted_token_share=0.0,
-                                   observed_latency_source="vllm:inter_token_latency_seconds")
+    drafted_every_step = recommend(RouteInputs(curve, observed_tokens_per_second=150.0, undrafted_token_share=0.0,
+                                   observed_latency_source="vllm:inter_token_latency_seconds"), spec)
     assert drafted_every_step.anchor.source == "observed"
-    often_not = recommend(curve, spec, observed_tokens_per_second=150.0, undrafted_token_share=0.3,
-                          observed_latency_source="vllm:inter_token_latency_seconds")
+    often_not = recommend(RouteInputs(curve, observed_tokens_per_second=150.0, undrafted_token_share=0.3,
+                          observed_latency_source="vllm:inter_token_latency_seconds"), spec)
     assert often_not.anchor.source == "default"
     assert "30.0% of the tokens came from steps without a draft" in often_not.anchor.detail
 
@@ -150,12 +150,12 @@ def test_a_default_anchor_follows_the_configured_model_and_gpu(capsys):
                                                       "--draft-cost", "0.1", "--cost-profile", "roofline", "--json"])
     assert code == 0, err
     assert json.loads(out)["anchor"]["baseline_tokens_per_second"] == 118.0
-    from model.recommend import recommend
+    from model.recommend import RouteInputs, recommend
     import numpy as np
 
     llama = Deployment(method="eagle3", model="llama-3.1-8b", gpu="H100", tensor_parallel_size=1,
                        configured=frozenset({"method", "draft_cost", "model", "gpu", "tensor_parallel_size"}))
-    rec = recommend(np.array([0.8, 0.6, 0.45]), llama)
+    rec = recommend(RouteInputs(np.array([0.8, 0.6, 0.45])), llama)
     floor = roofline_floor_tokens_per_second(llama)
     assert 150 < floor < 250  # 16 GB of bf16 weights read at 3.35 TB/s
     assert rec.anchor.source == "default" and rec.anchor.baseline_tokens_per_second == pytest.approx(floor)
@@ -352,15 +352,15 @@ def test_a_model_that_misses_the_engine_s_rate_decides_nothing():
     import numpy as np
 
     from model.deployment import Deployment
-    from model.recommend import recommend
+    from model.recommend import RouteInputs, recommend
 
     flat = Deployment(method="eagle3", draft_cost=0.05, cost_profile="flat", baseline_tokens_per_second=300.0)
     curve = np.array([0.9, 0.8, 0.7])
-    honest = recommend(curve, flat, survival_resamples=np.tile(curve, (50, 1)), deployed_gamma=1,
-                       observed_tokens_per_second=300.0 * 1.6)
+    honest = recommend(RouteInputs(curve, survival_resamples=np.tile(curve, (50, 1)), deployed_gamma=1,
+                       observed_tokens_per_second=300.0 * 1.6), flat)
     assert honest.model_error is not None and abs(honest.model_error) < 0.15 and honest.decision == "change"
-    missed = recommend(curve, flat, survival_resamples=np.tile(curve, (50, 1)), deployed_gamma=1,
-                       observed_tokens_per_second=150.0)
+    missed = recommend(RouteInputs(curve, survival_resamples=np.tile(curve, (50, 1)), deployed_gamma=1,
+                       observed_tokens_per_second=150.0), flat)
     assert missed.model_error_warning and missed.decision == "undecided"
     assert missed.vllm_command_line is None and missed.expected_best_gamma > 1
 

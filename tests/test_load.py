@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from model.deployment import Deployment
-from model.recommend import recommend
+from model.recommend import RouteInputs, recommend
 from specdec.report import _load_lines
 
 BATCHES = (1, 2, 4, 8, 16, 32)
@@ -34,7 +34,7 @@ def _step(b: int, k: int) -> float:
 def test_the_best_gamma_falls_with_the_batch_and_the_gamma_stops_paying(tmp_path):
     a = 0.88 ** np.arange(1, 5)  # acceptance flat in the batch, as in that sweep
     dep = Deployment(method="draft_model", draft_cost=DRAFT_COST, cost_profile=_table(tmp_path))
-    rec = recommend(a, dep, deployed_gamma=4, batch_mix={b: 1.0 for b in BATCHES})
+    rec = recommend(RouteInputs(a, deployed_gamma=4, batch_mix={b: 1.0 for b in BATCHES}), dep)
     load = rec.load
     assert load.gamma == 4  # no resamples: keep the deployed γ, the one the view is about
     al = np.array([1.0 + a[:k].sum() if k <= 4 else np.nan for k in range(5)])
@@ -66,6 +66,6 @@ def test_the_best_gamma_falls_with_the_batch_and_the_gamma_stops_paying(tmp_path
 
 def test_one_batch_size_says_nothing_of_load():
     a = 0.8 ** np.arange(1, 4)
-    rec = recommend(a, Deployment(method="eagle3", draft_cost=0.1, cost_profile="flat"), deployed_gamma=3)
+    rec = recommend(RouteInputs(a, deployed_gamma=3), Deployment(method="eagle3", draft_cost=0.1, cost_profile="flat"))
     assert [p.batch_size for p in rec.load.points] == [1]
     assert _load_lines(rec.to_dict()["load"]) == []

@@ -13,7 +13,7 @@ from acceptance.counts import IntervalCounts
 from acceptance.route_estimate import RouteTraffic, route_traffic
 from model.deployment import Deployment
 from model.probe import PROBE_MIN_DRAFTS, accepted_variance, design_effect
-from model.recommend import recommend
+from model.recommend import RouteInputs, recommend
 
 from test_model_recommend import resamples
 
@@ -25,8 +25,8 @@ TRAFFIC = RouteTraffic(drafts=50_000, seconds=3600.0, engines=8, rows=240)  # 15
 
 
 def _tune(curve=RISING, deployment=DRAFT_MODEL, traffic=TRAFFIC, drafts=50_000):
-    return recommend(curve, deployment, survival_resamples=resamples(curve, drafts), deployed_gamma=3,
-                     traffic=traffic)
+    return recommend(RouteInputs(curve, survival_resamples=resamples(curve, drafts), deployed_gamma=3,
+                     traffic=traffic), deployment)
 
 
 def test_an_unsure_extrapolated_best_is_probed_on_one_engine_while_the_fleet_keeps_its_gamma():

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from model.deployment import INLINE_DEFAULTS, Deployment, ModelInputError
-from model.recommend import Candidate, Recommendation, recommend
+from model.decision import Decision
+from model.recommend import Candidate, Recommendation, RouteInputs, recommend
 from model.vllm_config import schedule_from_best, speculative_config, validate_schedule
 
 EAGLE_FLAT = Deployment(method="eagle3", draft_cost=0.1, cost_profile="flat")
@@ -25,28 +26,28 @@ def resamples(curve, drafts, n=400, seed=1):
 
 
 def test_candidates_span_zero_to_gamma_max_or_the_drafters_block():
-    rec = recommend(CURVE[:5], EAGLE_FLAT)
+    rec = recommend(RouteInputs(CURVE[:5]), EAGLE_FLAT)
     assert [c.gamma for c in rec.candidates] == list(range(17))  # gamma_max 16: no block for EAGLE-3
     assert [c.extrapolated for c in rec.candidates] == [False] * 6 + [True] * 11
-    dspark = recommend(CURVE[:3], Deployment(method="dspark", draft_cost=0.1, cost_profile="flat"))
+    dspark = recommend(RouteInputs(CURVE[:3]), Deployment(method="dspark", draft_cost=0.1, cost_profile="flat"))
     assert dspark.candidates[-1].gamma == 7  # its block
     c0 = rec.candidates[0]
     assert c0.speedup == 1.0
     assert c0.allowed
     assert c0.reason is None
-    assert recommend(CURVE[:5], EAGLE_FLAT, gamma_max=3, deployed_gamma=2).candidates[-1].gamma == 3
+    assert recommend(RouteInputs(CURVE[:5], gamma_max=3, deployed_gamma=2), EAGLE_FLAT).candidates[-1].gamma == 3
 
 
 def test_recommended_is_the_best_expected_speedup():
-    rec = recommend(CURVE, EAGLE_FLAT, deployed_gamma=2)
+    rec = recommend(RouteInputs(CURVE, deployed_gamma=2), EAGLE_FLAT)
     assert rec.recommended_gamma == 4
     assert rec.candidates[4].speedup == pytest.approx((1 - 0.7**5) / 0.3 / 1.4)
     assert rec.candidates[4].tokens_per_second == pytest.approx(rec.candidates[4].speedup * 118)
 
 
 def test_tight_resamples_make_the_best_certain_and_wide_ones_do_not():
-    tight = recommend(CURVE, EAGLE_FLAT, survival_resamples=resamples(CURVE, 1_000_000), deployed_gamma=2)
-    wide = recommend(CURVE, EAGLE_FLAT, survival_resamples=resamples(CURVE, 50), deployed_gamma=2)
+    tight = recommend(RouteInputs(CURVE, survival_resamples=resamples(CURVE, 1_000_000), deployed_gamma=2), EAGLE_FLAT)
+    wide = recommend(RouteInputs(CURVE, survival_resamples=resamples(CURVE, 50), deployed_gamma=2), EAGLE_FLAT)
     assert tight.probability_best > 0.95
     assert wide.probability_best < 0.8
     for r in (tight, wide):
@@ -66,7 +67,7 @@ def test_tight_resamples_make_the_best_certain_and_wide_ones_do_not():
 def test_keep_says_what_evidence_would_change_it():
     curve = np.array([0.7, 0.49, 0.343])
     # Too few drafts: γ 4 is better on average (+8%) but not surely by min_gain.
-    rec = recommend(curve, EAGLE_FLAT, survival_resamples=resamples(curve, 15), deployed_gamma=2)
+    rec = recommend(RouteInputs(curve, survival_resamples=resamples(curve, 15), deployed_gamma=2), EAGLE_FLAT)
     assert rec.recommended_gamma == 4
     assert rec.decision == "keep"
     assert "P(γ=4 gains > 3% over γ=2)" in rec.decision_reason
@@ -74,11 +75,11 @@ def test_keep_says_what_evidence_would_change_it():
     assert rec.vllm_speculative_config["num_speculative_tokens"] == 2  # the deployed γ stays
     # Plenty of drafts but a gain within min_gain: keep, and say so.
     modest = Deployment(method="eagle3", draft_cost=0.1, cost_profile="flat", min_gain=0.10)
-    rec = recommend(curve, modest, survival_resamples=resamples(curve, 1_000_000), deployed_gamma=2)
+    rec = recommend(RouteInputs(curve, survival_resamples=resamples(curve, 1_000_000), deployed_gamma=2), modest)
     assert rec.recommended_gamma == 4
     assert rec.decision == "keep"
     assert "within min_gain 10%" in rec.decision_reason
-    no_res = recommend(CURVE, EAGLE_FLAT, deployed_gamma=2)
+    no_res = recommend(RouteInputs(CURVE, deployed_gamma=2), EAGLE_FLAT)
     assert no_res.decision == "keep"
     assert "without resamples" in no_res.decision_reason
     assert no_res.probability_best is None
@@ -88,7 +89,7 @@ def test_keep_says_what_evidence_would_change_it():
 def test_off_when_speculation_surely_does_not_pay():
     curve = np.array([0.2, 0.04, 0.008])
     dep = Deployment(method="eagle3", draft_cost=0.3, cost_profile="flat")
-    rec = recommend(curve, dep, survival_resamples=resamples(curve, 100_000))
+    rec = recommend(RouteInputs(curve, survival_resamples=resamples(curve, 100_000)), dep)
     assert rec.recommended_gamma == 0
     assert rec.decision == "off"
     assert rec.vllm_speculative_config is None
@@ -97,10 +98,10 @@ def test_off_when_speculation_surely_does_not_pay():
 
 def test_deployable_config_never_contains_synthetic_acceptance():
     cases = [
-        recommend(CURVE, EAGLE_FLAT, survival_resamples=resamples(CURVE, 10**6), deployed_gamma=2),
-        recommend(CURVE, Deployment()),
-        recommend(CURVE, Deployment(decode_backend="latency_specialized"), batch_mix={1: 0.5, 40: 0.5}),
-        recommend(CURVE[:3], replace(INLINE_DEFAULTS, configured=None)),
+        recommend(RouteInputs(CURVE, survival_resamples=resamples(CURVE, 10**6), deployed_gamma=2), EAGLE_FLAT),
+        recommend(RouteInputs(CURVE), Deployment()),
+        recommend(RouteInputs(CURVE, batch_mix={1: 0.5, 40: 0.5}), Deployment(decode_backend="latency_specialized")),
+        recommend(RouteInputs(CURVE[:3]), replace(INLINE_DEFAULTS, configured=None)),
     ]
     for rec in cases:
         deployable = json.dumps(rec.to_dict()["vllm"])
@@ -114,11 +115,11 @@ def test_deployable_config_never_contains_synthetic_acceptance():
         assert all(b <= a for a, b in zip(rates, rates[1:]))
         assert "corrupts outputs" in replay["warning"]
     # the inline defaults name no drafter the user gave: no replay config names one either
-    assert recommend(CURVE[:3], INLINE_DEFAULTS).replay_config is None
+    assert recommend(RouteInputs(CURVE[:3]), INLINE_DEFAULTS).replay_config is None
 
 
 def test_to_dict_has_the_json_keys_and_no_nan():
-    rec = recommend(CURVE, Deployment(cost_profile="flat"), observed_tokens_per_second=300.0)
+    rec = recommend(RouteInputs(CURVE, observed_tokens_per_second=300.0), Deployment(cost_profile="flat"))
     d = rec.to_dict()
     assert set(d) >= {"objective", "cost_profile", "interval_level", "deployed_gamma", "recommended_gamma", "decision",
                       "probability_best", "candidates", "model_error", "vllm", "replay_config"}
@@ -127,8 +128,9 @@ def test_to_dict_has_the_json_keys_and_no_nan():
     assert d["cost_profile"] == "flat"
     assert d["interval_level"] == 0.9
     json.dumps(d, allow_nan=False)
-    weird = Recommendation("interactivity", "flat", 0.9, 1, 1, "keep", "", math.nan,
-                           [Candidate(1, math.nan, None, None, None, None, False, True, None)], math.nan, None, "", {})
+    weird = Recommendation("interactivity", "flat", 0.9, 1, Decision("keep", fleet_gamma=1, best_gamma=1),
+                           [Candidate(1, math.nan, None, None, None, math.nan, False, True, None)], math.nan, None, "",
+                           {})
     wd = weird.to_dict()
     assert wd["probability_best"] is None
     assert wd["model_error"] is None
@@ -138,36 +140,36 @@ def test_to_dict_has_the_json_keys_and_no_nan():
 def test_model_error_at_the_deployed_gamma():
     dep = Deployment(cost_profile="flat")
     model_tps = (1 + CURVE.sum()) * 118 / 1.1
-    rec = recommend(CURVE, dep, observed_tokens_per_second=model_tps / 1.1)
+    rec = recommend(RouteInputs(CURVE, observed_tokens_per_second=model_tps / 1.1), dep)
     assert rec.model_error == pytest.approx(0.1)
     assert rec.model_error_warning is None
     assert rec.to_dict()["model_error_warning"] is None  # within ±15%
-    far = recommend(CURVE, dep, observed_tokens_per_second=model_tps / 0.57)  # the model 43% slow
+    far = recommend(RouteInputs(CURVE, observed_tokens_per_second=model_tps / 0.57), dep)  # the model 43% slow
     assert far.model_error == pytest.approx(-0.43)
     assert "-43.0%" in far.model_error_warning
     assert "specdec calibrate plan" in far.model_error_warning
     assert "baseline_tokens_per_second (118 now)" in far.model_error_warning
-    assert recommend(CURVE, Deployment(cost_profile="flat", baseline_tokens_per_second=None),
-                     observed_tokens_per_second=100.0).model_error is None
+    assert recommend(RouteInputs(CURVE,
+                     observed_tokens_per_second=100.0), Deployment(cost_profile="flat", baseline_tokens_per_second=None)).model_error is None
 
 
 def test_relative_units_without_a_baseline():
-    rec = recommend(CURVE, Deployment(cost_profile="flat", baseline_tokens_per_second=None))
+    rec = recommend(RouteInputs(CURVE), Deployment(cost_profile="flat", baseline_tokens_per_second=None))
     assert all(c.tokens_per_second is None for c in rec.candidates)
 
 
 def test_objectives_weight_batches_differently():
     dep = Deployment(method="eagle3", draft_cost=0.05)
     mix = {1: 0.5, 64: 0.5}
-    inter = recommend(CURVE, dep, batch_mix=mix)
-    thr = recommend(CURVE, Deployment(method="eagle3", draft_cost=0.05, objective="throughput"), batch_mix=mix)
+    inter = recommend(RouteInputs(CURVE, batch_mix=mix), dep)
+    thr = recommend(RouteInputs(CURVE, batch_mix=mix), Deployment(method="eagle3", draft_cost=0.05, objective="throughput"))
     assert thr.objective == "throughput"
     assert inter.objective == "interactivity"
     # Per-user time vs per-step weights: the same mix gives different speedups.
     assert abs(thr.candidates[5].speedup / inter.candidates[5].speedup - 1) > 0.01
     flat = Deployment(method="eagle3", draft_cost=0.05, cost_profile="flat")
-    assert recommend(CURVE, flat, batch_mix={1: 1.0}).candidates[5].speedup == pytest.approx(
-        recommend(CURVE, flat, batch_mix=mix).candidates[5].speedup)
+    assert recommend(RouteInputs(CURVE, batch_mix={1: 1.0}), flat).candidates[5].speedup == pytest.approx(
+        recommend(RouteInputs(CURVE, batch_mix=mix), flat).candidates[5].speedup)
 
 
 @pytest.mark.parametrize(
@@ -190,7 +192,7 @@ def test_objectives_weight_batches_differently():
 def test_bad_inputs_raise_one_line(curve, kwargs, needle):
     dep = Deployment(decode_backend="latency_specialized") if "eligibility" in kwargs else Deployment()
     with pytest.raises(ModelInputError) as e:
-        recommend(np.array(curve, dtype=float), dep, **kwargs)
+        recommend(RouteInputs(np.array(curve, dtype=float), **kwargs), dep)
     assert needle in str(e.value)
     assert "\n" not in str(e.value)
 
@@ -221,7 +223,7 @@ def test_schedule_rules_are_vllms():
 def test_specialized_schedule_uses_only_gamma_or_zero():
     dep = Deployment(decode_backend="latency_specialized", specialized_speedup=2.0)
     curve = np.array([0.5, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02])
-    rec = recommend(curve, dep, batch_mix={1: 0.5, 40: 0.5})
+    rec = recommend(RouteInputs(curve, batch_mix={1: 0.5, 40: 0.5}), dep)
     assert rec.schedule is not None
     assert {k for _, _, k in rec.schedule} <= {0, 7}
     assert rec.schedule[0][0] == 1
@@ -246,7 +248,7 @@ def test_batch_mix_resamples_widen_the_speedup_intervals_of_a_batch_dependent_co
     import numpy as np
 
     from model.deployment import Deployment
-    from model.recommend import recommend
+    from model.recommend import RouteInputs, recommend
 
     rng = np.random.default_rng(0)
     survival = np.array([0.8, 0.62, 0.48, 0.37, 0.28])
@@ -255,8 +257,8 @@ def test_batch_mix_resamples_widen_the_speedup_intervals_of_a_batch_dependent_co
     dep = Deployment(cost_profile="roofline")
     mix = {4: 0.3, 16: 0.4, 64: 0.3}
     mixes = rng.dirichlet(np.array([0.3, 0.4, 0.3]) * 30, size=400)
-    plain = recommend(survival, dep, survival_resamples=resamples, batch_mix=mix)
-    wide = recommend(survival, dep, survival_resamples=resamples, batch_mix=mix, batch_mix_resamples=mixes)
+    plain = recommend(RouteInputs(survival, survival_resamples=resamples, batch_mix=mix), dep)
+    wide = recommend(RouteInputs(survival, survival_resamples=resamples, batch_mix=mix, batch_mix_resamples=mixes), dep)
     for a, b in zip(plain.candidates, wide.candidates):
         assert a.speedup == b.speedup
         if a.gamma >= 2:
@@ -272,7 +274,7 @@ def test_a_specialized_speedup_range_is_a_uniform_prior_over_the_resamples():
 
     def at(speedup):
         dep = Deployment(decode_backend="latency_specialized", specialized_speedup=speedup)
-        return recommend(curve, dep, survival_resamples=res, batch_mix={1: 0.5, 4: 0.5}).candidates[7]
+        return recommend(RouteInputs(curve, survival_resamples=res, batch_mix={1: 0.5, 4: 0.5}), dep).candidates[7]
 
     ranged, mid, low, high = at((1.5, 2.0)), at(1.75), at(1.5), at(2.0)
     assert ranged.speedup == pytest.approx(mid.speedup)
@@ -296,28 +298,28 @@ def test_a_mix_measured_in_time_follows_each_specialized_speedup():
     flat = np.tile(curve, (8 * SPECIALIZED_SPEEDUP_BINS, 1))
     ranged = Deployment(decode_backend="latency_specialized", specialized_speedup=(1.5, 2.0))
     mid_mix = batch_mix_from_time_shares(shares, ranged, 7)
-    rec = recommend(curve, ranged, survival_resamples=flat, batch_mix=mid_mix, mix_in_time=True)
+    rec = recommend(RouteInputs(curve, survival_resamples=flat, batch_mix=mid_mix, mix_in_time=True), ranged)
     step = 0.5 / SPECIALIZED_SPEEDUP_BINS
     ends = []
     for sp in (1.5 + step / 2, 2.0 - step / 2):
         point = Deployment(decode_backend="latency_specialized", specialized_speedup=sp)
-        ends.append(recommend(curve, point, batch_mix=batch_mix_from_time_shares(shares, point, 7)).candidates)
+        ends.append(recommend(RouteInputs(curve, batch_mix=batch_mix_from_time_shares(shares, point, 7)), point).candidates)
     for g in (3, 7):
         lo, hi = sorted((ends[0][g].speedup, ends[1][g].speedup))
         assert rec.candidates[g].speedup_low == pytest.approx(lo, rel=1e-9)
         assert rec.candidates[g].speedup_high == pytest.approx(hi, rel=1e-9)
     # taken as request weights (mix_in_time=False) the ends differ: the mix does not move
-    fixed = recommend(curve, ranged, survival_resamples=flat, batch_mix=mid_mix)
+    fixed = recommend(RouteInputs(curve, survival_resamples=flat, batch_mix=mid_mix), ranged)
     assert fixed.candidates[7].speedup_low != pytest.approx(rec.candidates[7].speedup_low, rel=1e-6)
     # with per-batch curves the tokens per step follow the re-weighted mix too
     by_batch = {4: curve, 8: curve * 0.97, 16: curve * 0.9}
-    rec = recommend(curve, ranged, survival_resamples=flat, batch_mix=mid_mix, mix_in_time=True,
-                    survival_by_batch=by_batch)
+    rec = recommend(RouteInputs(curve, survival_resamples=flat, batch_mix=mid_mix, mix_in_time=True,
+                    survival_by_batch=by_batch), ranged)
     ends = []
     for sp in (1.5 + step / 2, 2.0 - step / 2):
         point = Deployment(decode_backend="latency_specialized", specialized_speedup=sp)
-        ends.append(recommend(curve, point, batch_mix=batch_mix_from_time_shares(shares, point, 7),
-                              survival_by_batch=by_batch).candidates)
+        ends.append(recommend(RouteInputs(curve, batch_mix=batch_mix_from_time_shares(shares, point, 7),
+                              survival_by_batch=by_batch), point).candidates)
     for g in (3, 7):
         lo, hi = sorted((ends[0][g].speedup, ends[1][g].speedup))
         assert rec.candidates[g].speedup_low == pytest.approx(lo, rel=1e-9)
@@ -354,8 +356,8 @@ def test_short_drafts_are_priced_at_the_tokens_they_verify(tmp_path):
     d = Deployment.from_mapping({"method": "ngram", "cost_profile": str(table)}, where="test")
     survival = [0.45, 0.30, 0.20]
     al = 1 + sum(survival)
-    full = recommend(np.array(survival), d)
-    short = recommend(np.array(survival), d, mean_draft_length=1.5)
+    full = recommend(RouteInputs(np.array(survival)), d)
+    short = recommend(RouteInputs(np.array(survival), mean_draft_length=1.5), d)
     t = lambda q: 0.010 * (1 + 0.5 * (q - 1))  # noqa: E731
     assert full.candidates[3].speedup == pytest.approx(al * t(1) / t(4))
     assert short.candidates[3].speedup == pytest.approx(al * t(1) / t(2.5))
@@ -363,7 +365,7 @@ def test_short_drafts_are_priced_at_the_tokens_they_verify(tmp_path):
     assert short.verify_widths[3] == pytest.approx(2.5)
     assert short.to_dict()["verify_widths"][3] == pytest.approx(2.5)
     # with the law of lengths (per_step_drafted or the plugin's R_k / D), γ 1 and 2 too
-    reach = recommend(np.array(survival), d, mean_draft_length=1.5, draft_reach=[0.7, 0.5, 0.3])
+    reach = recommend(RouteInputs(np.array(survival), mean_draft_length=1.5, draft_reach=[0.7, 0.5, 0.3]), d)
     assert reach.candidates[1].speedup == pytest.approx((1 + 0.45) * t(1) / t(1.7))
     assert reach.candidates[2].speedup == pytest.approx((1 + 0.75) * t(1) / t(2.2))
 
@@ -373,7 +375,7 @@ def test_the_gain_of_the_recommended_gamma_comes_with_its_interval_and_one_more_
 
     from model.route import drafts_more_needed, more_drafts_sentence
 
-    tight = recommend(CURVE, EAGLE_FLAT, survival_resamples=resamples(CURVE, 1_000_000), deployed_gamma=2)
+    tight = recommend(RouteInputs(CURVE, survival_resamples=resamples(CURVE, 1_000_000), deployed_gamma=2), EAGLE_FLAT)
     point = tight.candidates[4].speedup / tight.candidates[2].speedup - 1
     assert tight.decision == "change"
     assert tight.gain.value == pytest.approx(point)
@@ -382,10 +384,10 @@ def test_the_gain_of_the_recommended_gamma_comes_with_its_interval_and_one_more_
     assert str(tight.gain) == f"{point:+.1%} [{tight.gain.low:+.1%}, {tight.gain.high:+.1%}]"
     assert tight.to_dict()["gain"] == {"value": tight.gain.value, "low": tight.gain.low, "high": tight.gain.high}
     assert tight.drafts_factor_to_settle is None
-    assert recommend(CURVE, EAGLE_FLAT, deployed_gamma=4).gain is None  # the deployed γ is the best
+    assert recommend(RouteInputs(CURVE, deployed_gamma=4), EAGLE_FLAT).gain is None  # the deployed γ is the best
     # an unsettled keep: its factor is the one "more drafts" figure, whatever the AL interval says
     curve = np.array([0.7, 0.49, 0.343])
-    keep = recommend(curve, EAGLE_FLAT, survival_resamples=resamples(curve, 15), deployed_gamma=2)
+    keep = recommend(RouteInputs(curve, survival_resamples=resamples(curve, 15), deployed_gamma=2), EAGLE_FLAT)
     factor = keep.drafts_factor_to_settle
     assert keep.decision == "keep"
     assert factor > 1
@@ -408,7 +410,7 @@ def test_a_refused_gamma_is_never_the_best_however_its_resamples_price_it():
     decoding on this curve) but refused, so none is ever the best and P(best) is all γ = 0's."""
     curve = 0.9 ** np.arange(1, 8)
     dep = Deployment(method="eagle3", draft_cost=0.1, cost_profile="flat", decode_backend="latency_specialized")
-    rec = recommend(curve, dep, survival_resamples=resamples(curve, 5_000), deployed_gamma=7)
+    rec = recommend(RouteInputs(curve, survival_resamples=resamples(curve, 5_000), deployed_gamma=7), dep)
     refused = [c for c in rec.candidates if not c.allowed]
     assert [c.gamma for c in refused] == list(range(1, 17)) and all(c.reason for c in refused)
     assert min(c.speedup for c in refused if c.gamma <= 7) > 1.0
@@ -462,7 +464,7 @@ def test_a_far_gamma_not_yet_sure_does_not_hold_back_a_sure_gain():
     # takes the sure step (before, it kept γ 3 and waited).
     a = np.array([0.9, 0.78, 0.62])
     dep = Deployment(method="eagle3", draft_cost=0.15, cost_profile="flat")
-    rec = recommend(a, dep, survival_resamples=resamples(a, 50_000), deployed_gamma=3)
+    rec = recommend(RouteInputs(a, survival_resamples=resamples(a, 50_000), deployed_gamma=3), dep)
     assert (rec.decision, rec.recommended_gamma, rec.expected_best_gamma) == ("change", 4, 5)
     by_gamma = {c.gamma: c for c in rec.candidates}
     assert by_gamma[5].speedup > by_gamma[4].speedup > by_gamma[3].speedup
@@ -475,7 +477,7 @@ def test_a_far_gamma_not_yet_sure_does_not_hold_back_a_sure_gain():
     assert "measuring γ=5 (a probe)" in rec.decision_reason
     assert rec.to_dict()["expected_best_gamma"] == 5
     # a sure best needs no step: expected_best_gamma stays null
-    sure = recommend(CURVE, EAGLE_FLAT, survival_resamples=resamples(CURVE, 200_000), deployed_gamma=2)
+    sure = recommend(RouteInputs(CURVE, survival_resamples=resamples(CURVE, 200_000), deployed_gamma=2), EAGLE_FLAT)
     assert sure.expected_best_gamma is None
 
 
@@ -483,8 +485,8 @@ def test_the_dashboard_says_which_is_the_sure_step_and_which_the_best_expected()
     from dashboard.views.recommendation import candidate_rows, decision_text
 
     a = np.array([0.9, 0.78, 0.62])
-    rec = recommend(a, Deployment(method="eagle3", draft_cost=0.15, cost_profile="flat"),
-                    survival_resamples=resamples(a, 50_000), deployed_gamma=3)
+    rec = recommend(RouteInputs(a,
+                    survival_resamples=resamples(a, 50_000), deployed_gamma=3), Deployment(method="eagle3", draft_cost=0.15, cost_profile="flat"))
     assert decision_text(rec).startswith("Change γ 3 → 4")
     assert "γ=5 is expected best, not surely enough yet" in decision_text(rec)
     rows = {r["γ"]: r for r in candidate_rows(rec)}
@@ -496,10 +498,10 @@ def _widths_with_and_without_tail_error(monkeypatch, a, deployment, drafts=1_000
     import importlib
 
     recommend_module = importlib.import_module("model.recommend")  # model.recommend the function shadows it
-    with_evidence = recommend(a, deployment, survival_resamples=resamples(a, drafts), deployed_gamma=a.size)
+    with_evidence = recommend(RouteInputs(a, survival_resamples=resamples(a, drafts), deployed_gamma=a.size), deployment)
     with monkeypatch.context() as patched:
         patched.setattr(recommend_module, "al_factors", lambda n, g, top, scale=None: np.ones((n, top + 1)))
-        spread_only = recommend(a, deployment, survival_resamples=resamples(a, drafts), deployed_gamma=a.size)
+        spread_only = recommend(RouteInputs(a, survival_resamples=resamples(a, drafts), deployed_gamma=a.size), deployment)
     assert [c.speedup for c in with_evidence.candidates] == [c.speedup for c in spread_only.candidates]
     return ([c.speedup_high - c.speedup_low for c in with_evidence.candidates],
             [c.speedup_high - c.speedup_low for c in spread_only.candidates])

@@ -8,7 +8,7 @@ import pytest
 from model.deployment import Deployment, ModelInputError
 from model.profiles import RooflineProfile, make_profile
 from model.figures import GPUS, MODELS, Figure
-from model.recommend import recommend
+from model.recommend import RouteInputs, recommend
 from model.speedup import (
     expected_tokens_from_survival,
     implied_draft_cost,
@@ -82,7 +82,7 @@ def test_sequential_drafter_through_recommend():
     def best(p, c):
         dep = Deployment(method="eagle3", draft_cost=c, cost_profile="flat")
         curve = p ** np.arange(1, 15)
-        return recommend(curve, dep, gamma_max=16).recommended_gamma
+        return recommend(RouteInputs(curve, gamma_max=16), dep).recommended_gamma
 
     assert best(0.8, 0.05) > best(0.8, 0.3)
     assert best(0.6, 0.1) < best(0.9, 0.1)

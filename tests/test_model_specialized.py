@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from model.deployment import Deployment, ModelInputError
-from model.recommend import recommend
+from model.recommend import RouteInputs, recommend
 from model.specialized import (
     Eligibility,
     default_capture_sizes,
@@ -55,7 +55,7 @@ def test_refusals():
 
 
 def test_gamma_8_refused_with_the_reason():
-    rec = recommend(np.append(CURVE7, 0.3), SPEC, deployed_gamma=7)
+    rec = recommend(RouteInputs(np.append(CURVE7, 0.3), deployed_gamma=7), SPEC)
     c8 = rec.candidates[8]
     assert not c8.allowed
     assert "γ ≤ 7" in c8.reason
@@ -65,20 +65,20 @@ def test_gamma_8_refused_with_the_reason():
 
 def test_other_methods_refused_on_the_specialized_path():
     dep = Deployment(method="eagle3", decode_backend="latency_specialized", draft_cost=0.05)
-    rec = recommend(CURVE7[:3], dep)
+    rec = recommend(RouteInputs(CURVE7[:3]), dep)
     assert rec.candidates[0].allowed
     assert all(not c.allowed and "only dspark" in c.reason for c in rec.candidates[1:])
     assert rec.recommended_gamma == 0
 
 
 def test_big_batches_push_the_route_to_a_smaller_gamma():
-    small = recommend(CURVE7, SPEC, batch_mix={8: 1.0})
-    big = recommend(CURVE7, SPEC, batch_mix={12: 1.0})  # 12·8 = 96 > 64 at γ = 7; 12·4 = 48 fits at γ = 3
+    small = recommend(RouteInputs(CURVE7, batch_mix={8: 1.0}), SPEC)
+    big = recommend(RouteInputs(CURVE7, batch_mix={12: 1.0}), SPEC)  # 12·8 = 96 > 64 at γ = 7; 12·4 = 48 fits at γ = 3
     assert small.recommended_gamma == 7
     assert big.recommended_gamma < 7
     assert 12 * (big.recommended_gamma + 1) <= 64
     # The same batch mix without the specialized path keeps γ = 7.
-    assert recommend(CURVE7, Deployment(), batch_mix={12: 1.0}).recommended_gamma == 7
+    assert recommend(RouteInputs(CURVE7, batch_mix={12: 1.0}), Deployment()).recommended_gamma == 7
 
 
 def test_auto_backend_never_takes_the_specialized_path():
@@ -115,12 +115,12 @@ def test_bad_iteration_tokens(hist):
 
 
 def test_clean_share_blends_the_paths():
-    low = recommend(CURVE7, SPEC, eligibility=Eligibility(0.0, "given"), batch_mix={4: 1.0})
-    high = recommend(CURVE7, SPEC, eligibility=1.0, batch_mix={4: 1.0})
+    low = recommend(RouteInputs(CURVE7, eligibility=Eligibility(0.0, "given"), batch_mix={4: 1.0}), SPEC)
+    high = recommend(RouteInputs(CURVE7, eligibility=1.0, batch_mix={4: 1.0}), SPEC)
     assert high.specialized_eligibility.share == 1.0
     assert low.specialized_eligibility.share == 0.0
     # Without clean steps the specialized backend behaves like the stock one.
-    stock = recommend(CURVE7, Deployment(), batch_mix={4: 1.0})
+    stock = recommend(RouteInputs(CURVE7, batch_mix={4: 1.0}), Deployment())
     assert [c.speedup for c in low.candidates] == pytest.approx([c.speedup for c in stock.candidates])
 
 
@@ -136,7 +136,7 @@ def _specialized(speedup) -> Deployment:
 
 
 def _point_speedups(speedup: float) -> dict[int, float]:
-    rec = recommend(FRONT_LOADED, _specialized(speedup), deployed_gamma=3, batch_mix=EDGE_MIX)
+    rec = recommend(RouteInputs(FRONT_LOADED, deployed_gamma=3, batch_mix=EDGE_MIX), _specialized(speedup))
     return {c.gamma: c.speedup for c in rec.candidates if c.allowed}
 
 
@@ -144,7 +144,7 @@ def test_break_even_is_where_another_gamma_starts_to_win_by_min_gain():
     """Deployed 3 on the edge mix: γ 3 keeps B = 16 on the fast path, γ 7 does not, so below
     some speedup γ 7 wins. The break-even found by the search is checked by pricing at a
     single speedup either side of it."""
-    rec = recommend(FRONT_LOADED, _specialized(1.9), deployed_gamma=3, batch_mix=EDGE_MIX)
+    rec = recommend(RouteInputs(FRONT_LOADED, deployed_gamma=3, batch_mix=EDGE_MIX), _specialized(1.9))
     be = rec.specialized_break_even
     assert (be.gamma, be.gamma_below, be.holds_to, be.gamma_above) == (3, 7, None, None)
     assert 1.0 < be.holds_from < 1.9
@@ -154,7 +154,7 @@ def test_break_even_is_where_another_gamma_starts_to_win_by_min_gain():
 
 
 def test_a_decision_resting_on_the_configured_range_is_warned_with_the_way_to_measure_it():
-    rec = recommend(FRONT_LOADED, _specialized((1.8, 2.2)), deployed_gamma=3, batch_mix=EDGE_MIX)
+    rec = recommend(RouteInputs(FRONT_LOADED, deployed_gamma=3, batch_mix=EDGE_MIX), _specialized((1.8, 2.2)))
     be = rec.specialized_break_even
     assert be.rests_on_configuration and be.holds_from > 1.8 / 1.25
     assert f"below {be.holds_from:.2f}× gamma 7" in be.warning()
@@ -164,8 +164,8 @@ def test_a_decision_resting_on_the_configured_range_is_warned_with_the_way_to_me
 
 def test_a_gamma_that_holds_at_every_speedup_is_not_warned():
     """Every batch fits the specialized path at every candidate γ: s scales them alike."""
-    rec = recommend(np.full(7, 0.8).cumprod(), _specialized((1.5, 2.0)), deployed_gamma=7,
-                    batch_mix={1: 0.3, 2: 0.3, 4: 0.4})
+    rec = recommend(RouteInputs(np.full(7, 0.8).cumprod(), deployed_gamma=7,
+                    batch_mix={1: 0.3, 2: 0.3, 4: 0.4}), _specialized((1.5, 2.0)))
     be = rec.specialized_break_even
     assert (be.gamma, be.holds_from, be.holds_to) == (7, None, None)
     assert not be.rests_on_configuration and be.warning() is None
@@ -173,8 +173,8 @@ def test_a_gamma_that_holds_at_every_speedup_is_not_warned():
 
 def test_a_flip_far_outside_the_configured_range_is_reported_but_not_warned():
     # told 3.0-3.2x: gamma 3 holds there; the flip to 7 lies well below 3.0 / 1.25
-    be = recommend(FRONT_LOADED, _specialized((3.0, 3.2)), deployed_gamma=3,
-                   batch_mix=EDGE_MIX).specialized_break_even
+    be = recommend(RouteInputs(FRONT_LOADED, deployed_gamma=3,
+                   batch_mix=EDGE_MIX), _specialized((3.0, 3.2))).specialized_break_even
     assert be.holds_from is not None and be.holds_from < 3.0 / 1.25
     assert be.warning() is None
 
@@ -182,14 +182,14 @@ def test_a_flip_far_outside_the_configured_range_is_reported_but_not_warned():
 def test_a_decision_its_doubt_makes_has_no_break_even():
     """At the range's midpoint γ 7 is expected to gain 6.7% over the deployed 3, but without
     resamples that gain is not sure: the keep rests on the doubt, not on the figure."""
-    rec = recommend(FRONT_LOADED, _specialized((1.5, 2.0)), deployed_gamma=3, batch_mix=EDGE_MIX)
+    rec = recommend(RouteInputs(FRONT_LOADED, deployed_gamma=3, batch_mix=EDGE_MIX), _specialized((1.5, 2.0)))
     assert (rec.decision, rec.recommended_gamma) == ("keep", 7)
     assert rec.specialized_break_even is None
 
 
 def test_off_the_specialized_path_there_is_no_break_even():
-    rec = recommend(FRONT_LOADED, Deployment(method="dspark", draft_cost=0.10), deployed_gamma=3,
-                    batch_mix=EDGE_MIX)
+    rec = recommend(RouteInputs(FRONT_LOADED, deployed_gamma=3,
+                    batch_mix=EDGE_MIX), Deployment(method="dspark", draft_cost=0.10))
     assert rec.specialized_break_even is None and rec.to_dict()["specialized_break_even"] is None
 
 
@@ -203,13 +203,13 @@ def test_the_console_prints_the_models_warning(capsys):
     assert tune_gamma_main(["--survival", "0.95,0.874,0.769", "--drafts", "20000", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["specialized_break_even"] is None  # the inline default deployment runs stock
-    warned = recommend(FRONT_LOADED, _specialized((1.8, 2.2)), deployed_gamma=3, batch_mix=EDGE_MIX)
+    warned = recommend(RouteInputs(FRONT_LOADED, deployed_gamma=3, batch_mix=EDGE_MIX), _specialized((1.8, 2.2)))
     doc["specialized_break_even"] = warned.to_dict()["specialized_break_even"]
     assert f"warning: {warned.specialized_break_even.warning()}" in format_tuning(doc).splitlines()
     assert doc["specialized_speedup_measured"] is None
-    from model.specialized_measured import SegmentLatency, measure_specialized_speedup
+    from model.specialized_measured import SegmentLatency, SegmentShares, measure_specialized_speedup
     measured = measure_specialized_speedup(_specialized((1.5, 2.0)), SegmentLatency(3, 0.0128), SegmentLatency(7, 0.0166),
-                                           [4, 8, 16], [0.3, 0.3, 0.4])
+                                           SegmentShares([4, 8, 16], [0.3, 0.3, 0.4]))
     doc["specialized_speedup_measured"] = measured.to_dict()
     assert measured.describe() in format_tuning(doc).splitlines()
 
@@ -222,8 +222,8 @@ def _traffic(engines: int):
 def test_a_keep_resting_on_the_configured_speedup_probes_the_gamma_past_the_flip():
     """Told 1.7–2.1×, γ 3 holds at the point, but below 1.875× γ 7 wins: a canary at γ 7
     measures s, and an hour of it tells the lower part of the doubted range from the flip."""
-    rec = recommend(FRONT_LOADED, _specialized((1.7, 2.1)), deployed_gamma=3, batch_mix=EDGE_MIX,
-                    traffic=_traffic(4))
+    rec = recommend(RouteInputs(FRONT_LOADED, deployed_gamma=3, batch_mix=EDGE_MIX,
+                    traffic=_traffic(4)), _specialized((1.7, 2.1)))
     p = rec.probe
     assert rec.decision == "probe" and rec.recommended_gamma == 3 and p.gamma == 7
     assert p.expected_value > p.expected_cost > 0
@@ -234,16 +234,16 @@ def test_a_keep_resting_on_the_configured_speedup_probes_the_gamma_past_the_flip
 
 
 def test_no_speedup_probe_on_one_engine_where_the_flip_is_far_or_the_canary_could_not_tell():
-    alone = recommend(FRONT_LOADED, _specialized((1.7, 2.1)), deployed_gamma=3, batch_mix=EDGE_MIX,
-                      traffic=_traffic(1))
+    alone = recommend(RouteInputs(FRONT_LOADED, deployed_gamma=3, batch_mix=EDGE_MIX,
+                      traffic=_traffic(1)), _specialized((1.7, 2.1)))
     assert alone.decision == "keep" and alone.probe is None
     # told 1.8–2.2×: where γ 7 would win (below 1.875×) an hour's canary measures s no closer
     # than ±0.45, so it could not say which side of the flip s lies: worth nothing
-    blurred = recommend(FRONT_LOADED, _specialized((1.8, 2.2)), deployed_gamma=3, batch_mix=EDGE_MIX,
-                        traffic=_traffic(4))
+    blurred = recommend(RouteInputs(FRONT_LOADED, deployed_gamma=3, batch_mix=EDGE_MIX,
+                        traffic=_traffic(4)), _specialized((1.8, 2.2)))
     assert blurred.decision == "keep" and blurred.probe is None
     assert "no probe: γ=3 rests on the specialized decode speedup" in blurred.decision_reason
     assert "expected value 0 s" in blurred.decision_reason
-    far = recommend(FRONT_LOADED, _specialized((3.0, 3.2)), deployed_gamma=3, batch_mix=EDGE_MIX,
-                    traffic=_traffic(4))
+    far = recommend(RouteInputs(FRONT_LOADED, deployed_gamma=3, batch_mix=EDGE_MIX,
+                    traffic=_traffic(4)), _specialized((3.0, 3.2)))
     assert far.decision == "keep" and far.probe is None

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from model.deployment import Deployment
-from model.specialized_measured import SegmentLatency, measure_specialized_speedup
+from model.specialized_measured import SegmentLatency, SegmentShares, measure_specialized_speedup
 
 KIMI = Deployment(method="dspark", draft_cost=0.10, cost_profile="roofline", decode_backend="latency_specialized",
                   specialized_speedup=(1.5, 2.0))
@@ -26,7 +26,7 @@ def test_flat_profile_gives_back_the_speedup_and_rate_it_was_made_with():
     flat = replace(KIMI, cost_profile="flat")
     x, s = 1 / 90.0, 1.3
     m = measure_specialized_speedup(flat, SegmentLatency(3, _flat_itl(3, x, s)), SegmentLatency(7, _flat_itl(7, x, s)),
-                                    SIZES, SHARES)
+                                    SegmentShares(SIZES, SHARES))
     assert m.measured
     assert m.value == pytest.approx(s, rel=2e-3)
     assert m.baseline_tokens_per_second == pytest.approx(90.0, rel=2e-3)
@@ -39,7 +39,8 @@ def test_a_slower_canary_reads_as_a_larger_speedup():
     flat = replace(KIMI, cost_profile="flat")
     x = 1 / 90.0
     main = SegmentLatency(3, _flat_itl(3, x, 1.5))
-    found = [measure_specialized_speedup(flat, main, SegmentLatency(7, _flat_itl(7, x, 1.5) * f), SIZES, SHARES).value
+    found = [measure_specialized_speedup(flat, main, SegmentLatency(7, _flat_itl(7, x, 1.5) * f),
+                                         SegmentShares(SIZES, SHARES)).value
              for f in (0.97, 1.0, 1.03)]
     assert found[0] < found[1] < found[2]
     assert found[1] == pytest.approx(1.5, rel=2e-3)
@@ -62,8 +63,8 @@ def test_roofline_interval_from_the_mix_resamples_holds_the_truth():
     itl = _roofline_itl(x, s, clean_share=0.98)
     rng = np.random.default_rng(1)
     drawn = tuple(rng.dirichlet(300 * SHARES + 0.5, size=400) for _ in range(2))
-    m = measure_specialized_speedup(KIMI, SegmentLatency(3, itl(3)), SegmentLatency(7, itl(7)), SIZES, SHARES,
-                                    clean_share=0.98, share_resamples=drawn, level=0.9)
+    m = measure_specialized_speedup(KIMI, SegmentLatency(3, itl(3)), SegmentLatency(7, itl(7)),
+                                    SegmentShares(SIZES, SHARES, resamples=drawn), clean_share=0.98, level=0.9)
     lo, hi = m.confidence_interval
     assert m.value == pytest.approx(s, rel=2e-3)
     assert lo < s < hi and hi - lo < 0.2
@@ -88,8 +89,8 @@ def test_a_canary_priced_at_its_own_batch_mix_gives_back_the_speedup_the_fleet_s
         return float(w.sum() / (w / t).sum())
 
     main, probe = SegmentLatency(3, itl(3, fleet)), SegmentLatency(7, itl(7, canary))
-    own = measure_specialized_speedup(flat, main, probe, SIZES, fleet, probe_time_shares=canary)
-    shared = measure_specialized_speedup(flat, main, probe, SIZES, fleet)
+    own = measure_specialized_speedup(flat, main, probe, SegmentShares(SIZES, fleet, canary))
+    shared = measure_specialized_speedup(flat, main, probe, SegmentShares(SIZES, fleet))
     assert own.value == pytest.approx(s, rel=2e-3)
     assert own.baseline_tokens_per_second == pytest.approx(90.0, rel=2e-3)
     assert shared.value > s * 1.1  # the bias the canary's own mix removes
@@ -99,7 +100,7 @@ def test_segments_on_the_same_path_measure_nothing():
     flat = replace(KIMI, cost_profile="flat")
     x = 1 / 90.0
     m = measure_specialized_speedup(flat, SegmentLatency(2, _flat_itl(2, x, 1.5)), SegmentLatency(3, _flat_itl(3, x, 1.5)),
-                                    SIZES, SHARES)
+                                    SegmentShares(SIZES, SHARES))
     assert not m.measured and m.value is None
     assert "same share" in m.reason and "not measured" in m.describe()
 
@@ -109,13 +110,14 @@ def test_latencies_no_speedup_explains_are_not_measured():
     x = 1 / 90.0
     # the canary three times slower than its partly stock steps can be at any s in bounds
     m = measure_specialized_speedup(flat, SegmentLatency(3, _flat_itl(3, x, 1.5)),
-                                    SegmentLatency(7, 3 * _flat_itl(7, x, 1.5)), SIZES, SHARES)
+                                    SegmentLatency(7, 3 * _flat_itl(7, x, 1.5)), SegmentShares(SIZES, SHARES))
     assert not m.measured and "no speedup within" in m.reason
 
 
 def test_nothing_to_measure_off_the_path():
     stock = replace(KIMI, decode_backend="auto")
-    assert measure_specialized_speedup(stock, SegmentLatency(3, 0.01), SegmentLatency(7, 0.02), SIZES, SHARES) is None
+    assert measure_specialized_speedup(stock, SegmentLatency(3, 0.01), SegmentLatency(7, 0.02),
+                                       SegmentShares(SIZES, SHARES)) is None
 
 
 def test_a_latency_from_littles_law_moves_with_the_mix_and_is_measured_less_surely():
@@ -129,12 +131,13 @@ def test_a_latency_from_littles_law_moves_with_the_mix_and_is_measured_less_sure
     rng = np.random.default_rng(2)
     drawn = tuple(rng.dirichlet(300 * SHARES + 0.5, size=400) for _ in range(2))
     histogram, logged = (measure_specialized_speedup(
-        KIMI, SegmentLatency(3, itl(3), from_running=f), SegmentLatency(7, itl(7), from_running=f), SIZES, SHARES,
-        share_resamples=drawn) for f in (False, True))
+        KIMI, SegmentLatency(3, itl(3), from_running=f), SegmentLatency(7, itl(7), from_running=f),
+        SegmentShares(SIZES, SHARES, resamples=drawn)) for f in (False, True))
     assert logged.value == pytest.approx(histogram.value) == pytest.approx(s, rel=2e-3)
     width = [m.confidence_interval[1] - m.confidence_interval[0] for m in (histogram, logged)]
     assert width[1] > 1.5 * width[0]  # 0.31 against 0.14
     assert logged.confidence_interval[0] <= s <= logged.confidence_interval[1]
-    half = [predicted_halfwidth(replace(KIMI, baseline_tokens_per_second=1 / x), 3, 7, SIZES, SHARES, clean_share=1.0,
+    half = [predicted_halfwidth(replace(KIMI, baseline_tokens_per_second=1 / x), (3, 7), SegmentShares(SIZES, SHARES),
+                                clean_share=1.0,
                                 samples=(300.0, 100.0), from_running=f)(s) for f in (False, True)]
     assert half[1] > 1.5 * half[0]  # 0.24 against 0.12

@@ -11,13 +11,13 @@ from model.deployment import Deployment
 def test_mix_speedup_prices_undrafted_steps_as_the_recommender_does():
     """An ngram route where 30% of the tokens came from steps without a match: the what-if
     notebook's mix_speedup, given ν and those steps' times, is the recommender's speedup."""
-    from model.recommend import recommend
+    from model.recommend import RouteInputs, recommend
     from model.speedup import CostModel, mix_speedup
 
     dep = Deployment(method="ngram", draft_overhead=0.4, model="llama-3.1-8b", gpu="H100", tensor_parallel_size=1,
                      baseline_tokens_per_second=100.0)
     curve = 0.8 ** np.arange(1, 6)
-    rec = recommend(curve, dep, deployed_gamma=5, undrafted_token_share=0.3)
+    rec = recommend(RouteInputs(curve, deployed_gamma=5, undrafted_token_share=0.3), dep)
     gammas = [c.gamma for c in rec.candidates]
     model = CostModel.for_deployment(dep)
     times, undrafted = model.step_times(gammas, [1]), model.step_times(gammas, [1], None, np.ones(len(gammas)))

@@ -12,7 +12,7 @@ import pytest
 from acceptance.route_estimate import RequestRows
 from model.deployment import Deployment, ModelInputError
 from model.percentile_objective import request_rates
-from model.recommend import recommend
+from model.recommend import RouteInputs, recommend
 from specdec.cli import tune_gamma_main
 from support import independent_request_lines, run_cli, tune_ingested
 
@@ -79,8 +79,8 @@ def test_a_percentile_objective_without_per_request_data_says_what_it_needs():
     a = 0.8 ** np.arange(1, 5)
     with pytest.raises(ModelInputError, match="objective p90_interactivity: the percentile of per-user rates needs "
                                               "per-request data"):
-        recommend(a, Deployment(method="eagle3", draft_cost=0.1, cost_profile="flat", objective="p90_interactivity"),
-                  deployed_gamma=4)
+        recommend(RouteInputs(a,
+                  deployed_gamma=4), Deployment(method="eagle3", draft_cost=0.1, cost_profile="flat", objective="p90_interactivity"))
 
 
 def test_requests_without_observed_rates_are_ranked_by_their_speedups():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from model.deployment import Deployment, ModelInputError
-from model.recommend import recommend
+from model.recommend import RouteInputs, recommend
 from model.shared_deployment import RouteShare, joint_speedup, recommend_deployment
 from specdec.cli import main, tune_gamma_main
 from support import independent_request_lines, run_cli
@@ -111,7 +111,7 @@ def test_one_gamma_for_two_routes_lies_between_their_own_and_splitting_gains(tmp
 def test_the_joint_gamma_follows_the_traffic_mix():
     # The same two curves; the route that carries most of the tokens pulls the joint γ its way.
     steep, long_tail = 0.45 ** np.arange(1, 5), 0.92 ** np.arange(1, 5)
-    recs = [recommend(a, EAGLE3, survival_resamples=resamples(a, 200_000), deployed_gamma=4)
+    recs = [recommend(RouteInputs(a, survival_resamples=resamples(a, 200_000), deployed_gamma=4), EAGLE3)
             for a in (steep, long_tail)]
     joints = []
     for tokens in ((9.0, 1.0), (1.0, 9.0)):
@@ -127,12 +127,12 @@ def test_the_joint_gamma_follows_the_traffic_mix():
 
 def test_routes_of_one_deployment_must_run_one_gamma_and_one_method():
     a = 0.8 ** np.arange(1, 5)
-    at4 = recommend(a, EAGLE3, survival_resamples=resamples(a, 100_000), deployed_gamma=4)
-    at3 = recommend(a[:3], EAGLE3, survival_resamples=resamples(a[:3], 100_000), deployed_gamma=3)
+    at4 = recommend(RouteInputs(a, survival_resamples=resamples(a, 100_000), deployed_gamma=4), EAGLE3)
+    at3 = recommend(RouteInputs(a[:3], survival_resamples=resamples(a[:3], 100_000), deployed_gamma=3), EAGLE3)
     with pytest.raises(ModelInputError, match="route 'b' ran γ 3 in the window and 'a' γ 4"):
         recommend_deployment("pool", [RouteShare("a", at4, 1.0), RouteShare("b", at3, 1.0)], EAGLE3)
-    dspark = recommend(a, Deployment(method="dspark", draft_cost=0.1, cost_profile="flat"),
-                       survival_resamples=resamples(a, 100_000), deployed_gamma=4)
+    dspark = recommend(RouteInputs(a,
+                       survival_resamples=resamples(a, 100_000), deployed_gamma=4), Deployment(method="dspark", draft_cost=0.1, cost_profile="flat"))
     with pytest.raises(ModelInputError, match="price different candidates"):
         recommend_deployment("pool", [RouteShare("a", at4, 1.0), RouteShare("b", dspark, 1.0)], EAGLE3)
 
@@ -175,7 +175,7 @@ def test_an_unknown_deployment_names_the_known_ones(tmp_path, capsys):
 
 def test_a_percentile_objective_on_a_deployment_is_refused_with_what_to_use():
     a = 0.8 ** np.arange(1, 5)
-    rec = recommend(a, EAGLE3, survival_resamples=resamples(a, 100_000), deployed_gamma=4)
+    rec = recommend(RouteInputs(a, survival_resamples=resamples(a, 100_000), deployed_gamma=4), EAGLE3)
     p90 = Deployment(method="eagle3", draft_cost=0.1, cost_profile="flat", objective="p90_interactivity")
     with pytest.raises(ModelInputError, match="objective p90_interactivity is a percentile over one route's requests"):
         recommend_deployment("pool", [RouteShare("a", rec, 1.0), RouteShare("b", rec, 1.0)], p90)
@@ -186,7 +186,7 @@ def test_the_split_question_is_answered_against_the_gamma_the_pool_keeps():
     the agent route off?" of γ 3, what its engines will run — not of the joint best it did not
     take; the gain over the joint best is given beside it, named."""
     steep, long_tail = 0.5 ** np.arange(1, 4), 0.95 ** np.arange(1, 4)
-    recs = [recommend(a, replace(EAGLE3, min_gain=0.5), survival_resamples=resamples(a, 200_000), deployed_gamma=3)
+    recs = [recommend(RouteInputs(a, survival_resamples=resamples(a, 200_000), deployed_gamma=3), replace(EAGLE3, min_gain=0.5))
             for a in (steep, long_tail)]
     dep = recommend_deployment("pool", [RouteShare(r, rec, 1.0) for r, rec in zip(("chat", "agent"), recs)],
                                replace(EAGLE3, min_gain=0.5))

@@ -1,0 +1,111 @@
+"""The decision object (``Decision``) and the gain it claims (``Gain``, ``gain_of``).
+
+A decision says which γ the fleet runs (``fleet_gamma``) and which γ is best expected
+(``best_gamma``): the same γ on a change or an off; on a keep the best expected γ is one the
+fleet does not run yet; on a probe it is the γ a canary measures. Its reasons are a list in
+the order the rules gave them; the JSON's ``decision_reason`` joins them with "; ".
+The JSON's ``recommended_gamma`` and ``expected_best_gamma`` are read from these two γ
+(``recommended_gamma``, ``expected_best_gamma`` below), as users' scripts know them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ..figures_needed import FigureNeeded
+from ..probe import Probe
+from ..specialized_break_even import SpecializedBreakEven
+
+# the decisions that have the fleet run another γ than it runs (a probe: the fleet's; the canary its own)
+DEPLOYING_DECISIONS = ("change", "off", "probe")
+# the decision when the pricing rests on defaults: the fleet runs what it runs, nothing to deploy
+UNDECIDED = "undecided"
+
+
+@dataclass(frozen=True)
+class Gain:
+    """speedup(recommended) / speedup(deployed) − 1: the point and its interval over the same
+    resamples × tail models as the decision (None without resamples)."""
+
+    value: float
+    low: float | None
+    high: float | None
+
+    def __str__(self) -> str:
+        """+9.6% [+8.1%, +11.0%] (the point alone without resamples)."""
+        if self.low is None or self.high is None:
+            return f"{self.value:+.1%}"
+        return f"{self.value:+.1%} [{self.low:+.1%}, {self.high:+.1%}]"
+
+
+def gamma_to_deploy(decision: str, recommended: int, deployed: int) -> int:
+    """The γ a decision has the fleet run: the recommended one on a change, an off (0) or a
+    probe, else the deployed γ — a keep (or an undecided) runs it even when another looks
+    better, and that other γ is then the recommendation's ``recommended_gamma``."""
+    return recommended if decision in DEPLOYING_DECISIONS else deployed
+
+
+def gain_of(rec: int, deployed: int, speed_point: np.ndarray, ens: np.ndarray | None, level: float) -> Gain | None:
+    """Gain of the recommended γ over the deployed one (None when they are the same γ)."""
+    if rec == deployed or not speed_point[deployed] > 0:
+        return None
+    value = float(speed_point[rec] / speed_point[deployed] - 1.0)
+    if ens is None:
+        return Gain(value, None, None)
+    gains = ens[:, rec] / ens[:, deployed] - 1.0
+    low, high = np.quantile(gains, [(1 - level) / 2, (1 + level) / 2])
+    return Gain(value, float(low), float(high))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One route's decision as the rules left it (model.decision.rules)."""
+
+    kind: str  # change | off | keep | probe | undecided
+    fleet_gamma: int  # the γ the fleet runs after it
+    best_gamma: int  # the best expected γ (a probe's: the γ its canary measures, or the fleet's)
+    reasons: tuple[str, ...] = ()
+    probe: Probe | None = None  # a canary to start or carry on (model.probe)
+    # a keep whose gain is plausible but not sure: the factor on the window's drafts that settles
+    # it (1/√drafts), or None when no window at the observed γ can (the gain rests past it)
+    settle: float | None = None
+    plausible: bool = False  # the best expected γ's gain is plausible but not yet sure
+    claim: str = ""  # the probability the verdict's reason starts from
+    # on latency_specialized: the speedups over which the fleet's γ holds (model.specialized_break_even)
+    break_even: SpecializedBreakEven | None = None
+    # the default figures it rests on (model.figures_needed): then it is undecided or a keep that says so
+    figures_needed: tuple[FigureNeeded, ...] = ()
+    withheld: Decision | None = None  # undecided: the decision the default figures would have made
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(self.reasons)
+
+    @property
+    def recommended_gamma(self) -> int:
+        """The JSON's recommended_gamma: on a keep the best expected γ (which the fleet does
+        not run), else the γ the fleet runs."""
+        return self.best_gamma if self.kind == "keep" else self.fleet_gamma
+
+    @property
+    def expected_best_gamma(self) -> int | None:
+        """The JSON's expected_best_gamma: the best expected γ where the decision runs another
+        (a nearer sure step, a probe, or an undecided's what-if), else None."""
+        return None if self.best_gamma == self.recommended_gamma else self.best_gamma
+
+    def because(self, why: str) -> Decision:
+        """The same decision with one more reason."""
+        return replace(self, reasons=self.reasons + (why,))
+
+    def to(self, kind: str, why: str, **changes: Any) -> Decision:
+        """Another kind of decision, for one more reason (``changes``: the other fields it sets)."""
+        return replace(self, kind=kind, reasons=self.reasons + (why,), **changes)
+
+
+def start(deployed: int, best: int) -> Decision:
+    """Before any rule: the fleet keeps the deployed γ, ``best`` the best expected one."""
+    return Decision("keep", fleet_gamma=deployed, best_gamma=best)
+

@@ -1,0 +1,58 @@
+"""What the decision rules read: a route's candidates priced (``Priced``), and on the
+specialized path how the pricing moves with the configured speedup (``SpecializedPricing``).
+model.recommend builds them; model.shared_deployment builds a ``Priced`` for a joint γ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..deployment import Deployment
+from ..figures_needed import FigureNeeded
+from ..probe import ProbeInputs, RunningProbe
+
+
+@dataclass(frozen=True, eq=False)
+class SpecializedPricing:
+    """The latency_specialized path's pricing at any specialized speedup s, for the break-even
+    and the canary that measures s (model.specialized_break_even, model.specialized_measured)."""
+
+    tau_at: Callable[[list[float]], np.ndarray]  # (len(speeds), G) step time over the mix at each s
+    expected_tokens: np.ndarray  # (M, G) AL of every tail model at the point
+    step_time: np.ndarray  # (G,) τ(γ) at the point, the objective's step time over the mix
+    time_shares: np.ndarray  # (nB,) u_B up to a factor: request weights × step time / B at the deployed γ
+    batch_sizes: np.ndarray  # (nB,)
+    clean_share: float  # the share of steps the specialized kernels can take
+    measured: bool  # the speedup range priced is a canary's measurement, not the configured figure
+    latency_from_running: bool  # the route's latency is Little's law's over logged intervals
+
+
+@dataclass(frozen=True, eq=False)
+class Priced:
+    """One route's candidates γ = 0..top priced, and what the decision may act on."""
+
+    deployment: Deployment
+    deployed: int  # the γ the window ran
+    observed: int  # the positions the window measured (its curve's length)
+    speedup: np.ndarray  # (G,) the point speedups
+    allowed: np.ndarray  # (G,) which candidates can run here
+    refusals: Sequence[str | None]  # (G,) why a candidate cannot run
+    ensemble: np.ndarray | None = None  # (N, G) resampled speedups: resamples × tail models (× speed bins)
+    level: float = 0.9
+    # the ensemble without its sampling part (the point curve under the tail models): whether more
+    # drafts at the observed γ can settle a gain past it; None when not separable
+    tail_only: Callable[[], np.ndarray] | None = None
+    traffic: object | None = None  # acceptance.route_estimate.Traffic: engines, draft rate, rows
+    running_probe: RunningProbe | None = None
+    probe_inputs: ProbeInputs | None = None  # None: no ensemble to price a probe on
+    specialized: SpecializedPricing | None = None  # None off the path and on a percentile objective
+    figures_needed: tuple[FigureNeeded, ...] = ()  # the default figures the pricing rests on
+    model_error_warning: str | None = None  # the cost model misses the engine's observed rate
+
+    @property
+    def best_expected(self) -> int:
+        """The allowed γ of best point speedup (ties → the smaller γ; γ = 0 scores exactly 1)."""
+        return int(np.argmax(np.where(self.allowed, self.speedup, -np.inf)))

@@ -1,0 +1,258 @@
+"""The decision rules, in the order they run (docs/DESIGN.md, Cost model; Decisions past the
+deployed γ). Each is ``rule(priced, decision) -> decision`` (model.decision.priced,
+model.decision.outcome), on the candidates' point speedups and the ensemble of their resampled
+speedups (resamples × tail models, model.recommend):
+
+  change  P(speedup(rec)/speedup(deployed) − 1 > min_gain) ≥ DECISION_CERTAINTY for the best
+          expected γ — or, when that gain is plausible but not sure, for the best sure step
+          (the best expected γ stays named beside it);
+  off     the same for γ = 0;
+  probe   the best expected γ's gain is plausible, not sure, and rests on positions past the
+          observed γ that no window at it checks: measure it on one engine when that pays
+          (model.probe); the fleet stays at the deployed γ or takes the sure step. On the
+          specialized path a keep that rests on the configured speedup probes the γ past the
+          flip when that pays (model.specialized_break_even);
+  keep    otherwise, with the evidence that would change it (the factor on the window's
+          drafts that settles a gain, when more drafts can);
+  undecided  any of these that rests on default figures or on a cost model missing the
+          engine's rate by more than its tolerance (model.figures_needed): a what-if.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from statistics import NormalDist
+from typing import Callable
+
+import numpy as np
+
+from acceptance.durations import approximate_duration
+
+from ..deployment import DECISION_CERTAINTY
+from ..figures_needed import FigureNeeded, on_defaults
+from ..probe import PROBE_MIN_DRAFTS, PROBE_MIN_ROWS, RunningProbe, continued_probe, plan_probe
+from ..specialized_break_even import decision_break_even, speedup_probe, speedups_at
+from ..specialized_measured import SegmentShares, predicted_halfwidth
+from .outcome import DEPLOYING_DECISIONS, UNDECIDED, Decision, gain_of, start
+from .priced import Priced
+
+
+def verdict(priced: Priced, decision: Decision) -> Decision:
+    """change / off / keep on the best expected γ and why (module docstring). ``tail_only()``
+    says whether more drafts at the observed γ can settle a gain that rests past it."""
+    rec, deployed, min_gain = decision.best_gamma, priced.deployed, priced.deployment.min_gain
+    speed, ens, observed = priced.speedup, priced.ensemble, priced.observed
+    sure = "off" if rec == 0 else "change"
+    if not priced.allowed[deployed]:
+        return decision.to(sure, f"the deployed γ={deployed} cannot run here: {priced.refusals[deployed]}",
+                           fleet_gamma=rec)
+    if rec == deployed:
+        return decision.because(f"γ={deployed} already has the best expected speedup ({speed[deployed]:.3f}×)")
+    expected_gain = speed[rec] / speed[deployed] - 1.0
+    if ens is None:
+        return decision.because(f"γ={rec} is expected to gain {expected_gain:+.1%} over γ={deployed}, but without "
+                                f"resamples (draft counts) the certainty of that gain is unknown; a window with counts "
+                                f"would decide")
+    gains = ens[:, rec] / ens[:, deployed] - 1.0  # (M·n,)
+    p_gain = float(np.mean(gains > min_gain))
+    claim = f"P(γ={rec} gains > {min_gain:.0%} over γ={deployed}) = {p_gain:.2f}"
+    if p_gain >= DECISION_CERTAINTY:
+        return decision.to(sure, f"{claim} ≥ {DECISION_CERTAINTY}", fleet_gamma=rec)
+    head = f"{claim} < {DECISION_CERTAINTY}"
+    mean, sd = float(np.mean(gains)), float(np.std(gains))
+    if mean <= min_gain:
+        return decision.because(f"{head}: the expected gain {expected_gain:+.1%} is within min_gain {min_gain:.0%}; "
+                                f"only a clearly different acceptance at γ={rec} would change this")
+    if rec > observed and priced.tail_only is not None:
+        ens_tail = priced.tail_only()
+        p_tail = float(np.mean(ens_tail[:, rec] / ens_tail[:, deployed] - 1.0 > min_gain))
+        if p_tail < DECISION_CERTAINTY:
+            return replace(decision.because(
+                f"{head}: it rests on positions {observed + 1}..{rec}, past the observed γ={observed}, which never "
+                f"checks them: with any number of drafts at γ={observed} the probability stays {p_tail:.2f}; "
+                f"measuring γ={rec} (a probe) would settle a gain of {mean:+.1%}"), plausible=True)
+    z = NormalDist().inv_cdf(DECISION_CERTAINTY)
+    factor = max((z * sd / (mean - min_gain)) ** 2 if sd > 0 else 1.0, 1.0)
+    return replace(decision.because(f"{head}: a window with about {factor:.1f}× the drafts (intervals shrinking as "
+                                    f"1/√drafts) would settle a gain of {mean:+.1%}"),
+                   settle=factor, plausible=True, claim=head)
+
+
+def sure_step(priced: Priced, decision: Decision) -> Decision:
+    """A plausible but unsure gain of the best expected γ must not hold back a sure one: the
+    allowed γ of best expected speedup among those whose gain over the deployed one is sure
+    (P(gain > min_gain) ≥ DECISION_CERTAINTY) becomes a change; the best expected γ stays named."""
+    if not decision.plausible or priced.ensemble is None:
+        return decision
+    ens, deployed, min_gain = priced.ensemble, priced.deployed, priced.deployment.min_gain
+    p_gain = np.mean(ens / ens[:, [deployed]] - 1.0 > min_gain, axis=0)  # (G,)
+    sure = np.asarray(priced.allowed) & (p_gain >= DECISION_CERTAINTY)
+    sure[deployed] = False
+    if not sure.any():
+        return decision
+    step = int(np.argmax(np.where(sure, priced.speedup, -np.inf)))
+    return decision.to("off" if step == 0 else "change",
+                       f"the best γ whose gain is sure now: P(γ={step} gains > {min_gain:.0%} over γ={deployed}) = "
+                       f"{p_gain[step]:.2f} ≥ {DECISION_CERTAINTY}", fleet_gamma=step)
+
+
+def probe(priced: Priced, decision: Decision) -> Decision:
+    """A running probe's next step (``with_running_probe``), unless a probe farther out pays
+    more; else whether to start one (``with_probe``)."""
+    running = priced.running_probe
+    farther = with_probe(priced, decision)
+    if running is None or priced.probe_inputs is None:
+        return farther
+    if farther.probe is not None and farther.probe.gamma > running.gamma:
+        return farther  # the best expected γ lies past the running probe's, and probing it pays
+    return with_running_probe(priced, decision, running)
+
+
+def with_probe(priced: Priced, decision: Decision) -> Decision:
+    """When the best expected γ's gain is plausible, not sure, and no window at the observed γ
+    can settle it, probe it on one engine if that pays (model.probe); the fleet stays at the
+    deployed γ or takes the sure step. Unchanged otherwise."""
+    target, base, inputs, traffic = decision.best_gamma, decision.fleet_gamma, priced.probe_inputs, priced.traffic
+    if inputs is None or not decision.plausible or decision.settle is not None or target <= inputs.observed_gamma:
+        return decision
+    rate = None if traffic is None else traffic.drafts_per_engine_second
+    if rate is None:
+        return decision.because(f"no probe of γ={target}: the window does not say how many engines serve the route "
+                                f"at what draft rate")
+    canary = plan_probe(inputs, priced.deployment, traffic, gamma=target, base=base, deployed=priced.deployed)
+    if canary is None:
+        return decision.because(f"no probe: γ={target}'s expected gain over γ={base} is within min_gain "
+                                f"{priced.deployment.min_gain:.0%}")
+    terms = (f"probe γ={target} on {canary.engines} of {traffic.engines} engine(s) for {canary.drafts_needed:,} drafts "
+             f"(about {approximate_duration(canary.duration_s)}): expected value {canary.expected_value:,.0f} s "
+             f"against cost {canary.expected_cost:,.0f} s of the route's output")
+    if not canary.pays:
+        return decision.because(f"no {terms}")
+    return decision.to("probe", terms, probe=canary)
+
+
+def with_running_probe(priced: Priced, decision: Decision, running: RunningProbe) -> Decision:
+    """A canary runs at γ_p and its positions are measured (the joined curve). Stop it early
+    when its own data shows it losing by more than min_gain with P ≥ DECISION_CERTAINTY; a
+    sure decision settles it; else carry it on (decision probe) while it holds fewer than
+    PROBE_MIN_DRAFTS drafts or, for a gain plausible but not yet sure, fewer than the factor
+    that settles it asks; else it has done its work: stop it."""
+    g, m, deployed, inputs = running.gamma, priced.deployment.min_gain, priced.deployed, priced.probe_inputs
+    ens = inputs.ensemble
+    p_lose = float(np.mean(ens[:, g] / ens[:, deployed] - 1.0 < -m))
+    if p_lose >= DECISION_CERTAINTY:
+        why = (f"stop the probe at γ={g} early: its own {running.drafts:,.0f} drafts show P(γ={g} loses > {m:.0%} "
+               f"against γ={deployed}) = {p_lose:.2f} ≥ {DECISION_CERTAINTY}")
+        return replace(decision, reasons=(why,) + decision.reasons)
+    done = f"the probe at γ={g} ({running.drafts:,.0f} drafts)"
+    if decision.kind in ("change", "off"):  # sure: the fleet's change takes over from the canary
+        return decision.because(f"{done} has settled this: "
+                                + ("deploy it on every engine" if decision.fleet_gamma == g else "stop it"))
+    unsettled = decision.settle if decision.plausible and decision.settle is not None else 1.0
+    to_settle = (unsettled - 1.0) * running.drafts
+    remaining = int(np.ceil(max(PROBE_MIN_DRAFTS - running.drafts, to_settle, 0.0)))
+    if remaining <= 0 and running.rows >= PROBE_MIN_ROWS:
+        return decision.because(f"{done} has done its work: stop it")
+    engines = None if priced.traffic is None else priced.traffic.engines
+    canary = continued_probe(inputs, priced.deployment, running, base=decision.fleet_gamma, deployed=deployed,
+                             remaining=remaining, engines=engines)
+    more = f"about {canary.drafts_needed:,} more (about {approximate_duration(canary.duration_s)})"
+    if to_settle > PROBE_MIN_DRAFTS - running.drafts and to_settle > 0:
+        why = f"carry on the probe at γ={g}: {more} would settle it"
+    elif running.drafts < PROBE_MIN_DRAFTS:
+        why = f"carry on the probe at γ={g} to the {PROBE_MIN_DRAFTS:,} drafts a probe takes at least: {more}"
+    else:
+        why = (f"carry on the probe at γ={g} for the {PROBE_MIN_ROWS} scrape intervals a probe takes at least: "
+               f"about {approximate_duration(canary.duration_s)} more")
+    # the factor on the window's drafts is said as the probe's own drafts: one figure
+    head = (decision.claim,) if decision.settle is not None else decision.reasons
+    return replace(decision, kind="probe", best_gamma=g, reasons=head + (why,), settle=None, probe=canary)
+
+
+def specialized(priced: Priced, decision: Decision) -> Decision:
+    """On latency_specialized: how far the fleet's γ rests on the specialized speedup (its
+    break-even), and a keep that rests on the configured figure probes the γ past the flip
+    when that pays (model.specialized_break_even.speedup_probe)."""
+    path = priced.specialized
+    if path is None:
+        return decision
+    final, deployment = decision.fleet_gamma, priced.deployment
+    speeds_at = speedups_at(path.tau_at, path.expected_tokens)
+    break_even = decision_break_even(speeds_at, deployment, priced.allowed, final)
+    if break_even is not None and path.measured:
+        break_even = replace(break_even, source="measured")
+    decision = replace(decision, break_even=break_even)
+    if decision.probe is not None or priced.running_probe is not None or decision.kind != "keep":
+        return decision
+    shares = SegmentShares(path.batch_sizes, path.time_shares / np.sum(path.time_shares))
+
+    def halfwidth_for(base: int, gamma: int, samples: tuple[float, float]) -> Callable[[float], float]:
+        return predicted_halfwidth(deployment, (base, gamma), shares, clean_share=path.clean_share, samples=samples,
+                                   level=DECISION_CERTAINTY, from_running=path.latency_from_running)
+
+    canary = speedup_probe(break_even, speeds_at, deployment, priced.traffic, path.step_time, priced.ensemble,
+                           halfwidth_for)
+    if canary is None:
+        return decision
+    terms = (f"γ={final} rests on the specialized decode speedup: probe γ={canary.gamma} on {canary.engines} of "
+             f"{priced.traffic.engines} engine(s) for {canary.drafts_needed:,} drafts (about "
+             f"{approximate_duration(canary.duration_s)}), whose latency against the fleet's measures it: expected "
+             f"value {canary.expected_value:,.0f} s against cost {canary.expected_cost:,.0f} s of the route's output")
+    if not canary.pays:
+        return decision.because(f"no probe: {terms}")
+    return decision.to("probe", terms, best_gamma=final, probe=canary)
+
+
+def given_figures(priced: Priced, decision: Decision) -> Decision:
+    """A decision only on figures the user gave or the data shows, on a cost model that meets
+    the engine's observed rate: a change, off or probe that rests on a default becomes
+    ``undecided`` (the fleet keeps its γ; the γ it would have run or probed named as the
+    best expected; nothing to deploy or probe), a keep stays but says what it rests on. A
+    model that misses the observed tok/s at the deployed γ by more than its tolerance prices
+    step times the engines do not have: its gains are as far off as the miss."""
+    needed = priced.figures_needed
+    if priced.model_error_warning and decision.kind in DEPLOYING_DECISIONS:
+        return _withheld(priced.deployed, decision, needed, f"{priced.model_error_warning}. On this model the tool would "
+                                           f"{_what_it_would_do(decision)}: a what-if, not a decision")
+    if not needed:
+        return decision
+    if decision.kind in DEPLOYING_DECISIONS:
+        gain = gain_of(decision.recommended_gamma, priced.deployed, priced.speedup, priced.ensemble, priced.level)
+        would = f"the tool would {_what_it_would_do(decision)}" + (f" ({gain})" if gain is not None else "")
+        return _withheld(priced.deployed, decision, needed, on_defaults(list(needed), would))
+    keys = ", ".join(n.key for n in needed)
+    return replace(decision.because(f"priced on default figures ({keys}), which could change it"),
+                   figures_needed=needed)
+
+
+def _what_it_would_do(decision: Decision) -> str:
+    """The withheld decision in words: run a γ, turn speculation off, or probe one."""
+    if decision.probe is not None:
+        return f"probe gamma {decision.probe.gamma} on {decision.probe.engines} engine(s)"
+    return "turn speculation off" if decision.fleet_gamma == 0 else f"run gamma {decision.fleet_gamma}"
+
+
+def _withheld(deployed: int, decision: Decision, needed: tuple[FigureNeeded, ...], reason: str) -> Decision:
+    """``decision`` withheld: the fleet keeps the ``deployed`` γ, the γ it would have run (or
+    probed) named as the best expected, nothing to deploy or probe."""
+    best = decision.probe.gamma if decision.probe is not None else decision.recommended_gamma
+    return replace(decision, kind=UNDECIDED, fleet_gamma=deployed, best_gamma=best, reasons=(reason,), probe=None,
+                   figures_needed=needed, withheld=decision)
+
+
+RULES: tuple[Callable[[Priced, Decision], Decision], ...] = (verdict, sure_step, probe, specialized, given_figures)
+
+
+def decide(priced: Priced) -> Decision:
+    """The route's decision: every rule of RULES in order, from the best expected γ."""
+    decision = start(priced.deployed, priced.best_expected)
+    for rule in RULES:
+        decision = rule(priced, decision)
+    return decision
+
+
+def decide_on_ensemble(priced: Priced) -> Decision:
+    """The decision on an ensemble alone (no probe, no specialized path, no figures gate):
+    verdict and sure step, as a shared deployment's joint γ is decided."""
+    return sure_step(priced, verdict(priced, start(priced.deployed, priced.best_expected)))
+

@@ -1,0 +1,96 @@
+"""The decision rules on hand-made ensembles: each rule's effect on the one Decision object,
+the order they run in, and the JSON's γ read from the fleet's and the best expected γ."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from model.decision import RULES, UNDECIDED, Priced, decide
+from model.decision.outcome import start
+from model.decision.rules import given_figures, sure_step, verdict
+from model.deployment import Deployment
+from model.figures_needed import FigureNeeded
+
+RNG = np.random.default_rng(7)
+
+
+def ensemble(means: list[float], sd: float, n: int = 2000) -> np.ndarray:
+    """(n, G) speedups around ``means``; every candidate shares one noise draw plus its own."""
+    common = RNG.normal(0.0, sd, size=(n, 1))
+    own = RNG.normal(0.0, sd, size=(n, len(means)))
+    return np.asarray(means)[None, :] * (1.0 + common + own)
+
+
+def priced(means: list[float], sd: float, *, deployed: int = 1, observed: int = 3, **kw) -> Priced:
+    speedup = np.asarray(means)
+    return Priced(Deployment(cost_profile="flat"), deployed, observed, speedup, np.ones(len(means), bool),
+                  [None] * len(means), ensemble(means, sd), **kw)
+
+
+def test_the_rules_run_in_the_documented_order():
+    assert [r.__name__ for r in RULES] == ["verdict", "sure_step", "probe", "specialized", "given_figures"]
+
+
+def test_a_sure_gain_changes_the_fleet_and_the_json_names_one_gamma():
+    d = decide(priced([1.0, 1.2, 1.5, 1.4], 0.01))
+    assert (d.kind, d.fleet_gamma, d.best_gamma) == ("change", 2, 2)
+    assert d.recommended_gamma == 2 and d.expected_best_gamma is None
+    assert len(d.reasons) == 1 and d.reason == "P(γ=2 gains > 3% over γ=1) = 1.00 ≥ 0.9"  # min_gain 3%
+
+
+def test_an_unsure_best_gamma_takes_the_sure_step_and_keeps_naming_the_best():
+    # γ=3 is best expected but noisy; γ=2 gains surely
+    ens = np.column_stack([np.ones(4000), np.full(4000, 1.2), np.full(4000, 1.4),
+                           1.45 + RNG.normal(0.0, 0.2, 4000)])
+    p = Priced(Deployment(cost_profile="flat"), 1, 3, np.array([1.0, 1.2, 1.4, 1.45]), np.ones(4, bool),
+               [None] * 4, ens)
+    after_verdict = verdict(p, start(1, 3))
+    assert after_verdict.kind == "keep" and after_verdict.plausible and after_verdict.settle is not None
+    d = sure_step(p, after_verdict)
+    assert (d.kind, d.fleet_gamma, d.best_gamma) == ("change", 2, 3)
+    assert d.recommended_gamma == 2 and d.expected_best_gamma == 3
+    assert len(d.reasons) == 2 and d.reasons[1].startswith("the best γ whose gain is sure now: P(γ=2")
+
+
+def test_a_keep_names_the_better_gamma_it_does_not_run():
+    d = decide(priced([1.0, 1.2, 1.21, 1.0], 0.05))
+    assert d.kind == "keep" and d.fleet_gamma == 1
+    assert d.recommended_gamma == d.best_gamma == 2 and d.expected_best_gamma is None
+
+
+def test_a_change_on_default_figures_is_withheld_and_keeps_what_it_would_have_done():
+    needed = (FigureNeeded("draft_cost", 0.05, "the drafter's time"),)
+    d = decide(priced([1.0, 1.2, 1.5, 1.4], 0.01, figures_needed=needed))
+    assert d.kind == UNDECIDED and d.fleet_gamma == 1 and d.probe is None
+    assert d.recommended_gamma == 1 and d.expected_best_gamma == 2
+    assert d.withheld is not None and d.withheld.kind == "change" and d.withheld.fleet_gamma == 2
+    assert d.reasons == (d.reason,) and "rests on default figures (draft_cost)" in d.reason
+    kept = given_figures(priced([1.0, 1.2], 0.01, figures_needed=needed), start(1, 1).because("already best"))
+    assert kept.kind == "keep" and kept.reasons[-1] == "priced on default figures (draft_cost), which could change it"
+
+
+def test_a_cost_model_that_misses_the_engine_withholds_even_on_given_figures():
+    d = decide(priced([1.0, 1.2, 1.5, 1.4], 0.01, model_error_warning="the cost model misses by +40%"))
+    assert d.kind == UNDECIDED and d.reason.startswith("the cost model misses by +40%. On this model the tool would "
+                                                       "run gamma 2")
+
+
+def test_a_plausible_gain_past_the_observed_gamma_is_probed_when_it_pays():
+    # γ=4 is past the observed γ=3 and only the tail models' doubt remains: more drafts cannot settle it
+    means = [1.0, 1.2, 1.25, 1.3, 1.5]
+    ens = ensemble(means, 0.08)
+    tail = ens.copy()
+    traffic = SimpleNamespace(drafts=50_000.0, drafts_per_engine_second=100.0, engines=8, rows=240,
+                              row_seconds=15.0)
+    from model.probe import ProbeInputs
+
+    inputs = ProbeInputs(ens, np.asarray(means), np.ones(5, bool), np.array([1.0, 1.8, 2.4, 2.9, 3.3]),
+                         np.array([1.0, 1.05, 1.1, 1.15, 1.2]), 2.9 + RNG.normal(0, 0.01, 500), 3)
+    p = Priced(Deployment(cost_profile="flat"), 3, 3, np.asarray(means), np.ones(5, bool), [None] * 5, ens,
+               tail_only=lambda: tail, traffic=traffic, probe_inputs=inputs)
+    d = decide(p)
+    assert d.kind == "probe" and d.probe is not None and d.probe.gamma == 4
+    assert d.fleet_gamma == 3 and d.best_gamma == 4 and d.expected_best_gamma == 4
+    assert d.reasons[0].startswith("P(γ=4 gains") and d.reasons[-1].startswith("probe γ=4 on 1 of 8 engine(s)")
