@@ -13,9 +13,11 @@ docs/DESIGN.md, Intervals.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import ndtri, stdtrit
 
 # Resamples are summed in chunks so that memory stays bounded for long windows
@@ -58,7 +60,7 @@ def _flat_top(t: np.ndarray) -> np.ndarray:
     return np.where(t <= 0.5, 1.0, np.where(t <= 1.0, 2.0 * (1.0 - t), 0.0))
 
 
-def ratio_contributions(rows: np.ndarray, numerator_cols, denominator_col: int) -> np.ndarray:
+def ratio_contributions(rows: np.ndarray, numerator_cols: Sequence[int], denominator_col: int) -> np.ndarray:
     """Linearised per-row contributions of Σ num / Σ den: (num_i − ratio·den_i) / mean(den).
 
     Returns (n, len(numerator_cols)); zeros when Σ den = 0.
@@ -69,8 +71,9 @@ def ratio_contributions(rows: np.ndarray, numerator_cols, denominator_col: int) 
     total_den = den.sum()
     if total_den <= 0:
         return np.zeros_like(num)
-    ratio = num.sum(axis=0) / total_den
-    return (num - ratio[None, :] * den[:, None]) / (total_den / len(rows))
+    ratio: np.ndarray = num.sum(axis=0) / total_den
+    contributions: np.ndarray = (num - ratio[None, :] * den[:, None]) / (total_den / len(rows))
+    return contributions
 
 
 def long_run_variance(series: np.ndarray) -> LongRunVariance:
@@ -200,7 +203,8 @@ def circular_block_sums(rows: np.ndarray, block_length: int, n_resamples: int, r
     return out
 
 
-def _counted_block_sums(draws, full_block: np.ndarray, last_block: np.ndarray, out: np.ndarray) -> None:
+def _counted_block_sums(draws: Iterable[tuple[int, npt.NDArray[np.int64]]], full_block: np.ndarray,
+                        last_block: np.ndarray, out: np.ndarray) -> None:
     """circular_block_sums by counts: each resample's full blocks counted by start (a row of
     n), a few resamples' counts at a time multiplied by the full blocks' sums (n, c), plus
     its last block. The same sums as gathering the blocks (exactly, for whole counts)."""

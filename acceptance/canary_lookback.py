@@ -19,16 +19,19 @@ once more (at most three reads, each the source's ordinary window read).
 from __future__ import annotations
 
 from itertools import combinations
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .errors import InputError
 from .probe_segment import segment_itl_mean_s, window_canary_latency
+
+if TYPE_CHECKING:
+    from .windows import Window
 
 LOOKBACK_S = 7 * 86400.0  # a week: a canary's hour, and the change it led to, are in it
 _REREADS = 2  # after the lookback: the window at its own resolution, then once more if the end moved
 
 
-def last_side_by_side(window) -> float | None:
+def last_side_by_side(window: Window) -> float | None:
     """The end of the latest span in which two segments of different γ, each keeping its own
     latency, ran side by side in ``window`` (None: never)."""
     timed = [s for s in window.segments if s.total.drafts > 0 and segment_itl_mean_s(s) is not None]
@@ -37,15 +40,15 @@ def last_side_by_side(window) -> float | None:
     return max(ends) if ends else None
 
 
-def has_canary(window) -> bool:
+def has_canary(window: Window | None) -> bool:
     """Whether a segment at another γ with its own latency runs beside the newest one at the
     window's end (acceptance.probe_segment.window_canary_latency)."""
     newest = window.newest_segment if window is not None else None
     return newest is not None and window_canary_latency(window, newest.gamma) is not None
 
 
-def earlier_canary_window(read_window: Callable[[float, float], object], window, window_s: float,
-                          lookback_s: float = LOOKBACK_S) -> tuple[object | None, list[str]]:
+def earlier_canary_window(read_window: Callable[[float, float], Window], window: Window, window_s: float,
+                          lookback_s: float = LOOKBACK_S) -> tuple[Window | None, list[str]]:
     """(the route's window of ``window_s`` ending where a canary last ran beside another γ in
     the ``lookback_s`` before ``window``'s end, both current at its end; the notes to show).
     None where ``window`` holds a canary itself or none ran; None with a note where the
@@ -59,7 +62,8 @@ def earlier_canary_window(read_window: Callable[[float, float], object], window,
         return None, [f"the look back for a canary's measured specialized speedup could not be read: {e}"]
 
 
-def _last_canary_window(read_window, end: float, window_s: float, lookback_s: float):
+def _last_canary_window(read_window: Callable[[float, float], Window], end: float, window_s: float,
+                        lookback_s: float) -> Window | None:
     window = read_window(end - lookback_s, end)
     for _ in range(_REREADS):
         until = last_side_by_side(window)

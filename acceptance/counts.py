@@ -15,9 +15,11 @@ when the engine runs specdec's vLLM stat-logger plugin — the plugin's extra se
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from .errors import InputError
 
@@ -63,7 +65,7 @@ class SpecCounts:
         return [self.drafts, self.draft_tokens, self.accepted_tokens, *self.accepted_per_position]
 
     @classmethod
-    def from_vector(cls, v) -> "SpecCounts":
+    def from_vector(cls, v: Sequence[float] | npt.NDArray[np.float64]) -> "SpecCounts":
         return cls(v[0], v[1], v[2], tuple(v[3:]))
 
 
@@ -128,12 +130,12 @@ class IntervalCounts:
     end: np.ndarray
     counts: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.counts.ndim != 2 or self.counts.shape[1] != 3 + self.gamma:
             raise InputError(f"counts must be (n, {3 + self.gamma}), got {self.counts.shape}")
 
     def __len__(self) -> int:
-        return self.counts.shape[0]
+        return int(self.counts.shape[0])
 
     def total(self) -> SpecCounts:
         return SpecCounts.from_vector([x.item() for x in self.counts.sum(axis=0)]) if len(self) else SpecCounts.zero(self.gamma)
@@ -236,7 +238,7 @@ def draft_reach(counts: SpecCounts) -> np.ndarray | None:
     return np.asarray(counts.draft_tokens_per_position, dtype=float) / counts.drafts
 
 
-def among_reached(accepted, reached, *, none_reached: float = float("nan")) -> np.ndarray:
+def among_reached(accepted: npt.ArrayLike, reached: npt.ArrayLike, *, none_reached: float = float("nan")) -> np.ndarray:
     """accepted / reached per position (counts A_k / R_k, or shares a_k / r_k alike), with
     ``none_reached`` where nothing reached the position."""
     a = np.asarray(accepted, dtype=float)

@@ -8,12 +8,16 @@ store's window convention, so a segment's slices add up to it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import InputError
 from .counts import IntervalCounts
 from .estimates import AcceptanceEstimate, estimate_acceptance
+
+if TYPE_CHECKING:
+    from .windows import Window
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,7 @@ class CurveSlice:
     current_segment: bool = True  # its segment still runs at the window's end (else it is older)
 
 
-def curve_history(window, *, n_slices: int = 6, level: float = 0.9, n_resamples: int = 200,
+def curve_history(window: Window | None, *, n_slices: int = 6, level: float = 0.9, n_resamples: int = 200,
                   seed: int = 0) -> list[CurveSlice]:
     """How a route's curve moved: each γ segment of ``window`` (an acceptance.windows.RouteWindow)
     cut into ``n_slices`` equal time slices of the WINDOW, each estimated on its own.

@@ -16,21 +16,26 @@ running minimum along positions (clipping commutes with the running minimum).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from .errors import InputError
+
+if TYPE_CHECKING:
+    from .counts import SpecCounts
 
 # Rounding a curve's values (a JSON round trip, a printed curve) may raise one by this much.
 CURVE_TOLERANCE = 1e-9
 
 
-def monotone_survival(curve, axis: int = -1) -> np.ndarray:
+def monotone_survival(curve: npt.ArrayLike, axis: int = -1) -> npt.NDArray[np.float64]:
     """``curve`` made a probability per position and non-increasing along ``axis``."""
     return np.minimum.accumulate(np.clip(np.asarray(curve, dtype=float), 0.0, 1.0), axis=axis)
 
 
-def check_survival_curve(curve, what: str = "survival", error: type[InputError] = InputError) -> None:
+def check_survival_curve(curve: npt.ArrayLike, what: str = "survival", error: type[InputError] = InputError) -> None:
     """``curve`` (or rows of curves): finite, in [0, 1], never increasing along positions;
     else ``error`` with a one-line message naming ``what``."""
     a = np.asarray(curve, dtype=float)
@@ -50,20 +55,21 @@ def conditional_from_survival(surv: np.ndarray) -> np.ndarray:
         return np.where(prev > 0, surv / np.where(prev > 0, prev, 1.0), np.nan)
 
 
-def mean_acceptance_length(counts) -> float:
+def mean_acceptance_length(counts: SpecCounts) -> float:
     """AL = 1 + A / D (includes the bonus token)."""
     return 1.0 + counts.accepted_tokens / counts.drafts if counts.drafts > 0 else math.nan
 
 
-def draft_acceptance_rate(counts) -> float:
+def draft_acceptance_rate(counts: SpecCounts) -> float:
     """A / T."""
     return counts.accepted_tokens / counts.draft_tokens if counts.draft_tokens > 0 else math.nan
 
 
-def expected_tokens_independent(p, gamma: int):
+def expected_tokens_independent(p: npt.ArrayLike, gamma: int) -> np.float64 | npt.NDArray[np.float64]:
     """(1 − p^(γ+1)) / (1 − p) = Σ_{k=0..γ} p^k: tokens per verify step for independent p."""
     p = np.asarray(p, dtype=float)
-    return np.sum(p[..., None] ** np.arange(gamma + 1), axis=-1)
+    tokens: np.float64 | npt.NDArray[np.float64] = np.sum(p[..., None] ** np.arange(gamma + 1), axis=-1)
+    return tokens
 
 
 def equivalent_p(mean_length: float, gamma: int) -> float:

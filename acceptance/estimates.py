@@ -25,8 +25,10 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import ndtri
 
 from .errors import InputError
@@ -128,7 +130,7 @@ class AcceptanceEstimate:
 
     @property
     def has_interval(self) -> bool:
-        return self.survival_resamples.shape[0] > 0
+        return bool(self.survival_resamples.shape[0] > 0)
 
 
 def _check_level(level: float) -> float:
@@ -150,8 +152,9 @@ def _check_rows(intervals: IntervalCounts) -> np.ndarray:
     return rows
 
 
-def percentile_bounds(samples: np.ndarray, level: float):
-    """Percentile interval along axis 0, ignoring NaN resamples."""
+def percentile_bounds(samples: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile interval along axis 0, ignoring NaN resamples (0-d bounds, numpy scalars,
+    for 1-D samples)."""
     tail = 0.5 * (1.0 - level)
     if samples.shape[0] == 0:  # every resample dropped: no interval
         nan = np.full(samples.shape[1:], np.nan)
@@ -159,16 +162,19 @@ def percentile_bounds(samples: np.ndarray, level: float):
     # All-NaN columns (e.g. α_k where every resample has a_{k-1} = 0) give NaN bounds.
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
+        low: np.ndarray
+        high: np.ndarray
         low, high = np.nanquantile(samples, [tail, 1.0 - tail], axis=0)
     return low, high
 
 
-def _nan_curve(gamma: int, level: float, value=None) -> CurveEstimate:
+def _nan_curve(gamma: int, level: float, value: np.ndarray | None = None) -> CurveEstimate:
     nan = np.full(gamma, np.nan)
     return CurveEstimate(nan.copy() if value is None else value, nan.copy(), nan.copy(), level)
 
 
-def _scalar(value: float, level: float, bounds=(math.nan, math.nan)) -> ScalarEstimate:
+def _scalar(value: float, level: float,
+            bounds: tuple[float | np.ndarray, float | np.ndarray] = (math.nan, math.nan)) -> ScalarEstimate:
     return ScalarEstimate(float(value), (float(bounds[0]), float(bounds[1])), level)
 
 
@@ -179,6 +185,16 @@ def _method_text(block_length: int, n_blocks: int, n_resamples: int, unit: str) 
         f"{n_blocks} blocks, {n_resamples} resamples; percentile widened for the block count "
         f"and the long-run variance"
     )
+
+
+class EstimateOptions(TypedDict, total=False):
+    """estimate_acceptance's options, passed on whole (probe_segment.window_probe)."""
+
+    level: float
+    n_resamples: int
+    seed: int
+    block_length: int | None
+    unit: str
 
 
 def estimate_acceptance(
@@ -252,7 +268,7 @@ def estimate_acceptance(
     )
 
 
-def _without_drafts(gamma: int, total, level: float, n: int) -> AcceptanceEstimate:
+def _without_drafts(gamma: int, total: SpecCounts, level: float, n: int) -> AcceptanceEstimate:
     """A window without drafts: NaN values, no interval."""
     return AcceptanceEstimate(
         gamma=gamma, drafts=float(total.drafts), counts=total,
@@ -284,7 +300,7 @@ def point_survival(total: SpecCounts) -> tuple[np.ndarray, str]:
                    f"non-increasing")
 
 
-def _without_interval(gamma: int, total, level: float, n: int, why: str) -> AcceptanceEstimate:
+def _without_interval(gamma: int, total: SpecCounts, level: float, n: int, why: str) -> AcceptanceEstimate:
     """Values without an interval (too few rows with drafts to resample), saying why."""
     surv_point, race = point_survival(total)
     al_point = mean_acceptance_length(total)
@@ -300,7 +316,8 @@ def _without_interval(gamma: int, total, level: float, n: int, why: str) -> Acce
     )
 
 
-def _blocks_and_widening(rows: np.ndarray, gamma: int, block_length, level: float) -> tuple[int, np.ndarray]:
+def _blocks_and_widening(rows: np.ndarray, gamma: int, block_length: int | None,
+                         level: float) -> tuple[int, np.ndarray]:
     """The block length (chosen from the data when None) and the spread factors of a_1..a_γ,
     AL and the draft acceptance rate. The linearised per-row contributions of each ratio:
     their autocorrelation sets the block length and their long-run variance the spread
@@ -319,7 +336,7 @@ def _blocks_and_widening(rows: np.ndarray, gamma: int, block_length, level: floa
     return block_length, spread_factor(lrv, block_length, level)
 
 
-def _widened_resamples(sums: np.ndarray, gamma: int, widen: np.ndarray, surv_point, al_point: float,
+def _widened_resamples(sums: np.ndarray, gamma: int, widen: np.ndarray, surv_point: np.ndarray, al_point: float,
                        dar_point: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Survival, AL and draft acceptance rate of each resample, their spread about the point
     widened by ``widen`` (survival's, AL's, the rate's)."""
@@ -339,7 +356,7 @@ def _widened_resamples(sums: np.ndarray, gamma: int, widen: np.ndarray, surv_poi
 
 
 def estimate_from_survival(
-    survival_curve,
+    survival_curve: npt.ArrayLike,
     *,
     drafts: int | None = None,
     level: float = DEFAULT_LEVEL,
@@ -470,7 +487,7 @@ class Drift:
         return math.isfinite(self.difference.low) and math.isfinite(self.difference.high)
 
 
-def _signed(x: float) -> str:
+def _signed(x: float | np.ndarray) -> str:
     return f"{x:+.2f}".replace("-", "−")
 
 
@@ -482,7 +499,8 @@ def _widened_al_resamples(rows: np.ndarray, level: float, n_resamples: int, rng:
     sums = circular_block_sums(rows, length, n_resamples, rng)
     sums = sums[sums[:, _D] > 0]
     point = rows[:, _A].sum() / rows[:, _D].sum()
-    return 1.0 + point + widen * (sums[:, _A] / sums[:, _D] - point)
+    resamples: np.ndarray = 1.0 + point + widen * (sums[:, _A] / sums[:, _D] - point)
+    return resamples
 
 
 def detect_drift(

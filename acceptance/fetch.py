@@ -33,9 +33,9 @@ import socket
 import ssl
 import sys
 import zlib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, TypeVar, cast
 from urllib.parse import urlsplit
 
 from .errors import InputError
@@ -56,7 +56,7 @@ class UnreachableError(SourceError):
     or an HTTP status other than 200 (the commands' exit status 3, "nothing answered")."""
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
@@ -76,48 +76,52 @@ def mask_userinfo(url: str) -> str:
 class _Link(asyncio.Protocol):
     """One connection: sends a request and feeds the response's bytes to its reader."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self._reader: ResponseReader | None = None
-        self._answer: asyncio.Future | None = None
+        self._answer: asyncio.Future[ResponseReader] | None = None
 
-    def exchange(self, request: bytes, reader: ResponseReader) -> asyncio.Future:
+    def exchange(self, request: bytes, reader: ResponseReader) -> asyncio.Future[ResponseReader]:
         """Send ``request``; the future is done when ``reader`` has the whole response (or failed)."""
         self._reader, self._answer = reader, asyncio.get_running_loop().create_future()
         if self.closed:
             self._answer.set_exception(ClosedBeforeAnswer())
         else:
+            assert self.transport is not None  # connected (connection_made) until closed
             self.transport.write(request)
         return self._answer
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # create_connection's: a stream's Transport
 
     def data_received(self, data: bytes) -> None:
         if self._answer is None or self._answer.done():
             self._reader = None  # bytes while idle or past the response: never reused
             self.close()
             return
+        assert self._reader is not None  # set with _answer (exchange)
         self._step(self._reader.feed, data)
 
     def eof_received(self) -> bool:
         self._ended(None)
         return False  # close the transport
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._ended(exc)
 
-    def _ended(self, exc) -> None:
+    def _ended(self, exc: Exception | None) -> None:
         if self._answer is None or self._answer.done():
             return
+        assert self._reader is not None  # set with _answer (exchange)
         if exc is not None and self._reader.answered:
             self._answer.set_exception(exc)  # reset in the middle of the response
             return
         self._step(self._reader.feed_eof)
 
-    def _step(self, feed, *data) -> None:
+    def _step(self, feed: Callable[..., None], *data: bytes) -> None:
+        assert self._answer is not None and self._reader is not None  # an exchange is under way
         try:
             feed(*data)
         except Exception as exc:
@@ -189,12 +193,12 @@ class PageFetcher:
     def __enter__(self) -> "PageFetcher":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- connections ---------------------------------------------------------------------
 
-    def _take(self, key) -> _Link | None:
+    def _take(self, key: tuple[str, str, int]) -> _Link | None:
         idle = self._idle.get(key)
         while idle:
             link = idle.pop()
@@ -203,7 +207,7 @@ class PageFetcher:
             link.close()
         return None
 
-    def _give_back(self, key, link: _Link) -> None:
+    def _give_back(self, key: tuple[str, str, int], link: _Link) -> None:
         self._idle.setdefault(key, []).append(link)
 
     async def _connect(self, scheme: str, host: str, port: int) -> _Link:
@@ -221,6 +225,7 @@ class PageFetcher:
                 raise  # the server answered: another address would not change its certificate
             except OSError as exc:
                 failure = exc
+        assert failure is not None  # _addresses gives one address at least
         raise failure
 
     # -- fetching ------------------------------------------------------------------------
@@ -245,7 +250,7 @@ class PageFetcher:
             raise _source_error(url, key[1], exc, self.timeout_s, self.max_bytes) from None
         return self._page_of(url, reader)
 
-    async def _exchange(self, url: str, key, request: bytes) -> ResponseReader:
+    async def _exchange(self, url: str, key: tuple[str, str, int], request: bytes) -> ResponseReader:
         link = self._take(key) if self.keep_alive else None
         if link is not None:
             try:
@@ -255,7 +260,7 @@ class PageFetcher:
         link = await self._connect(*key)
         return await self._on(link, url, key, request)
 
-    async def _on(self, link: _Link, url: str, key, request: bytes) -> ResponseReader:
+    async def _on(self, link: _Link, url: str, key: tuple[str, str, int], request: bytes) -> ResponseReader:
         reader = ResponseReader(self.max_bytes, lambda head: self._check_head(url, head))
         try:
             await link.exchange(request, reader)
@@ -299,6 +304,7 @@ class PageFetcher:
 
     def _page_of(self, url: str, reader: ResponseReader) -> str:
         data = reader.body
+        assert reader.head is not None and data is not None  # a complete response has both
         encoding = reader.head.headers.get("content-encoding", "identity").strip().lower()
         if encoding in ("gzip", "x-gzip"):
             data = gunzip_page(data, url, self.max_bytes)
@@ -315,7 +321,7 @@ async def _addresses(host: str, port: int) -> list[str]:
     except ValueError:
         pass
     infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(info[4][0] for info in infos))
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))  # an IP address's text (AF_INET, AF_INET6)
 
 
 def _source_error(url: str, host: str, exc: BaseException, timeout_s: float, max_bytes: int) -> SourceError:
@@ -358,6 +364,7 @@ def _still_open(link: _Link) -> bool:
     """
     try:
         poller = select.poll()
+        assert link.transport is not None  # an idle link was connected
         poller.register(link.transport.get_extra_info("socket"), select.POLLIN | select.POLLPRI)
         return not poller.poll(0)
     except (OSError, ValueError, TypeError):
@@ -407,7 +414,7 @@ def read_source(
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_bytes: int = DEFAULT_MAX_BYTES,
-    stdin=None,
+    stdin: IO[str] | IO[bytes] | None = None,
 ) -> str:
     """The text of a /metrics page from an http(s) URL, ``-`` (stdin) or a file path.
 

@@ -116,7 +116,8 @@ class ResponseReader:
         except StopIteration as done:
             self._spent = self.complete = True
             self.body = done.value
-            self.reusable = self._framed and self.head.keeps_connection and not self._buffer
+            self.reusable = (self._framed and self.head is not None and self.head.keeps_connection
+                             and not self._buffer)
         except BaseException:
             self._spent = True
             raise
@@ -203,7 +204,8 @@ class ResponseReader:
         return body
 
     def _chunked(self) -> _Steps:
-        chunks, total = [], 0
+        chunks: list[bytes] = []
+        total = 0
         while True:
             line = yield from self._line("chunk-size line")
             size_text = line.split(b";", 1)[0].strip()

@@ -36,7 +36,9 @@ on (γ is an engine's; beside a canary, each γ's share of the requests says how
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,6 +46,9 @@ from .counts import undrafted_token_share
 from .request_load import request_load
 from .step_replay import StepSequence
 from .windows import GammaSegment, SegmentRules, StepShapeWindow
+
+if TYPE_CHECKING:
+    from .store import EngineRef, Event, Store, TargetStatus
 
 
 @dataclass(frozen=True)
@@ -55,20 +60,21 @@ class IngestedWindow(SegmentRules):
     source: str
     start: float
     end: float
-    segments: list
-    events: list = field(default_factory=list)
-    target_status: list = field(default_factory=list)
-    not_speculating: list = field(default_factory=list)
-    step_shape: object = None
+    segments: list[GammaSegment]
+    events: list[Event] = field(default_factory=list)
+    target_status: list[TargetStatus] = field(default_factory=list)
+    not_speculating: list[EngineRef] = field(default_factory=list)
+    # set by ingested_window (None on a window built without one, which acceptance.route_estimate cannot read)
+    step_shape: StepShapeWindow | None = None
     # the newest segment's requests' drafted steps in order (acceptance.step_replay), when every
     # one of them carries them (per-request ``detailed``); None otherwise
-    step_sequences: list | None = None
+    step_sequences: list[StepSequence] | None = None
     # per row of the newest segment (per-request windows): vLLM's mean ITL (s) and decode
     # tokens, NaN where a request does not report them; None for logged intervals
-    request_itl_s: object = None
-    request_decode_tokens: object = None
-    request_prompt_tokens: object = None  # usage.prompt_tokens per row, NaN where not reported
-    notes: list = field(default_factory=list)  # how the window was read (a per-request batch mix)
+    request_itl_s: np.ndarray | None = None
+    request_decode_tokens: np.ndarray | None = None
+    request_prompt_tokens: np.ndarray | None = None  # usage.prompt_tokens per row, NaN where not reported
+    notes: list[str] = field(default_factory=list)  # how the window was read (a per-request batch mix)
     # (rows, oldest, newest time) of the route's stored rows when the window holds none of them
     stored_span: tuple[int, float, float] | None = None
 
@@ -96,7 +102,7 @@ class LoggedLatency:
 _CONTIGUOUS = 0.5
 
 
-def logged_latency(load: dict) -> LoggedLatency | None:
+def logged_latency(load: Mapping[str, np.ndarray]) -> LoggedLatency | None:
     """From ``Store.ingested_load``'s arrays; None when no interval made a decode step."""
     steps = load["generation_tokens"] - load["accepted_tokens"]
     use = steps > 0
@@ -118,7 +124,7 @@ def logged_latency(load: dict) -> LoggedLatency | None:
                          {int(b): float(n) for b, n in zip(sizes, counts)}, pairs, repeats, undrafted)
 
 
-def ingested_window(store, route: str, source: str, start: float, end: float, *, engines: int | None = None,
+def ingested_window(store: Store, route: str, source: str, start: float, end: float, *, engines: int | None = None,
                     deployment_routes: tuple[str, ...] = ()) -> IngestedWindow:
     """Per-request rows (or logged intervals) of a route, one γ segment per γ. Two sources
     of the same traffic are never added together: the route's source picks one.
@@ -134,7 +140,7 @@ def ingested_window(store, route: str, source: str, start: float, end: float, *,
         return _with_request_load(store, window, route, engines, deployment_routes)
 
 
-def _read_ingested_window(store, route: str, source: str, start: float, end: float) -> IngestedWindow:
+def _read_ingested_window(store: Store, route: str, source: str, start: float, end: float) -> IngestedWindow:
     segments = [
         GammaSegment(gamma=g, start=float(iv.start[0]), end=float(iv.end[-1]), engines=[], intervals=iv,
                      draft_tokens_per_position=store.ingested_draft_tokens_per_position(route, source, g, start, end))
@@ -144,7 +150,7 @@ def _read_ingested_window(store, route: str, source: str, start: float, end: flo
     return read(store, route, source, start, end, segments)
 
 
-def _with_request_load(store, window: IngestedWindow, route: str, engines: int | None,
+def _with_request_load(store: Store, window: IngestedWindow, route: str, engines: int | None,
                        deployment_routes: tuple[str, ...]) -> IngestedWindow:
     """The per-request window with the batch mix its requests' decode spans give
     (acceptance.request_load), and a note of what it rests on or why there is none."""
@@ -161,6 +167,7 @@ def _with_request_load(store, window: IngestedWindow, route: str, engines: int |
     counted = "its requests" if len(routes) == 1 else f"the requests of routes {', '.join(routes)}"
     note = (f"batch mix: {load.mean_running:.1f} requests per engine on average over {engines} engine(s), from the "
             f"decode times of {counted} ({load.requests:,}); requests without metrics on these engines would raise it")
+    assert window.step_shape is not None  # _request_window set it
     shape = replace(window.step_shape, batch_time_shares=load.time_shares, samples=load.samples)
     running = _segment_engines(window, engines)
     segments = [_with_request_latency(s, {k: v[spans["gamma"] == s.gamma] for k, v in spans.items()}, running[s.gamma])
@@ -180,7 +187,7 @@ def _segment_engines(window: IngestedWindow, engines: int) -> dict[int, int]:
     return running
 
 
-def _with_request_latency(segment: GammaSegment, spans: dict, engines: int) -> GammaSegment:
+def _with_request_latency(segment: GammaSegment, spans: Mapping[str, np.ndarray], engines: int) -> GammaSegment:
     """The segment with its requests' own latency — Σ decode time / Σ decode steps, the mean
     step time a request saw, as vLLM's histogram counts it — and the batch mix their decode
     spans give over its ``engines`` (as gauge samples: each size's share × the mix's samples)."""
@@ -191,7 +198,8 @@ def _with_request_latency(segment: GammaSegment, spans: dict, engines: int) -> G
                    batch_samples={b: u * load.samples for b, u in load.time_shares.items()})
 
 
-def _logged_window(store, route: str, source: str, start: float, end: float, segments: list) -> IngestedWindow:
+def _logged_window(store: Store, route: str, source: str, start: float, end: float,
+                   segments: list[GammaSegment]) -> IngestedWindow:
     """Logged intervals: each segment with its latency and gauge samples from its logged load,
     the step shape from all of them and ν from the newest segment's."""
     latency = {seg.gamma: logged_latency(store.ingested_load(route, source, seg.gamma, start, end))
@@ -204,7 +212,8 @@ def _logged_window(store, route: str, source: str, start: float, end: float, seg
         shape, undrafted_token_share=None if newest is None else newest.undrafted_token_share))
 
 
-def _request_window(store, route: str, source: str, start: float, end: float, segments: list) -> IngestedWindow:
+def _request_window(store: Store, route: str, source: str, start: float, end: float,
+                    segments: list[GammaSegment]) -> IngestedWindow:
     """Per-request rows: the newest segment's requests' own latency, decode tokens (ν) and
     drafted steps."""
     segments.sort(key=lambda s: s.end)

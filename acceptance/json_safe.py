@@ -8,16 +8,30 @@ strict JSON that any consumer reads (NaN is not JSON).
 from __future__ import annotations
 
 import math
+from typing import TypeAlias, TypeVar, cast, overload
+
+JsonValue: TypeAlias = "dict[str, JsonValue] | list[JsonValue] | str | int | float | bool | None"
+"""A value as ``json_safe`` leaves it: what ``json.dumps(..., allow_nan=False)`` writes."""
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 
-def json_safe(x):
+@overload
+def json_safe(x: dict[_K, _V]) -> dict[str, JsonValue]: ...
+@overload
+def json_safe(x: object) -> JsonValue: ...
+
+
+def json_safe(x: object) -> JsonValue:
     """``x`` with the JSON conventions applied, recursively."""
     if isinstance(x, dict):
         return {str(k): json_safe(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [json_safe(v) for v in x]
     if hasattr(x, "tolist"):  # numpy arrays and scalars (bool_, integer, floating)
-        return json_safe(x.tolist())
+        listed: object = x.tolist()
+        return json_safe(listed)
     if isinstance(x, float) and not math.isfinite(x):
         return None
-    return x
+    return cast(JsonValue, x)  # a JSON scalar; anything else passes through for json.dumps to refuse

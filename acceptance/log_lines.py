@@ -53,6 +53,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, TypeAlias
 
 import numpy as np
 
@@ -231,7 +232,7 @@ def _integer_bounds(rate: str, drafts: np.ndarray, lower: bool) -> np.ndarray:
     return np.clip(bound, 0, drafts).astype(np.int64)
 
 
-def _consistent_chunk(msg: SpecDecodingMessage, drafts: np.ndarray):
+def _consistent_chunk(msg: SpecDecodingMessage, drafts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mask of consistent D in ``drafts``, and the per-position bounds lo, hi (n, γ)."""
     a, t, gamma = msg.accepted_tokens, msg.draft_tokens, msg.gamma
     ok = drafts * gamma >= t
@@ -420,14 +421,18 @@ def parse_log_lines(
     return parsed
 
 
-def _split_line(line: str) -> tuple[str, str | None, tuple | None]:
+# a line's stamp: ("full", its time) or ("month_day", vLLM's prefix match)
+_Stamp: TypeAlias = "tuple[Literal['full'], _dt.datetime] | tuple[Literal['month_day'], re.Match[str]]"
+
+
+def _split_line(line: str) -> tuple[str, str | None, _Stamp | None]:
     """(message, process key, stamp) of one log line; stamp ("full", datetime) or
     ("month_day", vLLM's prefix match) or None. Raises on a malformed JSON record."""
     if line.startswith("{") and (MARKER in line or "Avg prompt throughput" in line):
         # vLLM's JSON formatter: {"asctime": "2025-11-30 05:21:37,123", "message": ...}
         obj = json.loads(line)
-        process = str(obj["process"]) if obj.get("process") is not None else None
-        stamp = ("full", _iso_time(str(obj["asctime"]))) if "asctime" in obj else None
+        process: str | None = str(obj["process"]) if obj.get("process") is not None else None
+        stamp: _Stamp | None = ("full", _iso_time(str(obj["asctime"]))) if "asctime" in obj else None
         return str(obj.get("message", "")), process, stamp
     process, stamp = None, None
     iso = _ISO_PREFIX.match(line)

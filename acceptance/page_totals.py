@@ -7,8 +7,12 @@ increase: acceptance.store.totals)."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from . import vllm_metrics as vm
+
+if TYPE_CHECKING:
+    from .counts import StepShape
 
 # total name → where a page's StepShape holds it (acceptance.counts.StepShape)
 _FROM_LENGTHS = {"prompt_sum": f"{vm.REQUEST_PROMPT_TOKENS}_sum", "prompt_count": f"{vm.REQUEST_PROMPT_TOKENS}_count",
@@ -18,7 +22,7 @@ _FROM_COST = {"flops": vm.ESTIMATED_FLOPS, "read_bytes": vm.ESTIMATED_READ_BYTES
               "tokens": f"{vm.ITERATION_TOKENS}_sum"}
 
 
-def page_totals(shape) -> dict[str, float] | None:
+def page_totals(shape: StepShape | None) -> dict[str, float] | None:
     """The totals one page's step shape holds (None: neither request lengths nor MFU counters)."""
     if shape is None or not (shape.request_lengths or set(shape.engine_cost) & set(vm.ENGINE_COST_FAMILIES)):
         return None  # the iteration histogram's sum alone (every page's) is nothing to keep

@@ -51,10 +51,12 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from . import plugin_series
 from . import vllm_metrics as vm
@@ -63,6 +65,7 @@ from .counts import EngineSnapshot, SpecCounts, StepShape
 from .counts import RACE_FLOOR_REQUESTS, impossible_counts, race_step_requests, survival, undrafted_token_share
 from .json_safe import json_safe
 from .engine_cost import engine_cost
+from .inspect_types import CountsEntry, DecodeEntry, EngineEntry, InspectReport
 from .request_lengths import request_context
 from .definitions import conditional_from_survival, draft_acceptance_rate, equivalent_p, mean_acceptance_length
 
@@ -149,14 +152,14 @@ class _Sample(NamedTuple):
     makes one per line, and a frozen dataclass costs several times as much to build."""
 
     name: str
-    labels: dict
+    labels: dict[str, str]
     value: float
 
 
 @dataclass(frozen=True)
 class _Family:
     name: str
-    samples: list
+    samples: list[_Sample | Sample]
 
 
 def _plugin_sample(line: str) -> _Sample | None:
@@ -172,9 +175,9 @@ def _plugin_sample(line: str) -> _Sample | None:
 
 
 def _plugin_families(lines: list[str], source: str) -> list[_Family]:
-    samples = []
+    samples: list[_Sample | Sample] = []
     for line in lines:
-        sample = _plugin_sample(line)
+        sample: _Sample | Sample | None = _plugin_sample(line)
         if sample is None:  # prometheus-client's reading, or the one-line error
             try:
                 sample = list(text_string_to_metric_families(line))[0].samples[0]
@@ -197,6 +200,7 @@ def _plain_sample(line: str) -> _Sample | None:
     if not head:
         return None
     brace = head.find("{")
+    labels: dict[str, str] | None
     if brace < 0:
         name, labels = head.rstrip(), {}
     else:
@@ -215,7 +219,7 @@ def _plain_sample(line: str) -> _Sample | None:
 
 
 @functools.lru_cache(maxsize=16384)
-def _plain_labels(body: str) -> dict | None:
+def _plain_labels(body: str) -> dict[str, str] | None:
     """The labels of one label body (``k="v",...`` without the braces), None when it is not
     the plain form. Cached: a fleet's pages repeat the same few hundred label bodies (one
     model name, a few engines, the positions and bucket bounds) on every target and every
@@ -295,7 +299,7 @@ class _EngineSeries:
     has_step_shape: bool = False
 
 
-def _engine_sort_key(key: tuple[str, str]):
+def _engine_sort_key(key: tuple[str, str]) -> tuple[str, tuple[int, int, str]]:
     model_name, engine = key
     return (model_name, (0, int(engine), "") if engine.isdigit() else (1, 0, engine))
 
@@ -326,8 +330,8 @@ def parse_metrics_page(text: str, *, source: str = "<page>", max_engines: int = 
     lines, plugin_lines = _filter(text)
     _check_engine_count(lines, source, max_engines)
     engines: dict[tuple[str, str], _EngineSeries] = {}
-    seen: set[tuple[str, tuple]] = set()
-    samples = _fast_samples(lines)
+    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    samples: Sequence[_Sample | Sample] | None = _fast_samples(lines)
     if samples is None:
         try:
             families = list(text_string_to_metric_families("\n".join(lines)))
@@ -369,7 +373,7 @@ def parse_metrics_page(text: str, *, source: str = "<page>", max_engines: int = 
     return snapshots
 
 
-def _add_sample(series: _EngineSeries, name: str, labels: dict, value: float, source: str) -> None:
+def _add_sample(series: _EngineSeries, name: str, labels: Mapping[str, str], value: float, source: str) -> None:
     family = _COUNTER_SAMPLE.get(name)
     if family is not None:
         if not math.isfinite(value) or value < 0:
@@ -394,7 +398,7 @@ def _add_sample(series: _EngineSeries, name: str, labels: dict, value: float, so
     if name == _ITER_BUCKET:
         le = labels.get("le")
         try:
-            bound = float(le)
+            bound = float(le) if le is not None else math.nan  # no bound: refused as NaN is, just below
         except (TypeError, ValueError):
             raise MetricsPageError(f"{source}: {name} has bucket bound le={le!r}, not a number") from None
         if math.isnan(bound):
@@ -513,17 +517,17 @@ def _first_bad_line(lines: list[str]) -> str:
     return "?"
 
 
-def _fmt_labels(labels: dict) -> str:
+def _fmt_labels(labels: Mapping[str, str]) -> str:
     return "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
 
 
 # --- inspect --------------------------------------------------------------------------
 
 
-def _counts_entry(counts: SpecCounts) -> dict:
+def _counts_entry(counts: SpecCounts) -> CountsEntry:
     surv = survival(counts)
     al = mean_acceptance_length(counts)
-    return json_safe({
+    return cast(CountsEntry, json_safe({  # json_safe keeps the keys; its return type cannot say so
         "gamma": counts.gamma,
         "drafts": counts.drafts,
         "draft_tokens": counts.draft_tokens,
@@ -536,10 +540,10 @@ def _counts_entry(counts: SpecCounts) -> dict:
         "equivalent_p": equivalent_p(al, counts.gamma),
         # a relation the counts break within one engine step (a scrape raced it), or None
         "scrape_race": impossible_counts(counts),
-    })
+    }))
 
 
-def _not_speculating_entry() -> dict:
+def _not_speculating_entry() -> CountsEntry:
     return {
         "gamma": 0,
         "drafts": 0,
@@ -562,7 +566,7 @@ def _mean_itl_ms(snap: EngineSnapshot) -> float | None:
     return 1e3 * shape.itl_sum / shape.itl_count
 
 
-def decode_steps_entry(snap: EngineSnapshot) -> dict | None:
+def decode_steps_entry(snap: EngineSnapshot) -> DecodeEntry | None:
     """What the page says of one speculating engine's decode steps since it started (None
     without the inter-token latency histogram): S = its count (once per request per decode
     step), N = generation − first tokens when both are on the page, else S + A; U = S − D
@@ -574,18 +578,19 @@ def decode_steps_entry(snap: EngineSnapshot) -> dict | None:
     if counts is None or shape is None or not shape.itl_count:
         return None
     steps, drafts, accepted = float(shape.itl_count), float(counts.drafts), float(counts.accepted_tokens)
-    counted = shape.generation_tokens is not None and shape.first_tokens is not None
-    tokens = float(shape.generation_tokens - shape.first_tokens) if counted else steps + accepted
+    generation, first = shape.generation_tokens, shape.first_tokens
+    counted = generation is not None and first is not None
+    tokens = float(generation - first) if generation is not None and first is not None else steps + accepted
     cut = accepted - (tokens - steps) if counted else None
-    most = counts.gamma * float(shape.first_tokens) if counted else None
+    most = counts.gamma * float(first) if first is not None and counted else None
     return {"decode_steps": steps, "decode_tokens": tokens if counted else None,
             "tokens_source": "generation - first tokens" if counted else "steps + accepted",
             "undrafted_token_share": undrafted_token_share(tokens, drafts, accepted, steps=steps),
             "accepted_not_output": cut, "accepted_not_output_max": most,
-            "consistent": bool(abs(cut) <= most) if counted else None}
+            "consistent": bool(abs(cut) <= most) if cut is not None and most is not None else None}
 
 
-def format_decode_lines(report: dict) -> list[str]:
+def format_decode_lines(report: InspectReport) -> list[str]:
     """One console line per engine with decode steps on its page (decode_steps_entry)."""
     lines = []
     for e in report["engines"]:
@@ -599,15 +604,16 @@ def format_decode_lines(report: dict) -> list[str]:
         else:
             head += f", {d['decode_tokens']:,.0f} decode tokens ({d['decode_tokens'] / d['decode_steps']:.2f} per step)"
         head += f"; {_fmt(nu, '.1%')} of the tokens came from steps without a draft"
-        if d["consistent"] is not None:
-            gap = f"tokens − steps {d['decode_tokens'] - d['decode_steps']:,.0f} against {e['accepted_tokens']:,.0f} accepted"
+        decode_tokens = d["decode_tokens"]
+        if d["consistent"] is not None and decode_tokens is not None:  # both or neither (decode_steps_entry)
+            gap = f"tokens − steps {decode_tokens - d['decode_steps']:,.0f} against {e['accepted_tokens']:,.0f} accepted"
             head += (f"; {gap} (a length limit cuts at most {d['accepted_not_output_max']:,.0f})" if d["consistent"]
                      else f"; INCONSISTENT: {gap}, beyond the {d['accepted_not_output_max']:,.0f} a length limit can cut")
         lines.append(head)
     return lines
 
 
-def inspect_report(snapshots: list[EngineSnapshot]) -> dict:
+def inspect_report(snapshots: list[EngineSnapshot]) -> InspectReport:
     """``specdec inspect --json`` without ``schema_version``: counters as they are (totals since start).
 
     ``engines``: one entry per engine (γ 0, zero counts, empty curves and null ratios when
@@ -617,21 +623,21 @@ def inspect_report(snapshots: list[EngineSnapshot]) -> dict:
     …) — only when they share one γ; null when none speculates or when γ differ, in which
     case ``totals_by_gamma`` lists one total per γ (counts are never added across γ).
     """
-    engines = []
+    engines: list[EngineEntry] = []
     by_gamma: dict[int, SpecCounts] = {}
     for snap in snapshots:
-        entry = {"model_name": snap.model_name, "engine": snap.engine, "mean_itl_ms": _mean_itl_ms(snap),
-                 "decode": None, "context": request_context(snap.step_shape),
-                 "engine_cost": engine_cost(snap.step_shape)}
-        if snap.counts is None:
-            entry.update(_not_speculating_entry())
-        else:
-            entry.update(_counts_entry(snap.counts))
+        counts_entry = _not_speculating_entry() if snap.counts is None else _counts_entry(snap.counts)
+        # a cast: mypy refuses ** into a TypedDict with NotRequired keys the item lacks (kv_cache, set later)
+        entry = cast(EngineEntry, {"model_name": snap.model_name, "engine": snap.engine,
+                                   "mean_itl_ms": _mean_itl_ms(snap), "decode": None,
+                                   "context": request_context(snap.step_shape),
+                                   "engine_cost": engine_cost(snap.step_shape), **counts_entry})
+        if snap.counts is not None:
             entry["decode"] = decode_steps_entry(snap)
             g = snap.counts.gamma
             by_gamma[g] = by_gamma[g] + snap.counts if g in by_gamma else snap.counts
         engines.append(entry)
-    report: dict = {"engines": engines}
+    report: InspectReport = {"engines": engines, "total": None}
     if len(by_gamma) == 1:
         report["total"] = _counts_entry(next(iter(by_gamma.values())))
     else:
@@ -641,18 +647,19 @@ def inspect_report(snapshots: list[EngineSnapshot]) -> dict:
     return report
 
 
-def _fmt(x, spec: str) -> str:
+def _fmt(x: object, spec: str) -> str:
     return "-" if x is None else format(x, spec)
 
 
-def format_inspect_table(report: dict) -> str:
+def format_inspect_table(report: InspectReport) -> str:
     """A fixed-width console table of an ``inspect_report``: one row per engine, then the total(s)."""
-    rows = []
-    for e in report["engines"]:
-        rows.append((e["model_name"], e["engine"], e))
-    totals = []
-    if report.get("total") is not None:
-        totals.append(("total", "", report["total"]))
+    rows: list[tuple[str, str, CountsEntry]] = []
+    for engine_entry in report["engines"]:
+        rows.append((engine_entry["model_name"], engine_entry["engine"], engine_entry))
+    totals: list[tuple[str, str, CountsEntry]] = []
+    total = report.get("total")
+    if total is not None:
+        totals.append(("total", "", total))
     for t in report.get("totals_by_gamma") or []:
         totals.append((f"total γ={t['gamma']}", "", t))
     header = ("model", "engine", "γ", "drafts", "draft_tok", "accepted", "AL", "accept", "p", "survival a_1..a_γ")
@@ -676,7 +683,7 @@ def format_inspect_table(report: dict) -> str:
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
     right = {2, 3, 4, 5, 6, 7, 8}
 
-    def line(cells):
+    def line(cells: Sequence[str]) -> str:
         return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
 
     out = [line(header), line(["-" * w for w in widths])]

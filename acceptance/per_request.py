@@ -49,15 +49,17 @@ length 1 in ``estimates.estimate_acceptance``.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import json
 import math
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Final, TypeGuard, cast
 
 import numpy as np
 
@@ -159,28 +161,28 @@ def has_control_characters(name: str) -> bool:
     return any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in name)
 
 
-def _is_count(x) -> bool:
+def _is_count(x: object) -> TypeGuard[int]:
     return isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= _MAX_COUNT
 
 
-def _plausible_time(x) -> float | None:
+def _plausible_time(x: object) -> float | None:
     t = _optional_float(x)
     return t if t is not None and _EARLIEST_TIME <= t <= time.time() + _FUTURE_SLACK_S else None
 
 
-def _count_list(x) -> list[int]:
+def _count_list(x: object) -> list[int]:
     if not isinstance(x, list) or not all(_is_count(v) for v in x):
         raise _Skip(SKIP_INCONSISTENT)
     return x
 
 
-def _optional_float(x) -> float | None:
+def _optional_float(x: object) -> float | None:
     if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x):
         return float(x)
     return None
 
 
-def spec_counts_from_payload(spec: dict) -> SpecCounts:
+def spec_counts_from_payload(spec: dict[str, object]) -> SpecCounts:
     """SpecCounts of one ``speculative_decoding`` object at its γ (module docstring).
 
     Raises ValueError (one line) when the object's fields contradict each other: histogram
@@ -194,7 +196,7 @@ def spec_counts_from_payload(spec: dict) -> SpecCounts:
         raise InputError(f"speculative_decoding object: {e.reason}") from None
 
 
-def _spec_counts(spec: dict) -> SpecCounts:
+def _spec_counts(spec: dict[str, object]) -> SpecCounts:
     gamma = spec.get("num_spec_tokens")
     if not _is_count(gamma) or gamma < 1:
         raise _Skip(SKIP_INCONSISTENT)
@@ -255,7 +257,7 @@ def _spec_counts(spec: dict) -> SpecCounts:
     return counts
 
 
-def _locate(obj: dict) -> tuple[dict, dict | None]:
+def _locate(obj: dict[str, object]) -> tuple[dict[str, object], dict[str, object] | None]:
     """(speculative_decoding object, metrics object or None) of one line, or _Skip."""
     if all(k in obj for k in _SPEC_KEYS):  # the bare speculative_decoding object
         return obj, None
@@ -287,16 +289,18 @@ def _locate(obj: dict) -> tuple[dict, dict | None]:
     raise _Skip(SKIP_NOT_RESPONSE)
 
 
-def _step_lists(spec: dict) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+def _step_lists(spec: dict[str, object]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
     """(per_step_drafted, per_step_accepted) of a payload _spec_counts has checked, or None."""
-    drafted, accepted = spec.get("per_step_drafted"), spec.get("per_step_accepted")
+    # lists of counts where present: _spec_counts checked them (_count_list)
+    drafted = cast("list[int] | None", spec.get("per_step_drafted"))
+    accepted = cast("list[int] | None", spec.get("per_step_accepted"))
     if drafted is None or accepted is None:
         # a request without a drafted step has nothing to list (vLLM may leave them out)
-        return ((), ()) if not any(spec.get("acceptance_histogram") or ()) else None
+        return ((), ()) if not any(cast("list[int] | None", spec.get("acceptance_histogram")) or ()) else None
     return tuple(drafted), tuple(accepted)
 
 
-def _decode_tokens(obj: dict, timing: dict, counts: SpecCounts) -> int | None:
+def _decode_tokens(obj: dict[str, object], timing: dict[str, object], counts: SpecCounts) -> int | None:
     """Output tokens − 1: from the response's ``usage.completion_tokens`` or the line's own
     ``completion_tokens``; else from vLLM's timing fields, which give it exactly:
     mean_itl_ms = generation_time_ms / (tokens − 1) (vllm/entrypoints/generate/base/serving.py).
@@ -316,7 +320,7 @@ def _decode_tokens(obj: dict, timing: dict, counts: SpecCounts) -> int | None:
     return decode if decode >= counts.drafts + counts.accepted_tokens else None
 
 
-def _prompt_tokens(obj: dict) -> int | None:
+def _prompt_tokens(obj: dict[str, object]) -> int | None:
     """The request's prompt tokens: the response's ``usage.prompt_tokens`` or the line's own
     ``prompt_tokens``; None when neither is a count."""
     usage = obj.get("usage")
@@ -324,7 +328,7 @@ def _prompt_tokens(obj: dict) -> int | None:
     return tokens if _is_count(tokens) else None
 
 
-def _record(obj: dict, default_route: str | None, default_time: float) -> RequestRecord:
+def _record(obj: dict[str, object], default_route: str | None, default_time: float) -> RequestRecord:
     spec, metrics = _locate(obj)
     counts = _spec_counts(spec)
 
@@ -385,7 +389,7 @@ def _parse_line(line: str, default_route: str | None, default_time: float) -> Re
 
 
 def parse_per_request_lines(
-    lines: Iterable[str],
+    lines: Iterable[str | _Marker],
     *,
     default_route: str | None,
     default_time: float,
@@ -425,7 +429,7 @@ def parse_per_request_lines(
     return PerRequestParse(records=records, skipped=dict(sorted(skipped.items())), lines=n_lines)
 
 
-def _json_lines_hint(skipped: Counter, n_lines: int, source: str) -> str:
+def _json_lines_hint(skipped: Counter[str], n_lines: int, source: str) -> str:
     """When most lines are not JSON the file is likely pretty-printed: say what is read."""
     if skipped[SKIP_NOT_JSON] + skipped[SKIP_TRUNCATED] <= n_lines // 2:
         return ""
@@ -433,10 +437,16 @@ def _json_lines_hint(skipped: Counter, n_lines: int, source: str) -> str:
             f"with `jq -c . {source}`")
 
 
-_TOO_LONG = object()  # what bounded_lines yields for a line over MAX_LINE_CHARS
+class _Marker(enum.Enum):
+    """What bounded_lines yields in place of a line over MAX_LINE_CHARS (a sentinel, not a str)."""
+
+    TOO_LONG = "too long"
 
 
-def bounded_lines(stream, max_chars: int = MAX_LINE_CHARS):
+_TOO_LONG: Final = _Marker.TOO_LONG  # what bounded_lines yields for a line over MAX_LINE_CHARS
+
+
+def bounded_lines(stream: IO[str], max_chars: int = MAX_LINE_CHARS) -> Iterator[str | _Marker]:
     """The stream's lines, each read at most ``max_chars`` at a time: a longer line is
     consumed to its end in pieces and yielded as one marker, never held whole."""
     while True:

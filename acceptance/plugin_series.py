@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Protocol, Sequence
 
 from . import vllm_metrics as vm
 from .errors import InputError
@@ -342,6 +342,8 @@ def _check_value(name: str, labels: Mapping[str, str], value: float) -> float:
 
 def _position(name: str, labels: Mapping[str, str]) -> int:
     raw = labels.get(vm.POSITION_LABEL)
+    if raw is None:
+        raise PluginSeriesError(f"{name}{dict(labels)}: position {raw!r} is not an integer")
     try:
         pos = int(raw)
     except (TypeError, ValueError):
@@ -351,16 +353,32 @@ def _position(name: str, labels: Mapping[str, str]) -> int:
     return pos
 
 
-def plugin_counts_from_families(families: Iterable) -> dict[tuple[str, str], PluginEngineCounts]:
+class _Sample(Protocol):
+    """A sample as prometheus-client's parser or a registry's ``collect()`` gives it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+    @property
+    def value(self) -> float: ...
+
+
+class _Family(Protocol):
+    @property
+    def samples(self) -> Sequence[_Sample]: ...
+
+
+def plugin_counts_from_families(families: Iterable[_Family]) -> dict[tuple[str, str], PluginEngineCounts]:
     """Per-engine plugin counts from parsed metric families (``prometheus_client.parser``
     or ``Metric`` objects from a registry's ``collect()``); other families are ignored.
     An engine with none of the plugin's series is absent from the result."""
-    drafts: dict[tuple, dict[str, float]] = {}
-    per_pos: dict[str, dict[tuple, dict[str, dict[int, float]]]] = {
+    drafts: dict[tuple[str, str], dict[str, float]] = {}
+    per_pos: dict[str, dict[tuple[str, str], dict[str, dict[int, float]]]] = {
         ACCEPTED_PER_POSITION_BY_BATCH: {},
         DRAFT_TOKENS_PER_POSITION_BY_BATCH: {},
     }
-    steps: dict[tuple, dict[tuple, float]] = {}
+    steps: dict[tuple[str, str], dict[tuple[str, int | None, bool], float]] = {}
     engines: set[tuple[str, str]] = set()
     for fam in families:
         for sample in fam.samples:
@@ -382,6 +400,8 @@ def plugin_counts_from_families(families: Iterable) -> dict[tuple[str, str], Plu
                     raise PluginSeriesError(f"{name}{dict(labels)}: {FITS_LABEL} {fits!r} is not true or false")
                 if tok == TOKENS_OVER_LIMIT:
                     tokens = None
+                elif tok is None:
+                    raise PluginSeriesError(f"{name}{dict(labels)}: tokens {tok!r} is not an integer or {TOKENS_OVER_LIMIT}")
                 else:
                     try:
                         tokens = int(tok)
@@ -395,8 +415,8 @@ def plugin_counts_from_families(families: Iterable) -> dict[tuple[str, str], Plu
                     raise PluginSeriesError(f"{name}{dict(labels)}: the same series twice")
                 bucket[skey] = value
                 continue
-            label = labels.get(BATCH_LABEL)
-            parse_batch_label(label if label is not None else "")
+            label = labels.get(BATCH_LABEL, "")
+            parse_batch_label(label)  # refuses a missing label ("")
             if name == DRAFTS_BY_BATCH:
                 d = drafts.setdefault(key, {})
                 if label in d:

@@ -21,12 +21,17 @@ positions ≤ γ_d from the main segment's.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Unpack
 
 import numpy as np
 
 from .counts import IntervalCounts
 from .definitions import conditional_from_survival
 from .estimates import AcceptanceEstimate, ScalarEstimate, percentile_bounds, estimate_acceptance
+
+if TYPE_CHECKING:
+    from .estimates import EstimateOptions
+    from .windows import GammaSegment, StepShapeWindow, Window
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,8 @@ class RouteTraffic:
         return self.drafts / self.seconds / self.engines
 
 
-def route_traffic(segment, rows: IntervalCounts, engines: int | None = None) -> RouteTraffic | None:
+def route_traffic(segment: GammaSegment | None, rows: IntervalCounts, engines: int | None = None
+                  ) -> RouteTraffic | None:
     """The estimated rows' drafts over the seconds they span, and the engines still at their γ
     at the window's end (``segment``'s, a GammaSegment at the rows' γ; where it names none,
     ``engines``, the route's configured count); None when the rows span no time."""
@@ -118,7 +124,8 @@ def _joined(main: np.ndarray, probe: np.ndarray, d: int) -> np.ndarray:
     return np.concatenate([main[..., :d], main[..., d - 1:d] * np.cumprod(alpha, axis=-1)], axis=-1)
 
 
-def window_probe(window, main: AcceptanceEstimate, **estimate_options) -> ProbeSegment | None:
+def window_probe(window: Window | None, main: AcceptanceEstimate,
+                 **estimate_options: Unpack[EstimateOptions]) -> ProbeSegment | None:
     """The window's running probe joined to ``main``: among the segments still running at the
     window's end, the one at a γ above main's with the most drafts (None: no such segment,
     or one too thin to use yet). ``estimate_options``: estimate_acceptance's."""
@@ -155,7 +162,7 @@ class SegmentMix:
     effective_samples: float
 
 
-def segment_mix(segment, step_shape) -> SegmentMix | None:
+def segment_mix(segment: GammaSegment, step_shape: StepShapeWindow) -> SegmentMix | None:
     """``segment``'s own batch mix (GammaSegment.batch_samples), its samples worth what the
     route's persistence makes them (StepShapeWindow.worth); None where its source keeps no
     gauge samples per segment or none ran a batch."""
@@ -166,7 +173,7 @@ def segment_mix(segment, step_shape) -> SegmentMix | None:
     return SegmentMix({int(b): n / total for b, n in sorted(counts.items()) if n > 0}, float(step_shape.worth(total)))
 
 
-def window_canary_latency(window, gamma: int) -> CanaryLatency | None:
+def window_canary_latency(window: Window | None, gamma: int) -> CanaryLatency | None:
     """Among the window's current segments of a γ other than ``gamma`` that keep their own
     latency, the one with the most drafts (None: no such segment)."""
     if window is None:
@@ -176,11 +183,13 @@ def window_canary_latency(window, gamma: int) -> CanaryLatency | None:
     if not others:
         return None
     segment = max(others, key=lambda s: s.total.drafts)
-    return CanaryLatency(segment.gamma, segment_itl_mean_s(segment), route_traffic(segment, segment.intervals),
+    itl_mean_s = segment_itl_mean_s(segment)
+    assert itl_mean_s is not None  # others keep the segments with a latency of their own
+    return CanaryLatency(segment.gamma, itl_mean_s, route_traffic(segment, segment.intervals),
                          segment_mix(segment, window.step_shape))
 
 
-def segment_itl_mean_s(segment) -> float | None:
+def segment_itl_mean_s(segment: GammaSegment) -> float | None:
     """A segment's own mean ITL (GammaSegment.itl_mean_s; None where its source keeps none)."""
     itl = getattr(segment, "itl_mean_s", None)
     return float(itl) if itl is not None and itl > 0 else None

@@ -51,7 +51,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeAlias, TypedDict
 
 import numpy as np
 
@@ -59,8 +61,13 @@ from . import vllm_metrics as vm
 from .errors import InputError
 from .counts import RACE_UNKNOWN_BATCH, IntervalCounts, SpecCounts, impossible_counts
 from .prometheus_http import DEFAULT_MAX_SERIES, DEFAULT_TIMEOUT_S, PrometheusClient, PrometheusError, PrometheusUnreachable
+from .prometheus_http import Labels
 from .store import EngineRef, Event, TargetStatus
 from .windows import GammaSegment, SegmentRules, StepShapeWindow
+
+# series as PrometheusClient answers a matrix: (labels, times, values)
+_Matrix: TypeAlias = list[tuple[Labels, np.ndarray, np.ndarray]]
+_Series: TypeAlias = Sequence[tuple[Labels, np.ndarray, np.ndarray]]
 
 # A block must hold several samples of every engine: increase() needs two, and with three
 # scrape intervals at most about a third of a block is extrapolated at its edges.
@@ -127,7 +134,7 @@ class PrometheusWindow(SegmentRules):
     segments: list[GammaSegment]
     events: list[Event]
     step_shape: StepShapeWindow
-    engine_labels: list[list[dict]] = field(default_factory=list)
+    engine_labels: list[list[Labels]] = field(default_factory=list)
     not_speculating: list[EngineRef] = field(default_factory=list)
     target_status: list[TargetStatus] = field(default_factory=list)  # Prometheus scrapes, not us
     targets: list[str] = field(default_factory=list)
@@ -150,7 +157,7 @@ def _counter(name: str) -> str:
     return f"{name}_total"
 
 
-def engine_ref(labels: dict) -> EngineRef:
+def engine_ref(labels: Mapping[str, str]) -> EngineRef:
     return EngineRef(labels.get("instance", labels.get("job", "")), labels.get(vm.MODEL_NAME_LABEL, ""),
                      labels.get(vm.ENGINE_LABEL, ""))
 
@@ -231,8 +238,8 @@ def scrape_interval(client: PrometheusClient, selector: str, end: float, window_
     data = client._request("query", {"query": f"{_counter(vm.DRAFTS)}{selector}[{promql_duration(probe)}]", "time": f"{end:.3f}"})
     series = client._matrix(data, "query") if data.get("resultType") == "matrix" else []  # else: no samples
     # the client gives each series each time once (a repeated sample merged), so no gap is 0
-    gaps = [np.diff(times) for _, times, _ in series if times.size >= 2]
-    gaps = np.concatenate(gaps) if gaps else np.zeros(0)
+    per_series = [np.diff(times) for _, times, _ in series if times.size >= 2]
+    gaps = np.concatenate(per_series) if per_series else np.zeros(0)
     gaps = gaps[gaps > 0]
     return float(np.median(gaps)) if gaps.size else None
 
@@ -261,7 +268,7 @@ def check_window(start: float, end: float, max_blocks: int) -> None:
         raise InputError(f"max_blocks {max_blocks!r} must be a positive integer")
 
 
-def prometheus_route_window(source, selector: str, start: float, end: float, *, max_blocks: int = 200,
+def prometheus_route_window(source: object, selector: str, start: float, end: float, *, max_blocks: int = 200,
                             timeout_s: float | None = None, block_s: float | None = None) -> PrometheusWindow:
     """The route's window (start, end] from Prometheus as γ segments of block rows.
 
@@ -289,10 +296,10 @@ def raw_window(client: PrometheusClient, sel: str, start: float, end: float, *, 
     q = RouteQueries(sel, block)
     first_end = end - (n - 1) * block
 
-    def rng(expr):
+    def rng(expr: str) -> _Matrix:
         return client.query_range(expr, first_end, end + 1e-6, block)
 
-    found = []
+    found: list[tuple[GammaSegment, list[Labels]]] = []
     for g in gammas_in(client, rng(q.gammas())):
         found += _gamma_segments(client, q, g, rng(q.block_counts(g)), block, rng(q.block_latency(g)), scrape_s)
     segments, engine_labels = in_time_order(found)
@@ -307,7 +314,7 @@ def raw_window(client: PrometheusClient, sel: str, start: float, end: float, *, 
     )
 
 
-def in_time_order(found: list[tuple[GammaSegment, list[dict]]]) -> tuple[list[GammaSegment], list[list[dict]]]:
+def in_time_order(found: list[tuple[GammaSegment, list[Labels]]]) -> tuple[list[GammaSegment], list[list[Labels]]]:
     """(segments, their engines' label sets) from gamma_segments' pairs, oldest first."""
     found = sorted(found, key=lambda pair: (pair[0].start, pair[0].end, pair[0].gamma))
     return [seg for seg, _ in found], [labs for _, labs in found]
@@ -319,13 +326,14 @@ def not_speculating(client: PrometheusClient, q: RouteQueries, at: float) -> lis
         f"{vm.NUM_REQUESTS_RUNNING}{q.sel} unless {q.gamma_of_engines()}", at))
 
 
-def _gamma_segments(client: PrometheusClient, q: RouteQueries, g: int, series, block: float, latency=(),
-                    scrape_s: float | None = None):
+def _gamma_segments(client: PrometheusClient, q: RouteQueries, g: int, series: _Series, block: float,
+                    latency: _Series = (), scrape_s: float | None = None
+                    ) -> Iterator[tuple[GammaSegment, list[Labels]]]:
     """Rows of one γ from the block_counts matrix, cut into segments at gaps, each with its
     own latency from the block_latency matrix and its own gauge samples (segment_batch)."""
     rows = block_rows(series, g, client=client)
 
-    def engines_of(g: int, start: float, end: float) -> list[dict]:  # at γ g at some block end
+    def engines_of(g: int, start: float, end: float) -> list[Labels]:  # at γ g at some block end
         return [lab for lab, _ in client.query(q.segment_engines(g, end - start), end)]
 
     def batch_samples(segment: GammaSegment) -> dict[int, float]:
@@ -337,20 +345,27 @@ def _gamma_segments(client: PrometheusClient, q: RouteQueries, g: int, series, b
         yield replace(segment, batch_samples=batch_samples(segment), **segment_latency(latency, segment)), labs
 
 
-def segment_latency(latency, segment: GammaSegment) -> dict:
+class _SegmentLatency(TypedDict, total=False):
+    """A segment's own latency (GammaSegment's fields), when its blocks hold one."""
+
+    itl_sum_s: float
+    itl_count: float
+
+
+def segment_latency(latency: _Series, segment: GammaSegment) -> _SegmentLatency:
     """{itl_sum_s, itl_count}: Σ of the block_latency series over the segment's blocks."""
     sums = segment_block_sums(latency, segment, "part")
     return {"itl_sum_s": sums.get("sum", 0.0), "itl_count": sums["count"]} if sums.get("count", 0) > 0 else {}
 
 
-def batch_counts(histogram) -> dict[int, float]:
+def batch_counts(histogram: Iterable[tuple[Labels, float]]) -> dict[int, float]:
     """{B: samples}, by B, of a gauge histogram's (labels, samples) pairs (label batch, from
     ``count_values``); batch sizes without samples left out."""
     counts = {int(float(labels["batch"])): v for labels, v in histogram if "batch" in labels and v > 0}
     return dict(sorted(counts.items()))
 
 
-def segment_block_sums(series, segment: GammaSegment, label: str) -> dict[str, float]:
+def segment_block_sums(series: _Series, segment: GammaSegment, label: str) -> dict[str, float]:
     """{value of ``label``: Σ of the (labels, block ends, values) ``series`` over the segment's
     blocks}, positive finite values only."""
     ends = set(np.round(segment.intervals.end, 3).tolist())
@@ -362,12 +377,12 @@ def segment_block_sums(series, segment: GammaSegment, label: str) -> dict[str, f
     return dict(sums)
 
 
-def block_rows(series, g: int, *, client: PrometheusClient) -> dict[float, np.ndarray]:
+def block_rows(series: _Series, g: int, *, client: PrometheusClient) -> dict[float, np.ndarray]:
     """{block end: [D, T, A, A_1..A_γ]} from series labelled position = drafts | draft_tokens |
     accepted_tokens | k − 1; blocks with nothing in them are left out. Two series giving one
     position a value at one block end (an answer summed by position holds one): the same
     value merged, different values refused (``client.same_sample``)."""
-    column = {"drafts": 0, "draft_tokens": 1, "accepted_tokens": 2}
+    column: dict[str | None, int] = {"drafts": 0, "draft_tokens": 1, "accepted_tokens": 2}  # None: no position label
     column.update({str(k): 3 + k for k in range(g)})
     rows: dict[float, np.ndarray] = defaultdict(lambda: np.zeros(3 + g))
     seen: dict[tuple[float, int], float] = {}
@@ -386,7 +401,7 @@ def block_rows(series, g: int, *, client: PrometheusClient) -> dict[float, np.nd
     return {t: r for t, r in sorted(rows.items()) if r.any()}
 
 
-def gammas_in(client: PrometheusClient, series) -> list[int]:
+def gammas_in(client: PrometheusClient, series: _Series) -> list[int]:
     """The γ values of ``count_values("gamma", G)``'s answer, smallest first (0 left out):
     whole numbers of position series, at most ``client.max_series`` (a γ of 10^8 would size
     every block row at 10^8 columns), at most MAX_GAMMA_VALUES of them, else refused."""
@@ -433,7 +448,8 @@ def checked_segment(client: PrometheusClient, segment: GammaSegment, engines: in
     return replace(segment, intervals=replace(iv, counts=counts))
 
 
-def gamma_segments(engines_of, g: int, rows: dict[float, np.ndarray], starts: dict[float, float], block: float):
+def gamma_segments(engines_of: Callable[[int, float, float], list[Labels]], g: int, rows: dict[float, np.ndarray],
+                   starts: dict[float, float], block: float) -> Iterator[tuple[GammaSegment, list[Labels]]]:
     """(GammaSegment, engine label sets) per run of ``rows`` (block end → counts; ``starts``:
     block end → its start) without a gap of more than a block; ``engines_of(g, start, end)``:
     the label sets of the engines at γ g in the span, from Prometheus."""
@@ -454,7 +470,7 @@ def gamma_segments(engines_of, g: int, rows: dict[float, np.ndarray], starts: di
         yield (GammaSegment(g, float(iv.start[0]), float(ends[-1]), segments_engines, iv), labs)
 
 
-def _events(restarts, gamma_changes, block: float) -> list[Event]:
+def _events(restarts: _Series, gamma_changes: _Series, block: float) -> list[Event]:
     out: list[Event] = []
     for labels, times, values in restarts:
         ref = engine_ref(labels)

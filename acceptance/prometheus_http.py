@@ -32,7 +32,8 @@ import socket
 import ssl
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import NotRequired, TypeAlias, TypedDict, TypeVar, cast, overload
 
 import numpy as np
 
@@ -74,7 +75,32 @@ def count_series(body: bytes, limit: int) -> int:
     return n
 
 
-def _positive(value, what: str, kind=(int, float)):
+_T = TypeVar("_T")
+Labels: TypeAlias = dict[str, str]  # a series' label set, as Prometheus answers it
+
+
+class _Series(TypedDict, total=False):
+    """One series of an answer's data.result, as Prometheus' HTTP API writes it."""
+
+    metric: Labels
+    value: list[float | str]  # [time, "value"] of a vector
+    values: list[list[float | str]]  # [[time, "value"], ...] of a matrix
+
+
+class _Answer(TypedDict):
+    """An answer's data: ``result`` a list of series (_request checks that much)."""
+
+    resultType: NotRequired[object]
+    result: list[_Series]
+
+
+@overload
+def _positive(value: object, what: str) -> float: ...
+@overload
+def _positive(value: object, what: str, kind: type[int]) -> int: ...
+
+
+def _positive(value: object, what: str, kind: tuple[type[int], type[float]] | type[int] = (int, float)) -> float:
     if isinstance(value, bool) or not isinstance(value, kind) or not value > 0:
         raise InputError(f"{what} must be a positive number, got {value!r}")
     return value
@@ -86,7 +112,7 @@ class PrometheusClient:
     ``timeout_s`` and ``max_series``: [source] timeout and max_series); ``timeout_s`` and
     ``max_series`` given here win. ``selector``: the route's, named in every error."""
 
-    def __init__(self, settings, *, timeout_s: float | None = None, max_series: int | None = None,
+    def __init__(self, settings: object, *, timeout_s: float | None = None, max_series: int | None = None,
                  selector: str | None = None):
         url = getattr(settings, "url", None)
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
@@ -127,12 +153,13 @@ class PrometheusClient:
 
     # -- one exchange ----------------------------------------------------------------------
 
-    def _request(self, endpoint: str, params: dict) -> dict:
+    def _request(self, endpoint: str, params: dict[str, str]) -> _Answer:
         """data of the answer to ``params`` POSTed to /api/v1/``endpoint``."""
         self.queries += 1
         path = f"/api/v1/{endpoint}"
         reader = self._exchange(path, urllib.parse.urlencode(params).encode())
         head, raw = reader.head, reader.body
+        assert head is not None and raw is not None  # a complete response (_exchange) has both
         if 300 <= head.status < 400:
             where = mask_userinfo(head.headers.get("location", "?"))
             raise self.fail(f"{path} redirects to {where}: redirects are not followed (the token must not go "
@@ -159,7 +186,7 @@ class PrometheusClient:
                             f"([source] max_series); narrow the selector or raise max_series")
         if not all(isinstance(r, dict) and isinstance(r.get("metric", {}), dict) for r in data["result"]):
             raise self.fail(f"{path} answered a result that is not a list of series objects")
-        return data
+        return cast(_Answer, data)  # as checked just above; the series' insides as the API writes them
 
     def _status_error(self, path: str, status: int, reason: str, raw: bytes) -> PrometheusError:
         detail, etype = "", None
@@ -213,7 +240,7 @@ class PrometheusClient:
                             PrometheusUnreachable) from None
         return reader
 
-    def _connect(self, parts, deadline: float) -> socket.socket:
+    def _connect(self, parts: urllib.parse.SplitResult, deadline: float) -> socket.socket:
         """A connection to the server, each address tried in the time left (the name lookup
         itself is the resolver's: it has no timeout to give)."""
         https = parts.scheme == "https"
@@ -224,8 +251,8 @@ class PrometheusClient:
             try:
                 _within(deadline, sock, lambda: sock.connect(address))  # noqa: B023 (called within this iteration)
                 if https:
-                    self._tls = self._tls or ssl.create_default_context()  # loads the CA store once
-                    sock = _within(deadline, sock, lambda: self._tls.wrap_socket(sock, server_hostname=parts.hostname))  # noqa: B023 (called within this iteration)
+                    tls = self._tls = self._tls or ssl.create_default_context()  # loads the CA store once
+                    sock = _within(deadline, sock, lambda: tls.wrap_socket(sock, server_hostname=parts.hostname))  # noqa: B023 (called within this iteration)
                 return sock
             except (_Deadline, ssl.SSLError):
                 sock.close()
@@ -235,7 +262,7 @@ class PrometheusClient:
                 last = e
         raise last
 
-    def _post(self, parts, path: str, body: bytes) -> bytes:
+    def _post(self, parts: urllib.parse.SplitResult, path: str, body: bytes) -> bytes:
         host = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
         if ":" in (parts.hostname or ""):  # an IPv6 literal
             host = f"[{parts.hostname}]" + (f":{parts.port}" if parts.port else "")
@@ -250,12 +277,12 @@ class PrometheusClient:
 
     # -- answers ---------------------------------------------------------------------------
 
-    def query(self, expr: str, at: float) -> list[tuple[dict, float]]:
+    def query(self, expr: str, at: float) -> list[tuple[Labels, float]]:
         """An instant vector at ``at``: [(labels, value)], one per label set."""
         data = self._request("query", {"query": expr, "time": f"{at:.3f}"})
         if data.get("resultType") != "vector":
             raise self.fail(f"query answered a {data.get('resultType')!r}, expected a vector")
-        out: dict[tuple, tuple[dict, float]] = {}
+        out: dict[tuple[tuple[str, str], ...], tuple[Labels, float]] = {}
         for r in data["result"]:
             labels, value = r.get("metric", {}), self._number(r.get("value"), 1)
             key = _key(labels)
@@ -266,7 +293,7 @@ class PrometheusClient:
         return list(out.values())
 
     def query_range(self, expr: str, start: float, end: float, step: float
-                    ) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+                    ) -> list[tuple[Labels, np.ndarray, np.ndarray]]:
         """A range vector: [(labels, times (n,), values (n,))] for steps start, start+step, ... ≤ end."""
         # nocache=1: VictoriaMetrics would otherwise align start and end to multiples of the
         # step (for its cache) and the blocks would not end where asked; Prometheus ignores it.
@@ -274,15 +301,15 @@ class PrometheusClient:
                                              "step": f"{step:.3f}", "nocache": "1"})
         return self._matrix(data, "query_range")
 
-    def samples(self, selector_with_range: str, at: float) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+    def samples(self, selector_with_range: str, at: float) -> list[tuple[Labels, np.ndarray, np.ndarray]]:
         """The raw samples of ``series[range]`` at ``at``: [(labels, times, values)]."""
         return self._matrix(self._request("query", {"query": selector_with_range, "time": f"{at:.3f}"}), "query")
 
-    def _matrix(self, data: dict, endpoint: str) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+    def _matrix(self, data: _Answer, endpoint: str) -> list[tuple[Labels, np.ndarray, np.ndarray]]:
         """The series of a matrix, one per label set, each with strictly increasing times."""
         if data.get("resultType") != "matrix":
             raise self.fail(f"{endpoint} answered a {data.get('resultType')!r}, expected a matrix")
-        grouped: dict[tuple, tuple[dict, list]] = {}
+        grouped: dict[tuple[tuple[str, str], ...], tuple[Labels, list[list[float | str]]]] = {}
         for r in data["result"]:
             labels = r.get("metric", {})
             grouped.setdefault(_key(labels), (labels, []))[1].extend(r.get("values", []))
@@ -293,14 +320,16 @@ class PrometheusClient:
             out.append((labels, *self._one_per_time(labels, times, vals)))
         return out
 
-    def _number(self, pair, index: int) -> float:
+    def _number(self, pair: list[float | str] | None, index: int) -> float:
         """Element ``index`` of a [time, "value"] pair as a number, or a one-line error naming the server."""
         try:
-            return float(pair[index])
+            if pair is not None:  # None: a series without it, refused below
+                return float(pair[index])
         except (TypeError, ValueError, IndexError, KeyError):
-            raise self.fail(f"answered {str(pair)[:60]!r} where a [time, value] pair belongs") from None
+            pass
+        raise self.fail(f"answered {str(pair)[:60]!r} where a [time, value] pair belongs") from None
 
-    def _one_per_time(self, labels: dict, times: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _one_per_time(self, labels: Labels, times: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """times and values in time order with each time once (module docstring: merged when
         the values agree, refused when they do not)."""
         if times.size < 2 or bool(np.all(np.diff(times) > 0)):
@@ -329,11 +358,11 @@ class PrometheusClient:
                             f"{self.selector} (one series, one time, the same value): each was counted once")]
 
 
-def _key(labels: dict) -> tuple:
+def _key(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(labels.items()))
 
 
-def _within(deadline: float, sock: socket.socket | None, step: Callable):
+def _within(deadline: float, sock: socket.socket | None, step: Callable[[], _T]) -> _T:
     """``step()`` with the socket's timeout set to the time left; _Deadline when none is left
     or the step used it up."""
     left = deadline - time.monotonic()

@@ -25,7 +25,9 @@ of vLLM's per-request mean_itl_ms) and their own undrafted share. model.context_
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -54,13 +56,24 @@ class RequestContext:
     mean_output_tokens: float  # n + 1
     source: str = FROM_REQUESTS
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, float | int | str]:
         return {"tokens": self.tokens, "source": self.source, "requests": self.requests,
                 "of_requests": self.of_requests, "mean_prompt_tokens": self.mean_prompt_tokens,
                 "mean_output_tokens": self.mean_output_tokens}
 
 
-def request_contexts(requests) -> tuple[np.ndarray, np.ndarray]:
+class Requests(Protocol):
+    """The rows of a per-request window (acceptance.route_estimate.RequestRows)."""
+
+    @property
+    def counts(self) -> np.ndarray: ...
+    @property
+    def decode_tokens(self) -> np.ndarray: ...
+    @property
+    def prompt_tokens(self) -> np.ndarray | None: ...
+
+
+def request_contexts(requests: Requests) -> tuple[np.ndarray, np.ndarray]:
     """(c_i, s_i) of each row of ``requests`` (acceptance.route_estimate.RequestRows): its mean
     context per decode step and its decode steps; NaN where not known."""
     decode = np.asarray(requests.decode_tokens, dtype=float)
@@ -69,7 +82,7 @@ def request_contexts(requests) -> tuple[np.ndarray, np.ndarray]:
     return context, np.where(steps > 0, steps, np.nan)
 
 
-def route_context(requests) -> RequestContext | None:
+def route_context(requests: Requests | None) -> RequestContext | None:
     """The route's mean context per decode step (None: no request knows its context)."""
     if requests is None:
         return None
@@ -83,7 +96,7 @@ def route_context(requests) -> RequestContext | None:
                           len(context), float(prompt.mean()), float(output.mean()))
 
 
-def histogram_context(totals: dict | None) -> RequestContext | None:
+def histogram_context(totals: Mapping[str, float] | None) -> RequestContext | None:
     """The context from the engines' request-length histograms over a window (their _sum and
     _count increases: acceptance.store.totals): mean prompt + half the mean output, each
     request alike — the lengths are not paired per request, so not per decode step (None: no
@@ -108,7 +121,7 @@ class BandRows:
     rows: np.ndarray  # indices of its requests
 
 
-def band_rows(requests, min_requests: int = MIN_BAND_REQUESTS, max_bands: int = MAX_BANDS
+def band_rows(requests: Requests, min_requests: int = MIN_BAND_REQUESTS, max_bands: int = MAX_BANDS
               ) -> tuple[list[BandRows], str | None]:
     """(bands in ascending prompt length, why there are none): up to ``max_bands`` bands of at
     least ``min_requests`` requests each, edges at rank quantiles moved to the next gap between
@@ -162,7 +175,8 @@ def _natural_breaks(sorted_values: np.ndarray, k: int, min_requests: int) -> lis
 def _quantile_cuts(sorted_values: np.ndarray, k: int, min_requests: int) -> list[int]:
     """Positions near i·n/k, each at a change of value and leaving every band at least
     ``min_requests`` rows."""
-    n, cuts = len(sorted_values), []
+    n = len(sorted_values)
+    cuts: list[int] = []
     for j in range(1, k):
         at = int(round(j * n / k))
         while 0 < at < n and sorted_values[at] == sorted_values[at - 1]:

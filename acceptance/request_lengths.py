@@ -11,11 +11,17 @@ outnumber a short one's, which the means cannot say): an estimate for the roofli
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .inspect_types import ContextEntry, InspectReport
 from .page_totals import page_totals
 from .request_context import histogram_context
 
+if TYPE_CHECKING:
+    from .counts import StepShape
 
-def request_context(shape) -> dict | None:
+
+def request_context(shape: StepShape | None) -> ContextEntry | None:
     """{"requests", "mean_prompt_tokens", "mean_output_tokens", "decode_context_tokens"} of a
     page's StepShape (acceptance.request_context.histogram_context of its totals since the
     engine started), or None when it shows no finished request's lengths."""
@@ -26,7 +32,7 @@ def request_context(shape) -> dict | None:
             "mean_output_tokens": ctx.mean_output_tokens, "decode_context_tokens": ctx.tokens}
 
 
-def format_context_lines(report: dict) -> list[str]:
+def format_context_lines(report: InspectReport) -> list[str]:
     """One console line per engine whose page shows its finished requests' lengths."""
     lines = []
     for e in report["engines"]:

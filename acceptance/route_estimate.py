@@ -19,7 +19,9 @@ A window is any of ``acceptance.windows.Window`` (scraped, Prometheus, ingested)
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,6 +35,11 @@ from .engine_cost import step_cost
 from .request_context import BandRows, RequestContext, histogram_context, route_context
 from .probe_segment import (CanaryLatency, ProbeSegment, RouteTraffic, SegmentMix, route_traffic, segment_itl_mean_s,
                             segment_mix, window_canary_latency, window_probe)
+
+if TYPE_CHECKING:
+    from .inspect_types import StepCost
+    from .step_replay import StepSequence
+    from .windows import GammaSegment, Window
 
 # Drafts a plugin batch bucket needs before its own survival curve replaces the pooled one
 # for the batch sizes it holds: at 2,000 drafts a survival value's binomial standard error
@@ -62,11 +69,12 @@ class RequestRows:
     decode_tokens: np.ndarray  # (n,) output tokens − 1; NaN where not known
     prompt_tokens: np.ndarray | None = None  # (n,) usage.prompt_tokens; NaN where not known (None: all)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.prompt_tokens is None:
             object.__setattr__(self, "prompt_tokens", np.full(len(self.counts), np.nan))
 
     def subset(self, keep: np.ndarray) -> "RequestRows":
+        assert self.prompt_tokens is not None  # __post_init__ fills it in
         return RequestRows(self.counts[keep], self.itl_s[keep], self.decode_tokens[keep], self.prompt_tokens[keep])
 
 
@@ -80,10 +88,10 @@ class RouteEstimate:
     plugin: PluginTotals | None = None  # the segment's plugin totals of its γ, when exported
     survival_reached: list[float] | None = None  # a_k among drafts that reached k: ΣA_k / ΣR_k
     draft_reach: list[float] | None = None  # R_k / D per position, None where R_k is unknown
-    step_sequences: list | None = None  # the requests' drafted steps (acceptance.step_replay)
+    step_sequences: list[StepSequence] | None = None  # the requests' drafted steps (acceptance.step_replay)
     batch_time_shares: dict[int, float] | None = None  # u_B: share of engine time at batch B
     effective_samples: float = 0.0  # independent gauge samples behind u_B
-    iteration_tokens: dict | None = None  # vllm:iteration_tokens_total buckets of the window
+    iteration_tokens: dict[float, float] | None = None  # vllm:iteration_tokens_total buckets of the window
     observed_tokens_per_second: float | None = None
     itl_mean_s: float | None = None  # the estimated segment's own mean ITL, apart from other γ's
     segment_mix: SegmentMix | None = None  # the estimated segment's own batch mix, apart from other γ's
@@ -104,14 +112,14 @@ class RouteEstimate:
     context: RequestContext | None = None
     # the step cost the route's engines report over the window (vLLM's MFU counters:
     # acceptance.engine_cost.step_cost of acceptance.store.totals), None where none does
-    engine_cost: dict | None = None
+    engine_cost: StepCost | None = None
 
     @property
     def gamma(self) -> int:
         return self.estimate.gamma
 
 
-def estimate_route(window, intervals: IntervalCounts, *, level: float = 0.9, n_resamples: int = 1000,
+def estimate_route(window: Window | None, intervals: IntervalCounts, *, level: float = 0.9, n_resamples: int = 1000,
                    seed: int = 0, block_length: int | None = None, unit: str = "scrape intervals",
                    engines: int | None = None) -> RouteEstimate:
     """The acceptance of one γ segment's rows and what the window says beside it.
@@ -146,7 +154,7 @@ def estimate_route(window, intervals: IntervalCounts, *, level: float = 0.9, n_r
     return route
 
 
-def _with_window(route: RouteEstimate, window, rows: IntervalCounts, engines: int | None = None) -> RouteEstimate:
+def _with_window(route: RouteEstimate, window: Window | None, rows: IntervalCounts, engines: int | None = None) -> RouteEstimate:
     """``route`` with what ``window`` says beside the acceptance of ``rows`` (nothing when None)."""
     if window is None:
         return route
@@ -155,7 +163,8 @@ def _with_window(route: RouteEstimate, window, rows: IntervalCounts, engines: in
     route.plugin = window_plugin(window, gamma)
     counts = counts_with_reach(window, route.plugin, gamma)
     if counts is not None:
-        route.survival_reached = survival_among_reached(counts).tolist()
+        reached = survival_among_reached(counts)
+        route.survival_reached = None if reached is None else reached.tolist()  # None: never (counts carry R_k)
         reach = draft_reach(counts)
         route.draft_reach = None if reach is None else reach.tolist()
     route.batch_time_shares = shape.batch_time_shares or None
@@ -176,7 +185,7 @@ def _with_window(route: RouteEstimate, window, rows: IntervalCounts, engines: in
     return route
 
 
-def window_step_sequences(window, intervals: IntervalCounts) -> list | None:
+def window_step_sequences(window: Window | None, intervals: IntervalCounts) -> list[StepSequence] | None:
     """The window's per-request step sequences when they are the rows of ``intervals`` (one
     per request, same γ, same order); None otherwise."""
     sequences = window.step_sequences if window is not None else None
@@ -185,7 +194,7 @@ def window_step_sequences(window, intervals: IntervalCounts) -> list | None:
     return sequences
 
 
-def window_request_rows(window, intervals: IntervalCounts) -> RequestRows | None:
+def window_request_rows(window: Window | None, intervals: IntervalCounts) -> RequestRows | None:
     """The rows of ``intervals`` as requests with their timing, when the window is per-request
     and its timing columns are those rows' (same count); None otherwise."""
     itl = getattr(window, "request_itl_s", None) if window is not None else None
@@ -198,7 +207,7 @@ def window_request_rows(window, intervals: IntervalCounts) -> RequestRows | None
                        None if prompt is None or len(prompt) != len(intervals) else np.asarray(prompt, dtype=float))
 
 
-def window_plugin(window, gamma: int) -> PluginTotals | None:
+def window_plugin(window: Window, gamma: int) -> PluginTotals | None:
     """The plugin totals of the window's newest segment when they are of this γ (or carry
     steps only); None without plugin series."""
     plugin = window.plugin
@@ -207,7 +216,7 @@ def window_plugin(window, gamma: int) -> PluginTotals | None:
     return plugin
 
 
-def counts_with_reach(window, plugin: PluginTotals | None, gamma: int) -> SpecCounts | None:
+def counts_with_reach(window: Window, plugin: PluginTotals | None, gamma: int) -> SpecCounts | None:
     """The counts at γ that carry R_k (drafts that reached position k): the plugin's totals,
     else the newest segment's when every interval reported them (None: neither)."""
     counts = plugin.total() if plugin is not None else None
@@ -219,7 +228,7 @@ def counts_with_reach(window, plugin: PluginTotals | None, gamma: int) -> SpecCo
     return counts
 
 
-def _own_segment(window, gamma: int):
+def _own_segment(window: Window, gamma: int) -> GammaSegment | None:
     """The window's current segment of ``gamma`` with the most drafts (None: none), whose own
     latency and batch mix are the estimated segment's where its source keeps them (else the
     window's route-wide figures are all there is)."""
@@ -230,7 +239,7 @@ def _own_segment(window, gamma: int):
 UNDRAFTED_FROM_STEPS = f"{vm.INTER_TOKEN_LATENCY}_count (decode steps) less the drafts"
 
 
-def window_undrafted_share(window, segment) -> tuple[float | None, str | None]:
+def window_undrafted_share(window: Window, segment: GammaSegment | None) -> tuple[float | None, str | None]:
     """(ν of the estimated segment, what it was counted from): the window's own where its rows
     count their tokens (per-request rows, logged intervals), else from the segment's decode
     steps — the inter-token latency histogram's count S, once per request per decode step —
@@ -241,13 +250,13 @@ def window_undrafted_share(window, segment) -> tuple[float | None, str | None]:
         rows = "per-request output tokens" if shape.itl_per_token_s else "logged generation throughput"
         return shape.undrafted_token_share, f"{rows} less the drafted steps' tokens"
     steps = getattr(segment, "itl_count", 0.0) if segment is not None else 0.0
-    if not steps or shape.itl_from_running:
+    if not steps or shape.itl_from_running or segment is None:  # (no segment: no steps)
         return None, None
     total = segment.total
     return steps_undrafted_share(float(steps), float(total.drafts), float(total.accepted_tokens)), UNDRAFTED_FROM_STEPS
 
 
-def observed_tokens_per_second(window, mean_acceptance_length: float, segment_itl_s: float | None = None,
+def observed_tokens_per_second(window: Window, mean_acceptance_length: float, segment_itl_s: float | None = None,
                                undrafted_share: float | None = None) -> float | None:
     """Per-user decode tokens/s at the deployed γ.
 
@@ -271,7 +280,7 @@ def observed_tokens_per_second(window, mean_acceptance_length: float, segment_it
     return tokens_per_step(mean_acceptance_length, undrafted_share) / itl
 
 
-def observed_latency_source(window) -> str | None:
+def observed_latency_source(window: Window) -> str | None:
     """Where the window's latency came from: the requests' mean_itl_ms (ingested per-request
     rows), the logged load (ingested log intervals) or vLLM's inter-token latency histogram
     (scraped or through Prometheus)."""
@@ -283,7 +292,7 @@ def observed_latency_source(window) -> str | None:
     return LOGGED_LOAD if shape.itl_from_running else LATENCY_HISTOGRAM
 
 
-def survival_by_batch_size(plugin: PluginTotals | None, batch_sizes) -> dict[int, list[float]] | None:
+def survival_by_batch_size(plugin: PluginTotals | None, batch_sizes: Sequence[int]) -> dict[int, list[float]] | None:
     """{batch size: its plugin bucket's survival a_k = A_k / D} for the ``batch_sizes`` whose
     bucket holds at least MIN_BUCKET_DRAFTS drafts (None: no such batch size)."""
     if plugin is None or not batch_sizes or not plugin.by_batch:
@@ -322,11 +331,13 @@ def time_share_resamples(time_shares: dict[int, float], effective_samples: float
     return sizes, drawn
 
 
-def band_estimate(route: "RouteEstimate", band: BandRows, *, level: float, n_resamples: int, seed: int):
+def band_estimate(route: "RouteEstimate", band: BandRows, *, level: float, n_resamples: int,
+                  seed: int) -> RouteEstimate:
     """The route's estimate (acceptance.route_estimate.RouteEstimate) over one band's requests:
     acceptance from their counts alone (one request a block), their observed rate and
     undrafted share; the batch mix and draft reach stay the route's (the band's requests ran in
     the route's batches); no canary, probe or drift of its own."""
+    assert route.requests is not None  # bands are of a per-request route's requests (request_context.band_rows)
     rows = route.requests.subset(band.rows)
     n = len(band.rows)
     counts = IntervalCounts(route.gamma, np.arange(n, dtype=float), np.arange(1, n + 1, dtype=float), rows.counts)
@@ -344,7 +355,7 @@ def band_estimate(route: "RouteEstimate", band: BandRows, *, level: float, n_res
                    engine_cost=None)
 
 
-def _observed_rate(rows) -> float | None:
+def _observed_rate(rows: RequestRows) -> float | None:
     """Per-user tokens/s of the rows: 1 / (Σ ITL·n / Σ n) over those that report both (vLLM's
     mean_itl_ms is a time per decode token, so the rows weigh by their decode tokens)."""
     itl, n = rows.itl_s, rows.decode_tokens

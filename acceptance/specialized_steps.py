@@ -11,6 +11,7 @@ it inside the engine's process, where nothing of model/ may be imported. Standar
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 
 SPECIALIZED_TOKEN_LIMIT = 64
@@ -25,7 +26,7 @@ def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
-def rounded_capture_sizes(capture_sizes, q: int) -> tuple[int, ...]:
+def rounded_capture_sizes(capture_sizes: Sequence[int] | None, q: int) -> tuple[int, ...]:
     """vLLM's ``adjust_cudagraph_sizes_for_spec_decode``: sizes rounded up to multiples of q,
     kept when ≤ the largest capture size."""
     return _rounded(tuple(capture_sizes) if capture_sizes else None, q)
@@ -41,7 +42,7 @@ def _rounded(capture_sizes: tuple[int, ...] | None, q: int) -> tuple[int, ...]:
     return tuple(rounded) if rounded else ((q,) if q <= top else ())
 
 
-def padded_step_tokens(batch_size: int, q: int, capture_sizes=None) -> int | None:
+def padded_step_tokens(batch_size: int, q: int, capture_sizes: Sequence[int] | None = None) -> int | None:
     """Tokens of the FULL graph a clean step of B requests × q runs: the smallest rounded
     capture size ≥ B·q (None: no graph, the step runs eager/stock)."""
     need = batch_size * q
@@ -51,7 +52,7 @@ def padded_step_tokens(batch_size: int, q: int, capture_sizes=None) -> int | Non
     return None
 
 
-def runs_specialized(batch_size: int, q: int, capture_sizes=None) -> bool:
+def runs_specialized(batch_size: int, q: int, capture_sizes: Sequence[int] | None = None) -> bool:
     """Whether a clean step of B requests verifying q tokens each takes the specialized path."""
     padded = padded_step_tokens(batch_size, q, capture_sizes)
     # The step runs at its padded graph size, a capture size rounded up to a multiple of q:

@@ -60,11 +60,14 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from .errors import InputError
+
+if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
 
 _UNKNOWN = -1  # X at a bonus position
 _UNBOUNDED = -1  # the drafter's remaining proposal after a full draft
@@ -90,14 +93,14 @@ class StepSequence:
     drafted: tuple[int, ...]
     accepted: tuple[int, ...]
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if len(self.drafted) != len(self.accepted):
             raise InputError("per-step drafted and accepted differ in length")
         if self.drafted and not _counts_in_order(self.gamma, self.drafted, self.accepted):
             raise InputError(f"per-step counts outside 0 ≤ accepted ≤ drafted ≤ γ = {self.gamma}")
 
 
-def _counts_in_order(gamma, drafted, accepted) -> bool:
+def _counts_in_order(gamma: int, drafted: Sequence[int], accepted: Sequence[int]) -> bool:
     """0 ≤ accepted ≤ drafted ≤ γ, step by step (as many of each). C-level passes: a route's
     week holds millions of steps. Tuples of small counts (γ < 128, every count in 0..γ) as
     bytes: then each step's 0x80 + d − j is a byte of its own (1..255, nothing borrowed from
@@ -251,7 +254,7 @@ def resampled_tokens(per_request: np.ndarray, n_resamples: int, seed: int = 0) -
 
 # The last sequences' steps, (sequences, _Steps): one tuple, replaced whole, so a thread
 # never sees half of one.
-_last_steps: tuple | None = None
+_last_steps: tuple[tuple[StepSequence, ...], _Steps] | None = None
 
 
 def _bootstrap_counts(r: int, n_resamples: int, seed: int) -> np.ndarray:
@@ -276,7 +279,7 @@ class _Steps:
     drafted: np.ndarray
     accepted: np.ndarray
     lengths: np.ndarray
-    _histograms: dict = field(default_factory=dict, repr=False)
+    _histograms: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _trie: "_Trie | None" = field(default=None, repr=False)
 
     def histogram(self, which: str) -> np.ndarray:
@@ -306,7 +309,7 @@ def _steps(sequences: Sequence[StepSequence]) -> _Steps:
     return steps
 
 
-def _flat(counts: list, gamma: np.ndarray) -> np.ndarray:
+def _flat(counts: list[tuple[int, ...]], gamma: np.ndarray) -> np.ndarray:
     """The per-step counts end to end; each is at most its γ (StepSequence checks it), so
     below 256 they pass as bytes, the fastest way out of Python's tuples."""
     if gamma.size and gamma.max() < 256:
@@ -336,12 +339,13 @@ class _Trie:
     own_x: np.ndarray
     own_remaining: np.ndarray
     first: np.ndarray
-    levels: list
-    roots: object
+    levels: list[_Level]
+    roots: csr_matrix
 
     @property
     def nodes(self) -> int:
-        return self.roots.shape[1]
+        nodes: int = self.roots.shape[1]
+        return nodes
 
 
 def _build_trie(steps: _Steps) -> _Trie:
@@ -447,6 +451,7 @@ def _node_counts_for(trie: _Trie, gammas: np.ndarray, k: int, q: float) -> np.nd
             if heads is None:
                 tail_heads, tail_counts = np.zeros((hi - lo, 4, gammas.size, k + 1)), np.zeros((hi - lo, 4, gammas.size))
             else:
+                assert level.children is not None and counts is not None  # set with heads, after the first level
                 tail_heads, tail_counts = heads[level.children[lo:hi]], counts[level.children[lo:hi]]
             level_heads[lo:hi], level_counts[lo:hi] = _replay_block(
                 trie.own_x[code, own], trie.own_remaining[code, own], tail_heads, tail_counts, gammas, q)

@@ -39,13 +39,75 @@ logic, with no vLLM dependency.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Protocol
 
 import prometheus_client
 
 from . import plugin_series as ps
+from . import vllm_metrics as vm
 from .specialized_steps import runs_specialized
+
+
+# What the plugin reads of vLLM's objects (vllm/v1/metrics/stats.py, vllm/v1/spec_decode/metrics.py,
+# vllm/config), as protocols: this module does not import vLLM (module docstring).
+class _SpecDecodingStats(Protocol):
+    @property
+    def num_drafts(self) -> int: ...
+    @property
+    def num_draft_tokens(self) -> int: ...
+    @property
+    def num_accepted_tokens_per_pos(self) -> Sequence[int]: ...
+    @property
+    def num_draft_tokens_per_pos(self) -> Sequence[int]: ...
+
+
+class _IterationDetails(Protocol):
+    @property
+    def is_dummy(self) -> bool: ...
+    @property
+    def num_ctx_requests(self) -> int: ...
+    @property
+    def num_ctx_tokens(self) -> int: ...
+    @property
+    def num_generation_requests(self) -> int: ...
+    @property
+    def num_generation_tokens(self) -> int: ...
+
+
+class _SchedulerStats(Protocol):
+    @property
+    def num_running_reqs(self) -> int: ...
+    @property
+    def spec_decoding_stats(self) -> _SpecDecodingStats | None: ...
+    @property
+    def iteration_details(self) -> _IterationDetails | None: ...
+
+
+class _IterationStats(Protocol):
+    @property
+    def num_prompt_tokens(self) -> int: ...
+
+
+class _SpeculativeConfig(Protocol):
+    @property
+    def num_speculative_tokens(self) -> int | None: ...
+
+
+class _ModelConfig(Protocol):
+    @property
+    def served_model_name(self) -> str: ...
+
+
+class _VllmConfig(Protocol):
+    @property
+    def speculative_config(self) -> _SpeculativeConfig | None: ...
+    @property
+    def compilation_config(self) -> object: ...  # its cudagraph_capture_sizes, read with getattr
+    @property
+    def model_config(self) -> _ModelConfig: ...
 
 
 @dataclass(frozen=True)
@@ -58,7 +120,7 @@ class StepObservation:
     fits_specialized: bool
 
 
-def _fits(shape: str, batch_size: int, gamma: int, capture_sizes) -> bool:
+def _fits(shape: str, batch_size: int, gamma: int, capture_sizes: Sequence[int] | None) -> bool:
     """Whether a step of this shape and batch size runs the specialized path (cached)."""
     if shape not in (ps.PURE_DECODE, ps.UNIFORM_VERIFY):
         return False
@@ -66,7 +128,7 @@ def _fits(shape: str, batch_size: int, gamma: int, capture_sizes) -> bool:
 
 
 @lru_cache(maxsize=4096)
-def _fits_cached(shape: str, batch_size: int, gamma: int, capture_sizes) -> bool:
+def _fits_cached(shape: str, batch_size: int, gamma: int, capture_sizes: tuple[int, ...] | None) -> bool:
     if shape == ps.PURE_DECODE:
         return runs_specialized(batch_size, 1, capture_sizes)
     if shape == ps.UNIFORM_VERIFY:
@@ -81,7 +143,7 @@ def classify_step(
     num_ctx_tokens: int,
     num_generation_requests: int,
     num_generation_tokens: int,
-    capture_sizes=None,
+    capture_sizes: Sequence[int] | None = None,
 ) -> StepObservation:
     """Exact shape from vLLM's ``SchedulerIterationDetails`` counts.
 
@@ -108,7 +170,7 @@ def infer_step(
     num_draft_tokens: int,
     num_running_reqs: int,
     num_prompt_tokens: int,
-    capture_sizes=None,
+    capture_sizes: Sequence[int] | None = None,
 ) -> StepObservation:
     """Shape inferred without iteration details (see the module docstring)."""
     batch = max(num_running_reqs, num_drafts, 1)
@@ -129,7 +191,7 @@ def infer_step(
 _BUCKET_TABLE_SIZE = 1024
 
 
-def _unregister(registry, names) -> None:
+def _unregister(registry: prometheus_client.CollectorRegistry, names: Iterable[str]) -> None:
     """Drop our collectors from a registry: a logger created again in the same process
     (vLLM recreates loggers; tests do) would otherwise fail on duplicate names."""
     for collector, cnames in list(registry._collector_to_names.items()):
@@ -152,32 +214,32 @@ class PluginMetrics:
     def __init__(
         self,
         model_name: str,
-        engine_indexes,
+        engine_indexes: Iterable[int],
         gamma: int,
-        capture_sizes=None,
-        registry=prometheus_client.REGISTRY,
+        capture_sizes: Sequence[int] | None = None,
+        registry: prometheus_client.CollectorRegistry = prometheus_client.REGISTRY,
         flush_interval_s: float = 1.0,
-    ):
+    ) -> None:
         self.model_name = str(model_name)
         self.gamma = int(gamma)
         self.capture_sizes = tuple(capture_sizes) if capture_sizes else None
         self.flush_interval_s = float(flush_interval_s)
         self._engine_label = {int(i): str(i) for i in engine_indexes}
         _unregister(registry, ps.PLUGIN_FAMILIES)
-        base = [ps.vm.MODEL_NAME_LABEL, ps.vm.ENGINE_LABEL]
+        base = [vm.MODEL_NAME_LABEL, vm.ENGINE_LABEL]
         self._drafts = prometheus_client.Counter(
             ps.DRAFTS_BY_BATCH, ps.HELP[ps.DRAFTS_BY_BATCH], base + [ps.BATCH_LABEL], registry=registry
         )
         self._accepted = prometheus_client.Counter(
             ps.ACCEPTED_PER_POSITION_BY_BATCH,
             ps.HELP[ps.ACCEPTED_PER_POSITION_BY_BATCH],
-            base + [ps.BATCH_LABEL, ps.vm.POSITION_LABEL],
+            base + [ps.BATCH_LABEL, vm.POSITION_LABEL],
             registry=registry,
         )
         self._reached = prometheus_client.Counter(
             ps.DRAFT_TOKENS_PER_POSITION_BY_BATCH,
             ps.HELP[ps.DRAFT_TOKENS_PER_POSITION_BY_BATCH],
-            base + [ps.BATCH_LABEL, ps.vm.POSITION_LABEL],
+            base + [ps.BATCH_LABEL, vm.POSITION_LABEL],
             registry=registry,
         )
         self._steps = prometheus_client.Counter(
@@ -200,7 +262,7 @@ class PluginMetrics:
             return self._bucket_labels[batch_size]
         return ps.batch_bucket(batch_size).label
 
-    def observe_acceptance(self, engine_idx: int, batch_size: int, spec_stats) -> None:
+    def observe_acceptance(self, engine_idx: int, batch_size: int, spec_stats: _SpecDecodingStats) -> None:
         """Add one step's SpecDecodingStats (num_drafts, num_accepted_tokens_per_pos,
         num_draft_tokens_per_pos) to the bucket of ``batch_size``."""
         if not spec_stats.num_drafts or self.gamma <= 0:
@@ -243,7 +305,8 @@ class PluginMetrics:
                 "true" if fits else "false",
             ).inc(n)
 
-    def record(self, scheduler_stats, iteration_stats, engine_idx: int = 0) -> None:
+    def record(self, scheduler_stats: _SchedulerStats | None, iteration_stats: _IterationStats | None,
+               engine_idx: int = 0) -> None:
         """One engine-core output message (vLLM's ``StatLoggerBase.record``)."""
         if scheduler_stats is None:
             return  # another API server's share of the step, or no stats at all
@@ -278,7 +341,8 @@ class PluginMetrics:
             self.flush()
 
 
-def metrics_for_config(vllm_config, engine_indexes, registry=None) -> PluginMetrics:
+def metrics_for_config(vllm_config: _VllmConfig, engine_indexes: Iterable[int],
+                       registry: prometheus_client.CollectorRegistry | None = None) -> PluginMetrics:
     """PluginMetrics from a vLLM ``VllmConfig`` (served model name, γ, capture sizes)."""
     spec = vllm_config.speculative_config
     gamma = (spec.num_speculative_tokens or 0) if spec is not None else 0
@@ -289,27 +353,29 @@ def metrics_for_config(vllm_config, engine_indexes, registry=None) -> PluginMetr
     return PluginMetrics(model_name, engine_indexes, gamma, capture, registry)
 
 
-def _build_stat_logger():
+def _build_stat_logger() -> type:
     # Imported only here: vLLM loads this attribute through the entry point.
     from vllm.v1.metrics.loggers import AggregateStatLoggerBase
 
-    class SpecdecStatLogger(AggregateStatLoggerBase):
+    # vLLM is an optional extra, absent from the venv mypy runs in: its base class is Any there
+    class SpecdecStatLogger(AggregateStatLoggerBase):  # type: ignore[misc]
         """specdec's plugin: per-position drafts and acceptance by batch size, and step
         shapes, as Prometheus series (acceptance/plugin_series.py)."""
 
-        def __init__(self, vllm_config, engine_indexes=None):
+        def __init__(self, vllm_config: _VllmConfig, engine_indexes: Iterable[int] | None = None) -> None:
             self.engine_indexes = list(engine_indexes) if engine_indexes else [0]
             self.metrics = metrics_for_config(vllm_config, self.engine_indexes)
 
-        def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx=0):
+        def record(self, scheduler_stats: _SchedulerStats | None, iteration_stats: _IterationStats | None,
+                   mm_cache_stats: object = None, engine_idx: int = 0) -> None:
             self.metrics.record(scheduler_stats, iteration_stats, engine_idx)
 
-        def log(self):
+        def log(self) -> None:
             # vLLM calls log() periodically (VLLM_LOG_STATS_INTERVAL): counts idle since
             # the last step reach the counters here.
             self.metrics.flush()
 
-        def log_engine_initialized(self):
+        def log_engine_initialized(self) -> None:
             pass
 
     SpecdecStatLogger.__module__ = __name__
@@ -317,7 +383,7 @@ def _build_stat_logger():
     return SpecdecStatLogger
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> type:
     if name == "SpecdecStatLogger":
         cls = _build_stat_logger()
         globals()[name] = cls

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from .counts import IntervalCounts, SpecCounts, impossible_counts, race_step_req
 from .plugin_series import PluginTotals, plugin_totals_from_columns
 from .store import (ROLLUP_LEVELS, EngineRef, Event, PluginEntries, SpecEntries, StepTotals, Store, TargetStatus,
                     le_value)
+
+if TYPE_CHECKING:
+    from .step_replay import StepSequence
 
 MIN_BLOCKS_PER_LEVEL = 60
 
@@ -149,13 +152,22 @@ class Window(Protocol):
     acceptance.ingested_window.IngestedWindow (per-request rows, log intervals). Their
     current and newest segments follow one rule (current_segments, newest_segment)."""
 
-    start: float
-    end: float
-    segments: list  # GammaSegment, oldest first
-    events: list
-    step_shape: StepShapeWindow
-    target_status: list
-    not_speculating: list
+    # read-only (properties): the windows are frozen dataclasses
+    @property
+    def start(self) -> float: ...
+    @property
+    def end(self) -> float: ...
+    @property
+    def segments(self) -> list[GammaSegment]:  # oldest first
+        ...
+    @property
+    def events(self) -> list[Event]: ...
+    @property
+    def step_shape(self) -> StepShapeWindow: ...
+    @property
+    def target_status(self) -> list[TargetStatus]: ...
+    @property
+    def not_speculating(self) -> list[EngineRef]: ...
 
     @property
     def newest_segment(self) -> GammaSegment | None: ...
@@ -168,7 +180,7 @@ class Window(Protocol):
         """The newest segment's specdec plugin totals (None: not exported, or no such source)."""
 
     @property
-    def step_sequences(self) -> list | None:
+    def step_sequences(self) -> list[StepSequence] | None:
         """The newest segment's requests' drafted steps, in order (per-request rows only)."""
 
 
@@ -199,7 +211,7 @@ class SegmentRules:
     """A window's ``newest_segment`` and ``current_segments``, by the one rule of every window
     (current_segments, newest_segment); for the window classes to inherit."""
 
-    segments: list
+    segments: list[GammaSegment]
     ROWS_HAVE_NO_DURATION = False  # current_segments(whole_last_span=...)
 
     @property
@@ -251,13 +263,14 @@ def _plan(start: float, end: float, raw_from: float | None = None
     return _plan_part(start, end, MIN_BLOCKS_PER_LEVEL)
 
 
-def _plan_part(start: float, end: float, min_blocks: float):
+def _plan_part(start: float, end: float, min_blocks: float
+               ) -> tuple[list[tuple[int, float, float]], list[tuple[float, float]]]:
     rollups: list[tuple[int, float, float]] = []
     spans = [(start, end)]
     for level in sorted(ROLLUP_LEVELS, reverse=True):
         if (end - start) / level < min_blocks:
             continue
-        new_spans = []
+        new_spans: list[tuple[float, float]] = []
         for lo, hi in spans:
             b_lo = math.ceil(lo / level) * level
             b_hi = math.floor(hi / level) * level  # buckets b with lo ≤ b and b + L ≤ hi
@@ -270,7 +283,8 @@ def _plan_part(start: float, end: float, min_blocks: float):
     return rollups, spans
 
 
-def _merge_blocks(starts, ends, counts, max_blocks: int):
+def _merge_blocks(starts: np.ndarray, ends: np.ndarray, counts: np.ndarray, max_blocks: int
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Merge adjacent blocks into at most ``max_blocks`` equal time slots (by block end)."""
     n = len(ends)
     if n <= max_blocks:
@@ -327,7 +341,8 @@ def _read_route_window(store: Store, targets: list[str], start: float, end: floa
 
 
 def _without_impossible_segments(store: Store, refs: dict[int, EngineRef], entries: list[SpecEntries],
-                                 step: StepTotals, restarts: Counter) -> tuple[list[SpecEntries], list[str]]:
+                                 step: StepTotals, restarts: Counter[tuple[str, str | None, str | None]]
+                                 ) -> tuple[list[SpecEntries], list[str]]:
     """The entries less the engine segments whose counts over the window no engine produces
     (acceptance.counts.impossible_counts, with the slack of a race at each end of each engine
     life in the window: its two ends, two more per restart, ``restarts`` by (target, model,

@@ -8,13 +8,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
 from ..counts import SpecCounts
 from .exposition import INTER_TOKEN_LATENCY_BUCKETS, ITERATION_TOKENS_BUCKETS, EngineExposure
-from .scenario import EVENT_KINDS, EngineSpec, ScenarioError, TargetSpec, check_gamma
+from .scenario import EVENT_KINDS, EngineSpec, Scenario, ScenarioError, TargetSpec, check_gamma
+
+
+class _Fleet(Protocol):
+    """What an engine uses of the Fleet whose clock it runs on (acceptance.sim.fleet)."""
+
+    @property
+    def scenario(self) -> Scenario: ...
+    def _engine_event(self, eng: SimEngine, kind: str, gamma: int | None = None) -> None: ...
 
 EPS_S = 1e-9  # simulated seconds: times closer than this are the same instant
 
@@ -48,7 +56,7 @@ class SimEngine:
     """One simulated vLLM engine. Call the event methods with the fleet's lock free; they
     act at the fleet's current time."""
 
-    def __init__(self, fleet, target: TargetSpec, spec: EngineSpec, uid: int):  # fleet: the Fleet whose clock it runs on
+    def __init__(self, fleet: _Fleet, target: TargetSpec, spec: EngineSpec, uid: int) -> None:
         self._fleet = fleet
         self.target = target.name
         self.route = target.route
@@ -212,6 +220,7 @@ class SimEngine:
 
     def _apply(self, kind: str, t: float, gamma: int | None = None) -> None:
         """Apply an event at relative time t (the engine is already advanced to t)."""
+        new_gamma: int | None
         if kind == "restart":
             new_gamma = self.gamma
         elif kind == "set_gamma":

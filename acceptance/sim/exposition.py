@@ -5,12 +5,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
@@ -51,52 +52,61 @@ class EngineExposure:
 
 def _histogram_buckets(bounds: Sequence[float], counts: np.ndarray) -> list[tuple[str, float]]:
     cumulative = np.cumsum(counts)
-    les = [floatToGoString(float(b)) for b in bounds] + ["+Inf"]
+    # prometheus_client leaves floatToGoString unannotated
+    les: list[str] = [floatToGoString(float(b)) for b in bounds] + ["+Inf"]  # type: ignore[no-untyped-call]
     return [(le, float(c)) for le, c in zip(les, cumulative)]
 
 
 class _PageCollector:
     """Families in vLLM's page order: spec decode first, then the step-shape ones."""
 
-    def __init__(self, exposures: Sequence[EngineExposure]):
+    def __init__(self, exposures: Sequence[EngineExposure]) -> None:
         self.exposures = exposures
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         spec = [e for e in self.exposures if e.spec is not None]
         if spec:
-            for name, pick in ((vm.DRAFTS, lambda c: c.drafts), (vm.DRAFT_TOKENS, lambda c: c.draft_tokens),
-                               (vm.ACCEPTED_TOKENS, lambda c: c.accepted_tokens)):
+            picks: tuple[tuple[str, Callable[[SpecCounts], float]], ...] = (
+                (vm.DRAFTS, lambda c: c.drafts), (vm.DRAFT_TOKENS, lambda c: c.draft_tokens),
+                (vm.ACCEPTED_TOKENS, lambda c: c.accepted_tokens))
+            for name, pick in picks:
                 fam = CounterMetricFamily(name, vm.HELP[name], labels=_LABELS)
                 for e in spec:
+                    assert e.spec is not None  # spec: the exposures with counts
                     fam.add_metric([e.model_name, e.engine], float(pick(e.spec)), created=e.created)
                 yield fam
             fam = CounterMetricFamily(vm.ACCEPTED_PER_POSITION, vm.HELP[vm.ACCEPTED_PER_POSITION],
                                       labels=_LABELS + [vm.POSITION_LABEL])
             for e in spec:
+                assert e.spec is not None  # spec: the exposures with counts
                 for pos, a_k in enumerate(e.spec.accepted_per_position):
                     fam.add_metric([e.model_name, e.engine, str(pos)], float(a_k), created=e.created)
             yield fam
         running = [e for e in self.exposures if e.num_requests_running is not None]
         if running:
-            fam = GaugeMetricFamily(vm.NUM_REQUESTS_RUNNING, _STEP_SHAPE_HELP[vm.NUM_REQUESTS_RUNNING], labels=_LABELS)
+            gauge = GaugeMetricFamily(vm.NUM_REQUESTS_RUNNING, _STEP_SHAPE_HELP[vm.NUM_REQUESTS_RUNNING], labels=_LABELS)
             for e in running:
-                fam.add_metric([e.model_name, e.engine], float(e.num_requests_running))
-            yield fam
-        for name, bounds, get in (
+                assert e.num_requests_running is not None  # running: the exposures with the gauge
+                gauge.add_metric([e.model_name, e.engine], float(e.num_requests_running))
+            yield gauge
+        histograms: tuple[tuple[str, Sequence[float], Callable[[EngineExposure], tuple[np.ndarray | None, float]]],
+                          ...] = (
             (vm.ITERATION_TOKENS, ITERATION_TOKENS_BUCKETS, lambda e: (e.iteration_tokens, e.iteration_tokens_sum)),
             (vm.INTER_TOKEN_LATENCY, INTER_TOKEN_LATENCY_BUCKETS, lambda e: (e.itl, e.itl_sum)),
-        ):
+        )
+        for name, bounds, get in histograms:
             shown = [e for e in self.exposures if get(e)[0] is not None]
             if not shown:
                 continue
-            fam = HistogramMetricFamily(name, _STEP_SHAPE_HELP[name], labels=_LABELS)
+            hist = HistogramMetricFamily(name, _STEP_SHAPE_HELP[name], labels=_LABELS)
             for e in shown:
                 counts, total = get(e)
-                fam.add_metric([e.model_name, e.engine], _histogram_buckets(bounds, counts), float(total))
+                assert counts is not None  # shown: the exposures with the histogram
+                hist.add_metric([e.model_name, e.engine], _histogram_buckets(bounds, counts), float(total))
                 # A histogram's _created, as prometheus-client's own Histogram exposes it.
-                fam.samples.append(Sample(name + "_created", {vm.MODEL_NAME_LABEL: e.model_name,
-                                                              vm.ENGINE_LABEL: e.engine}, e.created))
-            yield fam
+                hist.samples.append(Sample(name + "_created", {vm.MODEL_NAME_LABEL: e.model_name,
+                                                               vm.ENGINE_LABEL: e.engine}, e.created))
+            yield hist
 
 
 def render_page(exposures: Sequence[EngineExposure]) -> bytes:

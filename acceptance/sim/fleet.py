@@ -11,7 +11,7 @@ import math
 import threading
 import time as _wall
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Iterable
+from typing import Iterable, cast
 
 import numpy as np
 
@@ -25,7 +25,7 @@ class _Handler(BaseHTTPRequestHandler):
     fleet: "Fleet"
     target: str
 
-    def do_GET(self):  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         if self.path.split("?")[0] != "/metrics":
             self.send_error(404, "only /metrics")
             return
@@ -37,7 +37,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format, *args):  # quiet: a scraper hits this every few seconds
+    def log_message(self, format: str, *args: object) -> None:  # quiet: a scraper hits this every few seconds
         pass
 
 
@@ -120,7 +120,7 @@ class Fleet:
         if self._realtime is not None:
             return
 
-        def run():
+        def run() -> None:
             last = _wall.monotonic()
             while not self._stop.wait(tick_s):
                 t = _wall.monotonic()
@@ -152,7 +152,9 @@ class Fleet:
     @property
     def urls(self) -> dict[str, str]:
         """target → its /metrics URL (only once serving)."""
-        return {name: f"http://{s.server_address[0]}:{s.server_address[1]}/metrics" for name, s in self._servers.items()}
+        # an AF_INET server's address is (host str, port)
+        return {name: f"http://{cast(str, s.server_address[0])}:{s.server_address[1]}/metrics"
+                for name, s in self._servers.items()}
 
     def close(self) -> None:
         self._stop.set()
@@ -169,7 +171,7 @@ class Fleet:
     def __enter__(self) -> "Fleet":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- structure
@@ -253,7 +255,8 @@ class Fleet:
         weights = np.array([sum(w * b * e.verify_steps_per_second(b, gamma)
                                 for b, w in zip(e.batch_mix.sizes, e.batch_mix.shares)) for e in engines])
         curves = np.array([e.process.true_survival(gamma, t_rel) for e in engines])
-        return weights @ curves / weights.sum()
+        survival: np.ndarray = weights @ curves / weights.sum()
+        return survival
 
     def route_batch_mix(self, route: str, weighting: str = "steps") -> dict[int, float]:
         """The route's true batch-size distribution over its engines at their current γ.
@@ -271,10 +274,10 @@ class Fleet:
         total = sum(mix.values())
         return {b: float(v / total) for b, v in sorted(mix.items())}
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, dict[str, object]]:
         """Routes → targets (URL when serving), engines' γ, true survival: for printing."""
         urls = self.urls
-        out = {}
+        out: dict[str, dict[str, object]] = {}
         for route, targets in self.routes.items():
             engines = self._route_engines(route)
             gammas = sorted({e.gamma for e in engines})

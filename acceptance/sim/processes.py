@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import roots_jacobi
 
 
@@ -31,7 +32,7 @@ class ProcessError(InputError):
     """A process was described with values outside its domain (one-line message)."""
 
 
-def _check_probability(name: str, value, *, open_low: bool = False) -> float:
+def _check_probability(name: str, value: float, *, open_low: bool = False) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -56,17 +57,17 @@ class AcceptanceProcess(ABC):
     def true_survival(self, gamma: int, t: float = 0.0) -> np.ndarray:
         """Expected draft-weighted survival a_1..a_γ at time t (seconds since fleet start)."""
 
-    def new_state(self, gamma: int, rng: np.random.Generator):
-        """Fresh per-engine state at engine start, restart or γ change."""
+    def new_state(self, gamma: int, rng: np.random.Generator) -> object:
+        """Fresh per-engine state at engine start, restart or γ change (opaque to the caller)."""
         return None
 
     @abstractmethod
-    def draw_lengths(self, state, rng: np.random.Generator, gamma: int, step_times: np.ndarray,
+    def draw_lengths(self, state: object, rng: np.random.Generator, gamma: int, step_times: np.ndarray,
                      batch: int) -> np.ndarray:
         """Accepted lengths, an int array (steps, batch): one draft per running request per step."""
 
     @abstractmethod
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         """The description ``process_from_dict`` reads back."""
 
 
@@ -80,7 +81,7 @@ class FrontLoadedProcess(AcceptanceProcess):
     alphas: tuple[float, ...]
     kind = "front_loaded"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if len(self.alphas) == 0:
             raise ProcessError("front_loaded.alphas: needs at least one value")
         object.__setattr__(self, "alphas", tuple(
@@ -94,13 +95,15 @@ class FrontLoadedProcess(AcceptanceProcess):
         return np.concatenate([a, np.full(gamma - len(a), a[-1])])
 
     def true_survival(self, gamma: int, t: float = 0.0) -> np.ndarray:
-        return np.cumprod(self.conditional(gamma))
+        survival: np.ndarray = np.cumprod(self.conditional(gamma))
+        return survival
 
-    def draw_lengths(self, state, rng, gamma, step_times, batch):
+    def draw_lengths(self, state: object, rng: np.random.Generator, gamma: int, step_times: np.ndarray,
+                     batch: int) -> np.ndarray:
         u = rng.random((len(step_times), batch))
         return _lengths_from_survival(u, self.true_survival(gamma))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"kind": self.kind, "alphas": list(self.alphas)}
 
 
@@ -109,14 +112,14 @@ class IndependentProcess(FrontLoadedProcess):
 
     kind = "independent"
 
-    def __init__(self, p: float):
+    def __init__(self, p: float) -> None:
         super().__init__((_check_probability("independent.p", p),))
 
     @property
     def p(self) -> float:
         return self.alphas[0]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"kind": self.kind, "p": self.p}
 
     def __repr__(self) -> str:
@@ -167,7 +170,7 @@ class HeterogeneousProcess(AcceptanceProcess):
     mean_output_tokens: float = 300.0
     kind = "heterogeneous"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("a", "b", "mean_output_tokens"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
@@ -186,12 +189,13 @@ class HeterogeneousProcess(AcceptanceProcess):
         pj = p[..., None] ** j
         prob_len = np.concatenate([pj[..., :-1] * (1.0 - p[..., None]), pj[..., -1:]], axis=-1)
         end_given_len = 1.0 - (1.0 - self._q) ** (j + 1)
-        return prob_len @ end_given_len
+        h: np.ndarray = prob_len @ end_given_len
+        return h
 
     def true_survival(self, gamma: int, t: float = 0.0) -> np.ndarray:
         return _heterogeneous_truth(self.a, self.b, self.mean_output_tokens, gamma).copy()
 
-    def _draw_stationary(self, rng, n: int, gamma: int) -> tuple[np.ndarray, np.ndarray]:
+    def _draw_stationary(self, rng: np.random.Generator, n: int, gamma: int) -> tuple[np.ndarray, np.ndarray]:
         """n requests as seen at a random time: p with density ∝ f(p)/h(p), residual steps."""
         out = np.empty(0)
         h_min = self._q  # h(p) ≥ q: every step emits at least one token
@@ -202,10 +206,12 @@ class HeterogeneousProcess(AcceptanceProcess):
         p = out[:n]
         return p, rng.geometric(self.end_probability(p, gamma))
 
-    def new_state(self, gamma, rng):
+    def new_state(self, gamma: int, rng: np.random.Generator) -> _RequestSlots:
         return _RequestSlots()
 
-    def draw_lengths(self, state: _RequestSlots, rng, gamma, step_times, batch):
+    def draw_lengths(self, state: object, rng: np.random.Generator, gamma: int, step_times: np.ndarray,
+                     batch: int) -> np.ndarray:
+        assert isinstance(state, _RequestSlots)  # this process's new_state
         n = len(step_times)
         if len(state.p) < batch:  # new slots start in the stationary state
             p_new, rem_new = self._draw_stationary(rng, batch - len(state.p), gamma)
@@ -240,10 +246,11 @@ class HeterogeneousProcess(AcceptanceProcess):
         state.remaining[:batch] = cum[np.arange(batch), running] - n
         u = 1.0 - rng.random((n, batch))  # in (0, 1]
         p_safe = np.clip(p_steps, 1e-12, 1.0 - 1e-12)
-        lengths = np.floor(np.log(u) / np.log(p_safe))  # P(L ≥ k) = P(u ≤ p^k) = p^k
-        return np.minimum(lengths, gamma).astype(np.int16)
+        lengths: np.ndarray = np.floor(np.log(u) / np.log(p_safe))  # P(L ≥ k) = P(u ≤ p^k) = p^k
+        drawn: np.ndarray = np.minimum(lengths, gamma).astype(np.int16)
+        return drawn
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"kind": self.kind, "a": self.a, "b": self.b, "mean_output_tokens": self.mean_output_tokens}
 
 
@@ -255,7 +262,8 @@ def _heterogeneous_truth(a: float, b: float, mean_output_tokens: float, gamma: i
     p = (x + 1.0) / 2.0
     weight = w / proc.end_probability(p, gamma)
     powers = p[:, None] ** np.arange(1, gamma + 1)
-    return (weight @ powers) / weight.sum()
+    truth: np.ndarray = (weight @ powers) / weight.sum()
+    return truth
 
 
 @dataclass(frozen=True)
@@ -274,13 +282,13 @@ class DriftingProcess(AcceptanceProcess):
     duration_s: float
     kind = "drifting"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not math.isfinite(self.start_s) or self.start_s < 0:
             raise ProcessError(f"drifting.start_s: must be >= 0 seconds, got {self.start_s!r}")
         if not math.isfinite(self.duration_s) or self.duration_s < 0:
             raise ProcessError(f"drifting.duration_s: must be >= 0 seconds, got {self.duration_s!r}")
 
-    def weight(self, t) -> np.ndarray:
+    def weight(self, t: npt.ArrayLike) -> np.ndarray:
         """w(t): the share of drafts drawn from ``other``."""
         t = np.asarray(t, dtype=float)
         if self.duration_s == 0:
@@ -291,21 +299,23 @@ class DriftingProcess(AcceptanceProcess):
         w = float(self.weight(t))
         return (1.0 - w) * self.base.true_survival(gamma, t) + w * self.other.true_survival(gamma, t)
 
-    def new_state(self, gamma, rng):
+    def new_state(self, gamma: int, rng: np.random.Generator) -> tuple[object, object]:
         return (self.base.new_state(gamma, rng), self.other.new_state(gamma, rng))
 
-    def draw_lengths(self, state, rng, gamma, step_times, batch):
+    def draw_lengths(self, state: object, rng: np.random.Generator, gamma: int, step_times: np.ndarray,
+                     batch: int) -> np.ndarray:
+        assert isinstance(state, tuple)  # this process's new_state: (base's, other's)
         from_base = self.base.draw_lengths(state[0], rng, gamma, step_times, batch)
         from_other = self.other.draw_lengths(state[1], rng, gamma, step_times, batch)
         use_other = rng.random(from_base.shape) < self.weight(step_times)[:, None]
         return np.where(use_other, from_other, from_base)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"kind": self.kind, "base": self.base.to_dict(), "other": self.other.to_dict(),
                 "start_s": self.start_s, "duration_s": self.duration_s}
 
 
-def process_from_dict(d, where: str = "process") -> AcceptanceProcess:
+def process_from_dict(d: object, where: str = "process") -> AcceptanceProcess:
     """Build a process from its description, e.g. {"kind": "independent", "p": 0.8}.
 
     Kinds: independent (p), front_loaded (alphas), heterogeneous (a, b,

@@ -57,8 +57,8 @@ class LatencyBoundStepTime:
             t += self.draft_cost * self.target(batch_size, 1)
         return t
 
-    def to_dict(self) -> dict:
-        d = {"base_ms": self.base_s * 1e3, "growth_per_token": self.growth_per_token}
+    def to_dict(self) -> dict[str, object]:
+        d: dict[str, object] = {"base_ms": self.base_s * 1e3, "growth_per_token": self.growth_per_token}
         return {**d, "draft_cost": self.draft_cost} if self.draft_cost else d
 
 
@@ -74,7 +74,7 @@ class BatchMix:
     weights: tuple[tuple[int, float], ...]
     persistence: float = 0.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.weights:
             raise ScenarioError("batch.weights: needs at least one batch size")
         for b, w in self.weights:
@@ -94,9 +94,10 @@ class BatchMix:
     @property
     def shares(self) -> np.ndarray:
         w = np.array([w for _, w in self.weights], dtype=float)
-        return w / w.sum()
+        shares: np.ndarray = w / w.sum()
+        return shares
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"weights": {str(b): w for b, w in self.weights}, "persistence": self.persistence}
 
 
@@ -108,13 +109,13 @@ class PrefillMix:
     prob: float = 0.005
     tokens: tuple[int, ...] = (512, 1024, 2048, 4096)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not 0.0 <= self.prob < 1.0:
             raise ScenarioError(f"prefill.prob: must be in [0, 1), got {self.prob!r}")
         if not self.tokens or any(not isinstance(t, int) or t < 1 for t in self.tokens):
             raise ScenarioError(f"prefill.tokens: must be positive integers, got {self.tokens!r}")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"prob": self.prob, "tokens": list(self.tokens)}
 
 
@@ -168,13 +169,13 @@ class Scenario:
         return out
 
 
-def check_gamma(gamma, where: str) -> int:
+def check_gamma(gamma: object, where: str) -> int:
     if isinstance(gamma, bool) or not isinstance(gamma, (int, np.integer)) or not 0 <= gamma <= MAX_GAMMA:
         raise ScenarioError(f"{where}: gamma must be an integer 0..{MAX_GAMMA}, got {gamma!r}")
     return int(gamma)
 
 
-def _seconds(value, where: str) -> float:
+def _seconds(value: object, where: str) -> float:
     v = duration_seconds(value)
     if v is None:
         raise ScenarioError(f"{where}: must be seconds or a duration like 90s, 15m, 1h; got {value!r}")
@@ -183,7 +184,7 @@ def _seconds(value, where: str) -> float:
     return v
 
 
-def event_from_dict(d, where: str) -> ScheduledEvent:
+def event_from_dict(d: object, where: str) -> ScheduledEvent:
     if not isinstance(d, dict):
         raise ScenarioError(f"{where}: must be a table, got {d!r}")
     extra = set(d) - {"at", "at_s", "kind", "target", "engine", "gamma"}
@@ -207,7 +208,7 @@ def event_from_dict(d, where: str) -> ScheduledEvent:
                           engine=None if engine is None else str(engine), gamma=gamma)
 
 
-def _batch_from_dict(d, where: str) -> BatchMix:
+def _batch_from_dict(d: object, where: str) -> BatchMix:
     if isinstance(d, (int, float)) and not isinstance(d, bool):
         d = {"weights": {str(int(d)): 1.0}}
     if not isinstance(d, dict) or not isinstance(d.get("weights"), dict):
@@ -232,7 +233,7 @@ def _batch_from_dict(d, where: str) -> BatchMix:
         raise ScenarioError(f"{where}: {e}") from None
 
 
-def _step_time_from_dict(d, where: str) -> LatencyBoundStepTime:
+def _step_time_from_dict(d: object, where: str) -> LatencyBoundStepTime:
     if not isinstance(d, dict) or set(d) - {"base_ms", "growth_per_token", "draft_cost"}:
         raise ScenarioError(f"{where}: must be a table with base_ms, growth_per_token, draft_cost; got {d!r}")
     base = d.get("base_ms", 8.5)
@@ -246,7 +247,7 @@ def _step_time_from_dict(d, where: str) -> LatencyBoundStepTime:
     return LatencyBoundStepTime(base / 1e3, float(growth), float(draft_cost))
 
 
-def _prefill_from_dict(d, where: str) -> PrefillMix:
+def _prefill_from_dict(d: object, where: str) -> PrefillMix:
     if not isinstance(d, dict) or set(d) - {"prob", "tokens"}:
         raise ScenarioError(f"{where}: must be a table with prob, tokens; got {d!r}")
     try:
@@ -258,7 +259,7 @@ def _prefill_from_dict(d, where: str) -> PrefillMix:
 _ENGINE_KEYS = {"gamma", "process", "batch", "step_time", "prefill"}
 
 
-def scenario_from_dict(d: dict, seed: int | None = None) -> Scenario:
+def scenario_from_dict(d: object, seed: int | None = None) -> Scenario:
     """A scenario from a TOML/JSON description (``specdec simulate --config FILE``).
 
     {"name", "seed", "start_time", "chunk_s", "step_metrics" ("design" | "vllm"),
@@ -360,7 +361,7 @@ def scenario_from_dict(d: dict, seed: int | None = None) -> Scenario:
                     chunk_s=chunk_s, step_metrics=step_metrics, description=str(d.get("description", "")))
 
 
-def _engine_spec(d: dict, engine: str, where: str) -> EngineSpec:
+def _engine_spec(d: dict[str, object], engine: str, where: str) -> EngineSpec:
     if "gamma" not in d:
         raise ScenarioError(f"{where}: needs 'gamma' (here, on its target or on its route)")
     if "process" not in d and d["gamma"] != 0:
@@ -377,13 +378,13 @@ def _engine_spec(d: dict, engine: str, where: str) -> EngineSpec:
         prefill=_prefill_from_dict(d.get("prefill", {}), f"{where}.prefill"))
 
 
-def scenario_to_dict(s: Scenario) -> dict:
+def scenario_to_dict(s: Scenario) -> dict[str, object]:
     """The description ``scenario_from_dict`` reads back (step_time must be LatencyBoundStepTime)."""
-    routes: dict[str, dict] = {}
+    routes: dict[str, dict[str, list[dict[str, object]]]] = {}
     for t in s.targets:
         engines = []
         for e in t.engines:
-            ed = {"engine": e.engine, "gamma": e.gamma, "process": e.process.to_dict(), "batch": e.batch.to_dict(),
+            ed: dict[str, object] = {"engine": e.engine, "gamma": e.gamma, "process": e.process.to_dict(), "batch": e.batch.to_dict(),
                   "prefill": e.prefill.to_dict()}
             if hasattr(e.step_time_s, "to_dict"):
                 ed["step_time"] = e.step_time_s.to_dict()

@@ -19,7 +19,7 @@ _SMALL_BATCH = {"weights": {"2": 0.3, "4": 0.4, "8": 0.3}, "persistence": 0.5}
 # the drafter's maximum (the demo's `open` route's is 3, below its deployed 7).
 _DEMO_STEP_TIME = {"base_ms": 8.5, "growth_per_token": 0.01, "draft_cost": 0.10}
 
-_BUILTIN: dict[str, dict] = {
+_BUILTIN: dict[str, dict[str, object]] = {
     # `specdec demo` runs this very scenario: one truth for both (open deployed above its best γ)
     "demo": {
         "description": "structured (agentic, front-loaded, γ 7) and open (chat, heterogeneous, γ 7): "

@@ -6,20 +6,24 @@ from __future__ import annotations
 from ..errors import InputError
 
 import math
+from collections.abc import Callable
 
 import numpy as np
+import numpy.typing as npt
 
 from .codecs import CHUNK_SPANS, ROLLUP_LEVELS, _encode_interval_chunk, _narrow, _pack, _runs, bucket_of, chunk_of
 from .deltas import history_increase
 from .disk import rollback
-from .writes import _EngineState, _spec_columns
+from .writes import _spec_columns
+from .state import _EngineState, _StoreState
 
 
-class _BulkLoad:
+class _BulkLoad(_StoreState):
     """Store.bulk_load_history."""
 
-    def bulk_load_history(self, target: str, model_name: str, engine: str, times, cumulative, *,
-                          running=None, itl_sum=None, itl_count=None) -> None:
+    def bulk_load_history(self, target: str, model_name: str, engine: str, times: npt.ArrayLike,
+                          cumulative: npt.ArrayLike, *, running: npt.ArrayLike | None = None,
+                          itl_sum: npt.ArrayLike | None = None, itl_count: npt.ArrayLike | None = None) -> None:
         """Load a new engine's whole history at one γ without restarts, fast (one transaction).
 
         ``times`` (n,) increasing; ``cumulative`` (n, 3 + γ) non-decreasing counters in the
@@ -53,7 +57,7 @@ class _BulkLoad:
             vb = cum.tobytes()
             db = delta.tobytes()
             w = cum.shape[1] * 8
-            col = lambda a, i: a[i].item() if a is not None else None  # noqa: E731
+            col: Callable[[np.ndarray | None, int], float | None] = lambda a, i: a[i].item() if a is not None else None  # noqa: E731
             c.executemany("INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (eid, times[i].item(), seg, lay, None, vb[i * w:(i + 1) * w], db[(i - 1) * w:i * w] if i else None,
                  col(run, i), col(isum, i), col(icnt, i), None, None) for i in range(n)])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import zlib
 from array import array
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -107,7 +108,10 @@ class _IntervalChunk:
                                       np.array(self.rows, dtype=np.float64))
 
     @classmethod
-    def decode(cls, n, code, times, cycles, first_start, starts, counts, itl, width) -> "_IntervalChunk":
+    def decode(cls, columns: Sequence, width: int) -> "_IntervalChunk":
+        """The chunk of a stored row: ``columns`` as encode() gives them (n, code, times, cycles,
+        first_start, starts, counts, itl), ``width`` = 1 + W + W_it of its layouts."""
+        n, code, times, cycles, first_start, starts, counts, itl = columns
         c = cls()
         c.times = np.frombuffer(times).tolist()
         c.cycles = np.frombuffer(cycles).tolist() if cycles is not None else list(c.times)

@@ -9,6 +9,7 @@ from ..errors import InputError
 import json
 import math
 import sqlite3
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -21,7 +22,8 @@ from .records import EngineRef, StoreError, StoreFullError
 from .retention import _Retention
 from .schema import _check_file, _migrate
 from .totals import _Totals
-from .writes import _EngineState, _TargetState, _Writes
+from .state import _EngineState, _TargetState
+from .writes import _Writes
 
 
 class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested, _Totals):
@@ -97,7 +99,7 @@ class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested, _Totals):
     def __enter__(self) -> "Store":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @property
@@ -113,8 +115,8 @@ class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested, _Totals):
         c = self.conn
         self._load_identities()
         # open chunks, loaded on first write: (kind, engine, level) → {(chunk, *key): chunk object}
-        self._chunk_cache: dict[tuple, dict[tuple, object]] = {}
-        self._dirty: dict[tuple, object] = {}
+        self._chunk_cache = {}
+        self._dirty = {}
         self._engines: dict[int, _EngineState] = {}
         for eid in self._engine_refs:
             row = c.execute(
@@ -156,11 +158,11 @@ class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested, _Totals):
             self._engine_ids[(tid, model, eng)] = eid
             self._engine_refs[eid] = EngineRef(self._target_urls[tid], model, eng)
         self._layout_ids: dict[tuple[str, str], int] = {}
-        self._layouts: dict[int, tuple[str, list]] = {}
+        self._layouts: dict[int, tuple[str, list[str]]] = {}
         for lid, kind, cols in c.execute("SELECT id, kind, columns FROM layouts"):
             self._layout_ids[(kind, cols)] = lid
             self._layouts[lid] = (kind, json.loads(cols))
-        self._layout_by_columns: dict[tuple[str, tuple], int] = {
+        self._layout_by_columns: dict[tuple[str, tuple[str, ...]], int] = {
             (kind, tuple(cols)): lid for lid, (kind, cols) in self._layouts.items()}
         self._iteration_layouts: dict[tuple[float, ...], int] = {}  # bucket bounds → layout id
         self._segment_gamma: dict[int, int] = {}
@@ -170,7 +172,7 @@ class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested, _Totals):
             self._segment_engine[sid] = eid
 
     @contextmanager
-    def read_snapshot(self):
+    def read_snapshot(self) -> Iterator[Store]:
         """One read transaction: every read inside sees the same committed state (WAL) —
         a writer that commits meanwhile is not seen — and the targets, engines, layouts and
         γ segments of that state are the ones looked up (a reader opened before a writer

@@ -30,6 +30,7 @@ from __future__ import annotations
 from ..errors import InputError
 
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 
@@ -56,6 +57,7 @@ def spec_increase(prev_gamma: int | None, prev_created: float | None, prev_value
         return SpecIncrease(None, True, False, ())
     if prev_value is None:
         return SpecIncrease(value.copy(), True, False, (("spec_on", f"speculation on, gamma {gamma}"),))
+    assert prev_gamma is not None  # a sample seen before has its γ (_EngineState.gamma)
     inconsistent = _inconsistent(prev_gamma, prev_created, prev_value, gamma, created, value)
     if inconsistent:
         return SpecIncrease(None, False, False, (("inconsistent", f"scrape refused: {inconsistent}"),), inconsistent)
@@ -78,7 +80,8 @@ _SPEC_NAMES = ("drafts", "draft tokens", "accepted tokens")
 REBASE_AFTER = 3
 
 
-def _inconsistent(prev_gamma, prev_created, prev_value, gamma, created, value) -> str | None:
+def _inconsistent(prev_gamma: int, prev_created: float | None, prev_value: np.ndarray, gamma: int,
+                  created: float | None, value: np.ndarray) -> str | None:
     """Why a scrape of one engine (same ``_created``, same γ) is neither an increase nor a
     restart, or None: some counters went down while others went up (module docstring)."""
     if gamma != prev_gamma or (created is not None and prev_created is not None and created != prev_created):
@@ -102,7 +105,8 @@ def _counter_name(column: int) -> str:
     return _SPEC_NAMES[column] if column < 3 else f"accepted at position {column - 3}"
 
 
-def _restart_reason(prev_gamma, prev_created, prev_value, gamma, created, value) -> str | None:
+def _restart_reason(prev_gamma: int, prev_created: float | None, prev_value: np.ndarray, gamma: int,
+                    created: float | None, value: np.ndarray) -> str | None:
     """Why the engine restarted, or None: ``_created`` changed, a counter went down, γ changed."""
     if created is not None and prev_created is not None and created != prev_created:
         return "its _created time changed"
@@ -125,6 +129,12 @@ def _difference(prev_value: np.ndarray, value: np.ndarray, gamma: int) -> np.nda
     return delta
 
 
+@overload
+def counter_increase(prev: np.ndarray, value: np.ndarray, restart: bool) -> np.ndarray: ...
+@overload
+def counter_increase(prev: None, value: np.ndarray, restart: bool) -> np.ndarray | None: ...
+
+
 def counter_increase(prev: np.ndarray | None, value: np.ndarray, restart: bool) -> np.ndarray | None:
     """A counter vector's increase: the new value after the engine's restart or when one of
     them went down, else new − previous; None without a previous value unless the engine
@@ -133,7 +143,8 @@ def counter_increase(prev: np.ndarray | None, value: np.ndarray, restart: bool) 
         return value.copy() if restart else None
     if restart or bool(np.any(value < prev)):
         return value.copy()
-    return value - prev
+    increase: np.ndarray = value - prev
+    return increase
 
 
 def itl_increase(prev_sum: float | None, prev_count: float | None, itl_sum: float | None, itl_count: float | None,

@@ -5,24 +5,25 @@ from __future__ import annotations
 
 from ..errors import InputError
 
-from typing import Iterable
+from typing import Iterable, cast
 
 import numpy as np
 
 from ..counts import IntervalCounts
 from .codecs import _pack, _unpack
 from .disk import full_error, rollback
-from .records import INGESTED_SOURCES, IngestResult, IngestedRow
+from .records import INGESTED_SOURCES, IngestResult, IngestedRow, LoggedLoad
+from .state import _StoreState
 
 
-def _load_columns(load) -> tuple:
+def _load_columns(load: LoggedLoad | None) -> tuple[int | None, float | None, float | None, str | None]:
     """(running, interval_s, generation_tokens, stream) of a LoggedLoad, or four NULLs."""
     if load is None:
         return (None, None, None, None)
     return (int(load.running), float(load.interval_s), float(load.generation_tokens), load.stream)
 
 
-class _Ingested:
+class _Ingested(_StoreState):
     """Store methods of ingested per-request and log rows."""
 
     def ingest(self, route: str, source: str, rows: Iterable[IngestedRow]) -> IngestResult:
@@ -131,7 +132,8 @@ class _Ingested:
         decode = np.array([_decode_tokens(blob, tokens) for _, blob, tokens in rows], dtype=float)
         return float(_running_sum(itl * decode)), float(_running_sum(decode))
 
-    def ingested_request_spans(self, routes, source: str, start: float, end: float) -> dict[str, np.ndarray]:
+    def ingested_request_spans(self, routes: Iterable[str], source: str, start: float, end: float
+                               ) -> dict[str, np.ndarray]:
         """Every row of ``routes`` with time in (start, end] that reports its mean ITL, in time
         order, as arrays: ``time``, ``gamma``, ``decode_s`` = mean ITL × decode tokens (vLLM's
         generation_time_ms) and ``steps`` = decode tokens − A (each step emits 1 + its
@@ -144,7 +146,7 @@ class _Ingested:
                 f"({', '.join('?' * len(names))}) AND source = ? AND time > ? AND time <= ? AND mean_itl_s IS NOT NULL"
                 " ORDER BY time, id", (*names, source, float(start), float(end))):
             tokens = _decode_tokens(blob, decode)
-            rows.append((float(t), int(gamma), float(itl) * tokens, tokens - float(_unpack(blob)[2])))
+            rows.append((float(t), int(gamma), float(itl) * tokens, tokens - float(_vector(blob)[2])))
         columns = list(zip(*rows)) if rows else [(), (), (), ()]
         return {"time": np.array(columns[0], dtype=float), "gamma": np.array(columns[1], dtype=int),
                 "decode_s": np.array(columns[2], dtype=float), "steps": np.array(columns[3], dtype=float)}
@@ -161,8 +163,8 @@ class _Ingested:
                 "interval_s": np.array([r[1] for r in rows], dtype=float),
                 "running": np.array([r[2] for r in rows], dtype=float),
                 "generation_tokens": np.array([r[3] for r in rows], dtype=float),
-                "drafts": np.array([_unpack(r[4])[0] for r in rows], dtype=float),
-                "accepted_tokens": np.array([_unpack(r[4])[2] for r in rows], dtype=float),
+                "drafts": np.array([_vector(r[4])[0] for r in rows], dtype=float),
+                "accepted_tokens": np.array([_vector(r[4])[2] for r in rows], dtype=float),
                 "stream": np.array([r[5] for r in rows], dtype=object)}
 
     def ingested_step_sequences(self, route: str, source: str, gamma: int, start: float, end: float
@@ -204,12 +206,17 @@ class _Ingested:
         return float(n), float(d), float(a)
 
 
-def _decode_tokens(counts_blob: bytes, decode_tokens) -> float:
+def _vector(blob: bytes) -> np.ndarray:
+    """A stored counts vector: ``ingested.counts`` is NOT NULL, so it unpacks to an array."""
+    return cast(np.ndarray, _unpack(blob))  # codecs._unpack's type also admits the None of a NULL blob
+
+
+def _decode_tokens(counts_blob: bytes, decode_tokens: float | None) -> float:
     """A row's decode tokens (output tokens − 1), or where it does not know them the D + A
     tokens its drafted steps emitted (each drafted step emits 1 + its accepted)."""
     if decode_tokens is not None:
         return float(decode_tokens)
-    counts = _unpack(counts_blob)
+    counts = _vector(counts_blob)
     return float(counts[0] + counts[2])
 
 
@@ -236,10 +243,11 @@ def _count_rows(blobs: list[bytes]) -> np.ndarray:
     width = len(blobs[0]) if blobs else 0
     if blobs and width and all(len(blob) == width for blob in blobs):
         return np.frombuffer(b"".join(blobs), dtype=np.float64).reshape(len(blobs), width // 8).copy()
-    return np.vstack([_unpack(blob) for blob in blobs])
+    return np.vstack([_vector(blob) for blob in blobs])
 
 
 def _running_sum(values: np.ndarray) -> np.ndarray:
     """Σ over the first axis, added in row order as a running total (np.add.accumulate, not
     numpy's pairwise sum): the same floats as adding the rows one by one in a loop."""
-    return np.add.accumulate(values, axis=0)[-1]
+    total: np.ndarray = np.add.accumulate(values, axis=0)[-1]
+    return total

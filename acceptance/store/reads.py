@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import numpy as np
 
 from .codecs import CHUNK_SPANS, COUNT_DTYPES, ROLLUP_LEVELS, _decode_plugin_delta, bucket_of, chunk_of
 from .records import EngineRef, Event, PluginEntries, SpecEntries, StepTotals, TargetStatus
+from .state import _Row, _StoreState
 
 
-class _Reads:
+class _Reads(_StoreState):
     """Store methods that read scraped data."""
 
     def raw_from(self) -> float | None:
@@ -23,7 +24,8 @@ class _Reads:
 
     def latest_time(self) -> float | None:
         """The time of the newest stored scrape cycle (None for an empty store)."""
-        return self.conn.execute("SELECT MAX(time) FROM cycles").fetchone()[0]
+        latest: float | None = self.conn.execute("SELECT MAX(time) FROM cycles").fetchone()[0]
+        return latest
 
     def targets_status(self, targets: Iterable[str]) -> list[TargetStatus]:
         """Status of each target, in the order given (never-seen targets: all None)."""
@@ -71,7 +73,7 @@ class _Reads:
     def segment_gamma(self, seg_id: int) -> int:
         return self._segment_gamma[seg_id]
 
-    def layout_columns(self, layout_id: int) -> list:
+    def layout_columns(self, layout_id: int) -> list[str]:
         return self._layouts[layout_id][1]
 
     def segment_engine(self, seg_id: int) -> int:
@@ -113,15 +115,15 @@ class _Reads:
             "SELECT layout_id, it_layout_id, code, seg_id, n, times, cycles, first_start, starts, counts, itl, engine_id "
             f"FROM interval_chunks WHERE {self._engine_filter(engine_ids)} AND chunk >= ? AND chunk <= ?",
             (bucket_of(lo, 300), bucket_of(hi, 300))).fetchall()
-        groups: dict[tuple, list] = {}
+        groups: dict[tuple[int | None, int | None, int], list[_Row]] = {}
         for r in rows:
             groups.setdefault(r[:3], []).append(r[3:])
         spec = []
         gauge = []  # (engine, time, running) of every row, for the pairs of consecutive samples
         for (lay, it_lay, code), rs in groups.items():
             w, w_it = self._width(lay), self._width(it_lay)
-            segs, ns, times_b, cycles_b, first, starts_b, counts_b, itl_b, engine_of = zip(*rs)
-            ns = np.array(ns)
+            segs, ns_stored, times_b, cycles_b, first, starts_b, counts_b, itl_b, engine_of = zip(*rs)
+            ns = np.array(ns_stored)
             offsets = np.concatenate([[0], np.cumsum(ns)[:-1]])
             times = np.frombuffer(b"".join(times_b))
             cycles = np.frombuffer(b"".join(c if c is not None else t for c, t in zip(cycles_b, times_b)))
@@ -131,7 +133,7 @@ class _Reads:
             for o, k, sb in zip(offsets.tolist(), ns.tolist(), starts_b):
                 if sb is not None:
                     starts[o:o + k] = np.frombuffer(sb)
-            counts = np.frombuffer(b"".join(counts_b), dtype=COUNT_DTYPES[code]).reshape(len(times), 1 + w + w_it)
+            counts: np.ndarray = np.frombuffer(b"".join(counts_b), dtype=COUNT_DTYPES[code]).reshape(len(times), 1 + w + w_it)
             itl = np.frombuffer(b"".join(x if x is not None else bytes(16 * k)
                                          for x, k in zip(itl_b, ns.tolist()))).reshape(-1, 2)
             m = (times > lo) & (times <= hi)
@@ -162,7 +164,7 @@ class _Reads:
             return [], step
         where = f"{self._engine_filter(engine_ids)} AND level = ? AND chunk >= ? AND chunk < ?"
         args = (level, chunk_of(b_lo, level), b_hi)
-        groups: dict[int, list] = {}
+        groups: dict[int, list[_Row]] = {}
         owners: dict[tuple[int, float], dict[int, bytes]] = {}  # (engine, chunk) → {segment: its buckets}
         for r in self.conn.execute("SELECT layout_id, seg_id, n, buckets, first_start, last_end, delta, engine_id, "
                                    f"chunk FROM spec_rollups WHERE {where}", args):
@@ -179,8 +181,8 @@ class _Reads:
             if m.any():
                 spec.append(SpecEntries(lay, seg[m], buckets[m] + level, np.frombuffer(b"".join(first_b))[m],
                                         np.frombuffer(b"".join(last_b))[m], delta[m]))
-        by_it: dict[int, list] = {}
-        by_code: dict[int, list] = {}
+        by_it: dict[int, list[_Row]] = {}
+        by_code: dict[int, list[_Row]] = {}
         for r in self.conn.execute("SELECT it_layout_id, n, buckets, itl, it_delta, chunk, mix_code, batch_mix, "
                                    f"engine_id FROM step_rollups WHERE {where}", args):
             by_it.setdefault(r[0], []).append(r[1:6] + (r[8],))
@@ -188,11 +190,11 @@ class _Reads:
         for code, rs in by_code.items():  # batch mix: (bucket index, batch size, samples) triples
             chunks, blobs, engines = zip(*rs)
             size = 3 * np.dtype(COUNT_DTYPES[code]).itemsize
-            ns = [len(b) // size for b in blobs]
+            triples = [len(b) // size for b in blobs]
             mix = np.frombuffer(b"".join(blobs), dtype=COUNT_DTYPES[code]).reshape(-1, 3).astype(np.float64)
-            bucket = np.repeat(np.array(chunks), ns) + mix[:, 0] * level
+            bucket = np.repeat(np.array(chunks), triples) + mix[:, 0] * level
             m = (bucket >= b_lo) & (bucket < b_hi)
-            step.add_batch(segment_of(engines, chunks, ns, bucket)[m], mix[m, 1], mix[m, 2])
+            step.add_batch(segment_of(engines, chunks, triples, bucket)[m], mix[m, 1], mix[m, 2])
         for it_lay, rs in by_it.items():
             ns, buckets_b, itl_b, it_b, chunks, engines = zip(*rs)
             buckets = np.frombuffer(b"".join(buckets_b))
@@ -219,7 +221,7 @@ class _Reads:
         else:
             args = (level, chunk_of(lo, level), hi)
             where = "chunk >= ? AND chunk < ?"
-        groups: dict[int, list] = {}
+        groups: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
         for lay, seg, n, keys, code, blob in self.conn.execute(
                 "SELECT layout_id, seg_id, n, keys, code, delta FROM plugin_chunks "
                 f"WHERE {self._engine_filter(engine_ids)} AND level = ? AND {where}", args):
@@ -251,7 +253,8 @@ class _BucketSegments:
         self.split = {key: [(seg, set(np.frombuffer(b).tolist())) for seg, b in segs.items()]
                       for key, segs in owners.items() if len(segs) > 1}
 
-    def __call__(self, engines, chunks, ns, buckets: np.ndarray) -> np.ndarray:
+    def __call__(self, engines: Sequence[int], chunks: Sequence[float], ns: Sequence[int],
+                 buckets: np.ndarray) -> np.ndarray:
         """Per bucket of the step rollup rows (their engines, chunks and bucket counts, the
         buckets concatenated), its segment."""
         keys = list(zip(engines, chunks))
@@ -259,7 +262,9 @@ class _BucketSegments:
         offsets = np.concatenate([[0], np.cumsum(ns)[:-1]]).tolist()
         for key, start, n in zip(keys, offsets, ns):
             parts = self.split.get(key)
-            for j in range(start, start + n) if parts else ():
+            if not parts:
+                continue
+            for j in range(start, start + n):
                 holders = [s for s, held in parts if buckets[j] in held]
                 seg[j] = holders[0] if len(holders) == 1 else -1
         return seg

@@ -4,6 +4,7 @@ and the entries a window reads (acceptance.windows sums them)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -20,7 +21,7 @@ class StoreFullError(StoreError):
     kept. ``reason``: SQLite's words (and the free space); ``consequence``: what was not stored;
     ``stored``: the scrape cycle was stored all the same (only retention could not run)."""
 
-    def __init__(self, path, reason: str, consequence: str, *, stored: bool = False):
+    def __init__(self, path: str | Path, reason: str, consequence: str, *, stored: bool = False) -> None:
         self.path, self.reason, self.consequence, self.stored = path, reason, consequence, stored
         super().__init__(f"store {path}: disk full ({reason}): {consequence}; free space and run again")
 
@@ -53,7 +54,7 @@ class Event:
     engine: str | None
     kind: str
     detail: str
-    data: dict | None = None
+    data: dict[str, object] | None = None
 
 
 INGESTED_SOURCES = ("per-request", "log")
@@ -172,7 +173,7 @@ class StepTotals:
                 total[b] = total.get(b, 0.0) + n
         return dict(sorted(total.items()))
 
-    def add(self, itl_sum: float, itl_count: float, it_layout: int, it) -> None:
+    def add(self, itl_sum: float, itl_count: float, it_layout: int | None, it: np.ndarray | None) -> None:
         self.itl_sum += itl_sum
         self.itl_count += itl_count
         if it_layout and it is not None:
@@ -212,8 +213,8 @@ class StepTotals:
             for b, n in mix.items():
                 mine[b] = mine.get(b, 0.0) + n
         for lay, v in other.iteration_tokens.items():
-            prev = self.iteration_tokens.get(lay)
-            self.iteration_tokens[lay] = v if prev is None else prev + v
+            prev_it = self.iteration_tokens.get(lay)
+            self.iteration_tokens[lay] = v if prev_it is None else prev_it + v
 
 
 def _runs_compacted(values: np.ndarray) -> tuple[list[int], np.ndarray]:

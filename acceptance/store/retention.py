@@ -15,9 +15,10 @@ from .codecs import (
     _StepRollupChunk,
     _kept,
 )
+from .state import _StoreState
 
 
-class _Retention:
+class _Retention(_StoreState):
     """Store methods of retention."""
 
     def apply_retention(self, now: float) -> None:
@@ -72,7 +73,7 @@ class _Retention:
         for eid, ch, seg, lay, it_lay, *cols in c.execute(
                 "SELECT engine_id, chunk, seg_id, layout_id, it_layout_id, n, code, times, cycles, first_start, "
                 "starts, counts, itl FROM interval_chunks WHERE chunk < ?", (raw_cut,)).fetchall():
-            old = _IntervalChunk.decode(*cols, width=1 + self._width(lay) + self._width(it_lay))
+            old = _IntervalChunk.decode(cols, width=1 + self._width(lay) + self._width(it_lay))
             keep = [i for i, t in enumerate(old.times) if t >= raw_cut]
             new = _kept(old, _IntervalChunk(), ("times", "cycles", "starts", "itl", "rows"), keep)
             self._rewrite_chunk("interval_chunks", ("engine_id", "chunk", "seg_id", "layout_id", "it_layout_id"),
@@ -85,26 +86,27 @@ class _Retention:
             for eid, ch, seg, lay, *cols in c.execute(
                     "SELECT engine_id, chunk, seg_id, layout_id, n, buckets, intervals, first_start, last_end, delta "
                     "FROM spec_rollups WHERE level = ? AND chunk < ?", (level, lowest)).fetchall():
-                old = _SpecRollupChunk.decode(*cols)
-                keep = [i for i, b in enumerate(old.buckets) if b >= lowest]
-                new = _kept(old, _SpecRollupChunk(), ("buckets", "intervals", "first_start", "last_end", "deltas"), keep)
+                old_spec = _SpecRollupChunk.decode(*cols)
+                keep = [i for i, b in enumerate(old_spec.buckets) if b >= lowest]
+                new = _kept(old_spec, _SpecRollupChunk(), ("buckets", "intervals", "first_start", "last_end", "deltas"), keep)
                 if new is not None:
                     new.packed = [None] * len(keep)
                 self._rewrite_chunk("spec_rollups", ("engine_id", "level", "chunk", "seg_id", "layout_id"),
                                     (eid, level, ch, seg, lay), None if new is None else new.encode())
-            for eid, ch, it_lay, *cols in c.execute(
+            for eid, ch, it_lay, n, buckets, itl, it_delta, mix_code, batch_mix in c.execute(
                     "SELECT engine_id, chunk, it_layout_id, n, buckets, itl, it_delta, mix_code, batch_mix "
                     "FROM step_rollups WHERE level = ? AND chunk < ?", (level, lowest)).fetchall():
-                old = _StepRollupChunk.decode(*cols, ch, level)
-                keep = [i for i, b in enumerate(old.buckets) if b >= lowest]
-                new = _kept(old, _StepRollupChunk(), ("buckets", "itl", "it"), keep)
+                old_step = _StepRollupChunk.decode(n, buckets, itl, it_delta, mix_code, batch_mix, ch, level)
+                keep = [i for i, b in enumerate(old_step.buckets) if b >= lowest]
+                new = _kept(old_step, _StepRollupChunk(), ("buckets", "itl", "it"), keep)
                 if new is not None:
-                    new.batch_mix = {k: v for k, v in old.batch_mix.items() if k[0] >= lowest}
+                    new.batch_mix = {k: v for k, v in old_step.batch_mix.items() if k[0] >= lowest}
                 self._rewrite_chunk("step_rollups", ("engine_id", "level", "chunk", "it_layout_id"),
                                     (eid, level, ch, it_lay),
                                     None if new is None else new.encode(self._width(it_lay), ch, level))
 
-    def _rewrite_chunk(self, table: str, key_columns: tuple[str, ...], key: tuple, rest: tuple | None) -> None:
+    def _rewrite_chunk(self, table: str, key_columns: tuple[str, ...], key: tuple[object, ...],
+                       rest: tuple[object, ...] | None) -> None:
         """Replace the chunk row of ``key`` by key + ``rest`` (its other columns, in table
         order); None: delete it (nothing in it was kept)."""
         self.conn.execute(f"DELETE FROM {table} WHERE " + " AND ".join(f"{k} = ?" for k in key_columns), key)

@@ -17,16 +17,22 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from ..page_totals import page_totals
+from .state import _EngineState, _Row, _StoreState, _TotalsRows
+
+if TYPE_CHECKING:
+    from ..counts import EngineSnapshot
 
 TOTALS_EVERY_S = 300.0
 
 
-class _Totals:
+class _Totals(_StoreState):
     """Store methods of engine totals."""
 
-    def _with_totals(self, state, prev, snap, rows: dict[str, list]):
+    def _with_totals(self, state: _EngineState, prev: _EngineState | None, snap: EngineSnapshot,
+                     rows: _TotalsRows) -> _EngineState:
         """``state`` (an engine's staged sample) with its engine_totals row staged in ``rows``
         (module docstring): an insert, or an update of the newest row not yet kept; as the
         previous sample's totals state when the page holds no totals."""
@@ -36,7 +42,7 @@ class _Totals:
             return replace(state, totals_time=last, totals_kept=kept)
         t, created = state.time, snap.created
         text = json.dumps(totals, sort_keys=True)
-        if last is None or kept is None or (created is not None and created != prev.created):
+        if last is None or kept is None or prev is None or (created is not None and created != prev.created):
             rows["insert"].append((state.engine_id, t, created, text))  # the first row, or a new life's
             return replace(state, totals_time=t, totals_kept=t)
         if last != kept:  # the newest row, not yet kept: this one takes its place
@@ -62,9 +68,11 @@ class _Totals:
         return out or None
 
 
-def _lives(rows) -> list[list[dict]]:
+def _lives(rows: list[_Row]) -> list[list[dict[str, float]]]:
     """The rows split into runs of one engine and one _created, none of whose values fall."""
-    lives, run, key = [], [], None
+    lives: list[list[dict[str, float]]] = []
+    run: list[dict[str, float]] = []
+    key: tuple[int, float | None] | None = None
     for eid, created, text in rows:
         totals = json.loads(text)
         fell = bool(run) and any(totals.get(k, v) < v for k, v in run[-1].items())

@@ -31,7 +31,8 @@ class WriterLock:
     """The held lock (``release`` or the process's exit frees it)."""
 
     def __init__(self, fd: int, path: Path):
-        self._fd, self.path = fd, path
+        self._fd: int | None = fd
+        self.path = path
 
     def release(self) -> None:
         if self._fd is not None:

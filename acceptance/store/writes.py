@@ -7,7 +7,9 @@ from ..errors import InputError
 
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal, overload
 
 import numpy as np
 
@@ -27,28 +29,8 @@ from .codecs import (
     chunk_of,
 )
 from .records import EngineRef
+from .state import _Chunk, _ChunkKey, _EngineState, _StoreState, _TargetState, _TotalsRows
 from .deltas import REBASE_AFTER, counter_increase, itl_increase, spec_increase, spec_off_event
-
-
-@dataclass
-class _EngineState:
-    """What the next delta of an engine is computed against: its newest sample."""
-
-    engine_id: int
-    time: float
-    seg_id: int | None
-    gamma: int
-    layout_id: int | None
-    created: float | None
-    value: np.ndarray | None
-    itl_sum: float | None
-    itl_count: float | None
-    it_layout_id: int | None
-    it_value: np.ndarray | None
-    plugin_layout_id: int | None = None  # the specdec plugin's counters, when exported
-    plugin_value: np.ndarray | None = None
-    totals_time: float | None = None  # of the engine's newest engine_totals row (acceptance.store.totals)
-    totals_kept: float | None = None  # of its newest row kept for good
 
 
 @dataclass(frozen=True)
@@ -78,15 +60,6 @@ class _StepSample:
     it_delta: np.ndarray | None
 
 
-@dataclass
-class _TargetState:
-    target_id: int
-    last_ok_time: float | None
-    last_error: str | None
-    last_error_time: float | None
-    failing_since: float | None
-
-
 def _spec_columns(gamma: int, per_position_drafts: bool) -> list[str]:
     cols = ["drafts", "draft_tokens", "accepted_tokens"] + [f"accepted_per_position:{k}" for k in range(gamma)]
     if per_position_drafts:
@@ -108,21 +81,22 @@ def _validate_snapshot(target: str, snap: EngineSnapshot) -> None:
                 raise InputError(f"{where}: counter value {x!r} is not a finite non-negative number")
     s = snap.step_shape
     if s is not None:
-        for name, x in (("num_requests_running", s.num_requests_running), ("itl_sum", s.itl_sum), ("itl_count", s.itl_count)):
-            if x is not None and not (math.isfinite(x) and x >= 0):
-                raise InputError(f"{where}: {name} {x!r} is not a finite non-negative number")
+        for name, v in (("num_requests_running", s.num_requests_running), ("itl_sum", s.itl_sum), ("itl_count", s.itl_count)):
+            if v is not None and not (math.isfinite(v) and v >= 0):
+                raise InputError(f"{where}: {name} {v!r} is not a finite non-negative number")
         for le, x in s.iteration_tokens.items():
             if not (math.isfinite(x) and x >= 0) or math.isnan(le):
                 raise InputError(f"{where}: iteration_tokens bucket le={le!r} value {x!r} is invalid")
 
 
-class _Writes:
+class _Writes(_StoreState):
     """Store methods of the write path (write_cycle and what it stages)."""
 
     def _target_id(self, url: str) -> int:
         tid = self._target_ids.get(url)
         if tid is None:
             tid = self.conn.execute("INSERT INTO targets (url) VALUES (?)", (url,)).lastrowid
+            assert tid is not None  # an INSERT's row
             self._target_ids[url] = tid
             self._target_urls[tid] = url
             self._targets[tid] = _TargetState(tid, None, None, None, None)
@@ -134,11 +108,12 @@ class _Writes:
         if eid is None:
             eid = self.conn.execute(
                 "INSERT INTO engines (target_id, model_name, engine) VALUES (?, ?, ?)", key).lastrowid
+            assert eid is not None  # an INSERT's row
             self._engine_ids[key] = eid
             self._engine_refs[eid] = EngineRef(self._target_urls[tid], model, eng)
         return eid
 
-    def _layout_id(self, kind: str, columns: list) -> int:
+    def _layout_id(self, kind: str, columns: Sequence[str]) -> int:
         lid = self._layout_by_columns.get((kind, tuple(columns)))
         if lid is not None:
             return lid
@@ -146,6 +121,7 @@ class _Writes:
         lid = self._layout_ids.get((kind, text))
         if lid is None:
             lid = self.conn.execute("INSERT INTO layouts (kind, columns) VALUES (?, ?)", (kind, text)).lastrowid
+            assert lid is not None  # an INSERT's row
             self._layout_ids[(kind, text)] = lid
             self._layouts[lid] = (kind, list(columns))
         self._layout_by_columns[(kind, tuple(columns))] = lid
@@ -161,14 +137,28 @@ class _Writes:
     def _new_segment(self, eid: int, gamma: int, t: float) -> int:
         sid = self.conn.execute(
             "INSERT INTO segments (engine_id, gamma, first_time) VALUES (?, ?, ?)", (eid, gamma, t)).lastrowid
+        assert sid is not None  # an INSERT's row
         self._segment_gamma[sid] = gamma
         self._segment_engine[sid] = eid
         return sid
 
-    def _width(self, layout_id: int) -> int:
+    def _width(self, layout_id: int | None) -> int:
         return len(self._layouts[layout_id][1]) if layout_id else 0
 
-    def _open_chunk(self, kind: str, eid: int, level: int, chunk: float, key: tuple):
+    @overload
+    def _open_chunk(self, kind: Literal["i"], eid: int, level: int, chunk: float,
+                    key: tuple[int | None, ...]) -> _IntervalChunk: ...
+    @overload
+    def _open_chunk(self, kind: Literal["s"], eid: int, level: int, chunk: float,
+                    key: tuple[int | None, ...]) -> _SpecRollupChunk: ...
+    @overload
+    def _open_chunk(self, kind: Literal["p"], eid: int, level: int, chunk: float,
+                    key: tuple[int | None, ...]) -> _PluginChunk: ...
+    @overload
+    def _open_chunk(self, kind: Literal["t"], eid: int, level: int, chunk: float,
+                    key: tuple[int | None, ...]) -> _StepRollupChunk: ...
+
+    def _open_chunk(self, kind: str, eid: int, level: int, chunk: float, key: tuple[int | None, ...]) -> _Chunk:
         """The open chunk object of (kind ∈ i | s | t, engine, level, chunk, key), marked dirty.
 
         The cache holds, per (kind, engine, level), every stored chunk from the first one
@@ -178,7 +168,7 @@ class _Writes:
         cached = self._chunk_cache.get(group)
         if cached is None:
             cached = self._chunk_cache[group] = self._load_chunks(kind, eid, level, chunk)
-        full = (chunk,) + key
+        full: _ChunkKey = (chunk, *key)
         obj = cached.get(full)
         if obj is None:
             for k in [k for k in cached if k[0] < chunk]:
@@ -188,15 +178,16 @@ class _Writes:
         self._dirty[(kind, eid, level) + full] = obj
         return obj
 
-    def _load_chunks(self, kind: str, eid: int, level: int, chunk: float) -> dict[tuple, object]:
+    def _load_chunks(self, kind: str, eid: int, level: int, chunk: float) -> dict[_ChunkKey, _Chunk]:
         c = self.conn
-        out: dict[tuple, object] = {}
+        out: dict[_ChunkKey, _Chunk] = {}
+        obj: _Chunk
         if kind == "i":
             for rowid, ch, seg, lay, it_lay, *cols in c.execute(
                     "SELECT rowid, chunk, seg_id, layout_id, it_layout_id, n, code, times, cycles, first_start, "
                     "starts, counts, itl FROM interval_chunks WHERE engine_id = ? AND chunk >= ?", (eid, chunk)):
                 obj = out[(ch, seg, lay, it_lay)] = _IntervalChunk.decode(
-                    *cols, width=1 + self._width(lay) + self._width(it_lay))
+                    cols, width=1 + self._width(lay) + self._width(it_lay))
                 obj.rowid = rowid
         elif kind == "s":
             for rowid, ch, seg, lay, *cols in c.execute(
@@ -211,10 +202,11 @@ class _Writes:
                 obj = out[(ch, seg, lay)] = _PluginChunk.decode(*cols)
                 obj.rowid = rowid
         else:
-            for rowid, ch, it_lay, *cols in c.execute(
+            for rowid, ch, it_lay, n, buckets, itl, it_delta, mix_code, batch_mix in c.execute(
                     "SELECT rowid, chunk, it_layout_id, n, buckets, itl, it_delta, mix_code, batch_mix "
                     "FROM step_rollups WHERE engine_id = ? AND level = ? AND chunk >= ?", (eid, level, chunk)):
-                obj = out[(ch, it_lay)] = _StepRollupChunk.decode(*cols, ch, level)
+                obj = out[(ch, it_lay)] = _StepRollupChunk.decode(n, buckets, itl, it_delta, mix_code, batch_mix,
+                                                                  ch, level)
                 obj.rowid = rowid
         return out
 
@@ -222,9 +214,9 @@ class _Writes:
         """Write every chunk changed in this cycle (inside the cycle's transaction): stored
         ones are updated in place by rowid (no index change), new ones inserted."""
         c = self.conn
-        updates: dict[str, list] = {"i": [], "s": [], "t": [], "p": []}
+        updates: dict[str, list[tuple[object, ...]]] = {"i": [], "s": [], "t": [], "p": []}
         for (kind, eid, level, chunk, *key), obj in self._dirty.items():
-            if kind == "t":
+            if isinstance(obj, _StepRollupChunk):  # kind "t"
                 values = obj.encode(self._width(key[0]), chunk, level)
             else:
                 values = obj.encode()
@@ -294,8 +286,12 @@ class _Writes:
 
     def _write_cycle_rows(self, results: list[ScrapeResult], cycle: float) -> dict[int, _EngineState]:
         c = self.conn
-        samples, events, failures, target_rows, plugin_samples = [], [], [], [], []
-        totals: dict[str, list] = {"insert": [], "update": []}
+        samples: list[tuple[object, ...]] = []
+        events: list[tuple[object, ...]] = []
+        failures: list[tuple[int, float, str]] = []
+        target_rows: list[tuple[object, ...]] = []
+        plugin_samples: list[tuple[object, ...]] = []
+        totals: _TotalsRows = {"insert": [], "update": []}
         staged: dict[int, _EngineState] = {}
         n_failed = 0
         for r in results:
@@ -347,14 +343,15 @@ class _Writes:
             "WHERE id = ?", target_rows)
         return staged
 
-    def _engine_sample(self, eid, prev: _EngineState | None, snap: EngineSnapshot, t: float, cycle: float,
-                       samples, events, plugin_samples) -> _EngineState | str:
+    def _engine_sample(self, eid: int, prev: _EngineState | None, snap: EngineSnapshot, t: float, cycle: float,
+                       samples: list[tuple[object, ...]], events: list[tuple[object, ...]],
+                       plugin_samples: list[tuple[object, ...]]) -> _EngineState | str:
         """One engine's sample: its increases against the previous one (acceptance.store.deltas),
         events and segments, its samples row and its chunk entries; or, for an inconsistent
         scrape, its event only and why (a str)."""
         tid = self._target_ids[self._engine_refs[eid].target]
 
-        def event(kind, detail, data=None):
+        def event(kind: str, detail: str, data: dict[str, object] | None = None) -> None:
             events.append((t, tid, eid, kind, detail, None if data is None else json.dumps(data)))
 
         spec = self._spec_sample(eid, prev, snap, t, event)
@@ -370,7 +367,8 @@ class _Writes:
         return _EngineState(eid, t, spec.seg_id, spec.gamma, spec.layout_id, snap.created, spec.value, steps.itl_sum,
                             steps.itl_count, steps.it_layout, steps.it_value, plugin_layout, plugin_value)
 
-    def _spec_sample(self, eid, prev: _EngineState | None, snap: EngineSnapshot, t: float, event) -> "_SpecSample":
+    def _spec_sample(self, eid: int, prev: _EngineState | None, snap: EngineSnapshot, t: float,
+                     event: Callable[[str, str], None]) -> "_SpecSample":
         """The spec-decode vector, its layout, segment and increase; events raised on the way."""
         counts = snap.counts
         if counts is None:
@@ -388,13 +386,18 @@ class _Writes:
         if inc.refused and refusals >= REBASE_AFTER:  # still set back: a new baseline, no increase
             event("rebaseline", f"taken as it is after {refusals} scrapes refused in a row ({inc.refused}); "
                                 f"what it did meanwhile is not counted")
+            assert prev is not None  # only a sample seen before is refused (spec_increase)
             return _SpecSample(gamma, value, layout_id, prev.seg_id, None, False)
         for kind, detail in inc.events:
             event(kind, detail)
         if inc.refused:
             self._refusals_running[eid] = refusals
             return _SpecSample(gamma, value, layout_id, None, None, False, inc.refused)
-        seg_id = self._new_segment(eid, gamma, t) if inc.new_segment else prev.seg_id
+        if inc.new_segment:
+            seg_id: int | None = self._new_segment(eid, gamma, t)
+        else:
+            assert prev is not None  # a first sighting opens a segment (spec_increase)
+            seg_id = prev.seg_id
         return _SpecSample(gamma, value, layout_id, seg_id, inc.delta, inc.restart)
 
     def _step_sample(self, prev: _EngineState | None, shape: StepShape, restart: bool) -> "_StepSample":
@@ -409,16 +412,15 @@ class _Writes:
             it_layout = self._iteration_layout(tuple(bounds))
             it_value = np.array([shape.iteration_tokens[b] for b in bounds], dtype=np.float64)
             same = prev is not None and prev.it_value is not None and prev.it_layout_id == it_layout
-            it_delta = counter_increase(prev.it_value if same else None, it_value, restart)
+            it_delta = counter_increase(prev.it_value if same and prev is not None else None, it_value, restart)
         return _StepSample(shape.num_requests_running, shape.itl_sum, shape.itl_count, itl_sum_d, itl_count_d,
                            it_layout, it_value, it_delta)
 
-    def _stage_interval(self, eid, t: float, cycle: float, start: float, spec: "_SpecSample",
+    def _stage_interval(self, eid: int, t: float, cycle: float, start: float, spec: "_SpecSample",
                         steps: "_StepSample") -> None:
         """The interval's entry in its 5-min chunk and its rollup buckets."""
         batch = int(round(steps.running)) if steps.running is not None else 0  # 0: not a batch size
         it_width = self._width(steps.it_layout) if steps.it_layout else 0
-        it_row = (steps.it_delta if steps.it_delta is not None else np.full(it_width, math.nan)) if it_width else ()
         spec_key = (spec.seg_id, spec.layout_id) if spec.delta is not None else (0, 0)
         chunk = self._open_chunk("i", eid, 0, bucket_of(t, 300), spec_key + (steps.it_layout or 0,))
         chunk.times.append(t)
@@ -429,6 +431,7 @@ class _Writes:
         if spec.delta is not None:
             row += spec.delta.tolist()
         if it_width:
+            it_row = steps.it_delta if steps.it_delta is not None else np.full(it_width, math.nan)
             row += it_row.tolist()
         chunk.rows.append(row)
         for level in ROLLUP_LEVELS:
@@ -439,11 +442,14 @@ class _Writes:
             self._open_chunk("t", eid, level, ch, (steps.it_layout or 0,)).add(
                 b, steps.itl_sum_d or 0.0, steps.itl_count_d or 0.0, steps.it_delta, batch)
 
-    def _plugin_sample(self, eid, prev, snap: EngineSnapshot, t: float, spec: "_SpecSample", plugin_samples):
+    def _plugin_sample(self, eid: int, prev: _EngineState | None, snap: EngineSnapshot, t: float, spec: "_SpecSample",
+                       plugin_samples: list[tuple[object, ...]]) -> tuple[int | None, np.ndarray | None]:
         """The plugin's counters (layout, value), and their increase beside a spec delta (same
         engine segment, so never across γ)."""
         if snap.plugin is None:
             return None, None
+        # EngineSnapshot.plugin is typed object: acceptance.counts cannot import plugin_series, which imports it
+        assert isinstance(snap.plugin, plugin_series.PluginEngineCounts)
         columns, values = plugin_series.plugin_columns(snap.plugin)
         if not columns:
             return None, None
@@ -451,6 +457,7 @@ class _Writes:
         value = np.array(values, dtype=np.float64)
         plugin_samples.append((eid, t, layout, value.tobytes()))
         if spec.delta is not None and snap.plugin.gamma in (0, spec.gamma):
+            assert prev is not None  # an increase is against a previous sample (spec_increase)
             p_delta = self._plugin_delta(prev, spec.restart, layout, value)
             self._open_chunk("p", eid, 0, bucket_of(t, 300), (spec.seg_id, layout)).add(t, p_delta)
             for level in ROLLUP_LEVELS:
@@ -464,9 +471,11 @@ class _Writes:
         them went down; else new − previous, a column new since then counting whole."""
         if restart or prev.plugin_value is None:
             return value.copy()
+        before: np.ndarray
         if prev.plugin_layout_id == layout:
             before = prev.plugin_value
         else:  # the layout grew (a batch bucket or step kind seen for the first time)
+            assert prev.plugin_layout_id is not None  # set with plugin_value (_plugin_sample)
             old = dict(zip(self._layouts[prev.plugin_layout_id][1], prev.plugin_value.tolist()))
             columns = self._layouts[layout][1]
             if not set(old) <= set(columns):  # a series vanished: only a restart does that
