@@ -1,7 +1,7 @@
 """The point formulas of acceptance, and the one check and the one projection of a survival curve.
 
 Point formulas (docs/DESIGN.md, Definitions), from counts D (drafts), T (draft tokens),
-A (accepted), a_k = A_k / D: AL = 1 + A / D; A / T; α_k = a_k / a_{k-1}; the equivalent
+A (accepted), a_k = A_k / D: AL = 1 + A / D (``acceptance_length``, the one definition of AL); A / T; α_k = a_k / a_{k-1}; the equivalent
 independent p whose Σ_{k=0..γ} p^k equals AL. Counts-only definitions (survival a_k, reach
 R_k / D, T / D, ν) sit beside SpecCounts in acceptance.counts.
 
@@ -55,9 +55,32 @@ def conditional_from_survival(surv: np.ndarray) -> np.ndarray:
         return np.where(prev > 0, surv / np.where(prev > 0, prev, 1.0), np.nan)
 
 
+def acceptance_length(accepted_tokens: npt.ArrayLike, drafts: npt.ArrayLike, *, no_drafts: float = math.nan
+                      ) -> float | npt.NDArray[np.float64]:
+    """AL = 1 + A / D: the tokens a drafted step emits, its bonus token included — the one
+    definition every AL in the tool is (a window's, a survival curve's at each γ, a replay's).
+    ``no_drafts``: its value where D = 0 — NaN for a measured window (no drafted step: no AL
+    measured), 1 for a γ at which no step drafts (AL(0) = 1: a step emits its one token)."""
+    a, d = np.asarray(accepted_tokens, dtype=float), np.asarray(drafts, dtype=float)
+    al = np.where(d > 0, 1.0 + a / np.where(d > 0, d, 1.0), no_drafts)
+    return float(al) if al.ndim == 0 else al
+
+
+def acceptance_length_by_gamma(survival: npt.ArrayLike, top: int | None = None) -> npt.NDArray[np.float64]:
+    """AL(γ) = 1 + Σ_{k≤γ} a_k for γ = 0..top (default: the curve's length) over the last axis of
+    ``survival`` a_1..a_g: acceptance_length per draft (D = 1) of the accepted tokens cut at γ,
+    E[min(X, γ)] = Σ_{k≤γ} P(X ≥ k)."""
+    a = np.asarray(survival, dtype=float)
+    top = a.shape[-1] if top is None else top
+    if not 0 <= top <= a.shape[-1]:
+        raise ValueError(f"gamma {top} is outside 0..{a.shape[-1]} (the survival curve's length)")
+    accepted = np.concatenate([np.zeros(a.shape[:-1] + (1,)), np.cumsum(a, -1)], -1)[..., : top + 1]
+    return np.asarray(acceptance_length(accepted, 1.0), dtype=float)
+
+
 def mean_acceptance_length(counts: SpecCounts) -> float:
-    """AL = 1 + A / D (includes the bonus token)."""
-    return 1.0 + counts.accepted_tokens / counts.drafts if counts.drafts > 0 else math.nan
+    """A window's AL (acceptance_length of its counts; NaN without drafts)."""
+    return float(acceptance_length(counts.accepted_tokens, counts.drafts))
 
 
 def draft_acceptance_rate(counts: SpecCounts) -> float:
@@ -65,7 +88,7 @@ def draft_acceptance_rate(counts: SpecCounts) -> float:
     return counts.accepted_tokens / counts.draft_tokens if counts.draft_tokens > 0 else math.nan
 
 
-def expected_tokens_independent(p: npt.ArrayLike, gamma: int) -> np.float64 | npt.NDArray[np.float64]:
+def acceptance_length_independent(p: npt.ArrayLike, gamma: int) -> np.float64 | npt.NDArray[np.float64]:
     """(1 − p^(γ+1)) / (1 − p) = Σ_{k=0..γ} p^k: tokens per verify step for independent p."""
     p = np.asarray(p, dtype=float)
     tokens: np.float64 | npt.NDArray[np.float64] = np.sum(p[..., None] ** np.arange(gamma + 1), axis=-1)
@@ -86,7 +109,7 @@ def equivalent_p(mean_length: float, gamma: int) -> float:
     lo, hi = 0.0, 1.0
     for _ in range(80):  # bisection: the left side is increasing in p
         mid = 0.5 * (lo + hi)
-        if float(expected_tokens_independent(mid, gamma)) < mean_length:
+        if float(acceptance_length_independent(mid, gamma)) < mean_length:
             lo = mid
         else:
             hi = mid

@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from .definitions import acceptance_length
 from .errors import InputError
 
 if TYPE_CHECKING:
@@ -212,7 +213,7 @@ def replay_by_gamma(sequences: Sequence[StepSequence], top: int, q: float | None
     return out
 
 
-def expected_tokens_by_replay(sequences: Sequence[StepSequence], top: int, q: float | None = None) -> np.ndarray:
+def acceptance_length_by_replay(sequences: Sequence[StepSequence], top: int, q: float | None = None) -> np.ndarray:
     """AL(γ') for γ' = 0..top over all the requests (AL(0) = 1)."""
     return _tokens_per_step(replay_by_gamma(sequences, top, q).sum(axis=0))
 
@@ -224,12 +225,9 @@ def tokens_and_widths(totals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _tokens_per_step(totals: np.ndarray) -> np.ndarray:
-    """AL(γ') = 1 + ΣA/ΣD from (…, ≥ 2) summed counts [D, A, …]: the tokens a drafted step
-    emits, and 1 where no step drafted, as AL(0) = 1 (model.speedup.expected_tokens_by_gamma;
-    a measured window without drafts has no AL: acceptance.definitions.mean_acceptance_length);
-    with [D, T] it is the verify width 1 + ΣT/ΣD."""
-    d, a = totals[..., 0], totals[..., 1]
-    return 1.0 + np.where(d > 0, a / np.where(d > 0, d, 1.0), 0.0)
+    """AL(γ') from (…, ≥ 2) summed counts [D, A, …] (acceptance.definitions.acceptance_length;
+    1 where no step drafted, as AL(0) = 1); with [D, T] it is the verify width 1 + ΣT/ΣD."""
+    return np.asarray(acceptance_length(totals[..., 1], totals[..., 0], no_drafts=1.0), dtype=float)
 
 
 def resampled_tokens(per_request: np.ndarray, n_resamples: int, seed: int = 0) -> np.ndarray:

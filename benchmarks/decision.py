@@ -61,7 +61,7 @@ from decision_scenarios import CLASS_BY_NAME, CLASSES, DecisionClass  # noqa: E4
 from decision_truth import CHUNK_S, SCRAPE_S, Truth, generate_segment, tool_deployment  # noqa: E402
 from decision_rounds import RoundTwo, round_two, route_window  # noqa: E402
 
-from acceptance.definitions import expected_tokens_independent  # noqa: E402
+from acceptance.definitions import acceptance_length_independent  # noqa: E402
 from acceptance.json_safe import json_safe  # noqa: E402
 from acceptance.sim.processes import IndependentProcess  # noqa: E402
 from model.deployment import Deployment  # noqa: E402
@@ -110,7 +110,7 @@ def seeds_method_speedup(p: float, gamma: int, deployment: Deployment) -> float:
     """The seeds' model: (1 − p^(γ+1)) / (1 − p) over the flat step cost (1 + r, 1 + γ·c + c0, 1)."""
     if gamma == 0:
         return 1.0
-    return float(expected_tokens_independent(p, gamma)) / flat_step_cost(
+    return float(acceptance_length_independent(p, gamma)) / flat_step_cost(
         gamma, deployment.draft_cost, deployment.method, deployment.draft_overhead)
 
 

@@ -32,7 +32,13 @@ import numpy as np
 
 from model.extrapolate import TAIL_MODELS, extend_survival
 from model.reference_curves import CURVES
-from model.tail_evidence import LEVEL, acceptance_length, one_step_error, holdout_errors, tail_evidence
+from acceptance.definitions import acceptance_length_by_gamma
+from model.tail_evidence import LEVEL, one_step_error, holdout_errors, tail_evidence
+
+
+def acceptance_length(survival):
+    """AL(n) for n = 1 .. the curve's length."""
+    return acceptance_length_by_gamma(survival)[..., 1:]
 
 DRAFT_COSTS = (0.02, 0.1, 0.25)
 MIN_GAIN = 0.03

@@ -9,12 +9,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from acceptance.definitions import monotone_survival
+from acceptance.definitions import acceptance_length_by_gamma, monotone_survival
 from acceptance.step_replay import resampled_tokens
 
 from .extrapolate import extend_survival
 from .probe import RunningProbe
-from .speedup import expected_tokens_by_gamma, mix_expected_tokens
+from .speedup import mix_acceptance_length
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,8 @@ class CurveTokens:
             return self.replayed_al, None
         if self.per_batch is None:
             return self._own_past(self._pooled_tokens(self.pooled), self.own), None
-        by_batch = expected_tokens_by_gamma(extend_survival(self.per_batch, self.extra, self.reach), self.top)
-        return mix_expected_tokens(by_batch, ws), by_batch
+        by_batch = acceptance_length_by_gamma(extend_survival(self.per_batch, self.extra, self.reach), self.top)
+        return mix_acceptance_length(by_batch, ws), by_batch
 
     def resampled(self, resamples: np.ndarray, mix_w: np.ndarray, row: np.ndarray) -> np.ndarray:
         """(S or 1, M, n, G) AL of each survival resample (row: its mix row)."""
@@ -69,17 +69,17 @@ class CurveTokens:
             return self._own_past(self._pooled_tokens(resamples), own)[None]
         # every batch size's curve shifted by the pooled resample's deviation
         shifted = monotone_survival(self.per_batch[None] + (resamples - self.pooled)[:, None, :])  # (n, nB, g)
-        al_b_res = expected_tokens_by_gamma(extend_survival(shifted, self.extra, self.reach), self.top)
-        return np.stack([mix_expected_tokens(al_b_res, w[row]) for w in mix_w])
+        al_b_res = acceptance_length_by_gamma(extend_survival(shifted, self.extra, self.reach), self.top)
+        return np.stack([mix_acceptance_length(al_b_res, w[row]) for w in mix_w])
 
     def _pooled_tokens(self, curves: np.ndarray) -> np.ndarray:
-        return expected_tokens_by_gamma(extend_survival(curves, self.extra, self.reach), self.top)
+        return acceptance_length_by_gamma(extend_survival(curves, self.extra, self.reach), self.top)
 
     def _own_past(self, tokens: np.ndarray, own: np.ndarray | None) -> np.ndarray:
         """``tokens`` (M, ..., G) with the candidates past own_from from the probe's own curve."""
         if own is None:
             return tokens
-        own_tokens = expected_tokens_by_gamma(extend_survival(own, self.top - own.shape[-1]), self.top)
+        own_tokens = acceptance_length_by_gamma(extend_survival(own, self.top - own.shape[-1]), self.top)
         return np.concatenate([tokens[..., : self.own_from + 1], own_tokens[..., self.own_from + 1:]], axis=-1)
 
 

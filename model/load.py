@@ -5,7 +5,7 @@ experts, the specialized path stops fitting), so the best γ falls with concurre
 sweeps show it fall from 4–5 at batch 1 to 2 or off at batch 32–64. Over the batch sizes the
 route was seen at (its mix, from ``vllm:num_requests_running``), at the priced point:
 
-  S(K, B) = AL_B(K)·t_B(0) / t_B(K)  (with the undrafted steps: model.speedup.speedup_with_undrafted)
+  S(K, B) = AL_B(K)·t_B(0) / t_B(K)  (with the undrafted steps: model.speedup.projected_speedup)
 
 - ``best_gamma`` at each B: the allowed K of highest S(K, B), over every candidate;
 - where the fleet's γ stops paying: the smallest batch size of the mix at which S(γ, B) ≤ 1
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .speedup import objective_weights, speedup_with_undrafted, tokens_per_time
+from .speedup import objective_weights, projected_speedup, tokens_per_time
 from .vllm_config import schedule_from_best
 
 
@@ -67,7 +67,7 @@ def _per_batch_tokens(al, times) -> np.ndarray:
 
 def per_batch_speedups(times, times_u, al, nu) -> np.ndarray:
     """S(K, B) (G, nB) at step times ``times`` (G, nB), AL(K) (G,) or AL_B(K) (G, nB)."""
-    return speedup_with_undrafted(_per_batch_tokens(al, times), times[0][None, :] / times, times[0][None, :] / times_u,
+    return projected_speedup(_per_batch_tokens(al, times), times[0][None, :] / times, times[0][None, :] / times_u,
                                   nu)
 
 

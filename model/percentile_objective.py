@@ -14,7 +14,7 @@ and vLLM's ``mean_itl_ms`` where reported). Per request i, at the deployed γ_d 
   must not lend the hard ones the easy ones' tail);
   ν_i = (N_i − D_i − A_i) / N_i from its decode tokens N_i (else the route's ν; 1 without drafts);
   s_i(γ) = 1 / (ν_i / ρ_u(γ) + (1 − ν_i) / (AL_i(γ)·ρ(γ))), ρ = τ(0)/τ(γ) over the route's mix
-  (model.speedup.speedup_with_undrafted, one request's);
+  (model.speedup.projected_speedup, one request's);
   r_i(γ) = r_i(g) · s_i(γ) / s_i(g), r_i(g) = 1 / its mean ITL — what the cost model cannot
   see of it (its context, the batches it met) is in its own observed rate.
 Without an observed rate for every request the rates are relative, r_i(γ) = s_i(γ), and no
@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from acceptance.definitions import monotone_survival
+from acceptance.definitions import acceptance_length_by_gamma, monotone_survival
 
 from .deployment import PERCENTILE_OBJECTIVES, ModelInputError
 from .extrapolate import extend_survival
-from .speedup import expected_tokens_by_gamma, speedup_with_undrafted
+from .speedup import projected_speedup
 
 # Resamples × requests held in one quantile at most (a day of requests at 1,000 resamples
 # would be tens of millions of rates per γ); the resamples shrink, never below the floor.
@@ -68,7 +68,7 @@ def request_tokens(requests, top: int) -> np.ndarray:
     drafts = counts[:, :1]
     with np.errstate(divide="ignore", invalid="ignore"):
         own = monotone_survival(np.where(drafts > 0, counts[:, 3:] / drafts, 0.0))  # (n, g)
-    return expected_tokens_by_gamma(extend_survival(own, top - own.shape[1]), top)  # (M, n, G)
+    return acceptance_length_by_gamma(extend_survival(own, top - own.shape[1]), top)  # (M, n, G)
 
 
 def request_undrafted(requests, route_nu: float | None) -> np.ndarray:
@@ -89,7 +89,7 @@ def request_rates(requests, ratio: np.ndarray, ratio_u: np.ndarray, route_nu: fl
     own observed rate at the deployed γ when every request has one."""
     al = request_tokens(requests, len(ratio) - 1)
     nu = request_undrafted(requests, route_nu)[None, :, None]
-    speedup = speedup_with_undrafted(al, ratio, ratio_u, nu)  # (M, n, G)
+    speedup = projected_speedup(al, ratio, ratio_u, nu)  # (M, n, G)
     itl = np.asarray(requests.itl_s, dtype=float)
     if itl.size and np.all(np.isfinite(itl) & (itl > 0)):
         return speedup * (1.0 / itl)[None, :, None] / speedup[:, :, [deployed]], True

@@ -41,6 +41,7 @@ from typing import Callable
 
 import numpy as np
 
+from acceptance.definitions import acceptance_length_by_gamma
 from acceptance.route_estimate import LOGGED_LOAD
 
 from .anchor import (DEFAULT, OBSERVED, Anchor, Unpriceable, configured_or_default, priced_rate, profile_figures,
@@ -58,8 +59,8 @@ from .profiles import make_profile
 from .recommendation import Candidate, Recommendation  # noqa: F401 (importers of model.recommend keep them)
 from .route_inputs import CheckedInputs, RouteInputs, check_inputs
 from .specialized import specialized_refusal
-from .speedup import (CostModel, expected_tokens_by_gamma, mix_expected_tokens, objective_weights,
-                      request_weights_at_speedups, speedup_with_undrafted, tokens_per_time)
+from .speedup import (CostModel, mix_acceptance_length, objective_weights,
+                      request_weights_at_speedups, projected_speedup, tokens_per_time)
 from .tail_evidence import al_factors, one_step_error
 from .vllm_config import command_line, replay_config, speculative_config
 
@@ -141,7 +142,7 @@ def _outcome(checked: CheckedInputs, pricing: _Pricing) -> _Outcome:
         ensemble, spread = (None, None) if samples is None else _ensemble(samples, pricing.allowed, checked.level,
                                                                           False)
         return _Outcome(speed_point, tps, ensemble, spread, None, True)
-    speed_point = speedup_with_undrafted(pricing.al_point, price.ratio[0], price.ratio_u[0], nu).mean(axis=0)
+    speed_point = projected_speedup(pricing.al_point, price.ratio[0], price.ratio_u[0], nu).mean(axis=0)
     tps = _tokens_per_second(pricing.profile, price.tau, speed_point, deployment)
     ensemble, spread, tail_only = _mean_axis(checked, pricing)
     return _Outcome(speed_point, tps, ensemble, spread, tail_only, False)
@@ -279,7 +280,7 @@ def _resampled_speedups(checked: CheckedInputs, pricing: _Pricing, tokens: Curve
     tau_res = np.einsum("sgb,smb->smg", price.times, v_res)  # (S, m, G)
     ratio_res = (tau_res[..., :1] / tau_res)[:, row]  # (S, n, G)
     ratio_u_res = (tau_res[..., :1] / np.einsum("sgb,smb->smg", price.times_u, v_res))[:, row]
-    return speedup_with_undrafted(al_res, ratio_res[:, None], ratio_u_res[:, None], checked.undrafted_share)
+    return projected_speedup(al_res, ratio_res[:, None], ratio_u_res[:, None], checked.undrafted_share)
 
 
 def refusal(deployment: Deployment, gamma: int) -> str | None:
@@ -372,9 +373,9 @@ def _anchored(checked: CheckedInputs, deployment: Deployment) -> tuple[Deploymen
         return deployment, replace(anchor, detail=observed_tps.why)
     bs, ws, elig = checked.batch_sizes, checked.weights, checked.eligibility
     if checked.per_batch is None:
-        tokens = float(expected_tokens_by_gamma(checked.survival, deployed)[deployed])
+        tokens = float(acceptance_length_by_gamma(checked.survival, deployed)[deployed])
     else:
-        tokens = float(mix_expected_tokens(expected_tokens_by_gamma(checked.per_batch, deployed), ws)[deployed])
+        tokens = float(mix_acceptance_length(acceptance_length_by_gamma(checked.per_batch, deployed), ws)[deployed])
     width = None if checked.widths is None else [checked.widths[deployed]]
 
     def model_rate_at(rate: float) -> float:

@@ -24,7 +24,7 @@ import numpy as np
 
 from .deployment import DECISION_CERTAINTY, PERCENTILE_OBJECTIVES, Deployment
 from .probe import PROBE_ENGINES, PROBE_MIN_DRAFTS, Canary, Probe, canary_duration, priced_canary
-from .speedup import speedup_with_undrafted
+from .speedup import projected_speedup
 
 
 # How far outside the configured specialized_speedup a flip of the best γ still makes the
@@ -148,7 +148,7 @@ def speedups_at(tau_at: Callable[[list[float]], np.ndarray], al_point) -> Callab
 
     def speedups(speedup: float) -> np.ndarray:
         tau = at_1 - per_inverse + per_inverse / speedup
-        return speedup_with_undrafted(al_point, tau[0] / tau, tau[0] / tau, None).mean(axis=0)
+        return projected_speedup(al_point, tau[0] / tau, tau[0] / tau, None).mean(axis=0)
 
     return speedups
 

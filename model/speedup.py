@@ -37,27 +37,12 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from acceptance.definitions import equivalent_p, expected_tokens_independent
+from acceptance.definitions import acceptance_length_by_gamma, acceptance_length_independent, equivalent_p
 
 from .deployment import OBJECTIVES, Deployment, ModelInputError
 from .drafters import Drafter, drafter_for
 from .profiles import SPECIALIZED, STOCK, FlatProfile, make_profile
 from .specialized import padded_step_tokens, runs_specialized
-
-
-def expected_tokens_by_gamma(survival, top: int) -> np.ndarray:
-    """AL(γ) = 1 + Σ_{k≤γ} a_k for γ = 0..top over the last axis of ``survival`` (a_1..a_g, g ≥ top)."""
-    a = np.asarray(survival, dtype=float)
-    zero = np.zeros(a.shape[:-1] + (1,))
-    return 1.0 + np.concatenate([zero, np.cumsum(a, -1)], -1)[..., : top + 1]
-
-
-def expected_tokens_from_survival(survival, gamma: int):
-    """AL(γ) = 1 + Σ_{k≤γ} a_k over the last axis of ``survival`` (a_1..a_g, g ≥ γ)."""
-    a = np.asarray(survival, dtype=float)
-    if gamma < 0 or gamma > a.shape[-1]:
-        raise ModelInputError(f"gamma {gamma} is outside 0..{a.shape[-1]} (the survival curve's length)")
-    return expected_tokens_by_gamma(a, gamma)[..., gamma]
 
 
 def verify_widths(top: int, observed_gamma: int, mean_draft_length: float | None = None, reach=None) -> np.ndarray:
@@ -216,8 +201,9 @@ class CostModel:
         return target + draft[:, None] * stock_pass[None, :]
 
 
-def speedup_with_undrafted(expected_tokens, ratio, undrafted_ratio, undrafted_token_share):
-    """Speedup when a share ν of the decode tokens comes from steps that drafted nothing
+def projected_speedup(expected_tokens, ratio, undrafted_ratio, undrafted_token_share):
+    """The projected speedup S(γ) of decoding at γ over plain decoding, the one every view
+    shows: AL(γ)·τ(0)/τ(γ), with a share ν of the decode tokens from steps that drafted nothing
     (acceptance.counts.undrafted_token_share; ν holds across γ). Per token the time is
     ν·τ_u(γ) + (1 − ν)·τ(γ)/AL(γ), τ_u the step of a request with no draft at γ (it verifies
     one token; the drafter's fixed cost still runs), so
@@ -233,7 +219,7 @@ def speedup_with_undrafted(expected_tokens, ratio, undrafted_ratio, undrafted_to
 
 
 def tokens_per_time(expected_tokens, step_time, undrafted_step_time, undrafted_token_share):
-    """Tokens per unit of step time, the rate behind speedup_with_undrafted:
+    """Tokens per unit of step time, the rate behind projected_speedup:
     AL/τ, or 1 / (ν·τ_u + (1 − ν)·τ/AL) with a share ν of undrafted tokens (a number, or
     an array that broadcasts)."""
     if undrafted_token_share is None or np.all(np.asarray(undrafted_token_share) == 0):
@@ -248,7 +234,7 @@ def mix_speedup(expected_tokens, step_times, batch_sizes, weights, objective: st
     τ = Σ_B v_B·t_B (step_times[γ, B] must start at γ = 0); with a share ν of the tokens from
     steps that drafted nothing (an ngram or suffix drafter without a match:
     ``undrafted_token_share``) and those steps' times ``undrafted_step_times[γ, B]``
-    (CostModel.step_times at widths 1), speedup_with_undrafted's.
+    (CostModel.step_times at widths 1), projected_speedup's.
 
     expected_tokens: (..., G) with G = step_times.shape[0]; returns the same shape.
     """
@@ -258,14 +244,14 @@ def mix_speedup(expected_tokens, step_times, batch_sizes, weights, objective: st
         return np.asarray(expected_tokens) * tau[0] / tau
     if undrafted_step_times is None:
         raise ModelInputError("mix_speedup: a share of undrafted tokens needs the undrafted steps' times")
-    return speedup_with_undrafted(np.asarray(expected_tokens, dtype=float), tau[0] / tau,
+    return projected_speedup(np.asarray(expected_tokens, dtype=float), tau[0] / tau,
                                   tau[0] / (np.asarray(undrafted_step_times) @ v), undrafted_token_share)
 
 
-def mix_expected_tokens(expected_tokens_by_batch, weights):
-    """AL_mix(γ) = Σ_B w_B·AL_B(γ): expected_tokens_by_batch (..., nB, G), weights
+def mix_acceptance_length(al_by_batch, weights):
+    """AL_mix(γ) = Σ_B w_B·AL_B(γ): al_by_batch (..., nB, G), weights
     (nB,) or (..., nB) request weights summing to 1 → (..., G)."""
-    al = np.asarray(expected_tokens_by_batch, dtype=float)
+    al = np.asarray(al_by_batch, dtype=float)
     w = np.asarray(weights, dtype=float)
     return np.einsum("...bg,...b->...g", al, w)
 
@@ -320,7 +306,7 @@ def seeds_table(gamma: int, draft_cost: float, ps, *, method: str = "dspark", ba
     for p in ps:
         if not isinstance(p, (int, float)) or isinstance(p, bool) or not (0.0 <= p <= 1.0):
             raise ModelInputError(f"p must be in [0, 1], got {p!r}")
-        e = float(expected_tokens_independent(p, gamma))
+        e = float(acceptance_length_independent(p, gamma))
         s = e / cost
         rows.append(TableRow(float(p), gamma, e, s, None if baseline_tps is None else s * baseline_tps))
     return rows
@@ -356,7 +342,7 @@ def implied_draft_cost(
     drafter = _check_common(g, 0.0, method)
     if g < 1:
         raise ModelInputError(f"gamma must be ≥ 1, got {g}")
-    al = float(expected_tokens_from_survival(a, g))
+    al = float(acceptance_length_by_gamma(a, g)[..., g])
     prof = profile if profile is not None else FlatProfile()
     t1 = float(prof.step_time_s(batch_size, 1))
     tq = float(prof.step_time_s(batch_size, g + 1))

@@ -47,9 +47,10 @@ from functools import lru_cache
 
 import numpy as np
 
+from acceptance.definitions import acceptance_length_by_gamma
+
 from .extrapolate import extend_survival
 from .reference_curves import CURVES, ReferenceCurve
-from .speedup import expected_tokens_by_gamma
 
 MIN_ROWS = 10
 LEVEL = 0.9
@@ -67,12 +68,6 @@ class HoldoutErrors:
     scale: np.ndarray  # (rows,) one_step_error of the curve's first g positions
 
 
-def acceptance_length(survival: np.ndarray) -> np.ndarray:
-    """AL(n) for n = 1 .. len (last axis): model.speedup.expected_tokens_by_gamma past γ = 0."""
-    a = np.asarray(survival, dtype=float)
-    return expected_tokens_by_gamma(a, a.shape[-1])[..., 1:]
-
-
 def one_step_error(survival, reach=None) -> float | None:
     """σ: how well the tail models' mean has predicted the curve's own positions one step
     ahead — the RMS over k = 1 .. g−1 of AL(k + 1) extended from a_1..a_k against the
@@ -80,9 +75,9 @@ def one_step_error(survival, reach=None) -> float | None:
     a = np.asarray(survival, dtype=float)
     if a.shape[-1] < 2:
         return None
-    truth = acceptance_length(a)
+    truth = acceptance_length_by_gamma(a)[..., 1:]  # AL(n), n = 1..g
     r = None if reach is None else np.asarray(reach, dtype=float)
-    errors = [acceptance_length(extend_survival(a[:k], 1, None if r is None else r[:k]))[:, k].mean() / truth[k] - 1.0
+    errors = [acceptance_length_by_gamma(extend_survival(a[:k], 1, None if r is None else r[:k]))[:, k + 1].mean() / truth[k] - 1.0
               for k in range(1, a.shape[-1])]
     return float(np.sqrt(np.mean(np.square(errors))))
 
@@ -91,9 +86,9 @@ def holdout_errors(curves: tuple[ReferenceCurve, ...] = CURVES) -> HoldoutErrors
     rows = []
     for index, curve in enumerate(curves):
         a = np.asarray(curve.survival, dtype=float)
-        truth = acceptance_length(a)
+        truth = acceptance_length_by_gamma(a)[..., 1:]  # AL(n), n = 1..g
         for g in range(2, len(a)):
-            predicted = acceptance_length(extend_survival(a[:g], len(a) - g))  # (M, G)
+            predicted = acceptance_length_by_gamma(extend_survival(a[:g], len(a) - g))[..., 1:]  # (M, G)
             scale = one_step_error(a[:g])
             for j in range(1, len(a) - g + 1):
                 rows.append((index, g, j, predicted[:, g + j - 1] / truth[g + j - 1] - 1.0, scale))

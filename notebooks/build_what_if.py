@@ -62,7 +62,8 @@ from model.figures import MODELS
 from model.profiles import STOCK, experts_touched, make_profile
 from model.recommend import RouteInputs, recommend
 from model.specialized import SPECIALIZED_TOKEN_LIMIT, runs_specialized, specialized_refusal
-from model.speedup import CostModel, expected_tokens_from_survival, implied_p, mix_speedup, seeds_table
+from acceptance.definitions import acceptance_length_by_gamma
+from model.speedup import CostModel, implied_p, mix_speedup, seeds_table
 
 # Mimetype for JupyterLab / VS Code, a CDN-connected HTML fallback for the classic notebook.
 pio.renderers.default = os.environ.get("SPECDEC_PLOTLY_RENDERER", "plotly_mimetype+notebook_connected")
@@ -153,7 +154,7 @@ Kimi K3 roofline at batch 1."""),
 FRONT_LOADED = FrontLoadedProcess((0.85, 0.75, 0.68, 0.62, 0.57, 0.53, 0.50))  # α_k, last repeats
 GAMMAS = np.arange(13)
 front = FRONT_LOADED.true_survival(12)
-al_deployed = float(expected_tokens_from_survival(front, DEPLOYED_GAMMA))
+al_deployed = float(acceptance_length_by_gamma(front)[DEPLOYED_GAMMA])
 p_equivalent = equivalent_p(al_deployed, DEPLOYED_GAMMA)
 independent = IndependentProcess(p_equivalent).true_survival(12)
 print(f"front-loaded AL at γ = {DEPLOYED_GAMMA}: {al_deployed:.3f} → equivalent independent p {p_equivalent:.4f}")
@@ -164,14 +165,14 @@ rows = []
 for g in GAMMAS:
     row = {"γ": int(g)}
     for label, a in curves.items():
-        row[f"AL {label}"] = round(float(expected_tokens_from_survival(a, int(g))), 3)
+        row[f"AL {label}"] = round(float(acceptance_length_by_gamma(a)[int(g)]), 3)
     rows.append(row)
 predictions = pd.DataFrame(rows).set_index("γ")
 best = {}
 for profile_name, dep in dflash.items():
     times = CostModel.for_deployment(dep).step_times(GAMMAS, [1])
     for label, a in curves.items():
-        al = np.array([expected_tokens_from_survival(a, int(g)) for g in GAMMAS])
+        al = acceptance_length_by_gamma(a)[np.asarray(GAMMAS, dtype=int)]
         speedup = mix_speedup(al, times, [1], [1.0], "interactivity")
         predictions[f"S {profile_name} {label}"] = speedup.round(3)
         best[(profile_name, label)] = int(GAMMAS[np.argmax(speedup)])

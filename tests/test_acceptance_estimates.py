@@ -11,7 +11,7 @@ import pytest
 
 from acceptance.bootstrap import choose_block_length, circular_block_sums, long_run_variance, ratio_contributions
 from acceptance.counts import IntervalCounts, SpecCounts
-from acceptance.definitions import equivalent_p, expected_tokens_independent
+from acceptance.definitions import equivalent_p, acceptance_length_independent
 from acceptance.estimates import (
     AcceptanceEstimate,
     detect_drift,
@@ -66,7 +66,7 @@ def test_point_values_on_the_golden_vllm_counts():
     assert est.mean_acceptance_length.value == pytest.approx(1 + accepted / drafts, abs=1e-12)
     assert est.draft_acceptance_rate.value == pytest.approx(accepted / sum(e.draft_tokens for e in engines), abs=1e-12)
     p = est.equivalent_p.value
-    assert float(expected_tokens_independent(p, 3)) == pytest.approx(est.mean_acceptance_length.value, abs=1e-9)
+    assert float(acceptance_length_independent(p, 3)) == pytest.approx(est.mean_acceptance_length.value, abs=1e-9)
     # vLLM's per-position counts sum to the accepted tokens: AL = 1 + Σ a_k
     assert est.mean_acceptance_length.value == pytest.approx(1 + est.survival.value.sum(), abs=1e-12)
     # two rows (two engines): values, but no interval, and the estimate says why

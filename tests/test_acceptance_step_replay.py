@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from acceptance.step_replay import (
     StepSequence,
     bonus_acceptance,
-    expected_tokens_by_replay,
+    acceptance_length_by_replay,
     positions,
     replay,
     replay_by_gamma,
@@ -20,8 +20,8 @@ from acceptance.step_replay import (
     resampled_tokens,
     survival_and_reach,
 )
+from acceptance.definitions import acceptance_length_by_gamma
 from model.extrapolate import TAIL_MODELS, bonus_acceptances
-from model.speedup import expected_tokens_by_gamma
 from support import RECENT, engine_steps, runs_of_text, tune_ingested, vllm_payload
 
 
@@ -165,11 +165,11 @@ def test_on_text_in_runs_the_replay_finds_what_the_engine_does_and_the_cut_curve
     rng = np.random.default_rng(7)
     texts = [runs_of_text(rng, 400, stay_right=0.93, stay_wrong=0.6) for _ in range(60)]
     deployed = [engine_steps(x, 3) for x in texts]
-    replayed = expected_tokens_by_replay(deployed, 7)
+    replayed = acceptance_length_by_replay(deployed, 7)
     # the survival curve at γ 3, cut to a shorter γ
     d = sum(len(s.drafted) for s in deployed)
     survival = [sum(sum(1 for a in s.accepted if a >= k) for s in deployed) / d for k in (1, 2, 3)]
-    cut = expected_tokens_by_gamma(np.array(survival), 3)
+    cut = acceptance_length_by_gamma(np.array(survival), 3)
     for g in (1, 2):
         truth = al([engine_steps(x, g) for x in texts])
         assert replayed[g] == pytest.approx(truth, rel=0.01)
@@ -202,7 +202,7 @@ def test_resampled_tokens_vary_around_the_point():
     seqs = [engine_steps(runs_of_text(rng, 120, 0.9, 0.5), 3) for _ in range(40)]
     per_request = replay_by_gamma(seqs, 5)
     res = resampled_tokens(per_request, 400)
-    point = expected_tokens_by_replay(seqs, 5)
+    point = acceptance_length_by_replay(seqs, 5)
     assert res.shape == (400, 6)
     assert np.all(res[:, 0] == 1.0)
     assert np.quantile(res[:, 3], 0.05) < point[3] < np.quantile(res[:, 3], 0.95)
@@ -228,11 +228,11 @@ def test_tune_gamma_prices_other_gammas_by_the_replay_of_detailed_requests(capsy
     assert doc["acceptance_model"] == "replay"
     # the point is the mean of one replay per tail model's guess of the unseen bonus positions
     guesses = bonus_acceptances(*survival_and_reach(seqs))
-    replayed = np.mean([expected_tokens_by_replay(seqs, 5, q) for q in guesses], axis=0)
+    replayed = np.mean([acceptance_length_by_replay(seqs, 5, q) for q in guesses], axis=0)
     by_gamma = {c["gamma"]: c for c in doc["candidates"]}
     for g in range(6):
         assert by_gamma[g]["expected_tokens"] == pytest.approx(replayed[g])
-    lows = [expected_tokens_by_replay(seqs, 5, min(guesses))[g] for g in range(6)]
+    lows = [acceptance_length_by_replay(seqs, 5, min(guesses))[g] for g in range(6)]
     assert lows[5] < by_gamma[5]["expected_tokens"] or min(guesses) == max(guesses)
     assert by_gamma[3]["expected_tokens"] == pytest.approx(doc["observed"]["mean_acceptance_length"])
     assert "drafted steps replayed at each gamma" in console
@@ -249,7 +249,7 @@ def test_a_request_without_drafts_does_not_hide_the_others_steps():
     assert record.steps == ((), ())
     assert record.counts.draft_tokens_per_position == (0, 0, 0)
     seqs = [StepSequence(3, (3, 3), (3, 1)), StepSequence(3, *record.steps)]
-    assert expected_tokens_by_replay(seqs, 3)[3] == pytest.approx(1 + 4 / 2)
+    assert acceptance_length_by_replay(seqs, 3)[3] == pytest.approx(1 + 4 / 2)
 
 
 @settings(max_examples=300, deadline=None)

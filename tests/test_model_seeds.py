@@ -9,8 +9,8 @@ from model.deployment import Deployment, ModelInputError
 from model.profiles import RooflineProfile, make_profile
 from model.figures import GPUS, MODELS, Figure
 from model.recommend import RouteInputs, recommend
+from acceptance.definitions import acceptance_length, acceptance_length_by_gamma
 from model.speedup import (
-    expected_tokens_from_survival,
     implied_draft_cost,
     implied_p,
     seeds_table,
@@ -111,8 +111,11 @@ def test_dense_8b_verification_is_nearly_free_at_batch_1():
     assert float(short.step_time_s(256, 8)) / float(short.step_time_s(256, 1)) > 1.5
 
 
-def test_expected_tokens_from_survival():
-    assert expected_tokens_from_survival([0.8, 0.5, 0.2], 2) == pytest.approx(2.3)
-    assert expected_tokens_from_survival([0.8, 0.5, 0.2], 0) == 1.0
-    with pytest.raises(ModelInputError):
-        expected_tokens_from_survival([0.8], 3)
+def test_acceptance_length_from_a_survival_curve_and_from_counts_is_one_definition():
+    assert acceptance_length_by_gamma([0.8, 0.5, 0.2]).tolist() == pytest.approx([1.0, 1.8, 2.3, 2.5])
+    assert acceptance_length_by_gamma([0.8, 0.5, 0.2], 2)[2] == pytest.approx(2.3)
+    with pytest.raises(ValueError, match="outside 0..1"):
+        acceptance_length_by_gamma([0.8], 3)
+    # 10 drafts accepting 8, 5 and 2 tokens through positions 1..3: the same AL from the counts
+    assert acceptance_length(8 + 5 + 2, 10) == pytest.approx(2.5)
+    assert np.isnan(acceptance_length(0, 0)) and acceptance_length(0, 0, no_drafts=1.0) == 1.0
