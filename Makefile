@@ -67,7 +67,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/collector_fleet.py
 
 bench-decision: $(STAMP)
-	$(BIN)/python benchmarks/decision.py
+	$(BIN)/python benchmarks/decision.py --out benchmarks/results/decision.json
 
 # The GPU machine has torch but not the CuTe DSL: compile the kernel here (no GPU needed)
 # and carry .gpu/ to it; benchmarks/gpu_checks.py loads the cubins through the driver API.

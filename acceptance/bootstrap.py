@@ -7,7 +7,7 @@ ratio of column sums, computed on its linearisation z_i = (num_i − ratio·den_
 ``choose_block_length``: twice the Politis & White plug-in length, kept in [⌈n^(1/3)⌉, n/3].
 ``spread_factor``: the percentile interval widened by √(n/(n − L)), the long-run variance
 and a t quantile for the few blocks. The derivation and the measured coverage are in
-docs/DESIGN.md, Intervals.
+docs/MODEL.md, Intervals.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ class ScrapeOptions:
     max_engines: int = DEFAULT_MAX_ENGINES
 
 
-def _check_concurrency(concurrency) -> None:
+def _check_concurrency(concurrency: object) -> None:
     if not (isinstance(concurrency, int) and concurrency >= 1):
         raise InputError(f"concurrency must be a positive integer, got {concurrency!r}")
 
@@ -109,7 +109,7 @@ class Collector:
     def __enter__(self) -> "Collector":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

@@ -1,6 +1,6 @@
 """The point formulas of acceptance, and the one check and the one projection of a survival curve.
 
-Point formulas (docs/DESIGN.md, Definitions), from counts D (drafts), T (draft tokens),
+Point formulas (docs/MODEL.md, Definitions), from counts D (drafts), T (draft tokens),
 A (accepted), a_k = A_k / D: AL = 1 + A / D (``acceptance_length``, the one definition of AL); A / T; α_k = a_k / a_{k-1}; the equivalent
 independent p whose Σ_{k=0..γ} p^k equals AL. Counts-only definitions (survival a_k, reach
 R_k / D, T / D, ν) sit beside SpecCounts in acceptance.counts.

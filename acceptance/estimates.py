@@ -1,4 +1,4 @@
-"""Acceptance quantities from counts (docs/DESIGN.md, Definitions).
+"""Acceptance quantities from counts (docs/MODEL.md, Definitions).
 
 For a window with D drafts, accepted counts A_k per position k = 1..γ, A accepted and
 T drafted:

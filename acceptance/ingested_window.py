@@ -20,7 +20,7 @@ request
 (each decode step of a request emits 1 + its accepted tokens). Running, sampled once per
 interval, is also the segment's gauge samples: the sampling error of ∫ N dt is the batch
 mix's, and a measurement that resamples the mix moves this latency with it
-(model.specialized_measured). The same tokens give ν, the share of them from steps without
+(model.probe.measured_speedup). The same tokens give ν, the share of them from steps without
 a draft: the decode steps less the drafts. On the real engine (benchmarks/logged_latency.py)
 the latency came within −5.4% to +3.4% of vLLM's histogram over 90–180 s, the error that of
 the Running samples; the decode steps within 0.2–0.5% and ν within 0.0001 of the engine's
@@ -31,7 +31,7 @@ Per-request rows of a route that names its ``engines`` give the same counted rat
 sampled (``_with_request_load``): the route's batch mix from every request's decode span
 (acceptance.request_load, the routes of its deployment counted too), and each γ segment its
 own latency — Σ decode time / Σ decode steps — and its own mix over the engines that γ ran
-on (γ is an engine's; beside a canary, each γ's share of the requests says how many).
+on (γ is an engine's; beside a probe, each γ's share of the requests says how many).
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def _with_request_load(store: Store, window: IngestedWindow, route: str, engines
 
 def _segment_engines(window: IngestedWindow, engines: int) -> dict[int, int]:
     """{γ: the engines its requests ran on}. The rows name none, but γ is an engine's, so beside
-    another current γ (a canary) a segment ran on its share of the engines, as many as its
+    another current γ (a probe) a segment ran on its share of the engines, as many as its
     share of the requests, at least one; a segment alone, or an older one, on all of them."""
     current = window.current_segments  # one segment per γ here
     running = {s.gamma: engines for s in window.segments}

@@ -57,6 +57,24 @@ class KvCache(TypedDict):
     check: NotRequired[dict[str, object] | None]  # set by `specdec inspect` (model.engine_cost_check)
 
 
+class RooflineCheck(TypedDict):
+    """The roofline's step beside the one an engine reports, and their ratios (set by ``specdec
+    inspect``: model.engine_cost_check.check_engine_cost)."""
+
+    model: str
+    source: str
+    tensor_parallel_size: int
+    context_tokens: dict[str, object]  # the figure priced at: {"value", "source"}
+    decode_requests_per_step: float
+    tokens_per_request: float
+    read_bytes_per_step: float
+    flops_per_step: float
+    read_bytes_ratio: float
+    flops_ratio: float
+    disagree: list[str]
+    summary: str
+
+
 class ContextEntry(TypedDict):
     """What a page says of its finished requests' lengths (request_context)."""
 
@@ -104,7 +122,7 @@ class EngineEntry(CountsEntry):
     context: ContextEntry | None
     engine_cost: StepCost | None
     kv_cache: NotRequired[KvCache | None]  # set by `specdec inspect` (engine_cost.kv_cache_config)
-    roofline_check: NotRequired[dict[str, object] | None]  # set by `specdec inspect` (model.engine_cost_check)
+    roofline_check: NotRequired[RooflineCheck | None]  # set by `specdec inspect` (model.engine_cost_check)
 
 
 class InspectReport(TypedDict):

@@ -347,7 +347,7 @@ def recover_counts(msg: SpecDecodingMessage) -> RecoveredCounts:
     if a > t or msg.draft_acceptance_rate_percent != dar_expected:
         raise InputError(f"accepted {a} and drafted {t} do not give the logged draft acceptance rate")
     if msg.mean_acceptance_length == "1.00":
-        # docs/DESIGN.md (Sources and routes): an AL of 1.00 leaves drafts unknown — A/D rounds
+        # docs/REFERENCE.md (Sources and routes): an AL of 1.00 leaves drafts unknown — A/D rounds
         # below 0.005, and the 3-digit rates bound D only loosely at such acceptance.
         return RecoveredCounts(None, 0, None)
     candidates = consistent_drafts(msg)

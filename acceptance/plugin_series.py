@@ -57,7 +57,7 @@ FITS_LABEL = "fits_specialized"
 
 PURE_DECODE, UNIFORM_VERIFY, PARTIAL_VERIFY, WITH_PREFILL = "pure_decode", "uniform_verify", "partial_verify", "with_prefill"
 SHAPES = (PURE_DECODE, UNIFORM_VERIFY, PARTIAL_VERIFY, WITH_PREFILL)
-# The shapes the specialized path accepts at all (docs/DESIGN.md, The specialized decode path: pure decode or uniform verify).
+# The shapes the specialized path accepts at all (docs/MODEL.md, The specialized decode path: pure decode or uniform verify).
 CLEAN_SHAPES = (PURE_DECODE, UNIFORM_VERIFY)
 
 # Token counts are exact up to the specialized path's limit; above it they all run stock.

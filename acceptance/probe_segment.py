@@ -1,9 +1,9 @@
-"""What a probe needs of a window (docs/DESIGN.md, Decisions past the deployed γ): the route's
+"""What a probe needs of a window (docs/MODEL.md, Decisions past the deployed γ): the route's
 draft flow (``RouteTraffic``), a running probe's segment joined to the deployed one, and a
-canary's own latency and batch mix (``CanaryLatency``, ``SegmentMix``: what measures the
+probe's own latency and batch mix (``ProbeLatency``, ``SegmentMix``: what measures the
 specialized decode speedup).
 
-A canary engine at γ_p above the deployed γ_d measures the positions the deployed segment
+A probe engine at γ_p above the deployed γ_d measures the positions the deployed segment
 never checks. Its conditional rates α_k = a_k / a_{k−1} continue the deployed curve:
 
     a_k = a_k^main                                   k ≤ γ_d
@@ -13,7 +13,7 @@ never checks. Its conditional rates α_k = a_k / a_{k−1} continue the deployed
 joined curve joins resample i of each (independent bootstraps: any pairing is a draw of
 both). First the positions both have are compared: the probe's AL over positions 1..γ_d
 less the main segment's, with its interval from the paired resamples. Position 0 moves with
-γ (where drafts start) and a canary's traffic can differ; when the interval excludes 0,
+γ (where drafts start) and a probe's traffic can differ; when the interval excludes 0,
 γ_p's candidates are priced from the probe's own curve alone (``agrees`` False), and the
 positions ≤ γ_d from the main segment's.
 """
@@ -101,7 +101,7 @@ class ProbeSegment:
 
 def join_probe(main: AcceptanceEstimate, probe: AcceptanceEstimate) -> ProbeSegment | None:
     """The probe joined to the main segment (module docstring); None unless γ_p > γ_d ≥ 1 and
-    both have resamples (a canary with fewer than 3 rows of drafts is not used yet)."""
+    both have resamples (a probe with fewer than 3 rows of drafts is not used yet)."""
     d = main.gamma
     if not (probe.gamma > d >= 1) or not main.has_interval or not probe.has_interval:
         return None
@@ -140,10 +140,10 @@ def window_probe(window: Window | None, main: AcceptanceEstimate,
 
 
 @dataclass(frozen=True)
-class CanaryLatency:
+class ProbeLatency:
     """A segment at another γ than the deployed one, running at the window's end, with its own
     latency: beside the deployed segment's, it measures the specialized decode speedup
-    (model.specialized_measured) whether its γ is above the deployed one or below."""
+    (model.probe.measured_speedup) whether its γ is above the deployed one or below."""
 
     gamma: int
     itl_mean_s: float
@@ -154,7 +154,7 @@ class CanaryLatency:
 @dataclass(frozen=True)
 class SegmentMix:
     """One segment's own batch mix: u_B, the share of its engines' vllm:num_requests_running
-    samples (B ≥ 1) with B running, and the independent samples they are worth. A canary's
+    samples (B ≥ 1) with B running, and the independent samples they are worth. A probe's
     traffic can differ from the fleet's — a slower γ keeps its requests longer, and so runs
     larger batches at the same arrival rate — and its latency is of its own batches."""
 
@@ -173,7 +173,7 @@ def segment_mix(segment: GammaSegment, step_shape: StepShapeWindow) -> SegmentMi
     return SegmentMix({int(b): n / total for b, n in sorted(counts.items()) if n > 0}, float(step_shape.worth(total)))
 
 
-def window_canary_latency(window: Window | None, gamma: int) -> CanaryLatency | None:
+def window_probe_latency(window: Window | None, gamma: int) -> ProbeLatency | None:
     """Among the window's current segments of a γ other than ``gamma`` that keep their own
     latency, the one with the most drafts (None: no such segment)."""
     if window is None:
@@ -185,7 +185,7 @@ def window_canary_latency(window: Window | None, gamma: int) -> CanaryLatency | 
     segment = max(others, key=lambda s: s.total.drafts)
     itl_mean_s = segment_itl_mean_s(segment)
     assert itl_mean_s is not None  # others keep the segments with a latency of their own
-    return CanaryLatency(segment.gamma, itl_mean_s, route_traffic(segment, segment.intervals),
+    return ProbeLatency(segment.gamma, itl_mean_s, route_traffic(segment, segment.intervals),
                          segment_mix(segment, window.step_shape))
 
 

@@ -1,4 +1,4 @@
-"""A route's window read through a Prometheus server's HTTP API (docs/DESIGN.md, Scale).
+"""A route's window read through a Prometheus server's HTTP API (docs/REFERENCE.md, Reading through Prometheus).
 
 A route is a PromQL label selector (``{job="vllm-structured"}``); the aggregation is done
 in PromQL, so only per-γ, per-position sums cross the wire, never per-engine counters:
@@ -77,7 +77,7 @@ MIN_SCRAPES_PER_BLOCK = 3
 MAX_BATCH_SAMPLES_PER_ENGINE = 2000
 # The scrape interval is estimated from the samples of the last this-many seconds.
 SCRAPE_INTERVAL_PROBE_S = 600.0
-# A route runs one γ, two while a canary tries another; each γ costs several queries, so an
+# A route runs one γ, two while a probe tries another; each γ costs several queries, so an
 # answer with more γ values than this is refused rather than walked.
 MAX_GAMMA_VALUES = 64
 
@@ -208,7 +208,7 @@ class RouteQueries:
     def segment_batch(self, g: int, span_s: float, sample_s: float) -> str:
         """Gauge samples by batch size (label batch, B ≥ 1) of the engines at γ g over the span
         ending at the evaluation: a segment's own batch mix, apart from the other γ's (a
-        canary's traffic can differ from the fleet's)."""
+        probe's traffic can differ from the fleet's)."""
         running = f'count_values without () ("batch", round({vm.NUM_REQUESTS_RUNNING}{self.sel}) > 0)'
         return (f"sum by (batch) (sum_over_time(({running} and ignoring(batch) ({self.gamma_of_engines()} == {g}))"
                 f"[{promql_duration(span_s)}:{promql_duration(sample_s)}]))")
@@ -419,7 +419,7 @@ def gammas_in(client: PrometheusClient, series: _Series) -> list[int]:
             found.add(int(g))
     if len(found) > MAX_GAMMA_VALUES:
         raise client.fail(f"count_values answered {len(found)} gamma values, more than {MAX_GAMMA_VALUES} "
-                          f"(a route runs one, two while a canary tries another)")
+                          f"(a route runs one, two while a probe tries another)")
     return sorted(found)
 
 

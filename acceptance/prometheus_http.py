@@ -44,7 +44,7 @@ from .http1 import BodyTooLarge, ClosedBeforeAnswer, CutShort, ResponseError, Re
 DEFAULT_TIMEOUT_S = 10.0
 # A route's largest answer is one series per engine (its γ, its restarts, the engines at a γ)
 # or per γ and position. 50,000 holds 1,024 engines (the collector's own bound per page) ×
-# (γ ≤ 21 positions + drafts, draft tokens, accepted) × 2 γ values in use (a canary beside
+# (γ ≤ 21 positions + drafts, draft tokens, accepted) × 2 γ values in use (a probe beside
 # the fleet), with room for series renamed by restarts; a runaway selector's 200,000 is refused.
 DEFAULT_MAX_SERIES = 50_000
 MAX_RESPONSE_BYTES = 64 << 20

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeAlias
 
 import numpy as np
 
@@ -50,12 +52,16 @@ from .prometheus import (
     segment_block_sums,
     segment_latency,
 )
+from .prometheus_http import Labels
 from .prometheus_rules import HEARTBEAT_PREFIX, resolution_seconds, series_names
 from .store import EngineRef, Event
 from . import vllm_metrics as vm
-from .windows import StepShapeWindow
+from .windows import GammaSegment, StepShapeWindow
 
 MIN_COVERAGE = 0.99
+
+# series as PrometheusClient answers a matrix: (labels, times, values)
+_Matrix: TypeAlias = list[tuple[Labels, np.ndarray, np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -77,7 +83,7 @@ class _Rules:
     names: dict[str, str]
 
 
-def prometheus_window(source, route: str, selector: str, start: float, end: float, *, max_blocks: int = 200,
+def prometheus_window(source: object, route: str, selector: str, start: float, end: float, *, max_blocks: int = 200,
                       timeout_s: float | None = None) -> PrometheusWindow:
     """The route's window (start, end]: from the recorded series when they cover it, else raw.
     ``timeout_s``: one query's deadline (default: the source's ``timeout_s``, else 10 s)."""
@@ -153,6 +159,7 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
     r, names = rules.r, rules.names
     k, n, remainder = _block_plan(coverage.evaluations, max_blocks)
     block = k * r
+    assert coverage.last_evaluation is not None  # a Coverage without why_not has one (_coverage)
     last_end = coverage.last_evaluation + r / 2
     blocks = _Blocks(client, _route_matcher(route), last_end, n, block, remainder * r)
     series = blocks.summed(names["spec_decode"], f"gamma, {vm.POSITION_LABEL}")
@@ -177,11 +184,11 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
     shape = recorded.step_shape()
     if not latency and shape.itl_mean_s is not None:
         notes.append(f"Prometheus: the recorded series hold no {names['itl_sum_by_gamma']} (rules written "
-                     f"before it): each γ segment's own latency is unknown, so a canary cannot measure the "
+                     f"before it): each γ segment's own latency is unknown, so a probe cannot measure the "
                      f"specialized speedup; `specdec rules` writes the rules anew")
     elif not batches and shape.samples:
         notes.append(f"Prometheus: the recorded series hold no {names['engines_by_batch_by_gamma']} (rules "
-                     f"written before it): a canary's latency is priced at the route's batch mix, not its own; "
+                     f"written before it): a probe's latency is priced at the route's batch mix, not its own; "
                      f"`specdec rules` writes the rules anew")
     return PrometheusWindow(
         url=client.url, selector=sel, start=last_end - window_s, end=min(end, last_end), block_s=block,
@@ -191,7 +198,7 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
         queries=client.queries, recorded=names["spec_decode"], notes=notes + client.merged_note())
 
 
-def _batch_samples(series, segment) -> dict[int, float]:
+def _batch_samples(series: Sequence[tuple[Labels, np.ndarray, np.ndarray]], segment: GammaSegment) -> dict[int, float]:
     """{B: the recorded gauge samples of the segment's γ over its blocks} (label batch)."""
     return batch_counts(({"batch": b}, n) for b, n in segment_block_sums(series, segment, "batch").items())
 
@@ -208,11 +215,11 @@ class _Blocks:
     block: float
     remainder_s: float
 
-    def summed(self, record: str, by: str) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+    def summed(self, record: str, by: str) -> _Matrix:
         """(labels, block ends, values) of ``sum by (by) (sum_over_time(record[block]))``."""
         return self._per_block(lambda span: self._sum(record, by, span))
 
-    def latency(self, names: dict[str, str]) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+    def latency(self, names: dict[str, str]) -> _Matrix:
         """Each γ's ITL sum and count per block, in one query (label part = sum | count, as
         RouteQueries.block_latency)."""
         return self._per_block(lambda span: " or ".join(
@@ -222,7 +229,7 @@ class _Blocks:
     def _sum(self, record: str, by: str, span: str) -> str:
         return f"sum by ({by}) (sum_over_time({record}{self.matcher}[{span}]))"
 
-    def _per_block(self, expr) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+    def _per_block(self, expr: Callable[[str], str]) -> _Matrix:
         """``expr(span)`` at every whole block's end (one range query) and over the remainder
         at the oldest block's end (one instant query)."""
         series = (self.client.query_range(expr(promql_duration(self.block)), self.last_end - (self.n - 1) * self.block,
@@ -233,26 +240,26 @@ class _Blocks:
                                for lab, v in self.client.query(expr(promql_duration(self.remainder_s)), oldest_end)]
         return series
 
-    def starts(self, rows) -> dict[float, float]:
+    def starts(self, rows: Iterable[float]) -> dict[float, float]:
         """Block end → its start, for the block ends in ``rows``."""
         oldest_end = self.last_end - self.n * self.block
         return {t: oldest_end - self.remainder_s if self.remainder_s and t == round(oldest_end, 3) else t - self.block
                 for t in rows}
 
 
-def _key(labels: dict) -> tuple:
+def _key(labels: Labels) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(labels.items()))
 
 
 class _Recorded:
     """Whole-window reads of one route's recorded series, at the window's last block end."""
 
-    def __init__(self, client: PrometheusClient, route: str, names: dict[str, str], at: float, window_s: float):
+    def __init__(self, client: PrometheusClient, route: str, names: dict[str, str], at: float, window_s: float) -> None:
         self.client, self.names, self.at = client, names, at
         self.matcher, self.range = _route_matcher(route), f"[{promql_duration(window_s)}]"
-        self._sparse: dict[str, list] = {}
+        self._sparse: dict[str, _Matrix] = {}
 
-    def total(self, role: str, by: str = "") -> list[tuple[dict, float]]:
+    def total(self, role: str, by: str = "") -> list[tuple[Labels, float]]:
         grouping = f" by ({by})" if by else ""
         return self.client.query(f"sum{grouping} (sum_over_time({self.names[role]}{self.matcher}{self.range}))",
                                  self.at)
@@ -273,7 +280,7 @@ class _Recorded:
             samples=int(round(samples)), sample_pairs=both,
             repeated_pairs=min(max(pairs.get("batch_kept", 0), 0), both))
 
-    def sparse(self, role: str) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+    def sparse(self, role: str) -> _Matrix:
         """The samples of a per-engine series that exists only where something happened. A
         staleness marker (NaN: written when the series left the rule's result) is no sample:
         VictoriaMetrics returns vmalert's markers, Prometheus hides its own."""
@@ -283,12 +290,12 @@ class _Recorded:
                                   for labels, times, values in found]
         return self._sparse[role]
 
-    def engines_of(self, q: RouteQueries, r: float):
+    def engines_of(self, q: RouteQueries, r: float) -> Callable[[int, float, float], list[Labels]]:
         """engines_of(g, start, end) for gamma_segments: the engines at γ g at the span's first
         and last evaluation (raw instants), and those that took γ g inside it (a γ change or a
         first sighting) — every engine that was at g in the span, without scanning it."""
-        def of(g: int, start: float, end: float) -> list[dict]:
-            found = {}
+        def of(g: int, start: float, end: float) -> list[Labels]:
+            found: dict[tuple[tuple[str, str], ...], Labels] = {}
             for at in (start + r / 2, end - r / 2):
                 for labels, _ in self.client.query(f"{q.gamma_of_engines()} == {g}", at):
                     found[_key(labels)] = labels

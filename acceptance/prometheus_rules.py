@@ -1,5 +1,5 @@
 """The recorded series specdec's Prometheus source reads instead of raw samples: their names
-and PromQL, one group per route evaluated every RESOLUTION (docs/DESIGN.md, Scale).
+and PromQL, one group per route evaluated every RESOLUTION (docs/REFERENCE.md, Reading through Prometheus).
 
 A week of raw counters is 40,320 samples per series at 15 s, times (γ + 3) series per
 engine; a tune through raw ``increase`` queries scans them all (29.8 s for 200 engines,
@@ -114,13 +114,13 @@ class _Rules:
 
     def by_gamma(self, series: str) -> str:
         """A counter's exact increase summed over the engines at each γ (label gamma), as
-        spec_decode's counts are: each γ segment's own share, a canary's apart from the fleet's."""
+        spec_decode's counts are: each γ segment's own share, a probe's apart from the fleet's."""
         return (f"sum by (gamma) ({self.delta(series, self.own_drop(series))} * ignoring(gamma) "
                 f'group_left(gamma) count_values without () ("gamma", {self.gamma()}))')
 
     def batch_by_gamma(self) -> str:
         """The engines running B requests (label batch, B ≥ 1) at each γ (label gamma): each γ
-        segment's own gauge samples, a canary's batch mix apart from the fleet's."""
+        segment's own gauge samples, a probe's batch mix apart from the fleet's."""
         return (f'sum by (gamma, batch) (count_values without () ("batch", {self.running()} > 0) '
                 f'* ignoring(batch, gamma) group_left(gamma) count_values without () ("gamma", {self.gamma()}))')
 

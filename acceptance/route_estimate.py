@@ -33,8 +33,8 @@ from .estimates import AcceptanceEstimate, Drift, detect_drift, estimate_accepta
 from .plugin_series import PluginTotals, batch_bucket
 from .engine_cost import step_cost
 from .request_context import BandRows, RequestContext, histogram_context, route_context
-from .probe_segment import (CanaryLatency, ProbeSegment, RouteTraffic, SegmentMix, route_traffic, segment_itl_mean_s,
-                            segment_mix, window_canary_latency, window_probe)
+from .probe_segment import (ProbeLatency, ProbeSegment, RouteTraffic, SegmentMix, route_traffic, segment_itl_mean_s,
+                            segment_mix, window_probe_latency, window_probe)
 
 if TYPE_CHECKING:
     from .inspect_types import StepCost
@@ -52,7 +52,7 @@ JEFFREYS_PRIOR = 0.5
 LATENCY_HISTOGRAM = vm.INTER_TOKEN_LATENCY
 PER_REQUEST_LATENCY = "per-request mean_itl_ms"
 # Little's law over logged intervals (acceptance.ingested_window): a latency that moves with
-# the batch mix's resamples (model.specialized_measured.SegmentLatency.from_running)
+# the batch mix's resamples (model.probe.measured_speedup.SegmentLatency.from_running)
 LOGGED_LOAD = "logged Running and generation throughput"
 # Drift is tested only on windows of at least this many rows (blocks need a few each side).
 MIN_ROWS_FOR_DRIFT = 8
@@ -99,12 +99,12 @@ class RouteEstimate:
     undrafted_token_share: float | None = None  # ν
     undrafted_source: str | None = None  # what ν was counted from (window_undrafted_share)
     traffic: RouteTraffic | None = None  # the estimated rows' draft flow (route_traffic)
-    probe: ProbeSegment | None = None  # a running canary at a larger γ, joined (acceptance.probe_segment)
-    canary_latency: CanaryLatency | None = None  # a segment at another γ with its own latency
+    probe: ProbeSegment | None = None  # a running probe at a larger γ, joined (acceptance.probe_segment)
+    probe_latency: ProbeLatency | None = None  # a segment at another γ with its own latency
     requests: RequestRows | None = None  # the rows, one per request, when the window is per-request
     window_span: tuple[float, float] | None = None  # (start, end) of the window estimated
-    # where this window holds no canary: the route's estimate over the earlier window in which
-    # one last ran beside the deployed γ (acceptance.canary_lookback), whose latency measured
+    # where this window holds no probe: the route's estimate over the earlier window in which
+    # one last ran beside the deployed γ (model.probe.lookback), whose latency measured
     # the specialized speedup
     speedup_from: "RouteEstimate | None" = None
     # the context its decode steps read, from the requests' own lengths (per-request windows
@@ -173,7 +173,7 @@ def _with_window(route: RouteEstimate, window: Window | None, rows: IntervalCoun
     own = _own_segment(window, gamma)
     route.itl_mean_s = None if own is None else segment_itl_mean_s(own)
     route.segment_mix = None if own is None else segment_mix(own, shape)
-    route.canary_latency = window_canary_latency(window, gamma) if route.itl_mean_s is not None else None
+    route.probe_latency = window_probe_latency(window, gamma) if route.itl_mean_s is not None else None
     route.undrafted_token_share, route.undrafted_source = window_undrafted_share(window, own)
     route.observed_tokens_per_second = observed_tokens_per_second(window, route.estimate.mean_acceptance_length.value,
                                                                   route.itl_mean_s, route.undrafted_token_share)
@@ -268,7 +268,7 @@ def observed_tokens_per_second(window: Window, mean_acceptance_length: float, se
     (counts.tokens_per_step; AL / mean ITL when every step drafted). The requests' own
     ``mean_itl_ms`` is already per token (decode time / (tokens − 1)): the rate is its
     reciprocal. ``segment_itl_s``: the deployed segment's own mean ITL, used before the
-    route-wide one (which a canary at another γ in the window would mix in).
+    route-wide one (which a probe at another γ in the window would mix in).
     """
     shape = window.step_shape
     per_token = shape.itl_per_token_s
@@ -336,7 +336,7 @@ def band_estimate(route: "RouteEstimate", band: BandRows, *, level: float, n_res
     """The route's estimate (acceptance.route_estimate.RouteEstimate) over one band's requests:
     acceptance from their counts alone (one request a block), their observed rate and
     undrafted share; the batch mix and draft reach stay the route's (the band's requests ran in
-    the route's batches); no canary, probe or drift of its own."""
+    the route's batches); no probe, probe or drift of its own."""
     assert route.requests is not None  # bands are of a per-request route's requests (request_context.band_rows)
     rows = route.requests.subset(band.rows)
     n = len(band.rows)
@@ -348,7 +348,7 @@ def band_estimate(route: "RouteEstimate", band: BandRows, *, level: float, n_res
     nu = (undrafted_token_share(float(decode.sum()), float(rows.counts[:, 0].sum()), float(rows.counts[:, 2].sum()))
           if np.isfinite(decode).all() else None)
     sequences = None if route.step_sequences is None else [route.step_sequences[i] for i in band.rows]
-    return replace(route, estimate=estimate, drift=None, recent_start=None, probe=None, canary_latency=None,
+    return replace(route, estimate=estimate, drift=None, recent_start=None, probe=None, probe_latency=None,
                    speedup_from=None, traffic=None, requests=rows, step_sequences=sequences,
                    observed_tokens_per_second=rate, observed_latency_source=PER_REQUEST_LATENCY if rate else None,
                    undrafted_token_share=nu, plugin=None, segment_mix=None, context=None,

@@ -57,5 +57,5 @@ def runs_specialized(batch_size: int, q: int, capture_sizes: Sequence[int] | Non
     padded = padded_step_tokens(batch_size, q, capture_sizes)
     # The step runs at its padded graph size, a capture size rounded up to a multiple of q:
     # within the limit it is one of the counts with specialized providers ({1..8, 16, 32,
-    # 64} ∪ rounded capture sizes ≤ 64: docs/DESIGN.md, The specialized decode path), so the limit is the whole test.
+    # 64} ∪ rounded capture sizes ≤ 64: docs/MODEL.md, The specialized decode path), so the limit is the whole test.
     return padded is not None and padded <= SPECIALIZED_TOKEN_LIMIT

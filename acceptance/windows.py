@@ -67,7 +67,7 @@ class GammaSegment:
     itl_sum_s: float = 0.0
     itl_count: float = 0.0
     # {B ≥ 1: vllm:num_requests_running samples of its engines over its blocks} — a segment's
-    # own batch mix (a canary's traffic can differ from the fleet's); None: its source keeps none
+    # own batch mix (a probe's traffic can differ from the fleet's); None: its source keeps none
     batch_samples: dict[int, float] | None = None
 
     @property
@@ -186,7 +186,7 @@ class Window(Protocol):
 
 def current_segments(segments: list[GammaSegment], *, whole_last_span: bool = False) -> list[GammaSegment]:
     """The segments still running at the window's end: those overlapping the last block of
-    the one that ends last (several during a rolling γ change or a canary). The others are
+    the one that ends last (several during a rolling γ change or a probe). The others are
     older: they ended inside the window. ``whole_last_span``: the last segment's whole span
     is its last block — for rows without a duration of their own (ingested requests are
     stored at one instant), where two γ interleave request by request."""
@@ -202,7 +202,7 @@ def current_segments(segments: list[GammaSegment], *, whole_last_span: bool = Fa
 
 def newest_segment(segments: list[GammaSegment], *, whole_last_span: bool = False) -> GammaSegment | None:
     """The deployed γ's segment, what `observed` describes: among the current segments, the
-    one with the most drafts (a one-engine canary at another γ never becomes it)."""
+    one with the most drafts (a one-engine probe at another γ never becomes it)."""
     current = current_segments(segments, whole_last_span=whole_last_span)
     return max(current, key=lambda s: (s.total.drafts, s.end)) if current else None
 

@@ -41,9 +41,11 @@ Run:  .venv/bin/python benchmarks/decision.py [--seeds 200] [--classes a,b] [--w
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
 import os
+import platform
 import sys
 import tempfile
 import time
@@ -549,7 +551,7 @@ def markdown_table(doc: dict) -> str:
             f"- coverage in the assumed classes, split: {_cov(s['interval_coverage_observed'])} where the "
             f"recommended γ was observed (γ ≤ deployed: a sampling interval), "
             f"{_cov(s['interval_coverage_extrapolated'])} where it was extrapolated (the tail models' spread, "
-            f"docs/DESIGN.md: not a sampling interval).",
+            f"docs/MODEL.md: not a sampling interval).",
             f"- per class within 5 points of 90%: {s['classes_coverage_within_5_points']} of "
             f"{s['classes_assumed']} assumed classes at the recommended γ; "
             f"{s['classes_coverage_within_5_points_deployed']} of {s['classes_assumed']} at the deployed γ "
@@ -577,7 +579,7 @@ def _round2_line(doc: dict) -> str:
     dep = s["departing_classes_round2_mean_regret"]
     worse = s["classes_round2_worse_than_seeds"]
     cost = doc["total_cost"]
-    return (f"- round 2 (the decision applied: change redeploys, probe runs its canary for its duration, keep "
+    return (f"- round 2 (the decision applied: change redeploys, probe runs its probe for its duration, keep "
             f"nothing; the next window tuned): median regret {_pct(r2['median_regret'])}, 95th percentile "
             f"{_pct(r2['p95_regret'])} (of the γ the fleet then runs: {_pct(r2['decided_median_regret'])} / "
             f"{_pct(r2['decided_p95_regret'])}); the seeds' method {_pct(seeds['median_regret'])} / "
@@ -622,7 +624,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: the CPU count)")
     parser.add_argument("--no-http", action="store_true", help="skip the once-per-class HTTP collector path")
     parser.add_argument("--json", action="store_true", help="print the JSON document only")
-    parser.add_argument("--markdown", action="store_true", help="print the README summary table only")
+    parser.add_argument("--markdown", action="store_true", help="print the summary table only")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="also write the JSON document, with the command, machine and date, to this file "
+                             "(docs/BENCHMARKS.md reads benchmarks/results/decision.json)")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.classes.split(",") if n.strip()] or [c.name for c in CLASSES]
     unknown = [n for n in names if n not in CLASS_BY_NAME]
@@ -633,6 +638,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"decision: --seeds must be ≥ 1, got {args.seeds}", file=sys.stderr)
         return 2
     doc = run(names, args.seeds, not args.no_http, max(1, args.workers))
+    if args.out is not None:
+        recorded = {"command": "python benchmarks/decision.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+                    "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                                "python": platform.python_version()},
+                    "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"), **doc}
+        args.out.write_text(json.dumps(json_safe(recorded), allow_nan=False, indent=1) + "\n", encoding="utf-8")
     if args.json:
         print(json.dumps(json_safe(doc), allow_nan=False))
     elif args.markdown:

@@ -8,16 +8,16 @@ is applied —
                 the sure step; a restart each when it is new);
   keep          nothing —
 and round 2 tunes the next window: the fleet's rows at its γ and, after a probe, the
-canary's rows at γ_probe over the probe's duration (at most the window) ending with it —
+probe's rows at γ_probe over the probe's duration (at most the window) ending with it —
 two current segments of one window, as a collector would store them; a one-engine route's
-canary is the route. Round 2's regret is that of the γ it finds best (its recommended γ, or
+probe is the route. Round 2's regret is that of the γ it finds best (its recommended γ, or
 the farther best expected γ of a sure step or a probe: the benchmark's regret, as round 1's),
 and beside it that of the γ its decision has the fleet run (the recommended γ on change /
 off / probe, else the deployed one: a keep within min_gain counts its gap), both under the
 truth of the deployment the fleet then runs (its batch mix's request weights follow the new γ).
 
 Cost over both windows, in seconds of the route's output and as a share of the two
-windows' time (``cost``): Σ traffic share × regret × time over the fleet and the canary,
+windows' time (``cost``): Σ traffic share × regret × time over the fleet and the probe,
 plus engine_restart_s × 1/engines per engine restart.
 The seeds' method through the same protocol: it deploys its pick (no gate; a restart when it
 moves) and picks again from the next window's equivalent p. Keeping the deployed γ keeps
@@ -126,10 +126,10 @@ def _applied(cls: DecisionClass, rec) -> _Applied:
     moved = cls.engines if fleet != cls.deployed_gamma else 0
     if rec.decision != "probe" or rec.probe is None:
         return _Applied(fleet, None, 0.0, moved, cls.engines)
-    canary = min(rec.probe.engines, cls.engines)
-    rest = cls.engines - canary
+    probe_engines = min(rec.probe.engines, cls.engines)
+    rest = cls.engines - probe_engines
     return _Applied(fleet, rec.probe.gamma, float(rec.probe.duration_s),
-                    2 * canary + (rest if fleet != cls.deployed_gamma else 0), rest)
+                    2 * probe_engines + (rest if fleet != cls.deployed_gamma else 0), rest)
 
 
 def round_two(cls: DecisionClass, truth: Truth, rec1, deployment: Deployment, seeds_gamma: int,
@@ -140,7 +140,7 @@ def round_two(cls: DecisionClass, truth: Truth, rec1, deployment: Deployment, se
     restart = deployment.engine_restart_s
     first = _regret(truth.speedups(w), truth.allowed, cls.deployed_gamma) * w
     plan = _applied(cls, rec1)
-    # the truth of what the fleet runs; a one-engine route's canary is the route
+    # the truth of what the fleet runs; a one-engine route's probe is the route
     truth2 = moved_truth(cls, truth, plan.fleet if plan.fleet_engines else plan.probe)
     true2 = truth2.speedups(2 * w)
     rec2 = None
@@ -156,7 +156,7 @@ def round_two(cls: DecisionClass, truth: Truth, rec1, deployment: Deployment, se
     if plan.probe is not None:
         probe_s = min(plan.probe_s, w) if plan.fleet_engines else w
         second += ((e - plan.fleet_engines) / e) * _regret(true2, truth2.allowed, plan.probe) * probe_s
-        if plan.fleet_engines:  # the canary back at the fleet's γ for the rest of the window
+        if plan.fleet_engines:  # the probe back at the fleet's γ for the rest of the window
             second += ((e - plan.fleet_engines) / e) * _regret(true2, truth2.allowed, plan.fleet) * (w - probe_s)
     cost = (first + second + plan.restarts * restart / e) / (2 * w)
     seeds = _seeds_round_two(cls, truth, seeds_gamma, seeds_pick, rng, restart)
@@ -175,7 +175,7 @@ def round_two(cls: DecisionClass, truth: Truth, rec1, deployment: Deployment, se
 
 
 def _tune_round_two(cls, truth: Truth, truth2: Truth, plan: _Applied, deployment, rng, seed, *, level, n_resamples):
-    """Round 2's window (the fleet's rows, and a canary's) tuned."""
+    """Round 2's window (the fleet's rows, and a probe's) tuned."""
     w = cls.window_s
     parts, shape = [], None
     if plan.fleet_engines and plan.fleet:
@@ -185,8 +185,8 @@ def _tune_round_two(cls, truth: Truth, truth2: Truth, plan: _Applied, deployment
     if plan.probe is not None:
         probe_truth = moved_truth(cls, truth, plan.probe)
         probe_s = w if not plan.fleet_engines else max(SCRAPE_S, min(w, SCRAPE_S * round(plan.probe_s / SCRAPE_S)))
-        canary_cls = replace(probe_truth.cls, engines=cls.engines - plan.fleet_engines, window_s=probe_s)
-        rows, probe_shape, itl = generate_segment(canary_cls, probe_truth, rng, t0=2 * w - probe_s)
+        probe_cls = replace(probe_truth.cls, engines=cls.engines - plan.fleet_engines, window_s=probe_s)
+        rows, probe_shape, itl = generate_segment(probe_cls, probe_truth, rng, t0=2 * w - probe_s)
         parts.append((shifted(rows, 2 * w - probe_s), cls.engines - plan.fleet_engines, itl, probe_shape))
         shape = shape or probe_shape
     if not parts:

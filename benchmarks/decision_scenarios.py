@@ -27,7 +27,7 @@ from acceptance.sim.processes import (
 from model.deployment import Deployment
 from model.reference_curves import CURVES
 
-# Deployments the tool is told about (docs/DESIGN.md [deployment] keys).
+# Deployments the tool is told about (docs/REFERENCE.md [deployment] keys).
 KIMI_DSPARK = Deployment(method="dspark", draft_cost=0.10, cost_profile="roofline")  # Kimi K3, GB300, TP16, 118 tok/s
 KIMI_DSPARK_FLAT = Deployment(method="dspark", draft_cost=0.10, cost_profile="flat")
 LLAMA_H100 = dict(model="llama-3.1-8b", gpu="H100", tensor_parallel_size=1, baseline_tokens_per_second=150.0)

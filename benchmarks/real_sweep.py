@@ -35,11 +35,11 @@ The tool's side (what it would have in production, no sweep):
   fit on every γ (the step cost in sample, the acceptance from γ 3 alone), and beside it the
   γ whose out-of-sample prediction is highest;
 - `tune-gamma --route R --json` on that window and table, the route told it has two engines
-  (the deployed one and a canary). The γ it may consider: 0..16 (ngram and draft_model have
+  (the deployed one and a probe). The γ it may consider: 0..16 (ngram and draft_model have
   no block); a γ it acts on that the sweep did not run is interpolated between measured
   neighbours, or past the largest not judged;
 - round 2, when that decision is a probe: the sweep's own requests at the probe's γ (same
-  prompts, same blocks) are the canary's segment beside the γ 3 ones, and tune-gamma
+  prompts, same blocks) are the probe's segment beside the γ 3 ones, and tune-gamma
   decides again from both (``round2``).
 
 Writes benchmarks/results/real-sweep.json (per cell, the issue's keys),
@@ -75,7 +75,7 @@ from acceptance.step_replay import StepSequence, bonus_acceptance, positions, re
 GAMMAS = (0, 1, 2, 3, 4, 5, 7, 10, 14)
 PHASES = ((1, 2, 3), (4, 5, 7), (10, 14))  # at most four engines up at once, γ 0 included
 DEPLOYED = 3
-# The route as tune-gamma sees it: the deployed engine and one more (a probe's canary).
+# The route as tune-gamma sees it: the deployed engine and one more (the probe's engine).
 ROUTE_ENGINES = 2
 CONSIDERED_MAX = max(GAMMAS)  # the tool's candidates go to gamma_max 16 (no block for ngram, draft_model): every measured γ
 ROUTES = real_vllm.ROUTES
@@ -185,7 +185,7 @@ class StepCost:
 
 def tune(method: str, route: str, jsonl: Path, table: tuple[Path, float], folder: Path) -> dict:
     """tune-gamma on the requests of ``jsonl`` under a step-cost table; the route is served by
-    ROUTE_ENGINES engines (the deployed one and a canary), which a probe's share follows from."""
+    ROUTE_ENGINES engines (the deployed one and a probe), which a probe's share follows from."""
     path, overhead = table
     config = folder / f"{method}-{route}-{path.stem}-{jsonl.stem}.toml"
     config.write_text(f'[deployment]\nmethod = "{method}"\ndraft_cost = 0\ndraft_overhead = {overhead:.6f}\n'
@@ -204,7 +204,7 @@ def tune(method: str, route: str, jsonl: Path, table: tuple[Path, float], folder
 def round_two(method: str, route: str, doc: dict, responses: dict, table, folder: Path, ratios: dict,
               best: int) -> dict | None:
     """A probe decided from the γ 3 window, run on the real engine: the sweep's own requests at
-    the probe's γ (same prompts, same blocks) are the canary's segment beside the γ 3 ones, and
+    the probe's γ (same prompts, same blocks) are the probe's segment beside the γ 3 ones, and
     tune-gamma decides again from both (None unless round 1 probed)."""
     if doc["decision"] != "probe":
         return None
@@ -216,7 +216,7 @@ def round_two(method: str, route: str, doc: dict, responses: dict, table, folder
     window.write_text("".join(json.dumps(line) + "\n" for line in lines))
     doc2 = tune(method, route, window, table, folder)
     # keep means the γ the tool takes as deployed: the current segment with the most drafts,
-    # which with the sweep's canary carrying as many requests as the fleet may be the probe's
+    # which with the sweep's probe carrying as many requests as the fleet may be the probe's
     acted = doc2["recommended_gamma"] if doc2["decision"] in ("change", "off", "probe") else doc2["deployed_gamma"]
     return {"probe_gamma": g, "measured": True, "decision": doc2["decision"], "deployed_gamma": doc2["deployed_gamma"],
             "recommended_gamma": doc2["recommended_gamma"], "acted_gamma": acted,

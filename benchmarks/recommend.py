@@ -4,8 +4,8 @@
 batch mix, the roofline profile; then the specialized path (dspark, γ ≤ 7) with a
 specialized_speedup range, whose resamples are priced at 8 speedups, with 1,000 resampled
 mixes measured in time; then a decision there that rests on the configured speedup on a
-route of 4 engines, so that the canary that would measure it is priced (its predicted
-measurement at 5 speedups, model.specialized_break_even). Target: under 200 ms on a 2-core
+route of 4 engines, so that the probe that would measure it is priced (its predicted
+measurement at 5 speedups, model.probe.specialized_speedup). Target: under 200 ms on a 2-core
 machine. Prints figures.
 
     .venv/bin/python benchmarks/recommend.py
@@ -59,7 +59,7 @@ def main() -> None:
                   traffic=RouteTraffic(drafts=2e6, seconds=3600.0, engines=4, rows=240))
     rec, runs = timed(lambda: recommend(RouteInputs(front, **kwargs), replace(spec, specialized_speedup=(1.7, 2.1))), 10,
                        warm_up=True)
-    print(f"recommend, specialized range resting on it, its canary priced: 1000 resamples × 1000 mixes: "
+    print(f"recommend, specialized range resting on it, its probe priced: 1000 resamples × 1000 mixes: "
           f"median {1e3 * np.median(runs):.1f} ms, min {1e3 * min(runs):.1f} ms (target < 200 ms); "
           f"decision {rec.decision}" + (f", probe γ {rec.probe.gamma}" if rec.probe else ""))
 

@@ -3,7 +3,7 @@ benchmarks/data/public-step-costs.json (copied, with sources, from public GitHub
 the ratio T(B, q) / T(1, 1) the roofline gives against the measured one, error per cell.
 
 Each table is priced as specdec prices a deployment (model.profiles.RooflineProfile,
-docs/DESIGN.md, Cost model): anchored at the table's own measured batch-1 single-token
+docs/MODEL.md, Cost model): anchored at the table's own measured batch-1 single-token
 step and modelling only the increments roof(B, q) − roof(1, 1), from the model's figures
 (model.hf_config on a config fixture, the quantisation's bytes per weight from the thread)
 and the chip's memory bandwidth. Nothing is fitted: the cells are out-of-sample by
@@ -146,7 +146,7 @@ def _error(e: float | list[float]) -> str:
 
 
 def markdown_table(result: dict) -> str:
-    """The cells as the DESIGN doc's table (generated, pasted)."""
+    """The cells as docs/BENCHMARKS.md's table (generated, pasted)."""
     lines = ["| source | model, chip | anchor T(1,1) | B | q | measured | roofline | error |",
              "|---|---|---|---|---|---|---|---|"]
     for t in result["tables"]:

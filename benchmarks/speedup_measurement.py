@@ -1,12 +1,12 @@
-"""How well a canary's latency measures the specialized decode speedup, priced at each
-segment's own batch mix against the route's (model.specialized_measured).
+"""How well a probe's latency measures the specialized decode speedup, priced at each
+segment's own batch mix against the route's (model.probe.measured_speedup).
 
     python benchmarks/speedup_measurement.py [--seeds 60] [--json]
 
 The decision benchmark's `cost-specialized-slow-edge-g3` class (told 1.5–2.0×, truly 1.25×):
-per seed, one window of the fleet at one γ and a one-engine canary at the other, each
+per seed, one window of the fleet at one γ and a one-engine probe at the other, each
 segment's rows, latency and gauge samples generated from the truth (decision_truth), both
-ways round (fleet 3 / canary 7 and fleet 7 / canary 3). The window is tuned twice: with each
+ways round (fleet 3 / probe 7 and fleet 7 / probe 3). The window is tuned twice: with each
 segment's own gauge samples, as the store and Prometheus keep them, and without them (both
 segments priced at the route's — the fleet's — batch mix, as before). Prints per side and
 way: how often s was measured, the spread of the point over seeds, its median error, the
@@ -29,11 +29,11 @@ CLASS = "cost-specialized-slow-edge-g3"
 LEVEL = 0.9
 
 
-def measured(cls, truth, fleet: int, canary: int, seed: int, own: bool):
+def measured(cls, truth, fleet: int, probe: int, seed: int, own: bool):
     """The measurement of one seed's window (None: not measured)."""
     rng = np.random.default_rng([17, fleet, seed])
     parts, fleet_shape = [], None
-    for gamma, engines in ((fleet, cls.engines - 1), (canary, 1)):
+    for gamma, engines in ((fleet, cls.engines - 1), (probe, 1)):
         moved = decision_rounds.moved_truth(cls, truth, gamma)
         rows, shape, itl = decision_truth.generate_segment(dataclasses.replace(moved.cls, engines=engines), moved, rng)
         parts.append((rows, engines, itl, shape if own else None))
@@ -63,17 +63,17 @@ def main() -> None:
     s = float(truth.specialized_speedup)
     doc = {"benchmark": "speedup_measurement", "class": CLASS, "true_speedup": s, "seeds": args.seeds,
            "level": LEVEL, "ways": []}
-    for fleet, canary in ((3, 7), (7, 3)):
-        way = {"fleet_gamma": fleet, "canary_gamma": canary}
+    for fleet, probe in ((3, 7), (7, 3)):
+        way = {"fleet_gamma": fleet, "canary_gamma": probe}
         for own in (True, False):
-            found = [m for m in (measured(cls, truth, fleet, canary, seed, own) for seed in range(args.seeds)) if m]
+            found = [m for m in (measured(cls, truth, fleet, probe, seed, own) for seed in range(args.seeds)) if m]
             way["own_batch_mix" if own else "route_batch_mix"] = summary(found, args.seeds, s)
         doc["ways"].append(way)
     if args.json:
         print(json.dumps(doc, indent=2))
         return
     print(f"{CLASS}: true specialized speedup {s:g}×, {args.seeds} seeds, {LEVEL:.0%} intervals")
-    print(f"{'fleet/canary':<13} {'priced at':<16} {'measured':>8} {'point sd':>9} {'median err':>11} "
+    print(f"{'fleet/probe':<13} {'priced at':<16} {'measured':>8} {'point sd':>9} {'median err':>11} "
           f"{'width':>6} {'coverage':>9}")
     for way in doc["ways"]:
         for key, label in (("own_batch_mix", "own batch mix"), ("route_batch_mix", "route's mix")):

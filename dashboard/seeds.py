@@ -1,4 +1,4 @@
-"""The seeds' published figures (seeds/004, docs/DESIGN.md) that the what-if chart marks.
+"""The seeds' published figures (seeds/004, docs/MODEL.md) that the what-if chart marks.
 
 Data, not computation: the printed table at γ = 7, r = 0.10 and the two single-stream
 measurements on Kimi K3 (GB300, TP16, batch 1). Where a measurement sits on the curve (its

@@ -1,7 +1,8 @@
 """What acceptance is worth: cost model, speedup, γ recommendation, vLLM config output."""
 
 from .deployment import DEPLOYMENT_KEYS, INLINE_DEFAULTS, Deployment, ModelInputError
-from .recommend import Candidate, Recommendation, recommend
+from .recommend import recommend
+from .recommendation import Candidate, Recommendation
 from .specialized import Eligibility, specialized_eligibility
 from .speedup import ImpliedP, TableRow, implied_draft_cost, implied_p, seeds_table
 

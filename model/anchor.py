@@ -2,7 +2,7 @@
 a roofline used — each with its source, so that no default passes for the user's engine.
 
 The anchor is the plain-decode rate at batch 1 (``baseline_tokens_per_second``) that the
-flat and roofline profiles are anchored on (docs/DESIGN.md, Cost model):
+flat and roofline profiles are anchored on (docs/MODEL.md, Cost model):
 - ``configured`` — set in the config (or by the caller);
 - ``observed`` — not set, and the window has the engine's own latency
   (``vllm:inter_token_latency_seconds``, or per-request ``mean_itl_ms``): the rate b that
@@ -18,6 +18,7 @@ flat and roofline profiles are anchored on (docs/DESIGN.md, Cost model):
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Callable
 
@@ -40,7 +41,7 @@ class Anchor:
     source: str  # CONFIGURED | OBSERVED | DEFAULT | TABLE
     detail: str = ""  # what was observed, or why the observed rate was not used
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"baseline_tokens_per_second": self.baseline_tokens_per_second, "source": self.source,
                 "detail": self.detail}
 
@@ -99,14 +100,14 @@ def solve_observed_rate(model_rate_at: Callable[[float], float], observed_rate: 
     return b if abs(model_rate_at(b) / observed_rate - 1.0) < 1e-6 else None
 
 
-def profile_figures(deployment: Deployment, anchor: Anchor) -> dict:
+def profile_figures(deployment: Deployment, anchor: Anchor) -> dict[str, object]:
     """The figures the cost profile used, each with its source (configured or default)."""
-    def figure(key: str) -> dict:
+    def figure(key: str) -> dict[str, object]:
         source = (FLAG if key in deployment.flagged else PAGE if key in deployment.from_page
                   else CONFIGURED if deployment.is_configured(key) else DEFAULT)
         return {"value": getattr(deployment, key), "source": source}
 
-    out: dict = {"profile": deployment.cost_profile, "baseline_tokens_per_second": anchor.to_dict(),
+    out: dict[str, object] = {"profile": deployment.cost_profile, "baseline_tokens_per_second": anchor.to_dict(),
                  **{k: figure(k) for k in DRAFTER_FIGURES}}
     if deployment.cost_profile == "roofline":
         from .profiles import deployment_gpu, deployment_model
@@ -123,23 +124,31 @@ def profile_figures(deployment: Deployment, anchor: Anchor) -> dict:
     return out
 
 
-def describe_figures(figures: dict) -> str | None:
+def _entry(figures: Mapping[str, object], key: str) -> Mapping[str, object]:
+    """The object under ``key`` of a profile_figures document (or its JSON): a figure's
+    {"value", "source"}, model_figures, engine_cost_scale; {} where there is none."""
+    entry = figures.get(key)
+    return entry if isinstance(entry, Mapping) else {}
+
+
+def describe_figures(figures: Mapping[str, object]) -> str | None:
     """'roofline figures: kimi-k3 (default), GB300 (default), TP 16 (default)', or None."""
     if figures.get("profile") != "roofline":
         return None
-    parts = [f"{figures['model']['value']} ({figures['model']['source']})",
-             f"{figures['gpu']['value']} ({figures['gpu']['source']})",
-             f"TP {figures['tensor_parallel_size']['value']} ({figures['tensor_parallel_size']['source']})"]
-    context = figures.get("model_figures", {}).get("context_tokens")
-    if context and not context["source"].startswith("assumed"):  # the assumed default goes unsaid here
+    model, gpu, tp = (_entry(figures, k) for k in ("model", "gpu", "tensor_parallel_size"))
+    parts = [f"{model['value']} ({model['source']})",
+             f"{gpu['value']} ({gpu['source']})",
+             f"TP {tp['value']} ({tp['source']})"]
+    context = _entry(_entry(figures, "model_figures"), "context_tokens")
+    if context and not str(context["source"]).startswith("assumed"):  # the assumed default goes unsaid here
         from .profiles import CONFIGURED_CONTEXT
 
         measured = "" if context["source"] == CONFIGURED_CONTEXT else " (measured from the requests)"
         parts.append(f"context {context['value']:,.0f} tokens{measured}")
     line = "roofline figures: " + ", ".join(parts)
-    if any(figures[k]["source"] == DEFAULT for k in ("model", "gpu", "tensor_parallel_size")):
+    if any(_entry(figures, k)["source"] == DEFAULT for k in ("model", "gpu", "tensor_parallel_size")):
         line += " — set model, gpu and tensor_parallel_size for your engine"
-    scale = figures.get("engine_cost_scale")
+    scale = _entry(figures, "engine_cost_scale")
     if scale:
         line += (f"; scaled to the step cost the engines report (vLLM's MFU counters over {scale['steps']:,.0f} steps): "
                  f"bytes x{scale['read_bytes']:.2f}, FLOPs x{scale['flops']:.2f}")
@@ -148,26 +157,26 @@ def describe_figures(figures: dict) -> str | None:
     return line
 
 
-def describe_defaults(figures: dict) -> str | None:
+def describe_defaults(figures: Mapping[str, object]) -> str | None:
     """'drafter figures: method dspark (default), draft_cost 0.1 (default), … — …' when any of
     DRAFTER_FIGURES was not configured, else None: the deploy line's method is then the default's."""
     from .drafters import FREE, drafter_for
 
-    unset = [k for k in DRAFTER_FIGURES if k in figures and figures[k]["source"] == DEFAULT]
-    if "draft_cost" in unset and drafter_for(figures["method"]["value"]).kind == FREE:
+    unset = [k for k in DRAFTER_FIGURES if k in figures and _entry(figures, k)["source"] == DEFAULT]
+    if "draft_cost" in unset and drafter_for(str(_entry(figures, "method")["value"])).kind == FREE:
         unset.remove("draft_cost")  # an ngram or suffix drafter's draft is not priced by it
     if "cost_profile" in unset and figures.get("profile") == "roofline" and all(
-            figures.get(k, {}).get("source") not in (None, DEFAULT) for k in ("model", "gpu", "tensor_parallel_size")):
+            _entry(figures, k).get("source") not in (None, DEFAULT) for k in ("model", "gpu", "tensor_parallel_size")):
         unset.remove("cost_profile")  # the roofline of a configured model and GPU was chosen with them
     if not unset:
         return None
-    values = ", ".join(f"{k} {figures[k]['value']:g} (default)" if isinstance(figures[k]["value"], float)
-                       else f"{k} {figures[k]['value']} (default)" for k in unset)
+    values = ", ".join(f"{k} {value:g} (default)" if isinstance(value := _entry(figures, k)["value"], float)
+                       else f"{k} {value} (default)" for k in unset)
     return (f"drafter figures: {values} — set them for your engine ([deployment] or the route's table in the "
             f"config, or tune-gamma's --method, --draft-cost, --cost-profile)")
 
 
-def describe_lines(anchor: Anchor | None, figures: dict | None) -> list[str]:
+def describe_lines(anchor: Anchor | None, figures: Mapping[str, object] | None) -> list[str]:
     """The anchor's line, the roofline figures' line (when a roofline priced it) and the
     drafter's defaults (when used): what the CLI header and the dashboard say."""
     lines = [] if anchor is None else [anchor.describe()]
@@ -180,7 +189,8 @@ def describe_lines(anchor: Anchor | None, figures: dict | None) -> list[str]:
 UNDRAFTED_NEGLIGIBLE = 0.02
 
 
-def priced_rate(observed_tps: float | None, page_nu: float | None, priced_nu: float | None):
+def priced_rate(observed_tps: float | None, page_nu: float | None, priced_nu: float | None
+                ) -> float | Unpriceable | None:
     """The observed rate, or an Unpriceable saying why it cannot anchor: its tokens per step
     count a share ``page_nu`` of tokens from undrafted steps that the pricing leaves out (the
     specialized path prices dspark, which drafts every step)."""

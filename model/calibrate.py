@@ -19,7 +19,7 @@ vllm/benchmarks/serve.py: the run's setup keys, ``--metadata`` keys at top level
 benchmark's metrics such as ``median_itl_ms``; ``--append-result`` files hold one object
 per line) the measured step time at (B, γ) is
   t(B, γ) = median ITL                       (one chunk = one step)
-and it includes the drafter. The cost model adds T_draft itself (docs/DESIGN.md, Cost model:
+and it includes the drafter. The cost model adds T_draft itself (docs/MODEL.md, Cost model:
 S = AL·T(B,1) / (T(B,γ+1) + T_draft(B,γ))), so the table stores the target part
   T_target(B, γ+1) = t(B, γ) − f_draft(γ)·T_stock(B, 1),   T_stock(B, 1) = t(B, 0) (stock)
 with f_draft the deployment's drafter factor (r, γ·c + c0, or 0): the model then gives
@@ -43,9 +43,9 @@ from .deployment import Deployment, ModelInputError
 from .drafters import drafter_for
 from .extrapolate import extend_survival
 from .profiles import SPECIALIZED, STOCK, TABLE_COLUMNS
-from .specialized import runs_specialized
-from .vllm_config import SYNTHETIC_WARNING, replay_config
+from .vllm_config import SYNTHETIC_WARNING, replay_speculative_config
 from acceptance.definitions import monotone_survival
+from acceptance.specialized_steps import runs_specialized
 
 DEFAULT_PAST_OBSERVED = 2  # servers past the observed γ in a plan without --gammas: each is a benchmark run
 
@@ -80,7 +80,7 @@ class ServerConfig:
 
     gamma: int
     decode_backend: str
-    speculative_config: dict | None
+    speculative_config: dict[str, object] | None
     synthetic_acceptance_rates: tuple[float, ...]
     extrapolated: bool
     serve_command: str
@@ -179,10 +179,11 @@ def calibration_plan(
         for g in gs:
             if g and (why := specialized_refusal(deployment.method, g)) is not None:
                 raise CalibrationInputError(f"gammas: {g} on decode_backend latency_specialized: {why}")
-    servers, runs = [], []
+    servers: list[ServerConfig] = []
+    runs: list[BenchRun] = []
     quoted_model = shlex.quote(model)
 
-    def serve(gamma: int, backend: str, spec: dict | None) -> str:
+    def serve(gamma: int, backend: str, spec: dict[str, object] | None) -> str:
         parts = [f"vllm serve {quoted_model}", f"--port {port}", "--stream-interval 1",
                  f"--tensor-parallel-size {deployment.tensor_parallel_size}"]
         if spec is not None:
@@ -210,7 +211,7 @@ def calibration_plan(
         runs.extend(bench(0, b, STOCK, "stock") for b in bs)
     for g in gs:
         rates, extrapolated = _synthetic_rates(a, g) if g else ((), False)
-        spec = replay_config(deployment, rates)["speculative_config"] if g else None
+        spec = replay_speculative_config(deployment, rates) if g else None
         backend = deployment.decode_backend
         servers.append(ServerConfig(g, backend, spec, rates, extrapolated, serve(g, backend, spec)))
         for b in bs:
@@ -302,9 +303,11 @@ def _result_objects(path: Path) -> list[tuple[int, object]]:
     return out
 
 
-def _number(obj: dict, key: str, where: str) -> float:
+def _number(obj: dict[str, object], key: str, where: str) -> float:
     v = obj.get(key)
     try:
+        if not isinstance(v, (int, float, str)):  # what float() takes of the values json.loads gives
+            raise TypeError(v)
         x = float(v)
     except (TypeError, ValueError):
         raise CalibrationInputError(f"{where}: {key} must be a number, got {v!r}") from None

@@ -29,15 +29,45 @@ weights and the KV alike.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
 
-from acceptance.request_context import RequestContext, band_rows
-from acceptance.route_estimate import band_estimate
+from acceptance.request_context import BandRows, RequestContext, band_rows
+from acceptance.route_estimate import RouteEstimate, band_estimate
 
 from .deployment import DECISION_CERTAINTY, Deployment
+
+if TYPE_CHECKING:
+    from acceptance.estimates import AcceptanceEstimate
+
+
+class _Candidate(Protocol):
+    """What a band reads of a priced candidate (model.recommendation.Candidate)."""
+
+    @property
+    def gamma(self) -> int: ...
+    @property
+    def speedup(self) -> float: ...
+    @property
+    def speedup_low(self) -> float | None: ...
+    @property
+    def speedup_high(self) -> float | None: ...
+    @property
+    def extrapolated(self) -> bool: ...
+    @property
+    def allowed(self) -> bool: ...
+
+
+class _Priced(Protocol):
+    """What a band reads of its Recommendation (model.recommendation, which imports this module)."""
+
+    @property
+    def candidates(self) -> Sequence[_Candidate]: ...
+    @property
+    def ensemble(self) -> np.ndarray | None: ...
 
 @dataclass(frozen=True)
 class ContextBand:
@@ -76,7 +106,7 @@ class ContextView:
     what_if: bool  # the route's pricing rests on default figures: no advice, a what-if
     why_no_bands: str | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"gamma": self.gamma, "route_context": None if self.route_context is None else self.route_context.to_dict(),
                 "bands": [asdict(b) for b in self.bands], "stops_paying_from_prompt_tokens": self.stops_paying_from,
                 "routing": None if self.routing is None else asdict(self.routing), "what_if": self.what_if,
@@ -96,7 +126,8 @@ def with_context(deployment: Deployment, tokens: float, *, over_configured: bool
                    from_page=deployment.from_page | {"context_tokens"})
 
 
-def context_view(route, deployment: Deployment, fleet_gamma: int, price: Callable, *, what_if: bool, level: float,
+def context_view(route: RouteEstimate, deployment: Deployment, fleet_gamma: int,
+                 price: Callable[[RouteEstimate, Deployment], _Priced], *, what_if: bool, level: float,
                  n_resamples: int, seed: int) -> ContextView | None:
     """The route's bands priced (module docstring); None when the route has neither per-request
     rows nor a context from its engines' histograms (which give no bands: lengths not paired
@@ -110,7 +141,8 @@ def context_view(route, deployment: Deployment, fleet_gamma: int, price: Callabl
     rows, why = band_rows(route.requests)
     if not rows:
         return ContextView(fleet_gamma, route.context, (), None, None, what_if, why)
-    bands, recs = [], []
+    bands: list[ContextBand] = []
+    recs: list[_Priced] = []
     for band in rows:
         estimate = band_estimate(route, band, level=level, n_resamples=n_resamples, seed=seed)
         recs.append(price(estimate, with_context(deployment, band.tokens, over_configured=True)))
@@ -120,7 +152,7 @@ def context_view(route, deployment: Deployment, fleet_gamma: int, price: Callabl
     return ContextView(fleet_gamma, route.context, tuple(bands), min(losing) if losing else None, routing, what_if)
 
 
-def _band(band, estimate, observed, rec, gamma: int) -> ContextBand:
+def _band(band: BandRows, estimate: AcceptanceEstimate, observed: float | None, rec: _Priced, gamma: int) -> ContextBand:
     allowed = [c for c in rec.candidates if c.allowed]
     best = max(allowed, key=lambda c: c.speedup)
     at = _candidate(rec, gamma)
@@ -131,7 +163,7 @@ def _band(band, estimate, observed, rec, gamma: int) -> ContextBand:
                        (at.speedup_low, at.speedup_high))
 
 
-def _routing(bands: list[ContextBand], recs: list, gamma: int, min_gain: float, deployed: int
+def _routing(bands: list[ContextBand], recs: list[_Priced], gamma: int, min_gain: float, deployed: int
              ) -> tuple[Routing | None, list[ContextBand]]:
     """The longest bands whose best γ is below the fleet's, priced together (module docstring)."""
     tail = 0
@@ -154,11 +186,11 @@ def _routing(bands: list[ContextBand], recs: list, gamma: int, min_gain: float, 
     return Routing(routed[0].prompt_tokens_from, k, scores[k] / fleet - 1.0, sure, tail, extrapolated), bands
 
 
-def _candidate(rec, gamma: int):
+def _candidate(rec: _Priced, gamma: int) -> _Candidate:
     return next(c for c in rec.candidates if c.gamma == gamma)
 
 
-def _probability_gain(rec, k: int, gamma: int, min_gain: float) -> float | None:
+def _probability_gain(rec: _Priced, k: int, gamma: int, min_gain: float) -> float | None:
     """P(S(k)/S(γ) − 1 > min_gain) over the band's resampled speedups (None: no interval)."""
     ens = rec.ensemble
     if ens is None or ens.shape[1] <= max(k, gamma):

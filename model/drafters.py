@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from .errors import ModelInputError
 
@@ -44,7 +45,8 @@ class Drafter:
     max_gamma: int | None  # the most draft tokens one pass proposes; None = no fixed limit
     max_gamma_source: str | None = None
 
-    def draft_time_factor(self, gamma, draft_cost: float, draft_overhead: float = 0.0):
+    def draft_time_factor(self, gamma: npt.ArrayLike, draft_cost: float, draft_overhead: float = 0.0
+                          ) -> npt.NDArray[np.float64]:
         """T_draft(B, γ) / T_stock(B, 1): r (parallel), γ·c + c0 (sequential), c0 (free); 0 at γ = 0."""
         g = np.asarray(gamma, dtype=float)
         if self.kind == PARALLEL:
@@ -63,7 +65,7 @@ class Drafter:
 
 
 _DRAFTERS = {
-    "dspark": Drafter("dspark", PARALLEL, 7, "its block: docs/DESIGN.md, Cost model; the DSpark model card"),
+    "dspark": Drafter("dspark", PARALLEL, 7, "its block: docs/MODEL.md, Cost model; the DSpark model card"),
     # DFlash's block size is a property of the checkpoint (block_size in its config);
     # no fixed limit is assumed here.
     "dflash": Drafter("dflash", PARALLEL, None),

@@ -16,15 +16,21 @@ quantisation the config.json does not state.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from .figures import Figure, ModelFigures
 from .profiles import step_bytes, step_flops
 
+if TYPE_CHECKING:
+    from acceptance.inspect_types import ContextEntry, KvCache, RooflineCheck, StepCost
+
+    from .deployment import Deployment
+
 DISAGREE = 0.15  # |engine / roofline − 1| past which the two are said to disagree
 
 
-def check_engine_cost(cost: dict, context: dict | None, model: ModelFigures, model_name: str, source: str,
-                      tensor_parallel_size: int) -> dict | None:
+def check_engine_cost(cost: StepCost, context: ContextEntry | None, model: ModelFigures, model_name: str, source: str,
+                      tensor_parallel_size: int) -> RooflineCheck | None:
     """The roofline's bytes read and FLOPs per step and GPU for the step the engine reports
     (``cost``: acceptance.engine_cost's entry; ``context``: acceptance.request_lengths'), their
     ratios and a one-line summary; None when the engine reports no cost or no decode requests."""
@@ -38,7 +44,9 @@ def check_engine_cost(cost: dict, context: dict | None, model: ModelFigures, mod
     tp = tensor_parallel_size
     read = float(step_bytes(model, b, q)) / tp
     flops = float(step_flops(model, b, q)) / tp
-    ratios = {"read_bytes": cost["read_bytes_per_step"] / read, "flops": cost["flops_per_step"] / flops}
+    reported_read, reported_flops = cost["read_bytes_per_step"], cost["flops_per_step"]
+    assert reported_read is not None and reported_flops is not None  # a reported cost has both (StepCostReported)
+    ratios = {"read_bytes": reported_read / read, "flops": reported_flops / flops}
     disagree = [k for k, r in ratios.items() if abs(r - 1.0) > DISAGREE]
     return {"model": model_name, "source": source, "tensor_parallel_size": tp,
             "context_tokens": vars(model.context_tokens), "decode_requests_per_step": b, "tokens_per_request": q,
@@ -47,7 +55,8 @@ def check_engine_cost(cost: dict, context: dict | None, model: ModelFigures, mod
             "summary": _summary(model_name, source, ratios, disagree, b, q, model.context_tokens)}
 
 
-def _summary(model_name: str, source: str, ratios: dict, disagree: list, b: float, q: float, context: Figure) -> str:
+def _summary(model_name: str, source: str, ratios: dict[str, float], disagree: list[str], b: float, q: float,
+             context: Figure) -> str:
     head = (f"roofline of {model_name} ({source}) at {b:,.1f} decode requests x {q:.2f} tokens a step, context "
             f"{context.value:,.0f} ({context.source}): the engine's bytes read are {ratios['read_bytes']:.2f}x, its "
             f"FLOPs {ratios['flops']:.2f}x the roofline's")
@@ -58,7 +67,7 @@ def _summary(model_name: str, source: str, ratios: dict, disagree: list, b: floa
             f"attention FLOPs out; a measured table (specdec calibrate) replaces it")
 
 
-def check_kv_cache(kv: dict, model: ModelFigures, tensor_parallel_size: int) -> dict | None:
+def check_kv_cache(kv: KvCache, model: ModelFigures, tensor_parallel_size: int) -> dict[str, object] | None:
     """The model figures' KV bytes per token (a built-in's or a config.json's; per GPU: over the
     TP group) against the cache an engine describes (acceptance.engine_cost.kv_cache_config).
     vLLM cuts the cache it was given, M bytes, into whole blocks of b tokens, so N = ⌊M / (b·kv)⌋
@@ -68,7 +77,9 @@ def check_kv_cache(kv: dict, model: ModelFigures, tensor_parallel_size: int) -> 
     when the page says neither its size nor a cache dtype of its own."""
     ours = model.kv_bytes_per_token.value / tensor_parallel_size
     memory, blocks, size, dtype = kv.get("memory_bytes"), kv.get("num_gpu_blocks"), kv.get("block_size"), kv.get("cache_dtype")
-    parts, implied, agrees = [], None, None
+    parts: list[str] = []
+    implied: tuple[float, float] | None = None
+    agrees: bool | None = None
     if memory and blocks and size:
         implied = (memory / ((blocks + 1) * size), memory / (blocks * size))
         agrees = implied[0] < ours <= implied[1]
@@ -86,14 +97,14 @@ def check_kv_cache(kv: dict, model: ModelFigures, tensor_parallel_size: int) -> 
             "agrees": agrees, "cache_dtype": dtype, "summary": "; ".join(parts)}
 
 
-def model_source(deployment) -> str:
+def model_source(deployment: Deployment) -> str:
     """Where the deployment's model came from, in the check's words."""
     if "model" in deployment.from_page:
         return "the engines' model_name folder"
     return "configured" if deployment.is_configured("model") else "default"
 
 
-def with_engine_cost(deployment, cost: dict | None):
+def with_engine_cost(deployment: Deployment, cost: StepCost | None) -> Deployment:
     """The deployment whose roofline prefers the step cost its engines report (``cost``:
     acceptance.engine_cost.step_cost over the window) to the figures' own: its memory and
     compute terms scaled by the engines' bytes read and FLOPs over the roofline's for the same

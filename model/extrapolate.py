@@ -1,4 +1,4 @@
-"""Survival past the observed γ: a guess the data cannot check (docs/DESIGN.md, Cost model).
+"""Survival past the observed γ: a guess the data cannot check (docs/MODEL.md, Cost model).
 
 As far as the candidates go (the drafter's limit, gamma_max). Several tail models of the conditional
 acceptance α_k = a_k / a_{k−1}; a_{g+j} = a_{g+j−1}·α_{g+j}; the spread across them is the
@@ -16,6 +16,7 @@ interval of an extrapolated candidate:
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from acceptance.counts import among_reached
 from acceptance.definitions import conditional_from_survival
@@ -50,14 +51,14 @@ def _beta_concentration(survival: np.ndarray) -> np.ndarray:
     return np.exp(0.5 * (lo + hi))
 
 
-def _among_reached(survival: np.ndarray, reach) -> np.ndarray:
+def _among_reached(survival: npt.NDArray[np.float64], reach: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """s_k = a_k / r_k (= A_k / R_k): survival among the drafts that proposed position k,
     made non-increasing in [0, 1] (0 where no draft reached k)."""
     s = among_reached(survival, np.clip(np.asarray(reach, dtype=float), 0.0, 1.0), none_reached=0.0)
     return monotone_survival(s)
 
 
-def extend_survival(survival, extra: int, reach=None) -> np.ndarray:
+def extend_survival(survival: npt.ArrayLike, extra: int, reach: npt.ArrayLike | None = None) -> npt.NDArray[np.float64]:
     """(M, ..., g + extra): the curve extended by each of TAIL_MODELS (same order).
 
     survival: (..., g) non-increasing a_1..a_g; extra ≥ 0 positions (how far the tail
@@ -107,7 +108,7 @@ def extend_survival(survival, extra: int, reach=None) -> np.ndarray:
     return ext
 
 
-def bonus_acceptances(survival, reach=None) -> np.ndarray:
+def bonus_acceptances(survival: npt.ArrayLike, reach: npt.ArrayLike | None = None) -> npt.NDArray[np.float64]:
     """(M,): α_{g+1} under each of TAIL_MODELS — the chance that the token after a full draft
     would have been accepted too. The step replay (acceptance.step_replay) needs it at every
     position a full draft's bonus token took, which the deployed γ never checks: the same

@@ -1,9 +1,9 @@
 """Model and GPU figures for the roofline profile, each with its source.
 
-Sources are honest: "docs/DESIGN.md" for the figures the design doc states, a vendor
+Sources are honest: "docs/MODEL.md" for the figures docs/MODEL.md states, a vendor
 datasheet or model config by name (quoted from memory — check before relying on a
 digit), or "assumed" where the figure is our assumption. Only the increments of a step
-over the anchor are computed from these (docs/DESIGN.md, Cost model), so a figure off by tens
+over the anchor are computed from these (docs/MODEL.md, Cost model), so a figure off by tens
 of percent moves the verify cost, not the anchored step time.
 """
 
@@ -62,15 +62,15 @@ class GpuFigures:
         raise KeyError(precision)
 
 
-_MXFP4 = Figure(4.25 / 8, "OCP MX spec: 4-bit elements + one 8-bit E8M0 scale per 32 (docs/DESIGN.md, Cost model: MXFP4)")
+_MXFP4 = Figure(4.25 / 8, "OCP MX spec: 4-bit elements + one 8-bit E8M0 scale per 32 (docs/MODEL.md, Cost model: MXFP4)")
 
 MODELS: dict[str, ModelFigures] = {
     "kimi-k3": ModelFigures(
         name="kimi-k3",
-        total_params=Figure(2.8e12, "docs/DESIGN.md"),
-        active_params=Figure(104e9, "docs/DESIGN.md"),
-        experts=Figure(896, "docs/DESIGN.md; vLLM 0.33 kimi_k3 specialized_decode checks num_experts 896"),
-        experts_per_token=Figure(16, "docs/DESIGN.md; vLLM 0.33 kimi_k3 specialized_decode checks top-16"),
+        total_params=Figure(2.8e12, "docs/MODEL.md"),
+        active_params=Figure(104e9, "docs/MODEL.md"),
+        experts=Figure(896, "docs/MODEL.md; vLLM 0.33 kimi_k3 specialized_decode checks num_experts 896"),
+        experts_per_token=Figure(16, "docs/MODEL.md; vLLM 0.33 kimi_k3 specialized_decode checks top-16"),
         bytes_per_weight=Figure(_MXFP4.value, "assumed: every weight MXFP4 (" + _MXFP4.source + ")"),
         hidden_size=Figure(7168, "vLLM 0.33 kimi_k3 specialized_decode buffers (64, 7168)"),
         kv_bytes_per_token=Figure(
@@ -187,4 +187,5 @@ def gpu_figures(name: str, hbm_bytes_per_s: float | None = None,
     if dense_flops is not None:
         pairs = dense_flops if isinstance(dense_flops, tuple) else tuple((p, dense_flops) for p in PRECISIONS)
         flops = {**flops, **{p: Figure(float(v), "[deployment] gpu_dense_flops") for p, v in pairs}}
+    assert hbm is not None  # a GPU it does not know came with both figures (refused above otherwise)
     return GpuFigures(label, hbm, flops)

@@ -18,7 +18,7 @@ setting it would change (``FigureNeeded``). What each decision rests on:
 
 Policy keys (``objective``, ``min_gain``) have documented defaults that are the tool's rule,
 not a figure of the engine. The specialized path's speedup has its own doubt (its break-even
-and the canary that measures it: model.specialized_break_even).
+and the probe that measures it: model.probe.specialized_speedup).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class FigureNeeded:
     default: object  # what was priced in its place
     changes: str  # what setting it would change
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 

@@ -19,14 +19,33 @@ and ``model_from_labels`` (the engines' model_name label naming a local model fo
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from .errors import ModelInputError
 from .figures import Figure, ModelFigures
 from .hf_fields import CONFIG_NAME, Fields, load_model_config
-from .hf_layers import FULL, KIND_WORDS, KINDS, SLIDING, Layer, Part, kv_elements_per_token, layer_plan, \
+from .hf_layers import FULL, KIND_WORDS, KINDS, SLIDING, Layer, Moe, Part, kv_elements_per_token, layer_plan, \
     parameter_parts, read_moe, recurrent_state_elements
 from .hf_quant import bytes_per_weight, cache_dtype, model_dtype
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    class _Deployment(DataclassInstance, Protocol):
+        """What model_from_labels reads of a model.deployment.Deployment (which imports this
+        module: named by what it holds, not imported)."""
+
+        @property
+        def cost_profile(self) -> str: ...
+        @property
+        def configured(self) -> frozenset[str] | None: ...
+        @property
+        def from_page(self) -> frozenset[str]: ...
+        def is_configured(self, key: str) -> bool: ...
+
+_D = TypeVar("_D", bound="_Deployment")
 
 __all__ = ["load_model_config", "model_figures_from_config", "model_figures_from_path"]
 
@@ -35,7 +54,7 @@ DEFAULT_CONTEXT = Figure(8192, "assumed: an 8K-token context (the 8K-in/1K-out w
 RECURRENT = ("gdn", "kda", "mamba")
 
 
-def model_figures_from_config(config: dict, *, name: str, source: str = CONFIG_NAME,
+def model_figures_from_config(config: Mapping[str, object], *, name: str, source: str = CONFIG_NAME,
                               context_tokens: Figure | None = None) -> ModelFigures:
     """``ModelFigures`` from a config dict; ``source`` names the file in every figure's
     source and in errors (one-line ModelInputError naming the field)."""
@@ -98,19 +117,21 @@ def _params_source(f: Fields, parts: list[Part], notes: dict[str, str], plan_not
             + "; ".join(pieces + extras))
 
 
-def _active_source(f: Fields, moe, moe_layers: int, notes: dict[str, str]) -> str:
+def _active_source(f: Fields, moe: Moe | None, moe_layers: int, notes: dict[str, str]) -> str:
     if moe is None:
         return f"{f.where}: dense model, active = total"
     return (f"{f.where}: total − ({moe.experts} − {moe.top_k}) idle routed experts × {_billions(moe.expert_params)} "
             f"each [{notes['routed']}] × {moe_layers} MoE layers")
 
 
-def _experts_source(f: Fields, moe, which: str) -> str:
+def _experts_source(f: Fields, moe: Moe | None, which: str) -> str:
     if moe is None:
         return f"{f.where}: dense model (no num_experts / n_routed_experts / num_local_experts)"
     keys = ("num_experts", "n_routed_experts", "num_local_experts") if which == "experts" else \
         ("num_experts_per_tok", "num_experts_per_token", "experts_per_token")
-    return f"{f.where}: {f.name(f.first(keys))}"
+    key = f.first(keys)
+    assert key is not None  # read_moe read the experts and top-k from one of them
+    return f"{f.where}: {f.name(key)}"
 
 
 def _kv_figure(f: Fields, layers: list[Layer], kv_size: float, kv_note: str) -> Figure:
@@ -184,11 +205,11 @@ def _exists(path: Path, *, file: bool = False) -> bool:
 
 
 @functools.lru_cache(maxsize=32)
-def _figures_of_file(path: str, version: tuple | None) -> ModelFigures:
+def _figures_of_file(path: str, version: tuple[int, int, int] | None) -> ModelFigures:
     return model_figures_from_path(path)
 
 
-def model_from_labels(deployment, engines) -> tuple[object, list[str]]:
+def model_from_labels(deployment: _D, engines: Iterable[object]) -> tuple[_D, list[str]]:
     """(the deployment, notes): when ``model`` is not configured, the roofline prices the model
     the engines name, if their one model_name label is a local model folder holding a
     config.json (vLLM labels a model served from a folder with its path); the note says so,

@@ -9,7 +9,9 @@ back to the top level, so that a plain config and a wrapped one read the same wa
 
 from __future__ import annotations
 
+import builtins
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -27,7 +29,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def load_model_config(path: str | Path) -> tuple[dict, Path]:
+def load_model_config(path: str | Path) -> tuple[dict[str, object], Path]:
     """The config dict and the file it came from: ``path`` is the file, or a model folder
     holding ``config.json``. One-line ModelInputError naming the path when it is missing,
     unreadable, not JSON, or not a JSON object."""
@@ -54,13 +56,13 @@ class Fields:
     """Typed, located access to a config's fields. ``where`` names the file in errors;
     ``names`` maps each key to how errors and sources spell it (``text_config.hidden_size``)."""
 
-    def __init__(self, values: dict, where: str, names: dict[str, str] | None = None):
+    def __init__(self, values: Mapping[str, object], where: str, names: dict[str, str] | None = None) -> None:
         self.values = values
         self.where = where
         self.names = names if names is not None else {k: k for k in values}
 
     @classmethod
-    def of_config(cls, config: dict, where: str) -> Fields:
+    def of_config(cls, config: Mapping[str, object], where: str) -> Fields:
         """The language model's fields: ``text_config`` over the top level when there is one."""
         text = config.get("text_config")
         if text is None:
@@ -102,7 +104,7 @@ class Fields:
             raise self.fail(key, f"must be {kind}, got {_shown(value)}")
         return value
 
-    def one_of(self, keys: tuple[str, ...], *, minimum: int = 1) -> tuple[int, str]:
+    def one_of(self, keys: tuple[str, ...], *, minimum: builtins.int = 1) -> tuple[builtins.int, str]:
         """The first present alias of ``keys`` as an integer, and the key it came from."""
         key = self.first(keys)
         if key is None:
@@ -125,7 +127,7 @@ class Fields:
             raise self.fail(key, f"must be a non-empty string, got {_shown(value)}")
         return value
 
-    def int_list(self, key: str, *, minimum: int = 0) -> list[int]:
+    def int_list(self, key: str, *, minimum: builtins.int = 0) -> list[builtins.int]:
         value = self.values.get(key)
         if value is None:
             return []

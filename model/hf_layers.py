@@ -14,6 +14,7 @@ else every layer full attention. A full-attention layer is MLA when the config h
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from .hf_fields import Fields
@@ -105,7 +106,7 @@ def _mixers(f: Fields, n: int) -> tuple[list[str], str]:
     return mixers, note
 
 
-def _one_kind_per_layer(f: Fields, key: str, kinds, n: int, known) -> None:
+def _one_kind_per_layer(f: Fields, key: str, kinds: Sequence[str], n: int, known: Collection[str]) -> None:
     """``kinds`` (a field's entry per layer) names each of the n layers with a known kind."""
     if len(kinds) != n:
         raise f.fail(key, f"has {len(kinds)} entries, num_hidden_layers is {n}")
@@ -320,6 +321,7 @@ def parameter_parts(f: Fields, layers: list[Layer]) -> tuple[list[Part], dict[st
             notes[DENSE] = f"dense MLP {m_note} × hidden_size × intermediate_size {width}"
             parts.append(Part(DENSE, m * hidden * width, MODULES[DENSE].format(i=i)))
         elif layer.ffn == MOE:
+            assert moe is not None  # layer_plan gives MoE layers only to a config naming experts
             parts.extend(_moe_parts(moe, i))
     if moe:
         notes.update(moe.notes)

@@ -87,12 +87,12 @@ def _int_groups(q: Fields, method: str) -> Scheme:
     asymmetric: AWQ's zero_point, GPTQ's sym false)."""
     bits, bits_key = q.one_of(("bits", "w_bit"))
     group_key = q.first(("group_size", "q_group_size"))
-    group = q.get(group_key, -1) if group_key else -1
-    if group != -1:
+    group, where = -1, "per output channel (scales neglected)"
+    if group_key and q.get(group_key, -1) != -1:
         group = q.int(group_key)
+        where = f"{q.name(group_key)} {group}"
     asym = q.flag("zero_point", True) if method == "awq" else not q.flag("sym", True)
     per_group = 0.0 if group == -1 else (2 + (bits / 8 if asym else 0)) / group
-    where = "per output channel (scales neglected)" if group == -1 else f"{q.name(group_key)} {group}"
     zero = f" + {bits}-bit zero point" if asym and group != -1 else ""
     return Scheme(bits / 8 + per_group, f"{q.name('quant_method')} {method} {q.name(bits_key)} {bits}, {where}: "
                                         f"{bits}/8 byte + fp16 scale{zero} per group", "bf16",

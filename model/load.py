@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from .speedup import objective_weights, projected_speedup, tokens_per_time
 from .vllm_config import schedule_from_best
@@ -42,7 +43,7 @@ class LoadView:
     stops_paying_at: int | None  # the smallest batch size of the mix where S(γ, B) ≤ 1; None: never in range
     schedule: list[tuple[int, int, int]] | None  # per batch size the best K ≤ γ (None: γ everywhere)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"gamma": self.gamma, "batch_sizes": [vars(p).copy() for p in self.points],
                 "stops_paying_at": self.stops_paying_at,
                 "schedule": None if self.schedule is None else [list(r) for r in self.schedule]}
@@ -60,24 +61,25 @@ class MixPrice:
     undrafted_share: float | None  # ν (None: every step drafted)
 
 
-def _per_batch_tokens(al, times) -> np.ndarray:
+def _per_batch_tokens(al: npt.ArrayLike, times: np.ndarray) -> np.ndarray:
     """AL(K) (G,) or AL_B(K) (G, nB) as (G, nB)."""
     return np.broadcast_to(np.asarray(al, dtype=float).reshape(len(times), -1), times.shape)
 
 
-def per_batch_speedups(times, times_u, al, nu) -> np.ndarray:
+def per_batch_speedups(times: np.ndarray, times_u: np.ndarray, al: npt.ArrayLike, nu: float | None) -> np.ndarray:
     """S(K, B) (G, nB) at step times ``times`` (G, nB), AL(K) (G,) or AL_B(K) (G, nB)."""
-    return projected_speedup(_per_batch_tokens(al, times), times[0][None, :] / times, times[0][None, :] / times_u,
-                                  nu)
+    speedups: np.ndarray = projected_speedup(_per_batch_tokens(al, times), times[0][None, :] / times,
+                                             times[0][None, :] / times_u, nu)
+    return speedups
 
 
-def _best_up_to(speedups: np.ndarray, gamma: int, allowed, specialized: bool) -> list[int]:
+def _best_up_to(speedups: np.ndarray, gamma: int, allowed: npt.NDArray[np.bool_], specialized: bool) -> list[int]:
     """Per batch size the best allowed K ≤ γ (on the specialized path only γ or 0)."""
     options = [k for k in ([0, gamma] if specialized else range(gamma + 1)) if allowed[k]]
     return [options[int(np.argmax(speedups[options, j]))] for j in range(speedups.shape[1])]
 
 
-def load_view(gamma: int, mix: MixPrice, allowed, specialized: bool) -> LoadView:
+def load_view(gamma: int, mix: MixPrice, allowed: npt.ArrayLike, specialized: bool) -> LoadView:
     """The best γ at each batch size of the mix, where ``gamma`` stops paying, its schedule."""
     bs, ws = mix.batch_sizes, mix.weights
     speedups = per_batch_speedups(mix.times, mix.times_u, mix.tokens, mix.undrafted_share)
@@ -91,7 +93,7 @@ def load_view(gamma: int, mix: MixPrice, allowed, specialized: bool) -> LoadView
     return LoadView(int(gamma), points, min(losing) if losing else None, schedule)
 
 
-def gamma_schedule(load: LoadView, mix: MixPrice, objective: str, min_gain: float):
+def gamma_schedule(load: LoadView, mix: MixPrice, objective: str, min_gain: float) -> list[tuple[int, int, int]] | None:
     """The load view's schedule when it beats the fixed γ over the mix by more than min_gain,
     else None (``mix`` as load_view priced it)."""
     if load.schedule is None:

@@ -25,6 +25,8 @@ tail model, and feeds the same decision rule as every objective (model.decision)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from acceptance.definitions import acceptance_length_by_gamma, monotone_survival
@@ -32,6 +34,9 @@ from acceptance.definitions import acceptance_length_by_gamma, monotone_survival
 from .deployment import PERCENTILE_OBJECTIVES, ModelInputError
 from .extrapolate import extend_survival
 from .speedup import projected_speedup
+
+if TYPE_CHECKING:
+    from acceptance.route_estimate import RequestRows
 
 # Resamples × requests held in one quantile at most (a day of requests at 1,000 resamples
 # would be tens of millions of rates per γ); the resamples shrink, never below the floor.
@@ -50,7 +55,7 @@ def axis_text(objective: str) -> str:
     return "the mean per-user decode rate: tokens over time at the route's batch mix"
 
 
-def needs_requests(objective: str, requests) -> None:
+def needs_requests(objective: str, requests: RequestRows | None) -> None:
     """A percentile objective without per-request data: one line saying what it needs."""
     if objective in PERCENTILE_OBJECTIVES and requests is None:
         raise ModelInputError(
@@ -59,7 +64,7 @@ def needs_requests(objective: str, requests) -> None:
             f"per-request lines (`specdec ingest --per-request`), or use objective = \"interactivity\" (the mean)")
 
 
-def request_tokens(requests, top: int) -> np.ndarray:
+def request_tokens(requests: RequestRows, top: int) -> np.ndarray:
     """(M, n, G) AL_i(γ) per tail model: each request's own curve a_{i,k} = A_{i,k} / D_i,
     cut at γ ≤ g and extended past g by each tail model (model.extrapolate) — its own
     conditionals, not the route's: a route of easy and hard requests extends the hard ones
@@ -71,7 +76,7 @@ def request_tokens(requests, top: int) -> np.ndarray:
     return acceptance_length_by_gamma(extend_survival(own, top - own.shape[1]), top)  # (M, n, G)
 
 
-def request_undrafted(requests, route_nu: float | None) -> np.ndarray:
+def request_undrafted(requests: RequestRows, route_nu: float | None) -> np.ndarray:
     """(n,) ν_i = (N_i − D_i − A_i) / N_i where N_i is known, else the route's ν; 1 without drafts."""
     counts = np.asarray(requests.counts, dtype=float)
     n_tokens = np.asarray(requests.decode_tokens, dtype=float)
@@ -82,7 +87,7 @@ def request_undrafted(requests, route_nu: float | None) -> np.ndarray:
     return np.where(counts[:, 0] > 0, nu, 1.0)
 
 
-def request_rates(requests, ratio: np.ndarray, ratio_u: np.ndarray, route_nu: float | None,
+def request_rates(requests: RequestRows, ratio: np.ndarray, ratio_u: np.ndarray, route_nu: float | None,
                   deployed: int) -> tuple[np.ndarray, bool]:
     """((M, n, G) r_i(γ), whether they are absolute tok/s): each request's speedup s_i(γ)
     (``ratio``, ``ratio_u``: ρ(γ), ρ_u(γ) over the route's mix, γ = 0 .. top) scaled to its
@@ -96,12 +101,13 @@ def request_rates(requests, ratio: np.ndarray, ratio_u: np.ndarray, route_nu: fl
     return speedup, False
 
 
-def percentile_speedups(requests, ratio: np.ndarray, ratio_u: np.ndarray, route_nu: float | None, objective: str,
+def percentile_speedups(requests: RequestRows | None, ratio: np.ndarray, ratio_u: np.ndarray, route_nu: float | None, objective: str,
                         deployed: int, n_resamples: int | None, seed: int = 0) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """(speedup r_q(γ)/r_q(0) (G,), r_q(γ) in tok/s (G,) or None when relative, the ensemble
     (1, M, B, G) over request resamples or None without resamples) — module docstring."""
     needs_requests(objective, requests)
     q = PERCENTILE_OBJECTIVES[objective]
+    assert requests is not None  # needs_requests refuses a percentile objective without them
     rates, absolute = request_rates(requests, ratio, ratio_u, route_nu, deployed)
     n = rates.shape[1]
     if n == 0:

@@ -10,7 +10,7 @@ measured table has specialized rows.
 - ``FlatProfile`` — the seeds' model: T_target flat in q and in B, T = 1 / baseline tok/s
   (or 1 time unit when there is no baseline: ``absolute`` False).
 - ``RooflineProfile`` — anchored on a measured step time t_a at batch B_a, q = 1, and
-  modelling only the increments (docs/DESIGN.md, Cost model: a roofline alone is wrong at small batch):
+  modelling only the increments (docs/MODEL.md, Cost model: a roofline alone is wrong at small batch):
     T(B, q) = t_a + roof(B, q) − roof(B_a, 1)
     roof(B, q) = max(bytes(B, q) / (HBM·TP), flops(B, q) / (FLOP/s·TP))
     bytes = W_dense + E·(1 − (1 − k/E)^n)·W_expert + B·L·kv + B·S·(1 + q),  n = B·q
@@ -31,8 +31,10 @@ import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 
 from acceptance.request_context import CONTEXT_SOURCE
 
@@ -41,6 +43,7 @@ from .figures import Figure, GpuFigures, ModelFigures, gpu_figures
 from .hf_config import model_figures
 
 STOCK, SPECIALIZED = "stock", "specialized"
+_F64: TypeAlias = npt.NDArray[np.float64]
 CONFIGURED_CONTEXT = "[deployment] context_tokens"  # the source of a configured context_tokens
 
 
@@ -58,20 +61,20 @@ class FlatProfile:
     absolute: bool = False
     name: str = "flat"
 
-    def step_time_s(self, batch_size, tokens_per_request, path: str = STOCK):
+    def step_time_s(self, batch_size: npt.ArrayLike, tokens_per_request: npt.ArrayLike, path: str = STOCK) -> _F64:
         _check_path(path)
         shape = np.broadcast(np.asarray(batch_size), np.asarray(tokens_per_request)).shape
         t = np.full(shape, self.base_step_s, dtype=float)
         return t / self.specialized_speedup if path == SPECIALIZED else t
 
-    def stock_pass_s(self, batch_size):
+    def stock_pass_s(self, batch_size: npt.ArrayLike) -> _F64:
         return self.step_time_s(batch_size, 1, STOCK)
 
     def with_specialized_speedup(self, speedup: float) -> "FlatProfile":
         return replace(self, specialized_speedup=speedup)
 
 
-def experts_touched(n_tokens, experts: float, experts_per_token: float):
+def experts_touched(n_tokens: npt.ArrayLike, experts: float, experts_per_token: float) -> _F64:
     """E·(1 − (1 − k/E)^n): distinct experts one MoE layer reads for n tokens, uniform routing."""
     n = np.asarray(n_tokens, dtype=float)
     if experts <= 0:
@@ -79,7 +82,7 @@ def experts_touched(n_tokens, experts: float, experts_per_token: float):
     return experts * (1.0 - (1.0 - experts_per_token / experts) ** n)
 
 
-def step_bytes(m: ModelFigures, batch_size, tokens_per_request):
+def step_bytes(m: ModelFigures, batch_size: npt.ArrayLike, tokens_per_request: npt.ArrayLike) -> _F64:
     """Bytes one step of B requests verifying q tokens each reads over the whole TP group: the
     weights its n = B·q tokens touch, each request's KV at the context, its recurrent state
     read once and written once per verified position (module docstring)."""
@@ -94,11 +97,12 @@ def step_bytes(m: ModelFigures, batch_size, tokens_per_request):
     return weight_bytes + kv_bytes + state_bytes
 
 
-def step_flops(m: ModelFigures, batch_size, tokens_per_request):
+def step_flops(m: ModelFigures, batch_size: npt.ArrayLike, tokens_per_request: npt.ArrayLike) -> _F64:
     """FLOPs of one step over the whole TP group: 2 per active parameter per token (attention
     over the context left out)."""
-    return 2.0 * m.active_params.value * np.asarray(batch_size, dtype=float) * np.asarray(tokens_per_request,
-                                                                                          dtype=float)
+    flops: _F64 = 2.0 * m.active_params.value * np.asarray(batch_size, dtype=float) * np.asarray(tokens_per_request,
+                                                                                                 dtype=float)
+    return flops
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,7 @@ class RooflineProfile:
     bytes_scale: float = 1.0
     flops_scale: float = 1.0
 
-    def roof_s(self, batch_size, tokens_per_request):
+    def roof_s(self, batch_size: npt.ArrayLike, tokens_per_request: npt.ArrayLike) -> _F64:
         """Pure roofline time max(bytes / bandwidth, flops / FLOP/s) over the TP group."""
         m, tp = self.model, self.tensor_parallel_size
         memory_s = self.bytes_scale * step_bytes(m, batch_size, tokens_per_request) / (self.gpu.hbm_bytes_per_s.value * tp)
@@ -125,13 +129,13 @@ class RooflineProfile:
             self.gpu.flops(m.compute_precision).value * tp)
         return np.maximum(memory_s, compute_s)
 
-    def step_time_s(self, batch_size, tokens_per_request, path: str = STOCK):
+    def step_time_s(self, batch_size: npt.ArrayLike, tokens_per_request: npt.ArrayLike, path: str = STOCK) -> _F64:
         _check_path(path)
         t = self.anchor_step_s + self.roof_s(batch_size, tokens_per_request) - self.roof_s(self.anchor_batch, 1)
         t = np.asarray(t, dtype=float)
         return t / self.specialized_speedup if path == SPECIALIZED else t
 
-    def stock_pass_s(self, batch_size):
+    def stock_pass_s(self, batch_size: npt.ArrayLike) -> _F64:
         return self.step_time_s(batch_size, 1, STOCK)
 
     def with_specialized_speedup(self, speedup: float) -> "RooflineProfile":
@@ -143,7 +147,7 @@ class TableProfile:
     """Measured step times; ``rows[(path, q)]`` = (batch sizes ascending, seconds)."""
 
     source: str
-    rows: dict
+    rows: dict[tuple[str, int], tuple[npt.NDArray[np.int64], _F64]]
     specialized_speedup: float = 1.0
     absolute: bool = True
 
@@ -152,26 +156,28 @@ class TableProfile:
         return f"table:{self.source}"
 
     @staticmethod
-    def _interp_linear(x, xs, ys):
+    def _interp_linear(at: npt.ArrayLike, known_x: npt.ArrayLike, known_y: npt.ArrayLike) -> _F64:
         """Linear interpolation, extended linearly past both ends (constant for one point)."""
-        xs, ys = np.asarray(xs, float), np.asarray(ys, float)
-        x = np.asarray(x, float)
+        xs, ys = np.asarray(known_x, float), np.asarray(known_y, float)
+        x = np.asarray(at, float)
         if len(xs) == 1:
-            return np.full_like(x, ys[0])
-        y = np.interp(x, xs, ys)
+            flat: _F64 = np.full_like(x, ys[0])
+            return flat
+        y: _F64 = np.interp(x, xs, ys)
         lo_slope = (ys[1] - ys[0]) / (xs[1] - xs[0])
         hi_slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
         y = np.where(x < xs[0], ys[0] + (x - xs[0]) * lo_slope, y)
         y = np.where(x > xs[-1], ys[-1] + (x - xs[-1]) * hi_slope, y)
         return y
 
-    def _path_time(self, b, q, path):
+    def _path_time(self, b: _F64, q: _F64, path: str) -> _F64 | None:
         qs = sorted(q_ for (p, q_) in self.rows if p == path)
         if not qs:
             return None
         by_q = np.stack([self._interp_linear(b, *self.rows[(path, q_)]) for q_ in qs], axis=0)
         if len(qs) == 1:
-            return by_q[0]
+            only: _F64 = by_q[0]
+            return only
         # Linear in q between the measured ones, per batch size.
         out = np.empty(np.broadcast(b, q).shape)
         bb, qq = np.broadcast_arrays(b, q)
@@ -183,7 +189,7 @@ class TableProfile:
             out_f[i] = self._interp_linear(qq_f[i], qs, flat_by_q[:, i])
         return out_f.reshape(out.shape)
 
-    def step_time_s(self, batch_size, tokens_per_request, path: str = STOCK):
+    def step_time_s(self, batch_size: npt.ArrayLike, tokens_per_request: npt.ArrayLike, path: str = STOCK) -> _F64:
         _check_path(path)
         b = np.asarray(batch_size, dtype=float)
         q = np.asarray(tokens_per_request, dtype=float)
@@ -194,10 +200,15 @@ class TableProfile:
             qs = np.unique(q)
             if len(qs) == 1 and (SPECIALIZED, int(qs[0])) in self.rows:
                 return np.asarray(self._interp_linear(b, *self.rows[(SPECIALIZED, int(qs[0]))]), dtype=float)
-            return np.asarray(self._path_time(b, q, STOCK), dtype=float) / self.specialized_speedup
-        return np.asarray(self._path_time(b, q, STOCK), dtype=float)
+            return self._stock_time(b, q) / self.specialized_speedup
+        return self._stock_time(b, q)
 
-    def stock_pass_s(self, batch_size):
+    def _stock_time(self, b: _F64, q: _F64) -> _F64:
+        """The stock rows' time, NaN for a table without them (load_table requires them)."""
+        stock = self._path_time(b, q, STOCK)
+        return np.asarray(np.nan if stock is None else stock, dtype=float)
+
+    def stock_pass_s(self, batch_size: npt.ArrayLike) -> _F64:
         return self.step_time_s(batch_size, 1, STOCK)
 
     def with_specialized_speedup(self, speedup: float) -> "TableProfile":
@@ -230,7 +241,7 @@ def _parse_table(path: str, mtime_ns: int, size: int) -> TableProfile:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise ModelInputError(f"cost table {p}: cannot read ({e.strerror or e})") from None
-    records: list[tuple[int, dict]] = []  # (line number, record)
+    records: list[tuple[int, object]] = []  # (line number, record)
     if p.suffix.lower() == ".csv":
         lines = text.splitlines()
         reader = csv.reader(lines)
@@ -324,13 +335,17 @@ def roofline_floor_tokens_per_second(deployment: Deployment) -> float:
 def _roofline(deployment: Deployment, anchor_step_s: float, specialized_speedup: float = 1.0) -> RooflineProfile:
     """The deployment's roofline anchored at ``anchor_step_s`` (batch 1), scaled to the step cost
     its engines report where they do (Deployment.engine_cost_scale)."""
-    scale = deployment.engine_cost_scale or {}
+    scale = deployment.engine_cost_scale
     return RooflineProfile(deployment_model(deployment), deployment_gpu(deployment), deployment.tensor_parallel_size,
-                           anchor_step_s, 1, specialized_speedup, bytes_scale=scale.get("read_bytes", 1.0),
-                           flops_scale=scale.get("flops", 1.0))
+                           anchor_step_s, 1, specialized_speedup,
+                           bytes_scale=scale.get("read_bytes", 1.0) if scale else 1.0,
+                           flops_scale=scale.get("flops", 1.0) if scale else 1.0)
 
 
-def make_profile(deployment: Deployment):
+Profile: TypeAlias = "FlatProfile | RooflineProfile | TableProfile"
+
+
+def make_profile(deployment: Deployment) -> Profile:
     """The deployment's cost profile, at the midpoint of its specialized speedup, anchored
     on 1 / baseline_tokens_per_second at batch 1."""
     sp = deployment.specialized_speedup_point
@@ -338,5 +353,6 @@ def make_profile(deployment: Deployment):
     if deployment.cost_profile == "flat":
         return FlatProfile(1.0 / base, sp, True) if base else FlatProfile(1.0, sp, False)
     if deployment.cost_profile == "roofline":
+        assert base is not None  # a roofline deployment is anchored (deployment._validate)
         return _roofline(deployment, 1.0 / base, sp)
     return replace(load_table(deployment.cost_profile), specialized_speedup=sp)

@@ -1,4 +1,4 @@
-"""The γ recommendation for one route (docs/DESIGN.md, Cost model; The tune-gamma JSON):
+"""The γ recommendation for one route (docs/MODEL.md, Cost model; docs/REFERENCE.md, The tune-gamma JSON):
 ``recommend(inputs, deployment)``, its one input a model.route_inputs.RouteInputs.
 
 For each candidate γ = 0 .. min(gamma_max, the drafter's block when it has one):
@@ -21,7 +21,7 @@ decision: change / off / keep / probe over the same ensemble, by the ordered rul
 model.decision (one Decision object), with the evidence that would change it in decision_reason; without resamples there is no such
 probability: "keep". The deployable config is for the γ the fleet is to run: the
 recommended one on change / off / probe (a probe's fleet stays at the deployed γ or takes
-the sure step; the canary's config is the probe's), else the deployed γ.
+the sure step; the probe's config is the probe's), else the deployed γ.
 With ``survival_by_batch`` (a curve a_{B,1..γ} per batch size of the mix, from specdec's
 plugin) AL(γ) is the mix's AL_mix(γ) = Σ_B w_B·AL_B(γ) (model.speedup), each batch size's
 curve extended past γ by the tail models; batch sizes without a curve use the pooled

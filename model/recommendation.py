@@ -19,8 +19,8 @@ from .figures_needed import FigureNeeded
 from .load import LoadView
 from .probe import Probe
 from .specialized import Eligibility
-from .specialized_break_even import SpecializedBreakEven
-from .specialized_measured import MeasuredSpeedup
+from .probe.specialized_speedup import SpecializedBreakEven
+from .probe.measured_speedup import MeasuredSpeedup
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,8 @@ class Recommendation:
     profile_figures: dict | None = None
     gain: Gain | None = None  # of the recommended γ over the deployed one; None when they are the same
     model_error_warning: str | None = None  # model_error beyond ±MODEL_ERROR_TOLERANCE, and what to do
-    # the specialized speedup measured from a canary's latency, priced instead of the configured
-    # one when measured (model.specialized_measured; set by model.route)
+    # the specialized speedup measured from a probe's latency, priced instead of the configured
+    # one when measured (model.probe.measured_speedup; set by model.route)
     specialized_speedup_measured: MeasuredSpeedup | None = None
     # (rows, G) the resampled speedups the decision read (resamples × tail models × speed
     # bins); not in the JSON: for pricing routes together (model.shared_deployment)
@@ -100,7 +100,7 @@ class Recommendation:
 
     @property
     def probe(self) -> Probe | None:
-        """decision "probe": the canary to run (model.probe)."""
+        """decision "probe": the probe to run (model.probe)."""
         return self.decided.probe
 
     @property

@@ -7,10 +7,10 @@ specialized path's clean share comes from the plugin's steps or the iteration-to
 histogram, each batch size of the mix takes its plugin bucket's own curve when the bucket
 holds enough drafts, and everything goes to ``model.recommend.recommend``. One way for
 tune-gamma and the what-if (which changes the deployment or the batch time shares).
-On the specialized path, a window whose deployed segment and running canary both keep
-their own latency measures the specialized speedup (model.specialized_measured); when it
+On the specialized path, a window whose deployed segment and running probe both keep
+their own latency measures the specialized speedup (model.probe.measured_speedup); when it
 does, that interval is priced instead of the configured specialized_speedup — and in later
-windows too, from the window in which the canary last ran (acceptance.canary_lookback).
+windows too, from the window in which the probe last ran (model.probe.lookback).
 
 ``drafts_more_needed`` is the one "more data" figure of a tuning.
 """
@@ -31,7 +31,7 @@ from .probe import RunningProbe
 from .recommend import Recommendation, recommend
 from .route_inputs import RouteInputs
 from .specialized import route_eligibility
-from .specialized_measured import (MEASURE_RESAMPLES, MeasuredSpeedup, SegmentLatency, SegmentShares, measurable,
+from .probe.measured_speedup import (MEASURE_RESAMPLES, MeasuredSpeedup, SegmentLatency, SegmentShares, measurable,
                                    measure_specialized_speedup)
 from .speedup import batch_mix_from_time_shares, normalise_batch_mix, request_weights_from_time_shares
 
@@ -54,7 +54,7 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, batch_time_
                     by_context: bool = True) -> RouteRecommendation:
     """The recommendation for ``route`` under ``deployment``; ``batch_time_shares``: the u_B to
     price (the route's own, ``route.batch_time_shares``, or a what-if's; None: batch 1);
-    ``measure_speedup``: a canary's measured specialized speedup replaces the deployment's
+    ``measure_speedup``: a probe's measured specialized speedup replaces the deployment's
     (False: a what-if that sets the figure itself prices it). A route whose requests say their
     context is priced at it (unless context_tokens is set) and, with ``by_context``, band by
     band (model.context_bands)."""
@@ -111,17 +111,17 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, batch_time_
 def _measured_speedup(route: RouteEstimate, deployment: Deployment, time_shares: dict[int, float] | None, seed: int
                       ) -> tuple[Deployment, MeasuredSpeedup | None]:
     """(the deployment to price, the measurement): with the specialized speedup measured from
-    the deployed segment's and a canary's latency (at any other γ), its interval replaces the
-    configured figure (model.specialized_measured); else the deployment as it is. A window
-    without a canary takes the measurement of the earlier window in which one last ran
+    the deployed segment's and a probe's latency (at any other γ), its interval replaces the
+    configured figure (model.probe.measured_speedup); else the deployment as it is. A window
+    without a probe takes the measurement of the earlier window in which one last ran
     (``route.speedup_from``, at that window's own time shares, as a tune then priced it)."""
     earlier = route.speedup_from
-    if route.canary_latency is None and earlier is not None:
+    if route.probe_latency is None and earlier is not None:
         deployment, measured = _measured_speedup(earlier, deployment, earlier.batch_time_shares, seed)
         return deployment, None if measured is None else replace(measured, window=earlier.window_span)
-    canary = route.canary_latency
-    if canary is None or route.itl_mean_s is None or not time_shares or not measurable(deployment):
-        return deployment, None  # nothing to resample for: off the path, or no canary with latency
+    probed = route.probe_latency
+    if probed is None or route.itl_mean_s is None or not time_shares or not measurable(deployment):
+        return deployment, None  # nothing to resample for: off the path, or no probe with latency
     mixes, own = _segment_mixes(route, time_shares)
     sizes = sorted(set(mixes[0][0]) | set(mixes[1][0]))  # each segment's shares over both's batch sizes
     shares = [[mix.get(b, 0.0) for b in sizes] for mix, _ in mixes]
@@ -132,7 +132,7 @@ def _measured_speedup(route: RouteEstimate, deployment: Deployment, time_shares:
     logged = route.observed_latency_source == LOGGED_LOAD
     measured = measure_specialized_speedup(
         deployment, SegmentLatency(route.gamma, route.itl_mean_s, mixes[0][0] if own else None, logged),
-        SegmentLatency(canary.gamma, canary.itl_mean_s, mixes[1][0] if own else None, logged),
+        SegmentLatency(probed.gamma, probed.itl_mean_s, mixes[1][0] if own else None, logged),
         SegmentShares(sizes, shares[0], shares[1], drawn), clean_share=elig.share if elig else 1.0,
         level=route.estimate.level)
     if measured is None or not measured.measured:
@@ -173,13 +173,13 @@ def _curve(route: RouteEstimate) -> _Curve:
 
 
 def _segment_mixes(route: RouteEstimate, time_shares: dict[int, float]) -> tuple[list, bool]:
-    """([(u_B, effective samples) of the deployed segment, of the canary], whether they are
+    """([(u_B, effective samples) of the deployed segment, of the probe], whether they are
     their own): each segment's own engines' where the window keeps both
     (acceptance.probe_segment.SegmentMix), else the route's ``time_shares`` for both, its
     samples split by the segments' engine-seconds."""
-    main, canary = route.segment_mix, route.canary_latency.segment_mix
-    if main is not None and canary is not None:
-        return [(m.time_shares, max(m.effective_samples, 1.0)) for m in (main, canary)], True
+    main, probed = route.segment_mix, route.probe_latency.segment_mix
+    if main is not None and probed is not None:
+        return [(m.time_shares, max(m.effective_samples, 1.0)) for m in (main, probed)], True
     sizes, shares = normalise_batch_mix(time_shares)
     route_mix = dict(zip(sizes.tolist(), shares.tolist()))
     samples = max(route.estimate.n_blocks, route.effective_samples)
@@ -187,10 +187,10 @@ def _segment_mixes(route: RouteEstimate, time_shares: dict[int, float]) -> tuple
 
 
 def _engine_seconds_shares(route: RouteEstimate) -> tuple[float, float]:
-    """The deployed segment's and the canary's shares of the window's engine-seconds, which
+    """The deployed segment's and the probe's shares of the window's engine-seconds, which
     the gauge samples behind the time shares are spread over (½ each where unknown)."""
     spans = [t.seconds * t.engines if t is not None and t.engines else None
-             for t in (route.traffic, route.canary_latency.traffic)]
+             for t in (route.traffic, route.probe_latency.traffic)]
     if None in spans or not sum(spans) > 0:
         return 0.5, 0.5
     return spans[0] / sum(spans), spans[1] / sum(spans)

@@ -27,7 +27,7 @@ replaying them (acceptance.step_replay), once per tail model's guess of the posi
 full drafts. ``requests`` (acceptance.route_estimate.RequestRows): the window's rows one per
 request, which a percentile objective prices. ``traffic`` (engines, draft rate, rows) and
 ``running_probe``: what a probe is planned from. ``speedup_measured``: the deployment's
-specialized_speedup is a canary's measurement (model.specialized_measured).
+specialized_speedup is a probe's measurement (model.probe.measured_speedup).
 """
 
 from __future__ import annotations

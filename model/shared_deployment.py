@@ -19,7 +19,7 @@ route's ensemble, γ_dep the γ the deployment runs after this decision (the dep
 keep: "should I split?" is asked of what the shared engines will run), and beside it the same
 over the joint best γ; and the deployment's whole gain of splitting, every route at its own γ.
 A joint change or off rests on the routes' figures as a route's does (model.figures_needed).
-A shared deployment is not probed here (a canary would serve every route's traffic), and a
+A shared deployment is not probed here (a probe would serve every route's traffic), and a
 percentile objective is refused (its percentile would be over every route's requests together).
 """
 

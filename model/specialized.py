@@ -20,7 +20,7 @@ when the engines run it (``eligibility_from_step_counts``), else bounded from th
 ``vllm:iteration_tokens_total`` histogram deltas; ``le="64"`` is exactly the limit.
 
 The path's decode speedup is a configured figure no window checks: how far a decision rests
-on it is model.specialized_break_even's.
+on it is model.probe.specialized_speedup's.
 """
 
 from __future__ import annotations

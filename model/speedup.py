@@ -1,4 +1,4 @@
-"""Speedup of speculative decoding, as docs/DESIGN.md, Cost model, writes it.
+"""Speedup of speculative decoding, as docs/MODEL.md, Cost model, writes it.
 
 Expected tokens per verify step (the bonus token included):
   from a survival curve     AL(γ) = 1 + Σ_{k≤γ} a_k

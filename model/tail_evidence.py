@@ -41,11 +41,13 @@ checks the intervals' coverage and the calibration of the gains claimed from the
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from contextlib import contextmanager
 from functools import lru_cache
 
 import numpy as np
+import numpy.typing as npt
 
 from acceptance.definitions import acceptance_length_by_gamma
 
@@ -68,7 +70,7 @@ class HoldoutErrors:
     scale: np.ndarray  # (rows,) one_step_error of the curve's first g positions
 
 
-def one_step_error(survival, reach=None) -> float | None:
+def one_step_error(survival: npt.ArrayLike, reach: npt.ArrayLike | None = None) -> float | None:
     """σ: how well the tail models' mean has predicted the curve's own positions one step
     ahead — the RMS over k = 1 .. g−1 of AL(k + 1) extended from a_1..a_k against the
     curve's AL(k + 1), relative. None for a curve of one position (no record)."""
@@ -83,7 +85,7 @@ def one_step_error(survival, reach=None) -> float | None:
 
 
 def holdout_errors(curves: tuple[ReferenceCurve, ...] = CURVES) -> HoldoutErrors:
-    rows = []
+    rows: list[tuple[int, int, int, npt.NDArray[np.float64], float | None]] = []
     for index, curve in enumerate(curves):
         a = np.asarray(curve.survival, dtype=float)
         truth = acceptance_length_by_gamma(a)[..., 1:]  # AL(n), n = 1..g
@@ -94,9 +96,9 @@ def holdout_errors(curves: tuple[ReferenceCurve, ...] = CURVES) -> HoldoutErrors
                 rows.append((index, g, j, predicted[:, g + j - 1] / truth[g + j - 1] - 1.0, scale))
     if not rows:
         raise ValueError("no reference curve of three positions or more")
-    curve_index, cut, distance, errors, scale = zip(*rows)
+    curve_index, cut, distance, errors, scales = zip(*rows)
     return HoldoutErrors(np.array(curve_index), np.array(cut), np.array(distance), np.array(errors),
-                         np.array(scale))
+                         np.array(scales))
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,8 @@ class TailEvidence:
         return (j, 1.0) if j <= last else (last, j / last)
 
     def weights_at(self, j: int) -> np.ndarray:
-        return self.weights[self._distance(j)[0] - 1]
+        row: np.ndarray = self.weights[self._distance(j)[0] - 1]
+        return row
 
     def errors_at(self, j: int, scale: float | None = None) -> np.ndarray:
         """e_j, or with ``scale`` (the predicted curve's one_step_error σ) e_j / its row's σ × σ."""
@@ -134,7 +137,7 @@ class TailEvidence:
         e = self.errors_at(j, scale)
         return np.concatenate([e, -e])
 
-    def true_al_samples(self, al, j: int, scale: float | None = None) -> np.ndarray:
+    def true_al_samples(self, al: npt.ArrayLike, j: int, scale: float | None = None) -> np.ndarray:
         """The predictive distribution of the true AL for an ensemble AL ``al`` at distance j."""
         return np.asarray(al, dtype=float)[..., None] / (1.0 + self.predictive_errors(j, scale))
 
@@ -181,7 +184,7 @@ _HELD_OUT: list[int] = []
 
 
 @contextmanager
-def holding_out(name: str):
+def holding_out(name: str) -> Iterator[None]:
     """Inside, al_factors reads the evidence of every reference curve but ``name``."""
     index = next((i for i, c in enumerate(CURVES) if c.name == name), None)
     if index is None:

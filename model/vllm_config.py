@@ -22,6 +22,7 @@ import json
 from typing import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from .deployment import Deployment, ModelInputError
 from .drafters import drafter_for
@@ -34,7 +35,7 @@ SYNTHETIC_WARNING = (
 NO_MODEL_NEEDED = {"dspark", "mtp", "ngram", "ngram_gpu", "suffix"}  # methods whose config names no draft model
 
 
-def validate_schedule(schedule) -> list[tuple[int, int, int]]:
+def validate_schedule(schedule: object) -> list[tuple[int, int, int]]:
     """vLLM's rules for ``num_speculative_tokens_per_batch_size``; one-line ModelInputError."""
     if not isinstance(schedule, (list, tuple)) or not schedule:
         raise ModelInputError("num_speculative_tokens_per_batch_size: must be a non-empty list of (start, end, K)")
@@ -78,7 +79,7 @@ def schedule_from_best(best_gamma_by_batch: dict[int, int]) -> list[tuple[int, i
 
 def speculative_config(
     deployment: Deployment, gamma: int, schedule: Sequence[tuple[int, int, int]] | None = None
-) -> dict | None:
+) -> dict[str, object] | None:
     """The deployable ``--speculative-config`` for γ (None for γ = 0: speculation off)."""
     if gamma < 0:
         raise ModelInputError(f"gamma must be ≥ 0, got {gamma}")
@@ -86,7 +87,7 @@ def speculative_config(
         return None
     method = deployment.method
     drafter = drafter_for(method)
-    cfg: dict = {}
+    cfg: dict[str, object] = {}
     if method == "parallel_drafting":
         # PARD: a draft model trained for parallel drafting, with vLLM's flag.
         cfg["method"] = "draft_model"
@@ -101,7 +102,7 @@ def speculative_config(
     return cfg
 
 
-def command_line(deployment: Deployment, spec_config: dict | None) -> str:
+def command_line(deployment: Deployment, spec_config: dict[str, object] | None) -> str:
     """The vLLM serve arguments that deploy it (and keep the decode backend)."""
     parts = []
     if spec_config is None:
@@ -115,14 +116,19 @@ def command_line(deployment: Deployment, spec_config: dict | None) -> str:
     return " ".join(parts)
 
 
-def replay_config(deployment: Deployment, survival) -> dict:
+def replay_config(deployment: Deployment, survival: npt.ArrayLike) -> dict[str, object]:
     """Benchmark-only config replaying the observed curve at its γ (never deployable)."""
+    return {"speculative_config": replay_speculative_config(deployment, survival), "warning": SYNTHETIC_WARNING}
+
+
+def replay_speculative_config(deployment: Deployment, survival: npt.ArrayLike) -> dict[str, object]:
+    """The ``--speculative-config`` of replay_config (benchmarks only, never deployable)."""
     a = np.asarray(survival, dtype=float)
     if a.ndim != 1 or a.size == 0:
         raise ModelInputError("survival: a non-empty curve a_1..a_γ is needed for the replay config")
     rates = monotone_survival(a)  # vLLM requires non-increasing rates
     method = "draft_model" if deployment.method == "parallel_drafting" else deployment.method
-    cfg = {
+    cfg: dict[str, object] = {
         "method": method,
         "num_speculative_tokens": int(a.size),
         "rejection_sample_method": "synthetic",
@@ -132,4 +138,4 @@ def replay_config(deployment: Deployment, survival) -> dict:
         cfg["parallel_drafting"] = True
     if deployment.draft_model:
         cfg["model"] = deployment.draft_model
-    return {"speculative_config": cfg, "warning": SYNTHETIC_WARNING}
+    return cfg

@@ -69,7 +69,7 @@ from model.speedup import CostModel, implied_p, mix_speedup, seeds_table
 pio.renderers.default = os.environ.get("SPECDEC_PLOTLY_RENDERER", "plotly_mimetype+notebook_connected")
 pd.set_option("display.width", 160)
 
-# The [deployment] defaults (docs/DESIGN.md, Interfaces): Kimi K3 on GB300 TP16, DSpark with r = 0.10,
+# The [deployment] defaults (docs/REFERENCE.md, Config): Kimi K3 on GB300 TP16, DSpark with r = 0.10,
 # 118 tok/s plain decode at batch 1, the anchored roofline, optimised for interactivity.
 KIMI = Deployment()
 BATCH_SIZES = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 128]
@@ -205,7 +205,7 @@ are better than p) and over-predicts long ones (its late tokens are worse). Past
 deployed γ the data cannot tell which is right: the recommender extrapolates as far as the
 drafter allows (its block, `gamma_max`), marks those candidates `extrapolated`, and prices
 them with the spread of several tail models and the errors such extrapolations made on real
-curves (docs/DESIGN.md, Cost model). With the
+curves (docs/MODEL.md, Cost model). With the
 front-loaded curve observed at γ = 7 (intervals from 200,000 drafts):"""),
     ("code", r"""observed = estimate_from_survival(front[:DEPLOYED_GAMMA], drafts=200_000)
 rec = recommend(RouteInputs(observed.survival.value, survival_resamples=observed.survival_resamples), dflash["roofline"])

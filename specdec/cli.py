@@ -1,4 +1,4 @@
-"""Console scripts `specdec` and `tune-gamma` (docs/DESIGN.md, Interfaces).
+"""Console scripts `specdec` and `tune-gamma` (docs/REFERENCE.md, Commands).
 
 Views only: every number printed here comes from acceptance/ and model/ (through
 specdec.pipeline). Errors are one line on stderr; exit code 2 for bad input, 1 for an

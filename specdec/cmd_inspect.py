@@ -93,7 +93,7 @@ def _check_engine_costs(report: dict, snapshots, config_path: str | None) -> Non
 
 
 def _setup_hint(report: dict) -> list[str]:
-    """Which [deployment] keys describe this engine (docs/DESIGN.md, Interfaces)."""
+    """Which [deployment] keys describe this engine (docs/REFERENCE.md, Config)."""
     from model.drafters import KNOWN_METHODS
     from model.figures import GPUS, MODELS
 

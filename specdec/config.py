@@ -1,4 +1,4 @@
-"""The TOML config (docs/DESIGN.md, Interfaces): store, deployment defaults, routes, sources.
+"""The TOML config (docs/REFERENCE.md, Config): store, deployment defaults, routes, sources.
 
 Commands look for ./specdec.toml unless --config says otherwise; the store is
 [store] path (relative to the config's folder), else specdec.db beside the config, unless
@@ -6,7 +6,7 @@ Commands look for ./specdec.toml unless --config says otherwise; the store is
 mapping is validated by model.deployment.Deployment.from_mapping where it is used.
 
 [collect] interval / timeout / max_page_bytes / max_engines and [source] timeout / max_series are
-optional (docs/DESIGN.md, Interfaces: Config).
+optional (docs/REFERENCE.md, Config).
 """
 
 from __future__ import annotations
@@ -321,7 +321,7 @@ def _check_shared_deployments(routes: dict[str, RouteConfig], where: str) -> Non
 def deployment_for_route(config: Config, route: str | None) -> Deployment:
     """[deployment] merged with the route's overrides, validated (ModelInputError names the key)."""
     # [deployment] alone first, so that a bad key there is named there, not in the route that
-    # inherits it. Without a config file: the inline defaults (dspark, 0.10, flat — docs/DESIGN.md,
+    # inherits it. Without a config file: the inline defaults (dspark, 0.10, flat — docs/REFERENCE.md,
     # Sources and routes), what a route known only from `specdec ingest` is priced with.
     written = Deployment.from_mapping(config.deployment, where=f"{config.path or 'config'} [deployment]",
                                       base=INLINE_DEFAULTS if config.path is None else None)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from acceptance.canary_lookback import earlier_canary_window
+from model.probe.lookback import earlier_probe_window
 from acceptance.errors import InputError
 from acceptance.counts import IntervalCounts
 from acceptance.estimates import AcceptanceEstimate, estimate_from_survival
@@ -24,7 +24,7 @@ from model.deployment import INLINE_DEFAULTS, Deployment
 from model.hf_config import model_from_labels
 from model.recommend import Recommendation, RouteInputs, recommend
 from model.route import drafts_more_needed, recommend_route
-from model.specialized_measured import measurable
+from model.probe.measured_speedup import measurable
 
 from .config import Config, ConfigError, deployment_for_route, flagged, route_source
 from .no_drafts import no_drafts_message
@@ -85,13 +85,13 @@ def tune_intervals(
     window=None,
     options: TuningOptions = DEFAULT_TUNING,
     engines: int | None = None,  # the route's configured count where rows name none
-    earlier=None,  # the window in which a canary last ran, where ``window`` holds none
+    earlier=None,  # the window in which a probe last ran, where ``window`` holds none
 ) -> RouteTuning:
     """Estimate one γ segment and recommend from it (rows resampled as ``options`` say)."""
     if intervals.total().drafts <= 0:
         raise NoDataError(f"route {route!r}: the window holds no drafts at gamma {intervals.gamma}")
     estimated = _estimated(window, intervals, options, engines)
-    if earlier is not None:  # its latency measured the specialized speedup (acceptance.canary_lookback)
+    if earlier is not None:  # its latency measured the specialized speedup (model.probe.lookback)
         estimated.speedup_from = _estimated(earlier, earlier.newest_segment.intervals, options)
     level, seed = options.level, options.seed  # priced at the estimate's level, from its seed
     priced = recommend_route(estimated, deployment, batch_time_shares=estimated.batch_time_shares, level=level,
@@ -121,7 +121,7 @@ def tune_route(config: Config, route: str, *, store=None, window_s: float = DEFA
     if segment is None or segment.total.drafts <= 0:
         ingested = store.ingested_routes().get(route, []) if store is not None and source == "scrape" else []
         raise NoDataError(no_drafts_message(route, window, window_s, source, ingested))
-    earlier, notes = (earlier_canary_window(lambda lo, hi: route_window_for(config, route, source, store, lo, hi)[0],
+    earlier, notes = (earlier_probe_window(lambda lo, hi: route_window_for(config, route, source, store, lo, hi)[0],
                                             window, window_s)
                       if measurable(deployment) else (None, []))
     options = TuningOptions(level=level, n_resamples=n_resamples, block_length=block_length, unit=unit)
@@ -191,7 +191,7 @@ def what_if(tuning: RouteTuning, overrides: dict, *, batch_time_shares: dict[int
     request-weighted mix under the NEW deployment (model.route.recommend_route), and the
     clean share on latency_specialized and the per-batch survival come from the window as
     in tune_intervals (a mix moved to large batches takes their own curves); a specialized
-    speedup a canary measured is priced unless the overrides set ``specialized_speedup``.
+    speedup a probe measured is priced unless the overrides set ``specialized_speedup``.
     """
     deployment = Deployment.from_mapping(overrides, where="what-if", base=tuning.deployment)
     estimated = tuning.route_estimate or RouteEstimate(tuning.estimate)

@@ -1,7 +1,7 @@
 """The one tune-gamma JSON document and its console view, the one NaN → null rule, the clock and duration wording.
 
 Every view prints through here: ``tuning_to_dict`` is the tune-gamma document
-(docs/DESIGN.md, The tune-gamma JSON) of a ``specdec.pipeline.RouteTuning``;
+(docs/REFERENCE.md, The tune-gamma JSON) of a ``specdec.pipeline.RouteTuning``;
 ``json_document`` the text of any document the views print (``schema_version`` first,
 NaN and inf as null by ``json_safe``); ``format_tuning`` the console view of the same
 document; ``format_clock`` and ``format_duration`` the times every message names.
@@ -31,7 +31,7 @@ def json_document(doc: dict) -> str:
 
 
 def tuning_to_dict(t) -> dict:
-    """The tune-gamma JSON document (docs/DESIGN.md, The tune-gamma JSON), minus schema_version."""
+    """The tune-gamma JSON document (docs/REFERENCE.md, The tune-gamma JSON), minus schema_version."""
     e = t.estimate
     rec = t.recommendation.to_dict()
     observed = {
@@ -86,7 +86,7 @@ def tuning_to_dict(t) -> dict:
             {
                 "gamma": s.gamma, "start": s.start, "end": s.end, "drafts": s.total.drafts,
                 "engines": [list(x) for x in s.engines], "newest": s is w.newest_segment,
-                # still running at the window's end (a rolling change or a canary), else older
+                # still running at the window's end (a rolling change or a probe), else older
                 "current": any(s is c for c in current),
                 "engines_at_end": [list(x) for x in getattr(s, "engines_at_end", None) or s.engines],
             }
@@ -408,14 +408,14 @@ def _context_lines(view: dict | None) -> list[str]:
 
 
 def _probe_line(doc: dict, gain: str) -> str:
-    """The probe decision: the canary to run, and what the rest of the route runs meanwhile."""
+    """The probe decision: the probe to run, and what the rest of the route runs meanwhile."""
     probe, deployed, rec = doc["probe"], doc["deployed_gamma"], doc["recommended_gamma"]
     fleet = f"keep gamma {deployed}" if rec == deployed else f"change gamma {deployed} -> {rec} (expected gain {gain})"
     where, meanwhile = ((f"on the route's only engine(s) ({probe['engines']}), a trial", f"then back: {fleet}")
                         if probe.get("whole_route") else (f"on {probe['engines']} engine(s)", f"{fleet} on the others"))
     return (f"recommendation: probe gamma {probe['gamma']} {where} for about {probe['drafts_needed']:,} drafts "
             f"(about {approximate_duration(probe['duration_s'])}), {meanwhile}; "
-            f"canary config: {json.dumps(probe['speculative_config'])}. {doc['decision_reason']}")
+            f"probe config: {json.dumps(probe['speculative_config'])}. {doc['decision_reason']}")
 
 
 def probe_segment_line(p: dict, deployed: int) -> str:
@@ -432,7 +432,7 @@ def probe_segment_line(p: dict, deployed: int) -> str:
 
 
 def _segment_lines(segments: list[dict]) -> list[str]:
-    """A window with more than one γ: the current ones (a rolling change, a canary) as such,
+    """A window with more than one γ: the current ones (a rolling change, a probe) as such,
     which one the estimate describes, and the older ones — never a current one as older."""
     if len(segments) < 2:
         return []

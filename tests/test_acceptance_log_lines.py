@@ -236,7 +236,7 @@ def test_acceptance_near_zero_leaves_drafts_unknown():
     assert interval.drafts_candidates == 0
     assert interval.drafts_range is None
     assert (interval.accepted_tokens, interval.draft_tokens, interval.gamma) == (0, 15000, 3)
-    # AL 1.00 with a non-zero rate: drafts unknown all the same (docs/DESIGN.md), A and T exact.
+    # AL 1.00 with a non-zero rate: drafts unknown all the same (docs/REFERENCE.md), A and T exact.
     line = vllm_message(100_000, 300_000, [300, 100, 0])
     (interval,) = parse_log_lines([line], year=2025, source="t").intervals
     assert interval.counts is None

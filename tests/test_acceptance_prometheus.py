@@ -245,12 +245,12 @@ def gamma_changed(tmp_path_factory):
     """Prometheus with specdec's rules following two engines at γ 4, one moved to γ 6 at 10m."""
     tmp = tmp_path_factory.mktemp("prom-gamma")
     scenario = scenario_from_dict({
-        "name": "gamma-change", "routes": {"canary": {
+        "name": "gamma-change", "routes": {"probe": {
             "gamma": 4, "process": {"kind": "independent", "p": 0.8},
             "batch": {"weights": {"2": 0.3, "4": 0.4, "8": 0.3}, "persistence": 0.5},
-            "targets": [{"name": "canary-0", "engines": 2}]}},
-        "events": [{"at": "10m", "kind": "set_gamma", "target": "canary-0", "engine": "0", "gamma": 6}]}, seed=5)
-    with fleet_followed(tmp, scenario, prometheus_with_rules(tmp, "sim-gamma", "canary"), "/-/ready") as seen:
+            "targets": [{"name": "probe-0", "engines": 2}]}},
+        "events": [{"at": "10m", "kind": "set_gamma", "target": "probe-0", "engine": "0", "gamma": 6}]}, seed=5)
+    with fleet_followed(tmp, scenario, prometheus_with_rules(tmp, "sim-gamma", "probe"), "/-/ready") as seen:
         yield seen
 
 
@@ -259,7 +259,7 @@ def test_recorded_window_splits_gamma_and_names_each_segments_engines(gamma_chan
     engines the raw path's scan of samples finds, and the γ change as an event."""
     settings = PrometheusSettings(gamma_changed["url"])
     start, end = gamma_changed["start"], gamma_changed["end"]
-    recorded = prometheus_window(settings, "canary", '{job="sim-gamma"}', start, end)
+    recorded = prometheus_window(settings, "probe", '{job="sim-gamma"}', start, end)
     raw = prometheus_route_window(settings, '{job="sim-gamma"}', start, end)
     assert recorded.recorded is not None, recorded.notes
 
@@ -270,7 +270,7 @@ def test_recorded_window_splits_gamma_and_names_each_segments_engines(gamma_chan
     changes = [e for e in recorded.events if e.kind == "gamma_change"]
     assert [(e.engine, e.data["gamma"]) for e in changes] == [("0", 6)]
     assert abs(changes[0].time - gamma_changed["restart_wall"]) <= 2.0 + 2.0
-    # the canary's counts are never summed with γ 4's: its own curve has 6 positions
+    # the probe's counts are never summed with γ 4's: its own curve has 6 positions
     six = next(seg for seg in recorded.segments if seg.gamma == 6)
     assert len(six.total.accepted_per_position) == 6 and six.total.drafts > 0
 
@@ -625,13 +625,13 @@ def test_each_gamma_segment_keeps_its_own_latency_through_prometheus(gamma_chang
     """The raw path's per-segment ITL (increase() of the histogram's sum and count over the
     engines of each γ) and the recorded series' (the rules' exact increases, summed by the
     engines' γ at each evaluation) agree with the store's per-segment ITL, each over its own
-    engines: the γ 6 canary's requests are counted there, not with γ 4's (what lets a
-    canary's latency measure the specialized speedup). The simulated step time hardly moves
+    engines: the γ 6 probe's requests are counted there, not with γ 4's (what lets a
+    probe's latency measure the specialized speedup). The simulated step time hardly moves
     with γ, so the check of the split is the counts."""
     start, end = gamma_changed["start"], gamma_changed["end"]
     settings = PrometheusSettings(gamma_changed["url"])
     raw = prometheus_route_window(settings, '{job="sim-gamma"}', start, end)
-    recorded = prometheus_window(settings, "canary", '{job="sim-gamma"}', start, end)
+    recorded = prometheus_window(settings, "probe", '{job="sim-gamma"}', start, end)
     assert recorded.recorded is not None, recorded.notes
     assert not any("hold no" in note for note in recorded.notes)
     stored = route_window(gamma_changed["store"], gamma_changed["targets"], start, end)
@@ -656,7 +656,7 @@ def test_each_gamma_segment_keeps_its_own_latency_through_prometheus(gamma_chang
         assert store[g].itl_count == store[g].total.drafts
     # each segment's own gauge samples: the raw path's histogram of num_requests_running over
     # the engines at its γ at each step of the scrape interval — one engine's samples for the
-    # γ 6 canary, both engines' for γ 4 until engine 0 left it (the two sample the sim's gauge
+    # γ 6 probe, both engines' for γ 4 until engine 0 left it (the two sample the sim's gauge
     # at other instants than the store's collector, so the counts, not the values, are checked)
     # (the recorded series: the engines running B at each γ, per rule evaluation, 2 s apart)
     change = gamma_changed["restart_wall"]

@@ -386,7 +386,7 @@ def test_every_window_kind_is_a_window_with_one_current_segment_rule():
                               np.array([[drafts / 2, gamma * drafts / 2, gamma * drafts / 8] + [drafts / 8] * gamma] * 2))
         return GammaSegment(gamma=gamma, start=start, end=end, engines=[], intervals=rows)
 
-    # γ 3 ended inside the window; γ 7 runs to its end, and γ 5 (a canary) beside it
+    # γ 3 ended inside the window; γ 7 runs to its end, and γ 5 (a probe) beside it
     segments = [segment(3, 0.0, 1000.0, 9000.0), segment(7, 1000.0, 3600.0, 5000.0), segment(5, 3000.0, 3595.0, 100.0)]
     shape = StepShapeWindow(batch_time_shares={}, iteration_tokens={}, samples=0)
     windows = [
@@ -424,7 +424,7 @@ def test_ingested_requests_of_two_gammas_interleaved_are_both_current():
 
 @pytest.mark.parametrize("min_blocks", [60, 1])  # raw scrape intervals, then rollup buckets as well
 def test_each_gamma_segment_keeps_its_own_latency(tmp_path, min_blocks):
-    """A canary at another γ has its own ITL: each segment's mean is its engines' alone (the
+    """A probe at another γ has its own ITL: each segment's mean is its engines' alone (the
     route-wide mean mixes both). Each engine's step time is constant per γ, so any exact
     subset of its rows gives that mean; a rollup bucket holding both of y's γ must go to neither."""
     step_s = {("x", 3): 0.010, ("y", 3): 0.010, ("y", 5): 0.025}
@@ -458,7 +458,7 @@ def test_each_gamma_segment_keeps_its_own_latency(tmp_path, min_blocks):
 
 
 def _canary_then_change(store: Store, low: int, high: int, step_s: dict, change: int, running: int = 4) -> None:
-    """Scrapes 1..579, 15 s apart: x and y at γ ``low``, z a canary at ``high`` from scrape 100,
+    """Scrapes 1..579, 15 s apart: x and y at γ ``low``, z a probe at ``high`` from scrape 100,
     x and y restarting into ``high`` at scrape ``change``; each γ's step time constant."""
     sums, counts, restarted = defaultdict(float), defaultdict(float), {}
     for i in range(1, 580):
@@ -480,15 +480,15 @@ CANARY_TARGETS = [f"http://127.0.0.1:1/{label}" for label in "xyz"]
 
 @pytest.mark.parametrize("coarse", [False, True])  # the store's exact ends, then ends known to 10-minute blocks
 def test_a_window_without_a_canary_finds_the_one_in_which_it_last_ran(tmp_path, coarse):
-    """Engine z runs a γ 5 canary from 25 min beside x and y at γ 3; at 85 min x and y move
-    to γ 5 too. An hour later the window holds γ 5 alone (no canary), and the lookback finds
-    the window ending where the canary last ran beside γ 3: both current at its end, each
+    """Engine z runs a γ 5 probe from 25 min beside x and y at γ 3; at 85 min x and y move
+    to γ 5 too. An hour later the window holds γ 5 alone (no probe), and the lookback finds
+    the window ending where the probe last ran beside γ 3: both current at its end, each
     segment with its own latency. The store keeps each segment's last interval end, even in
     rollups; a source whose lookback knows ends to a block only (Prometheus: its blocks) is
     read again until the window holds both at its end."""
     import dataclasses
 
-    from acceptance.canary_lookback import earlier_canary_window, has_canary, last_side_by_side
+    from model.probe.lookback import earlier_probe_window, has_probe, last_side_by_side
     from acceptance.prometheus import PrometheusError
 
     change = 340
@@ -508,34 +508,34 @@ def test_a_window_without_a_canary_finds_the_one_in_which_it_last_ran(tmp_path, 
                                                          for s in window.segments])
 
         now = read(end - 3600, end)
-        assert {s.gamma for s in now.current_segments} == {5} and not has_canary(now)
+        assert {s.gamma for s in now.current_segments} == {5} and not has_probe(now)
         assert last_side_by_side(now) is None
-        earlier, notes = earlier_canary_window(read, now, 3600.0, lookback_s=7 * 86400.0)
-        assert earlier is not None and has_canary(earlier) and notes == []
+        earlier, notes = earlier_probe_window(read, now, 3600.0, lookback_s=7 * 86400.0)
+        assert earlier is not None and has_probe(earlier) and notes == []
         assert abs(earlier.end - 15.0 * change) <= 15.0  # where x and y left γ 3, to a scrape
         assert len(reads) == (4 if coarse else 3)  # now, the lookback, then one or two windows
         by_gamma = {s.gamma: s for s in earlier.current_segments}
         assert by_gamma[3].itl_mean_s == pytest.approx(0.010) and by_gamma[5].itl_mean_s == pytest.approx(0.014)
         assert [e.target for e in by_gamma[5].engines] == [CANARY_TARGETS[2]]
-        # no canary ever: nothing to find
+        # no probe ever: nothing to find
         alone = route_window(store, targets[:1], end - 3600, end)
-        assert earlier_canary_window(lambda lo, hi: route_window(store, targets[:1], lo, hi), alone, 3600.0) == (None, [])
-        # a window with its own canary does not look back; a lookback that cannot be read is a note
-        assert earlier_canary_window(None, earlier, 3600.0) == (None, [])
+        assert earlier_probe_window(lambda lo, hi: route_window(store, targets[:1], lo, hi), alone, 3600.0) == (None, [])
+        # a window with its own probe does not look back; a lookback that cannot be read is a note
+        assert earlier_probe_window(None, earlier, 3600.0) == (None, [])
 
         def dead(lo, hi):
             raise PrometheusError("Prometheus http://127.0.0.1:9/ did not answer")
 
-        found, notes = earlier_canary_window(dead, now, 3600.0)
-        assert found is None and notes == ["the look back for a canary's measured specialized speedup could not be "
+        found, notes = earlier_probe_window(dead, now, 3600.0)
+        assert found is None and notes == ["the look back for a probe's measured specialized speedup could not be "
                                            "read: Prometheus http://127.0.0.1:9/ did not answer"]
 
 
 def test_tune_route_prices_the_speedup_its_last_canary_measured(tmp_path):
     """Through the pipeline on the specialized path (dspark, roofline): x and y at γ 3, the
-    canary z at γ 7 from 25 min, all at γ 7 from 85 min (batch 16: γ 7's steps run stock, γ 3's
+    probe z at γ 7 from 25 min, all at γ 7 from 85 min (batch 16: γ 7's steps run stock, γ 3's
     take the path). An hour later the window holds γ 7 alone; tune-gamma reads the earlier
-    window in which the canary ran and says so. A route off the path never looks back."""
+    window in which the probe ran and says so. A route off the path never looks back."""
     from specdec.config import config_from_mapping
     from specdec.pipeline import tune_route
     from specdec.report import tuning_to_dict
@@ -554,7 +554,7 @@ def test_tune_route_prices_the_speedup_its_last_canary_measured(tmp_path):
         assert abs(measured.window[1] - 15.0 * 340) <= 15.0 and measured.window[1] - measured.window[0] == 3600.0
         assert [s.gamma for s in measured.segments] == [3, 7]
         doc = tuning_to_dict(tuning)["specialized_speedup_measured"]
-        assert doc["window"] == list(measured.window) and "the last in which a canary ran" in doc["summary"]
+        assert doc["window"] == list(measured.window) and "the last in which a probe ran" in doc["summary"]
         plain = {k: v for k, v in deployment.items() if k not in ("decode_backend", "specialized_speedup")}
         off_path = config_from_mapping({"deployment": plain, "routes": {"r": {"targets": CANARY_TARGETS}}},
                                        path=None)
@@ -563,12 +563,12 @@ def test_tune_route_prices_the_speedup_its_last_canary_measured(tmp_path):
 
 
 def test_each_segment_is_priced_at_its_own_batch_mix(tmp_path):
-    """x and y at γ 3 run batches of 4 and 16 half the time each; the canary z at γ 7 keeps
+    """x and y at γ 3 run batches of 4 and 16 half the time each; the probe z at γ 7 keeps
     its requests longer and runs 16 three scrapes in four (B = 16 runs stock at γ 7 and takes
     the path at γ 3). Each engine's latency is the cost model's at s = 1.3 for its own batch.
     The store keeps each segment's gauge samples, through raw rows and rollups alike, and the
     measurement prices each at its own: s comes back within its interval. Priced at the
-    route's mix (the segments' own unknown) the canary's extra stock steps read as a faster
+    route's mix (the segments' own unknown) the probe's extra stock steps read as a faster
     path."""
     import dataclasses
 

@@ -446,20 +446,6 @@ def test_first_overview_run_tunes_each_route_once(monkeypatch, demo_config, pipe
     assert sorted(pipeline_calls["tune_route"]) == ["open", "structured"]
 
 
-def test_first_overview_never_searches_its_alerts_for_an_emoji(monkeypatch, demo_config):
-    """The overview's alerts carry their icon (none), so a body with γ or — does not make
-    Streamlit compile its emoji catalogue on a cold first page (issue 18, item 9)."""
-    from streamlit.elements import alert
-
-    searched = []
-    real = alert.extract_leading_icon
-    monkeypatch.setattr(alert, "extract_leading_icon", lambda body: searched.append(body) or real(body))
-    cold_cache()
-    at = run_page(monkeypatch, demo_config, "overview")
-    assert any("γ" in i.value for i in at.info), "the demo's overview should show its γ-change note"
-    assert searched == []
-
-
 def test_a_write_to_the_store_invalidates_the_cache(monkeypatch, tmp_path, demo_config, pipeline_calls):
     live = tmp_path / "live"
     shutil.copytree(demo_config.parent, live)

@@ -46,7 +46,7 @@ def test_the_suite_spans_what_the_issue_asks():
 
 
 def test_truth_reproduces_the_seeds_table_under_the_seeds_model():
-    # Independent p 0.8, flat cost, dspark r 0.10: S(7) = 3.78 (docs/DESIGN.md's table), and every γ
+    # Independent p 0.8, flat cost, dspark r 0.10: S(7) = 3.78 (docs/MODEL.md's table), and every γ
     # follows (1 − p^(γ+1)) / ((1 − p)(1 + r)) whatever the batch mix.
     truth = decision_truth.Truth(CLASS_BY_NAME["ind-p80-flat-dspark-g5"])
     s = truth.speedups(0.0)
@@ -224,13 +224,13 @@ def test_subset_round_two_meets_the_targets(subset_reports):
 
 def test_a_probe_in_round_one_is_run_and_settles_round_two():
     # deployed 4 of a block-7 drafter; γ 7's gain rests on positions 5..7: round 1 probes it on
-    # one of the two engines, round 2 joins the canary's positions and changes to the true best 7
+    # one of the two engines, round 2 joins the probe's positions and changes to the true best 7
     report = decision.run_class("fl-steep-flat-r25-g4", 6, http=False)
     assert report["true_best_gamma"] == 7
     assert report["tool"]["decision_shares"]["probe"] == 1.0
     assert report["round2"]["decision_shares"]["change"] == 1.0
     assert report["round2_regret"] == 0.0 and report["round2"]["decided_p95_regret"] == 0.0
-    assert 0 < report["total_cost"]["mean"] < 0.2  # the deployed γ's regret, the canary and its two restarts
+    assert 0 < report["total_cost"]["mean"] < 0.2  # the deployed γ's regret, the probe and its two restarts
     for r in report["_round2"]:
         assert r.probed and r.decision == "change"
 
@@ -248,11 +248,11 @@ def test_a_class_built_from_a_reference_curve_is_priced_without_it():
             pass
 
 
-@pytest.mark.parametrize("fleet, canary", [(3, 7), (7, 3)])
-def test_a_canary_at_another_gamma_measures_the_specialized_speedup(fleet, canary):
+@pytest.mark.parametrize("fleet, probe", [(3, 7), (7, 3)])
+def test_a_probe_at_another_gamma_measures_the_specialized_speedup(fleet, probe):
     """The class told 1.5–2.0× whose path is 1.25×: a window of the fleet at one γ and a
-    one-engine canary at the other, each segment with its own latency from the truth's step
-    times, measures s near 1.25 (whichever side the canary is on) and prices it: the fleet
+    one-engine probe at the other, each segment with its own latency from the truth's step
+    times, measures s near 1.25 (whichever side the probe is on) and prices it: the fleet
     goes to, or stays at, γ 7."""
     import decision_rounds
 
@@ -260,7 +260,7 @@ def test_a_canary_at_another_gamma_measures_the_specialized_speedup(fleet, canar
     truth = decision_truth.Truth(cls)
     rng = np.random.default_rng(11)
     parts, fleet_shape = [], None
-    for gamma, engines, seconds in ((fleet, cls.engines - 1, cls.window_s), (canary, 1, cls.window_s)):
+    for gamma, engines, seconds in ((fleet, cls.engines - 1, cls.window_s), (probe, 1, cls.window_s)):
         moved = decision_rounds.moved_truth(cls, truth, gamma)
         part_cls = dataclasses.replace(moved.cls, engines=engines, window_s=seconds)
         rows, shape, itl = decision_truth.generate_segment(part_cls, moved, rng)
@@ -285,8 +285,8 @@ def test_a_canary_at_another_gamma_measures_the_specialized_speedup(fleet, canar
     assert told.specialized_speedup_measured is None and told.specialized_break_even.source == "configured"
 
 
-def test_a_stopped_canary_s_measurement_is_priced_in_later_windows():
-    """Round 3 of the same class: the canary measured s beside the fleet at γ 3 and the fleet
+def test_a_stopped_probe_s_measurement_is_priced_in_later_windows():
+    """Round 3 of the same class: the probe measured s beside the fleet at γ 3 and the fleet
     moved to γ 7; the next window holds γ 7 alone. Priced from the earlier window (at its own
     time shares, as the tune then priced it) the measurement stands and says when it was
     made: γ 7 holds over the whole measured range. Without it the window prices the
@@ -308,34 +308,34 @@ def test_a_stopped_canary_s_measurement_is_priced_in_later_windows():
             first_shape = first_shape or shape
         return parts, decision_rounds.route_window(parts, first_shape, cls.name)
 
-    canary_parts, canary_window = window([(3, cls.engines - 1), (7, 1)])
+    probe_parts, probe_window = window([(3, cls.engines - 1), (7, 1)])
     later_parts, later_window = window([(7, cls.engines)])
     deployment = decision_truth.tool_deployment(cls)
     options = TuningOptions(level=0.9, n_resamples=400, seed=0)
-    then = tune_intervals(cls.name, canary_parts[0][0], deployment, window=canary_window, options=options)
-    now = tune_intervals(cls.name, later_parts[0][0], deployment, window=later_window, earlier=canary_window,
+    then = tune_intervals(cls.name, probe_parts[0][0], deployment, window=probe_window, options=options)
+    now = tune_intervals(cls.name, later_parts[0][0], deployment, window=later_window, earlier=probe_window,
                          options=options)
     alone = tune_intervals(cls.name, later_parts[0][0], deployment, window=later_window, options=options)
     measured = now.recommendation.specialized_speedup_measured
     then_measured = then.recommendation.specialized_speedup_measured
-    assert then_measured.window is None and measured.window == (canary_window.start, canary_window.end)
+    assert then_measured.window is None and measured.window == (probe_window.start, probe_window.end)
     assert (measured.value, measured.confidence_interval) == (then_measured.value, then_measured.confidence_interval)
-    assert "the last in which a canary ran" in measured.describe()
-    assert now.recommendation.to_dict()["specialized_speedup_measured"]["window"] == [canary_window.start,
-                                                                                      canary_window.end]
+    assert "the last in which a probe ran" in measured.describe()
+    assert now.recommendation.to_dict()["specialized_speedup_measured"]["window"] == [probe_window.start,
+                                                                                      probe_window.end]
     rec, even = now.recommendation, now.recommendation.specialized_break_even
     assert (rec.decision, rec.recommended_gamma) == ("keep", 7)
     assert even.source == "measured" and even.holds_to > measured.confidence_interval[1]
-    assert "measured from the canary's latency" in even.warning()  # within 25% of the flip: said, not probed
+    assert "measured from the probe's latency" in even.warning()  # within 25% of the flip: said, not probed
     lone, lone_even = alone.recommendation, alone.recommendation.specialized_break_even
     assert lone.specialized_speedup_measured is None
     assert lone_even.source == "configured" and 1.5 < lone_even.holds_to < 2.0 and "rests on" in lone_even.warning()
 
 
 def test_the_speedup_measurement_benchmark_at_a_small_size():
-    """benchmarks/speedup_measurement.py on 8 seeds, fleet at γ 3 and canary at 7: priced at
+    """benchmarks/speedup_measurement.py on 8 seeds, fleet at γ 3 and probe at 7: priced at
     each segment's own batch mix every window measures s, the truth inside every interval; at
-    the route's mix the point spreads more across the same windows (the canary's hour of
+    the route's mix the point spreads more across the same windows (the probe's hour of
     batches differs from the fleet's by chance, and its latency is of its own)."""
     import speedup_measurement as bench
 

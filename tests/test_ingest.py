@@ -131,7 +131,7 @@ def test_requests_without_id_or_time_are_each_counted_once(tmp_path, capsys):
 
 def test_a_log_only_route_measures_the_specialized_speedup_from_the_logged_load(tmp_path, capsys):
     """Three engines log every 10 s (vLLM 0.33's two lines: the stats line, then SpecDecoding):
-    two at γ 3 run batches of 4 and 16 half the time each, a canary at γ 7 runs 16 three
+    two at γ 3 run batches of 4 and 16 half the time each, a probe at γ 7 runs 16 three
     intervals in four (B = 16 runs stock at γ 7 and takes the specialized path at γ 3). Each
     interval's steps take the cost model's time at s = 1.3 for its batch; Running is the batch,
     the generation throughput its output tokens. Little's law gives each γ segment its own
@@ -190,9 +190,9 @@ def test_a_log_only_route_measures_the_specialized_speedup_from_the_logged_load(
     assert doc["anchor"]["baseline_tokens_per_second"] == pytest.approx(1 / x, rel=0.03)
 
 
-def test_a_per_request_route_measures_the_specialized_speedup_from_its_canarys_requests(tmp_path, capsys):
+def test_a_per_request_route_measures_the_specialized_speedup_from_its_probes_requests(tmp_path, capsys):
     """The log test's engines as a gateway sees them: two engines at γ 3 that run batches of 4
-    and 16 half the time each (in step), a canary at γ 7 that runs 16 three times in four. Each
+    and 16 half the time each (in step), a probe at γ 7 that runs 16 three times in four. Each
     batch starts together and decodes for about 10 s at the cost model's step time at s = 1.3;
     each request's line says when it finished, its tokens and its mean_itl_ms. The rows name no
     engine, but γ is an engine's: each γ's requests give their own latency (Σ decode time / Σ
@@ -214,7 +214,7 @@ def test_a_per_request_route_measures_the_specialized_speedup_from_its_canarys_r
     per_step = {3: [1, 1, 2, 6], 7: [1, 1, 1, 1, 1, 1, 2, 2]}  # steps that accepted 0..γ, in proportion
     now = time.time()
     lines = []
-    # the canary's hour ends two hours ago; in the last hour the three engines all run γ 3
+    # the probe's hour ends two hours ago; in the last hour the three engines all run γ 3
     for engine, gamma, start in ((0, 3, now - 3 * 3600), (1, 3, now - 3 * 3600), (2, 7, now - 3 * 3600),
                                  (0, 3, now - 3600), (1, 3, now - 3600), (2, 3, now - 3600)):
         t = start
@@ -243,7 +243,7 @@ def test_a_per_request_route_measures_the_specialized_speedup_from_its_canarys_r
         later = tuning_to_dict(tune_route(config, "r", store=store, window_s=3600.0, n_resamples=200, now=now + 1))
     doc = tuning_to_dict(tuning)
     measured = doc["specialized_speedup_measured"]
-    # later, with the canary gone, the window in which it ran still measures s (canary_lookback)
+    # later, with the probe gone, the window in which it ran still measures s (model.probe.lookback)
     assert later["specialized_speedup_measured"]["value"] == pytest.approx(s, rel=0.01)
     assert later["specialized_speedup_measured"]["window"][1] == pytest.approx(now - 2 * 3600, abs=60)
     assert [d["gamma"] for d in measured["segments"]] == [3, 7]

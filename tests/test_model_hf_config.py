@@ -105,7 +105,7 @@ def test_kimi_k3_not_published_compared_with_the_design_doc():
     (aiconfigurator's copy, unverified against huggingface.co) has a latent MoE — routed
     experts in a 3584-wide space — whose down/up projections this tool assumes are one pair
     per MoE layer, and KDA layers approximated from Kimi Linear's layout. The result is
-    compared with docs/DESIGN.md's 2.8T total / 104B active, themselves unsourced."""
+    compared with docs/MODEL.md's 2.8T total / 104B active, themselves unsourced."""
     m = figures("kimi-k3")
     assert within(m.total_params.value, 2.8e12) and within(m.active_params.value, 104e9)
     assert (m.experts.value, m.experts_per_token.value, m.hidden_size.value) == (896, 16, 7168)

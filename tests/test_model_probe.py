@@ -1,4 +1,4 @@
-"""The probe decision (model/probe.py, model/decision.py): a canary on one engine when the
+"""The probe decision (model/probe.py, model/decision.py): a probe on one engine when the
 best expected γ rests on positions no window at the deployed γ checks, and it pays."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from acceptance.counts import IntervalCounts
 from acceptance.route_estimate import RouteTraffic, route_traffic
 from model.deployment import Deployment
-from model.probe import PROBE_MIN_DRAFTS, accepted_variance, design_effect
+from model.probe.plan import PROBE_MIN_DRAFTS, accepted_variance, design_effect
 from model.recommend import RouteInputs, recommend
 
 from test_model_recommend import resamples
@@ -96,7 +96,7 @@ def test_a_one_engine_route_pays_the_whole_route_s_share():
     assert one.probe.engines == 1
     assert one.probe.duration_s == pytest.approx(eight.probe.duration_s, rel=1e-9)  # same per-engine rate
     assert one.probe.expected_cost == pytest.approx(8 * eight.probe.expected_cost, rel=1e-6)
-    # the canary is the route's only engine: a trial of that γ, then back — no "others" stay
+    # the probe is the route's only engine: a trial of that γ, then back — no "others" stay
     assert one.probe.whole_route and not eight.probe.whole_route
 
 
@@ -148,7 +148,7 @@ def test_the_console_and_the_gauges_say_probe():
 
 
 def _fleet_store(path, main_curve, probe_curve, *, engines=7, scrapes=121, drafts_per_scrape=400, seed=0):
-    """A store of ``engines`` engines at γ 3 and one canary at γ len(probe_curve) (none: None), scraped
+    """A store of ``engines`` engines at γ 3 and one probe at γ len(probe_curve) (none: None), scraped
     every 15 s: each scrape's drafts accept j tokens with P(X ≥ k) = the engine's curve."""
     from acceptance.counts import EngineSnapshot, ScrapeResult, SpecCounts
     from acceptance.store import Store
@@ -156,7 +156,7 @@ def _fleet_store(path, main_curve, probe_curve, *, engines=7, scrapes=121, draft
     rng = np.random.default_rng(seed)
     curves = {f"e{i}": np.asarray(main_curve) for i in range(engines)}
     if probe_curve is not None:
-        curves["canary"] = np.asarray(probe_curve)
+        curves["probe"] = np.asarray(probe_curve)
     totals = {e: np.zeros(3 + c.size) for e, c in curves.items()}
     store = Store.open(path)
     for i in range(scrapes):
@@ -229,7 +229,7 @@ def test_the_window_says_which_positions_came_from_which_segment(tmp_path, capsy
 
 
 def test_a_canary_whose_shared_positions_differ_prices_its_gammas_alone(tmp_path):
-    # the canary's traffic accepts far more at position 1 (its requests are easier)
+    # the probe's traffic accepts far more at position 1 (its requests are easier)
     easy = np.cumprod([0.9, 0.6, 0.9, 0.9, 0.9, 0.85, 0.8, 0.75])
     route, rec = _tune_window(tmp_path, TRUE[:3], easy)
     assert not route.probe.agrees and route.probe.shared_difference.low > 0
@@ -267,7 +267,7 @@ def test_a_thin_probe_carries_on_with_the_drafts_still_needed(tmp_path, alpha, s
 
 def test_successive_windows_of_a_stationary_route_do_not_alternate(tmp_path):
     """No flapping: six successive 30-minute windows of the same fleet at γ 3, first without
-    a canary (each plans the same probe), then with one (each settles the same change)."""
+    a probe (each plans the same probe), then with one (each settles the same change)."""
     from acceptance.route_estimate import estimate_route
     from acceptance.windows import route_window
     from model.route import recommend_route

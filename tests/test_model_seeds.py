@@ -16,7 +16,7 @@ from model.speedup import (
     seeds_table,
 )
 
-SEEDS = [  # p, speedup (2 digits), tok/s (1 digit) — seeds/004, docs/DESIGN.md
+SEEDS = [  # p, speedup (2 digits), tok/s (1 digit) — seeds/004, docs/MODEL.md
     (0.95, "6.12", "722.1"),
     (0.90, "5.18", "611.0"),
     (0.80, "3.78", "446.4"),

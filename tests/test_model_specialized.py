@@ -207,7 +207,7 @@ def test_the_console_prints_the_models_warning(capsys):
     doc["specialized_break_even"] = warned.to_dict()["specialized_break_even"]
     assert f"warning: {warned.specialized_break_even.warning()}" in format_tuning(doc).splitlines()
     assert doc["specialized_speedup_measured"] is None
-    from model.specialized_measured import SegmentLatency, SegmentShares, measure_specialized_speedup
+    from model.probe.measured_speedup import SegmentLatency, SegmentShares, measure_specialized_speedup
     measured = measure_specialized_speedup(_specialized((1.5, 2.0)), SegmentLatency(3, 0.0128), SegmentLatency(7, 0.0166),
                                            SegmentShares([4, 8, 16], [0.3, 0.3, 0.4]))
     doc["specialized_speedup_measured"] = measured.to_dict()
@@ -220,7 +220,7 @@ def _traffic(engines: int):
 
 
 def test_a_keep_resting_on_the_configured_speedup_probes_the_gamma_past_the_flip():
-    """Told 1.7–2.1×, γ 3 holds at the point, but below 1.875× γ 7 wins: a canary at γ 7
+    """Told 1.7–2.1×, γ 3 holds at the point, but below 1.875× γ 7 wins: a probe at γ 7
     measures s, and an hour of it tells the lower part of the doubted range from the flip."""
     rec = recommend(RouteInputs(FRONT_LOADED, deployed_gamma=3, batch_mix=EDGE_MIX,
                     traffic=_traffic(4)), _specialized((1.7, 2.1)))
@@ -237,7 +237,7 @@ def test_no_speedup_probe_on_one_engine_where_the_flip_is_far_or_the_canary_coul
     alone = recommend(RouteInputs(FRONT_LOADED, deployed_gamma=3, batch_mix=EDGE_MIX,
                       traffic=_traffic(1)), _specialized((1.7, 2.1)))
     assert alone.decision == "keep" and alone.probe is None
-    # told 1.8–2.2×: where γ 7 would win (below 1.875×) an hour's canary measures s no closer
+    # told 1.8–2.2×: where γ 7 would win (below 1.875×) an hour's probe measures s no closer
     # than ±0.45, so it could not say which side of the flip s lies: worth nothing
     blurred = recommend(RouteInputs(FRONT_LOADED, deployed_gamma=3, batch_mix=EDGE_MIX,
                         traffic=_traffic(4)), _specialized((1.8, 2.2)))

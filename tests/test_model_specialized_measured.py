@@ -1,4 +1,4 @@
-"""The specialized decode speedup measured from two γ segments' latency (model.specialized_measured)."""
+"""The specialized decode speedup measured from two γ segments' latency (model.probe.measured_speedup)."""
 
 from dataclasses import replace
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from model.deployment import Deployment
-from model.specialized_measured import SegmentLatency, SegmentShares, measure_specialized_speedup
+from model.probe.measured_speedup import SegmentLatency, SegmentShares, measure_specialized_speedup
 
 KIMI = Deployment(method="dspark", draft_cost=0.10, cost_profile="roofline", decode_backend="latency_specialized",
                   specialized_speedup=(1.5, 2.0))
@@ -33,8 +33,8 @@ def test_flat_profile_gives_back_the_speedup_and_rate_it_was_made_with():
     assert m.confidence_interval == pytest.approx((m.value, m.value))  # no resamples: the point
 
 
-def test_a_slower_canary_reads_as_a_larger_speedup():
-    """The main segment all on the path, the canary partly stock: the more the canary lags
+def test_a_slower_probe_reads_as_a_larger_speedup():
+    """The main segment all on the path, the probe partly stock: the more the probe lags
     behind, the more the path is worth."""
     flat = replace(KIMI, cost_profile="flat")
     x = 1 / 90.0
@@ -74,26 +74,26 @@ def test_roofline_interval_from_the_mix_resamples_holds_the_truth():
     assert "1.25×" in m.describe() and "gamma 7" in m.describe()
 
 
-def test_a_canary_priced_at_its_own_batch_mix_gives_back_the_speedup_the_fleet_s_mix_would_miss():
-    """A canary at γ 7 whose requests stay longer runs larger batches than the fleet at γ 3
+def test_a_probe_priced_at_its_own_batch_mix_gives_back_the_speedup_the_fleet_s_mix_would_miss():
+    """A probe at γ 7 whose requests stay longer runs larger batches than the fleet at γ 3
     (40% of its time at B = 16, which runs stock at γ 7, against 20%). Its latency is of its
     own batches: priced at its own shares s comes back; priced at the fleet's, the extra stock
     steps read as a faster path."""
     flat = replace(KIMI, cost_profile="flat")
     x, s = 1 / 90.0, 1.3
-    fleet, canary = np.array([0.5, 0.3, 0.2]), np.array([0.3, 0.3, 0.4])
+    fleet, probe_shares = np.array([0.5, 0.3, 0.2]), np.array([0.3, 0.3, 0.4])
 
     def itl(gamma, shares):
         t = np.where(SIZES * (gamma + 1) <= 64, x / s, x) + 0.1 * x
         w = shares * SIZES
         return float(w.sum() / (w / t).sum())
 
-    main, probe = SegmentLatency(3, itl(3, fleet)), SegmentLatency(7, itl(7, canary))
-    own = measure_specialized_speedup(flat, main, probe, SegmentShares(SIZES, fleet, canary))
+    main, probe = SegmentLatency(3, itl(3, fleet)), SegmentLatency(7, itl(7, probe_shares))
+    own = measure_specialized_speedup(flat, main, probe, SegmentShares(SIZES, fleet, probe_shares))
     shared = measure_specialized_speedup(flat, main, probe, SegmentShares(SIZES, fleet))
     assert own.value == pytest.approx(s, rel=2e-3)
     assert own.baseline_tokens_per_second == pytest.approx(90.0, rel=2e-3)
-    assert shared.value > s * 1.1  # the bias the canary's own mix removes
+    assert shared.value > s * 1.1  # the bias the probe's own mix removes
 
 
 def test_segments_on_the_same_path_measure_nothing():
@@ -108,7 +108,7 @@ def test_segments_on_the_same_path_measure_nothing():
 def test_latencies_no_speedup_explains_are_not_measured():
     flat = replace(KIMI, cost_profile="flat")
     x = 1 / 90.0
-    # the canary three times slower than its partly stock steps can be at any s in bounds
+    # the probe three times slower than its partly stock steps can be at any s in bounds
     m = measure_specialized_speedup(flat, SegmentLatency(3, _flat_itl(3, x, 1.5)),
                                     SegmentLatency(7, 3 * _flat_itl(7, x, 1.5)), SegmentShares(SIZES, SHARES))
     assert not m.measured and "no speedup within" in m.reason
@@ -125,7 +125,7 @@ def test_a_latency_from_littles_law_moves_with_the_mix_and_is_measured_less_sure
     mix moves it by N̄*/N̄ (from_running). At the same latency and resamples the point is the
     same and the interval wider than an exact histogram's, and a planned probe's predicted
     half-width is wider as well."""
-    from model.specialized_measured import predicted_halfwidth
+    from model.probe.measured_speedup import predicted_halfwidth
     x, s = 1 / 118.0, 1.25
     itl = _roofline_itl(x, s, clean_share=1.0)
     rng = np.random.default_rng(2)

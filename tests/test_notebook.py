@@ -27,7 +27,7 @@ NOTEBOOK = NOTEBOOKS / "what_if.ipynb"
 SAMPLE = NOTEBOOKS / "sample_route.json"
 KERNEL_NAME = "specdec-what-if-test"
 
-# docs/DESIGN.md, Cost model: the seeds' table (γ = 7, r = 0.10, 118 tok/s) and inversions.
+# docs/MODEL.md, Cost model: the seeds' table (γ = 7, r = 0.10, 118 tok/s) and inversions.
 SEED_LINES = [
     "p 0.95 → 6.12× 722.1 tok/s",
     "p 0.90 → 5.18× 611.0 tok/s",

@@ -1,5 +1,5 @@
 """The roofline against the public step-time tables (benchmarks/roofline_public.py): the
-results file and the design doc's table are what the script computes from the data file
+results file and docs/BENCHMARKS.md's table are what the script computes from the data file
 (no stale numbers), every cell carries its public source, every table left out says why,
 and nothing is fitted."""
 
@@ -31,7 +31,7 @@ def test_the_results_file_is_what_the_script_computes(result):
 
 
 def test_the_design_doc_holds_the_generated_table(result):
-    doc = (ROOT / "docs/DESIGN.md").read_text(encoding="utf-8")
+    doc = (ROOT / "docs/BENCHMARKS.md").read_text(encoding="utf-8")
     assert rp.markdown_table(result) in doc
 
 

@@ -13,7 +13,7 @@ Where MetricsQL differs from PromQL and what the source does about it:
   end. The client sends nocache=1 (Prometheus ignores it); the test checks the last block
   ends where it was asked to.
 * Data is visible to queries only -search.latencyOffset (30 s) after it was scraped: a
-  window ending now misses its last 30 s. The test runs it at 1 s; docs/DESIGN.md says so.
+  window ending now misses its last 30 s. The test runs it at 1 s; docs/REFERENCE.md says so.
 * vmalert writes a staleness marker (NaN) when a sparse per-engine rule series (a restart)
   leaves the result, and VictoriaMetrics returns it among the samples: the source drops it
   (found here: the restart was reported twice).

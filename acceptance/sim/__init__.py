@@ -27,7 +27,7 @@ invisible to it; ``truth_counts`` still has them. So a harness that alternates
 add up exactly to ``truth_counts``.
 
 Step metrics. ``step_metrics="design"`` follows a literal reading of the design's step-shape
-series made before vLLM's code was read (what vLLM records: docs/DESIGN.md, Where the numbers
+series made before vLLM's code was read (what vLLM records: docs/MODEL.md, Where the numbers
 come from): a verify step observes B·(γ+1) scheduled tokens in ``iteration_tokens_total``
 (1 per request without speculation, the prompt tokens for a prefill step), and the inter-token latency is per
 output token: a request that emits L+1 tokens in a step observes (time since its last

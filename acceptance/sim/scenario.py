@@ -37,7 +37,7 @@ MAX_VERIFY_TOKENS = 17
 class LatencyBoundStepTime:
     """Step time of a latency-bound decode: base_s · (1 + growth_per_token · B · q), plus on a
     speculative step a parallel drafter's pass costing ``draft_cost`` × the stock pass at the
-    same batch (docs/DESIGN.md, Cost model) — what a config's draft_cost tells the tool.
+    same batch (docs/MODEL.md, Cost model) — what a config's draft_cost tells the tool.
 
     B requests verifying q tokens each (q = γ+1; 1 without speculation; a prefill step is
     B = 1, q = its prompt tokens). 8.5 ms is the seeds' 118 tok/s on 16 GPUs.

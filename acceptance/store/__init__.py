@@ -9,7 +9,7 @@ new engine segment, so a delta is never negative, never doubled and never summed
 rollups. A delta row covers (previous scrape, this scrape]; windows take the rows whose END
 lies in (start, end], so window sums are exact and additive. The schema (packed arrays with
 a layout table; chunk rows so that a week reads in milliseconds), the rollups and retention
-are in docs/DESIGN.md, The store.
+are in docs/REFERENCE.md, The store.
 
 The package: ``core`` (the Store: open, close, identities, the read snapshot), ``writes``
 (the write path), ``deltas`` (the delta rules), ``codecs`` (chunk rows), ``schema`` (the file

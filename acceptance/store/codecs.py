@@ -8,11 +8,25 @@ import math
 import zlib
 from array import array
 from collections.abc import Sequence
+from typing import TypeAlias, TypeVar, overload
 
 import numpy as np
+import numpy.typing as npt
+
+_F64: TypeAlias = npt.NDArray[np.float64]
+# the columns of an interval_chunks row after its key: (n, code, times, cycles, first_start,
+# starts, counts, itl), as _encode_interval_chunk gives them and _IntervalChunk.decode reads them
+_IntervalColumns: TypeAlias = tuple[int, int, bytes, bytes | None, float | None, bytes | None, bytes, bytes | None]
+_Chunk = TypeVar("_Chunk")
 
 
-def _pack(v: np.ndarray | None) -> bytes | None:
+@overload
+def _pack(v: None) -> None: ...
+@overload
+def _pack(v: npt.ArrayLike) -> bytes: ...
+
+
+def _pack(v: npt.ArrayLike | None) -> bytes | None:
     return None if v is None else np.ascontiguousarray(v, dtype=np.float64).tobytes()
 
 
@@ -21,7 +35,13 @@ def _pack_floats(v: list[float]) -> bytes:
     return array("d", v).tobytes()
 
 
-def _unpack(b: bytes | None) -> np.ndarray | None:
+@overload
+def _unpack(b: None) -> None: ...
+@overload
+def _unpack(b: bytes) -> _F64: ...
+
+
+def _unpack(b: bytes | None) -> _F64 | None:
     return None if b is None else np.frombuffer(b, dtype=np.float64)
 
 
@@ -49,7 +69,7 @@ def chunk_of(bucket: float, level: int) -> float:
     return float(math.floor(bucket / span) * span)
 
 
-def _narrow(m: np.ndarray) -> tuple[int, bytes]:
+def _narrow(m: _F64) -> tuple[int, bytes]:
     """The smallest exact encoding of a count matrix: unsigned integers when every value is
     whole and fits (scrape-interval deltas are small counts), else float64 (NaN, fractions)."""
     if m.size == 0:
@@ -61,7 +81,7 @@ def _narrow(m: np.ndarray) -> tuple[int, bytes]:
     return 8, np.ascontiguousarray(m, dtype=np.float64).tobytes()
 
 
-def _encode_interval_chunk(times, cycles, starts, itl, counts) -> tuple:
+def _encode_interval_chunk(times: _F64, cycles: _F64, starts: _F64, itl: _F64, counts: _F64) -> _IntervalColumns:
     """(n, code, times, cycles, first_start, starts, counts, itl) column values of an
     interval chunk row, from float64 arrays (n,), (n,), (n,), (n, 2), (n, 1 + W + W_it); what
     can be derived is stored as NULL (cycles equal to times, starts that are the previous
@@ -76,7 +96,7 @@ def _encode_interval_chunk(times, cycles, starts, itl, counts) -> tuple:
             packed, itl.tobytes() if itl.any() else None)
 
 
-def _kept(old, new, fields: tuple[str, ...], keep: list[int]):
+def _kept(old: _Chunk, new: _Chunk, fields: tuple[str, ...], keep: list[int]) -> _Chunk | None:
     """``new`` holding the entries ``keep`` of ``old``'s per-entry lists ``fields``; None
     when nothing is kept (retention rewriting a chunk astride a cut)."""
     if not keep:
@@ -93,22 +113,22 @@ class _IntervalChunk:
 
     __slots__ = ("times", "cycles", "starts", "itl", "rows", "rowid")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.rowid: int | None = None  # the stored row, updated in place
         self.times: list[float] = []
         self.cycles: list[float] = []
         self.starts: list[float] = []
-        self.itl: list[tuple[float, float]] = []
-        self.rows: list = []
+        self.itl: list[Sequence[float]] = []  # (sum, count) pairs: tuples written, lists decoded
+        self.rows: list[Sequence[float] | _F64] = []  # lists written, arrays decoded
 
-    def encode(self) -> tuple:
+    def encode(self) -> _IntervalColumns:
         """The row's columns, by the one encoder of interval chunks (bulk loads use it too)."""
         return _encode_interval_chunk(np.array(self.times), np.array(self.cycles), np.array(self.starts),
                                       np.array(self.itl, dtype=np.float64).reshape(-1, 2),
                                       np.array(self.rows, dtype=np.float64))
 
     @classmethod
-    def decode(cls, columns: Sequence, width: int) -> "_IntervalChunk":
+    def decode(cls, columns: _IntervalColumns, width: int) -> "_IntervalChunk":
         """The chunk of a stored row: ``columns`` as encode() gives them (n, code, times, cycles,
         first_start, starts, counts, itl), ``width`` = 1 + W + W_it of its layouts."""
         n, code, times, cycles, first_start, starts, counts, itl = columns
@@ -117,7 +137,7 @@ class _IntervalChunk:
         c.cycles = np.frombuffer(cycles).tolist() if cycles is not None else list(c.times)
         c.starts = (np.frombuffer(starts).tolist() if starts is not None
                     else [first_start if first_start is not None else math.nan] + c.times[:-1])
-        c.itl = np.frombuffer(itl).reshape(n, 2).tolist() if itl is not None else [(0.0, 0.0)] * n
+        c.itl = list(np.frombuffer(itl).reshape(n, 2).tolist()) if itl is not None else [(0.0, 0.0)] * n
         c.rows = list(np.frombuffer(counts, dtype=COUNT_DTYPES[code]).astype(np.float64).reshape(n, width))
         return c
 
@@ -127,16 +147,16 @@ class _SpecRollupChunk:
 
     __slots__ = ("buckets", "intervals", "first_start", "last_end", "deltas", "packed", "rowid")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.rowid: int | None = None
         self.packed: list[bytes | None] = []  # float64 bytes of each delta (None: stale)
         self.buckets: list[float] = []
         self.intervals: list[float] = []
         self.first_start: list[float] = []
         self.last_end: list[float] = []
-        self.deltas: list[np.ndarray] = []
+        self.deltas: list[_F64] = []
 
-    def add(self, bucket: float, start: float, end: float, delta: np.ndarray) -> None:
+    def add(self, bucket: float, start: float, end: float, delta: _F64) -> None:
         if self.buckets and self.buckets[-1] == bucket:  # an engine's times only go forward
             self.deltas[-1] = self.deltas[-1] + delta
             self.packed[-1] = None
@@ -151,7 +171,7 @@ class _SpecRollupChunk:
             self.deltas.append(delta)
             self.packed.append(None)
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[int, bytes, bytes, bytes, bytes, bytes]:
         if self.packed[-1] is None:  # only the newest bucket changes between cycles
             self.packed[-1] = _pack(self.deltas[-1])
         return (len(self.buckets), _pack_floats(self.buckets), _pack_floats(self.intervals),
@@ -159,7 +179,8 @@ class _SpecRollupChunk:
                 b"".join(b if b is not None else _pack(d) for b, d in zip(self.packed, self.deltas)))
 
     @classmethod
-    def decode(cls, n, buckets, intervals, first_start, last_end, delta) -> "_SpecRollupChunk":
+    def decode(cls, n: int, buckets: bytes, intervals: bytes, first_start: bytes, last_end: bytes,
+               delta: bytes) -> "_SpecRollupChunk":
         c = cls()
         c.buckets, c.intervals = _unpack(buckets).tolist(), _unpack(intervals).tolist()
         c.first_start, c.last_end = _unpack(first_start).tolist(), _unpack(last_end).tolist()
@@ -174,14 +195,14 @@ class _StepRollupChunk:
 
     __slots__ = ("buckets", "itl", "it", "batch_mix", "rowid")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.rowid: int | None = None
         self.buckets: list[float] = []
         self.itl: list[list[float]] = []
-        self.it: list = []
+        self.it: list[_F64 | None] = []
         self.batch_mix: dict[tuple[float, int], int] = {}
 
-    def add(self, bucket: float, itl_sum: float, itl_count: float, it_delta, batch: int) -> None:
+    def add(self, bucket: float, itl_sum: float, itl_count: float, it_delta: _F64 | None, batch: int) -> None:
         if not (self.buckets and self.buckets[-1] == bucket):
             self.buckets.append(bucket)
             self.itl.append([0.0, 0.0])
@@ -195,7 +216,7 @@ class _StepRollupChunk:
             key = (bucket, batch)
             self.batch_mix[key] = self.batch_mix.get(key, 0) + 1
 
-    def encode(self, width: int, chunk: float, level: int) -> tuple:
+    def encode(self, width: int, chunk: float, level: int) -> tuple[int, bytes, bytes, bytes | None, int, bytes]:
         it = None
         if width:
             none = np.full(width, math.nan)  # buckets whose samples had no iteration-token delta
@@ -209,13 +230,14 @@ class _StepRollupChunk:
                 it, code, packed)
 
     @classmethod
-    def decode(cls, n, buckets, itl, it_delta, mix_code, batch_mix, chunk, level) -> "_StepRollupChunk":
+    def decode(cls, n: int, buckets: bytes, itl: bytes, it_delta: bytes | None, mix_code: int, batch_mix: bytes,
+               chunk: float, level: int) -> "_StepRollupChunk":
         c = cls()
         c.buckets = _unpack(buckets).tolist()
         c.itl = _unpack(itl).reshape(n, 2).tolist()
         c.it = ([None if np.isnan(x).all() else x for x in _unpack(it_delta).reshape(n, -1)]
                 if it_delta is not None else [None] * n)
-        mix = np.frombuffer(batch_mix, dtype=COUNT_DTYPES[mix_code]).reshape(-1, 3).tolist()
+        mix: Sequence[Sequence[float]] = np.frombuffer(batch_mix, dtype=COUNT_DTYPES[mix_code]).reshape(-1, 3).tolist()
         c.batch_mix = {(chunk + i * level, int(k)): int(m) for i, k, m in mix}
         return c
 
@@ -226,36 +248,36 @@ class _PluginChunk:
 
     __slots__ = ("keys", "deltas", "rowid")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.rowid: int | None = None
         self.keys: list[float] = []
-        self.deltas: list[np.ndarray] = []
+        self.deltas: list[_F64] = []
 
-    def add(self, key: float, delta: np.ndarray) -> None:
+    def add(self, key: float, delta: _F64) -> None:
         if self.keys and self.keys[-1] == key:  # an engine's times only go forward
             self.deltas[-1] = self.deltas[-1] + delta
         else:
             self.keys.append(key)
             self.deltas.append(delta)
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[int, bytes, int, bytes]:
         code, packed = _narrow(np.vstack(self.deltas))
         return (len(self.keys), _pack_floats(self.keys), code, zlib.compress(packed, 1))
 
     @classmethod
-    def decode(cls, n, keys, code, delta) -> "_PluginChunk":
+    def decode(cls, n: int, keys: bytes, code: int, delta: bytes) -> "_PluginChunk":
         c = cls()
         c.keys = _unpack(keys).tolist()
         c.deltas = list(_decode_plugin_delta(n, code, delta))
         return c
 
 
-def _decode_plugin_delta(n: int, code: int, blob: bytes) -> np.ndarray:
+def _decode_plugin_delta(n: int, code: int, blob: bytes) -> _F64:
     """(n, W) float64 deltas of a plugin_chunks row."""
     return np.frombuffer(zlib.decompress(blob), dtype=COUNT_DTYPES[code]).astype(np.float64).reshape(n, -1)
 
 
-def _runs(keys: np.ndarray, offset: int) -> list[tuple[int, int]]:
+def _runs(keys: _F64, offset: int) -> list[tuple[int, int]]:
     """[(lo, hi)] index ranges of equal consecutive keys, shifted by ``offset``."""
     if len(keys) == 0:
         return []

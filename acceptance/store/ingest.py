@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..errors import InputError
 
-from typing import Iterable, cast
+from typing import Iterable
 
 import numpy as np
 
@@ -208,7 +208,7 @@ class _Ingested(_StoreState):
 
 def _vector(blob: bytes) -> np.ndarray:
     """A stored counts vector: ``ingested.counts`` is NOT NULL, so it unpacks to an array."""
-    return cast(np.ndarray, _unpack(blob))  # codecs._unpack's type also admits the None of a NULL blob
+    return _unpack(blob)
 
 
 def _decode_tokens(counts_blob: bytes, decode_tokens: float | None) -> float:

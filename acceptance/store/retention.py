@@ -73,7 +73,7 @@ class _Retention(_StoreState):
         for eid, ch, seg, lay, it_lay, *cols in c.execute(
                 "SELECT engine_id, chunk, seg_id, layout_id, it_layout_id, n, code, times, cycles, first_start, "
                 "starts, counts, itl FROM interval_chunks WHERE chunk < ?", (raw_cut,)).fetchall():
-            old = _IntervalChunk.decode(cols, width=1 + self._width(lay) + self._width(it_lay))
+            old = _IntervalChunk.decode(tuple(cols), width=1 + self._width(lay) + self._width(it_lay))
             keep = [i for i, t in enumerate(old.times) if t >= raw_cut]
             new = _kept(old, _IntervalChunk(), ("times", "cycles", "starts", "itl", "rows"), keep)
             self._rewrite_chunk("interval_chunks", ("engine_id", "chunk", "seg_id", "layout_id", "it_layout_id"),
@@ -88,22 +88,23 @@ class _Retention(_StoreState):
                     "FROM spec_rollups WHERE level = ? AND chunk < ?", (level, lowest)).fetchall():
                 old_spec = _SpecRollupChunk.decode(*cols)
                 keep = [i for i, b in enumerate(old_spec.buckets) if b >= lowest]
-                new = _kept(old_spec, _SpecRollupChunk(), ("buckets", "intervals", "first_start", "last_end", "deltas"), keep)
-                if new is not None:
-                    new.packed = [None] * len(keep)
+                new_spec = _kept(old_spec, _SpecRollupChunk(), ("buckets", "intervals", "first_start", "last_end",
+                                                                "deltas"), keep)
+                if new_spec is not None:
+                    new_spec.packed = [None] * len(keep)
                 self._rewrite_chunk("spec_rollups", ("engine_id", "level", "chunk", "seg_id", "layout_id"),
-                                    (eid, level, ch, seg, lay), None if new is None else new.encode())
+                                    (eid, level, ch, seg, lay), None if new_spec is None else new_spec.encode())
             for eid, ch, it_lay, n, buckets, itl, it_delta, mix_code, batch_mix in c.execute(
                     "SELECT engine_id, chunk, it_layout_id, n, buckets, itl, it_delta, mix_code, batch_mix "
                     "FROM step_rollups WHERE level = ? AND chunk < ?", (level, lowest)).fetchall():
                 old_step = _StepRollupChunk.decode(n, buckets, itl, it_delta, mix_code, batch_mix, ch, level)
                 keep = [i for i, b in enumerate(old_step.buckets) if b >= lowest]
-                new = _kept(old_step, _StepRollupChunk(), ("buckets", "itl", "it"), keep)
-                if new is not None:
-                    new.batch_mix = {k: v for k, v in old_step.batch_mix.items() if k[0] >= lowest}
+                new_step = _kept(old_step, _StepRollupChunk(), ("buckets", "itl", "it"), keep)
+                if new_step is not None:
+                    new_step.batch_mix = {k: v for k, v in old_step.batch_mix.items() if k[0] >= lowest}
                 self._rewrite_chunk("step_rollups", ("engine_id", "level", "chunk", "it_layout_id"),
                                     (eid, level, ch, it_lay),
-                                    None if new is None else new.encode(self._width(it_lay), ch, level))
+                                    None if new_step is None else new_step.encode(self._width(it_lay), ch, level))
 
     def _rewrite_chunk(self, table: str, key_columns: tuple[str, ...], key: tuple[object, ...],
                        rest: tuple[object, ...] | None) -> None:

@@ -187,7 +187,7 @@ class _Writes(_StoreState):
                     "SELECT rowid, chunk, seg_id, layout_id, it_layout_id, n, code, times, cycles, first_start, "
                     "starts, counts, itl FROM interval_chunks WHERE engine_id = ? AND chunk >= ?", (eid, chunk)):
                 obj = out[(ch, seg, lay, it_lay)] = _IntervalChunk.decode(
-                    cols, width=1 + self._width(lay) + self._width(it_lay))
+                    tuple(cols), width=1 + self._width(lay) + self._width(it_lay))
                 obj.rowid = rowid
         elif kind == "s":
             for rowid, ch, seg, lay, *cols in c.execute(
@@ -216,6 +216,7 @@ class _Writes(_StoreState):
         c = self.conn
         updates: dict[str, list[tuple[object, ...]]] = {"i": [], "s": [], "t": [], "p": []}
         for (kind, eid, level, chunk, *key), obj in self._dirty.items():
+            values: tuple[object, ...]
             if isinstance(obj, _StepRollupChunk):  # kind "t"
                 values = obj.encode(self._width(key[0]), chunk, level)
             else:

@@ -127,7 +127,7 @@ def render(fleet: FleetView) -> None:
     if rec.vllm_command_line:
         st.code(rec.vllm_command_line, language="bash", wrap_lines=True)
     if rec.probe is not None:
-        st.markdown(f"**The canary** ({rec.probe.engines} engine): expected value {rec.probe.expected_value:,.0f} s "
+        st.markdown(f"**The probe** ({rec.probe.engines} engine): expected value {rec.probe.expected_value:,.0f} s "
                     f"against cost {rec.probe.expected_cost:,.0f} s of the route's output")
         st.code(json.dumps(rec.probe.speculative_config, indent=2), language="json", wrap_lines=True)
     if rec.schedule and rec.decision != "change":

@@ -2,7 +2,7 @@
 
 A decision says which γ the fleet runs (``fleet_gamma``) and which γ is best expected
 (``best_gamma``): the same γ on a change or an off; on a keep the best expected γ is one the
-fleet does not run yet; on a probe it is the γ a canary measures. Its reasons are a list in
+fleet does not run yet; on a probe it is the γ a probe measures. Its reasons are a list in
 the order the rules gave them; the JSON's ``decision_reason`` joins them with "; ".
 The JSON's ``recommended_gamma`` and ``expected_best_gamma`` are read from these two γ
 (``recommended_gamma``, ``expected_best_gamma`` below), as users' scripts know them.
@@ -17,9 +17,9 @@ import numpy as np
 
 from ..figures_needed import FigureNeeded
 from ..probe import Probe
-from ..specialized_break_even import SpecializedBreakEven
+from ..probe.specialized_speedup import SpecializedBreakEven
 
-# the decisions that have the fleet run another γ than it runs (a probe: the fleet's; the canary its own)
+# the decisions that have the fleet run another γ than it runs (a probe: the fleet's; the probe its own)
 DEPLOYING_DECISIONS = ("change", "off", "probe")
 # the decision when the pricing rests on defaults: the fleet runs what it runs, nothing to deploy
 UNDECIDED = "undecided"
@@ -66,15 +66,15 @@ class Decision:
 
     kind: str  # change | off | keep | probe | undecided
     fleet_gamma: int  # the γ the fleet runs after it
-    best_gamma: int  # the best expected γ (a probe's: the γ its canary measures, or the fleet's)
+    best_gamma: int  # the best expected γ (a probe's: the γ its probe measures, or the fleet's)
     reasons: tuple[str, ...] = ()
-    probe: Probe | None = None  # a canary to start or carry on (model.probe)
+    probe: Probe | None = None  # a probe to start or carry on (model.probe)
     # a keep whose gain is plausible but not sure: the factor on the window's drafts that settles
     # it (1/√drafts), or None when no window at the observed γ can (the gain rests past it)
     settle: float | None = None
     plausible: bool = False  # the best expected γ's gain is plausible but not yet sure
     claim: str = ""  # the probability the verdict's reason starts from
-    # on latency_specialized: the speedups over which the fleet's γ holds (model.specialized_break_even)
+    # on latency_specialized: the speedups over which the fleet's γ holds (model.probe.specialized_speedup)
     break_even: SpecializedBreakEven | None = None
     # the default figures it rests on (model.figures_needed): then it is undecided or a keep that says so
     figures_needed: tuple[FigureNeeded, ...] = ()

@@ -18,7 +18,7 @@ from ..probe import ProbeInputs, RunningProbe
 @dataclass(frozen=True, eq=False)
 class SpecializedPricing:
     """The latency_specialized path's pricing at any specialized speedup s, for the break-even
-    and the canary that measures s (model.specialized_break_even, model.specialized_measured)."""
+    and the probe that measures s (model.probe.specialized_speedup, model.probe.measured_speedup)."""
 
     tau_at: Callable[[list[float]], np.ndarray]  # (len(speeds), G) step time over the mix at each s
     expected_tokens: np.ndarray  # (M, G) AL of every tail model at the point
@@ -26,7 +26,7 @@ class SpecializedPricing:
     time_shares: np.ndarray  # (nB,) u_B up to a factor: request weights × step time / B at the deployed γ
     batch_sizes: np.ndarray  # (nB,)
     clean_share: float  # the share of steps the specialized kernels can take
-    measured: bool  # the speedup range priced is a canary's measurement, not the configured figure
+    measured: bool  # the speedup range priced is a probe's measurement, not the configured figure
     latency_from_running: bool  # the route's latency is Little's law's over logged intervals
 
 

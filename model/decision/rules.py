@@ -1,4 +1,4 @@
-"""The decision rules, in the order they run (docs/DESIGN.md, Cost model; Decisions past the
+"""The decision rules, in the order they run (docs/MODEL.md, Cost model; Decisions past the
 deployed γ). Each is ``rule(priced, decision) -> decision`` (model.decision.priced,
 model.decision.outcome), on the candidates' point speedups and the ensemble of their resampled
 speedups (resamples × tail models, model.recommend):
@@ -11,7 +11,7 @@ speedups (resamples × tail models, model.recommend):
           observed γ that no window at it checks: measure it on one engine when that pays
           (model.probe); the fleet stays at the deployed γ or takes the sure step. On the
           specialized path a keep that rests on the configured speedup probes the γ past the
-          flip when that pays (model.specialized_break_even);
+          flip when that pays (model.probe.specialized_speedup);
   keep    otherwise, with the evidence that would change it (the factor on the window's
           drafts that settles a gain, when more drafts can);
   undecided  any of these that rests on default figures or on a cost model missing the
@@ -31,8 +31,8 @@ from acceptance.durations import approximate_duration
 from ..deployment import DECISION_CERTAINTY
 from ..figures_needed import FigureNeeded, on_defaults
 from ..probe import PROBE_MIN_DRAFTS, PROBE_MIN_ROWS, RunningProbe, continued_probe, plan_probe
-from ..specialized_break_even import decision_break_even, speedup_probe, speedups_at
-from ..specialized_measured import SegmentShares, predicted_halfwidth
+from ..probe.specialized_speedup import decision_break_even, speedup_probe, speedups_at
+from ..probe.measured_speedup import SegmentShares, predicted_halfwidth
 from .outcome import DEPLOYING_DECISIONS, UNDECIDED, Decision, gain_of, start
 from .priced import Priced
 
@@ -119,20 +119,20 @@ def with_probe(priced: Priced, decision: Decision) -> Decision:
     if rate is None:
         return decision.because(f"no probe of γ={target}: the window does not say how many engines serve the route "
                                 f"at what draft rate")
-    canary = plan_probe(inputs, priced.deployment, traffic, gamma=target, base=base, deployed=priced.deployed)
-    if canary is None:
+    planned = plan_probe(inputs, priced.deployment, traffic, gamma=target, base=base, deployed=priced.deployed)
+    if planned is None:
         return decision.because(f"no probe: γ={target}'s expected gain over γ={base} is within min_gain "
                                 f"{priced.deployment.min_gain:.0%}")
-    terms = (f"probe γ={target} on {canary.engines} of {traffic.engines} engine(s) for {canary.drafts_needed:,} drafts "
-             f"(about {approximate_duration(canary.duration_s)}): expected value {canary.expected_value:,.0f} s "
-             f"against cost {canary.expected_cost:,.0f} s of the route's output")
-    if not canary.pays:
+    terms = (f"probe γ={target} on {planned.engines} of {traffic.engines} engine(s) for {planned.drafts_needed:,} drafts "
+             f"(about {approximate_duration(planned.duration_s)}): expected value {planned.expected_value:,.0f} s "
+             f"against cost {planned.expected_cost:,.0f} s of the route's output")
+    if not planned.pays:
         return decision.because(f"no {terms}")
-    return decision.to("probe", terms, probe=canary)
+    return decision.to("probe", terms, probe=planned)
 
 
 def with_running_probe(priced: Priced, decision: Decision, running: RunningProbe) -> Decision:
-    """A canary runs at γ_p and its positions are measured (the joined curve). Stop it early
+    """A planned runs at γ_p and its positions are measured (the joined curve). Stop it early
     when its own data shows it losing by more than min_gain with P ≥ DECISION_CERTAINTY; a
     sure decision settles it; else carry it on (decision probe) while it holds fewer than
     PROBE_MIN_DRAFTS drafts or, for a gain plausible but not yet sure, fewer than the factor
@@ -145,7 +145,7 @@ def with_running_probe(priced: Priced, decision: Decision, running: RunningProbe
                f"against γ={deployed}) = {p_lose:.2f} ≥ {DECISION_CERTAINTY}")
         return replace(decision, reasons=(why,) + decision.reasons)
     done = f"the probe at γ={g} ({running.drafts:,.0f} drafts)"
-    if decision.kind in ("change", "off"):  # sure: the fleet's change takes over from the canary
+    if decision.kind in ("change", "off"):  # sure: the fleet's change takes over from the planned
         return decision.because(f"{done} has settled this: "
                                 + ("deploy it on every engine" if decision.fleet_gamma == g else "stop it"))
     unsettled = decision.settle if decision.plausible and decision.settle is not None else 1.0
@@ -154,25 +154,25 @@ def with_running_probe(priced: Priced, decision: Decision, running: RunningProbe
     if remaining <= 0 and running.rows >= PROBE_MIN_ROWS:
         return decision.because(f"{done} has done its work: stop it")
     engines = None if priced.traffic is None else priced.traffic.engines
-    canary = continued_probe(inputs, priced.deployment, running, base=decision.fleet_gamma, deployed=deployed,
+    planned = continued_probe(inputs, priced.deployment, running, base=decision.fleet_gamma, deployed=deployed,
                              remaining=remaining, engines=engines)
-    more = f"about {canary.drafts_needed:,} more (about {approximate_duration(canary.duration_s)})"
+    more = f"about {planned.drafts_needed:,} more (about {approximate_duration(planned.duration_s)})"
     if to_settle > PROBE_MIN_DRAFTS - running.drafts and to_settle > 0:
         why = f"carry on the probe at γ={g}: {more} would settle it"
     elif running.drafts < PROBE_MIN_DRAFTS:
         why = f"carry on the probe at γ={g} to the {PROBE_MIN_DRAFTS:,} drafts a probe takes at least: {more}"
     else:
         why = (f"carry on the probe at γ={g} for the {PROBE_MIN_ROWS} scrape intervals a probe takes at least: "
-               f"about {approximate_duration(canary.duration_s)} more")
+               f"about {approximate_duration(planned.duration_s)} more")
     # the factor on the window's drafts is said as the probe's own drafts: one figure
     head = (decision.claim,) if decision.settle is not None else decision.reasons
-    return replace(decision, kind="probe", best_gamma=g, reasons=head + (why,), settle=None, probe=canary)
+    return replace(decision, kind="probe", best_gamma=g, reasons=head + (why,), settle=None, probe=planned)
 
 
 def specialized(priced: Priced, decision: Decision) -> Decision:
     """On latency_specialized: how far the fleet's γ rests on the specialized speedup (its
     break-even), and a keep that rests on the configured figure probes the γ past the flip
-    when that pays (model.specialized_break_even.speedup_probe)."""
+    when that pays (model.probe.specialized_speedup.speedup_probe)."""
     path = priced.specialized
     if path is None:
         return decision
@@ -190,17 +190,17 @@ def specialized(priced: Priced, decision: Decision) -> Decision:
         return predicted_halfwidth(deployment, (base, gamma), shares, clean_share=path.clean_share, samples=samples,
                                    level=DECISION_CERTAINTY, from_running=path.latency_from_running)
 
-    canary = speedup_probe(break_even, speeds_at, deployment, priced.traffic, path.step_time, priced.ensemble,
+    planned = speedup_probe(break_even, speeds_at, deployment, priced.traffic, path.step_time, priced.ensemble,
                            halfwidth_for)
-    if canary is None:
+    if planned is None:
         return decision
-    terms = (f"γ={final} rests on the specialized decode speedup: probe γ={canary.gamma} on {canary.engines} of "
-             f"{priced.traffic.engines} engine(s) for {canary.drafts_needed:,} drafts (about "
-             f"{approximate_duration(canary.duration_s)}), whose latency against the fleet's measures it: expected "
-             f"value {canary.expected_value:,.0f} s against cost {canary.expected_cost:,.0f} s of the route's output")
-    if not canary.pays:
+    terms = (f"γ={final} rests on the specialized decode speedup: probe γ={planned.gamma} on {planned.engines} of "
+             f"{priced.traffic.engines} engine(s) for {planned.drafts_needed:,} drafts (about "
+             f"{approximate_duration(planned.duration_s)}), whose latency against the fleet's measures it: expected "
+             f"value {planned.expected_value:,.0f} s against cost {planned.expected_cost:,.0f} s of the route's output")
+    if not planned.pays:
         return decision.because(f"no probe: {terms}")
-    return decision.to("probe", terms, best_gamma=final, probe=canary)
+    return decision.to("probe", terms, best_gamma=final, probe=planned)
 
 
 def given_figures(priced: Priced, decision: Decision) -> Decision:

@@ -2,8 +2,8 @@
 
 At one γ every step that fits the Kimi K3 specialized kernels runs the one path, and the
 engine's latency sets the cost model's level, not the ratio of the two paths
-(model.specialized_break_even). Two segments at different γ whose steps take the path in
-different shares — a canary at γ_p where the larger batches run stock — give two equations in
+(model.probe.specialized_speedup). Two segments at different γ whose steps take the path in
+different shares — a probe at γ_p where the larger batches run stock — give two equations in
 the two unknowns x = 1 / baseline_tokens_per_second (the plain-decode step at batch 1) and s:
 
     ITL_i = Σ_B u_B·B / Σ_B (u_B·B / t_i,B(x, s))        i = main, probe
@@ -16,10 +16,10 @@ t = c0 + c1·x + (c2 + c3·x)/s, so four pricings give every (x, s). For each s 
 segment's equation fixes x (its ITL rises with x); s is where the probe's modelled ITL meets
 its observed one, found on a grid over MEASURE_BOUNDS and interpolated. Each segment is
 priced at its own engines' time shares where the source keeps gauge samples per segment (the
-store: a canary whose γ keeps requests longer runs larger batches, and pricing its latency at
+store: a probe whose γ keeps requests longer runs larger batches, and pricing its latency at
 the fleet's mix would put that in s), else both at the route's; the interval is the same root
 at each pair of resamples of them, drawn apart for each segment with its own gauge samples
-(a canary of one engine for an hour saw far fewer batches than the fleet, and its latency is
+(a probe of one engine for an hour saw far fewer batches than the fleet, and its latency is
 of those). A latency from logged intervals is Little's law's N̄ / λ, N̄ from the same sampled
 running counts as the mix: each resample moves it by N̄*/N̄ (``SegmentLatency.from_running``),
 since what was counted is λ. The cost model's shape is taken as right — what a wrong shape does lands in s.
@@ -38,8 +38,8 @@ import numpy as np
 
 from acceptance.durations import format_clock
 
-from .deployment import Deployment
-from .speedup import CostModel
+from ..deployment import Deployment
+from ..speedup import CostModel
 
 MEASURE_BOUNDS = (0.5, 4.0)  # a fast path slower than stock is a finding too, so below 1×
 # d ln ITL / d ln s must differ by this much between the segments: at 0.1 a 1% error in one
@@ -81,7 +81,7 @@ class MeasuredSpeedup:
     baseline_tokens_per_second: float | None = None
     path_contrast: float | None = None  # d ln ITL / d ln s, probe less main
     reason: str = ""  # why not measured
-    # (start, end) of the earlier window whose canary measured it; None: the window tuned
+    # (start, end) of the earlier window whose probe measured it; None: the window tuned
     window: tuple[float, float] | None = None
 
     @property
@@ -95,7 +95,7 @@ class MeasuredSpeedup:
         if main.time_shares is not None:
             at += ", each at its own engines' batch mix"
         if self.window is not None:
-            at += f" in the window ending {format_clock(self.window[1])}, the last in which a canary ran"
+            at += f" in the window ending {format_clock(self.window[1])}, the last in which a probe ran"
         if not self.measured:
             return f"specialized speedup: not measured from the latency at {at}: {self.reason}"
         lo, hi = self.confidence_interval
@@ -183,7 +183,7 @@ def predicted_halfwidth(deployment: Deployment, gammas: tuple[int, int], shares:
     segment's ``samples`` (main, probe) would leave them (inf where more than a tenth of the
     resamples fit no s; ``from_running``: the latency is Little's law's, moving with each
     resample as SegmentLatency.from_running says). What a probe planned to measure s can
-    resolve (model.specialized_break_even.speedup_probe)."""
+    resolve (model.probe.specialized_speedup.speedup_probe)."""
     sizes = np.asarray(shares.batch_sizes, dtype=int)
     main = np.asarray(shares.main, dtype=float)
     u = main / np.sum(main)

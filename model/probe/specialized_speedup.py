@@ -8,8 +8,8 @@ candidate whose batches fit the path gains with the speedup s, one whose batches
 does not, so which γ is best can turn on s. ``decision_break_even`` finds the speedups over
 which the decision's γ stays within min_gain of the best at the point, and says so when
 another γ wins within BREAK_EVEN_MARGIN of the configured range; ``speedup_probe`` prices a
-canary at that other γ, whose latency beside the fleet's measures s
-(model.specialized_measured); the decision's rule ``specialized`` (model.decision.rules) puts
+probe at that other γ, whose latency beside the fleet's measures s
+(model.probe.measured_speedup); the decision's rule ``specialized`` (model.decision.rules) puts
 both into the decision.
 """
 
@@ -22,9 +22,9 @@ from typing import Callable
 import numpy as np
 
 
-from .deployment import DECISION_CERTAINTY, PERCENTILE_OBJECTIVES, Deployment
-from .probe import PROBE_ENGINES, PROBE_MIN_DRAFTS, Canary, Probe, canary_duration, priced_canary
-from .speedup import projected_speedup
+from ..deployment import DECISION_CERTAINTY, PERCENTILE_OBJECTIVES, Deployment
+from .plan import PROBE_ENGINES, PROBE_MIN_DRAFTS, ProbeRun, Probe, probe_duration, priced_probe
+from ..speedup import projected_speedup
 
 
 # How far outside the configured specialized_speedup a flip of the best γ still makes the
@@ -37,9 +37,9 @@ _BREAK_EVEN_STEP = 0.1  # grid of the search, then bisected to _BREAK_EVEN_TOLER
 _BREAK_EVEN_TOLERANCE = 0.005
 _VALUE_GRID = 25  # speedups the probe's value is averaged over
 _HALFWIDTH_POINTS = 5  # ... and those the measurement's predicted half-width is priced at
-# Scrape intervals a speedup probe runs at least (an hour at 15 s): a canary's latency is that
+# Scrape intervals a speedup probe runs at least (an hour at 15 s): a probe's latency is that
 # of the batches it happened to run, and its share of the gauge samples says how far those
-# may stray from the route's mix (model.specialized_measured draws them apart). Measured on
+# may stray from the route's mix (model.probe.measured_speedup draws them apart). Measured on
 # the decision benchmark's slow-edge class (40 seeds): after 30 minutes the round-2 gain was
 # unsure in about a third of its windows (mean regret of the second recommendation 4.0%),
 # after an hour in fewer (2.7%).
@@ -60,7 +60,7 @@ class SpecializedBreakEven:
     gamma_below: int | None
     gamma_above: int | None
     configured: tuple[float, float]  # the speedup range priced: configured, or measured
-    source: str = "configured"  # "measured": from a canary's latency (model.specialized_measured)
+    source: str = "configured"  # "measured": from a probe's latency (model.probe.measured_speedup)
 
     @property
     def rests_on_configuration(self) -> bool:
@@ -76,14 +76,14 @@ class SpecializedBreakEven:
         lo, hi = self.configured
         told = f"{lo:.2f}×" if lo == hi else f"{lo:.2f}–{hi:.2f}×"
         if self.source == "measured":
-            return (f"gamma {self.gamma} rests on the specialized decode speedup measured from the canary's latency "
+            return (f"gamma {self.gamma} rests on the specialized decode speedup measured from the probe's latency "
                     f"({told}; {' and '.join(self._flips())} would gain more than min_gain): the measurement "
                     f"prices both paths with the cost model's shape; measure both paths' step times "
                     f"(`specdec calibrate plan`, then cost_profile = the table) to be sure")
         return (f"gamma {self.gamma} rests on the specialized decode speedup, which the window cannot check "
                 f"(configured {told}; {' and '.join(self._flips())} would gain more than min_gain): measure "
                 f"both paths' step times (`specdec calibrate plan`, then cost_profile = the table), or run "
-                f"the other gamma on one engine (a canary) and the tool measures it from the latency")
+                f"the other gamma on one engine (a probe) and the tool measures it from the latency")
 
     def _flips(self) -> list[str]:
         flips = []
@@ -173,14 +173,14 @@ def speedup_probe(break_even: SpecializedBreakEven | None, speeds_at: Callable[[
                   deployment: Deployment, traffic, step_time: np.ndarray, ensemble: np.ndarray | None = None,
                   halfwidth_for: Callable[..., Callable[[float], float]] | None = None
                   ) -> Probe | None:
-    """A canary at the γ that wins past the flip nearer the configured range, when the decision
-    rests on the configured speedup and measuring it pays: the canary's latency against the
-    fleet's measures s (model.specialized_measured), which no window at one γ can.
+    """A probe at the γ that wins past the flip nearer the configured range, when the decision
+    rests on the configured speedup and measuring it pays: the probe's latency against the
+    fleet's measures s (model.probe.measured_speedup), which no window at one γ can.
 
     The figure is doubted downward by BREAK_EVEN_MARGIN (why the break-even warns; a serving
     path gains what the kernels' micro-benchmark promises or less: the one end-to-end figure
     published, 1.68×, lies below its 2× top), so s is taken uniform from the configured
-    range's low end divided by 1 + BREAK_EVEN_MARGIN to its high end; with G(s) the canary's
+    range's low end divided by 1 + BREAK_EVEN_MARGIN to its high end; with G(s) the probe's
     gain over the fleet's γ at the point curve, m = min_gain, and A(s) whether a change to it
     would then be sure — P(G(s) + ε > m) ≥ DECISION_CERTAINTY, ε the ensemble's gains
     (``ensemble``, the decision's resamples × tail models × speed bins) about their mean:
@@ -188,25 +188,25 @@ def speedup_probe(break_even: SpecializedBreakEven | None, speeds_at: Callable[[
     and R(s) whether the
     measurement would tell s from the flip — |s − flip| above the half-width h(s) of the
     interval it is predicted to give (``halfwidth_for(base, gamma, samples)``,
-    model.specialized_measured.predicted_halfwidth; gauge samples persist across scrapes,
+    model.probe.measured_speedup.predicted_halfwidth; gauge samples persist across scrapes,
     about half of them count):
       value = E[G·1{G > m}·A·R] · (horizon − duration)
       cost  = (duration · E[max(0, −G)] + 2 · engine_restart_s) / engines
     in seconds of the route's whole output (as model.probe's). Its drafts: PROBE_MIN_DRAFTS (the
-    canary's positions past the fleet's γ are measured too), over at least SPEEDUP_PROBE_ROWS
+    probe's positions past the fleet's γ are measured too), over at least SPEEDUP_PROBE_ROWS
     rows: its latency is that of the batches it happened to run, which its few gauge samples
     must tell."""
     if break_even is None or not break_even.rests_on_configuration or break_even.source != "configured":
         return None
     rate = None if traffic is None else traffic.drafts_per_engine_second
     if rate is None or not traffic.engines or traffic.engines < 2:
-        return None  # a canary needs an engine of its own and the fleet's others
+        return None  # a probe needs an engine of its own and the fleet's others
     lo, hi = break_even.configured
     below = break_even.holds_from is not None and break_even.holds_from > lo / (1.0 + BREAK_EVEN_MARGIN)
     gamma, base = (break_even.gamma_below if below else break_even.gamma_above), break_even.gamma
     grid = np.linspace(lo / (1.0 + BREAK_EVEN_MARGIN), hi, _VALUE_GRID)
     gains = np.array([(lambda s: s[gamma] / s[base] - 1.0)(speeds_at(float(x))) for x in grid])
-    duration = canary_duration(PROBE_MIN_DRAFTS, rate, step_time, gamma=gamma, rate_at=base,
+    duration = probe_duration(PROBE_MIN_DRAFTS, rate, step_time, gamma=gamma, rate_at=base,
                                min_seconds=SPEEDUP_PROBE_ROWS * traffic.row_seconds)
     spread = np.zeros(1) if ensemble is None else ensemble[:, gamma] / ensemble[:, base] - 1.0
     spread = spread - spread.mean()
@@ -223,5 +223,5 @@ def speedup_probe(break_even: SpecializedBreakEven | None, speeds_at: Callable[[
             resolved[useful] = np.abs(grid[useful] - flip) > np.interp(grid[useful], at, widths)
     value = float(np.mean(np.where((gains > deployment.min_gain) & sure & resolved, gains, 0.0)))
     loss = float(np.mean(np.maximum(0.0, -gains)))
-    canary = Canary(gamma, PROBE_ENGINES, PROBE_MIN_DRAFTS, duration, PROBE_ENGINES / traffic.engines, restarts=2)
-    return priced_canary(deployment, canary, loss_rate=loss, value_rate=value)
+    run = ProbeRun(gamma, PROBE_ENGINES, PROBE_MIN_DRAFTS, duration, PROBE_ENGINES / traffic.engines, restarts=2)
+    return priced_probe(deployment, run, loss_rate=loss, value_rate=value)

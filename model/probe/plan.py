@@ -1,5 +1,5 @@
-"""The probe decision (docs/DESIGN.md, Decisions past the deployed γ): whether measuring an
-extrapolated γ on one engine of the route (a canary) is worth more than it costs.
+"""The probe decision (docs/MODEL.md, Decisions past the deployed γ): whether measuring an
+extrapolated γ on one engine of the route (a run) is worth more than it costs.
 
 A window at the deployed γ_d never checks positions past γ_d, so a best expected γ_p past
 it stays a guess however many drafts the window holds: only running γ_p measures it. With
@@ -12,10 +12,10 @@ sure step):
                more drafts at γ_d settle without a probe; m = min_gain, the least gain acted on)
   value        V = v · (horizon − duration)            (decision_horizon_s)
   cost         C = (duration · E[max(0, 1 − S_p/S_b)] + 2 · engine_restart_s) / engines
-               (the canary's share of the route's traffic, its expected loss and two restarts)
+               (the probe's share of the route's traffic, its expected loss and two restarts)
 
 both in seconds of the route's whole output at γ_b. The probe pays when V > C.
-Drafts it needs: enough that, at the expected gain ḡ of γ_p over γ_b, the canary's own
+Drafts it needs: enough that, at the expected gain ḡ of γ_p over γ_b, the probe's own
 sampling error leaves P(gain > m) ≥ DECISION_CERTAINTY:
 
   drafts = deff · Var(X_p) · (z · (1 + ḡ) / (AL_p · (ḡ − m)))²,   at least PROBE_MIN_DRAFTS
@@ -23,7 +23,7 @@ sampling error leaves P(gain > m) ≥ DECISION_CERTAINTY:
 X_p the accepted tokens of one draft at γ_p (P(X ≥ k) = a_k, the extended curve), deff the
 window's variance of AL over its resamples against independent drafts (drafts are
 correlated within requests and scrape intervals), z the DECISION_CERTAINTY normal quantile.
-Its duration: drafts over the canary's draft rate, the route's drafts per engine-second
+Its duration: drafts over the probe's draft rate, the route's drafts per engine-second
 scaled by the step times τ(γ_d)/τ(γ_p) (a wider draft makes slower steps), and at least
 PROBE_MIN_ROWS of the route's rows (scrape intervals): a busy route's 2,000 drafts can take
 less than one.
@@ -36,10 +36,10 @@ from statistics import NormalDist
 
 import numpy as np
 
-from .deployment import DECISION_CERTAINTY, Deployment
-from .vllm_config import speculative_config
+from ..deployment import DECISION_CERTAINTY, Deployment
+from ..vllm_config import speculative_config
 
-# A canary's drafts also test its shared positions against the main segment's
+# A probe's drafts also test its shared positions against the main segment's
 # (position 0 moves with γ): at 2,000 drafts a survival value's binomial error is ≤ 0.011.
 PROBE_MIN_DRAFTS = 2000
 # ... and at least this many of the route's rows (scrape intervals): the block bootstrap
@@ -60,7 +60,7 @@ class Probe:
     expected_cost: float
     expected_value: float
     speculative_config: dict | None
-    # the canary is every engine the route has: no engine stays at the other γ meanwhile, so it
+    # the run is every engine the route has: no engine stays at the other γ meanwhile, so it
     # is a trial change for its duration, then back (a one-engine route)
     whole_route: bool = False
 
@@ -71,7 +71,7 @@ class Probe:
 
 @dataclass(frozen=True, eq=False)
 class RunningProbe:
-    """A canary already running at ``gamma`` (acceptance.probe_segment, joined to the deployed
+    """A run already running at ``gamma`` (acceptance.probe_segment, joined to the deployed
     segment): its drafts so far, its draft rate per engine, its engines and — when its shared
     positions disagree with the deployed segment's — its own curve and resamples, from which
     the candidates past the deployed γ are priced (model.recommend)."""
@@ -100,8 +100,8 @@ class ProbeInputs:
 
 
 @dataclass(frozen=True)
-class Canary:
-    """What a canary is, before it is priced: ``engines`` at ``gamma`` for ``drafts`` drafts over
+class ProbeRun:
+    """What a run is, before it is priced: ``engines`` at ``gamma`` for ``drafts`` drafts over
     ``duration`` seconds, ``share`` of the route's engines, and the engine restarts it costs."""
 
     gamma: int
@@ -115,7 +115,7 @@ class Canary:
 def plan_probe(inputs: ProbeInputs, deployment: Deployment, traffic, *, gamma: int, base: int, deployed: int
                ) -> Probe | None:
     """The probe of ``gamma`` against the fleet at ``base`` (module docstring); None when its
-    expected gain over ``base`` is within min_gain (no canary can settle a gain not expected).
+    expected gain over ``base`` is within min_gain (no run can settle a gain not expected).
     ``traffic`` (acceptance.route_estimate.Traffic): the window's drafts, their rate per engine,
     its engines and rows."""
     s, m = inputs.speedup, deployment.min_gain
@@ -123,10 +123,10 @@ def plan_probe(inputs: ProbeInputs, deployment: Deployment, traffic, *, gamma: i
     if gain <= m:
         return None
     needed = drafts_needed(inputs, gamma=gamma, gain=gain, min_gain=m, drafts=traffic.drafts)
-    duration = canary_duration(needed, traffic.drafts_per_engine_second, inputs.step_time, gamma=gamma,
+    duration = probe_duration(needed, traffic.drafts_per_engine_second, inputs.step_time, gamma=gamma,
                                rate_at=deployed, min_seconds=PROBE_MIN_ROWS * traffic.row_seconds)
     probed = min(PROBE_ENGINES, traffic.engines)
-    return _priced_probe(inputs, deployment, Canary(int(gamma), probed, int(needed), duration,
+    return _valued_probe(inputs, deployment, ProbeRun(int(gamma), probed, int(needed), duration,
                                                     probed / traffic.engines, restarts=2), base=base, deployed=None)
 
 
@@ -141,38 +141,38 @@ def continued_probe(inputs: ProbeInputs, deployment: Deployment, running: Runnin
     duration = needed / rate if rate else float("inf")
     duration = max(duration, (PROBE_MIN_ROWS - running.rows) * running.row_seconds)
     share = running.engines / engines if engines else 1.0
-    return _priced_probe(inputs, deployment, Canary(running.gamma, running.engines, needed, duration, share,
+    return _valued_probe(inputs, deployment, ProbeRun(running.gamma, running.engines, needed, duration, share,
                                                     restarts=1), base=base, deployed=deployed)
 
 
-def _priced_probe(inputs: ProbeInputs, deployment: Deployment, canary: Canary, *, base: int, deployed: int | None
+def _valued_probe(inputs: ProbeInputs, deployment: Deployment, run: ProbeRun, *, base: int, deployed: int | None
                   ) -> Probe:
-    """The Probe of ``canary``, its value and loss rates from the ensemble."""
-    value = value_rate(inputs, gamma=canary.gamma, base=base, min_gain=deployment.min_gain, deployed=deployed)
-    loss = float(np.mean(np.maximum(0.0, 1.0 - inputs.ensemble[:, canary.gamma] / inputs.ensemble[:, base])))
-    return priced_canary(deployment, canary, loss_rate=loss, value_rate=value)
+    """The Probe of ``probe``, its value and loss rates from the ensemble."""
+    value = value_rate(inputs, gamma=run.gamma, base=base, min_gain=deployment.min_gain, deployed=deployed)
+    loss = float(np.mean(np.maximum(0.0, 1.0 - inputs.ensemble[:, run.gamma] / inputs.ensemble[:, base])))
+    return priced_probe(deployment, run, loss_rate=loss, value_rate=value)
 
 
-def canary_duration(drafts: float, drafts_per_engine_second: float, step_time: np.ndarray, *, gamma: int,
+def probe_duration(drafts: float, drafts_per_engine_second: float, step_time: np.ndarray, *, gamma: int,
                     rate_at: int, min_seconds: float) -> float:
-    """Seconds a canary at ``gamma`` takes for ``drafts``: the draft rate per engine measured
+    """Seconds a run at ``gamma`` takes for ``drafts``: the draft rate per engine measured
     at γ ``rate_at``, scaled by τ(rate_at)/τ(γ) (one draft per request-step, and a wider
     draft makes slower steps), and at least ``min_seconds`` (the rows its test needs)."""
     rate = drafts_per_engine_second * float(step_time[rate_at] / step_time[gamma])
     return max(drafts / rate, min_seconds)
 
 
-def priced_canary(deployment: Deployment, canary: Canary, *, loss_rate: float, value_rate: float) -> Probe:
-    """The Probe of ``canary`` (module docstring), in seconds of the route's whole output:
+def priced_probe(deployment: Deployment, run: ProbeRun, *, loss_rate: float, value_rate: float) -> Probe:
+    """The Probe of ``probe`` (module docstring), in seconds of the route's whole output:
     cost = share × (duration × loss_rate + restarts × engine_restart_s),
     value = value_rate × (decision_horizon_s − duration) — every probe, whatever it measures."""
-    duration = canary.duration
-    return Probe(gamma=int(canary.gamma), engines=int(canary.engines), drafts_needed=int(canary.drafts),
+    duration = run.duration
+    return Probe(gamma=int(run.gamma), engines=int(run.engines), drafts_needed=int(run.drafts),
                  duration_s=float(duration),
-                 expected_cost=float(canary.share * (duration * loss_rate + canary.restarts * deployment.engine_restart_s)),
+                 expected_cost=float(run.share * (duration * loss_rate + run.restarts * deployment.engine_restart_s)),
                  expected_value=float(value_rate * max(0.0, deployment.decision_horizon_s - duration)),
-                 speculative_config=speculative_config(deployment, int(canary.gamma), None),
-                 whole_route=canary.share >= 1.0)
+                 speculative_config=speculative_config(deployment, int(run.gamma), None),
+                 whole_route=run.share >= 1.0)
 
 
 def value_rate(inputs: ProbeInputs, *, gamma: int, base: int, min_gain: float, deployed: int | None = None) -> float:
@@ -191,7 +191,7 @@ def value_rate(inputs: ProbeInputs, *, gamma: int, base: int, min_gain: float, d
 
 
 def drafts_needed(inputs: ProbeInputs, *, gamma: int, gain: float, min_gain: float, drafts: float) -> int:
-    """The canary's drafts for P(gain > min_gain) ≥ DECISION_CERTAINTY at the expected gain
+    """The probe's drafts for P(gain > min_gain) ≥ DECISION_CERTAINTY at the expected gain
     (module docstring)."""
     z = NormalDist().inv_cdf(DECISION_CERTAINTY)
     al = inputs.expected_tokens

