@@ -83,6 +83,11 @@ class IngestedWindow(SegmentRules):
         """Ingested rows carry no plugin series."""
         return None
 
+    @property
+    def totals(self) -> None:
+        """Ingested rows carry no engine totals (the requests' own lengths are their context)."""
+        return None
+
 
 @dataclass(frozen=True)
 class LoggedLatency:

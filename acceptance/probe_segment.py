@@ -68,7 +68,7 @@ def route_traffic(segment: GammaSegment | None, rows: IntervalCounts, engines: i
     if not seconds > 0:
         return None
     if segment is not None and segment.gamma == rows.gamma:
-        engines = len(getattr(segment, "engines_at_end", None) or segment.engines) or engines
+        engines = len(segment.engines_at_end or segment.engines) or engines
     return RouteTraffic(float(rows.total().drafts), seconds, engines, len(rows))
 
 
@@ -166,7 +166,7 @@ def segment_mix(segment: GammaSegment, step_shape: StepShapeWindow) -> SegmentMi
     """``segment``'s own batch mix (GammaSegment.batch_samples), its samples worth what the
     route's persistence makes them (StepShapeWindow.worth); None where its source keeps no
     gauge samples per segment or none ran a batch."""
-    counts = getattr(segment, "batch_samples", None) or {}
+    counts = segment.batch_samples or {}
     total = float(sum(counts.values()))
     if not total > 0:
         return None
@@ -191,5 +191,5 @@ def window_probe_latency(window: Window | None, gamma: int) -> ProbeLatency | No
 
 def segment_itl_mean_s(segment: GammaSegment) -> float | None:
     """A segment's own mean ITL (GammaSegment.itl_mean_s; None where its source keeps none)."""
-    itl = getattr(segment, "itl_mean_s", None)
+    itl = segment.itl_mean_s
     return float(itl) if itl is not None and itl > 0 else None

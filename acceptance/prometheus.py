@@ -152,6 +152,18 @@ class PrometheusWindow(SegmentRules):
         """Blocks of increase() are not requests: no drafted steps to replay."""
         return None
 
+    @property
+    def request_itl_s(self) -> None:
+        """Blocks of increase() are not requests: no per-request timing."""
+        return None
+
+    request_decode_tokens = request_prompt_tokens = request_itl_s
+
+    @property
+    def totals(self) -> None:
+        """The engines' slow totals are the store's (acceptance.store.totals): none through Prometheus."""
+        return None
+
 
 def _counter(name: str) -> str:
     return f"{name}_total"

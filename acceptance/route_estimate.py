@@ -78,9 +78,9 @@ class RequestRows:
         return RequestRows(self.counts[keep], self.itl_s[keep], self.decode_tokens[keep], self.prompt_tokens[keep])
 
 
-@dataclass
+@dataclass(frozen=True)
 class RouteEstimate:
-    """A route's acceptance and what its window says beside it (estimate_route)."""
+    """A route's acceptance and what its window says beside it (estimate_route), built once."""
 
     estimate: AcceptanceEstimate
     drift: Drift | None = None
@@ -147,42 +147,40 @@ def estimate_route(window: Window | None, intervals: IntervalCounts, *, level: f
     if estimate is None:
         estimate = estimate_acceptance(intervals, level=level, n_resamples=n_resamples, seed=seed,
                                        block_length=block_length, unit=unit)
-    route = _with_window(RouteEstimate(estimate, drift, recent_start, step_sequences=sequences, requests=requests,
-                                       context=route_context(requests)), window, rows, engines)
-    route.probe = window_probe(window, estimate, level=level, n_resamples=n_resamples, seed=seed,
-                               block_length=block_length, unit=unit)
-    return route
+    probe = window_probe(window, estimate, level=level, n_resamples=n_resamples, seed=seed,
+                         block_length=block_length, unit=unit)
+    route = RouteEstimate(estimate, drift, recent_start, step_sequences=sequences, requests=requests, probe=probe,
+                          context=route_context(requests))
+    return route if window is None else _with_window(route, window, rows, engines)
 
 
-def _with_window(route: RouteEstimate, window: Window | None, rows: IntervalCounts, engines: int | None = None) -> RouteEstimate:
-    """``route`` with what ``window`` says beside the acceptance of ``rows`` (nothing when None)."""
-    if window is None:
-        return route
-    gamma = route.gamma
-    shape = window.step_shape
-    route.plugin = window_plugin(window, gamma)
-    counts = counts_with_reach(window, route.plugin, gamma)
-    if counts is not None:
-        reached = survival_among_reached(counts)
-        route.survival_reached = None if reached is None else reached.tolist()  # None: never (counts carry R_k)
-        reach = draft_reach(counts)
-        route.draft_reach = None if reach is None else reach.tolist()
-    route.batch_time_shares = shape.batch_time_shares or None
-    route.effective_samples = shape.effective_samples
-    route.iteration_tokens = shape.iteration_tokens or None
+def _with_window(route: RouteEstimate, window: Window, rows: IntervalCounts, engines: int | None = None
+                 ) -> RouteEstimate:
+    """``route`` with what ``window`` says beside the acceptance of ``rows``."""
+    gamma, shape = route.gamma, window.step_shape
+    plugin = window_plugin(window, gamma)
+    counts = counts_with_reach(window, plugin, gamma)
+    reached = None if counts is None else survival_among_reached(counts)  # None: never (counts carry R_k)
+    reach = None if counts is None else draft_reach(counts)
     own = _own_segment(window, gamma)
-    route.itl_mean_s = None if own is None else segment_itl_mean_s(own)
-    route.segment_mix = None if own is None else segment_mix(own, shape)
-    route.probe_latency = window_probe_latency(window, gamma) if route.itl_mean_s is not None else None
-    route.undrafted_token_share, route.undrafted_source = window_undrafted_share(window, own)
-    route.observed_tokens_per_second = observed_tokens_per_second(window, route.estimate.mean_acceptance_length.value,
-                                                                  route.itl_mean_s, route.undrafted_token_share)
-    route.observed_latency_source = observed_latency_source(window)
-    route.traffic = route_traffic(window.newest_segment, rows, engines)
-    route.context = route.context or histogram_context(getattr(window, "totals", None))
-    route.engine_cost = step_cost(getattr(window, "totals", None) or {})
-    route.window_span = (float(window.start), float(window.end))
-    return route
+    itl_mean_s = None if own is None else segment_itl_mean_s(own)
+    undrafted, undrafted_source = window_undrafted_share(window, own)
+    return replace(
+        route, plugin=plugin,
+        survival_reached=None if reached is None else reached.tolist(),
+        draft_reach=None if reach is None else reach.tolist(),
+        batch_time_shares=shape.batch_time_shares or None, effective_samples=shape.effective_samples,
+        iteration_tokens=shape.iteration_tokens or None,
+        itl_mean_s=itl_mean_s, segment_mix=None if own is None else segment_mix(own, shape),
+        probe_latency=window_probe_latency(window, gamma) if itl_mean_s is not None else None,
+        undrafted_token_share=undrafted, undrafted_source=undrafted_source,
+        observed_tokens_per_second=observed_tokens_per_second(window, route.estimate.mean_acceptance_length.value,
+                                                              itl_mean_s, undrafted),
+        observed_latency_source=observed_latency_source(window),
+        traffic=route_traffic(window.newest_segment, rows, engines),
+        context=route.context or histogram_context(window.totals),
+        engine_cost=step_cost(window.totals or {}),
+        window_span=(float(window.start), float(window.end)))
 
 
 def window_step_sequences(window: Window | None, intervals: IntervalCounts) -> list[StepSequence] | None:
@@ -197,11 +195,11 @@ def window_step_sequences(window: Window | None, intervals: IntervalCounts) -> l
 def window_request_rows(window: Window | None, intervals: IntervalCounts) -> RequestRows | None:
     """The rows of ``intervals`` as requests with their timing, when the window is per-request
     and its timing columns are those rows' (same count); None otherwise."""
-    itl = getattr(window, "request_itl_s", None) if window is not None else None
-    decode = getattr(window, "request_decode_tokens", None) if window is not None else None
-    if itl is None or decode is None or len(itl) != len(intervals) or len(decode) != len(intervals):
+    itl = window.request_itl_s if window is not None else None
+    decode = window.request_decode_tokens if window is not None else None
+    if window is None or itl is None or decode is None or len(itl) != len(intervals) or len(decode) != len(intervals):
         return None
-    prompt = getattr(window, "request_prompt_tokens", None)
+    prompt = window.request_prompt_tokens
     return RequestRows(np.asarray(intervals.counts, dtype=float), np.asarray(itl, dtype=float),
                        np.asarray(decode, dtype=float),
                        None if prompt is None or len(prompt) != len(intervals) else np.asarray(prompt, dtype=float))
@@ -249,7 +247,7 @@ def window_undrafted_share(window: Window, segment: GammaSegment | None) -> tupl
     if shape.undrafted_token_share is not None:
         rows = "per-request output tokens" if shape.itl_per_token_s else "logged generation throughput"
         return shape.undrafted_token_share, f"{rows} less the drafted steps' tokens"
-    steps = getattr(segment, "itl_count", 0.0) if segment is not None else 0.0
+    steps = segment.itl_count if segment is not None else 0.0
     if not steps or shape.itl_from_running or segment is None:  # (no segment: no steps)
         return None, None
     total = segment.total

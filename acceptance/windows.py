@@ -183,6 +183,22 @@ class Window(Protocol):
     def step_sequences(self) -> list[StepSequence] | None:
         """The newest segment's requests' drafted steps, in order (per-request rows only)."""
 
+    @property
+    def totals(self) -> dict[str, float] | None:
+        """The route's engines' slow totals over the window (acceptance.store.totals; scraped rows only)."""
+
+    @property
+    def request_itl_s(self) -> np.ndarray | None:
+        """Per row of the newest segment, the request's mean ITL (per-request rows only)."""
+
+    @property
+    def request_decode_tokens(self) -> np.ndarray | None:
+        """Per row of the newest segment, the request's decode tokens (per-request rows only)."""
+
+    @property
+    def request_prompt_tokens(self) -> np.ndarray | None:
+        """Per row of the newest segment, the request's prompt tokens (per-request rows only)."""
+
 
 def current_segments(segments: list[GammaSegment], *, whole_last_span: bool = False) -> list[GammaSegment]:
     """The segments still running at the window's end: those overlapping the last block of
@@ -248,6 +264,13 @@ class RouteWindow(SegmentRules):
     def step_sequences(self) -> None:
         """Scrape intervals are not requests: no drafted steps to replay."""
         return None
+
+    @property
+    def request_itl_s(self) -> None:
+        """Scrape intervals are not requests: no per-request timing."""
+        return None
+
+    request_decode_tokens = request_prompt_tokens = request_itl_s
 
 
 def _plan(start: float, end: float, raw_from: float | None = None

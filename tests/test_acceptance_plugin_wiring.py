@@ -232,7 +232,8 @@ def window_with(plugin, batch_mix, iteration_tokens=None):
     window = NS(step_shape=StepShapeWindow(batch_time_shares=batch_mix, iteration_tokens=iteration_tokens or {},
                                            itl_mean_s=None, samples=1000),
                 plugin=plugin, newest_segment=None, current_segments=[], segments=[], events=[], target_status=[],
-                start=0.0, end=3600.0, not_speculating=[], step_sequences=None)
+                start=0.0, end=3600.0, not_speculating=[], step_sequences=None, totals=None, request_itl_s=None,
+                request_decode_tokens=None, request_prompt_tokens=None)
     assert isinstance(window, Window)
     return window
 
