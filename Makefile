@@ -60,6 +60,7 @@ test: $(DEVSTAMP)
 	sh scripts/ensure_victoria_metrics.sh
 	sh scripts/ensure_grafana_schema.sh
 	$(BIN)/ruff check $(LINTED)
+	$(BIN)/mypy acceptance model
 	$(BIN)/python -m pytest -q -m "not vllm and not real" tests
 
 bench: $(STAMP)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
+import numpy.typing as npt
 
 from acceptance.definitions import acceptance_length_by_gamma, monotone_survival
 from acceptance.step_replay import resampled_tokens
@@ -44,10 +45,13 @@ class CurveTokens:
     def without_sampling(self) -> "CurveTokens":
         """The same with the replay's requests and the probe's own resamples at their point (the
         pooled resamples are the caller's): what is left is the tail models' doubt."""
-        own = None if self.own is None else np.broadcast_to(self.own, self.own_resamples.shape)
+        own = None
+        if self.own is not None:
+            assert self.own_resamples is not None  # own_curve gives both or neither
+            own = np.broadcast_to(self.own, self.own_resamples.shape)
         return replace(self, own_resamples=own, fixed_requests=True)
 
-    def point(self, ws) -> tuple[np.ndarray, np.ndarray | None]:
+    def point(self, ws: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray | None]:
         """(M, G) AL at the point, and (M, nB, G) per batch size when the curves are per batch."""
         if self.replayed_al is not None:
             return self.replayed_al, None
@@ -60,12 +64,16 @@ class CurveTokens:
         """(S or 1, M, n, G) AL of each survival resample (row: its mix row)."""
         n = resamples.shape[0]
         if self.replayed is not None and self.fixed_requests:
+            assert self.replayed_al is not None  # model.route_inputs replays both or neither
             return np.broadcast_to(self.replayed_al[:, None, :], (self.replayed_al.shape[0], n,
                                                                    self.replayed_al.shape[1]))[None]
         if self.replayed is not None:
             return resampled_tokens(self.replayed, n)[None]  # every replay with the same draws
         if self.per_batch is None:
-            own = None if self.own is None else self.own_resamples[np.arange(n) % self.own_resamples.shape[0]]
+            own = None
+            if self.own is not None:
+                assert self.own_resamples is not None  # own_curve gives both or neither
+                own = self.own_resamples[np.arange(n) % self.own_resamples.shape[0]]
             return self._own_past(self._pooled_tokens(resamples), own)[None]
         # every batch size's curve shifted by the pooled resample's deviation
         shifted = monotone_survival(self.per_batch[None] + (resamples - self.pooled)[:, None, :])  # (n, nB, g)
@@ -83,7 +91,8 @@ class CurveTokens:
         return np.concatenate([tokens[..., : self.own_from + 1], own_tokens[..., self.own_from + 1:]], axis=-1)
 
 
-def own_curve(running: RunningProbe | None, deployed: int) -> tuple:
+def own_curve(running: RunningProbe | None, deployed: int
+              ) -> tuple[npt.NDArray[np.float64] | None, npt.NDArray[np.float64] | None, int]:
     """(own, own_resamples, own_from) for CurveTokens: a running probe's own curve when it
     is to price the candidates past the deployed γ, else none."""
     if running is None or running.own_survival is None:

@@ -37,9 +37,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Callable
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from acceptance.definitions import acceptance_length_by_gamma
 from acceptance.route_estimate import LOGGED_LOAD
@@ -48,15 +49,16 @@ from .anchor import (DEFAULT, OBSERVED, Anchor, Unpriceable, configured_or_defau
                      solve_observed_rate)
 from .curve_tokens import CurveTokens, own_curve
 from .decision import Decision, Priced, SpecializedPricing, decide, gain_of
-from .decision import Gain  # noqa: F401 (importers of model.recommend keep it)
+from .decision import Gain as Gain  # importers of model.recommend keep it
 from .deployment import PERCENTILE_OBJECTIVES, Deployment, per_user
 from .drafters import FREE, drafter_for
 from .figures_needed import figures_needed, names_default_drafter
 from .load import LoadView, MixPrice, gamma_schedule, load_view
 from .percentile_objective import axis_text, percentile_speedups
 from .probe import ProbeInputs
-from .profiles import make_profile
-from .recommendation import Candidate, Recommendation  # noqa: F401 (importers of model.recommend keep them)
+from .profiles import Profile, make_profile
+# importers of model.recommend keep these
+from .recommendation import Candidate as Candidate, Recommendation as Recommendation
 from .route_inputs import CheckedInputs, RouteInputs, check_inputs
 from .specialized import specialized_refusal
 from .speedup import (CostModel, mix_acceptance_length, objective_weights,
@@ -90,7 +92,7 @@ class _Pricing:
     """Every candidate's step times and AL under the anchored deployment."""
 
     deployment: Deployment  # anchored (model.anchor)
-    profile: object  # model.profiles: the step-time profile
+    profile: Profile  # the step-time profile
     model: CostModel
     speeds: list[float]  # the specialized speedup's point, then its bins (one entry off the path)
     price: _Price
@@ -121,8 +123,8 @@ def _pricing(checked: CheckedInputs, deployment: Deployment) -> _Pricing:
     price = _price(model, checked.gammas, checked.batch_sizes, checked.weights, speeds, checked.widths,
                    checked.undrafted_share, deployment.objective)
     # the law of draft lengths, when known, is extrapolated apart from acceptance (extend_survival)
-    reach = checked.given.draft_reach
-    reach = None if reach is None or checked.specialized else np.asarray(reach, dtype=float)
+    given_reach = checked.given.draft_reach
+    reach = None if given_reach is None or checked.specialized else np.asarray(given_reach, dtype=float)
     tokens = CurveTokens(checked.survival, checked.per_batch, checked.replayed, checked.replayed_al, reach,
                          checked.top, *own_curve(checked.given.running_probe, checked.deployed))
     al_point, al_by_batch = tokens.point(checked.weights)
@@ -151,9 +153,12 @@ def _outcome(checked: CheckedInputs, pricing: _Pricing) -> _Outcome:
 def _priced(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome, anchor: Anchor) -> Priced:
     """What the decision rules read (model.decision)."""
     deployment, price, ensemble = pricing.deployment, pricing.price, outcome.ensemble
-    probe_inputs = None if ensemble is None else ProbeInputs(
-        ensemble, outcome.speedup, pricing.allowed, pricing.al_point.mean(axis=0), price.tau[0],
-        1.0 + checked.resamples[:, :min(checked.deployed, checked.observed)].sum(axis=1), checked.observed)
+    probe_inputs = None
+    if ensemble is not None:
+        assert checked.resamples is not None  # an ensemble is priced from the resamples
+        probe_inputs = ProbeInputs(
+            ensemble, outcome.speedup, pricing.allowed, pricing.al_point.mean(axis=0), price.tau[0],
+            1.0 + checked.resamples[:, :min(checked.deployed, checked.observed)].sum(axis=1), checked.observed)
     return Priced(
         deployment=deployment, deployed=checked.deployed, observed=checked.observed, speedup=outcome.speedup,
         allowed=pricing.allowed, refusals=pricing.refusals, ensemble=ensemble, level=checked.level,
@@ -229,7 +234,8 @@ class _Price:
     ratio_u: np.ndarray  # (S, G) τ(0)/τ_u(γ)
 
 
-def _price(model: CostModel, gammas, bs, ws, speeds, widths, nu, objective: str) -> _Price:
+def _price(model: CostModel, gammas: np.ndarray, bs: np.ndarray, ws: np.ndarray, speeds: Sequence[float],
+           widths: np.ndarray | None, nu: float | None, objective: str) -> _Price:
     times = np.stack([model.step_times(gammas, bs, sp, widths) for sp in speeds])
     # a step that drafted nothing verifies one token (only read when nu is set)
     times_u = times if nu is None else np.stack([model.step_times(gammas, bs, sp, np.ones(len(gammas)))
@@ -291,7 +297,7 @@ def refusal(deployment: Deployment, gamma: int) -> str | None:
     return "; ".join(why) or None
 
 
-def _admissible(deployment: Deployment, gammas) -> tuple[np.ndarray, list[str | None]]:
+def _admissible(deployment: Deployment, gammas: Iterable[int]) -> tuple[np.ndarray, list[str | None]]:
     """Which candidates can be deployed, and why not."""
     reasons = [refusal(deployment, int(gm)) for gm in gammas]
     return np.array([r is None for r in reasons]), reasons
@@ -304,7 +310,8 @@ class _Spread:
     high: np.ndarray  # (G,) the ensemble's (1 + level)/2 quantile
 
 
-def _ensemble(samples: np.ndarray, allowed, level: float, speed_range: bool) -> tuple[np.ndarray, _Spread]:
+def _ensemble(samples: np.ndarray, allowed: npt.ArrayLike, level: float, speed_range: bool
+              ) -> tuple[np.ndarray, _Spread]:
     """(M·n, G) the ensemble the decision reads, and the spread the candidates show. With a
     specialized_speedup range, resample i runs at the speed of bin ⌊i·K/n⌋ (n/K each)."""
     if speed_range:
@@ -321,13 +328,14 @@ def _ensemble(samples: np.ndarray, allowed, level: float, speed_range: bool) -> 
                              np.quantile(ensemble, q_lo, axis=0), np.quantile(ensemble, q_hi, axis=0))
 
 
-def _tokens_per_second(profile: object, tau: np.ndarray, speed_point: np.ndarray, deployment: Deployment
+def _tokens_per_second(profile: Profile, tau: np.ndarray, speed_point: np.ndarray, deployment: Deployment
                        ) -> np.ndarray | None:
     """Tokens/s in the objective's unit: speedup × the γ = 0 rate (a profile in seconds only)."""
     if not getattr(profile, "absolute", False):
         return None
     unit = tau[0] if per_user(deployment.objective) else tau[0] * deployment.tensor_parallel_size
-    return speed_point * (1.0 / unit[0])
+    tokens_per_second: npt.NDArray[np.float64] = speed_point * (1.0 / unit[0])
+    return tokens_per_second
 
 
 def _candidates(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome) -> list[Candidate]:
@@ -408,7 +416,7 @@ def _model_error_warning(model_error: float | None, deployment: Deployment) -> s
 
 
 def _deployable(checked: CheckedInputs, pricing: _Pricing, final: int
-                ) -> tuple[list | None, dict | None, LoadView]:
+                ) -> tuple[list[tuple[int, int, int]] | None, dict[str, object] | None, LoadView]:
     """(the schedule, the fleet's speculative config, how the best γ moves over the mix's batch
     sizes) for the γ the fleet is to run, ``final``. A schedule restarts engines like a γ change:
     it joins the deployable config only when γ changes anyway; otherwise it is reported as a

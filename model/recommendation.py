@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from acceptance.json_safe import json_safe
+from acceptance.json_safe import JsonValue, json_safe
 
 from .anchor import Anchor
 from .context_bands import ContextView
@@ -50,9 +50,9 @@ class Recommendation:
     decided: Decision
     candidates: list[Candidate]
     model_error: float | None
-    vllm_speculative_config: dict | None
+    vllm_speculative_config: dict[str, object] | None
     vllm_command_line: str | None
-    replay_config: dict | None  # None: the drafter is not known (model.figures_needed)
+    replay_config: dict[str, object] | None  # None: the drafter is not known (model.figures_needed)
     specialized_eligibility: Eligibility | None = None
     schedule: list[tuple[int, int, int]] | None = None
     load: LoadView | None = None  # the best γ at each batch size of the mix (model.load)
@@ -62,7 +62,7 @@ class Recommendation:
     # how AL at other γ was priced: "survival" (the curve, cut or extended by tail models) or
     # "replay" (the requests' own steps replayed at each γ: acceptance.step_replay)
     acceptance_model: str = "survival"
-    profile_figures: dict | None = None
+    profile_figures: dict[str, object] | None = None
     gain: Gain | None = None  # of the recommended γ over the deployed one; None when they are the same
     model_error_warning: str | None = None  # model_error beyond ±MODEL_ERROR_TOLERANCE, and what to do
     # the specialized speedup measured from a probe's latency, priced instead of the configured
@@ -123,7 +123,7 @@ class Recommendation:
         """P(best) of the recommended γ: its share of the ensemble in which it is the best allowed."""
         return next(c.probability_best for c in self.candidates if c.gamma == self.recommended_gamma)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, JsonValue]:
         """The tune-gamma JSON keys this module owns (acceptance.json_safe: NaN → None)."""
         return json_safe({
             "objective": self.objective,

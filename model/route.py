@@ -20,9 +20,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from acceptance.counts import mean_draft_length
 from acceptance.estimates import AcceptanceEstimate, drafts_needed
 from acceptance.route_estimate import LOGGED_LOAD, RouteEstimate, survival_by_batch_size, time_share_resamples
+from acceptance.step_replay import StepSequence
 
 from .context_bands import context_view, with_context
 from .engine_cost_check import with_engine_cost
@@ -71,7 +74,7 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, batch_time_
             sizes, drawn = time_share_resamples(batch_time_shares, max(estimate.n_blocks, route.effective_samples),
                                                 len(estimate.survival_resamples), seed)
             mix_resamples = request_weights_from_time_shares(sizes, drawn, deployment, gamma)
-    by_batch = survival_by_batch_size(route.plugin, batch_mix)
+    by_batch = survival_by_batch_size(route.plugin, list(batch_mix or ()))  # its batch sizes
     curve = _curve(route)
     by_batch = None if curve.running is not None else by_batch
     rec = recommend(RouteInputs(
@@ -133,10 +136,11 @@ def _measured_speedup(route: RouteEstimate, deployment: Deployment, time_shares:
     measured = measure_specialized_speedup(
         deployment, SegmentLatency(route.gamma, route.itl_mean_s, mixes[0][0] if own else None, logged),
         SegmentLatency(probed.gamma, probed.itl_mean_s, mixes[1][0] if own else None, logged),
-        SegmentShares(sizes, shares[0], shares[1], drawn), clean_share=elig.share if elig else 1.0,
+        SegmentShares(sizes, shares[0], shares[1], (drawn[0], drawn[1])), clean_share=elig.share if elig else 1.0,
         level=route.estimate.level)
     if measured is None or not measured.measured:
         return deployment, measured
+    assert measured.confidence_interval is not None  # measured: the value comes with its interval
     return replace(deployment, specialized_speedup=measured.confidence_interval), measured
 
 
@@ -146,11 +150,11 @@ class _Curve:
     running probe the joined one (acceptance.probe_segment), its draft lengths from the
     probe's counts and no per-request steps or per-batch curves (those are the deployed γ's)."""
 
-    survival: object
-    resamples: object
+    survival: np.ndarray
+    resamples: np.ndarray | None
     mean_draft_length: float | None
-    draft_reach: list | None
-    step_sequences: list | None
+    draft_reach: list[float] | None
+    step_sequences: list[StepSequence] | None
     running: RunningProbe | None = None
 
 
@@ -172,11 +176,13 @@ def _curve(route: RouteEstimate) -> _Curve:
                   running)
 
 
-def _segment_mixes(route: RouteEstimate, time_shares: dict[int, float]) -> tuple[list, bool]:
+def _segment_mixes(route: RouteEstimate, time_shares: dict[int, float]
+                   ) -> tuple[list[tuple[dict[int, float], float]], bool]:
     """([(u_B, effective samples) of the deployed segment, of the probe], whether they are
     their own): each segment's own engines' where the window keeps both
     (acceptance.probe_segment.SegmentMix), else the route's ``time_shares`` for both, its
     samples split by the segments' engine-seconds."""
+    assert route.probe_latency is not None  # a segment at another γ with its own latency (_measured_speedup)
     main, probed = route.segment_mix, route.probe_latency.segment_mix
     if main is not None and probed is not None:
         return [(m.time_shares, max(m.effective_samples, 1.0)) for m in (main, probed)], True
@@ -189,9 +195,9 @@ def _segment_mixes(route: RouteEstimate, time_shares: dict[int, float]) -> tuple
 def _engine_seconds_shares(route: RouteEstimate) -> tuple[float, float]:
     """The deployed segment's and the probe's shares of the window's engine-seconds, which
     the gauge samples behind the time shares are spread over (½ each where unknown)."""
-    spans = [t.seconds * t.engines if t is not None and t.engines else None
-             for t in (route.traffic, route.probe_latency.traffic)]
-    if None in spans or not sum(spans) > 0:
+    assert route.probe_latency is not None  # a segment at another γ with its own latency (_measured_speedup)
+    spans = [t.seconds * t.engines for t in (route.traffic, route.probe_latency.traffic) if t is not None and t.engines]
+    if len(spans) < 2 or not sum(spans) > 0:  # either unknown
         return 0.5, 0.5
     return spans[0] / sum(spans), spans[1] / sum(spans)
 

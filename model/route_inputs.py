@@ -36,8 +36,11 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from acceptance.definitions import check_survival_curve
+from acceptance.probe_segment import RouteTraffic
+from acceptance.route_estimate import RequestRows
 from acceptance.step_replay import StepSequence, replay_by_gamma, survival_and_reach, tokens_and_widths
 
 from .deployment import Deployment, ModelInputError
@@ -68,9 +71,9 @@ class RouteInputs:
     observed_latency_source: str | None = None
     undrafted_token_share: float | None = None
     step_sequences: Sequence[StepSequence] | None = None
-    traffic: object | None = None  # acceptance.route_estimate.Traffic
+    traffic: RouteTraffic | None = None
     running_probe: RunningProbe | None = None
-    requests: object | None = None  # acceptance.route_estimate.RequestRows
+    requests: RequestRows | None = None
     speedup_measured: bool = False
 
 
@@ -173,7 +176,8 @@ def _checked_mix_resamples(batch_mix_resamples: np.ndarray | None, resamples: np
         raise ModelInputError(f"batch_mix_resamples: must have shape (m, {n_sizes}), got {mix_res.shape}")
     if not np.all(np.isfinite(mix_res)) or np.any(mix_res < 0) or np.any(mix_res.sum(axis=1) <= 0):
         raise ModelInputError("batch_mix_resamples: weights must be finite, ≥ 0 and not all 0")
-    return mix_res / mix_res.sum(axis=1, keepdims=True)
+    normalised: npt.NDArray[np.float64] = mix_res / mix_res.sum(axis=1, keepdims=True)
+    return normalised
 
 
 def _eligibility(eligibility: Eligibility | float | None) -> Eligibility:

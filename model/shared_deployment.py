@@ -28,9 +28,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import numpy.typing as npt
 
 from .decision import UNDECIDED, Gain, Priced, decide_on_ensemble, gain_of, gamma_to_deploy
-from .figures_needed import names_default_drafter, on_defaults
+from .figures_needed import FigureNeeded, names_default_drafter, on_defaults
 from .deployment import PERCENTILE_OBJECTIVES, Deployment, ModelInputError
 from .recommend import Recommendation
 from .vllm_config import command_line, speculative_config
@@ -86,17 +87,17 @@ class DeploymentRecommendation:
     split: tuple[SplitGain, ...]
     # every route at its own γ against all at the γ the deployment runs after this decision
     gain_of_splitting: Gain
-    vllm_speculative_config: dict | None  # for the γ the deployment is to run (None: speculation off)
+    vllm_speculative_config: dict[str, object] | None  # for the γ the deployment is to run (None: speculation off)
     vllm_command_line: str | None  # None: no deploy line rests on default figures (figures_needed)
     gain_of_splitting_over_joint_best: Gain | None = None  # the same against all at the joint best γ
-    figures_needed: list = field(default_factory=list)
+    figures_needed: list[FigureNeeded] = field(default_factory=list)
 
     @property
     def gamma_to_deploy(self) -> int:
         return gamma_to_deploy(self.decision, self.recommended_gamma, self.deployed_gamma)
 
-    def to_dict(self) -> dict:
-        def gain(g: Gain | None) -> dict | None:
+    def to_dict(self) -> dict[str, object]:
+        def gain(g: Gain | None) -> dict[str, float | None] | None:
             return None if g is None else {"value": g.value, "low": g.low, "high": g.high}
 
         return {
@@ -118,17 +119,19 @@ class DeploymentRecommendation:
         }
 
 
-def token_shares(shares: list[RouteShare]) -> np.ndarray:
+def token_shares(shares: list[RouteShare]) -> npt.NDArray[np.float64]:
     """w_r: each route's share of the deployment's decode tokens in the window."""
     tokens = np.array([s.decode_tokens for s in shares], dtype=float)
     if not np.all(np.isfinite(tokens)) or np.any(tokens < 0) or not tokens.sum() > 0:
         raise ModelInputError("deployment: the routes' decode tokens must be finite, ≥ 0 and not all 0")
-    return tokens / tokens.sum()
+    share: npt.NDArray[np.float64] = tokens / tokens.sum()
+    return share
 
 
-def joint_speedup(speedups: np.ndarray, weights: np.ndarray) -> np.ndarray:
+def joint_speedup(speedups: np.ndarray, weights: np.ndarray) -> npt.NDArray[np.float64]:
     """S_dep = 1 / Σ_r w_r / S_r over the routes' axis 0 (the token-weighted harmonic mean)."""
-    return 1.0 / np.tensordot(weights, 1.0 / speedups, axes=1)
+    joint: npt.NDArray[np.float64] = 1.0 / np.tensordot(weights, 1.0 / speedups, axes=1)
+    return joint
 
 
 def recommend_deployment(name: str, shares: list[RouteShare], deployment: Deployment, *, level: float = 0.9
@@ -186,7 +189,11 @@ def own_gamma(r: Recommendation) -> int:
     """The γ a route would get on engines of its own: its recommendation's, or — where that
     was withheld for default figures — the γ those defaults price best (a what-if as the
     deployment's is)."""
-    return r.expected_best_gamma if r.decision == UNDECIDED else r.recommended_gamma
+    if r.decision != UNDECIDED:
+        return r.recommended_gamma
+    best = r.expected_best_gamma
+    assert best is not None  # a withheld decision would have run (or probed) another γ than the deployed one
+    return best
 
 
 def _check_same_deployment(name: str, shares: list[RouteShare]) -> None:
@@ -208,10 +215,11 @@ def _check_same_deployment(name: str, shares: list[RouteShare]) -> None:
 def _aligned_ensembles(recs: list[Recommendation]) -> np.ndarray | None:
     """(R, rows, G): row i of every route's ensemble side by side (a route with fewer rows
     repeats its own); None when any route has none."""
-    if any(r.ensemble is None for r in recs):
+    ensembles = [r.ensemble for r in recs if r.ensemble is not None]
+    if len(ensembles) < len(recs):
         return None
-    rows = max(r.ensemble.shape[0] for r in recs)
-    return np.stack([r.ensemble[np.arange(rows) % r.ensemble.shape[0]] for r in recs])
+    rows = max(e.shape[0] for e in ensembles)
+    return np.stack([e[np.arange(rows) % e.shape[0]] for e in ensembles])
 
 
 def _split(share: RouteShare, runs: int, joint_best: int, level: float) -> SplitGain:

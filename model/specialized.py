@@ -27,13 +27,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
+from acceptance.plugin_series import PluginTotals
+from acceptance.specialized_steps import (  # re-exported: one definition, in acceptance/
+    SPECIALIZED_TOKEN_LIMIT as SPECIALIZED_TOKEN_LIMIT, default_capture_sizes as default_capture_sizes,
+    padded_step_tokens as padded_step_tokens, rounded_capture_sizes as rounded_capture_sizes,
+    runs_specialized as runs_specialized)
 
-from acceptance.specialized_steps import (  # noqa: F401  (re-exported: one definition, in acceptance/)
-    SPECIALIZED_TOKEN_LIMIT, default_capture_sizes, padded_step_tokens, rounded_capture_sizes, runs_specialized)
-
-from .deployment import ModelInputError
+from .deployment import Deployment, ModelInputError
 
 SPECIALIZED_MAX_GAMMA = 7
 SPECIALIZED_METHOD = "dspark"
@@ -69,7 +71,7 @@ def specialized_eligibility(
     batch_mix: Mapping[int, float] | None,
     gamma: int,
     *,
-    capture_sizes=None,
+    capture_sizes: Sequence[int] | None = None,
 ) -> Eligibility:
     """The share of clean steps, from ``vllm:iteration_tokens_total`` bucket deltas.
 
@@ -118,7 +120,8 @@ def eligibility_from_step_counts(clean_steps: float, steps: float) -> Eligibilit
                               f"(pure decode or uniform verify) → clean share {share:.1%}")
 
 
-def histogram_eligibility(iteration_tokens: Mapping | None, batch_mix, gamma: int) -> Eligibility | None:
+def histogram_eligibility(iteration_tokens: Mapping[float, float] | None, batch_mix: Mapping[int, float] | None,
+                          gamma: int) -> Eligibility | None:
     """The clean share bounded from a window's vllm:iteration_tokens_total buckets at γ
     (specialized_eligibility), whatever decode_backend; None without them."""
     if iteration_tokens:
@@ -126,8 +129,9 @@ def histogram_eligibility(iteration_tokens: Mapping | None, batch_mix, gamma: in
     return None
 
 
-def route_eligibility(deployment, plugin, iteration_tokens: Mapping | None, batch_mix, gamma: int
-                      ) -> Eligibility | None:
+def route_eligibility(deployment: Deployment, plugin: PluginTotals | None,
+                      iteration_tokens: Mapping[float, float] | None, batch_mix: Mapping[int, float] | None,
+                      gamma: int) -> Eligibility | None:
     """The specialized path's clean share on latency_specialized: counted by the specdec
     plugin's steps when present (``plugin``: acceptance.plugin_series.PluginTotals), else
     bounded from the iteration-token histogram; None on another backend or without either."""

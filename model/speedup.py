@@ -33,19 +33,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence, TypeAlias, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from acceptance.definitions import acceptance_length_by_gamma, acceptance_length_independent, equivalent_p
 
 from .deployment import OBJECTIVES, Deployment, ModelInputError
 from .drafters import Drafter, drafter_for
-from .profiles import SPECIALIZED, STOCK, FlatProfile, make_profile
+from .profiles import SPECIALIZED, STOCK, FlatProfile, Profile, make_profile
 from .specialized import padded_step_tokens, runs_specialized
 
+_F64: TypeAlias = npt.NDArray[np.float64]
+_Int: TypeAlias = npt.NDArray[np.int_]
 
-def verify_widths(top: int, observed_gamma: int, mean_draft_length: float | None = None, reach=None) -> np.ndarray:
+
+def verify_widths(top: int, observed_gamma: int, mean_draft_length: float | None = None,
+                  reach: npt.ArrayLike | None = None) -> _F64:
     """q(γ) = 1 + E[min(L, γ)], γ = 0..top: tokens one verify step checks per request, for a
     drafter whose drafts at the observed γ_o have length L with P(L ≥ k) = r_k = R_k / D
     (a step verifies its draft and the bonus token, not γ + 1 when the draft is short).
@@ -74,7 +79,7 @@ def verify_widths(top: int, observed_gamma: int, mean_draft_length: float | None
     return np.concatenate([within, beyond])[: top + 1]
 
 
-def normalise_batch_mix(batch_mix: Mapping[int, float] | None) -> tuple[np.ndarray, np.ndarray]:
+def normalise_batch_mix(batch_mix: Mapping[int, float] | None) -> tuple[_Int, _F64]:
     """(batch sizes, weights summing to 1); None → batch 1 only. Bad → ModelInputError."""
     if batch_mix is None:
         return np.array([1]), np.array([1.0])
@@ -108,8 +113,8 @@ def batch_mix_from_time_shares(time_shares: Mapping[int, float], deployment: Dep
     return {int(b): float(x) for b, x in zip(bs, w)}
 
 
-def _conversion_step_times(batch_sizes: np.ndarray, deployment: Deployment, deployed_gamma: int,
-                           specialized_speedups=(None,)) -> np.ndarray:
+def _conversion_step_times(batch_sizes: _Int, deployment: Deployment, deployed_gamma: int,
+                           specialized_speedups: Sequence[float | None] = (None,)) -> _F64:
     """(S, nB) t_B at the deployed γ that turns time shares into request weights: the
     deployment's profile, every step clean, at each specialized speedup (None: its point)."""
     cost = CostModel.for_deployment(deployment)
@@ -117,17 +122,18 @@ def _conversion_step_times(batch_sizes: np.ndarray, deployment: Deployment, depl
     return np.stack([cost.step_times(gamma, batch_sizes, sp)[0] for sp in specialized_speedups])
 
 
-def request_weights_from_time_shares(batch_sizes: np.ndarray, time_shares: np.ndarray, deployment: Deployment,
-                                     deployed_gamma: int) -> np.ndarray:
+def request_weights_from_time_shares(batch_sizes: _Int, time_shares: npt.ArrayLike, deployment: Deployment,
+                                     deployed_gamma: int) -> _F64:
     """w_B ∝ B·u_B / t_B (batch_mix_from_time_shares) for time shares of shape (..., nB)
     over ``batch_sizes``; each row normalised to 1."""
     t = _conversion_step_times(batch_sizes, deployment, deployed_gamma)[0]
     w = np.asarray(time_shares, dtype=float) * (batch_sizes / t)
-    return w / w.sum(axis=-1, keepdims=True)
+    normalised: _F64 = w / w.sum(axis=-1, keepdims=True)
+    return normalised
 
 
-def request_weights_at_speedups(batch_sizes: np.ndarray, request_weights: np.ndarray, deployment: Deployment,
-                                deployed_gamma: int, specialized_speedups) -> np.ndarray:
+def request_weights_at_speedups(batch_sizes: _Int, request_weights: npt.ArrayLike, deployment: Deployment,
+                                deployed_gamma: int, specialized_speedups: Sequence[float]) -> _F64:
     """The request weights the same time shares give at other specialized speedups:
     w'_B ∝ w_B · t_B / t'_B, with t the step times request_weights_from_time_shares converted
     with (the point speedup) and t' those at each of ``specialized_speedups``; weights
@@ -135,10 +141,11 @@ def request_weights_at_speedups(batch_sizes: np.ndarray, request_weights: np.nda
     t = _conversion_step_times(batch_sizes, deployment, deployed_gamma, [None, *specialized_speedups])
     w = np.asarray(request_weights, dtype=float)
     w = w[None] * (t[0] / t[1:]).reshape((len(t) - 1,) + (1,) * (w.ndim - 1) + (-1,))
-    return w / w.sum(axis=-1, keepdims=True)
+    normalised: _F64 = w / w.sum(axis=-1, keepdims=True)
+    return normalised
 
 
-def objective_weights(batch_sizes: np.ndarray, weights: np.ndarray, objective: str) -> np.ndarray:
+def objective_weights(batch_sizes: _Int, weights: _F64, objective: str) -> _F64:
     """v_B with τ = Σ_B v_B·t_B: w_B (interactivity and its percentiles: a user's steps) or
     w_B / B (throughput)."""
     if objective == "throughput":
@@ -159,16 +166,17 @@ class CostModel:
     """
 
     deployment: Deployment
-    profile: object
+    profile: Profile
     drafter: Drafter
     clean_share: float = 1.0
 
     @classmethod
-    def for_deployment(cls, deployment: Deployment, *, clean_share: float = 1.0, profile=None) -> "CostModel":
+    def for_deployment(cls, deployment: Deployment, *, clean_share: float = 1.0, profile: Profile | None = None
+                       ) -> "CostModel":
         return cls(deployment, profile if profile is not None else make_profile(deployment),
                    drafter_for(deployment.method), clean_share)
 
-    def target_time(self, batch_size: int, q: int, profile=None) -> float:
+    def target_time(self, batch_size: int, q: int, profile: Profile | None = None) -> float:
         prof = profile if profile is not None else self.profile
         stock = float(prof.step_time_s(batch_size, q, STOCK))
         if self.deployment.decode_backend != "latency_specialized":
@@ -176,13 +184,15 @@ class CostModel:
         caps = self.deployment.cudagraph_capture_sizes
         if not runs_specialized(batch_size, q, caps):
             return stock
-        padded_requests = padded_step_tokens(batch_size, q, caps) // q
+        padded = padded_step_tokens(batch_size, q, caps)
+        assert padded is not None  # runs_specialized: the step has a graph
+        padded_requests = padded // q
         fast = float(prof.step_time_s(padded_requests, q, SPECIALIZED))
         e = self.clean_share
         return e * fast + (1.0 - e) * stock
 
-    def step_times(self, gammas: Sequence[int], batch_sizes: Sequence[int], specialized_speedup: float | None = None,
-                   widths: Sequence[float] | None = None):
+    def step_times(self, gammas: npt.ArrayLike, batch_sizes: npt.ArrayLike, specialized_speedup: float | None = None,
+                   widths: npt.ArrayLike | None = None) -> _F64:
         """t[γ, B] in the profile's time unit (seconds when the profile is absolute).
         ``widths[i]``: tokens per request the step verifies at gammas[i] (``verify_widths``;
         default γ + 1, full drafts). The specialized path always verifies γ + 1: it runs
@@ -198,10 +208,18 @@ class CostModel:
             target = np.asarray(prof.step_time_s(b[None, :], q[:, None], STOCK), dtype=float)
             target = np.broadcast_to(target, (len(g), len(b)))
         draft = self.drafter.draft_time_factor(g, self.deployment.draft_cost, self.deployment.draft_overhead)
-        return target + draft[:, None] * stock_pass[None, :]
+        times: _F64 = target + draft[:, None] * stock_pass[None, :]
+        return times
 
 
-def projected_speedup(expected_tokens, ratio, undrafted_ratio, undrafted_token_share):
+@overload
+def projected_speedup(expected_tokens: float, ratio: float, undrafted_ratio: float,
+                      undrafted_token_share: float | None) -> float: ...
+@overload
+def projected_speedup(expected_tokens: _F64, ratio: _F64 | float, undrafted_ratio: _F64 | float,
+                      undrafted_token_share: npt.ArrayLike | None) -> _F64: ...
+def projected_speedup(expected_tokens: _F64 | float, ratio: _F64 | float, undrafted_ratio: _F64 | float,
+                      undrafted_token_share: npt.ArrayLike | None) -> _F64 | float:
     """The projected speedup S(γ) of decoding at γ over plain decoding, the one every view
     shows: AL(γ)·τ(0)/τ(γ), with a share ν of the decode tokens from steps that drafted nothing
     (acceptance.counts.undrafted_token_share; ν holds across γ). Per token the time is
@@ -215,21 +233,35 @@ def projected_speedup(expected_tokens, ratio, undrafted_ratio, undrafted_token_s
     if undrafted_token_share is None or np.all(np.asarray(undrafted_token_share) == 0):
         return expected_tokens * ratio
     # τ(0) = 1: the per-token rate of tokens_per_time, at step times 1/ρ and 1/ρ_u
-    return tokens_per_time(expected_tokens, 1.0 / ratio, 1.0 / undrafted_ratio, undrafted_token_share)
+    return _tokens_per_time(expected_tokens, 1.0 / ratio, 1.0 / undrafted_ratio, undrafted_token_share)
 
 
-def tokens_per_time(expected_tokens, step_time, undrafted_step_time, undrafted_token_share):
+@overload
+def tokens_per_time(expected_tokens: float, step_time: float, undrafted_step_time: float,
+                    undrafted_token_share: float | None) -> float: ...
+@overload
+def tokens_per_time(expected_tokens: _F64, step_time: _F64 | float, undrafted_step_time: _F64 | float,
+                    undrafted_token_share: npt.ArrayLike | None) -> _F64: ...
+def tokens_per_time(expected_tokens: _F64 | float, step_time: _F64 | float, undrafted_step_time: _F64 | float,
+                    undrafted_token_share: npt.ArrayLike | None) -> _F64 | float:
     """Tokens per unit of step time, the rate behind projected_speedup:
     AL/τ, or 1 / (ν·τ_u + (1 − ν)·τ/AL) with a share ν of undrafted tokens (a number, or
     an array that broadcasts)."""
+    return _tokens_per_time(expected_tokens, step_time, undrafted_step_time, undrafted_token_share)
+
+
+def _tokens_per_time(expected_tokens: _F64 | float, step_time: _F64 | float, undrafted_step_time: _F64 | float,
+                     undrafted_token_share: npt.ArrayLike | None) -> _F64 | float:
+    """tokens_per_time for numbers or arrays alike (projected_speedup's too)."""
     if undrafted_token_share is None or np.all(np.asarray(undrafted_token_share) == 0):
         return expected_tokens / step_time
     nu = np.asarray(undrafted_token_share, dtype=float)
     return 1.0 / (nu * undrafted_step_time + (1.0 - nu) * step_time / expected_tokens)
 
 
-def mix_speedup(expected_tokens, step_times, batch_sizes, weights, objective: str, *,
-                undrafted_step_times=None, undrafted_token_share=None):
+def mix_speedup(expected_tokens: npt.ArrayLike, step_times: _F64, batch_sizes: npt.ArrayLike, weights: npt.ArrayLike,
+                objective: str, *, undrafted_step_times: npt.ArrayLike | None = None,
+                undrafted_token_share: npt.ArrayLike | None = None) -> _F64:
     """S(γ) over the batch mix, as the recommender prices it: AL(γ)·τ(0) / τ(γ) with
     τ = Σ_B v_B·t_B (step_times[γ, B] must start at γ = 0); with a share ν of the tokens from
     steps that drafted nothing (an ngram or suffix drafter without a match:
@@ -241,19 +273,21 @@ def mix_speedup(expected_tokens, step_times, batch_sizes, weights, objective: st
     v = objective_weights(np.asarray(batch_sizes), np.asarray(weights), objective)
     tau = step_times @ v
     if undrafted_token_share is None:
-        return np.asarray(expected_tokens) * tau[0] / tau
+        speedup: _F64 = np.asarray(expected_tokens) * tau[0] / tau
+        return speedup
     if undrafted_step_times is None:
         raise ModelInputError("mix_speedup: a share of undrafted tokens needs the undrafted steps' times")
     return projected_speedup(np.asarray(expected_tokens, dtype=float), tau[0] / tau,
                                   tau[0] / (np.asarray(undrafted_step_times) @ v), undrafted_token_share)
 
 
-def mix_acceptance_length(al_by_batch, weights):
+def mix_acceptance_length(al_by_batch: npt.ArrayLike, weights: npt.ArrayLike) -> _F64:
     """AL_mix(γ) = Σ_B w_B·AL_B(γ): al_by_batch (..., nB, G), weights
     (nB,) or (..., nB) request weights summing to 1 → (..., G)."""
     al = np.asarray(al_by_batch, dtype=float)
     w = np.asarray(weights, dtype=float)
-    return np.einsum("...bg,...b->...g", al, w)
+    mixed: _F64 = np.einsum("...bg,...b->...g", al, w)
+    return mixed
 
 
 @dataclass(frozen=True)
@@ -282,7 +316,7 @@ class ImpliedDraftCost:
     gamma: int
 
 
-def _check_common(gamma, draft_cost, method) -> Drafter:
+def _check_common(gamma: int, draft_cost: float, method: str) -> Drafter:
     if isinstance(gamma, bool) or not isinstance(gamma, (int, np.integer)) or gamma < 0:
         raise ModelInputError(f"gamma must be an integer ≥ 0, got {gamma!r}")
     if not isinstance(draft_cost, (int, float)) or isinstance(draft_cost, bool) or not math.isfinite(draft_cost) or draft_cost < 0:
@@ -296,7 +330,8 @@ def flat_step_cost(gamma: int, draft_cost: float, method: str = "dspark", draft_
     return 1.0 + float(drafter.draft_time_factor(gamma, draft_cost, draft_overhead))
 
 
-def seeds_table(gamma: int, draft_cost: float, ps, *, method: str = "dspark", baseline_tps: float | None = None) -> list[TableRow]:
+def seeds_table(gamma: int, draft_cost: float, ps: Iterable[float], *, method: str = "dspark",
+                baseline_tps: float | None = None) -> list[TableRow]:
     """The seeds' table: S = (1 − p^(γ+1)) / ((1 − p)·(1 + r)) for each p (flat profile);
     tokens/s = S·baseline when a baseline is given."""
     cost = flat_step_cost(gamma, draft_cost, method)
@@ -331,7 +366,8 @@ def implied_p(speedup: float, gamma: int, draft_cost: float, *, method: str = "d
 
 
 def implied_draft_cost(
-    speedup: float, survival, gamma: int | None = None, *, method: str = "dspark", profile=None, batch_size: int = 1
+    speedup: float, survival: npt.ArrayLike, gamma: int | None = None, *, method: str = "dspark",
+    profile: Profile | None = None, batch_size: int = 1
 ) -> ImpliedDraftCost:
     """The draft cost that makes the observed curve's speedup ``speedup`` at batch B:
     from S = AL·T(B,1) / (T(B,γ+1) + f·T_stock(B,1)), f = AL·T(B,1)/S − T(B,γ+1) in

@@ -2,6 +2,8 @@
 
 import math
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -247,3 +249,23 @@ def test_no_speedup_probe_on_one_engine_where_the_flip_is_far_or_the_canary_coul
     far = recommend(RouteInputs(FRONT_LOADED, deployed_gamma=3, batch_mix=EDGE_MIX,
                     traffic=_traffic(4)), _specialized((3.0, 3.2)))
     assert far.decision == "keep" and far.probe is None
+
+
+def test_a_relative_flat_profile_on_the_specialized_path_prices_the_speedup_probe():
+    """A flat profile without a plain-decode rate (relative units) scales every step time as a
+    whole: the speedup probe's predicted interval is priced at any rate, and the recommendation
+    neither fails nor depends on the rate given."""
+    from acceptance.probe_segment import RouteTraffic
+
+    curve = np.cumprod(np.full(3, 0.6))
+    inputs = RouteInputs(curve, deployed_gamma=3, batch_mix={4: 0.3, 8: 0.3, 16: 0.4},
+                         traffic=RouteTraffic(drafts=2e6, seconds=3600.0, engines=4, rows=240))
+    relative = Deployment(method="dspark", draft_cost=0.02, cost_profile="flat", baseline_tokens_per_second=None,
+                          decode_backend="latency_specialized", specialized_speedup=(1.2, 1.6))
+    rec = recommend(inputs, relative)
+    at_rate = recommend(inputs, replace(relative, baseline_tokens_per_second=80.0))
+    assert rec.decision == at_rate.decision and rec.recommended_gamma == at_rate.recommended_gamma
+    assert [c.speedup for c in rec.candidates] == pytest.approx([c.speedup for c in at_rate.candidates])
+    assert (rec.probe is None) == (at_rate.probe is None)
+    if rec.probe is not None:
+        assert rec.probe.gamma == at_rate.probe.gamma

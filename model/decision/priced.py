@@ -10,6 +10,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from acceptance.probe_segment import RouteTraffic
+
 from ..deployment import Deployment
 from ..figures_needed import FigureNeeded
 from ..probe import ProbeInputs, RunningProbe
@@ -45,7 +47,7 @@ class Priced:
     # the ensemble without its sampling part (the point curve under the tail models): whether more
     # drafts at the observed γ can settle a gain past it; None when not separable
     tail_only: Callable[[], np.ndarray] | None = None
-    traffic: object | None = None  # acceptance.route_estimate.Traffic: engines, draft rate, rows
+    traffic: RouteTraffic | None = None  # engines, draft rate, rows
     running_probe: RunningProbe | None = None
     probe_inputs: ProbeInputs | None = None  # None: no ensemble to price a probe on
     specialized: SpecializedPricing | None = None  # None off the path and on a percentile objective

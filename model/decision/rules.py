@@ -115,8 +115,7 @@ def with_probe(priced: Priced, decision: Decision) -> Decision:
     target, base, inputs, traffic = decision.best_gamma, decision.fleet_gamma, priced.probe_inputs, priced.traffic
     if inputs is None or not decision.plausible or decision.settle is not None or target <= inputs.observed_gamma:
         return decision
-    rate = None if traffic is None else traffic.drafts_per_engine_second
-    if rate is None:
+    if traffic is None or traffic.drafts_per_engine_second is None:
         return decision.because(f"no probe of γ={target}: the window does not say how many engines serve the route "
                                 f"at what draft rate")
     planned = plan_probe(inputs, priced.deployment, traffic, gamma=target, base=base, deployed=priced.deployed)
@@ -138,6 +137,7 @@ def with_running_probe(priced: Priced, decision: Decision, running: RunningProbe
     PROBE_MIN_DRAFTS drafts or, for a gain plausible but not yet sure, fewer than the factor
     that settles it asks; else it has done its work: stop it."""
     g, m, deployed, inputs = running.gamma, priced.deployment.min_gain, priced.deployed, priced.probe_inputs
+    assert inputs is not None  # probe() carries a running probe on only with an ensemble to price it
     ens = inputs.ensemble
     p_lose = float(np.mean(ens[:, g] / ens[:, deployed] - 1.0 < -m))
     if p_lose >= DECISION_CERTAINTY:
@@ -194,6 +194,7 @@ def specialized(priced: Priced, decision: Decision) -> Decision:
                            halfwidth_for)
     if planned is None:
         return decision
+    assert priced.traffic is not None  # speedup_probe plans only on the route's traffic
     terms = (f"γ={final} rests on the specialized decode speedup: probe γ={planned.gamma} on {planned.engines} of "
              f"{priced.traffic.engines} engine(s) for {planned.drafts_needed:,} drafts (about "
              f"{approximate_duration(planned.duration_s)}), whose latency against the fleet's measures it: expected "

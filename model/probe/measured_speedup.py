@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from acceptance.durations import format_clock
 
@@ -98,11 +99,12 @@ class MeasuredSpeedup:
             at += f" in the window ending {format_clock(self.window[1])}, the last in which a probe ran"
         if not self.measured:
             return f"specialized speedup: not measured from the latency at {at}: {self.reason}"
+        assert self.confidence_interval is not None  # measured: the value comes with its interval
         lo, hi = self.confidence_interval
         return (f"specialized speedup: {self.value:.2f}× [{lo:.2f}, {hi:.2f}] measured from the latency at {at}, "
                 f"priced instead of the configured figure")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         main, probe = self.segments
         return {"value": self.value,
                 "confidence_interval": None if self.confidence_interval is None else list(self.confidence_interval),
@@ -190,7 +192,10 @@ def predicted_halfwidth(deployment: Deployment, gammas: tuple[int, int], shares:
     coeffs = np.stack([_step_coefficients(deployment, g, sizes, clean_share) for g in gammas])
     rng = np.random.default_rng(0)
     drawn = tuple(rng.dirichlet(max(n, 1.0) * u + 0.5, size=_PREDICTION_RESAMPLES) for n in samples)
-    x = np.array([1.0 / deployment.baseline_tokens_per_second])
+    # x: the plain-decode step time. A flat profile without a rate (relative units) scales every
+    # step time with x as a whole, so the interval of s it predicts is the same at any x: x = 1.
+    baseline = deployment.baseline_tokens_per_second
+    x = np.array([1.0 / baseline if baseline else 1.0])
     weights = (u * sizes)[None]
 
     def halfwidth(s: float) -> float:
@@ -205,12 +210,14 @@ def predicted_halfwidth(deployment: Deployment, gammas: tuple[int, int], shares:
     return halfwidth
 
 
-def _resampled_itl(itl: np.ndarray, from_running, shares, resampled, sizes: np.ndarray) -> np.ndarray:
+def _resampled_itl(itl: np.ndarray, from_running: Sequence[bool], shares: Sequence[np.ndarray],
+                   resampled: Sequence[np.ndarray], sizes: np.ndarray) -> npt.NDArray[np.float64]:
     """(2, n) each segment's latency under each resample of its mix: the observed one, or for
     a latency from Little's law (its ``from_running``) the observed one × N̄* / N̄, N̄ = Σ_B u_B·B
     — the rate of request-steps is what was counted, the requests running were sampled."""
-    def mean_running(u):
-        return (u * sizes).sum(-1) / u.sum(-1)
+    def mean_running(u: np.ndarray) -> npt.NDArray[np.float64]:
+        running: npt.NDArray[np.float64] = (u * sizes).sum(-1) / u.sum(-1)
+        return running
 
     return np.stack([observed * (mean_running(drawn) / mean_running(u)[0] if moves else np.ones(len(drawn)))
                      for observed, moves, u, drawn in zip(itl, from_running, shares, resampled)])
@@ -220,7 +227,8 @@ def _step_coefficients(deployment: Deployment, gamma: int, sizes: np.ndarray, cl
     """(4, nB) c0..c3 with t_B(x, s) = c0 + c1·x + (c2 + c3·x)/s, from four pricings."""
     def t(x: float, s: float) -> np.ndarray:
         cost = CostModel.for_deployment(replace(deployment, baseline_tokens_per_second=1.0 / x), clean_share=clean_share)
-        return cost.step_times([gamma], sizes, s)[0]
+        times: np.ndarray = cost.step_times([gamma], sizes, s)[0]
+        return times
     t00, t10, t01, t11 = t(1.0, 1.0), t(2.0, 1.0), t(1.0, 0.5), t(2.0, 0.5)  # u = 1/s at 1 and 2
     d = t11 - t01 - t10 + t00  # c3
     c1 = (t10 - t00) - d
@@ -233,10 +241,11 @@ def _itl(coeffs: np.ndarray, weights: np.ndarray, x: np.ndarray, u: np.ndarray) 
     (..., nB), x and u = 1/s of shape (...): Σ w / Σ (w / t)."""
     t = coeffs[0] + coeffs[1] * x[..., None] + (coeffs[2] + coeffs[3] * x[..., None]) * u[..., None]
     with np.errstate(divide="ignore"):  # t = 0 at x = 0 on the flat profile: an infinitely fast step
-        return weights.sum(-1) / (weights / t).sum(-1)
+        itl: np.ndarray = weights.sum(-1) / (weights / t).sum(-1)
+        return itl
 
 
-def _x_for(coeffs: np.ndarray, weights: np.ndarray, itl, u: np.ndarray) -> np.ndarray:
+def _x_for(coeffs: np.ndarray, weights: np.ndarray, itl: npt.ArrayLike, u: np.ndarray) -> np.ndarray:
     """The x at which the segment's modelled ITL is ``itl`` (a number, or one per row of u),
     for each u (NaN where even x = 0 is slower). With t_B = P_B + x·Q_B, f(x) = Σ w/t − Σ w/itl
     falls and is convex in x, so Newton's steps from a point left of the root (where the
@@ -254,8 +263,8 @@ def _x_for(coeffs: np.ndarray, weights: np.ndarray, itl, u: np.ndarray) -> np.nd
     return np.where(_itl(coeffs, weights, np.zeros_like(u), u) < itl, x, np.nan)
 
 
-def _solve(coeffs: np.ndarray, itl: np.ndarray, shares: tuple[np.ndarray, np.ndarray], sizes: np.ndarray,
-           grid: int = _GRID):
+def _solve(coeffs: np.ndarray, itl: np.ndarray, shares: Sequence[np.ndarray], sizes: np.ndarray,
+           grid: int = _GRID) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """(s, x) per row of the (main, probe) ``shares`` (n, nB) each: s where the probe's modelled
     ITL, at the x that fits the main segment, meets its observed one (the first crossing on a
     log grid of ``grid`` points over MEASURE_BOUNDS, interpolated); NaN where none does.

@@ -36,6 +36,8 @@ from statistics import NormalDist
 
 import numpy as np
 
+from acceptance.probe_segment import RouteTraffic
+
 from ..deployment import DECISION_CERTAINTY, Deployment
 from ..vllm_config import speculative_config
 
@@ -59,7 +61,7 @@ class Probe:
     duration_s: float
     expected_cost: float
     expected_value: float
-    speculative_config: dict | None
+    speculative_config: dict[str, object] | None
     # the run is every engine the route has: no engine stays at the other γ meanwhile, so it
     # is a trial change for its duration, then back (a one-engine route)
     whole_route: bool = False
@@ -112,22 +114,24 @@ class ProbeRun:
     restarts: int
 
 
-def plan_probe(inputs: ProbeInputs, deployment: Deployment, traffic, *, gamma: int, base: int, deployed: int
-               ) -> Probe | None:
+def plan_probe(inputs: ProbeInputs, deployment: Deployment, traffic: RouteTraffic, *, gamma: int, base: int,
+               deployed: int) -> Probe | None:
     """The probe of ``gamma`` against the fleet at ``base`` (module docstring); None when its
     expected gain over ``base`` is within min_gain (no run can settle a gain not expected).
-    ``traffic`` (acceptance.route_estimate.Traffic): the window's drafts, their rate per engine,
+    ``traffic``: the window's drafts, their rate per engine (known: model.decision.rules.with_probe),
     its engines and rows."""
     s, m = inputs.speedup, deployment.min_gain
     gain = float(s[gamma] / s[base] - 1.0)
     if gain <= m:
         return None
+    rate, engines = traffic.drafts_per_engine_second, traffic.engines
+    assert rate is not None and engines is not None  # a draft rate per engine names the engines
     needed = drafts_needed(inputs, gamma=gamma, gain=gain, min_gain=m, drafts=traffic.drafts)
-    duration = probe_duration(needed, traffic.drafts_per_engine_second, inputs.step_time, gamma=gamma,
+    duration = probe_duration(needed, rate, inputs.step_time, gamma=gamma,
                                rate_at=deployed, min_seconds=PROBE_MIN_ROWS * traffic.row_seconds)
-    probed = min(PROBE_ENGINES, traffic.engines)
+    probed = min(PROBE_ENGINES, engines)
     return _valued_probe(inputs, deployment, ProbeRun(int(gamma), probed, int(needed), duration,
-                                                    probed / traffic.engines, restarts=2), base=base, deployed=None)
+                                                    probed / engines, restarts=2), base=base, deployed=None)
 
 
 def continued_probe(inputs: ProbeInputs, deployment: Deployment, running: RunningProbe, *, base: int,

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+import numpy.typing as npt
 
+from acceptance.probe_segment import RouteTraffic
 
 from ..deployment import DECISION_CERTAINTY, PERCENTILE_OBJECTIVES, Deployment
 from .plan import PROBE_ENGINES, PROBE_MIN_DRAFTS, ProbeRun, Probe, probe_duration, priced_probe
@@ -93,7 +95,7 @@ class SpecializedBreakEven:
             flips.append(f"above {self.holds_to:.2f}× gamma {self.gamma_above}")
         return flips
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"gamma": self.gamma, "holds_from": self.holds_from, "holds_to": self.holds_to,
                 "gamma_below": self.gamma_below, "gamma_above": self.gamma_above,
                 "configured": list(self.configured), "source": self.source, "rests_on_configuration": self.rests_on_configuration,
@@ -137,7 +139,8 @@ def _first_change(winner_at: Callable[[float], int | None], start: float, bound:
     return None, None
 
 
-def speedups_at(tau_at: Callable[[list[float]], np.ndarray], al_point) -> Callable[[float], np.ndarray]:
+def speedups_at(tau_at: Callable[[list[float]], np.ndarray], al_point: npt.NDArray[np.float64]
+                ) -> Callable[[float], np.ndarray]:
     """The point speedups (G,) at any specialized speedup s (``al_point``: (M, G) AL of the tail
     models; ``tau_at(speeds)``: (len(speeds), G) step time over the mix at each speedup, as the
     candidates are priced). A step costs fixed + per_inverse / s: the fast path's part scales
@@ -148,13 +151,14 @@ def speedups_at(tau_at: Callable[[list[float]], np.ndarray], al_point) -> Callab
 
     def speedups(speedup: float) -> np.ndarray:
         tau = at_1 - per_inverse + per_inverse / speedup
-        return projected_speedup(al_point, tau[0] / tau, tau[0] / tau, None).mean(axis=0)
+        point: np.ndarray = projected_speedup(al_point, tau[0] / tau, tau[0] / tau, None).mean(axis=0)
+        return point
 
     return speedups
 
 
-def decision_break_even(speeds_at: Callable[[float], np.ndarray], deployment: Deployment, allowed, final: int
-                        ) -> SpecializedBreakEven | None:
+def decision_break_even(speeds_at: Callable[[float], np.ndarray], deployment: Deployment, allowed: npt.ArrayLike,
+                        final: int) -> SpecializedBreakEven | None:
     """specialized_break_even of the decision's γ ``final`` at the point (``speeds_at``: the
     point speedups at a specialized speedup, speedups_at); None off the specialized path and on
     a percentile objective (its speedups are the requests')."""
@@ -170,7 +174,8 @@ def decision_break_even(speeds_at: Callable[[float], np.ndarray], deployment: De
 
 
 def speedup_probe(break_even: SpecializedBreakEven | None, speeds_at: Callable[[float], np.ndarray],
-                  deployment: Deployment, traffic, step_time: np.ndarray, ensemble: np.ndarray | None = None,
+                  deployment: Deployment, traffic: RouteTraffic | None, step_time: np.ndarray,
+                  ensemble: np.ndarray | None = None,
                   halfwidth_for: Callable[..., Callable[[float], float]] | None = None
                   ) -> Probe | None:
     """A probe at the γ that wins past the flip nearer the configured range, when the decision
@@ -199,11 +204,15 @@ def speedup_probe(break_even: SpecializedBreakEven | None, speeds_at: Callable[[
     if break_even is None or not break_even.rests_on_configuration or break_even.source != "configured":
         return None
     rate = None if traffic is None else traffic.drafts_per_engine_second
-    if rate is None or not traffic.engines or traffic.engines < 2:
+    engines = None if traffic is None else traffic.engines
+    if traffic is None or rate is None or not engines or engines < 2:
         return None  # a probe needs an engine of its own and the fleet's others
     lo, hi = break_even.configured
     below = break_even.holds_from is not None and break_even.holds_from > lo / (1.0 + BREAK_EVEN_MARGIN)
     gamma, base = (break_even.gamma_below if below else break_even.gamma_above), break_even.gamma
+    flip = break_even.holds_from if below else break_even.holds_to
+    # it rests on the configuration: a flip within the margin, and the γ past it (_first_change gives both)
+    assert gamma is not None and flip is not None
     grid = np.linspace(lo / (1.0 + BREAK_EVEN_MARGIN), hi, _VALUE_GRID)
     gains = np.array([(lambda s: s[gamma] / s[base] - 1.0)(speeds_at(float(x))) for x in grid])
     duration = probe_duration(PROBE_MIN_DRAFTS, rate, step_time, gamma=gamma, rate_at=base,
@@ -211,11 +220,10 @@ def speedup_probe(break_even: SpecializedBreakEven | None, speeds_at: Callable[[
     spread = np.zeros(1) if ensemble is None else ensemble[:, gamma] / ensemble[:, base] - 1.0
     spread = spread - spread.mean()
     sure = np.mean(gains[:, None] + spread[None, :] > deployment.min_gain, axis=1) >= DECISION_CERTAINTY
-    flip = break_even.holds_from if below else break_even.holds_to
     resolved = np.ones(grid.size, dtype=bool)
     if halfwidth_for is not None:
         rows = duration / traffic.row_seconds if traffic.row_seconds > 0 else SPEEDUP_PROBE_ROWS
-        h = halfwidth_for(base, gamma, samples=(0.5 * traffic.rows * (traffic.engines - 1), 0.5 * rows))
+        h = halfwidth_for(base, gamma, samples=(0.5 * traffic.rows * (engines - 1), 0.5 * rows))
         useful = (gains > deployment.min_gain) & sure
         if useful.any():  # h is smooth in s: priced at a few speedups, interpolated between them
             at = np.linspace(grid[useful].min(), grid[useful].max(), _HALFWIDTH_POINTS)
@@ -223,5 +231,5 @@ def speedup_probe(break_even: SpecializedBreakEven | None, speeds_at: Callable[[
             resolved[useful] = np.abs(grid[useful] - flip) > np.interp(grid[useful], at, widths)
     value = float(np.mean(np.where((gains > deployment.min_gain) & sure & resolved, gains, 0.0)))
     loss = float(np.mean(np.maximum(0.0, -gains)))
-    run = ProbeRun(gamma, PROBE_ENGINES, PROBE_MIN_DRAFTS, duration, PROBE_ENGINES / traffic.engines, restarts=2)
+    run = ProbeRun(gamma, PROBE_ENGINES, PROBE_MIN_DRAFTS, duration, PROBE_ENGINES / engines, restarts=2)
     return priced_probe(deployment, run, loss_rate=loss, value_rate=value)
