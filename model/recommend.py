@@ -406,13 +406,16 @@ def _model_error_warning(model_error: float | None, deployment: Deployment) -> s
     engines do not have, and the two things that set them."""
     if model_error is None or abs(model_error) <= MODEL_ERROR_TOLERANCE:
         return None
-    baseline = deployment.baseline_tokens_per_second
     cost = (f"draft_overhead ({deployment.draft_overhead:g} now: the {deployment.method} proposer's time per step)"
             if drafter_for(deployment.method).kind == FREE else f"draft_cost ({deployment.draft_cost:g} now)")
-    return (f"the cost model misses the observed tokens/s at the deployed gamma by {model_error:+.1%} (beyond "
-            f"±{MODEL_ERROR_TOLERANCE:.0%}): its speedups may be as far off. Measure the step costs "
-            f"(`specdec calibrate plan`, then cost_profile = the table), or check baseline_tokens_per_second"
-            + (f" ({baseline:g} now)" if baseline else "") + f" and {cost}")
+    head = (f"the cost model misses the observed tokens/s at the deployed gamma by {model_error:+.1%} (beyond "
+            f"±{MODEL_ERROR_TOLERANCE:.0%}): its speedups may be as far off. ")
+    if deployment.cost_profile not in ("flat", "roofline"):  # a measured table: its seconds, not a rate, set the steps
+        return (head + f"The measured table {deployment.cost_profile} may not be these engines' step costs: measure "
+                       f"them again on this deployment (`specdec calibrate plan`), or check {cost}")
+    baseline = deployment.baseline_tokens_per_second
+    return (head + "Measure the step costs (`specdec calibrate plan`, then cost_profile = the table), or check "
+                   "baseline_tokens_per_second" + (f" ({baseline:g} now)" if baseline else "") + f" and {cost}")
 
 
 def _deployable(checked: CheckedInputs, pricing: _Pricing, final: int

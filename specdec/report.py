@@ -201,8 +201,12 @@ def format_tuning(doc: dict) -> str:
 
 def deploy_lines(doc: dict) -> list[str]:
     """The deploy line, or — when the answer rests on default figures — none, and the keys to
-    set, one line each with what it would change (model.figures_needed)."""
+    set, one line each with what it would change (model.figures_needed); when it is withheld
+    for a cost model that misses the engine (model_error_warning), that says why."""
     needed = doc.get("figures_needed") or []
+    if doc["vllm"]["command_line"] is None and not needed:
+        return ["deploy: none — the cost model misses the engine's observed rate (see the warning above): "
+                "its gains are a what-if, not a decision"]
     if doc["vllm"]["command_line"] is None:
         head = ["deploy: none — no deploy line rests on a default. Set in specdec.toml [deployment] (or the route's "
                 "table), or as tune-gamma flags (--method, --draft-cost, --model, ...):"]
@@ -211,7 +215,12 @@ def deploy_lines(doc: dict) -> list[str]:
                 "priced on defaults; set in specdec.toml [deployment] (or the route's table), or as tune-gamma flags:"]
     else:
         return [f"deploy: {doc['vllm']['command_line']}"]
-    return head + [f"- {f['key']} (priced at the default {f['default']}): {f['changes']}" for f in needed]
+    return head + [f"- {f['key']} (priced at the default {_default(f['default'])}): {f['changes']}" for f in needed]
+
+
+def _default(value: object) -> str:
+    """A default figure as a reader takes it in: a float to 4 significant digits."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def _head_lines(doc: dict) -> list[str]:

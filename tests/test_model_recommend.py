@@ -525,3 +525,27 @@ def test_a_curve_the_tail_models_track_exactly_gets_no_borrowed_tail_error(monke
     width, bare = _widths_with_and_without_tail_error(monkeypatch, CURVE[:3], EAGLE_FLAT)
     for gamma in range(4, 17):
         assert width[gamma] == pytest.approx(bare[gamma], rel=0.25)
+
+
+def test_a_measured_table_that_misses_the_engine_asks_for_the_table_not_a_rate(tmp_path):
+    """A measured table prices steps in its own seconds: when it misses the observed rate, the
+    warning asks to measure it again (or the drafter's cost), not for baseline_tokens_per_second,
+    which a table ignores; and the console says why there is no deploy line."""
+    from specdec.report import deploy_lines
+
+    table = tmp_path / "step_costs.csv"
+    table.write_text("batch_size,tokens_per_request,path,seconds\n"
+                     + "".join(f"1,{q},stock,{0.01 + 0.0001 * q:.6f}\n" for q in range(1, 10)), encoding="utf-8")
+    dep = Deployment(method="eagle3", draft_cost=0.05, cost_profile=str(table))
+    model_tps = float(recommend(RouteInputs(CURVE, observed_tokens_per_second=100.0), dep).candidates[len(CURVE)]
+                      .tokens_per_second)
+    far = recommend(RouteInputs(CURVE, observed_tokens_per_second=model_tps / 0.6), dep)
+    assert far.model_error == pytest.approx(-0.4)
+    assert f"The measured table {table} may not be these engines' step costs" in far.model_error_warning
+    assert "baseline_tokens_per_second" not in far.model_error_warning and "draft_cost (0.05 now)" in far.model_error_warning
+    withheld = {"vllm": {"command_line": None}, "figures_needed": []}  # undecided on the model error alone
+    assert deploy_lines(withheld) == ["deploy: none — the cost model misses the engine's observed rate (see the "
+                                      "warning above): its gains are a what-if, not a decision"]
+    needed = {"vllm": {"command_line": None},
+              "figures_needed": [{"key": "baseline_tokens_per_second", "default": 195.52063025179388, "changes": "x"}]}
+    assert deploy_lines(needed)[1] == "- baseline_tokens_per_second (priced at the default 195.5): x"
