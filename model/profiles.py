@@ -63,9 +63,17 @@ class FlatProfile:
 
     def step_time_s(self, batch_size: npt.ArrayLike, tokens_per_request: npt.ArrayLike, path: str = STOCK) -> _F64:
         _check_path(path)
-        shape = np.broadcast(np.asarray(batch_size), np.asarray(tokens_per_request)).shape
-        t = np.full(shape, self.base_step_s, dtype=float)
+        t = self.base_step_s + self.increment_s(batch_size, tokens_per_request)
         return t / self.specialized_speedup if path == SPECIALIZED else t
+
+    def increment_s(self, batch_size: npt.ArrayLike, tokens_per_request: npt.ArrayLike) -> _F64:
+        """A step's time past the plain-decode step: none (every step costs T0)."""
+        return np.zeros(np.broadcast(np.asarray(batch_size), np.asarray(tokens_per_request)).shape)
+
+    def specialized_terms(self, batch_size: npt.ArrayLike, tokens_per_request: npt.ArrayLike) -> tuple[_F64, _F64]:
+        """(fixed, scaled): the specialized path's step time at speedup s is fixed + scaled / s."""
+        stock = self.step_time_s(batch_size, tokens_per_request, STOCK)
+        return np.zeros_like(stock), stock
 
     def stock_pass_s(self, batch_size: npt.ArrayLike) -> _F64:
         return self.step_time_s(batch_size, 1, STOCK)
@@ -131,9 +139,17 @@ class RooflineProfile:
 
     def step_time_s(self, batch_size: npt.ArrayLike, tokens_per_request: npt.ArrayLike, path: str = STOCK) -> _F64:
         _check_path(path)
-        t = self.anchor_step_s + self.roof_s(batch_size, tokens_per_request) - self.roof_s(self.anchor_batch, 1)
-        t = np.asarray(t, dtype=float)
+        t = np.asarray(self.anchor_step_s + self.increment_s(batch_size, tokens_per_request), dtype=float)
         return t / self.specialized_speedup if path == SPECIALIZED else t
+
+    def increment_s(self, batch_size: npt.ArrayLike, tokens_per_request: npt.ArrayLike) -> _F64:
+        """A step's time past the anchor's: the roofline's difference from the anchor step (B, q = 1)."""
+        return np.asarray(self.roof_s(batch_size, tokens_per_request) - self.roof_s(self.anchor_batch, 1), dtype=float)
+
+    def specialized_terms(self, batch_size: npt.ArrayLike, tokens_per_request: npt.ArrayLike) -> tuple[_F64, _F64]:
+        """(fixed, scaled): the specialized path's step time at speedup s is fixed + scaled / s."""
+        stock = self.step_time_s(batch_size, tokens_per_request, STOCK)
+        return np.zeros_like(stock), stock
 
     def stock_pass_s(self, batch_size: npt.ArrayLike) -> _F64:
         return self.step_time_s(batch_size, 1, STOCK)
@@ -202,6 +218,16 @@ class TableProfile:
                 return np.asarray(self._interp_linear(b, *self.rows[(SPECIALIZED, int(qs[0]))]), dtype=float)
             return self._stock_time(b, q) / self.specialized_speedup
         return self._stock_time(b, q)
+
+    def specialized_terms(self, batch_size: npt.ArrayLike, tokens_per_request: int) -> tuple[_F64, _F64]:
+        """(fixed, scaled): the specialized path's step time at speedup s is fixed + scaled / s —
+        a measured specialized row is its own seconds at every s, else stock / s."""
+        b = np.asarray(batch_size, dtype=float)
+        if (SPECIALIZED, int(tokens_per_request)) in self.rows:
+            measured = np.asarray(self._interp_linear(b, *self.rows[(SPECIALIZED, int(tokens_per_request))]), dtype=float)
+            return measured, np.zeros_like(measured)
+        stock = self._stock_time(*np.broadcast_arrays(b, np.asarray(float(tokens_per_request))))
+        return np.zeros_like(stock), stock
 
     def _stock_time(self, b: _F64, q: _F64) -> _F64:
         """The stock rows' time, NaN for a table without them (load_table requires them)."""

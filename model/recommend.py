@@ -172,12 +172,10 @@ def _priced(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome, anchor
 def _specialized_pricing(checked: CheckedInputs, pricing: _Pricing) -> SpecializedPricing:
     """The specialized path priced at any speedup, as the candidates are (model.decision.rules.specialized)."""
     bs, ws, deployment = checked.batch_sizes, checked.weights, pricing.deployment
-
-    def tau_at(speeds: list[float]) -> np.ndarray:
-        return _price(pricing.model, checked.gammas, bs, ws, speeds, checked.widths, None, deployment.objective).tau
-
+    v = objective_weights(bs, ws, deployment.objective)
+    fixed, scaled = pricing.model.speedup_terms(checked.gammas, bs)  # t = fixed + scaled / s
     return SpecializedPricing(
-        tau_at=tau_at, expected_tokens=pricing.al_point, step_time=pricing.price.tau[0],
+        step_time_terms=(fixed @ v, scaled @ v), expected_tokens=pricing.al_point, step_time=pricing.price.tau[0],
         time_shares=ws * pricing.price.times[0, checked.deployed] / bs, batch_sizes=bs,
         clean_share=pricing.model.clean_share, measured=checked.given.speedup_measured,
         latency_from_running=checked.given.observed_latency_source == LOGGED_LOAD)

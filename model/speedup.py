@@ -42,7 +42,7 @@ from acceptance.definitions import acceptance_length_by_gamma, acceptance_length
 
 from .deployment import OBJECTIVES, Deployment, ModelInputError
 from .drafters import Drafter, drafter_for
-from .profiles import SPECIALIZED, STOCK, FlatProfile, Profile, make_profile
+from .profiles import SPECIALIZED, STOCK, FlatProfile, Profile, TableProfile, make_profile
 from .specialized import padded_step_tokens, runs_specialized
 
 _F64: TypeAlias = npt.NDArray[np.float64]
@@ -210,6 +210,62 @@ class CostModel:
         draft = self.drafter.draft_time_factor(g, self.deployment.draft_cost, self.deployment.draft_overhead)
         times: _F64 = target + draft[:, None] * stock_pass[None, :]
         return times
+
+
+    def speedup_terms(self, gammas: npt.ArrayLike, batch_sizes: npt.ArrayLike) -> tuple[_F64, _F64]:
+        """(fixed, scaled), each (G, B): t[γ, B] at specialized speedup s is fixed + scaled / s, as
+        step_times prices it — the specialized kernels' share of a step scales with 1/s (a
+        measured table's specialized rows do not); the stock share and the drafter do not.
+        Full drafts (γ + 1 verified), as the specialized path runs them."""
+        g, b, prof = np.asarray(gammas, dtype=int), np.asarray(batch_sizes, dtype=int), self.profile
+        stock = np.broadcast_to(np.asarray(prof.step_time_s(b[None, :], g[:, None] + 1.0, STOCK), dtype=float),
+                                (len(g), len(b)))
+        draft = self.drafter.draft_time_factor(g, self.deployment.draft_cost, self.deployment.draft_overhead)
+        fixed = stock + draft[:, None] * np.asarray(prof.stock_pass_s(b), dtype=float)[None, :]
+        scaled = np.zeros_like(fixed)
+        e = self.clean_share
+        for i, j, padded_requests, q in self._fast_cells(g, b):
+            fast_fixed, fast_scaled = prof.specialized_terms(padded_requests, q)
+            fixed[i, j] += e * (float(fast_fixed) - stock[i, j])
+            scaled[i, j] = e * float(fast_scaled)
+        return fixed, scaled
+
+    def anchor_terms(self, gammas: npt.ArrayLike, batch_sizes: npt.ArrayLike) -> _F64:
+        """(4, G, B) c0..c3: t[γ, B] = c0 + c1·x + (c2 + c3·x)/s at plain-decode step time x and
+        specialized speedup s — a flat or roofline profile's step is its anchor x plus an
+        increment that does not depend on x (model.profiles), so the terms are exact. Full
+        drafts, as speedup_terms. A measured table has no x to vary: ModelInputError."""
+        prof = self.profile
+        if isinstance(prof, TableProfile):
+            raise ModelInputError(f"the measured table {prof.source} prices steps in its own seconds: no "
+                                  f"plain-decode rate to vary")
+        g, b = np.asarray(gammas, dtype=int), np.asarray(batch_sizes, dtype=int)
+        inc = np.broadcast_to(prof.increment_s(b[None, :], g[:, None] + 1.0), (len(g), len(b)))
+        draft = self.drafter.draft_time_factor(g, self.deployment.draft_cost, self.deployment.draft_overhead)[:, None]
+        terms = np.stack([inc + draft * prof.increment_s(b, 1)[None, :], np.broadcast_to(1.0 + draft, inc.shape),
+                          np.zeros(inc.shape), np.zeros(inc.shape)])
+        e = self.clean_share
+        for i, j, padded_requests, q in self._fast_cells(g, b):
+            terms[0, i, j] -= e * inc[i, j]  # the clean share leaves the stock path ...
+            terms[1, i, j] -= e
+            terms[2, i, j] = e * float(prof.increment_s(padded_requests, q))  # ... for the fast one, at 1/s
+            terms[3, i, j] = e
+        return terms
+
+    def _fast_cells(self, g: npt.NDArray[np.int_], b: npt.NDArray[np.int_]) -> list[tuple[int, int, int, int]]:
+        """(i, j, padded requests, q) of the candidates × batch sizes whose clean steps take the
+        specialized path (target_time's test); none off it."""
+        if self.deployment.decode_backend != "latency_specialized":
+            return []
+        caps = self.deployment.cudagraph_capture_sizes
+        cells = []
+        for i, gamma in enumerate(g.tolist()):
+            q = gamma + 1
+            for j, batch in enumerate(b.tolist()):
+                padded = padded_step_tokens(batch, q, caps)
+                if runs_specialized(batch, q, caps) and padded is not None:
+                    cells.append((i, j, padded // q, q))
+        return cells
 
 
 @overload

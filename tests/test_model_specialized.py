@@ -269,3 +269,23 @@ def test_a_relative_flat_profile_on_the_specialized_path_prices_the_speedup_prob
     assert (rec.probe is None) == (at_rate.probe is None)
     if rec.probe is not None:
         assert rec.probe.gamma == at_rate.probe.gamma
+
+
+def test_no_speedup_probe_where_a_probes_latency_cannot_measure_the_speedup(tmp_path):
+    """On a measured table the step times are the table's seconds: a probe's latency beside the
+    fleet's has no plain-decode rate and speedup to solve for (model.probe.measured_speedup
+    .measurable). The roofline deployment whose keep rests on its configured speedup probes γ 7;
+    the same step times as a measured table rest on it as much, and plan no probe."""
+    from model.profiles import STOCK, make_profile
+
+    roofline = _specialized((1.7, 2.1))
+    prof = make_profile(roofline)
+    table = tmp_path / "steps.csv"
+    table.write_text("batch_size,tokens_per_request,path,seconds\n" + "".join(
+        f"{b},{q},stock,{float(prof.step_time_s(b, q, STOCK)):.9f}\n" for b in (1, 2, 4, 8, 16, 32, 64)
+        for q in range(1, 10)), encoding="utf-8")
+    inputs = RouteInputs(FRONT_LOADED, deployed_gamma=3, batch_mix=EDGE_MIX, traffic=_traffic(4))
+    assert recommend(inputs, roofline).decision == "probe"
+    measured = recommend(inputs, replace(roofline, cost_profile=str(table)))
+    assert measured.specialized_break_even is not None and measured.specialized_break_even.rests_on_configuration
+    assert measured.probe is None and measured.decision == "keep"

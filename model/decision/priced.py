@@ -22,7 +22,8 @@ class SpecializedPricing:
     """The latency_specialized path's pricing at any specialized speedup s, for the break-even
     and the probe that measures s (model.probe.specialized_speedup, model.probe.measured_speedup)."""
 
-    tau_at: Callable[[list[float]], np.ndarray]  # (len(speeds), G) step time over the mix at each s
+    # ((G,), (G,)) the step time over the mix at speedup s is fixed + scaled / s (CostModel.speedup_terms)
+    step_time_terms: tuple[np.ndarray, np.ndarray]
     expected_tokens: np.ndarray  # (M, G) AL of every tail model at the point
     step_time: np.ndarray  # (G,) τ(γ) at the point, the objective's step time over the mix
     time_shares: np.ndarray  # (nB,) u_B up to a factor: request weights × step time / B at the deployed γ

@@ -32,7 +32,7 @@ from ..deployment import DECISION_CERTAINTY
 from ..figures_needed import FigureNeeded, on_defaults
 from ..probe import PROBE_MIN_DRAFTS, PROBE_MIN_ROWS, RunningProbe, continued_probe, plan_probe
 from ..probe.specialized_speedup import decision_break_even, speedup_probe, speedups_at
-from ..probe.measured_speedup import SegmentShares, predicted_halfwidth
+from ..probe.measured_speedup import SegmentShares, measurable, predicted_halfwidth
 from .outcome import DEPLOYING_DECISIONS, UNDECIDED, Decision, gain_of, start
 from .priced import Priced
 
@@ -172,17 +172,20 @@ def with_running_probe(priced: Priced, decision: Decision, running: RunningProbe
 def specialized(priced: Priced, decision: Decision) -> Decision:
     """On latency_specialized: how far the fleet's γ rests on the specialized speedup (its
     break-even), and a keep that rests on the configured figure probes the γ past the flip
-    when that pays (model.probe.specialized_speedup.speedup_probe)."""
+    when that pays (model.probe.specialized_speedup.speedup_probe) — where its latency can
+    measure s (model.probe.measured_speedup.measurable: not on a measured table)."""
     path = priced.specialized
     if path is None:
         return decision
     final, deployment = decision.fleet_gamma, priced.deployment
-    speeds_at = speedups_at(path.tau_at, path.expected_tokens)
+    speeds_at = speedups_at(path.step_time_terms, path.expected_tokens)
     break_even = decision_break_even(speeds_at, deployment, priced.allowed, final)
     if break_even is not None and path.measured:
         break_even = replace(break_even, source="measured")
     decision = replace(decision, break_even=break_even)
     if decision.probe is not None or priced.running_probe is not None or decision.kind != "keep":
+        return decision
+    if not measurable(deployment):  # a measured table: a probe's latency cannot tell s (nothing to solve)
         return decision
     shares = SegmentShares(path.batch_sizes, path.time_shares / np.sum(path.time_shares))
 

@@ -224,16 +224,8 @@ def _resampled_itl(itl: np.ndarray, from_running: Sequence[bool], shares: Sequen
 
 
 def _step_coefficients(deployment: Deployment, gamma: int, sizes: np.ndarray, clean_share: float) -> np.ndarray:
-    """(4, nB) c0..c3 with t_B(x, s) = c0 + c1·x + (c2 + c3·x)/s, from four pricings."""
-    def t(x: float, s: float) -> np.ndarray:
-        cost = CostModel.for_deployment(replace(deployment, baseline_tokens_per_second=1.0 / x), clean_share=clean_share)
-        times: np.ndarray = cost.step_times([gamma], sizes, s)[0]
-        return times
-    t00, t10, t01, t11 = t(1.0, 1.0), t(2.0, 1.0), t(1.0, 0.5), t(2.0, 0.5)  # u = 1/s at 1 and 2
-    d = t11 - t01 - t10 + t00  # c3
-    c1 = (t10 - t00) - d
-    c2 = (t01 - t00) - d
-    return np.stack([t00 - c1 - c2 - d, c1, c2, d])
+    """(4, nB) c0..c3 with t_B(x, s) = c0 + c1·x + (c2 + c3·x)/s (CostModel.anchor_terms)."""
+    return CostModel.for_deployment(deployment, clean_share=clean_share).anchor_terms([gamma], sizes)[:, 0, :]
 
 
 def _itl(coeffs: np.ndarray, weights: np.ndarray, x: np.ndarray, u: np.ndarray) -> np.ndarray:

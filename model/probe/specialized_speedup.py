@@ -139,18 +139,16 @@ def _first_change(winner_at: Callable[[float], int | None], start: float, bound:
     return None, None
 
 
-def speedups_at(tau_at: Callable[[list[float]], np.ndarray], al_point: npt.NDArray[np.float64]
+def speedups_at(step_time_terms: tuple[np.ndarray, np.ndarray], al_point: npt.NDArray[np.float64]
                 ) -> Callable[[float], np.ndarray]:
     """The point speedups (G,) at any specialized speedup s (``al_point``: (M, G) AL of the tail
-    models; ``tau_at(speeds)``: (len(speeds), G) step time over the mix at each speedup, as the
-    candidates are priced). A step costs fixed + per_inverse / s: the fast path's part scales
-    with 1/s, the stock part and the drafter do not, so two pricings give every s exactly (no
+    models; ``step_time_terms``: (fixed, scaled), each (G,), the step time over the mix at s
+    being fixed + scaled / s, as the cost model says: model.speedup.CostModel.speedup_terms; no
     undrafted steps on this path)."""
-    at_1, at_2 = tau_at([1.0, 2.0])
-    per_inverse = 2.0 * (at_1 - at_2)
+    fixed, scaled = step_time_terms
 
     def speedups(speedup: float) -> np.ndarray:
-        tau = at_1 - per_inverse + per_inverse / speedup
+        tau = fixed + scaled / speedup
         point: np.ndarray = projected_speedup(al_point, tau[0] / tau, tau[0] / tau, None).mean(axis=0)
         return point
 
