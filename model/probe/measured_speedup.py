@@ -11,8 +11,8 @@ the two unknowns x = 1 / baseline_tokens_per_second (the plain-decode step at ba
 vLLM observes vllm:inter_token_latency_seconds once per request per step, so its mean is the
 step time averaged over request-steps: at time share u_B an engine makes u_B·B / t_B of them
 per second. t_i,B is the cost model's step time of γ_i at batch B (model.speedup.CostModel,
-clean share e), exactly bilinear in x and 1/s on the flat and roofline profiles,
-t = c0 + c1·x + (c2 + c3·x)/s, so four pricings give every (x, s). For each s the main
+clean share e), t = c0 + c1·x + (c2 + c3·x)/s on the flat and roofline profiles, the terms
+as the cost model gives them (CostModel.anchor_terms). For each s the main
 segment's equation fixes x (its ITL rises with x); s is where the probe's modelled ITL meets
 its observed one, found on a grid over MEASURE_BOUNDS and interpolated. Each segment is
 priced at its own engines' time shares where the source keeps gauge samples per segment (the
