@@ -6,7 +6,7 @@
    with Streamlit's AppTest on a cold cache — what a first visitor waits for — for the
    default 1 h window and the 7 d window.
 
-2. Cold start to the first complete page, demo store (issue 18, item 9; target ≤ 3 s): the
+2. Cold start to the first complete page, demo store (target ≤ 3 s): the
    wall clock from launching ``specdec dashboard --config demo/specdec.toml --port P`` to
    the moment a headless Chromium (started before, on about:blank, with a fresh profile:
    an empty browser cache) holds the overview's route table and a Plotly chart in its DOM.

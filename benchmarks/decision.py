@@ -1,4 +1,4 @@
-"""Decision quality: how good is the γ the tool picks when it cannot see the truth (issue 9)?
+"""Decision quality: how good is the γ the tool picks when it cannot see the truth?
 
 For every scenario class (benchmarks/decision_scenarios.py) and every seed, a window of
 scrape intervals is generated from a known acceptance process at the DEPLOYED γ only — the

@@ -1,4 +1,4 @@
-"""The scenario classes of the decision-quality benchmark (benchmarks/decision.py, issue 9).
+"""The scenario classes of the decision-quality benchmark (benchmarks/decision.py).
 
 A class is a route whose truth is known: an acceptance process (acceptance.sim.processes),
 what the tool is told about the deployment (``deployment``), what steps really cost

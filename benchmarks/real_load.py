@@ -1,5 +1,5 @@
 """The best γ by load on a real engine: the same γ swept at concurrency 1 and 8, against what
-tune-gamma's load view says from the γ 3 windows alone (issue 22: the best γ moves with load).
+tune-gamma's load view says from the γ 3 windows alone (the best γ moves with load).
 
     make bench-real      # runs benchmarks/real_sweep.py, then this (not in CI)
     python benchmarks/real_load.py [--blocks 4] [--requests 16] [--methods ngram,draft_model]

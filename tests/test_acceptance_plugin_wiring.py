@@ -1,5 +1,5 @@
 """specdec's vLLM plugin series through the whole path: page → snapshot → store → window →
-cost model (issue 10): per-batch survival and the counted clean share."""
+cost model: per-batch survival and the counted clean share."""
 
 from __future__ import annotations
 

@@ -313,7 +313,7 @@ def test_bulk_history_matches_write_cycle(tmp_path):
 
 
 def test_an_hour_of_data_reads_alike_in_any_window_that_holds_it(tmp_path):
-    # the resolution follows the data a window holds, not its nominal length (issue 18, item 2)
+    # the resolution follows the data a window holds, not its nominal length
     with Store.open(tmp_path / "s.db") as store:
         t0 = 1_800_000_000.0
         for i in range(241):  # one hour at 15 s

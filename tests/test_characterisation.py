@@ -1,4 +1,4 @@
-"""Behaviour pinned before the store and the simulator move into rooms of their own (issue 19).
+"""Behaviour pinned before the store and the simulator move into rooms of their own.
 
 Two fingerprints, compared with tests/data/characterisation.json, which was written by the
 code before the move and is never rewritten to make a test pass:

@@ -1,7 +1,7 @@
 """The dashboard in a real browser: `specdec dashboard`'s command on a free loopback port,
 each page loaded by headless chromium; the charts must have rendered (Plotly's SVG in the
 DOM) and no error box may show. One screenshot per page is kept in artifacts/dashboard/.
-At the 1400 px wide window of issue 18 (item 13), nothing may be cut off — no table wider
+At a 1400 px wide window, nothing may be cut off — no table wider
 than its frame, no metric or code block clipped — and no chart's title may lie under
 Plotly's toolbar, nor its legend over the x axis's title or tick labels.
 
@@ -184,7 +184,7 @@ HEADERS = {
 
 @pytest.mark.parametrize("page", list(PAGES))
 def test_nothing_is_cut_off_at_1400_px(server, browser, page):
-    """Issue 18, item 13: at 1400 px the overview's last column, the what-if metric
+    """At 1400 px the overview's last column, the what-if metric
     `3.728× [3.694, 3.7…`, the candidates' 'reason refused' and the replay config's warning
     were cut off."""
     must_show, charts = PAGES[page]
@@ -208,7 +208,7 @@ def test_nothing_is_cut_off_at_1400_px(server, browser, page):
 
 @pytest.mark.parametrize("page", ["overview", "curves", "whatif"])
 def test_chart_titles_and_axis_titles_are_not_covered(server, browser, page):
-    """Issue 18, item 13: Plotly's toolbar sat over chart titles, the legend over the
+    """Plotly's toolbar sat over chart titles, the legend over the
     'time (UTC)' axis title."""
     must_show, charts = PAGES[page]
     browser.render(f"{server}/?page={page}", must_show, charts)

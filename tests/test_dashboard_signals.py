@@ -1,4 +1,4 @@
-"""`specdec dashboard` takes its Streamlit server down with it (issue 18, item 8).
+"""`specdec dashboard` takes its Streamlit server down with it.
 
 The real command, started as a process on a free loopback port against a small store:
 ``kill -TERM`` or ``kill -INT`` on it ends it and its server within 5 s (nothing listens on

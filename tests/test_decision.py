@@ -1,4 +1,4 @@
-"""The decision-quality benchmark (benchmarks/decision.py, issue 9): a small subset as a
+"""The decision-quality benchmark (benchmarks/decision.py): a small subset as a
 regression test. The full suite (38 classes × 200 seeds) stays a benchmark; here a few
 classes × a few seeds must meet the bounds the full suite meets on them, the in-process
 generator must match the simulated fleet it stands in for, and the HTTP path must run."""

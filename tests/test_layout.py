@@ -1,4 +1,4 @@
-"""The size rules of the tree, kept by a test (issue: one house whose rooms say what they hold):
+"""The size rules of the tree, kept by a test (one house whose rooms say what they hold):
 no module of acceptance/, model/, specdec/ or dashboard/ over 700 lines, no function over
 100 lines, no function taking more than 8 parameters (a function that wants more wants to
 take one object, or to be several), and specdec/pipeline.py — wiring only — at most 200 lines."""

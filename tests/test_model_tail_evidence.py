@@ -68,7 +68,7 @@ def test_conformal_rank():
 
 
 def test_held_out_gain_claims_hold_as_often_as_they_say():
-    # Issue 21's bar, on the reference curves: of the claims P(gain > min_gain) >= 0.9 made
+    # The bar, on the reference curves: of the claims P(gain > min_gain) >= 0.9 made
     # from held-out evidence, at least 90% hold on the true curve; intervals cover ~90%.
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:

@@ -192,7 +192,7 @@ def test_sample_is_a_valid_small_route():
     assert 1.0 < est.mean_acceptance_length.value < 1 + doc["gamma"]
 
 
-# --- issue 18, item 6: the route is named in the notebook; one colour per series -------------
+# --- the route is named in the notebook; one colour per series -------------
 
 ROUTE_LINE = "ROUTE = None"
 

@@ -1,4 +1,4 @@
-"""Packaging and the Makefile's set-up, as a new user meets them (issue 18).
+"""Packaging and the Makefile's set-up, as a new user meets them.
 
 - pyproject.toml states its license as a PEP 639 SPDX string, not the deprecated TOML table
   that makes setuptools warn on every build step, and asks for a setuptools that reads it.
