@@ -15,6 +15,7 @@ Bad input: one line on stderr naming it, exit code 2.
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import asdict
 
 from .args import float_list
@@ -41,17 +42,18 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     plan.add_argument("--gammas", type=_ints, default=None, metavar="G1,G2,...",
                       help="candidate γs (γ = 0 is always added; default 0..observed γ + 2, within the drafter's block)")
     plan.add_argument("--batch-sizes", type=_ints, default=[1, 2, 4, 8, 16, 32, 64], metavar="B1,B2,...")
-    plan.add_argument("--method", default="dspark", help="vLLM speculative method (default dspark)")
+    plan.add_argument("--method", default=None, help="vLLM speculative method (default dspark, said as a default)")
     plan.add_argument("--decode-backend", default="auto", choices=("auto", "latency_specialized"))
-    plan.add_argument("--tensor-parallel-size", type=int, default=16)
+    plan.add_argument("--tensor-parallel-size", type=int, default=None,
+                      help="the deployment's TP size (default 16, Kimi K3 on GB300, said as a default)")
     plan.add_argument("--result-dir", default="specdec-calibration")
     plan.add_argument("--port", type=int, default=8000)
     plan.add_argument("--json", action="store_true", help="print one JSON document")
     ingest = sub.add_parser("ingest", help="turn `vllm bench serve --save-result` files into the cost table")
     ingest.add_argument("results", nargs="+", metavar="RESULTS")
     ingest.add_argument("--out", default=None, help="write the table here (CSV); default: print it")
-    ingest.add_argument("--method", default="dspark", help="the drafter the runs used (default dspark)")
-    ingest.add_argument("--draft-cost", type=float, default=0.10,
+    ingest.add_argument("--method", default=None, help="the drafter the runs used (default dspark, said as a default)")
+    ingest.add_argument("--draft-cost", type=float, default=None,
                         help="draft cost subtracted from each step (r, or c per token; default 0.10)")
     ingest.add_argument("--draft-overhead", type=float, default=0.0, help="c0 of a sequential drafter")
     ingest.add_argument("--json", action="store_true", help="print one JSON document")
@@ -59,36 +61,58 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
+def _given(args, defaults: dict[str, object]) -> tuple[dict[str, object], list[str]]:
+    """The flags' values, defaults in for those not given, and the defaults named: a figure the
+    user did not give is said as one (the plan's servers and the table's draft time rest on it)."""
+    values, named = {}, []
+    for key, default in defaults.items():
+        given = getattr(args, key)
+        values[key] = default if given is None else given
+        if given is None:
+            named.append(f"--{key.replace('_', '-')} {default}")
+    return values, named
+
+
+def _on_defaults(named: list[str]) -> str:
+    return (f"on defaults ({', '.join(named)}: Kimi K3's): give the deployment's own values if it differs"
+            if named else "")
+
+
 def _plan(args) -> dict | str:
     from model.calibrate import calibration_plan, format_plan
     from model.deployment import Deployment
 
-    deployment = Deployment(method=args.method, decode_backend=args.decode_backend,
-                            tensor_parallel_size=args.tensor_parallel_size)
+    values, named = _given(args, {"method": "dspark", "tensor_parallel_size": 16})
+    deployment = Deployment(method=values["method"], decode_backend=args.decode_backend,
+                            tensor_parallel_size=values["tensor_parallel_size"])
     plan = calibration_plan(deployment, args.survival, model=args.model, gammas=args.gammas,
                             batch_sizes=args.batch_sizes, result_dir=args.result_dir, port=args.port)
     if not args.json:
-        return format_plan(plan)
-    return asdict(plan)
+        return "\n".join(filter(None, [_on_defaults(named), format_plan(plan)]))
+    return {**asdict(plan), "defaults": named}
 
 
 def _ingest(args) -> dict | str:
     from model.calibrate import ingest_results, table_csv
     from model.deployment import Deployment
 
-    deployment = Deployment(method=args.method, draft_cost=args.draft_cost, draft_overhead=args.draft_overhead)
+    values, named = _given(args, {"method": "dspark", "draft_cost": 0.10})
+    deployment = Deployment(method=values["method"], draft_cost=values["draft_cost"], draft_overhead=args.draft_overhead)
     result = ingest_results(args.results, deployment, out=args.out)
     if args.json:
         return {
+            "defaults": named,
             "method": result.method,
             "draft_cost": result.draft_cost,
             "out": args.out,
             "runs": [asdict(s) for s in result.steps],
             "rows": [asdict(r) for r in result.rows],
         }
-    if args.out is None:
+    if args.out is None:  # the table alone on stdout (a CSV to redirect); the defaults on stderr
+        if named:
+            print(_on_defaults(named), file=sys.stderr)
         return table_csv(result.rows).rstrip("\n")
-    return (f"{len(result.rows)} rows from {len(result.steps)} runs written to {args.out} "
+    return (("" if not named else _on_defaults(named) + "\n") + f"{len(result.rows)} rows from {len(result.steps)} runs written to {args.out} "
             f"(draft time of {result.method}, draft_cost {result.draft_cost:g}, subtracted); "
             f'use it with cost_profile = "{args.out}"')
 

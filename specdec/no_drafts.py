@@ -10,13 +10,16 @@ message starts "route R: no drafts in the last SPAN" (the dashboard words its hi
 
 from __future__ import annotations
 
+from acceptance.durations import approximate_duration
+
 from .report import format_clock, format_duration
 
 
 def no_drafts_message(route: str, window, window_s: float, source: str, ingested: list[str] = ()) -> str:
     """``ingested``: the sources of the store's ingested rows of a scraped route, which it does
     not read (a route with targets is scraped): named, with the key that reads them."""
-    head = f"route {route!r}: no drafts in the last {format_duration(window_s)}"
+    span_text = format_duration(window_s) if float(window_s).is_integer() else approximate_duration(window_s)
+    head = f"route {route!r}: no drafts in the last {span_text}"
     failing = [s for s in getattr(window, "target_status", []) if getattr(s, "last_error", None)]
     status = f" ({len(failing)} target(s) failing, e.g. {failing[0].last_error})" if failing else ""
     span = getattr(window, "stored_span", None)

@@ -259,3 +259,18 @@ def test_cli_plan_json(capsys):
     assert "never a serving one" in doc["warning"]
     assert [s["gamma"] for s in doc["servers"]] == [0, 2]
     assert len(doc["runs"]) == 4
+
+
+def test_a_plan_and_a_table_on_default_figures_say_which(capsys, tmp_path):
+    """The servers a plan prints and the draft time a table subtracts rest on the method, the TP
+    size and the draft cost: when the user gave none, the output names the defaults it used."""
+    args = ["calibrate", "plan", "--model", "m", "--survival", "0.8,0.6", "--gammas", "2", "--batch-sizes", "1,2"]
+    assert specdec_main(args) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("on defaults (--method dspark, --tensor-parallel-size 16: Kimi K3's)")
+    assert "--tensor-parallel-size 16" in out
+    assert specdec_main(args + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["defaults"] == ["--method dspark", "--tensor-parallel-size 16"]
+    assert specdec_main(args + ["--method", "eagle3", "--tensor-parallel-size", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["defaults"] == [] and "--tensor-parallel-size 1" in doc["servers"][0]["serve_command"]
