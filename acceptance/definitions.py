@@ -73,7 +73,7 @@ def acceptance_length_by_gamma(survival: npt.ArrayLike, top: int | None = None) 
     a = np.asarray(survival, dtype=float)
     top = a.shape[-1] if top is None else top
     if not 0 <= top <= a.shape[-1]:
-        raise ValueError(f"gamma {top} is outside 0..{a.shape[-1]} (the survival curve's length)")
+        raise InputError(f"gamma {top} is outside 0..{a.shape[-1]} (the survival curve's length)")
     accepted = np.concatenate([np.zeros(a.shape[:-1] + (1,)), np.cumsum(a, -1)], -1)[..., : top + 1]
     return np.asarray(acceptance_length(accepted, 1.0), dtype=float)
 

@@ -80,7 +80,8 @@ class RequestRows:
 
 @dataclass(frozen=True)
 class RouteEstimate:
-    """A route's acceptance and what its window says beside it (estimate_route), built once."""
+    """A route's acceptance and what its window says beside it (estimate_route); frozen: a change
+    is a copy (dataclasses.replace)."""
 
     estimate: AcceptanceEstimate
     drift: Drift | None = None
@@ -334,7 +335,7 @@ def band_estimate(route: "RouteEstimate", band: BandRows, *, level: float, n_res
     """The route's estimate (acceptance.route_estimate.RouteEstimate) over one band's requests:
     acceptance from their counts alone (one request a block), their observed rate and
     undrafted share; the batch mix and draft reach stay the route's (the band's requests ran in
-    the route's batches); no probe, probe or drift of its own."""
+    the route's batches); no probe, probe latency or drift of its own."""
     assert route.requests is not None  # bands are of a per-request route's requests (request_context.band_rows)
     rows = route.requests.subset(band.rows)
     n = len(band.rows)

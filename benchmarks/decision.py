@@ -579,7 +579,7 @@ def _round2_line(doc: dict) -> str:
     dep = s["departing_classes_round2_mean_regret"]
     worse = s["classes_round2_worse_than_seeds"]
     cost = doc["total_cost"]
-    return (f"- round 2 (the decision applied: change redeploys, probe runs its probe for its duration, keep "
+    return (f"- round 2 (the decision applied: change redeploys, a probe runs for its duration, keep "
             f"nothing; the next window tuned): median regret {_pct(r2['median_regret'])}, 95th percentile "
             f"{_pct(r2['p95_regret'])} (of the γ the fleet then runs: {_pct(r2['decided_median_regret'])} / "
             f"{_pct(r2['decided_p95_regret'])}); the seeds' method {_pct(seeds['median_regret'])} / "

@@ -14,12 +14,13 @@ For each candidate γ = 0 .. min(gamma_max, the drafter's block when it has one)
   inside every interval: a 90% interval leaves out the least likely 10%); a mix measured in
   time (``mix_in_time``) is converted at each bin's speedup
   (model.speedup.request_weights_at_speedups).
-recommended γ: the best point speedup among allowed candidates (0 when nothing beats 1).
+The best expected γ: the best point speedup among allowed candidates (0 when nothing beats 1).
 probability_best: the share of resamples × tail models (each resample at its own
 specialized speedup) in which a candidate is the best allowed one.
-decision: change / off / keep / probe over the same ensemble, by the ordered rules of
-model.decision (one Decision object), with the evidence that would change it in decision_reason; without resamples there is no such
-probability: "keep". The deployable config is for the γ the fleet is to run: the
+decision: change / off / keep / probe / undecided over the same ensemble, by the ordered rules
+of model.decision (one Decision object: which γ the JSON's recommended_gamma is, per kind),
+with the evidence that would change it in decision_reason; without resamples there is no
+such probability: "keep". The deployable config is for the γ the fleet is to run: the
 recommended one on change / off / probe (a probe's fleet stays at the deployed γ or takes
 the sure step; the probe's config is the probe's), else the deployed γ.
 With ``survival_by_batch`` (a curve a_{B,1..γ} per batch size of the mix, from specdec's

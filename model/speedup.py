@@ -432,8 +432,8 @@ def implied_draft_cost(
     a = np.asarray(survival, dtype=float)
     g = a.shape[-1] if gamma is None else gamma
     drafter = _check_common(g, 0.0, method)
-    if g < 1:
-        raise ModelInputError(f"gamma must be ≥ 1, got {g}")
+    if g < 1 or g > a.shape[-1]:
+        raise ModelInputError(f"gamma {g} is outside 1..{a.shape[-1]} (the survival curve's length)")
     al = float(acceptance_length_by_gamma(a, g)[..., g])
     prof = profile if profile is not None else FlatProfile()
     t1 = float(prof.step_time_s(batch_size, 1))

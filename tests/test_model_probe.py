@@ -1,4 +1,4 @@
-"""The probe decision (model/probe.py, model/decision.py): a probe on one engine when the
+"""The probe decision (model/probe/plan.py, model/decision/rules.py): a probe on one engine when the
 best expected γ rests on positions no window at the deployed γ checks, and it pays."""
 
 from __future__ import annotations

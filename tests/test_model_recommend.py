@@ -537,15 +537,30 @@ def test_a_measured_table_that_misses_the_engine_asks_for_the_table_not_a_rate(t
     table.write_text("batch_size,tokens_per_request,path,seconds\n"
                      + "".join(f"1,{q},stock,{0.01 + 0.0001 * q:.6f}\n" for q in range(1, 10)), encoding="utf-8")
     dep = Deployment(method="eagle3", draft_cost=0.05, cost_profile=str(table))
-    model_tps = float(recommend(RouteInputs(CURVE, observed_tokens_per_second=100.0), dep).candidates[len(CURVE)]
-                      .tokens_per_second)
-    far = recommend(RouteInputs(CURVE, observed_tokens_per_second=model_tps / 0.6), dep)
+    window = RouteInputs(CURVE, survival_resamples=resamples(CURVE, 1_000_000), deployed_gamma=1)
+    model_tps = float(recommend(window, dep).candidates[1].tokens_per_second)
+    far = recommend(replace(window, observed_tokens_per_second=model_tps / 0.6), dep)
     assert far.model_error == pytest.approx(-0.4)
     assert f"The measured table {table} may not be these engines' step costs" in far.model_error_warning
     assert "baseline_tokens_per_second" not in far.model_error_warning and "draft_cost (0.05 now)" in far.model_error_warning
-    withheld = {"vllm": {"command_line": None}, "figures_needed": []}  # undecided on the model error alone
-    assert deploy_lines(withheld) == ["deploy: none — the cost model misses the engine's observed rate (see the "
-                                      "warning above): its gains are a what-if, not a decision"]
+    assert far.decision == "undecided" and far.figures_needed == []  # withheld on the model error alone
+    assert deploy_lines(far.to_dict()) == ["deploy: none — the cost model misses the engine's observed rate (see "
+                                           "the warning above): its gains are a what-if, not a decision"]
     needed = {"vllm": {"command_line": None},
               "figures_needed": [{"key": "baseline_tokens_per_second", "default": 195.52063025179388, "changes": "x"}]}
     assert deploy_lines(needed)[1] == "- baseline_tokens_per_second (priced at the default 195.5): x"
+
+
+def test_no_config_names_a_default_drafter_whatever_withholds_the_decision(tmp_path):
+    """A decision withheld because the cost model misses the engine, on a drafter the user did
+    not name: neither the deploy line nor the replay (benchmark) config names the default one."""
+    table = tmp_path / "step_costs.csv"
+    table.write_text("batch_size,tokens_per_request,path,seconds\n"
+                     + "".join(f"1,{q},stock,{0.01 + 0.0001 * q:.6f}\n" for q in range(1, 10)), encoding="utf-8")
+    dep = Deployment.from_mapping({"cost_profile": str(table), "draft_cost": 0.05}, where="test")
+    window = RouteInputs(CURVE, survival_resamples=resamples(CURVE, 1_000_000), deployed_gamma=1)
+    model_tps = float(recommend(window, dep).candidates[1].tokens_per_second)
+    far = recommend(replace(window, observed_tokens_per_second=model_tps / 0.6), dep)
+    assert far.decision == "undecided" and far.model_error_warning
+    assert [n.key for n in far.figures_needed][:1] == ["method"]
+    assert far.replay_config is None and far.vllm_speculative_config is None and far.vllm_command_line is None

@@ -266,9 +266,7 @@ def test_a_relative_flat_profile_on_the_specialized_path_prices_the_speedup_prob
     at_rate = recommend(inputs, replace(relative, baseline_tokens_per_second=80.0))
     assert rec.decision == at_rate.decision and rec.recommended_gamma == at_rate.recommended_gamma
     assert [c.speedup for c in rec.candidates] == pytest.approx([c.speedup for c in at_rate.candidates])
-    assert (rec.probe is None) == (at_rate.probe is None)
-    if rec.probe is not None:
-        assert rec.probe.gamma == at_rate.probe.gamma
+    assert rec.decision == at_rate.decision == "probe" and rec.probe.gamma == at_rate.probe.gamma
 
 
 def test_no_speedup_probe_where_a_probes_latency_cannot_measure_the_speedup(tmp_path):

@@ -1,8 +1,11 @@
 """The decision object (``Decision``) and the gain it claims (``Gain``, ``gain_of``).
 
-A decision says which γ the fleet runs (``fleet_gamma``) and which γ is best expected
-(``best_gamma``): the same γ on a change or an off; on a keep the best expected γ is one the
-fleet does not run yet; on a probe it is the γ a probe measures. Its reasons are a list in
+A decision says which γ the fleet runs (``fleet_gamma``) and which γ it names beside it
+(``best_gamma``): on a change or an off the best expected γ (the fleet's own, or farther when
+the fleet takes a nearer sure step); on a keep the best expected γ, which the fleet does not
+run yet (or already runs); on a probe the γ the probe measures (the specialized-speedup probe:
+the fleet's γ, whose hold on the speedup it tests); on an undecided the γ the withheld
+decision would have run or probed. Its reasons are a list in
 the order the rules gave them; the JSON's ``decision_reason`` joins them with "; ".
 The JSON's ``recommended_gamma`` and ``expected_best_gamma`` are read from these two γ
 (``recommended_gamma``, ``expected_best_gamma`` below), as users' scripts know them.
@@ -19,7 +22,8 @@ from ..figures_needed import FigureNeeded
 from ..probe import Probe
 from ..probe.specialized_speedup import SpecializedBreakEven
 
-# the decisions that have the fleet run another γ than it runs (a probe: the fleet's; the probe its own)
+# the decisions that deploy a config: a change or an off the fleet's new γ; a probe its probe's
+# (the fleet staying at the deployed γ or taking the sure step)
 DEPLOYING_DECISIONS = ("change", "off", "probe")
 # the decision when the pricing rests on defaults: the fleet runs what it runs, nothing to deploy
 UNDECIDED = "undecided"
@@ -66,7 +70,7 @@ class Decision:
 
     kind: str  # change | off | keep | probe | undecided
     fleet_gamma: int  # the γ the fleet runs after it
-    best_gamma: int  # the best expected γ (a probe's: the γ its probe measures, or the fleet's)
+    best_gamma: int  # the γ named beside the fleet's, per kind as the module docstring says
     reasons: tuple[str, ...] = ()
     probe: Probe | None = None  # a probe to start or carry on (model.probe)
     # a keep whose gain is plausible but not sure: the factor on the window's drafts that settles

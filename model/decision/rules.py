@@ -14,8 +14,9 @@ speedups (resamples × tail models, model.recommend):
           flip when that pays (model.probe.specialized_speedup);
   keep    otherwise, with the evidence that would change it (the factor on the window's
           drafts that settles a gain, when more drafts can);
-  undecided  any of these that rests on default figures or on a cost model missing the
-          engine's rate by more than its tolerance (model.figures_needed): a what-if.
+  undecided  a change, off or probe that rests on default figures or on a cost model missing
+          the engine's rate by more than its tolerance (model.figures_needed): a what-if; a keep
+          on default figures stays a keep and says so.
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ def with_probe(priced: Priced, decision: Decision) -> Decision:
 
 
 def with_running_probe(priced: Priced, decision: Decision, running: RunningProbe) -> Decision:
-    """A planned runs at γ_p and its positions are measured (the joined curve). Stop it early
+    """A probe runs at γ_p and its positions are measured (the joined curve). Stop it early
     when its own data shows it losing by more than min_gain with P ≥ DECISION_CERTAINTY; a
     sure decision settles it; else carry it on (decision probe) while it holds fewer than
     PROBE_MIN_DRAFTS drafts or, for a gain plausible but not yet sure, fewer than the factor
@@ -145,7 +146,7 @@ def with_running_probe(priced: Priced, decision: Decision, running: RunningProbe
                f"against γ={deployed}) = {p_lose:.2f} ≥ {DECISION_CERTAINTY}")
         return replace(decision, reasons=(why,) + decision.reasons)
     done = f"the probe at γ={g} ({running.drafts:,.0f} drafts)"
-    if decision.kind in ("change", "off"):  # sure: the fleet's change takes over from the planned
+    if decision.kind in ("change", "off"):  # sure: the fleet's change takes over from the probe
         return decision.because(f"{done} has settled this: "
                                 + ("deploy it on every engine" if decision.fleet_gamma == g else "stop it"))
     unsettled = decision.settle if decision.plausible and decision.settle is not None else 1.0

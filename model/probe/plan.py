@@ -1,5 +1,5 @@
 """The probe decision (docs/MODEL.md, Decisions past the deployed γ): whether measuring an
-extrapolated γ on one engine of the route (a run) is worth more than it costs.
+extrapolated γ on one engine of the route is worth more than it costs.
 
 A window at the deployed γ_d never checks positions past γ_d, so a best expected γ_p past
 it stays a guess however many drafts the window holds: only running γ_p measures it. With
@@ -73,7 +73,7 @@ class Probe:
 
 @dataclass(frozen=True, eq=False)
 class RunningProbe:
-    """A run already running at ``gamma`` (acceptance.probe_segment, joined to the deployed
+    """A probe already running at ``gamma`` (acceptance.probe_segment, joined to the deployed
     segment): its drafts so far, its draft rate per engine, its engines and — when its shared
     positions disagree with the deployed segment's — its own curve and resamples, from which
     the candidates past the deployed γ are priced (model.recommend)."""
@@ -117,7 +117,7 @@ class ProbeRun:
 def plan_probe(inputs: ProbeInputs, deployment: Deployment, traffic: RouteTraffic, *, gamma: int, base: int,
                deployed: int) -> Probe | None:
     """The probe of ``gamma`` against the fleet at ``base`` (module docstring); None when its
-    expected gain over ``base`` is within min_gain (no run can settle a gain not expected).
+    expected gain over ``base`` is within min_gain (no probe can settle a gain not expected).
     ``traffic``: the window's drafts, their rate per engine (known: model.decision.rules.with_probe),
     its engines and rows."""
     s, m = inputs.speedup, deployment.min_gain
@@ -151,7 +151,7 @@ def continued_probe(inputs: ProbeInputs, deployment: Deployment, running: Runnin
 
 def _valued_probe(inputs: ProbeInputs, deployment: Deployment, run: ProbeRun, *, base: int, deployed: int | None
                   ) -> Probe:
-    """The Probe of ``probe``, its value and loss rates from the ensemble."""
+    """The Probe of ``run``, its value and loss rates from the ensemble."""
     value = value_rate(inputs, gamma=run.gamma, base=base, min_gain=deployment.min_gain, deployed=deployed)
     loss = float(np.mean(np.maximum(0.0, 1.0 - inputs.ensemble[:, run.gamma] / inputs.ensemble[:, base])))
     return priced_probe(deployment, run, loss_rate=loss, value_rate=value)
@@ -167,7 +167,7 @@ def probe_duration(drafts: float, drafts_per_engine_second: float, step_time: np
 
 
 def priced_probe(deployment: Deployment, run: ProbeRun, *, loss_rate: float, value_rate: float) -> Probe:
-    """The Probe of ``probe`` (module docstring), in seconds of the route's whole output:
+    """The Probe of ``run`` (module docstring), in seconds of the route's whole output:
     cost = share × (duration × loss_rate + restarts × engine_restart_s),
     value = value_rate × (decision_horizon_s − duration) — every probe, whatever it measures."""
     duration = run.duration
