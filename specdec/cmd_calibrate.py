@@ -55,21 +55,28 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     ingest.add_argument("--method", default=None, help="the drafter the runs used (default dspark, said as a default)")
     ingest.add_argument("--draft-cost", type=float, default=None,
                         help="draft cost subtracted from each step (r, or c per token; default 0.10)")
-    ingest.add_argument("--draft-overhead", type=float, default=0.0, help="c0 of a sequential drafter")
+    ingest.add_argument("--draft-overhead", type=float, default=None,
+                        help="c0 of a sequential drafter; an ngram or suffix proposer's time per step")
     ingest.add_argument("--json", action="store_true", help="print one JSON document")
     parser.set_defaults(fn=run)
     return parser
 
 
-def _given(args, defaults: dict[str, object]) -> tuple[dict[str, object], list[str]]:
-    """The flags' values, defaults in for those not given, and the defaults named: a figure the
-    user did not give is said as one (the plan's servers and the table's draft time rest on it)."""
+def _given(args, keys: tuple[str, ...]) -> tuple[dict[str, object], list[str]]:
+    """The flags' values, the Deployment's defaults in for those not given, and the defaults
+    named: a figure the user did not give is said as one (the plan's servers and the table's
+    draft time rest on it)."""
+    from dataclasses import fields
+
+    from model.deployment import Deployment
+
+    defaults = {f.name: f.default for f in fields(Deployment)}
     values, named = {}, []
-    for key, default in defaults.items():
+    for key in keys:
         given = getattr(args, key)
-        values[key] = default if given is None else given
+        values[key] = defaults[key] if given is None else given
         if given is None:
-            named.append(f"--{key.replace('_', '-')} {default}")
+            named.append(f"--{key.replace('_', '-')} {defaults[key]}")
     return values, named
 
 
@@ -82,7 +89,7 @@ def _plan(args) -> dict | str:
     from model.calibrate import calibration_plan, format_plan
     from model.deployment import Deployment
 
-    values, named = _given(args, {"method": "dspark", "tensor_parallel_size": 16})
+    values, named = _given(args, ("method", "tensor_parallel_size"))
     deployment = Deployment(method=values["method"], decode_backend=args.decode_backend,
                             tensor_parallel_size=values["tensor_parallel_size"])
     plan = calibration_plan(deployment, args.survival, model=args.model, gammas=args.gammas,
@@ -96,8 +103,17 @@ def _ingest(args) -> dict | str:
     from model.calibrate import ingest_results, table_csv
     from model.deployment import Deployment
 
-    values, named = _given(args, {"method": "dspark", "draft_cost": 0.10})
-    deployment = Deployment(method=values["method"], draft_cost=values["draft_cost"], draft_overhead=args.draft_overhead)
+    from model.drafters import FREE, PARALLEL, drafter_for
+
+    method, named = _given(args, ("method",))
+    kind = drafter_for(str(method["method"])).kind
+    # the drafter's own price: an ngram or suffix proposer's is draft_overhead, a parallel drafter's
+    # draft_cost, a sequential one's both; the keys it does not read are not named
+    keys = {FREE: ("draft_overhead",), PARALLEL: ("draft_cost",)}.get(kind, ("draft_cost", "draft_overhead"))
+    price, named_price = _given(args, ("draft_cost", "draft_overhead"))
+    named += [n for n in named_price if n.split()[0][2:].replace("-", "_") in keys]
+    deployment = Deployment(method=str(method["method"]), draft_cost=float(str(price["draft_cost"])),
+                            draft_overhead=float(str(price["draft_overhead"])))
     result = ingest_results(args.results, deployment, out=args.out)
     if args.json:
         return {

@@ -274,3 +274,13 @@ def test_a_plan_and_a_table_on_default_figures_say_which(capsys, tmp_path):
     assert specdec_main(args + ["--method", "eagle3", "--tensor-parallel-size", "1", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["defaults"] == [] and "--tensor-parallel-size 1" in doc["servers"][0]["serve_command"]
+
+
+def test_a_table_names_the_default_price_of_the_drafter_it_read(capsys, tmp_path):
+    """The table subtracts the drafter's time: an ngram proposer's is draft_overhead (draft_cost
+    it ignores), a parallel drafter's draft_cost; the default named is the one read."""
+    files = [str(f) for f in write_runs(tmp_path, [0, 3], [1, 8], 0.1)]
+    assert specdec_main(["calibrate", "ingest", *files, "--method", "ngram", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["defaults"] == ["--draft-overhead 0.0"]
+    assert specdec_main(["calibrate", "ingest", *files, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["defaults"] == ["--method dspark", "--draft-cost 0.1"]
