@@ -50,7 +50,6 @@ from .anchor import (DEFAULT, OBSERVED, Anchor, Unpriceable, configured_or_defau
                      solve_observed_rate)
 from .curve_tokens import CurveTokens, own_curve
 from .decision import Decision, Priced, SpecializedPricing, decide, gain_of
-from .decision import Gain as Gain  # importers of model.recommend keep it
 from .deployment import PERCENTILE_OBJECTIVES, Deployment, per_user
 from .drafters import FREE, drafter_for
 from .figures_needed import figures_needed, names_default_drafter
@@ -79,10 +78,10 @@ def recommend(inputs: RouteInputs, deployment: Deployment) -> Recommendation:
     resamples, tail models and specialized speedup bins are spread in a fixed order."""
     checked = check_inputs(inputs, deployment)
     deployment, anchor = _anchored(checked, deployment)
-    pricing = _pricing(checked, deployment)
+    pricing = _pricing(checked, deployment, anchor)
     outcome = _outcome(checked, pricing)
-    decision = decide(_priced(checked, pricing, outcome, anchor))
-    return _recommendation(checked, pricing, outcome, decision, anchor)
+    decision = decide(_priced(checked, pricing, outcome))
+    return _recommendation(checked, pricing, outcome, decision)
 
 
 # ----------------------------------------------------------------- recommend(), step by step
@@ -102,6 +101,8 @@ class _Pricing:
     al_by_batch: np.ndarray | None  # (M, nB, G) per batch size when the curves are per batch
     allowed: np.ndarray  # (G,)
     refusals: list[str | None]  # (G,)
+    anchor: Anchor  # the plain-decode rate priced at, and its source
+    model_error: float | None = None  # the model's tok/s at the deployed γ against the observed, − 1
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,7 +117,7 @@ class _Outcome:
     percentile: bool  # a percentile objective: the requests' doubt, no probe
 
 
-def _pricing(checked: CheckedInputs, deployment: Deployment) -> _Pricing:
+def _pricing(checked: CheckedInputs, deployment: Deployment, anchor: Anchor) -> _Pricing:
     profile = make_profile(deployment)
     elig = checked.eligibility
     model = CostModel.for_deployment(deployment, clean_share=elig.share if elig else 1.0, profile=profile)
@@ -130,7 +131,9 @@ def _pricing(checked: CheckedInputs, deployment: Deployment) -> _Pricing:
                          checked.top, *own_curve(checked.given.running_probe, checked.deployed))
     al_point, al_by_batch = tokens.point(checked.weights)
     allowed, refusals = _admissible(deployment, checked.gammas)
-    return _Pricing(deployment, profile, model, speeds, price, tokens, al_point, al_by_batch, allowed, refusals)
+    pricing = _Pricing(deployment, profile, model, speeds, price, tokens, al_point, al_by_batch, allowed, refusals,
+                       anchor)
+    return replace(pricing, model_error=_model_error(checked, pricing, anchor))
 
 
 def _outcome(checked: CheckedInputs, pricing: _Pricing) -> _Outcome:
@@ -151,7 +154,7 @@ def _outcome(checked: CheckedInputs, pricing: _Pricing) -> _Outcome:
     return _Outcome(speed_point, tps, ensemble, spread, tail_only, False)
 
 
-def _priced(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome, anchor: Anchor) -> Priced:
+def _priced(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome) -> Priced:
     """What the decision rules read (model.decision)."""
     deployment, price, ensemble = pricing.deployment, pricing.price, outcome.ensemble
     probe_inputs = None
@@ -166,8 +169,8 @@ def _priced(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome, anchor
         tail_only=outcome.tail_only, traffic=checked.given.traffic,
         running_probe=None if outcome.percentile else checked.given.running_probe, probe_inputs=probe_inputs,
         specialized=None if outcome.percentile or not checked.specialized else _specialized_pricing(checked, pricing),
-        figures_needed=tuple(figures_needed(deployment, anchor)),
-        model_error_warning=_model_error_warning(_model_error(checked, pricing, anchor), deployment))
+        figures_needed=tuple(figures_needed(deployment, pricing.anchor)),
+        model_error_warning=_model_error_warning(pricing.model_error, deployment))
 
 
 def _specialized_pricing(checked: CheckedInputs, pricing: _Pricing) -> SpecializedPricing:
@@ -182,8 +185,8 @@ def _specialized_pricing(checked: CheckedInputs, pricing: _Pricing) -> Specializ
         latency_from_running=checked.given.observed_latency_source == LOGGED_LOAD)
 
 
-def _recommendation(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome, decision: Decision,
-                    anchor: Anchor) -> Recommendation:
+def _recommendation(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome, decision: Decision
+                    ) -> Recommendation:
     """The Recommendation every view reads: the decision, its candidates, and the config that
     deploys the γ the fleet is to run. An undecided one deploys nothing, though its load view
     shows the γ it would have run; no config names a default drafter."""
@@ -192,7 +195,7 @@ def _recommendation(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome
     if decision.withheld is not None:
         schedule = spec_cfg = None
     drafter_unknown = names_default_drafter(list(decision.figures_needed))
-    model_error = _model_error(checked, pricing, anchor)
+    model_error, anchor = pricing.model_error, pricing.anchor
     return Recommendation(
         objective=deployment.objective, cost_profile=pricing.profile.name,
         interval_level=checked.level, deployed_gamma=deployed,

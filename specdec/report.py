@@ -309,7 +309,7 @@ def _candidate_table(doc: dict) -> list[str]:
 
 def _decision_lines(doc: dict) -> list[str]:
     """The decision with its gain, the one "more data" sentence, model error, notes, schedule."""
-    from model.recommend import Gain
+    from model.decision import Gain
     from model.route import more_drafts_sentence
 
     obs = doc["observed"]
