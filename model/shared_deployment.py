@@ -25,12 +25,13 @@ percentile objective is refused (its percentile would be over every route's requ
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from .decision import UNDECIDED, Gain, Priced, decide_on_ensemble, gain_of, gamma_to_deploy
+from .decision.rules import withheld
 from .figures_needed import FigureNeeded, names_default_drafter, on_defaults
 from .deployment import PERCENTILE_OBJECTIVES, Deployment, ModelInputError
 from .recommend import Recommendation
@@ -167,8 +168,7 @@ def recommend_deployment(name: str, shares: list[RouteShare], deployment: Deploy
         allowed=bool(allowed[i])) for i in range(len(joint_point)))
     needed = recs[0].figures_needed
     if needed and decision.kind in ("change", "off"):
-        decision = replace(decision, kind=UNDECIDED, fleet_gamma=deployed,
-                           reasons=(on_defaults(needed, f"the joint best is gamma {rec}"),))
+        decision = withheld(deployed, decision, tuple(needed), on_defaults(needed, f"the joint best is gamma {rec}"))
     final = decision.fleet_gamma
     split = tuple(_split(s, final, rec, level) for s in shares)
     own = [own_gamma(r) for r in recs]

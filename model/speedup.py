@@ -42,7 +42,7 @@ from acceptance.definitions import acceptance_length_by_gamma, acceptance_length
 
 from .deployment import OBJECTIVES, Deployment, ModelInputError
 from .drafters import Drafter, drafter_for
-from .profiles import SPECIALIZED, STOCK, FlatProfile, Profile, TableProfile, make_profile
+from .profiles import STOCK, FlatProfile, Profile, TableProfile, make_profile
 from .specialized import padded_step_tokens, runs_specialized
 
 _F64: TypeAlias = npt.NDArray[np.float64]
@@ -176,21 +176,6 @@ class CostModel:
         return cls(deployment, profile if profile is not None else make_profile(deployment),
                    drafter_for(deployment.method), clean_share)
 
-    def target_time(self, batch_size: int, q: int, profile: Profile | None = None) -> float:
-        prof = profile if profile is not None else self.profile
-        stock = float(prof.step_time_s(batch_size, q, STOCK))
-        if self.deployment.decode_backend != "latency_specialized":
-            return stock
-        caps = self.deployment.cudagraph_capture_sizes
-        if not runs_specialized(batch_size, q, caps):
-            return stock
-        padded = padded_step_tokens(batch_size, q, caps)
-        assert padded is not None  # runs_specialized: the step has a graph
-        padded_requests = padded // q
-        fast = float(prof.step_time_s(padded_requests, q, SPECIALIZED))
-        e = self.clean_share
-        return e * fast + (1.0 - e) * stock
-
     def step_times(self, gammas: npt.ArrayLike, batch_sizes: npt.ArrayLike, specialized_speedup: float | None = None,
                    widths: npt.ArrayLike | None = None) -> _F64:
         """t[γ, B] in the profile's time unit (seconds when the profile is absolute).
@@ -200,21 +185,21 @@ class CostModel:
         prof = self.profile if specialized_speedup is None else self.profile.with_specialized_speedup(specialized_speedup)
         g = np.asarray(gammas, dtype=int)
         b = np.asarray(batch_sizes, dtype=int)
+        if self.deployment.decode_backend == "latency_specialized":  # the fast path's share at 1/s
+            fixed, scaled = self.speedup_terms(g, b)
+            specialized: _F64 = fixed + scaled / prof.specialized_speedup
+            return specialized
         q = g + 1.0 if widths is None else np.asarray(widths, dtype=float)
         stock_pass = np.asarray(prof.stock_pass_s(b), dtype=float)  # T_stock(B, 1), the draft's unit
-        if self.deployment.decode_backend == "latency_specialized":
-            target = np.array([[self.target_time(int(bb), int(gg) + 1, prof) for bb in b] for gg in g])
-        else:
-            target = np.asarray(prof.step_time_s(b[None, :], q[:, None], STOCK), dtype=float)
-            target = np.broadcast_to(target, (len(g), len(b)))
+        target = np.broadcast_to(np.asarray(prof.step_time_s(b[None, :], q[:, None], STOCK), dtype=float),
+                                 (len(g), len(b)))
         draft = self.drafter.draft_time_factor(g, self.deployment.draft_cost, self.deployment.draft_overhead)
         times: _F64 = target + draft[:, None] * stock_pass[None, :]
         return times
 
-
     def speedup_terms(self, gammas: npt.ArrayLike, batch_sizes: npt.ArrayLike) -> tuple[_F64, _F64]:
-        """(fixed, scaled), each (G, B): t[γ, B] at specialized speedup s is fixed + scaled / s, as
-        step_times prices it — the specialized kernels' share of a step scales with 1/s (a
+        """(fixed, scaled), each (G, B): t[γ, B] at specialized speedup s is fixed + scaled / s (what
+        step_times prices on latency_specialized) — the specialized kernels' share of a step scales with 1/s (a
         measured table's specialized rows do not); the stock share and the drafter do not.
         Full drafts (γ + 1 verified), as the specialized path runs them."""
         g, b, prof = np.asarray(gammas, dtype=int), np.asarray(batch_sizes, dtype=int), self.profile

@@ -30,7 +30,8 @@ def cmd_inspect(args) -> int:
     kv = kv_cache_config(text)
     for entry in report["engines"]:
         entry["kv_cache"] = kv.get(entry["engine"])
-    _check_engine_costs(report, snapshots, args.config)
+    configured = _config_deployment(args.config)
+    _check_engine_costs(report, snapshots, args.config, configured)
     if args.json:
         dump_json(report)
     else:
@@ -47,25 +48,31 @@ def cmd_inspect(args) -> int:
             print("\nwhat the engine reports of its cost (vllm:estimated_*_per_gpu_total over vllm:iteration_tokens_total "
                   "steps; vllm:cache_config_info):\n" + "\n".join(cost + ([report["roofline_check_needs"]] if report.get("roofline_check_needs")
                                                   else [])))
-        print("\n".join(_setup_hint(report, _configured(args.config))))
+        print("\n".join(_setup_hint(report, _set_keys(configured))))
     return 0
 
 
-def _configured(config_path: str | None) -> frozenset[str]:
-    """The [deployment] keys the config passed with --config sets (none without one)."""
+def _config_deployment(config_path: str | None):
+    """The [deployment] of the config passed with --config (None without one), read once."""
     if not config_path:
-        return frozenset()
+        return None
     from .config import deployment_for_route, load_config
 
-    deployment = deployment_for_route(load_config(config_path, required=True), None)
+    return deployment_for_route(load_config(config_path, required=True), None)
+
+
+def _set_keys(deployment) -> frozenset[str]:
+    """The keys describing the engine that ``deployment`` (the config's) sets; none without one."""
+    if deployment is None:
+        return frozenset()
     return frozenset(k for k in ("method", "draft_cost", "draft_overhead", "model", "gpu", "tensor_parallel_size",
                                  "cost_profile", "baseline_tokens_per_second") if deployment.is_configured(k))
 
 
-def _check_engine_costs(report: dict, snapshots, config_path: str | None) -> None:
+def _check_engine_costs(report: dict, snapshots, config_path: str | None, configured) -> None:
     """Beside each engine's reported step cost, the roofline's for the same step
     (model.engine_cost_check), when the model and TP size are known: the config's
-    [deployment] (--config), the model also from the engines' model_name as a local folder;
+    [deployment] (--config, read once: ``configured``), the model also from the engines' model_name as a local folder;
     else ``roofline_check_needs`` says which keys to set."""
     kv_told = any(kv and (kv["memory_bytes"] or kv["cache_dtype"] not in (None, "auto"))
                   for kv in (e.get("kv_cache") for e in report["engines"]))
@@ -81,10 +88,7 @@ def _check_engine_costs(report: dict, snapshots, config_path: str | None) -> Non
     from model.hf_config import model_from_labels
     from model.profiles import deployment_model
 
-    from .config import deployment_for_route, load_config
-
-    deployment = (deployment_for_route(load_config(config_path, required=True), None) if config_path
-                  else Deployment(configured=frozenset()))
+    deployment = configured if configured is not None else Deployment(configured=frozenset())
     deployment, _ = model_from_labels(deployment, snapshots)
     missing = [k for k in ("model", "tensor_parallel_size") if not deployment.is_configured(k)]
     if missing and config_path:  # the flag would change nothing: refused, saying what it lacks

@@ -217,14 +217,14 @@ def given_figures(priced: Priced, decision: Decision) -> Decision:
     step times the engines do not have: its gains are as far off as the miss."""
     needed = priced.figures_needed
     if priced.model_error_warning and decision.kind in DEPLOYING_DECISIONS:
-        return _withheld(priced.deployed, decision, needed, f"{priced.model_error_warning}. On this model the tool would "
+        return withheld(priced.deployed, decision, needed, f"{priced.model_error_warning}. On this model the tool would "
                                            f"{_what_it_would_do(decision)}: a what-if, not a decision")
     if not needed:
         return decision
     if decision.kind in DEPLOYING_DECISIONS:
         gain = gain_of(decision.recommended_gamma, priced.deployed, priced.speedup, priced.ensemble, priced.level)
         would = f"the tool would {_what_it_would_do(decision)}" + (f" ({gain})" if gain is not None else "")
-        return _withheld(priced.deployed, decision, needed, on_defaults(list(needed), would))
+        return withheld(priced.deployed, decision, needed, on_defaults(list(needed), would))
     keys = ", ".join(n.key for n in needed)
     return replace(decision.because(f"priced on default figures ({keys}), which could change it"),
                    figures_needed=needed)
@@ -237,7 +237,7 @@ def _what_it_would_do(decision: Decision) -> str:
     return "turn speculation off" if decision.fleet_gamma == 0 else f"run gamma {decision.fleet_gamma}"
 
 
-def _withheld(deployed: int, decision: Decision, needed: tuple[FigureNeeded, ...], reason: str) -> Decision:
+def withheld(deployed: int, decision: Decision, needed: tuple[FigureNeeded, ...], reason: str) -> Decision:
     """``decision`` withheld: the fleet keeps the ``deployed`` γ, the γ it would have run (or
     probed) named as the best expected, nothing to deploy or probe."""
     best = decision.probe.gamma if decision.probe is not None else decision.recommended_gamma
