@@ -112,7 +112,7 @@ def eligibility_from_step_counts(clean_steps: float, steps: float) -> Eligibilit
     """The share of clean steps counted by specdec's vLLM plugin (``specdec:engine_steps``):
     clean share = (pure decode + uniform verify steps) / all steps — counted, not bounded
     as from the iteration-token histogram. Whether a clean step's batch fits the path is
-    the cost model's part (CostModel.target_time), as with the histogram's share."""
+    the cost model's part (CostModel.speedup_terms), as with the histogram's share."""
     if not (math.isfinite(steps) and steps > 0) or not (math.isfinite(clean_steps) and 0 <= clean_steps <= steps):
         raise ModelInputError(f"plugin step counts: need 0 ≤ clean ({clean_steps!r}) ≤ steps ({steps!r}) and steps > 0")
     share = clean_steps / steps

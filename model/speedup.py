@@ -239,7 +239,7 @@ class CostModel:
 
     def _fast_cells(self, g: npt.NDArray[np.int_], b: npt.NDArray[np.int_]) -> list[tuple[int, int, int, int]]:
         """(i, j, padded requests, q) of the candidates × batch sizes whose clean steps take the
-        specialized path (target_time's test); none off it."""
+        specialized path (model.specialized.runs_specialized); none off it."""
         if self.deployment.decode_backend != "latency_specialized":
             return []
         caps = self.deployment.cudagraph_capture_sizes
