@@ -32,7 +32,7 @@ a what-if mix, a batch-size schedule, or a gauge-sampled mix that misses bursts.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Sequence, TypeAlias, overload
 
 import numpy as np
@@ -196,6 +196,20 @@ class CostModel:
         draft = self.drafter.draft_time_factor(g, self.deployment.draft_cost, self.deployment.draft_overhead)
         times: _F64 = target + draft[:, None] * stock_pass[None, :]
         return times
+
+    def target_time(self, batch_size: int, q: int, profile: Profile | None = None) -> float:
+        """The target's time for one step of ``batch_size`` requests verifying ``q`` tokens each,
+        without the drafter: stock, or on latency_specialized with its clean share on the fast
+        path at the profile's speedup (speedup_terms less its drafter part)."""
+        model = self if profile is None else replace(self, profile=profile)
+        prof = model.profile
+        if model.deployment.decode_backend != "latency_specialized":
+            return float(prof.step_time_s(batch_size, q, STOCK))
+        fixed, scaled = model.speedup_terms([q - 1], [batch_size])
+        draft = model.drafter.draft_time_factor(np.array([q - 1]), self.deployment.draft_cost,
+                                                self.deployment.draft_overhead)
+        return float(fixed[0, 0] - float(draft[0]) * float(prof.stock_pass_s(batch_size))
+                     + scaled[0, 0] / prof.specialized_speedup)
 
     def speedup_terms(self, gammas: npt.ArrayLike, batch_sizes: npt.ArrayLike) -> tuple[_F64, _F64]:
         """(fixed, scaled), each (G, B): t[γ, B] at specialized speedup s is fixed + scaled / s (what

@@ -70,3 +70,19 @@ def test_a_measured_tables_specialized_rows_do_not_scale_with_the_speedup(tmp_pa
     assert scaled[0].tolist() == [0.0, 0.0]  # γ 3 verifies 4 tokens: the measured rows, at every s
     with pytest.raises(ModelInputError, match="no plain-decode rate to vary"):
         cost.anchor_terms([3], [1])
+
+
+@pytest.mark.parametrize("backend", ["latency_specialized", "auto"])
+def test_the_target_time_is_the_step_time_less_the_drafter(backend):
+    """CostModel.target_time (the what-if notebook reads it): a step's time without the drafter's
+    passes, stock or with its clean share on the fast path."""
+    from model.speedup import CostModel
+
+    dep = Deployment(method="dspark", draft_cost=0.03, cost_profile="roofline", model="kimi-k3", gpu="GB300",
+                     tensor_parallel_size=8, decode_backend=backend, baseline_tokens_per_second=90.0)
+    cost = CostModel.for_deployment(dep, clean_share=0.9)
+    for gamma, batch in [(0, 1), (3, 4), (7, 16), (7, 64)]:
+        draft = float(cost.drafter.draft_time_factor(np.array([gamma]), 0.03, dep.draft_overhead)[0])
+        step = float(cost.step_times([gamma], [batch])[0, 0])
+        assert cost.target_time(batch, gamma + 1) + draft * float(cost.profile.stock_pass_s(batch)) == \
+            pytest.approx(step, rel=1e-12)
