@@ -12,6 +12,10 @@ row is exactly the counters' change over its span, as the store's deltas are. Ea
 increases and gauge samples (the engines running B at each evaluation) are summed the same
 way, over each segment's blocks: a segment's own latency and batch mix.
 
+The rules read their query offset D in the past (acceptance.prometheus_rules; the heartbeat's
+label ``query_offset``, none: 0): an evaluation at t counted up to t − D, so the window's
+blocks, segments and events are dated D before their evaluations.
+
 Found by name (the heartbeat ``specdec:route_window_rules:up<R>{route}``) and used only when
 it covers the window: evaluated in at least MIN_COVERAGE of the window's evaluations
 (rule evaluations Prometheus missed lose their minutes' counts, not the ratios) and not in
@@ -53,7 +57,7 @@ from .prometheus import (
     segment_latency,
 )
 from .prometheus_http import Labels
-from .prometheus_rules import HEARTBEAT_PREFIX, resolution_seconds, series_names
+from .prometheus_rules import HEARTBEAT_PREFIX, query_offset_seconds, resolution_seconds, series_names
 from .store import EngineRef, Event
 from . import vllm_metrics as vm
 from .windows import GammaSegment, StepShapeWindow
@@ -72,6 +76,7 @@ class Coverage:
     last_evaluation: float | None = None
     evaluations: int = 0
     why_not: str | None = None
+    query_offset_s: float = 0.0  # what the rules counted at t, they counted up to t − this
 
 
 @dataclass(frozen=True)
@@ -138,13 +143,21 @@ def _coverage(client: PrometheusClient, route: str, sel: str, start: float, end:
     if sel not in selectors:
         return Coverage(why_not=f"the recorded series of route {route!r} were written for selector "
                                 f"{next(iter(selectors), '?')}, not {sel}")
+    offsets = {lab.get("query_offset", "0s") for lab, _ in counted if lab.get("selector") == sel}
+    if len(offsets) > 1:  # the rules changed it inside the window: a span counted twice or never
+        return Coverage(why_not=f"the recorded series of route {route!r} were written with query offsets "
+                                f"{' and '.join(sorted(offsets))} inside the window")
+    try:
+        offset_s = query_offset_seconds(offsets.pop())
+    except InputError as e:
+        return Coverage(why_not=f"the recorded series of route {route!r}: {e}")
     if selectors[sel] < MIN_COVERAGE * evaluations:
         return Coverage(why_not=f"the recorded series of route {route!r} cover {selectors[sel]:.0f} of the window's "
                                 f"{evaluations} evaluations (less than {MIN_COVERAGE:.0%})")
     if selectors[sel] > (2 - MIN_COVERAGE) * evaluations + 1:  # their increases would count twice
         return Coverage(why_not=f"the recorded series of route {route!r} hold {selectors[sel]:.0f} evaluations in the "
                                 f"window's {evaluations} (a backfill overlapping the rules' live evaluations?)")
-    return Coverage(t_e, evaluations)
+    return Coverage(t_e, evaluations, query_offset_s=offset_s)
 
 
 def _block_plan(evaluations: int, max_blocks: int) -> tuple[int, int, int]:
@@ -160,14 +173,14 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
     k, n, remainder = _block_plan(coverage.evaluations, max_blocks)
     block = k * r
     assert coverage.last_evaluation is not None  # a Coverage without why_not has one (_coverage)
-    last_end = coverage.last_evaluation + r / 2
-    blocks = _Blocks(client, _route_matcher(route), last_end, n, block, remainder * r)
+    last_end, shift = coverage.last_evaluation + r / 2, coverage.query_offset_s
+    blocks = _Blocks(client, _route_matcher(route), last_end, n, block, remainder * r, shift)
     series = blocks.summed(names["spec_decode"], f"gamma, {vm.POSITION_LABEL}")
     latency = blocks.latency(names)
     batches = blocks.summed(names["engines_by_batch_by_gamma"], "gamma, batch")
     q = RouteQueries(sel, block)
     window_s = coverage.evaluations * r
-    recorded = _Recorded(client, route, names, last_end, window_s)
+    recorded = _Recorded(client, route, names, last_end, window_s, shift)
     engines_of = recorded.engines_of(q, r)
     found = []
     for g in gammas_in(client, [s for s in series if "gamma" in s[0]]):
@@ -191,7 +204,7 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
                      f"written before it): a probe's latency is priced at the route's batch mix, not its own; "
                      f"`specdec rules` writes the rules anew")
     return PrometheusWindow(
-        url=client.url, selector=sel, start=last_end - window_s, end=min(end, last_end), block_s=block,
+        url=client.url, selector=sel, start=last_end - window_s - shift, end=min(end, last_end - shift), block_s=block,
         scrape_interval_s=scrape_interval(client, sel, end, end - start),
         segments=segments, events=recorded.events(), step_shape=shape,
         engine_labels=engine_labels, not_speculating=not_speculating(client, q, end),
@@ -206,7 +219,8 @@ def _batch_samples(series: Sequence[tuple[Labels, np.ndarray, np.ndarray]], segm
 @dataclass(frozen=True)
 class _Blocks:
     """The window's blocks of recorded series: n whole blocks ending at last_end, ``block`` s
-    apart (one range query), and the oldest holding the remainder (one instant query)."""
+    apart (one range query), and the oldest holding the remainder (one instant query). Their
+    times are what the evaluations counted up to: ``shift`` (the rules' query offset) before."""
 
     client: PrometheusClient
     matcher: str
@@ -214,6 +228,7 @@ class _Blocks:
     n: int
     block: float
     remainder_s: float
+    shift: float = 0.0
 
     def summed(self, record: str, by: str) -> _Matrix:
         """(labels, block ends, values) of ``sum by (by) (sum_over_time(record[block]))``."""
@@ -238,11 +253,11 @@ class _Blocks:
             oldest_end = self.last_end - self.n * self.block
             series = series + [(lab, np.array([oldest_end]), np.array([v]))
                                for lab, v in self.client.query(expr(promql_duration(self.remainder_s)), oldest_end)]
-        return series
+        return [(lab, times - self.shift, values) for lab, times, values in series]
 
     def starts(self, rows: Iterable[float]) -> dict[float, float]:
         """Block end → its start, for the block ends in ``rows``."""
-        oldest_end = self.last_end - self.n * self.block
+        oldest_end = self.last_end - self.n * self.block - self.shift
         return {t: oldest_end - self.remainder_s if self.remainder_s and t == round(oldest_end, 3) else t - self.block
                 for t in rows}
 
@@ -254,8 +269,9 @@ def _key(labels: Labels) -> tuple[tuple[str, str], ...]:
 class _Recorded:
     """Whole-window reads of one route's recorded series, at the window's last block end."""
 
-    def __init__(self, client: PrometheusClient, route: str, names: dict[str, str], at: float, window_s: float) -> None:
-        self.client, self.names, self.at = client, names, at
+    def __init__(self, client: PrometheusClient, route: str, names: dict[str, str], at: float, window_s: float,
+                 shift: float) -> None:
+        self.client, self.names, self.at, self.shift = client, names, at, shift
         self.matcher, self.range = _route_matcher(route), f"[{promql_duration(window_s)}]"
         self._sparse: dict[str, _Matrix] = {}
 
@@ -286,7 +302,7 @@ class _Recorded:
         VictoriaMetrics returns vmalert's markers, Prometheus hides its own."""
         if role not in self._sparse:
             found = self.client.samples(f"{self.names[role]}{self.matcher}{self.range}", self.at)
-            self._sparse[role] = [(labels, times[np.isfinite(values)], values[np.isfinite(values)])
+            self._sparse[role] = [(labels, times[np.isfinite(values)] - self.shift, values[np.isfinite(values)])
                                   for labels, times, values in found]
         return self._sparse[role]
 

@@ -18,6 +18,17 @@ extrapolated edges. Per engine, before summing:
 * the engine's γ at the evaluation labels its counts (``count_values without ()``): counts
   are never summed across γ.
 
+Read QUERY_OFFSET (D, default 10 s) in the past: an evaluation at t records the change over
+(t − R − D, t − D], ``x offset D − x offset (R + D)``. Prometheus stamps a sample at its
+scrape's start but stores it at the scrape's end; read at t itself, a scrape in flight is
+not there yet, the next evaluation's ``offset R`` finds it, and its counts fall between two
+evaluations, lost — a different share for each rule, as each is evaluated at its own
+moment, so an ITL sum and count lost unequally bias the mean (seen: 10% on a loaded
+2-core machine; a target whose scrapes always straddle the group's phase would lose a
+scrape's worth every evaluation). D at least the scrape timeout makes every sample stored
+before it is read (Prometheus 2.53+'s group ``query_offset`` does the same, but 2.42, what
+Debian ships, refuses that key). The heartbeat's label ``query_offset`` tells the source D.
+
 Series per route (what the rules add to Prometheus): (γ + 3) per γ in use
 (``specdec:route_spec_decode:delta<R>``), one per batch size seen, two batch-pair counts, two
 ITL sums over the route and two per γ in use (each segment's own latency), one per
@@ -35,6 +46,8 @@ from . import vllm_metrics as vm
 from .errors import InputError
 
 RESOLUTION = "1m"
+# Prometheus' default scrape_timeout: a sample stamped at a scrape's start is stored by then.
+QUERY_OFFSET = "10s"
 _DURATION = re.compile(r"^([0-9]+)(ms|s|m|h)$")
 _SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -52,6 +65,21 @@ def resolution_seconds(resolution: str) -> float:
     if not 1.0 <= seconds <= MAX_RESOLUTION_S:
         raise InputError(f"rules resolution {resolution!r}: expected a Prometheus duration from 1s to 5m, like 1m")
     return seconds
+
+
+def query_offset_seconds(query_offset: str) -> float:
+    """``10s`` → 10.0; a query offset is one Prometheus duration unit, 0 s to 5 m (0 s: none)."""
+    m = _DURATION.match(query_offset) if isinstance(query_offset, str) else None
+    seconds = int(m.group(1)) * _SECONDS[m.group(2)] if m else -1.0
+    if not 0.0 <= seconds <= MAX_RESOLUTION_S:
+        raise InputError(f"rules query offset {query_offset!r}: expected a Prometheus duration from 0s to 5m, "
+                         f"like {QUERY_OFFSET}")
+    return seconds
+
+
+def _duration(seconds: float) -> str:
+    """A PromQL duration: whole seconds as ``70s``, else milliseconds."""
+    return f"{seconds:.0f}s" if seconds == int(seconds) else f"{seconds * 1000:.0f}ms"
 
 
 def series_names(resolution: str = RESOLUTION) -> dict[str, str]:
@@ -77,28 +105,33 @@ def series_names(resolution: str = RESOLUTION) -> dict[str, str]:
 class _Rules:
     """The PromQL of one route's window rules (selector SEL, resolution R)."""
 
-    def __init__(self, selector: str, resolution: str):
+    def __init__(self, selector: str, resolution: str, query_offset: str = "0s"):
         self.sel, self.r = selector, resolution
         self.per_pos = f"{vm.ACCEPTED_PER_POSITION}_total{selector}"
+        # "now" is query_offset before the evaluation, "before" R earlier still (module docstring)
+        offset_s = query_offset_seconds(query_offset)
+        self.now = f" offset {query_offset}" if offset_s else ""
+        self.before = (f" offset {_duration(resolution_seconds(resolution) + offset_s)}" if offset_s
+                       else f" offset {resolution}")
 
     def gamma(self, offset: bool = False) -> str:
         """γ of each engine: the number of its position series (labels: the engine's)."""
-        off = f" offset {self.r}" if offset else ""
-        return f"count without ({vm.POSITION_LABEL}) ({self.per_pos}{off})"
+        return f"count without ({vm.POSITION_LABEL}) ({self.per_pos}{self.before if offset else self.now})"
 
     def restarted(self) -> str:
         drafts = f"{vm.DRAFTS}_total{self.sel}"
         return (f"(({self.gamma()} != {self.gamma(True)}) or "
-                f"sum without () ({drafts} < {drafts} offset {self.r}))")
+                f"sum without () ({drafts}{self.now} < {drafts}{self.before}))")
 
     def delta(self, series: str, restarts: str) -> str:
         """Per series: x − x R ago; after a restart (``restarts``, per engine) the new value."""
-        return (f"((({series} - {series} offset {self.r}) >= 0 unless ignoring({vm.POSITION_LABEL}, le) {restarts})"
-                f" or (sum without () ({series}) and ignoring({vm.POSITION_LABEL}, le) {restarts}))")
+        now, before = f"{series}{self.now}", f"{series}{self.before}"
+        return (f"((({now} - {before}) >= 0 unless ignoring({vm.POSITION_LABEL}, le) {restarts})"
+                f" or (sum without () ({now}) and ignoring({vm.POSITION_LABEL}, le) {restarts}))")
 
     def own_drop(self, series: str) -> str:
         """A counter that is not spec decode's: it restarted where it went down."""
-        return f"sum without () ({series} < {series} offset {self.r})"
+        return f"sum without () ({series}{self.now} < {series}{self.before})"
 
     def spec_decode(self) -> str:
         restarts = self.restarted()
@@ -125,7 +158,7 @@ class _Rules:
                 f'* ignoring(batch, gamma) group_left(gamma) count_values without () ("gamma", {self.gamma()}))')
 
     def running(self, offset: bool = False) -> str:
-        return f"round({vm.NUM_REQUESTS_RUNNING}{self.sel}{f' offset {self.r}' if offset else ''})"
+        return f"round({vm.NUM_REQUESTS_RUNNING}{self.sel}{self.before if offset else self.now})"
 
     def batch_pairs(self) -> str:
         """Engines running now and R ago (pairs="both_running") and those whose batch size also
@@ -135,10 +168,11 @@ class _Rules:
                 f'label_replace(count(({now} > 0) and ({now} == {before})), "pairs", "batch_kept", "", "")')
 
 
-def route_rules(route: str, selector: str, resolution: str = RESOLUTION) -> list[tuple[str, str]]:
+def route_rules(route: str, selector: str, resolution: str = RESOLUTION,
+                query_offset: str = QUERY_OFFSET) -> list[tuple[str, str]]:
     """(record name, PromQL) of one route's window rules; every one carries label route."""
     resolution_seconds(resolution)
-    q = _Rules(selector, resolution)
+    q = _Rules(selector, resolution, query_offset)
     names = series_names(resolution)
     itl = vm.INTER_TOKEN_LATENCY
     return [
@@ -158,24 +192,28 @@ def route_rules(route: str, selector: str, resolution: str = RESOLUTION) -> list
     ]
 
 
-def window_rule_groups(routes: dict[str, str], resolution: str = RESOLUTION) -> list[str]:
+def window_rule_groups(routes: dict[str, str], resolution: str = RESOLUTION,
+                       query_offset: str = QUERY_OFFSET) -> list[str]:
     """YAML lines of one rule group per route, evaluated every ``resolution`` (the group's own
     interval, whatever the server's evaluation_interval). The heartbeat carries the selector
-    the rules were written for: the source checks it against the route's current one."""
+    the rules were written for (the source checks it against the route's current one) and
+    their query offset (the source dates what they counted by it)."""
     heartbeat = series_names(resolution)["heartbeat"]
     lines = []
     for route in sorted(routes):
         selector = routes[route]
         lines += [f"  - name: {json.dumps(f'specdec-window-{route}', ensure_ascii=False)}",
                   f"    interval: {resolution}", "    rules:"]
-        for record, expr in route_rules(route, selector, resolution):
+        for record, expr in route_rules(route, selector, resolution, query_offset):
             lines += [f"      - record: {json.dumps(record)}",
                       f"        expr: {json.dumps(expr, ensure_ascii=False)}",
                       "        labels:",
                       f"          route: {json.dumps(route, ensure_ascii=False)}"]
             if record == heartbeat:
                 lines.append(f"          selector: {json.dumps(selector, ensure_ascii=False)}")
+                if query_offset_seconds(query_offset):
+                    lines.append(f"          query_offset: {json.dumps(query_offset)}")
     return lines
 
 
-__all__ = ["RESOLUTION", "HEARTBEAT_PREFIX", "resolution_seconds", "series_names", "route_rules", "window_rule_groups"]
+__all__ = ["RESOLUTION", "QUERY_OFFSET", "HEARTBEAT_PREFIX", "resolution_seconds", "query_offset_seconds", "series_names", "route_rules", "window_rule_groups"]

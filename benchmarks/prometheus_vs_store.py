@@ -40,6 +40,7 @@ import numpy as np
 from acceptance import vllm_metrics as vm
 from acceptance.prometheus import PrometheusClient, PrometheusSettings, prometheus_route_window
 from acceptance.prometheus_recorded import prometheus_window
+from acceptance.prometheus_rules import QUERY_OFFSET, RESOLUTION, query_offset_seconds, resolution_seconds
 from acceptance.prometheus_rules import series_names as recorded_names
 from acceptance.store import Store
 from acceptance.windows import route_window
@@ -319,11 +320,15 @@ def time_prometheus(work: Path, built: Path, args, t0: float, last_sample: float
             built.write_text(json.dumps(json.loads(built.read_text())[:4] + [rules_s, rules_disk]))
         beats = PrometheusClient(settings, timeout_s=60).samples(
             f'{recorded_names()["heartbeat"]}{{route="bench"}}[{int(args.days * 86400 + 7200)}s]', last_sample + 60)
-        # The window every source reads: from the first rule evaluation (a baseline) to the last, so
-        # that the store's deltas of (first, last] and the evaluations' increases cover the same samples.
-        first, last = float(beats[0][1][0]), float(beats[0][1][-1])
+        # The recorded window: the evaluations after the second to the last (the first two may hold
+        # only the engines' first samples, baselines). Each counted up to the rules' query offset
+        # before it, so the other sources read that span: the store's deltas of (first, last] and
+        # the evaluations' increases cover the same samples.
+        r, offset = resolution_seconds(RESOLUTION), query_offset_seconds(QUERY_OFFSET)
+        evaluated = (float(beats[0][1][0]) + r, float(beats[0][1][-1]))
+        first, last = evaluated[0] - offset, evaluated[1] - offset
         log(f"window ({first:.0f}, {last:.0f}]: {(last - first) / 86400:.3f} d")
-        recorded = timed(tuned(lambda: prometheus_window(settings, "bench", '{job="bench"}', first, last,
+        recorded = timed(tuned(lambda: prometheus_window(settings, "bench", '{job="bench"}', *evaluated,
                                                          timeout_s=300), deployment), args.repeat)
         assert recorded[0][0].recorded is not None, recorded[0][0].notes
         raw = timed(tuned(lambda: prometheus_route_window(settings, '{job="bench"}', first, last, timeout_s=300),

@@ -201,7 +201,8 @@ def cmd_rules(args) -> int:
     routes = {name: (r.selector if r.source == "prometheus" else list(r.targets)) for name, r in config.routes.items()}
     if not routes:
         raise UsageError(f"{config.path}: no routes to write rules for")
-    sys.stdout.write(recording_rules(routes, window=args.rate_window, resolution=args.resolution))
+    sys.stdout.write(recording_rules(routes, window=args.rate_window, resolution=args.resolution,
+                                     query_offset=args.query_offset))
     return 0
 
 
@@ -514,6 +515,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resolution", default="1m",
                    help="how often the window rules (what tune-gamma reads through Prometheus) are evaluated: "
                         "1s to 5m (default 1m)")
+    p.add_argument("--query-offset", default="10s",
+                   help="how far before each evaluation the window rules read, at least the scrape_timeout "
+                        "(a sample is stamped at its scrape's start, stored at its end): 0s to 5m (default 10s, "
+                        "Prometheus' default scrape_timeout)")
     p.set_defaults(fn=cmd_rules)
 
     p = sub.add_parser("grafana", help="a Grafana dashboard (JSON) of every route over specdec's gauges and rules")

@@ -44,7 +44,7 @@ from prometheus_client.core import GaugeMetricFamily
 from acceptance.errors import InputError
 from acceptance import vllm_metrics as vm
 from acceptance.prometheus import normalise_selector
-from acceptance.prometheus_rules import RESOLUTION, window_rule_groups
+from acceptance.prometheus_rules import QUERY_OFFSET, RESOLUTION, window_rule_groups
 from acceptance.store.records import EVENT_KINDS
 
 DECISIONS = ("change", "keep", "off", "probe", "undecided")
@@ -227,7 +227,8 @@ def check_rate_window(window: str) -> None:
         raise InputError(f"rules window {window!r}: expected a Prometheus duration like 5m or 1h")
 
 
-def recording_rules(routes: dict, window: str = "5m", resolution: str = RESOLUTION) -> str:
+def recording_rules(routes: dict, window: str = "5m", resolution: str = RESOLUTION,
+                    query_offset: str = QUERY_OFFSET) -> str:
     """A Prometheus rules file (YAML) with, per route (label ``route``), for dashboards:
 
       specdec:route_survival:ratio_rate<W>  a_k = sum by (position) (rate(A_k[W]))
@@ -260,7 +261,9 @@ def recording_rules(routes: dict, window: str = "5m", resolution: str = RESOLUTI
         "# the curve MIXES gamma — check specdec:route_engines:count_by_gamma, or give such a route one",
         "# selector per gamma. specdec's own Prometheus source splits by gamma; these rules do not.",
         f"# The groups specdec-window-ROUTE (every {resolution}) are what specdec's Prometheus source reads",
-        "# instead of raw samples (per gamma and position, exact increases); backfill them over past data",
+        "# instead of raw samples (per gamma and position, exact increases), each evaluation counting up to",
+        f"# {query_offset} before it (at least your scrape_timeout: a scrape in flight is counted when stored);",
+        "# backfill them over past data",
         "# with `promtool tsdb create-blocks-from rules`.",
         "groups:",
         '  - name: "specdec"',
@@ -291,7 +294,7 @@ def recording_rules(routes: dict, window: str = "5m", resolution: str = RESOLUTI
         rule("specdec:route_engines:count_by_gamma",
              f'count_values("gamma", count without ({vm.POSITION_LABEL}) ({per_pos}{sel}))', route,
              f"route {route}: engines per gamma (more than one series: the curves above mix gamma)")
-    lines += window_rule_groups(selectors, resolution)
+    lines += window_rule_groups(selectors, resolution, query_offset)
     return "\n".join(lines) + "\n"
 
 

@@ -31,6 +31,7 @@ SPEED = 40.0  # simulated seconds per wall second: the restart at 10 min comes a
 AFTER_RESTART_S = 12.0  # wall seconds of data after the restart
 RULES_WINDOW = "10s"
 RULES_RESOLUTION = "2s"  # the window rules' evaluation interval (2 s of wall time: 80 simulated)
+RULES_QUERY_OFFSET = "1s"  # the scrape timeout: every sample the rules read is stored by then
 
 
 def require_installed(find: Callable[[], str | None], script: str, what: str) -> str:
@@ -117,13 +118,14 @@ def scrape_config(job: str, hostports: list[str], *, evaluation_interval: str | 
 
 
 @contextlib.contextmanager
-def fleet_followed(tmp: Path, scenario, launch, ready_path: str, *, event_at_s: float = 600.0, on_start=None):
-    """The simulated ``scenario`` served; a metrics server (``launch(hostports, port)`` gives
-    its argv) scraping it and the embedded store collecting it, until AFTER_RESTART_S wall
-    seconds after its event at ``event_at_s`` simulated. Yields the window both saw.
-    ``on_start(seen)``: called once the fleet runs (to start another follower)."""
+def fleet_followed(tmp: Path, scenario, launch, ready_path: str, *, event_at_s: float = 600.0, on_start=None,
+                   answer_delay_s: float = 0.0):
+    """The simulated ``scenario`` served (each page ``answer_delay_s`` late); a metrics server
+    (``launch(hostports, port)`` gives its argv) scraping it and the embedded store collecting
+    it, until AFTER_RESTART_S wall seconds after its event at ``event_at_s`` simulated. Yields
+    the window both saw. ``on_start(seen)``: called once the fleet runs (to start another follower)."""
     fleet = Fleet(_persistent_batches(scenario))
-    targets = list(fleet.serve().values())
+    targets = list(fleet.serve(answer_delay_s=answer_delay_s).values())
     hostports = [u.split("//", 1)[1].split("/", 1)[0] for u in targets]
     port = free_port()
     log = tmp / "server.log"
@@ -169,7 +171,7 @@ def prometheus_with_rules(tmp: Path, job: str, route: str, *, also_scrape: list[
     ``also_scrape``, host:port targets of a job "specdec", e.g. `specdec collect --serve`)."""
     prometheus = require_binary("prometheus")
     (tmp / "rules.yml").write_text(recording_rules({route: f'{{job="{job}"}}'}, window=RULES_WINDOW,
-                                                   resolution=RULES_RESOLUTION))
+                                                   resolution=RULES_RESOLUTION, query_offset=RULES_QUERY_OFFSET))
 
     def launch(hostports, port):
         extra = (f"  - job_name: specdec\n    static_configs:\n      - targets: {json.dumps(list(also_scrape))}\n"

@@ -44,7 +44,7 @@ from acceptance.fetch import UnreachableError
 from specdec.exporter import DECISIONS
 from acceptance.prometheus import _plan_blocks
 from acceptance.prometheus_recorded import _block_plan, _coverage, prometheus_window
-from acceptance.prometheus_rules import resolution_seconds
+from acceptance.prometheus_rules import query_offset_seconds, resolution_seconds, route_rules, series_names
 from acceptance.sim import build_scenario
 from acceptance.sim.scenarios import scenario_from_dict
 from acceptance.windows import route_window
@@ -52,6 +52,8 @@ from specdec.exporter import RouteGauges, recording_rules
 from specdec.pipeline import tune_inline
 from specdec.report import tuning_to_dict
 from metrics_servers import (
+    RULES_QUERY_OFFSET,
+    RULES_RESOLUTION,
     RULES_WINDOW,
     SURVIVAL_TOLERANCE,
     fleet_followed,
@@ -275,6 +277,71 @@ def test_recorded_window_splits_gamma_and_names_each_segments_engines(gamma_chan
     assert len(six.total.accepted_per_position) == 6 and six.total.drafts > 0
 
 
+@pytest.fixture(scope="module")
+def slow_exporter(tmp_path_factory):
+    """Prometheus with specdec's rules following one engine whose pages are answered 0.5 s
+    late: each scrape is stamped at its request and stored 0.5 s later, so a rule reading at
+    its own evaluation's instant finds the scrape in flight missing whenever the evaluation
+    falls in that half second."""
+    tmp = tmp_path_factory.mktemp("prom-slow")
+    scenario = scenario_from_dict({
+        "name": "slow", "routes": {"slow": {
+            "gamma": 4, "process": {"kind": "independent", "p": 0.7},
+            "batch": {"weights": {"4": 1.0}, "persistence": 0.5},
+            "targets": [{"name": "slow-0", "engines": 1}]}}}, seed=11)
+    with fleet_followed(tmp, scenario, prometheus_with_rules(tmp, "sim-slow", "slow"), "/-/ready",
+                        event_at_s=200.0, answer_delay_s=0.5) as seen:
+        yield seen
+
+
+def test_recorded_counts_are_exact_when_scrapes_are_stored_late(slow_exporter):
+    """The rules read their query offset in the past, where every scrape is stored: the
+    window's drafts, accepted tokens and ITL sum and count are exactly the raw counters'
+    change over the span the evaluations counted — none lost to a scrape in flight, and
+    the ITL sum and count lost alike never (their mean unbiased)."""
+    settings = PrometheusSettings(slow_exporter["url"])
+    client = PrometheusClient(settings)
+    # from 5 s in: the window's first evaluation counts from a scrape (the engine's first is a baseline)
+    start, end, sel = slow_exporter["start"] + 5.0, slow_exporter["end"], '{job="sim-slow"}'
+    window = prometheus_window(settings, "slow", sel, start, end)
+    assert window.recorded is not None, window.notes
+    r, offset = resolution_seconds(RULES_RESOLUTION), query_offset_seconds(RULES_QUERY_OFFSET)
+    coverage = _coverage(client, "slow", sel, start, end, r, series_names(RULES_RESOLUTION)["heartbeat"])
+    assert coverage.why_not is None and coverage.query_offset_s == offset == 1.0
+    counted_to = coverage.last_evaluation - offset
+    counted_from = counted_to - coverage.evaluations * r
+
+    def change(counter: str) -> float:
+        at = [client.query(f"sum({counter}{sel})", t) for t in (counted_from, counted_to)]
+        return at[1][0][1] - at[0][0][1]
+
+    [segment] = window.segments
+    assert segment.total.drafts == change("vllm:spec_decode_num_drafts_total") > 0
+    assert segment.total.accepted_tokens == change("vllm:spec_decode_num_accepted_tokens_total")
+    assert segment.itl_count == change("vllm:inter_token_latency_seconds_count")
+    assert segment.itl_mean_s == pytest.approx(change("vllm:inter_token_latency_seconds_sum") / segment.itl_count,
+                                               rel=1e-9)
+    assert window.end == pytest.approx(min(end, counted_to + r / 2))
+
+
+def test_rules_read_their_query_offset_in_the_past():
+    """Every raw selector of the window rules reads ``offset D`` and R before it ``offset
+    (R + D)``; at 0 s the rules read the evaluation's instant, as before the offset."""
+    late = dict(route_rules("a", '{job="x"}', "1m", "10s"))
+    spec = late["specdec:route_spec_decode:delta1m"]
+    assert 'vllm:spec_decode_num_drafts_total{job="x"} offset 10s' in spec
+    assert 'vllm:spec_decode_num_drafts_total{job="x"} offset 70s' in spec
+    assert '{job="x"})' not in spec and '{job="x"} -' not in spec  # no selector read at the instant
+    now = dict(route_rules("a", '{job="x"}', "1m", "0s"))["specdec:route_spec_decode:delta1m"]
+    assert "offset 10s" not in now and "offset 1m" in now
+    rules = recording_rules({"a": '{job="x"}'}, query_offset="15s")
+    assert 'query_offset: "15s"' in rules and "offset 75s" in rules
+    assert "query_offset" not in recording_rules({"a": '{job="x"}'}, query_offset="0s")
+    for bad in ("6m", "1.5s", "-1s", "", 10):
+        with pytest.raises(ValueError, match="query offset"):
+            recording_rules({"a": '{job="x"}'}, query_offset=bad)
+
+
 class _Heartbeat:
     """A client whose heartbeat was last evaluated at 1000 s and counted ``n`` times."""
 
@@ -308,6 +375,23 @@ def test_recorded_coverage_wants_the_rules_running_at_the_windows_end():
     assert "before the window's end" in _coverage(_Heartbeat(1), "a", '{job="x"}', 1001.0, 1005.0, 10.0, "hb").why_not
     assert "written for selector" in _coverage(_Heartbeat(60, '{job="y"}'), "a", '{job="x"}', 400.0, 1000.0, 10.0,
                                                "hb").why_not
+
+
+class _Reoffset(_Heartbeat):
+    """Rules rewritten inside the window: 30 evaluations at query offset 10s, 30 at 0s."""
+
+    def query(self, expr: str, at: float):
+        if expr.startswith("timestamp("):
+            return [({}, 1000.0)]
+        return [({"selector": self.selector, "query_offset": "10s"}, 30.0), ({"selector": self.selector}, 30.0)]
+
+
+def test_recorded_coverage_reads_the_query_offset_and_refuses_a_change_of_it():
+    """The heartbeat's query_offset dates what the evaluations counted (none: 0 s, rules
+    written before it); changed inside the window, a span was counted twice or never."""
+    assert _coverage(_Heartbeat(60), "a", '{job="x"}', 400.0, 1000.0, 10.0, "hb").query_offset_s == 0.0
+    why = _coverage(_Reoffset(60), "a", '{job="x"}', 400.0, 1000.0, 10.0, "hb").why_not
+    assert "query offsets 0s and 10s inside the window" in why
 
 
 def test_recorded_window_plan_and_resolution():
@@ -643,6 +727,8 @@ def test_each_gamma_segment_keeps_its_own_latency_through_prometheus(gamma_chang
                       for name, by in (("raw", prom), ("recorded", rec), ("store", store))))
     assert set(prom) == set(rec) == set(store) == {4, 6}
     for g in (4, 6):
+        # the simulator observes one ITL per step: the rules counted the same steps for both
+        assert store[g].itl_count == store[g].total.drafts and rec[g].itl_count == rec[g].total.drafts
         assert prom[g].itl_mean_s == pytest.approx(store[g].itl_mean_s, rel=0.05)
         assert rec[g].itl_mean_s == pytest.approx(store[g].itl_mean_s, rel=0.05)
         # the simulator observes the ITL once per request per step, and every step drafts for

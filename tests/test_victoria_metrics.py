@@ -33,6 +33,7 @@ from acceptance.sim import build_scenario
 from acceptance.windows import route_window
 from acceptance.prometheus_recorded import prometheus_window
 from metrics_servers import (
+    RULES_QUERY_OFFSET,
     RULES_RESOLUTION,
     RULES_WINDOW,
     SURVIVAL_TOLERANCE,
@@ -53,7 +54,7 @@ def victoria(tmp_path_factory):
     binary, vmalert = require_binary("victoria-metrics"), require_binary("vmalert")
     tmp = tmp_path_factory.mktemp("vm")
     (tmp / "rules.yml").write_text(recording_rules({"restart": '{job="sim-restart"}'}, window=RULES_WINDOW,
-                                                   resolution=RULES_RESOLUTION))
+                                                   resolution=RULES_RESOLUTION, query_offset=RULES_QUERY_OFFSET))
     alerting = {}
 
     def launch(hostports, port):

@@ -24,18 +24,24 @@ from .scenario import Scenario, ScenarioError, check_gamma, event_from_dict
 class _Handler(BaseHTTPRequestHandler):
     fleet: "Fleet"
     target: str
+    answer_delay_s: float = 0.0
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         if self.path.split("?")[0] != "/metrics":
             self.send_error(404, "only /metrics")
             return
         body = self.fleet.page(self.target)
-        self.send_response(200)
-        # vLLM always answers in the classic text format, whatever the Accept header.
-        self.send_header("Content-Type", "text/plain; version=1.0.0; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        if self.answer_delay_s:  # the page as of the request, answered late (a slow exporter)
+            _wall.sleep(self.answer_delay_s)
+        try:
+            self.send_response(200)
+            # vLLM always answers in the classic text format, whatever the Accept header.
+            self.send_header("Content-Type", "text/plain; version=1.0.0; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the scraper gave up waiting (its timeout, or it stopped): nothing to answer
 
     def log_message(self, format: str, *args: object) -> None:  # quiet: a scraper hits this every few seconds
         pass
@@ -132,13 +138,16 @@ class Fleet:
 
     # -- serving
 
-    def serve(self, host: str = "127.0.0.1") -> dict[str, str]:
-        """Start one HTTP server per target (port 0 → ephemeral); returns target → URL."""
+    def serve(self, host: str = "127.0.0.1", answer_delay_s: float = 0.0) -> dict[str, str]:
+        """Start one HTTP server per target (port 0 → ephemeral); returns target → URL.
+        ``answer_delay_s``: each page is read when its request arrives and sent that much
+        later, as a slow exporter's: a scraper stamps it at the request, stores it later."""
         with self._lock:
             for target in self.scenario.targets:
                 if target.name in self._servers:
                     continue
-                handler = type("Handler", (_Handler,), {"fleet": self, "target": target.name})
+                handler = type("Handler", (_Handler,), {"fleet": self, "target": target.name,
+                                                        "answer_delay_s": answer_delay_s})
                 server = ThreadingHTTPServer((host, target.port), handler)
                 server.daemon_threads = True
                 self._servers[target.name] = server
