@@ -1,14 +1,15 @@
 """One query to a Prometheus server's HTTP API, under one deadline and within bounds.
 
 A query is one POST to ``/api/v1/query`` or ``/api/v1/query_range`` on a connection of its
-own, read with acceptance.http1's ResponseReader. What a hostile or broken server cannot do:
+own, made with aiohttp on an event loop of the query's own (on a thread of its own where
+the caller's thread already runs one, as a notebook's does). What a hostile or broken
+server cannot do:
 
 * hold a query past its deadline: ``timeout_s`` ([source] timeout) runs from the connect to
-  the last byte; every socket operation waits at most the time left (a server that answers a
-  byte a second under a huge Content-Length is cut off at the deadline, not at the end of
-  its body);
+  the last byte, the exchange under ``asyncio.timeout`` (a server that answers a byte a
+  second under a huge Content-Length is cut off at the deadline, not at the end of its body);
 * make specdec buffer more than ``MAX_RESPONSE_BYTES`` of body (a Content-Length over it is
-  refused before a body byte is read);
+  refused before a body byte is read, a body without one stops being read past it);
 * make specdec do per-series work on more than ``max_series`` series ([source] max_series):
   the series of an answer are counted in its bytes (every series of a vector or matrix has
   one ``"metric": {`` key, which no string in JSON can hold unescaped) before it is parsed;
@@ -24,22 +25,24 @@ proxy is used: the server is reached directly, as the /metrics scrapes reach the
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
 import re
-import socket
 import ssl
-import time
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Coroutine, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import NotRequired, TypeAlias, TypedDict, TypeVar, cast, overload
 
+import aiohttp
 import numpy as np
+from yarl import URL
 
 from .errors import InputError
-from .fetch import SourceError, UnreachableError, _one_line, mask_userinfo
-from .http1 import BodyTooLarge, ClosedBeforeAnswer, CutShort, ResponseError, ResponseReader
+from .fetch import SourceError, UnreachableError, _one_line, mask_userinfo, parser_said
 
 DEFAULT_TIMEOUT_S = 10.0
 # A route's largest answer is one series per engine (its γ, its restarts, the engines at a γ)
@@ -49,7 +52,6 @@ DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MAX_SERIES = 50_000
 MAX_RESPONSE_BYTES = 64 << 20
 _USER_AGENT = "specdec-prometheus/0.1"
-_READ_BYTES = 1 << 16
 _SERIES_KEY = re.compile(rb'"metric"\s*:\s*\{')
 
 
@@ -61,8 +63,18 @@ class PrometheusUnreachable(PrometheusError, UnreachableError):
     """Prometheus gave no answer: not reached, timed out, or an HTTP error (exit status 3)."""
 
 
-class _Deadline(Exception):
-    """The query's deadline passed."""
+class _TooLarge(Exception):
+    """The answer's body is over MAX_RESPONSE_BYTES."""
+
+
+@dataclass(frozen=True)
+class _Response:
+    """A complete answer: status, reason, where a redirect points, the body."""
+
+    status: int
+    reason: str
+    location: str | None
+    body: bytes
 
 
 def count_series(body: bytes, limit: int) -> int:
@@ -134,7 +146,6 @@ class PrometheusClient:
             self._token = token.strip()
         self.queries = 0  # how many requests this client made (benchmarks report it)
         self.merged = 0  # samples repeated with the same value (one series, one time), counted once
-        self._tls: ssl.SSLContext | None = None
 
     def __repr__(self) -> str:  # never shows the token
         return f"PrometheusClient({self.shown_url!r}, token={'set' if self._token else 'none'})"
@@ -157,15 +168,14 @@ class PrometheusClient:
         """data of the answer to ``params`` POSTed to /api/v1/``endpoint``."""
         self.queries += 1
         path = f"/api/v1/{endpoint}"
-        reader = self._exchange(path, urllib.parse.urlencode(params).encode())
-        head, raw = reader.head, reader.body
-        assert head is not None and raw is not None  # a complete response (_exchange) has both
-        if 300 <= head.status < 400:
-            where = mask_userinfo(head.headers.get("location", "?"))
+        answer = self._exchange(path, urllib.parse.urlencode(params).encode())
+        raw = answer.body
+        if 300 <= answer.status < 400:
+            where = mask_userinfo(answer.location or "?")
             raise self.fail(f"{path} redirects to {where}: redirects are not followed (the token must not go "
                             f"elsewhere); set [source] url to the final address")
-        if head.status != 200:
-            raise self._status_error(path, head.status, head.reason, raw)
+        if answer.status != 200:
+            raise self._status_error(path, answer.status, answer.reason, raw)
         found = count_series(raw, self.max_series)
         if found > self.max_series:
             raise self.fail(f"{path} answered more than {self.max_series} series ([source] max_series), refused "
@@ -203,77 +213,63 @@ class PrometheusClient:
                              f"(PromQL label matchers such as {{job=\"vllm\"}})")
         return self.fail(f"HTTP {status} {reason} from {path}{detail}", PrometheusUnreachable)
 
-    def _exchange(self, path: str, body: bytes) -> ResponseReader:
+    def _exchange(self, path: str, body: bytes) -> _Response:
         """The complete response to one POST, read before the deadline."""
         parts = urllib.parse.urlsplit(self.url)
         if parts.username is not None or parts.password is not None:
             raise self.fail("credentials in the URL are not sent; put the token in the variable "
                             "[source] bearer_token_env names")
-        deadline = time.monotonic() + self.timeout_s
-        reader = ResponseReader(MAX_RESPONSE_BYTES)
         try:
-            with self._connect(parts, deadline) as sock:
-                _within(deadline, sock, lambda: sock.sendall(self._post(parts, path, body)))
-                while not reader.complete:
-                    data = _within(deadline, sock, lambda: sock.recv(_READ_BYTES))
-                    reader.feed(data) if data else reader.feed_eof()
-        except _Deadline:
+            return _run_blocking(self._post(path, body))
+        except TimeoutError:
             raise self.fail(f"no complete answer to {path} within the {self.timeout_s:g} s deadline "
                             f"([source] timeout), connect to last byte", PrometheusUnreachable) from None
-        except BodyTooLarge:
+        except _TooLarge:
             raise self.fail(f"{path} answered more than {MAX_RESPONSE_BYTES >> 20} MiB") from None
-        except ClosedBeforeAnswer:
-            raise self.fail(f"the server closed the connection before answering {path}",
+        except aiohttp.ServerDisconnectedError as e:
+            where = "before answering" if isinstance(e.message, str) else "inside the head of its answer to"
+            raise self.fail(f"the server closed the connection {where} {path}", PrometheusUnreachable) from None
+        except aiohttp.ClientPayloadError as e:
+            raise self.fail(f"the server closed the connection inside its answer to {path} ({parser_said(e)})",
                             PrometheusUnreachable) from None
-        except CutShort as e:
-            raise self.fail(f"the server closed the connection inside its answer to {path} ({e})",
+        except aiohttp.ClientResponseError as e:  # the parser's refusals (a bad status line, header)
+            raise self.fail(f"bad HTTP response to {path} ({parser_said(e)})") from None
+        except (aiohttp.ClientSSLError, ssl.SSLError) as e:
+            raise self.fail(f"TLS error ({e.__cause__ or e})", PrometheusUnreachable) from None
+        except aiohttp.ClientConnectorDNSError as e:
+            raise self.fail(f"cannot reach the server (cannot resolve {parts.hostname!r}: "
+                            f"{e.os_error.strerror or e.os_error})", PrometheusUnreachable) from None
+        except aiohttp.ClientConnectorError as e:
+            raise self.fail(f"cannot reach the server ({e.os_error.strerror or type(e.os_error).__name__})",
                             PrometheusUnreachable) from None
-        except ResponseError as e:
-            raise self.fail(f"bad HTTP response to {path} ({e})") from None
-        except ssl.SSLError as e:
-            raise self.fail(f"TLS error ({e})", PrometheusUnreachable) from None
-        except socket.gaierror as e:
-            raise self.fail(f"cannot reach the server (cannot resolve {parts.hostname!r}: {e.strerror or e})",
+        except (aiohttp.ClientError, OSError) as e:
+            raise self.fail(f"cannot reach the server ({_one_line(getattr(e, 'strerror', None) or e)})",
                             PrometheusUnreachable) from None
-        except OSError as e:
-            raise self.fail(f"cannot reach the server ({e.strerror or type(e).__name__})",
-                            PrometheusUnreachable) from None
-        return reader
 
-    def _connect(self, parts: urllib.parse.SplitResult, deadline: float) -> socket.socket:
-        """A connection to the server, each address tried in the time left (the name lookup
-        itself is the resolver's: it has no timeout to give)."""
-        https = parts.scheme == "https"
-        port = parts.port or (443 if https else 80)
-        last: OSError = OSError("no address")
-        for family, kind, proto, _, address in socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM):
-            sock = socket.socket(family, kind, proto)
-            try:
-                _within(deadline, sock, lambda: sock.connect(address))  # noqa: B023 (called within this iteration)
-                if https:
-                    tls = self._tls = self._tls or ssl.create_default_context()  # loads the CA store once
-                    sock = _within(deadline, sock, lambda: tls.wrap_socket(sock, server_hostname=parts.hostname))  # noqa: B023 (called within this iteration)
-                return sock
-            except (_Deadline, ssl.SSLError):
-                sock.close()
-                raise
-            except OSError as e:
-                sock.close()
-                last = e
-        raise last
-
-    def _post(self, parts: urllib.parse.SplitResult, path: str, body: bytes) -> bytes:
-        host = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
-        if ":" in (parts.hostname or ""):  # an IPv6 literal
-            host = f"[{parts.hostname}]" + (f":{parts.port}" if parts.port else "")
-        headers = {"Host": host, "User-Agent": _USER_AGENT, "Accept": "application/json",
-                   "Content-Type": "application/x-www-form-urlencoded", "Content-Length": str(len(body)),
-                   "Connection": "close"}
+    async def _post(self, path: str, body: bytes) -> _Response:
+        """One POST on a connection of its own, the whole exchange under the deadline."""
+        headers = {"User-Agent": _USER_AGENT, "Accept": "application/json",
+                   "Content-Type": "application/x-www-form-urlencoded"}
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
-        prefix = parts.path.rstrip("/")
-        lines = [f"POST {prefix}{path} HTTP/1.1"] + [f"{name}: {value}" for name, value in headers.items()]
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+        async with aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(force_close=True),
+                timeout=aiohttp.ClientTimeout(total=None, connect=None, sock_read=None, sock_connect=None),
+                auto_decompress=False, skip_auto_headers=("Accept-Encoding",),  # no compression asked for
+                trust_env=False) as session:  # no proxy: the server is reached directly
+            async with asyncio.timeout(self.timeout_s):
+                async with session.post(URL(f"{self.url}{path}"), data=body, headers=headers,
+                                        allow_redirects=False) as resp:
+                    length = resp.headers.get("Content-Length", "").strip()
+                    if length.isdigit() and int(length) > MAX_RESPONSE_BYTES:
+                        raise _TooLarge()
+                    chunks, total = [], 0
+                    async for chunk in resp.content.iter_any():
+                        total += len(chunk)
+                        if total > MAX_RESPONSE_BYTES:
+                            raise _TooLarge()
+                        chunks.append(chunk)
+                    return _Response(resp.status, resp.reason or "", resp.headers.get("Location"), b"".join(chunks))
 
     # -- answers ---------------------------------------------------------------------------
 
@@ -362,18 +358,15 @@ def _key(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(labels.items()))
 
 
-def _within(deadline: float, sock: socket.socket | None, step: Callable[[], _T]) -> _T:
-    """``step()`` with the socket's timeout set to the time left; _Deadline when none is left
-    or the step used it up."""
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise _Deadline()
-    if sock is not None:
-        sock.settimeout(left)
+def _run_blocking(work: Coroutine[object, object, _T]) -> _T:
+    """``work`` to its end from synchronous code: on a fresh event loop here, or on a thread
+    of its own where this thread already runs a loop (a notebook's)."""
     try:
-        return step()
-    except (socket.timeout, TimeoutError):
-        raise _Deadline() from None
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(work)
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, work).result()
 
 
 __all__ = ["PrometheusClient", "PrometheusError", "PrometheusUnreachable", "count_series",

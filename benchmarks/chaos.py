@@ -27,7 +27,9 @@ byte at a time), 200,000 series, JSON cut short, HTTP 500 — each must end in o
 naming the server and the selector, within its deadline. Reported (and written to
 benchmarks/results/chaos.json):
 - healthy samples stored / expected: every stored cycle should hold every healthy target;
-- cycles lost per kill: scrape cycles due in a life but not stored (the one in flight);
+- cycles lost per kill: scrape cycles due in a life but not stored (the one in flight), over
+  the lives that did not meet a full disk; those that did (it keeps cycles from the store,
+  and says so) are counted apart;
 - counts lost and counts added: per counted engine (the healthy ones and the partial
   reset), (its counter at the closing scrape − at the opening one) against the drafts the
   store holds over the run (retention rolls the raw rows up meanwhile), short or over;
@@ -432,6 +434,7 @@ class Run:
         self.errors: list[str] = []
         self.lives: list[int] = []
         self.lost: list[int] = []
+        self.lost_with_full_disk: list[int] = []  # lives that met a full disk: it kept cycles out too
         self.second = {"refused": 0, "ran": 0, "killed": 0}
         self.full_lines = 0
 
@@ -460,9 +463,11 @@ class Run:
         killed = time.time()
         self._said(err, f"collect life {k}", None)
         in_life = [t for t in stored_cycles(self.db) if life_start <= t <= killed]
-        # cycles due after the last stored one and before the kill: the one in flight
+        # cycles due after the last stored one and before the kill: the one in flight, and in a
+        # life that said "disk full", those the full disk kept from the store (counted apart)
         last = in_life[-1] if in_life else life_start
-        self.lost.append(max(0, int((killed - last) // self.interval)))
+        lost = self.lost_with_full_disk if "disk full (" in (err or "") else self.lost
+        lost.append(max(0, int((killed - last) // self.interval)))
         self.lives.append(len(in_life))
 
 
@@ -545,6 +550,8 @@ def tally(args, run: Run, readers: Readers, served: tuple[dict, dict], stored: S
         "healthy_samples_stored": sum(samples.get(f"{base}{p}", 0) for p in HEALTHY),
         "healthy_samples_expected": len(kept_cycles) * len(HEALTHY),
         "cycles_lost_per_kill_max": max(run.lost), "cycles_lost_per_kill_mean": sum(run.lost) / len(run.lost),
+        "lives_with_a_full_disk": len(run.lost_with_full_disk),
+        "cycles_lost_in_lives_with_a_full_disk_max": max(run.lost_with_full_disk, default=0),
         "counts_lost": {p: max(0.0, expected[p] - drafts[p]) for p in COUNTED},
         "counts_added": {p: max(0.0, drafts[p] - expected[p]) for p in COUNTED},
         "counts_expected": expected,
@@ -564,6 +571,8 @@ def report(result: dict) -> None:
     print(f"{'healthy samples stored':<36}{result['healthy_samples_stored']:>8} of {result['healthy_samples_expected']}")
     print(f"{'cycles lost per kill (max, mean)':<36}{result['cycles_lost_per_kill_max']:>8} "
           f"{result['cycles_lost_per_kill_mean']:.2f}")
+    print(f"{'  lives that met a full disk (max lost)':<36}{result['lives_with_a_full_disk']:>8} "
+          f"({result['cycles_lost_in_lives_with_a_full_disk_max']})")
     print(f"{'counts lost (per counted target)':<36}{max(lost.values()):>8g} of {min(result['counts_expected'].values()):g}+")
     print(f"{'counts added (per counted target)':<36}{max(added.values()):>8g}")
     second = result["second_collectors"]

@@ -1,29 +1,30 @@
-"""Today's hand-written HTTP/1.1 client beside an aiohttp prototype: the collector's CPU
-target and every guarantee against hostile loopback targets, in one run.
+"""The collector's HTTP client (acceptance.fetch.PageFetcher, on aiohttp) against the
+collector's CPU target and every guarantee against hostile loopback targets, in one run,
+beside a naive aiohttp control.
 
     python benchmarks/http_client_compare.py [--targets 1000] [--cycles 5] [--repeats 3]
-                                             [--interval 15] [--no-tests]
+                                             [--interval 15] [--no-cpu] [--no-control]
 
-Clients: ``today`` = acceptance.fetch.PageFetcher (acceptance/http1.py's reader) and
-``aiohttp`` = benchmarks/fetch_aiohttp.py's AiohttpPageFetcher (the prototype, same interface).
+This script chose the library: run at commit 5caf014 it set the hand-written HTTP/1.1 client
+of then (acceptance/http1.py, in git history) beside an aiohttp prototype of
+PageFetcher, which passed every guarantee and the tests that pinned the hand-written client,
+within the CPU target; the prototype became acceptance/fetch.py. The committed
+benchmarks/results/http-client-compare.json is that run (clients "today" and "aiohttp").
 
-A third column, ``naive`` (aiohttp with its defaults and per-read timeouts), is a control:
-it shows what the library does not guarantee by itself, and that each check can fail.
+Clients: ``collector`` = acceptance.fetch.PageFetcher; ``naive`` (aiohttp with its defaults
+and per-read timeouts) is a control: it shows what the library does not guarantee by itself,
+and that each check can fail.
 
-1. CPU (today and aiohttp): benchmarks/collector_fleet.py's own ``measure`` and loopback server (imported, not
-   copied; ``--targets`` ports serving the real 84 KB vLLM page from a separate process),
-   the real ``Collector`` with its fetcher swapped for the prototype's, store writes
-   included; keep-alive and reconnect-every-scrape; (client, mode) cells interleaved per
-   repeat so a burst of load on this shared machine falls on both clients. Figure: CPU-s per
-   cycle / interval = the fraction of one core at that interval (target: under 15%).
-2. Guarantees, each checked the same way for both clients, against the hostile handlers of
+1. CPU (the collector's client): benchmarks/collector_fleet.py's own ``measure`` and loopback
+   server (imported, not copied; ``--targets`` ports serving the real 84 KB vLLM page from a
+   separate process), the real ``Collector``, store writes included; keep-alive and
+   reconnect-every-scrape, interleaved per repeat. Figure: CPU-s per cycle / interval = the
+   fraction of one core at that interval (target: under 15%).
+2. Guarantees, each checked the same way for every client, against the hostile handlers of
    tests/test_acceptance_fetch_collector.py (imported) plus the slow-drip, 10 GB
    Content-Length and redirect answers of tests/test_prometheus_hostile.py and
    tests/test_acceptance_prometheus.py, a gzip bomb (256 MiB of zeros, ~250 KB sent) and a
    credentials-in-URL sweep.
-3. (unless ``--no-tests``) The fetch/collector/HTTP test files run once more with every
-   PageFetcher swapped for the prototype (benchmarks/aiohttp_swap_plugin.py): which of the
-   tests that pin today's client the prototype passes.
 
 Loopback addresses only; every server this starts is stopped before it exits. Writes
 benchmarks/results/http-client-compare.json (command, machine, date, figures).
@@ -39,7 +40,6 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import re
 import resource
 import statistics
 import subprocess
@@ -55,7 +55,6 @@ import aiohttp
 
 from acceptance.collector import Collector
 from acceptance.fetch import PageFetcher, SourceError, mask_userinfo
-from fetch_aiohttp import AiohttpPageFetcher, collector_on_aiohttp
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -98,7 +97,7 @@ class NaiveAiohttp:
                 resp.raise_for_status()
                 return (await resp.read()).decode()
         except Exception as exc:
-            # the URL as today's client shows it (masked): what the test sees is aiohttp's own text
+            # the URL as the collector shows it (masked): what the test sees is aiohttp's own text
             raise SourceError(f"{mask_userinfo(url)}: {type(exc).__name__}: {exc}") from None
 
     def close(self) -> None:
@@ -120,11 +119,9 @@ def _naive_collector(**kwargs) -> Collector:
     return collector
 
 
-CLIENTS: dict[str, Callable[..., object]] = {"today": PageFetcher, "aiohttp": AiohttpPageFetcher,
-                                             "naive": NaiveAiohttp}
-COLLECTORS: dict[str, Callable[..., Collector]] = {"today": Collector, "aiohttp": collector_on_aiohttp,
-                                                  "naive": _naive_collector}
-CANDIDATES = ("today", "aiohttp")  # the CPU section and the recommendation; "naive" is a control
+CLIENTS: dict[str, Callable[..., object]] = {"collector": PageFetcher, "naive": NaiveAiohttp}
+COLLECTORS: dict[str, Callable[..., Collector]] = {"collector": Collector, "naive": _naive_collector}
+CANDIDATES = ("collector",)  # the CPU section; "naive" is a control
 
 
 # ----------------------------------------------------------------------------- 1. CPU
@@ -482,21 +479,6 @@ def guarantee_section() -> list[dict]:
     return rows
 
 
-# ----------------------------------------------------------------------------- 3. the tests, on the prototype
-
-
-def tests_on_prototype() -> dict:
-    files = ["tests/test_acceptance_fetch_collector.py", "tests/test_acceptance_http1.py",
-             "tests/test_acceptance_prometheus.py::test_a_target_password_is_masked_in_scrape_errors"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "aiohttp_swap_plugin", "-p", "no:cacheprovider",
-                           *files], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    out = proc.stdout + proc.stderr
-    summary = next((line for line in reversed(out.splitlines()) if re.search(r"\d+ (passed|failed)", line)), "")
-    failed = [line.split(" ", 1)[1].split(" - ")[0] for line in out.splitlines() if line.startswith("FAILED ")]
-    return {"files": files, "summary": summary.strip("= "), "failed": failed}
-
-
 # ----------------------------------------------------------------------------- report
 
 
@@ -548,7 +530,6 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--interval", type=float, default=15.0)
     ap.add_argument("--no-cpu", action="store_true")
-    ap.add_argument("--no-tests", action="store_true")
     ap.add_argument("--no-control", action="store_true", help="leave out the naive aiohttp column (about 5 min)")
     args = ap.parse_args()
     started = time.perf_counter()
@@ -568,9 +549,6 @@ def main() -> None:
         CLIENTS.pop("naive")
     print("guarantees (hostile loopback targets):", flush=True)
     report["guarantees"] = guarantee_section()
-    if not args.no_tests:
-        print("the tests of today's client, on the prototype:", flush=True)
-        report["tests_on_prototype"] = tests_on_prototype()
     report["load_average_at_end"] = list(os.getloadavg())
     report["seconds"] = round(time.perf_counter() - started, 1)
     report["earlier_runs"] = _earlier_runs()
@@ -598,11 +576,6 @@ def print_tables(report: dict) -> None:
     for c in CLIENTS:
         passed = sum(row[c]["pass"] for row in report["guarantees"])
         print(f"  {c}: {passed}/{len(report['guarantees'])} pass")
-    if "tests_on_prototype" in report:
-        t = report["tests_on_prototype"]
-        print(f"\ntests of today's client run on the prototype: {t['summary']}")
-        for name in t["failed"]:
-            print(f"  FAILED {name}")
 
 
 if __name__ == "__main__":

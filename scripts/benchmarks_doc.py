@@ -111,7 +111,10 @@ def render_chaos(d: dict) -> list[str]:
                                      f"longest {d['reader_longest_s']:.2f} s)"],
         ["hostile Prometheus", f"{d['prometheus_runs']} runs, longest {d['prometheus_longest_s']:.2f} s at a "
                                f"{d['prometheus_deadline_s']:g} s deadline"],
-        ["cycles lost per kill", f"at most {d['cycles_lost_per_kill_max']}, mean {d['cycles_lost_per_kill_mean']:.2f}"],
+        ["cycles lost per kill", f"at most {d['cycles_lost_per_kill_max']}, mean {d['cycles_lost_per_kill_mean']:.2f}"
+         + (f" (the cycle in flight); {d['lives_with_a_full_disk']} lives that met a full disk, counted apart, lost "
+            f"at most {d['cycles_lost_in_lives_with_a_full_disk_max']} (the disk kept them out, and said so)"
+            if "lives_with_a_full_disk" in d else "")],
     ]
     out = [f"Collector lives SIGKILLed: {d['kills'] + d['joint_kills']} ({d['joint_kills']} with a reader); "
            f"scrape interval {d['interval_s']:g} s; cycles stored {d['cycles_stored']}.", ""]
@@ -447,9 +450,10 @@ SECTIONS = {
         render_roofline_public),
     "http-client-compare.json": (
         "The collector's HTTP client against aiohttp", "benchmarks/http_client_compare.py",
-        "Whether the collector's hand-written HTTP/1.1 client could be replaced by a maintained async library "
-        "(aiohttp, `acceptance/fetch_aiohttp.py`, a prototype not wired in), keeping its guarantees and the "
-        "collector's CPU target.",
+        "The run that chose the library, at commit 5caf014: the collector's hand-written HTTP/1.1 client of then "
+        "(`today`: `acceptance/http1.py`, in git history) beside an aiohttp prototype of its fetcher (`aiohttp`), "
+        "held to its guarantees and the collector's CPU target. The prototype passed them and became "
+        "`acceptance/fetch.py`; the script now measures that client (`collector`) beside the naive control.",
         render_http_client_compare),
 }
 

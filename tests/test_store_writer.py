@@ -71,6 +71,7 @@ def test_a_second_collector_refuses_and_a_killed_one_leaves_the_store_free(tmp_p
             link.symlink_to(db)
             code, out, err = run_cli(capsys, main, ["collect", "--config", str(cfg), "--db", str(link), "--once"])
             assert code == 2 and "another writer is collecting into it" in err
+            wait_for_a_stored_cycle(db, first)  # what the next collect must find ("baseline laid" not said)
         finally:
             os.kill(first.pid, signal.SIGKILL)
             first.wait(timeout=10)
