@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 from acceptance.errors import InputError
 
@@ -14,7 +16,7 @@ class UsageError(InputError):
     """Bad command-line input not caught by argparse itself."""
 
 
-def dump_json(doc: dict) -> None:
+def dump_json(doc: Mapping[str, Any]) -> None:
     """Print one JSON document on stdout: NaN/inf become null, schema_version first."""
     from .report import json_document
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Mapping
+from typing import Any, cast
 
 from acceptance.counts import mean_draft_length
 from acceptance.durations import approximate_duration, format_clock, format_duration  # noqa: F401  (the views' one wording of times)
@@ -19,22 +21,24 @@ from acceptance.json_safe import json_safe
 from acceptance.plugin_series import batch_bucket
 from model.deployment import DECISION_CERTAINTY
 
+from .json_documents import DeploymentDocument, Event, Observed, ProbeSegment, TargetStatus, TuneGamma
+
 # of every JSON document the views print (tune-gamma, inspect, ...); 2: decision "probe" and
 # the tune-gamma `probe` object (nothing renamed)
 JSON_SCHEMA_VERSION = 2
 
 
-def json_document(doc: dict) -> str:
+def json_document(doc: Mapping[str, Any]) -> str:
     """The text of one JSON document as the views print it: schema_version first, NaN and
     inf as null (json_safe), indented."""
     return json.dumps(json_safe({"schema_version": JSON_SCHEMA_VERSION, **doc}), indent=2, allow_nan=False)
 
 
-def tuning_to_dict(t) -> dict:
+def tuning_to_dict(t) -> TuneGamma:
     """The tune-gamma JSON document (docs/REFERENCE.md, The tune-gamma JSON), minus schema_version."""
     e = t.estimate
     rec = t.recommendation.to_dict()
-    observed = {
+    observed: Observed = {
         "gamma": e.gamma,
         "drafts": e.drafts,
         "survival": e.survival.value,
@@ -106,16 +110,18 @@ def tuning_to_dict(t) -> dict:
     }
     doc.update(rec)
     doc["shared_deployment"] = t.shared_deployment
-    return json_safe(doc)
+    return cast(TuneGamma, json_safe(doc))  # the keys and types: specdec/json_documents.py
 
 
-def deployment_to_dict(d) -> dict:
+def deployment_to_dict(d) -> DeploymentDocument:
     """The tune-gamma --deployment document: ``deployment`` (model.shared_deployment) and each
     route's own tune-gamma document, minus schema_version."""
-    return json_safe({"deployment": d.recommendation.to_dict(), "routes": [tuning_to_dict(t) for t in d.tunings]})
+    doc: DeploymentDocument = {"deployment": d.recommendation.to_dict(),
+                               "routes": [tuning_to_dict(t) for t in d.tunings]}
+    return cast(DeploymentDocument, json_safe(doc))
 
 
-def format_deployment(doc: dict) -> str:
+def format_deployment(doc: Mapping[str, Any]) -> str:
     """The console view of a tune-gamma --deployment document."""
     dep, routes = doc["deployment"], doc["routes"]
     level = int(round(routes[0]["interval_level"] * 100))
@@ -158,7 +164,7 @@ def _gain_text(g: dict) -> str:
     return str(Gain(g["value"], g.get("low"), g.get("high")))
 
 
-def _probe_segment_dict(probe) -> dict | None:
+def _probe_segment_dict(probe) -> ProbeSegment | None:
     """A running probe's segment (acceptance.probe_segment): what it measured, how its shared
     positions compare, and which segment each position of the priced curve comes from."""
     if probe is None:
@@ -176,12 +182,14 @@ def _probe_segment_dict(probe) -> dict | None:
     }
 
 
-def _event_dict(ev) -> dict:
-    return {k: getattr(ev, k) for k in ("time", "target", "model_name", "engine", "kind", "detail") if hasattr(ev, k)}
+def _event_dict(ev) -> Event:
+    return cast(Event, {k: getattr(ev, k) for k in ("time", "target", "model_name", "engine", "kind", "detail")
+                        if hasattr(ev, k)})
 
 
-def _status_dict(s) -> dict:
-    return {k: getattr(s, k) for k in ("target", "last_ok_time", "last_error", "failing_since") if hasattr(s, k)}
+def _status_dict(s) -> TargetStatus:
+    return cast(TargetStatus, {k: getattr(s, k) for k in ("target", "last_ok_time", "last_error", "failing_since")
+                               if hasattr(s, k)})
 
 
 # --------------------------------------------------------------------------- the console view
@@ -193,13 +201,13 @@ def _fmt(x, spec: str = ".2f", none: str = "-") -> str:
     return format(x, spec)
 
 
-def format_tuning(doc: dict) -> str:
+def format_tuning(doc: Mapping[str, Any]) -> str:
     """The console view of a tune-gamma document (the same numbers --json prints)."""
     lines = _head_lines(doc) + _observed_lines(doc) + [""] + _candidate_table(doc) + [""] + _decision_lines(doc)
     return "\n".join(lines + deploy_lines(doc))
 
 
-def deploy_lines(doc: dict) -> list[str]:
+def deploy_lines(doc: Mapping[str, Any]) -> list[str]:
     """The deploy line, or — when the answer rests on default figures — none, and the keys to
     set, one line each with what it would change (model.figures_needed); when it is withheld
     for a cost model that misses the engine (model_error_warning), that says why."""
@@ -223,7 +231,7 @@ def _default(value: object) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def _head_lines(doc: dict) -> list[str]:
+def _head_lines(doc: Mapping[str, Any]) -> list[str]:
     """Route, window, γ and drafts; objective, profile and interval method; the anchor."""
     from model.anchor import Anchor, describe_lines
 
@@ -240,7 +248,7 @@ def _head_lines(doc: dict) -> list[str]:
             *describe_lines(Anchor(**doc["anchor"]) if doc.get("anchor") else None, doc.get("profile_figures"))]
 
 
-def _observed_lines(doc: dict) -> list[str]:
+def _observed_lines(doc: Mapping[str, Any]) -> list[str]:
     """What the window measured: AL, p, the survival with intervals, ν, drift, segments, events."""
     obs = doc["observed"]
     al_lo, al_hi = obs["mean_acceptance_length_interval"]
@@ -282,7 +290,7 @@ def _observed_lines(doc: dict) -> list[str]:
     return lines
 
 
-def _candidate_table(doc: dict) -> list[str]:
+def _candidate_table(doc: Mapping[str, Any]) -> list[str]:
     """One row per candidate γ: speedup, interval, P(best), tokens/s, and what it is."""
     level = int(round(doc["interval_level"] * 100))
     has_tps = any(c.get("tokens_per_second") is not None for c in doc["candidates"])
@@ -307,7 +315,7 @@ def _candidate_table(doc: dict) -> list[str]:
     return lines
 
 
-def _decision_lines(doc: dict) -> list[str]:
+def _decision_lines(doc: Mapping[str, Any]) -> list[str]:
     """The decision with its gain, the one "more data" sentence, model error, notes, schedule."""
     from model.decision import Gain
     from model.route import more_drafts_sentence
@@ -416,7 +424,7 @@ def _context_lines(view: dict | None) -> list[str]:
     return lines
 
 
-def _probe_line(doc: dict, gain: str) -> str:
+def _probe_line(doc: Mapping[str, Any], gain: str) -> str:
     """The probe decision: the probe to run, and what the rest of the route runs meanwhile."""
     probe, deployed, rec = doc["probe"], doc["deployed_gamma"], doc["recommended_gamma"]
     fleet = f"keep gamma {deployed}" if rec == deployed else f"change gamma {deployed} -> {rec} (expected gain {gain})"
@@ -427,7 +435,7 @@ def _probe_line(doc: dict, gain: str) -> str:
             f"probe config: {json.dumps(probe['speculative_config'])}. {doc['decision_reason']}")
 
 
-def probe_segment_line(p: dict, deployed: int) -> str:
+def probe_segment_line(p: Mapping[str, Any], deployed: int) -> str:
     """Which positions come from which segment, and whether the shared ones agree."""
     lo, hi = p["shared_difference_interval"]
     shared = (f"AL over positions 1-{deployed} differs by {_fmt(p['shared_difference'], '+.3f')} "

@@ -70,8 +70,8 @@ def render(fleet: FleetView) -> None:
     rec = tuning.recommendation
     doc = tuning_to_dict(tuning)
     (st.success if rec.decision == "keep" else st.warning)(f"{decision_text(rec)} — {rec.decision_reason}")
-    if doc["observed"].get("probe_segment"):
-        st.info(probe_segment_line(doc["observed"]["probe_segment"], doc["observed"]["gamma"]))
+    if probe_segment := doc["observed"]["probe_segment"]:
+        st.info(probe_segment_line(probe_segment, doc["observed"]["gamma"]))
     unit = "tokens per GPU-second" if rec.objective == "throughput" else "per-user tok/s"
     best = {c.gamma: c for c in rec.candidates}[best_expected_gamma(rec)]  # its row of the table below
     st.caption(f"Objective {rec.objective} (tokens/s column: {unit}); cost profile {rec.cost_profile}; "

@@ -1,0 +1,507 @@
+"""The shape of the two JSON documents users' scripts read, written once as TypedDicts.
+
+``TuneGamma`` is ``tune-gamma --json`` (one route: specdec.report.tuning_to_dict) and
+``DeploymentDocument`` is ``tune-gamma --deployment NAME --json`` (specdec.report.
+deployment_to_dict), each as returned, before ``json_document`` puts ``schema_version`` first.
+Their keys are an interface (docs/REFERENCE.md, The tune-gamma JSON): extend, never rename.
+The producers return these types: mypy holds the keys specdec.report writes itself (``observed``
+and its parts, the deployment's two keys); tests/test_json_schema.py holds those the model's
+``to_dict`` methods write, validating real outputs. specdec.json_schema turns them into the
+committed JSON Schemas (docs/schema/, written and checked by scripts/json_schema.py).
+Conventions the schema generator reads:
+
+- ``NotRequired``: a key present only sometimes (``observed``'s window-only keys, the
+  roofline's ``profile_figures``); every other key is always written, null where ``| None``;
+- ``float``: a number, or null where it is not finite (NaN and ±inf are written as null:
+  acceptance.json_safe); an ``int`` is never null unless ``| None`` says so;
+- ``Annotated[list[...], Length(n)]``: a list of exactly n items (an interval, a range).
+"""
+
+from dataclasses import dataclass
+from typing import Annotated, Literal, NotRequired, TypedDict
+
+from model.deployment import EngineCostScale
+
+
+@dataclass(frozen=True)
+class Length:
+    """Annotated metadata: the list always holds exactly ``n`` items."""
+
+    n: int
+
+
+Interval = Annotated[list[float], Length(2)]
+"""[low, high]; each null where not finite (or where there is no interval)."""
+
+DecisionKind = Literal["change", "keep", "off", "probe", "undecided"]
+
+
+# ------------------------------------------------------------------------------ observed
+
+
+class Window(TypedDict):
+    """The window's epoch seconds."""
+
+    start: float
+    end: float
+
+
+class Segment(TypedDict):
+    """One γ segment of the window; engines as [target, model_name, engine]."""
+
+    gamma: int
+    start: float
+    end: float
+    drafts: float
+    engines: list[list[str]]
+    newest: bool
+    current: bool
+    engines_at_end: list[list[str]]
+
+
+class Drift(TypedDict):
+    """Whether the newest part of the window differs from the rest (acceptance.estimates.Drift)."""
+
+    detected: bool
+    tested: bool
+    recent_mean_acceptance_length: float
+    earlier_mean_acceptance_length: float
+    difference: float
+    difference_interval: Interval
+    recent_start: float
+    message: str
+
+
+class BatchSurvival(TypedDict):
+    """The specdec plugin's survival of one batch bucket."""
+
+    drafts: float
+    survival: list[float]
+    survival_reached: list[float]
+    used_in_model: bool
+
+
+class ProbeSegment(TypedDict):
+    """A running probe joined to the deployed segment (acceptance.probe_segment)."""
+
+    gamma: int
+    drafts: float
+    engines: int | None
+    survival: list[float]
+    shared_difference: float
+    shared_difference_interval: Interval
+    agrees: bool
+    joined_survival: list[float]
+    sources: list[Literal["main", "probe"]]
+
+
+class Event(TypedDict):
+    """An event of the window (acceptance.store.records.Event, without its data)."""
+
+    time: float
+    target: str
+    model_name: str | None
+    engine: str | None
+    kind: str
+    detail: str
+
+
+class TargetStatus(TypedDict):
+    """A scraped target's health (acceptance.store.records.TargetStatus)."""
+
+    target: str
+    last_ok_time: float | None
+    last_error: str | None
+    failing_since: float | None
+
+
+class Observed(TypedDict):
+    """What the window (or the typed-in curve) measured."""
+
+    gamma: int
+    drafts: float
+    survival: list[float]
+    survival_low: list[float] | None
+    survival_high: list[float] | None
+    conditional: list[float]
+    mean_acceptance_length: float
+    mean_acceptance_length_interval: Interval
+    draft_acceptance_rate: float
+    equivalent_p: float
+    equivalent_p_interval: Interval
+    interval_method: str
+    segments: list[Segment]
+    drift: Drift | None
+    drafts_more_needed: int | None
+    batch_mix: dict[str, float] | None
+    notes: list[str]
+    survival_reached: list[float] | None
+    mean_draft_length: float
+    reached: list[float] | None
+    undrafted_token_share: float | None
+    undrafted_token_share_source: str | None
+    survival_by_batch: dict[str, BatchSurvival] | None
+    probe_segment: ProbeSegment | None
+    # with a window only (not a typed-in curve)
+    events: NotRequired[list[Event]]
+    batch_time_shares: NotRequired[dict[str, float]]
+    observed_tokens_per_second: NotRequired[float | None]
+    targets: NotRequired[list[TargetStatus]]
+
+
+# ------------------------------------------------------------------------------ the recommendation
+
+
+class Candidate(TypedDict):
+    """One γ priced (model.recommendation.Candidate)."""
+
+    gamma: int
+    speedup: float
+    speedup_low: float | None
+    speedup_high: float | None
+    tokens_per_second: float | None
+    probability_best: float | None
+    extrapolated: bool
+    allowed: bool
+    reason: str | None
+    expected_tokens: float | None
+
+
+class _DraftConfig(TypedDict):
+    method: str
+    num_speculative_tokens: int
+    parallel_drafting: NotRequired[bool]
+    model: NotRequired[str]
+
+
+class SpeculativeConfig(_DraftConfig):
+    """vLLM's --speculative-config (model.vllm_config.speculative_config)."""
+
+    num_speculative_tokens_per_batch_size: NotRequired[list[Annotated[list[int], Length(3)]]]
+
+
+class Vllm(TypedDict):
+    """What deploys the decision; both null when no deploy line may rest on a default."""
+
+    speculative_config: SpeculativeConfig | None
+    command_line: str | None
+
+
+class ReplaySpeculativeConfig(_DraftConfig):
+    """A --speculative-config that replays the observed curve (benchmarks only, never deployable)."""
+
+    rejection_sample_method: str
+    synthetic_acceptance_rates: list[float]
+
+
+class ReplayConfig(TypedDict):
+    """model.vllm_config.replay_config."""
+
+    speculative_config: ReplaySpeculativeConfig
+    warning: str
+
+
+class Eligibility(TypedDict):
+    """The share of decode steps the specialized path takes, and its source."""
+
+    share: float
+    source: str
+
+
+class BatchPoint(TypedDict):
+    """One batch size of the route's mix (model.load.BatchPoint)."""
+
+    batch_size: int
+    request_share: float
+    best_gamma: int
+    speedup_at_best: float
+    speedup_at_gamma: float
+
+
+class Load(TypedDict):
+    """The best γ by batch size (model.load.LoadView)."""
+
+    gamma: int
+    batch_sizes: list[BatchPoint]
+    stops_paying_at: int | None
+    schedule: list[Annotated[list[int], Length(3)]] | None
+
+
+class Anchor(TypedDict):
+    """The plain-decode rate the cost profile is anchored on, and its source (model.anchor)."""
+
+    baseline_tokens_per_second: float | None
+    source: str
+    detail: str
+
+
+class Figure(TypedDict):
+    """A figure the pricing used, and where it came from (configured, flag, page, default)."""
+
+    value: str | float
+    source: str
+
+
+class NumberFigure(TypedDict):
+    """A roofline figure (model.figures.Figure)."""
+
+    value: float
+    source: str
+
+
+class GpuFigures(TypedDict):
+    """The GPU's roofline figures; dense_flops by precision."""
+
+    hbm_bytes_per_s: NumberFigure
+    dense_flops: dict[str, NumberFigure]
+
+
+class ModelFigures(TypedDict):
+    """The model's roofline figures (model.anchor.MODEL_FIGURES)."""
+
+    total_params: NumberFigure
+    active_params: NumberFigure
+    experts: NumberFigure
+    experts_per_token: NumberFigure
+    bytes_per_weight: NumberFigure
+    hidden_size: NumberFigure
+    kv_bytes_per_token: NumberFigure
+    state_bytes_per_request: NumberFigure
+    context_tokens: NumberFigure
+
+
+class ProfileFigures(TypedDict):
+    """The figures the cost profile used, each with its source (model.anchor.profile_figures)."""
+
+    profile: str
+    baseline_tokens_per_second: Anchor
+    method: Figure
+    draft_cost: Figure
+    cost_profile: Figure
+    # the roofline profile only
+    model: NotRequired[Figure]
+    gpu: NotRequired[Figure]
+    tensor_parallel_size: NotRequired[Figure]
+    gpu_figures: NotRequired[GpuFigures]
+    model_figures: NotRequired[ModelFigures]
+    engine_cost_scale: NotRequired[EngineCostScale | None]
+    # a measured table only
+    table: NotRequired[str]
+
+
+class Gain(TypedDict):
+    """A gain (speedup ratio − 1) and its interval (null ends without resamples)."""
+
+    value: float
+    low: float | None
+    high: float | None
+
+
+class Probe(TypedDict):
+    """The probe to run on decision probe (model.probe.plan.Probe)."""
+
+    gamma: int
+    engines: int
+    drafts_needed: int
+    duration_s: float
+    expected_cost: float
+    expected_value: float
+    speculative_config: SpeculativeConfig | None
+    whole_route: bool
+
+
+class BreakEven(TypedDict):
+    """The specialized decode speedups over which the decision's γ holds."""
+
+    gamma: int
+    holds_from: float | None
+    holds_to: float | None
+    gamma_below: int | None
+    gamma_above: int | None
+    configured: Interval
+    source: str
+    rests_on_configuration: bool
+    warning: str | None
+
+
+class SegmentLatency(TypedDict):
+    """One segment's mean inter-token latency and the batch mix it was priced at."""
+
+    gamma: int
+    itl_mean_s: float
+    batch_time_shares: dict[str, float] | None
+
+
+class MeasuredSpeedup(TypedDict):
+    """The specialized decode speedup measured from a probe's latency (model.probe.measured_speedup)."""
+
+    value: float | None
+    confidence_interval: Interval | None
+    level: float
+    baseline_tokens_per_second: float | None
+    path_contrast: float | None
+    segments: Annotated[list[SegmentLatency], Length(2)]
+    reason: str | None
+    window: Interval | None
+    summary: str
+
+
+class FigureNeeded(TypedDict):
+    """A default figure the decision would rest on, and what setting it changes."""
+
+    key: str
+    default: str | float | None
+    changes: str
+
+
+class RequestContext(TypedDict):
+    """The route's context from its requests (acceptance.request_context)."""
+
+    tokens: float
+    source: str
+    requests: int
+    of_requests: int
+    mean_prompt_tokens: float
+    mean_output_tokens: float
+
+
+class ContextBand(TypedDict):
+    """One band of prompt lengths priced from its own requests (model.context_bands)."""
+
+    prompt_tokens_from: float
+    prompt_tokens_to: float
+    context_tokens: float
+    requests: int
+    mean_acceptance_length: float
+    mean_acceptance_length_interval: Interval
+    observed_tokens_per_second: float | None
+    best_gamma: int
+    best_extrapolated: bool
+    speedup_at_best: float
+    speedup_at_gamma: float
+    speedup_at_gamma_interval: Interval
+    probability_gain: float | None
+
+
+class Routing(TypedDict):
+    """Long prompts sent to engines of another γ."""
+
+    prompt_tokens_from: float
+    gamma: int
+    gain: float
+    sure: bool
+    bands: int
+    extrapolated: bool
+
+
+class Context(TypedDict):
+    """γ by prompt length (model.context_bands.ContextView)."""
+
+    gamma: int
+    route_context: RequestContext | None
+    bands: list[ContextBand]
+    stops_paying_from_prompt_tokens: float | None
+    routing: Routing | None
+    what_if: bool
+    why_no_bands: str | None
+
+
+class SharedDeploymentName(TypedDict):
+    """The deployment a route shares, and its routes."""
+
+    name: str
+    routes: list[str]
+
+
+class TuneGamma(TypedDict):
+    """tune-gamma --json: one route's window, its candidates and the decision."""
+
+    route: str
+    window: Window | None
+    objective: str
+    cost_profile: str
+    interval_level: float
+    observed: Observed
+    objective_axis: str
+    deployed_gamma: int
+    recommended_gamma: int
+    gamma_to_deploy: int
+    decision: DecisionKind
+    decision_reason: str
+    probability_best: float | None
+    candidates: list[Candidate]
+    model_error: float | None
+    vllm: Vllm
+    replay_config: ReplayConfig | None
+    specialized_eligibility: Eligibility | None
+    schedule: list[Annotated[list[int], Length(3)]] | None
+    load: Load | None
+    verify_widths: list[float] | None
+    acceptance_model: Literal["survival", "replay"]
+    anchor: Anchor | None
+    profile_figures: ProfileFigures | None
+    gain: Gain | None
+    drafts_factor_to_settle: float | None
+    expected_best_gamma: int | None
+    probe: Probe | None
+    model_error_warning: str | None
+    specialized_break_even: BreakEven | None
+    specialized_speedup_measured: MeasuredSpeedup | None
+    figures_needed: list[FigureNeeded]
+    context: Context | None
+    shared_deployment: SharedDeploymentName | None
+
+
+# ------------------------------------------------------------------------------ the deployment
+
+
+class JointCandidate(TypedDict):
+    """One γ for the whole deployment: the routes' token-weighted harmonic mean speedup."""
+
+    gamma: int
+    speedup: float
+    speedup_low: float | None
+    speedup_high: float | None
+    allowed: bool
+
+
+class SplitGain(TypedDict):
+    """A route on engines of its own: its γ, its speedup there and the gain of splitting it off."""
+
+    route: str
+    gamma: int
+    speedup: float
+    gain_of_splitting: float
+    gain_low: float | None
+    gain_high: float | None
+    against_gamma: int
+    gain_over_joint_best: float
+    gain_over_joint_best_low: float | None
+    gain_over_joint_best_high: float | None
+
+
+class SharedDeployment(TypedDict):
+    """The deployment's one γ (model.shared_deployment.DeploymentRecommendation)."""
+
+    name: str
+    routes: list[str]
+    token_shares: dict[str, float]
+    deployed_gamma: int
+    recommended_gamma: int
+    gamma_to_deploy: int
+    decision: DecisionKind
+    decision_reason: str
+    gain: Gain | None
+    candidates: list[JointCandidate]
+    split: list[SplitGain]
+    gain_of_splitting: Gain
+    gain_of_splitting_over_joint_best: Gain | None
+    vllm: Vllm
+    figures_needed: list[FigureNeeded]
+
+
+class DeploymentDocument(TypedDict):
+    """tune-gamma --deployment NAME --json: the deployment's one γ and each route's own document."""
+
+    deployment: SharedDeployment
+    routes: list[TuneGamma]
