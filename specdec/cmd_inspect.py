@@ -73,7 +73,7 @@ def _check_engine_costs(report: dict, snapshots, config_path: str | None, config
     """Beside each engine's reported step cost, the roofline's for the same step
     (model.engine_cost_check), when the model and TP size are known: the config's
     [deployment] (--config, read once: ``configured``), the model also from the engines' model_name as a local folder;
-    else ``roofline_check_needs`` says which keys to set."""
+    else each reported cost's ``roofline_check`` is null and ``roofline_check_needs`` says which keys to set."""
     kv_told = any(kv and (kv["memory_bytes"] or kv["cache_dtype"] not in (None, "auto"))
                   for kv in (e.get("kv_cache") for e in report["engines"]))
     if not kv_told and not any((e.get("engine_cost") or {}).get("reported") for e in report["engines"]):
@@ -94,9 +94,12 @@ def _check_engine_costs(report: dict, snapshots, config_path: str | None, config
     if missing and config_path:  # the flag would change nothing: refused, saying what it lacks
         raise UsageError(f"--config {config_path}: its [deployment] sets no {' and no '.join(missing)}, which the "
                          f"check of the engines' reported cost needs")
-    if missing:
+    if missing:  # not tested: each reported cost's check is null, and the report says what it needs
         report["roofline_check_needs"] = (f"to check the roofline's figures against these, set {' and '.join(missing)} "
                                           f"in the [deployment] of a config passed with --config")
+        for entry in report["engines"]:
+            if entry.get("engine_cost"):
+                entry["roofline_check"] = None
         return
     model, source = deployment_model(deployment), model_source(deployment)
     for entry in report["engines"]:

@@ -83,7 +83,7 @@ def test_the_roofline_check_needs_the_model_and_tp_and_then_gives_the_ratios(cap
     code, out, _ = run_cli(capsys, main, ["inspect", str(page), "--json"])
     assert code == 0
     doc = json.loads(out)
-    assert "roofline_check" not in doc["engines"][0]
+    assert doc["engines"][0]["roofline_check"] is None  # not tested: null, and the report says what it needs
     assert "set model and tensor_parallel_size" in doc["roofline_check_needs"]
     bare = tmp_path / "bare.toml"  # a config that names neither: it would change nothing, so it is refused
     bare.write_text('[deployment]\nmethod = "ngram"\n')
