@@ -48,7 +48,7 @@ class Anchor:
     def describe(self) -> str:
         """One line for the console and the dashboard."""
         if self.source == TABLE:
-            return "anchor: the measured table's own step times"
+            return "anchor: the measured table's own step times" + (f" ({self.detail})" if self.detail else "")
         if self.baseline_tokens_per_second is None:
             return "anchor: none (relative units only)"
         rate = f"{self.baseline_tokens_per_second:,.1f} tok/s plain decode at batch 1"
@@ -69,7 +69,10 @@ def configured_or_default(deployment: Deployment) -> Anchor:
     roofline's own plain decode at batch 1 for them (its memory and compute floor, an upper
     bound: served engines run slower), announced as such."""
     if deployment.cost_profile not in ("flat", "roofline"):
-        return Anchor(None, TABLE)
+        unused = (f"baseline_tokens_per_second {deployment.baseline_tokens_per_second:g} in the config is not used: "
+                  f"the table's T(1, 1) is the plain decode" if deployment.is_configured("baseline_tokens_per_second")
+                  else "")
+        return Anchor(None, TABLE, unused)
     if deployment.is_configured("baseline_tokens_per_second"):
         return Anchor(deployment.baseline_tokens_per_second,
                       FLAG if "baseline_tokens_per_second" in deployment.flagged else CONFIGURED)

@@ -377,13 +377,12 @@ def cmd_simulate(args) -> int:
             step = fleet.engines(fleet.routes[route][0])[0].step_time_s
             print(f"  best gamma {best} ({speedups[best]:.2f}x) for a dspark drafter costing {step.draft_cost:g} of the "
                   f"stock pass on these engines' step times, at the route's true batch mix")
-        print("# config for these targets: the engines' own drafter cost, plain-decode rate and step times (a "
-              "measured table, as `specdec calibrate` writes one: the best gamma above is priced on it)")
+        print("# config for these targets: the engines' own drafter cost and step times (a measured table, as "
+              "`specdec calibrate` writes one, its T(1, 1) the plain decode: the best gamma above is priced on it)")
         for r, info in described.items():
             step = fleet.engines(fleet.routes[r][0])[0].step_time_s
             print(f"[routes.{r}]\ntargets = [{', '.join(json.dumps(u) for u in info['targets'])}]\n"
                   f'method = "dspark"\ndraft_cost = {step.draft_cost:g}\n'
-                  f"baseline_tokens_per_second = {1.0 / step.target(1, 1):.3f}\n"
                   f"cost_profile = {json.dumps(str(tables[r]))}")
         sys.stdout.flush()
         fleet.start_realtime(speed=args.speed)

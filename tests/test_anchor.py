@@ -121,3 +121,19 @@ def test_the_drafters_defaults_are_said_when_used(capsys, tmp_path, monkeypatch)
     code, console, err = run_cli(capsys, tune_gamma_main, ["--route", "chat", "--window", "30d"])
     assert code == 0, err
     assert "drafter figures" not in console
+
+
+def test_a_table_anchors_itself_and_says_a_configured_baseline_is_not_used(tmp_path):
+    """A measured table's T(1, 1) is the plain decode: a baseline_tokens_per_second beside it
+    changes nothing, and the anchor says so instead of passing over it in silence."""
+    from model.anchor import configured_or_default
+
+    table = tmp_path / "steps.csv"
+    table.write_text("batch_size,tokens_per_request,path,seconds\n1,1,stock,0.01\n1,2,stock,0.011\n")
+    told = Deployment.from_mapping({"cost_profile": str(table), "baseline_tokens_per_second": 116.5}, where="test")
+    anchor = configured_or_default(told)
+    assert anchor.baseline_tokens_per_second is None
+    assert anchor.describe() == ("anchor: the measured table's own step times (baseline_tokens_per_second 116.5 in "
+                                 "the config is not used: the table's T(1, 1) is the plain decode)")
+    untold = configured_or_default(Deployment.from_mapping({"cost_profile": str(table)}, where="test"))
+    assert untold.describe() == "anchor: the measured table's own step times"
