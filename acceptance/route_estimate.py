@@ -79,6 +79,22 @@ class RequestRows:
 
 
 @dataclass(frozen=True)
+class ProbeEvidence:
+    """What a route's window holds for a probe (model.probe): a running probe at a larger γ
+    joined to the fleet's rows (``running``); a segment at another γ with its own latency
+    (``latency``), whose steps beside the deployed γ's measure the specialized speedup; and,
+    where this window has no such segment, the route's estimate over the earlier window in
+    which one last ran (``earlier``, model.probe.lookback)."""
+
+    running: ProbeSegment | None = None
+    latency: ProbeLatency | None = None
+    earlier: "RouteEstimate | None" = None
+
+
+NO_PROBE = ProbeEvidence()
+
+
+@dataclass(frozen=True)
 class RouteEstimate:
     """A route's acceptance and what its window says beside it (estimate_route); frozen: a change
     is a copy (dataclasses.replace)."""
@@ -100,14 +116,9 @@ class RouteEstimate:
     undrafted_token_share: float | None = None  # ν
     undrafted_source: str | None = None  # what ν was counted from (window_undrafted_share)
     traffic: RouteTraffic | None = None  # the estimated rows' draft flow (route_traffic)
-    probe: ProbeSegment | None = None  # a running probe at a larger γ, joined (acceptance.probe_segment)
-    probe_latency: ProbeLatency | None = None  # a segment at another γ with its own latency
+    probe: ProbeEvidence = NO_PROBE  # what the window holds for a probe (ProbeEvidence)
     requests: RequestRows | None = None  # the rows, one per request, when the window is per-request
     window_span: tuple[float, float] | None = None  # (start, end) of the window estimated
-    # where this window holds no probe: the route's estimate over the earlier window in which
-    # one last ran beside the deployed γ (model.probe.lookback), whose latency measured
-    # the specialized speedup
-    speedup_from: "RouteEstimate | None" = None
     # the context its decode steps read, from the requests' own lengths (per-request windows
     # whose lines carry usage.prompt_tokens; acceptance.request_context)
     context: RequestContext | None = None
@@ -118,6 +129,10 @@ class RouteEstimate:
     @property
     def gamma(self) -> int:
         return self.estimate.gamma
+
+    def with_earlier_probe(self, earlier: "RouteEstimate") -> "RouteEstimate":
+        """This estimate beside the earlier window's in which a probe last ran (ProbeEvidence.earlier)."""
+        return replace(self, probe=replace(self.probe, earlier=earlier))
 
 
 def estimate_route(window: Window | None, intervals: IntervalCounts, *, level: float = 0.9, n_resamples: int = 1000,
@@ -150,8 +165,8 @@ def estimate_route(window: Window | None, intervals: IntervalCounts, *, level: f
                                        block_length=block_length, unit=unit)
     probe = window_probe(window, estimate, level=level, n_resamples=n_resamples, seed=seed,
                          block_length=block_length, unit=unit)
-    route = RouteEstimate(estimate, drift, recent_start, step_sequences=sequences, requests=requests, probe=probe,
-                          context=route_context(requests))
+    route = RouteEstimate(estimate, drift, recent_start, step_sequences=sequences, requests=requests,
+                          probe=ProbeEvidence(running=probe), context=route_context(requests))
     return route if window is None else _with_window(route, window, rows, engines)
 
 
@@ -173,7 +188,7 @@ def _with_window(route: RouteEstimate, window: Window, rows: IntervalCounts, eng
         batch_time_shares=shape.batch_time_shares or None, effective_samples=shape.effective_samples,
         iteration_tokens=shape.iteration_tokens or None,
         itl_mean_s=itl_mean_s, segment_mix=None if own is None else segment_mix(own, shape),
-        probe_latency=window_probe_latency(window, gamma) if itl_mean_s is not None else None,
+        probe=replace(route.probe, latency=window_probe_latency(window, gamma) if itl_mean_s is not None else None),
         undrafted_token_share=undrafted, undrafted_source=undrafted_source,
         observed_tokens_per_second=observed_tokens_per_second(window, route.estimate.mean_acceptance_length.value,
                                                               itl_mean_s, undrafted),
@@ -347,8 +362,7 @@ def band_estimate(route: "RouteEstimate", band: BandRows, *, level: float, n_res
     nu = (undrafted_token_share(float(decode.sum()), float(rows.counts[:, 0].sum()), float(rows.counts[:, 2].sum()))
           if np.isfinite(decode).all() else None)
     sequences = None if route.step_sequences is None else [route.step_sequences[i] for i in band.rows]
-    return replace(route, estimate=estimate, drift=None, recent_start=None, probe=None, probe_latency=None,
-                   speedup_from=None, traffic=None, requests=rows, step_sequences=sequences,
+    return replace(route, estimate=estimate, drift=None, recent_start=None, probe=NO_PROBE, traffic=None, requests=rows, step_sequences=sequences,
                    observed_tokens_per_second=rate, observed_latency_source=PER_REQUEST_LATENCY if rate else None,
                    undrafted_token_share=nu, plugin=None, segment_mix=None, context=None,
                    engine_cost=None)

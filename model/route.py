@@ -117,12 +117,12 @@ def _measured_speedup(route: RouteEstimate, deployment: Deployment, time_shares:
     the deployed segment's and a probe's latency (at any other γ), its interval replaces the
     configured figure (model.probe.measured_speedup); else the deployment as it is. A window
     without a probe takes the measurement of the earlier window in which one last ran
-    (``route.speedup_from``, at that window's own time shares, as a tune then priced it)."""
-    earlier = route.speedup_from
-    if route.probe_latency is None and earlier is not None:
+    (``route.probe.earlier``, at that window's own time shares, as a tune then priced it)."""
+    earlier = route.probe.earlier
+    if route.probe.latency is None and earlier is not None:
         deployment, measured = _measured_speedup(earlier, deployment, earlier.batch_time_shares, seed)
         return deployment, None if measured is None else replace(measured, window=earlier.window_span)
-    probed = route.probe_latency
+    probed = route.probe.latency
     if probed is None or route.itl_mean_s is None or not time_shares or not measurable(deployment):
         return deployment, None  # nothing to resample for: off the path, or no probe with latency
     mixes, own = _segment_mixes(route, time_shares)
@@ -159,7 +159,7 @@ class _Curve:
 
 
 def _curve(route: RouteEstimate) -> _Curve:
-    estimate, probe = route.estimate, route.probe
+    estimate, probe = route.estimate, route.probe.running
     if probe is None:
         return _Curve(estimate.survival.value, estimate.survival_resamples if estimate.has_interval else None,
                       mean_draft_length(estimate.counts), route.draft_reach, route.step_sequences)
@@ -182,8 +182,8 @@ def _segment_mixes(route: RouteEstimate, time_shares: dict[int, float]
     their own): each segment's own engines' where the window keeps both
     (acceptance.probe_segment.SegmentMix), else the route's ``time_shares`` for both, its
     samples split by the segments' engine-seconds."""
-    assert route.probe_latency is not None  # a segment at another γ with its own latency (_measured_speedup)
-    main, probed = route.segment_mix, route.probe_latency.segment_mix
+    assert route.probe.latency is not None  # a segment at another γ with its own latency (_measured_speedup)
+    main, probed = route.segment_mix, route.probe.latency.segment_mix
     if main is not None and probed is not None:
         return [(m.time_shares, max(m.effective_samples, 1.0)) for m in (main, probed)], True
     sizes, shares = normalise_batch_mix(time_shares)
@@ -195,8 +195,8 @@ def _segment_mixes(route: RouteEstimate, time_shares: dict[int, float]
 def _engine_seconds_shares(route: RouteEstimate) -> tuple[float, float]:
     """The deployed segment's and the probe's shares of the window's engine-seconds, which
     the gauge samples behind the time shares are spread over (½ each where unknown)."""
-    assert route.probe_latency is not None  # a segment at another γ with its own latency (_measured_speedup)
-    spans = [t.seconds * t.engines for t in (route.traffic, route.probe_latency.traffic) if t is not None and t.engines]
+    assert route.probe.latency is not None  # a segment at another γ with its own latency (_measured_speedup)
+    spans = [t.seconds * t.engines for t in (route.traffic, route.probe.latency.traffic) if t is not None and t.engines]
     if len(spans) < 2 or not sum(spans) > 0:  # either unknown
         return 0.5, 0.5
     return spans[0] / sum(spans), spans[1] / sum(spans)

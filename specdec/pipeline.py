@@ -12,7 +12,7 @@ serialise the ``RouteTuning`` (specdec.report).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from model.probe.lookback import earlier_probe_window
 from acceptance.errors import InputError
@@ -92,7 +92,7 @@ def tune_intervals(
         raise NoDataError(f"route {route!r}: the window holds no drafts at gamma {intervals.gamma}")
     estimated = _estimated(window, intervals, options, engines)
     if earlier is not None:  # its latency measured the specialized speedup (model.probe.lookback)
-        estimated = replace(estimated, speedup_from=_estimated(earlier, earlier.newest_segment.intervals, options))
+        estimated = estimated.with_earlier_probe(_estimated(earlier, earlier.newest_segment.intervals, options))
     level, seed = options.level, options.seed  # priced at the estimate's level, from its seed
     priced = recommend_route(estimated, deployment, batch_time_shares=estimated.batch_time_shares, level=level,
                              seed=seed)

@@ -62,7 +62,7 @@ def tuning_to_dict(t) -> TuneGamma:
         "undrafted_token_share": None if t.route_estimate is None else t.route_estimate.undrafted_token_share,
         "undrafted_token_share_source": None if t.route_estimate is None else t.route_estimate.undrafted_source,
         "survival_by_batch": None,
-        "probe_segment": _probe_segment_dict(None if t.route_estimate is None else t.route_estimate.probe),
+        "probe_segment": _probe_segment_dict(None if t.route_estimate is None else t.route_estimate.probe.running),
     }
     if t.plugin is not None and t.plugin.by_batch:
         used = {batch_bucket(b).label for b in (t.survival_by_batch or {})}

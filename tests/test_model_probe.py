@@ -194,7 +194,7 @@ TRUE = np.cumprod([0.6, 0.6, 0.9, 0.9, 0.9, 0.85, 0.8, 0.75])
 
 def test_a_running_probe_s_conditionals_continue_the_deployed_curve(tmp_path):
     route, rec = _tune_window(tmp_path, TRUE[:3], TRUE)
-    probe = route.probe
+    probe = route.probe.running
     assert (probe.gamma, probe.deployed_gamma, probe.traffic.engines) == (8, 3, 1)
     assert route.traffic.engines == 7 and route.estimate.gamma == 3
     assert probe.agrees and probe.sources == ["main"] * 3 + ["probe"] * 5
@@ -222,7 +222,7 @@ def test_the_window_says_which_positions_came_from_which_segment(tmp_path, capsy
     doc = tuning_to_dict(RouteTuning("r", DRAFT_MODEL, route.estimate, rec, route_estimate=route))
     seg = doc["observed"]["probe_segment"]
     assert seg["gamma"] == 8 and seg["agrees"] and seg["sources"] == ["main"] * 3 + ["probe"] * 5
-    assert seg["joined_survival"] == pytest.approx(list(route.probe.survival))
+    assert seg["joined_survival"] == pytest.approx(list(route.probe.running.survival))
     text = format_tuning(doc)
     assert "probe segment: gamma 8 on 1 engine(s)" in text and "positions 1-3 from gamma 3, 4-8 from the probe" in text
     assert "conditional rates joined; shared positions agree" in text
@@ -232,9 +232,9 @@ def test_a_canary_whose_shared_positions_differ_prices_its_gammas_alone(tmp_path
     # the probe's traffic accepts far more at position 1 (its requests are easier)
     easy = np.cumprod([0.9, 0.6, 0.9, 0.9, 0.9, 0.85, 0.8, 0.75])
     route, rec = _tune_window(tmp_path, TRUE[:3], easy)
-    assert not route.probe.agrees and route.probe.shared_difference.low > 0
+    assert not route.probe.running.agrees and route.probe.running.shared_difference.low > 0
     by_gamma = {c.gamma: c for c in rec.candidates}
-    al_own = 1 + np.cumsum(route.probe.estimate.survival.value)
+    al_own = 1 + np.cumsum(route.probe.running.estimate.survival.value)
     al_main = 1 + np.cumsum(route.estimate.survival.value)
     assert by_gamma[8].expected_tokens == pytest.approx(al_own[7])  # γ 8 from the probe alone
     assert by_gamma[3].expected_tokens == pytest.approx(al_main[2])  # γ ≤ 3 from the deployed segment
@@ -255,13 +255,13 @@ def test_a_probe_losing_surely_is_stopped_early(tmp_path):
 def test_a_thin_probe_carries_on_with_the_drafts_still_needed(tmp_path, alpha, says):
     mild = np.cumprod([0.6, 0.6, 0.9, alpha, alpha])
     route, rec = _tune_window(tmp_path, mild[:3], mild, drafts_per_scrape=30, scrapes=11)
-    assert route.probe is not None and route.probe.estimate.drafts == 300
+    assert route.probe.running is not None and route.probe.running.estimate.drafts == 300
     assert (rec.decision, rec.recommended_gamma) == ("probe", 3), rec.decision_reason
     assert rec.probe.gamma == 5 and rec.probe.engines == 1
     assert rec.probe.drafts_needed >= 2000 - 300
     assert "carry on the probe at γ=5" in rec.decision_reason and says in rec.decision_reason
     assert "× the drafts" not in rec.decision_reason and rec.drafts_factor_to_settle is None  # one figure
-    rate = route.probe.traffic.drafts_per_engine_second
+    rate = route.probe.running.traffic.drafts_per_engine_second
     assert rec.probe.duration_s == pytest.approx(rec.probe.drafts_needed / rate)
 
 
