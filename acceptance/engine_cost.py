@@ -57,7 +57,8 @@ def step_cost(totals: Mapping[str, float]) -> StepCost | None:
         "write_bytes_per_step": None, "step_time_s": None, "bytes_per_s": None, "flops_per_s": None}
     if not (flops or read or write):
         return {**out, "why_not": NOT_REPORTED if steps else (
-            f"no step has run since the engine started ({vm.ITERATION_TOKENS} counts none): nothing to divide; "
+            f"{vm.ITERATION_TOKENS} counts no step (none ran, or the engine does not fill it: a page can count "
+            f"drafts beside it): nothing to divide; "
             f"{NOT_REPORTED.split(': ', 1)[1]}")}
     if not steps:
         return {**out, "why_not": f"no step counted in {vm.ITERATION_TOKENS} (its histogram is needed to divide by)"}
