@@ -301,11 +301,15 @@ def test_recorded_counts_are_exact_when_scrapes_are_stored_late(slow_exporter):
     the ITL sum and count lost alike never (their mean unbiased)."""
     settings = PrometheusSettings(slow_exporter["url"])
     client = PrometheusClient(settings)
-    # from 5 s in: the window's first evaluation counts from a scrape (the engine's first is a baseline)
-    start, end, sel = slow_exporter["start"] + 5.0, slow_exporter["end"], '{job="sim-slow"}'
+    r, offset = resolution_seconds(RULES_RESOLUTION), query_offset_seconds(RULES_QUERY_OFFSET)
+    end, sel = slow_exporter["end"], '{job="sim-slow"}'
+    # Prometheus' first scrape may come seconds after it is ready (its discovery's first
+    # sync): the window starts where what its first evaluation counted from is a stored sample
+    [(_, times, _)] = client.samples(f"vllm:spec_decode_num_drafts_total{sel}[{end - slow_exporter['start'] + 60:.0f}s]",
+                                     end)
+    start = float(times[0]) + offset + 2 * r
     window = prometheus_window(settings, "slow", sel, start, end)
     assert window.recorded is not None, window.notes
-    r, offset = resolution_seconds(RULES_RESOLUTION), query_offset_seconds(RULES_QUERY_OFFSET)
     coverage = _coverage(client, "slow", sel, start, end, r, series_names(RULES_RESOLUTION)["heartbeat"])
     assert coverage.why_not is None and coverage.query_offset_s == offset == 1.0
     counted_to = coverage.last_evaluation - offset
@@ -313,6 +317,7 @@ def test_recorded_counts_are_exact_when_scrapes_are_stored_late(slow_exporter):
 
     def change(counter: str) -> float:
         at = [client.query(f"sum({counter}{sel})", t) for t in (counted_from, counted_to)]
+        assert all(at), f"{counter}: no sample at {counted_from:.3f} or {counted_to:.3f} (a failed scrape?)"
         return at[1][0][1] - at[0][0][1]
 
     [segment] = window.segments
