@@ -270,23 +270,29 @@ def _per_request_rows(args):
 
 
 def _log_rows(args):
-    """The same of ``--log`` (its intervals carry their own times: no row times to name)."""
+    """The same of ``--log``."""
     from collections import Counter
 
     from acceptance.log_lines import read_log_file
     from acceptance.store import IngestedRow
 
-    parsed = read_log_file(args.log, default_time=time.time())
-    skipped = Counter(parsed.skipped)
+    parsed = read_log_file(args.log, default_time=None)
+    now = time.time()
+    skipped, stamped = Counter(parsed.skipped), Counter()
     per_route: dict[str, list[IngestedRow]] = {}
     for iv in parsed.intervals:
-        if iv.counts is None or iv.time is None:
-            skipped["drafts unknown (mean acceptance length 1.00)" if iv.counts is None else "no time"] += 1
+        if iv.counts is None:
+            skipped["drafts unknown (mean acceptance length 1.00)"] += 1
             continue
-        key = f"{iv.engine or ''}|{iv.time:.3f}|{iv.accepted_tokens}|{iv.draft_tokens}"
+        # a line without its timestamp is stored at the ingest time, keyed by its place in the
+        # file (not by that time), so that ingesting the file again adds nothing
+        where = f"{iv.time:.3f}" if iv.time is not None else f"line {iv.line_number}"
+        stamped["the lines' own timestamps" if iv.time is not None else "the ingest time (lines without one)"] += 1
+        key = f"{iv.engine or ''}|{where}|{iv.accepted_tokens}|{iv.draft_tokens}"
         per_route.setdefault(args.route, []).append(
-            IngestedRow(iv.time, iv.counts, key, iv.drafts_estimated, load=_logged_load(iv)))
-    return per_route, "log", args.log, dict(skipped), parsed.lines, None
+            IngestedRow(now if iv.time is None else iv.time, iv.counts, key, iv.drafts_estimated,
+                        load=_logged_load(iv)))
+    return per_route, "log", args.log, dict(skipped), parsed.lines, stamped
 
 
 def _logged_load(interval):

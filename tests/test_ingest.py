@@ -55,6 +55,22 @@ def test_log_golden_is_stored_exactly(tmp_path, capsys):
     np.testing.assert_array_equal(stored, np.array(expected, dtype=float))
 
 
+def test_log_lines_without_timestamps_are_stored_once_and_said(tmp_path, capsys):
+    """vLLM's golden lines carry no timestamp (the logger's message alone): they are stored at
+    the ingest time, keyed by their place in the file, so the same file again adds nothing
+    (keyed by that time, each ingest stored them again), and the output says where the row
+    times came from."""
+    db = tmp_path / "s.db"
+    argv = ["ingest", "--route", "logs", "--log", str(GOLDEN / "log_lines_sample.txt"), "--db", str(db)]
+    code, out, err = run_cli(capsys, main, argv)
+    assert code == 0, err
+    assert "2 log rows added" in out and "row times from the ingest time (lines without one) (2)" in out
+    code, out, err = run_cli(capsys, main, argv)
+    assert code == 0, err
+    assert "0 log rows added, 2 already stored" in out
+    assert len(_stored(db, "logs", "log")[3]) == 2
+
+
 def test_a_route_known_only_from_ingest_is_tuned_with_request_intervals(tmp_path, capsys, monkeypatch):
     import time
 
