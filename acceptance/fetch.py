@@ -78,8 +78,34 @@ def mask_userinfo(url: str) -> str:
     return parts._replace(netloc=f"{parts.username or ''}:***@{host}").geturl()
 
 
-class _TooLarge(Exception):
-    """The body went past max_bytes while it was read."""
+class BodyTooLarge(Exception):
+    """A body went past its bound while it was read (read_bounded)."""
+
+
+def client_session(connector: aiohttp.BaseConnector, headers: dict[str, str]) -> aiohttp.ClientSession:
+    """An aiohttp session as specdec's clients use one: no per-phase timeouts (one deadline for
+    the whole exchange is the caller's ``asyncio.timeout``), nothing decompressed or asked
+    compressed by aiohttp (gzip is decompressed here, bounded: gunzip_page), no proxy (the
+    servers are reached directly), headers bounded to 64 KiB a field."""
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(total=None, connect=None, sock_read=None, sock_connect=None),
+        auto_decompress=False, skip_auto_headers=("Accept-Encoding",), headers=headers, trust_env=False,
+        max_field_size=64 * 1024)
+
+
+async def read_bounded(resp: aiohttp.ClientResponse, max_bytes: int) -> bytes:
+    """The body as it comes, BodyTooLarge past ``max_bytes`` (the connection is then dropped,
+    not read to its end: a 50 MB page is never buffered whole)."""
+    chunks: list[bytes] = []
+    total = 0
+    async for chunk in resp.content.iter_any():
+        total += len(chunk)
+        if total > max_bytes:
+            resp.close()
+            raise BodyTooLarge()
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 class PageFetcher:
@@ -148,16 +174,7 @@ class PageFetcher:
             # interval); force_close: Connection: close, a connection per scrape
             connector = (aiohttp.TCPConnector(limit=0, keepalive_timeout=None, ssl=self._ssl) if self.keep_alive
                          else aiohttp.TCPConnector(limit=0, force_close=True, ssl=self._ssl))
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                # one deadline for the whole exchange is asyncio.timeout's (_page): none per phase
-                timeout=aiohttp.ClientTimeout(total=None, connect=None, sock_read=None, sock_connect=None),
-                auto_decompress=False,  # gzip is decompressed here, bounded (gunzip_page)
-                skip_auto_headers=("Accept-Encoding",),  # no compression asked for
-                headers={"Accept": "text/plain", "User-Agent": _USER_AGENT},
-                trust_env=False,  # no proxy: the engines are reached directly
-                max_field_size=64 * 1024,
-            )
+            self._session = client_session(connector, {"Accept": "text/plain", "User-Agent": _USER_AGENT})
         return self._session
 
     # -- fetching ------------------------------------------------------------------------
@@ -194,15 +211,8 @@ class PageFetcher:
         once on a fresh one by aiohttp."""
         async with self._session_now().get(target, allow_redirects=False) as resp:
             self._check_head(url, resp)
-            chunks: list[bytes] = []
-            total = 0
-            async for chunk in resp.content.iter_any():
-                total += len(chunk)
-                if total > self.max_bytes:
-                    resp.close()  # the connection is dropped, not read to its end
-                    raise _TooLarge()
-                chunks.append(chunk)
-            return b"".join(chunks), resp.headers.get("Content-Encoding", "identity").strip().lower()
+            body = await read_bounded(resp, self.max_bytes)
+            return body, resp.headers.get("Content-Encoding", "identity").strip().lower()
 
     def _check_head(self, url: str, resp: aiohttp.ClientResponse) -> None:
         """Give up before the body on a status, a type or a length that will not be read."""
@@ -247,7 +257,7 @@ def _source_error(url: str, exc: BaseException, timeout_s: float, max_bytes: int
         return exc
     if isinstance(exc, TimeoutError):  # asyncio.timeout's
         return UnreachableError(f"{url}: timed out after {timeout_s:g} s")
-    if isinstance(exc, _TooLarge):
+    if isinstance(exc, BodyTooLarge):
         return SourceError(f"{url}: page over the {max_bytes}-byte limit")
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
         return UnreachableError(f"{url}: cannot resolve host {exc.host!r} ({_one_line(exc.os_error.strerror or exc)})")

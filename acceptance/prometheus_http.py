@@ -42,7 +42,8 @@ import numpy as np
 from yarl import URL
 
 from .errors import InputError
-from .fetch import SourceError, UnreachableError, _one_line, mask_userinfo, parser_said
+from .fetch import (BodyTooLarge, SourceError, UnreachableError, _one_line, client_session, mask_userinfo, parser_said,
+                    read_bounded)
 
 DEFAULT_TIMEOUT_S = 10.0
 # A route's largest answer is one series per engine (its γ, its restarts, the engines at a γ)
@@ -61,10 +62,6 @@ class PrometheusError(SourceError):
 
 class PrometheusUnreachable(PrometheusError, UnreachableError):
     """Prometheus gave no answer: not reached, timed out, or an HTTP error (exit status 3)."""
-
-
-class _TooLarge(Exception):
-    """The answer's body is over MAX_RESPONSE_BYTES."""
 
 
 @dataclass(frozen=True)
@@ -224,7 +221,7 @@ class PrometheusClient:
         except TimeoutError:
             raise self.fail(f"no complete answer to {path} within the {self.timeout_s:g} s deadline "
                             f"([source] timeout), connect to last byte", PrometheusUnreachable) from None
-        except _TooLarge:
+        except BodyTooLarge:
             raise self.fail(f"{path} answered more than {MAX_RESPONSE_BYTES >> 20} MiB") from None
         except aiohttp.ServerDisconnectedError as e:
             where = "before answering" if isinstance(e.message, str) else "inside the head of its answer to"
@@ -252,24 +249,14 @@ class PrometheusClient:
                    "Content-Type": "application/x-www-form-urlencoded"}
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
-        async with aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(force_close=True),
-                timeout=aiohttp.ClientTimeout(total=None, connect=None, sock_read=None, sock_connect=None),
-                auto_decompress=False, skip_auto_headers=("Accept-Encoding",),  # no compression asked for
-                trust_env=False) as session:  # no proxy: the server is reached directly
+        async with client_session(aiohttp.TCPConnector(force_close=True), headers) as session:
             async with asyncio.timeout(self.timeout_s):
-                async with session.post(URL(f"{self.url}{path}"), data=body, headers=headers,
-                                        allow_redirects=False) as resp:
+                async with session.post(URL(f"{self.url}{path}"), data=body, allow_redirects=False) as resp:
                     length = resp.headers.get("Content-Length", "").strip()
                     if length.isdigit() and int(length) > MAX_RESPONSE_BYTES:
-                        raise _TooLarge()
-                    chunks, total = [], 0
-                    async for chunk in resp.content.iter_any():
-                        total += len(chunk)
-                        if total > MAX_RESPONSE_BYTES:
-                            raise _TooLarge()
-                        chunks.append(chunk)
-                    return _Response(resp.status, resp.reason or "", resp.headers.get("Location"), b"".join(chunks))
+                        raise BodyTooLarge()
+                    raw = await read_bounded(resp, MAX_RESPONSE_BYTES)
+                    return _Response(resp.status, resp.reason or "", resp.headers.get("Location"), raw)
 
     # -- answers ---------------------------------------------------------------------------
 

@@ -58,23 +58,24 @@ MAX_RESOLUTION_S = 300.0
 HEARTBEAT_PREFIX = "specdec:route_window_rules:up"
 
 
-def resolution_seconds(resolution: str) -> float:
-    """``1m`` → 60.0; a resolution is one Prometheus duration unit (ms, s, m or h), 1 s to 5 m."""
-    m = _DURATION.match(resolution) if isinstance(resolution, str) else None
-    seconds = int(m.group(1)) * _SECONDS[m.group(2)] if m else 0.0
-    if not 1.0 <= seconds <= MAX_RESOLUTION_S:
-        raise InputError(f"rules resolution {resolution!r}: expected a Prometheus duration from 1s to 5m, like 1m")
+def _seconds(text: str, lowest_s: float, what: str, example: str) -> float:
+    """``text``, one Prometheus duration unit (ms, s, m or h), in seconds, from ``lowest_s`` to 5 m."""
+    m = _DURATION.match(text) if isinstance(text, str) else None
+    seconds = int(m.group(1)) * _SECONDS[m.group(2)] if m else -1.0
+    if not lowest_s <= seconds <= MAX_RESOLUTION_S:
+        raise InputError(f"rules {what} {text!r}: expected a Prometheus duration from {lowest_s:g}s to 5m, "
+                         f"like {example}")
     return seconds
+
+
+def resolution_seconds(resolution: str) -> float:
+    """``1m`` → 60.0; a resolution is 1 s to 5 m."""
+    return _seconds(resolution, 1.0, "resolution", "1m")
 
 
 def query_offset_seconds(query_offset: str) -> float:
-    """``10s`` → 10.0; a query offset is one Prometheus duration unit, 0 s to 5 m (0 s: none)."""
-    m = _DURATION.match(query_offset) if isinstance(query_offset, str) else None
-    seconds = int(m.group(1)) * _SECONDS[m.group(2)] if m else -1.0
-    if not 0.0 <= seconds <= MAX_RESOLUTION_S:
-        raise InputError(f"rules query offset {query_offset!r}: expected a Prometheus duration from 0s to 5m, "
-                         f"like {QUERY_OFFSET}")
-    return seconds
+    """``10s`` → 10.0; a query offset is 0 s to 5 m (0 s: none)."""
+    return _seconds(query_offset, 0.0, "query offset", QUERY_OFFSET)
 
 
 def _duration(seconds: float) -> str:
