@@ -32,6 +32,13 @@ def duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def promql_duration(text: str) -> str:
+    """An argparse type: a Prometheus duration as written into PromQL (``5m``, ``10s``); a bare
+    whole number is seconds, as every time option takes (``10`` → ``10s``). Its range is the
+    rules' to check (acceptance.prometheus_rules)."""
+    return f"{text}s" if text.isdigit() else text
+
+
 def positive_float(text: str) -> float:
     try:
         v = float(text)

@@ -18,7 +18,8 @@ import traceback
 
 
 from . import __version__, cmd_inspect, cmd_tune
-from .args import UsageError, add_store_args, dump_json, duration, float_list, positive_float, route_name
+from .args import (UsageError, add_store_args, dump_json, duration, float_list, positive_float, promql_duration,
+                   route_name)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -516,11 +517,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("rules", help="Prometheus recording rules that precompute per-route survival")
     p.add_argument("--config", help="config file (default ./specdec.toml)")
-    p.add_argument("--rate-window", default="5m", help="the rate() window of the dashboard rules (default 5m)")
-    p.add_argument("--resolution", default="1m",
+    p.add_argument("--rate-window", type=promql_duration, default="5m",
+                   help="the rate() window of the dashboard rules (default 5m)")
+    p.add_argument("--resolution", type=promql_duration, default="1m",
                    help="how often the window rules (what tune-gamma reads through Prometheus) are evaluated: "
                         "1s to 5m (default 1m)")
-    p.add_argument("--query-offset", default="10s",
+    p.add_argument("--query-offset", type=promql_duration, default="10s",
                    help="how far before each evaluation the window rules read, at least the scrape_timeout "
                         "(a sample is stamped at its scrape's start, stored at its end): 0s to 5m (default 10s, "
                         "Prometheus' default scrape_timeout)")
@@ -528,8 +530,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("grafana", help="a Grafana dashboard (JSON) of every route over specdec's gauges and rules")
     p.add_argument("--config", help="config file (default ./specdec.toml)")
-    p.add_argument("--rate-window", default="5m", help="the dashboard rules' rate() window, as given to `specdec rules`")
-    p.add_argument("--resolution", default="1m", help="the window rules' resolution, as given to `specdec rules`")
+    p.add_argument("--rate-window", type=promql_duration, default="5m",
+                   help="the dashboard rules' rate() window, as given to `specdec rules`")
+    p.add_argument("--resolution", type=promql_duration, default="1m",
+                   help="the window rules' resolution, as given to `specdec rules`")
     p.set_defaults(fn=cmd_grafana)
 
     p = sub.add_parser("ingest", help="store per-request metrics or vLLM log lines for a route")

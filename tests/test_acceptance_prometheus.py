@@ -347,6 +347,22 @@ def test_rules_read_their_query_offset_in_the_past():
             recording_rules({"a": '{job="x"}'}, query_offset=bad)
 
 
+def test_rules_time_options_take_seconds_as_every_time_option_does(tmp_path, capsys):
+    """`specdec rules --query-offset 10 --resolution 60`: bare seconds, written as Prometheus
+    durations; 0 is no offset; past 5 m is refused (exit 2)."""
+    from specdec.cli import main
+
+    config = tmp_path / "specdec.toml"
+    config.write_text('[source]\nkind = "prometheus"\nurl = "http://127.0.0.1:9"\n[routes.a]\nselector = \'{job="x"}\'\n')
+    assert main(["rules", "--config", str(config), "--query-offset", "10", "--resolution", "60"]) == 0
+    out = capsys.readouterr().out
+    assert "specdec:route_spec_decode:delta60s" in out and "offset 10s" in out and "offset 70s" in out
+    assert main(["rules", "--config", str(config), "--query-offset", "0"]) == 0
+    assert "query_offset" not in capsys.readouterr().out
+    assert main(["rules", "--config", str(config), "--query-offset", "301"]) == 2
+    assert "query offset '301s'" in capsys.readouterr().err
+
+
 class _Heartbeat:
     """A client whose heartbeat was last evaluated at 1000 s and counted ``n`` times."""
 
