@@ -188,7 +188,7 @@ def _method_text(block_length: int, n_blocks: int, n_resamples: int, unit: str) 
 
 
 class EstimateOptions(TypedDict, total=False):
-    """estimate_acceptance's options, passed on whole (probe_segment.window_probe)."""
+    """estimate_acceptance's options, passed on whole (estimate_route, model.probe.running.window_probe)."""
 
     level: float
     n_resamples: int

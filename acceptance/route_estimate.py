@@ -7,7 +7,8 @@ the batch time shares u_B and their effective sample count, the specdec plugin's
 the segment's γ (per-batch survival, a_k among the drafts that reached k, R_k / D), the
 observed per-user tokens/s and where its latency came from, the undrafted share ν, the
 requests' drafted steps for the step replay, and the route's draft flow (``RouteTraffic``:
-drafts, seconds, engines) from which a probe's duration follows.
+drafts, seconds, engines) from which a probe's duration follows. What the window's other
+segments hold for a probe is model.probe.evidence's.
 
 ``band_estimate(route, band)``: the same estimate over one context band's requests
 (acceptance.request_context), for model.context_bands.
@@ -33,8 +34,7 @@ from .estimates import AcceptanceEstimate, Drift, detect_drift, estimate_accepta
 from .plugin_series import PluginTotals, batch_bucket
 from .engine_cost import step_cost
 from .request_context import BandRows, RequestContext, histogram_context, route_context
-from .probe_segment import (ProbeLatency, ProbeSegment, RouteTraffic, SegmentMix, route_traffic, segment_itl_mean_s,
-                            segment_mix, window_probe_latency, window_probe)
+from .segment_measures import RouteTraffic, SegmentMix, route_traffic, segment_itl_mean_s, segment_mix
 
 if TYPE_CHECKING:
     from .inspect_types import StepCost
@@ -79,22 +79,6 @@ class RequestRows:
 
 
 @dataclass(frozen=True)
-class ProbeEvidence:
-    """What a route's window holds for a probe (model.probe): a running probe at a larger γ
-    joined to the fleet's rows (``running``); a segment at another γ with its own latency
-    (``latency``), whose steps beside the deployed γ's measure the specialized speedup; and,
-    where this window has no such segment, the route's estimate over the earlier window in
-    which one last ran (``earlier``, model.probe.lookback)."""
-
-    running: ProbeSegment | None = None
-    latency: ProbeLatency | None = None
-    earlier: "RouteEstimate | None" = None
-
-
-NO_PROBE = ProbeEvidence()
-
-
-@dataclass(frozen=True)
 class RouteEstimate:
     """A route's acceptance and what its window says beside it (estimate_route); frozen: a change
     is a copy (dataclasses.replace)."""
@@ -116,7 +100,6 @@ class RouteEstimate:
     undrafted_token_share: float | None = None  # ν
     undrafted_source: str | None = None  # what ν was counted from (window_undrafted_share)
     traffic: RouteTraffic | None = None  # the estimated rows' draft flow (route_traffic)
-    probe: ProbeEvidence = NO_PROBE  # what the window holds for a probe (ProbeEvidence)
     requests: RequestRows | None = None  # the rows, one per request, when the window is per-request
     window_span: tuple[float, float] | None = None  # (start, end) of the window estimated
     # the context its decode steps read, from the requests' own lengths (per-request windows
@@ -129,10 +112,6 @@ class RouteEstimate:
     @property
     def gamma(self) -> int:
         return self.estimate.gamma
-
-    def with_earlier_probe(self, earlier: "RouteEstimate") -> "RouteEstimate":
-        """This estimate beside the earlier window's in which a probe last ran (ProbeEvidence.earlier)."""
-        return replace(self, probe=replace(self.probe, earlier=earlier))
 
 
 def estimate_route(window: Window | None, intervals: IntervalCounts, *, level: float = 0.9, n_resamples: int = 1000,
@@ -163,10 +142,8 @@ def estimate_route(window: Window | None, intervals: IntervalCounts, *, level: f
     if estimate is None:
         estimate = estimate_acceptance(intervals, level=level, n_resamples=n_resamples, seed=seed,
                                        block_length=block_length, unit=unit)
-    probe = window_probe(window, estimate, level=level, n_resamples=n_resamples, seed=seed,
-                         block_length=block_length, unit=unit)
     route = RouteEstimate(estimate, drift, recent_start, step_sequences=sequences, requests=requests,
-                          probe=ProbeEvidence(running=probe), context=route_context(requests))
+                          context=route_context(requests))
     return route if window is None else _with_window(route, window, rows, engines)
 
 
@@ -188,7 +165,6 @@ def _with_window(route: RouteEstimate, window: Window, rows: IntervalCounts, eng
         batch_time_shares=shape.batch_time_shares or None, effective_samples=shape.effective_samples,
         iteration_tokens=shape.iteration_tokens or None,
         itl_mean_s=itl_mean_s, segment_mix=None if own is None else segment_mix(own, shape),
-        probe=replace(route.probe, latency=window_probe_latency(window, gamma) if itl_mean_s is not None else None),
         undrafted_token_share=undrafted, undrafted_source=undrafted_source,
         observed_tokens_per_second=observed_tokens_per_second(window, route.estimate.mean_acceptance_length.value,
                                                               itl_mean_s, undrafted),
@@ -350,7 +326,7 @@ def band_estimate(route: "RouteEstimate", band: BandRows, *, level: float, n_res
     """The route's estimate (acceptance.route_estimate.RouteEstimate) over one band's requests:
     acceptance from their counts alone (one request a block), their observed rate and
     undrafted share; the batch mix and draft reach stay the route's (the band's requests ran in
-    the route's batches); no probe, probe latency or drift of its own."""
+    the route's batches); no drift of its own, and no probe (model.context_bands prices none)."""
     assert route.requests is not None  # bands are of a per-request route's requests (request_context.band_rows)
     rows = route.requests.subset(band.rows)
     n = len(band.rows)
@@ -362,7 +338,7 @@ def band_estimate(route: "RouteEstimate", band: BandRows, *, level: float, n_res
     nu = (undrafted_token_share(float(decode.sum()), float(rows.counts[:, 0].sum()), float(rows.counts[:, 2].sum()))
           if np.isfinite(decode).all() else None)
     sequences = None if route.step_sequences is None else [route.step_sequences[i] for i in band.rows]
-    return replace(route, estimate=estimate, drift=None, recent_start=None, probe=NO_PROBE, traffic=None, requests=rows, step_sequences=sequences,
+    return replace(route, estimate=estimate, drift=None, recent_start=None, traffic=None, requests=rows, step_sequences=sequences,
                    observed_tokens_per_second=rate, observed_latency_source=PER_REQUEST_LATENCY if rate else None,
                    undrafted_token_share=nu, plugin=None, segment_mix=None, context=None,
                    engine_cost=None)

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from acceptance.probe_segment import RouteTraffic
+from acceptance.segment_measures import RouteTraffic
 from model.deployment import Deployment
 from model.recommend import RouteInputs, recommend
 from timing import timed

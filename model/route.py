@@ -1,16 +1,18 @@
 """A route's recommendation from its estimate: the window's extras turned into recommend()'s inputs.
 
-``recommend_route(route, deployment)`` prices a ``acceptance.route_estimate.RouteEstimate``
-under a deployment: the batch time shares u_B become request weights w_B (and their
-Dirichlet resamples become resampled weights) under THIS deployment's step times, the
-specialized path's clean share comes from the plugin's steps or the iteration-token
-histogram, each batch size of the mix takes its plugin bucket's own curve when the bucket
-holds enough drafts, and everything goes to ``model.recommend.recommend``. One way for
-tune-gamma and the what-if (which changes the deployment or the batch time shares).
-On the specialized path, a window whose deployed segment and running probe both keep
-their own latency measures the specialized speedup (model.probe.measured_speedup); when it
-does, that interval is priced instead of the configured specialized_speedup — and in later
-windows too, from the window in which the probe last ran (model.probe.lookback).
+``recommend_route(route, deployment, probe=)`` prices a
+``acceptance.route_estimate.RouteEstimate`` and what its window holds for a probe
+(``model.probe.evidence.ProbeEvidence``) under a deployment: the batch time shares u_B
+become request weights w_B (and their Dirichlet resamples become resampled weights) under
+THIS deployment's step times, the specialized path's clean share comes from the plugin's
+steps or the iteration-token histogram, each batch size of the mix takes its plugin bucket's
+own curve when the bucket holds enough drafts, and everything goes to
+``model.recommend.recommend``. One way for tune-gamma and the what-if (which changes the
+deployment or the batch time shares). On the specialized path, a window whose deployed
+segment and running probe both keep their own latency measures the specialized speedup
+(model.probe.measured_speedup); when it does, that interval is priced instead of the
+configured specialized_speedup — and in later windows too, from the window in which the
+probe last ran (model.probe.lookback).
 
 ``drafts_more_needed`` is the one "more data" figure of a tuning.
 """
@@ -31,6 +33,8 @@ from .context_bands import context_view, with_context
 from .engine_cost_check import with_engine_cost
 from .deployment import Deployment
 from .probe import RunningProbe
+from .probe.evidence import NO_PROBE, ProbeEvidence, ProbeLatency
+from .probe.running import ProbeSegment
 from .recommend import Recommendation, recommend
 from .route_inputs import RouteInputs
 from .specialized import route_eligibility
@@ -52,10 +56,11 @@ class RouteRecommendation:
     survival_by_batch: dict[int, list[float]] | None  # per-batch curves the model used
 
 
-def recommend_route(route: RouteEstimate, deployment: Deployment, *, batch_time_shares: dict[int, float] | None,
-                    level: float = 0.9, seed: int = 0, measure_speedup: bool = True,
-                    by_context: bool = True) -> RouteRecommendation:
-    """The recommendation for ``route`` under ``deployment``; ``batch_time_shares``: the u_B to
+def recommend_route(route: RouteEstimate, deployment: Deployment, *, probe: ProbeEvidence = NO_PROBE,
+                    batch_time_shares: dict[int, float] | None, level: float = 0.9, seed: int = 0,
+                    measure_speedup: bool = True, by_context: bool = True) -> RouteRecommendation:
+    """The recommendation for ``route`` under ``deployment``; ``probe``: what the route's window
+    holds for a probe (none: a curve priced alone, or a context band); ``batch_time_shares``: the u_B to
     price (the route's own, ``route.batch_time_shares``, or a what-if's; None: batch 1);
     ``measure_speedup``: a probe's measured specialized speedup replaces the deployment's
     (False: a what-if that sets the figure itself prices it). A route whose requests say their
@@ -65,7 +70,7 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, batch_time_
     if route.context is not None:
         deployment = with_context(deployment, route.context.tokens)
     deployment = with_engine_cost(deployment, route.engine_cost)
-    deployment, measured = (_measured_speedup(route, deployment, batch_time_shares, seed) if measure_speedup
+    deployment, measured = (_measured_speedup(route, probe, deployment, batch_time_shares, seed) if measure_speedup
                             else (deployment, None))
     batch_mix = mix_resamples = None
     if batch_time_shares:
@@ -75,7 +80,7 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, batch_time_
                                                 len(estimate.survival_resamples), seed)
             mix_resamples = request_weights_from_time_shares(sizes, drawn, deployment, gamma)
     by_batch = survival_by_batch_size(route.plugin, list(batch_mix or ()))  # its batch sizes
-    curve = _curve(route)
+    curve = _curve(route, probe.running)
     by_batch = None if curve.running is not None else by_batch
     rec = recommend(RouteInputs(
         curve.survival,
@@ -111,21 +116,22 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, batch_time_
     return RouteRecommendation(rec, batch_mix, by_batch)
 
 
-def _measured_speedup(route: RouteEstimate, deployment: Deployment, time_shares: dict[int, float] | None, seed: int
-                      ) -> tuple[Deployment, MeasuredSpeedup | None]:
+def _measured_speedup(route: RouteEstimate, probe: ProbeEvidence, deployment: Deployment,
+                      time_shares: dict[int, float] | None, seed: int) -> tuple[Deployment, MeasuredSpeedup | None]:
     """(the deployment to price, the measurement): with the specialized speedup measured from
     the deployed segment's and a probe's latency (at any other γ), its interval replaces the
     configured figure (model.probe.measured_speedup); else the deployment as it is. A window
     without a probe takes the measurement of the earlier window in which one last ran
-    (``route.probe.earlier``, at that window's own time shares, as a tune then priced it)."""
-    earlier = route.probe.earlier
-    if route.probe.latency is None and earlier is not None:
-        deployment, measured = _measured_speedup(earlier, deployment, earlier.batch_time_shares, seed)
-        return deployment, None if measured is None else replace(measured, window=earlier.window_span)
-    probed = route.probe.latency
+    (``probe.earlier``, at that window's own time shares, as a tune then priced it)."""
+    earlier = probe.earlier
+    if probe.latency is None and earlier is not None:
+        deployment, measured = _measured_speedup(earlier.route, ProbeEvidence(latency=earlier.latency), deployment,
+                                                 earlier.route.batch_time_shares, seed)
+        return deployment, None if measured is None else replace(measured, window=earlier.route.window_span)
+    probed = probe.latency
     if probed is None or route.itl_mean_s is None or not time_shares or not measurable(deployment):
         return deployment, None  # nothing to resample for: off the path, or no probe with latency
-    mixes, own = _segment_mixes(route, time_shares)
+    mixes, own = _segment_mixes(route, probed, time_shares)
     sizes = sorted(set(mixes[0][0]) | set(mixes[1][0]))  # each segment's shares over both's batch sizes
     shares = [[mix.get(b, 0.0) for b in sizes] for mix, _ in mixes]
     drawn = tuple(time_share_resamples(dict(zip(sizes, u)), n, MEASURE_RESAMPLES, seed + i)[1]
@@ -147,7 +153,7 @@ def _measured_speedup(route: RouteEstimate, deployment: Deployment, time_shares:
 @dataclass(frozen=True, eq=False)
 class _Curve:
     """The curve recommend() prices and what goes with it: the deployed segment's, or with a
-    running probe the joined one (acceptance.probe_segment), its draft lengths from the
+    running probe the joined one (model.probe.running), its draft lengths from the
     probe's counts and no per-request steps or per-batch curves (those are the deployed γ's)."""
 
     survival: np.ndarray
@@ -158,8 +164,8 @@ class _Curve:
     running: RunningProbe | None = None
 
 
-def _curve(route: RouteEstimate) -> _Curve:
-    estimate, probe = route.estimate, route.probe.running
+def _curve(route: RouteEstimate, probe: ProbeSegment | None) -> _Curve:
+    estimate = route.estimate
     if probe is None:
         return _Curve(estimate.survival.value, estimate.survival_resamples if estimate.has_interval else None,
                       mean_draft_length(estimate.counts), route.draft_reach, route.step_sequences)
@@ -176,27 +182,25 @@ def _curve(route: RouteEstimate) -> _Curve:
                   running)
 
 
-def _segment_mixes(route: RouteEstimate, time_shares: dict[int, float]
+def _segment_mixes(route: RouteEstimate, probed: ProbeLatency, time_shares: dict[int, float]
                    ) -> tuple[list[tuple[dict[int, float], float]], bool]:
     """([(u_B, effective samples) of the deployed segment, of the probe], whether they are
     their own): each segment's own engines' where the window keeps both
-    (acceptance.probe_segment.SegmentMix), else the route's ``time_shares`` for both, its
+    (acceptance.segment_measures.SegmentMix), else the route's ``time_shares`` for both, its
     samples split by the segments' engine-seconds."""
-    assert route.probe.latency is not None  # a segment at another γ with its own latency (_measured_speedup)
-    main, probed = route.segment_mix, route.probe.latency.segment_mix
-    if main is not None and probed is not None:
-        return [(m.time_shares, max(m.effective_samples, 1.0)) for m in (main, probed)], True
+    main, own = route.segment_mix, probed.segment_mix
+    if main is not None and own is not None:
+        return [(m.time_shares, max(m.effective_samples, 1.0)) for m in (main, own)], True
     sizes, shares = normalise_batch_mix(time_shares)
     route_mix = dict(zip(sizes.tolist(), shares.tolist()))
     samples = max(route.estimate.n_blocks, route.effective_samples)
-    return [(route_mix, max(samples * part, 1.0)) for part in _engine_seconds_shares(route)], False
+    return [(route_mix, max(samples * part, 1.0)) for part in _engine_seconds_shares(route, probed)], False
 
 
-def _engine_seconds_shares(route: RouteEstimate) -> tuple[float, float]:
+def _engine_seconds_shares(route: RouteEstimate, probed: ProbeLatency) -> tuple[float, float]:
     """The deployed segment's and the probe's shares of the window's engine-seconds, which
     the gauge samples behind the time shares are spread over (½ each where unknown)."""
-    assert route.probe.latency is not None  # a segment at another γ with its own latency (_measured_speedup)
-    spans = [t.seconds * t.engines for t in (route.traffic, route.probe.latency.traffic) if t is not None and t.engines]
+    spans = [t.seconds * t.engines for t in (route.traffic, probed.traffic) if t is not None and t.engines]
     if len(spans) < 2 or not sum(spans) > 0:  # either unknown
         return 0.5, 0.5
     return spans[0] / sum(spans), spans[1] / sum(spans)

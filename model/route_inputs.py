@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from acceptance.definitions import check_survival_curve
-from acceptance.probe_segment import RouteTraffic
+from acceptance.segment_measures import RouteTraffic
 from acceptance.route_estimate import RequestRows
 from acceptance.step_replay import StepSequence, replay_by_gamma, survival_and_reach, tokens_and_widths
 

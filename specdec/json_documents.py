@@ -82,7 +82,7 @@ class BatchSurvival(TypedDict):
 
 
 class ProbeSegment(TypedDict):
-    """A running probe joined to the deployed segment (acceptance.probe_segment)."""
+    """A running probe joined to the deployed segment (model.probe.running)."""
 
     gamma: int
     drafts: float

@@ -1,6 +1,6 @@
 """The tuning pipeline shared by every view (CLI, dashboard, notebook, demo): wiring only.
 
-  source → route window → estimate_route (acceptance/) → recommend_route (model/) → RouteTuning
+  source → route window → estimate_route (acceptance/) → probe_evidence, recommend_route (model/) → RouteTuning
   routes of one shared deployment: RouteTuning each → specdec.deployment_tuning
 
 It picks the route's source (scraped targets in the store, a Prometheus selector, or what
@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from model.probe.evidence import NO_PROBE, ProbeEvidence, probe_evidence, probed_route
 from model.probe.lookback import earlier_probe_window
 from acceptance.errors import InputError
 from acceptance.counts import IntervalCounts
@@ -57,6 +58,7 @@ class RouteTuning:
     notes: list[str] = field(default_factory=list)
     survival_by_batch: dict[int, list[float]] | None = None  # per-batch curves the model used
     route_estimate: RouteEstimate | None = None  # what the window said (None: an inline curve)
+    probe: ProbeEvidence = NO_PROBE  # what the window held for a probe (model.probe.evidence)
     # {"name", "routes"} of the deployment the route shares (its γ is the deployment's), else None
     shared_deployment: dict | None = None
 
@@ -72,11 +74,6 @@ class RouteTuning:
     step_sequences = _from_estimate("step_sequences")  # list | None
 
 
-def _estimated(window, intervals: IntervalCounts, options: TuningOptions, engines: int | None = None) -> RouteEstimate:
-    return estimate_route(window, intervals, level=options.level, n_resamples=options.n_resamples, seed=options.seed,
-                          block_length=options.block_length, unit=options.unit, engines=engines)
-
-
 def tune_intervals(
     route: str,
     intervals: IntervalCounts,
@@ -90,12 +87,14 @@ def tune_intervals(
     """Estimate one γ segment and recommend from it (rows resampled as ``options`` say)."""
     if intervals.total().drafts <= 0:
         raise NoDataError(f"route {route!r}: the window holds no drafts at gamma {intervals.gamma}")
-    estimated = _estimated(window, intervals, options, engines)
-    if earlier is not None:  # its latency measured the specialized speedup (model.probe.lookback)
-        estimated = estimated.with_earlier_probe(_estimated(earlier, earlier.newest_segment.intervals, options))
+    estimate_options = options.estimate_options()
+    estimated = estimate_route(window, intervals, engines=engines, **estimate_options)
+    before = (None if earlier is None else  # the window in which a probe last measured the specialized speedup
+              probed_route(earlier, estimate_route(earlier, earlier.newest_segment.intervals, **estimate_options)))
+    probe = probe_evidence(window, estimated, earlier=before, **estimate_options)
     level, seed = options.level, options.seed  # priced at the estimate's level, from its seed
-    priced = recommend_route(estimated, deployment, batch_time_shares=estimated.batch_time_shares, level=level,
-                             seed=seed)
+    priced = recommend_route(estimated, deployment, probe=probe, batch_time_shares=estimated.batch_time_shares,
+                             level=level, seed=seed)
     notes = list(getattr(window, "notes", []))  # how the source read it (a Prometheus window says)
     if estimated.estimate.survival_restored:
         notes.append(estimated.estimate.survival_restored)
@@ -106,6 +105,7 @@ def tune_intervals(
         route=route, deployment=deployment, estimate=estimated.estimate, recommendation=priced.recommendation,
         window=window, drafts_more_needed=drafts_more_needed(estimated.estimate, priced.recommendation),
         notes=notes, batch_mix=priced.batch_mix, survival_by_batch=priced.survival_by_batch, route_estimate=estimated,
+        probe=probe,
     )
 
 
@@ -196,5 +196,5 @@ def what_if(tuning: RouteTuning, overrides: dict, *, batch_time_shares: dict[int
     deployment = Deployment.from_mapping(overrides, where="what-if", base=tuning.deployment)
     estimated = tuning.route_estimate or RouteEstimate(tuning.estimate)
     shares = batch_time_shares if batch_time_shares is not None else estimated.batch_time_shares
-    return deployment, recommend_route(estimated, deployment, batch_time_shares=shares, level=level,
+    return deployment, recommend_route(estimated, deployment, probe=tuning.probe, batch_time_shares=shares, level=level,
                                        measure_speedup="specialized_speedup" not in overrides).recommendation

@@ -62,7 +62,7 @@ def tuning_to_dict(t) -> TuneGamma:
         "undrafted_token_share": None if t.route_estimate is None else t.route_estimate.undrafted_token_share,
         "undrafted_token_share_source": None if t.route_estimate is None else t.route_estimate.undrafted_source,
         "survival_by_batch": None,
-        "probe_segment": _probe_segment_dict(None if t.route_estimate is None else t.route_estimate.probe.running),
+        "probe_segment": _probe_segment_dict(t.probe.running),
     }
     if t.plugin is not None and t.plugin.by_batch:
         used = {batch_bucket(b).label for b in (t.survival_by_batch or {})}
@@ -165,7 +165,7 @@ def _gain_text(g: dict) -> str:
 
 
 def _probe_segment_dict(probe) -> ProbeSegment | None:
-    """A running probe's segment (acceptance.probe_segment): what it measured, how its shared
+    """A running probe's segment (model.probe.running): what it measured, how its shared
     positions compare, and which segment each position of the priced curve comes from."""
     if probe is None:
         return None

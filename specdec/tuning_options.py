@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from acceptance.estimates import EstimateOptions
+
 
 @dataclass(frozen=True)
 class TuningOptions:
@@ -17,6 +19,11 @@ class TuningOptions:
     seed: int = 0
     block_length: int | None = None
     unit: str = "scrape intervals"
+
+    def estimate_options(self) -> EstimateOptions:
+        """These as estimate_acceptance's options (the route's rows and a running probe's alike)."""
+        return EstimateOptions(level=self.level, n_resamples=self.n_resamples, seed=self.seed,
+                               block_length=self.block_length, unit=self.unit)
 
 
 DEFAULT_TUNING = TuningOptions()  # tune_intervals' default: frozen, so one instance serves every call

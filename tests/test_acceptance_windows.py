@@ -573,6 +573,7 @@ def test_each_segment_is_priced_at_its_own_batch_mix(tmp_path):
     import dataclasses
 
     from acceptance.route_estimate import estimate_route
+    from model.probe.evidence import probe_evidence
     from model.route import recommend_route
     from model.speedup import CostModel
     from specdec.config import config_from_mapping, deployment_for_route
@@ -623,5 +624,6 @@ def test_each_segment_is_priced_at_its_own_batch_mix(tmp_path):
                                                         for seg in window.segments])
         main = by_gamma[3]
         route = estimate_route(unknown, main.intervals, n_resamples=200)
-        shared = recommend_route(route, deployment, batch_time_shares=route.batch_time_shares)
+        shared = recommend_route(route, deployment, probe=probe_evidence(unknown, route, n_resamples=200),
+                                 batch_time_shares=route.batch_time_shares)
         assert shared.recommendation.specialized_speedup_measured.value > s * 1.1

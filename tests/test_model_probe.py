@@ -175,17 +175,24 @@ def _fleet_store(path, main_curve, probe_curve, *, engines=7, scrapes=121, draft
     return store, sorted(f"http://127.0.0.1:1/{e}" for e in curves)
 
 
-def _tune_window(tmp_path, main_curve, probe_curve, deployment=DRAFT_MODEL, **fleet):
+def _priced(window, deployment=DRAFT_MODEL):
+    """(the route's estimate, what its window holds for a probe, the recommendation) of the
+    window's newest segment, priced at batch 1."""
     from acceptance.route_estimate import estimate_route
-    from acceptance.windows import route_window
+    from model.probe.evidence import probe_evidence
     from model.route import recommend_route
+
+    route = estimate_route(window, window.newest_segment.intervals)
+    probe = probe_evidence(window, route)
+    return route, probe, recommend_route(route, deployment, probe=probe, batch_time_shares=None).recommendation
+
+
+def _tune_window(tmp_path, main_curve, probe_curve, deployment=DRAFT_MODEL, **fleet):
+    from acceptance.windows import route_window
 
     store, targets = _fleet_store(tmp_path / "s.db", main_curve, probe_curve, **fleet)
     with store:
-        window = route_window(store, targets, 0.0, 1e6)
-        main = window.newest_segment
-        route = estimate_route(window, main.intervals)
-        return route, recommend_route(route, deployment, batch_time_shares=None).recommendation
+        return _priced(route_window(store, targets, 0.0, 1e6), deployment)
 
 
 # The truth: conditionals 0.6, 0.6, 0.9 and then 0.9 .. 0.75 — the deployed γ 3 sees three.
@@ -193,8 +200,8 @@ TRUE = np.cumprod([0.6, 0.6, 0.9, 0.9, 0.9, 0.85, 0.8, 0.75])
 
 
 def test_a_running_probe_s_conditionals_continue_the_deployed_curve(tmp_path):
-    route, rec = _tune_window(tmp_path, TRUE[:3], TRUE)
-    probe = route.probe.running
+    route, evidence, rec = _tune_window(tmp_path, TRUE[:3], TRUE)
+    probe = evidence.running
     assert (probe.gamma, probe.deployed_gamma, probe.traffic.engines) == (8, 3, 1)
     assert route.traffic.engines == 7 and route.estimate.gamma == 3
     assert probe.agrees and probe.sources == ["main"] * 3 + ["probe"] * 5
@@ -218,11 +225,11 @@ def test_the_window_says_which_positions_came_from_which_segment(tmp_path, capsy
     from specdec.pipeline import RouteTuning
     from specdec.report import format_tuning, tuning_to_dict
 
-    route, rec = _tune_window(tmp_path, TRUE[:3], TRUE)
-    doc = tuning_to_dict(RouteTuning("r", DRAFT_MODEL, route.estimate, rec, route_estimate=route))
+    route, evidence, rec = _tune_window(tmp_path, TRUE[:3], TRUE)
+    doc = tuning_to_dict(RouteTuning("r", DRAFT_MODEL, route.estimate, rec, route_estimate=route, probe=evidence))
     seg = doc["observed"]["probe_segment"]
     assert seg["gamma"] == 8 and seg["agrees"] and seg["sources"] == ["main"] * 3 + ["probe"] * 5
-    assert seg["joined_survival"] == pytest.approx(list(route.probe.running.survival))
+    assert seg["joined_survival"] == pytest.approx(list(evidence.running.survival))
     text = format_tuning(doc)
     assert "probe segment: gamma 8 on 1 engine(s)" in text and "positions 1-3 from gamma 3, 4-8 from the probe" in text
     assert "conditional rates joined; shared positions agree" in text
@@ -231,10 +238,10 @@ def test_the_window_says_which_positions_came_from_which_segment(tmp_path, capsy
 def test_a_canary_whose_shared_positions_differ_prices_its_gammas_alone(tmp_path):
     # the probe's traffic accepts far more at position 1 (its requests are easier)
     easy = np.cumprod([0.9, 0.6, 0.9, 0.9, 0.9, 0.85, 0.8, 0.75])
-    route, rec = _tune_window(tmp_path, TRUE[:3], easy)
-    assert not route.probe.running.agrees and route.probe.running.shared_difference.low > 0
+    route, evidence, rec = _tune_window(tmp_path, TRUE[:3], easy)
+    assert not evidence.running.agrees and evidence.running.shared_difference.low > 0
     by_gamma = {c.gamma: c for c in rec.candidates}
-    al_own = 1 + np.cumsum(route.probe.running.estimate.survival.value)
+    al_own = 1 + np.cumsum(evidence.running.estimate.survival.value)
     al_main = 1 + np.cumsum(route.estimate.survival.value)
     assert by_gamma[8].expected_tokens == pytest.approx(al_own[7])  # γ 8 from the probe alone
     assert by_gamma[3].expected_tokens == pytest.approx(al_main[2])  # γ ≤ 3 from the deployed segment
@@ -242,7 +249,7 @@ def test_a_canary_whose_shared_positions_differ_prices_its_gammas_alone(tmp_path
 
 def test_a_probe_losing_surely_is_stopped_early(tmp_path):
     collapse = np.cumprod([0.6, 0.6, 0.9, 0.05, 0.05, 0.05, 0.05, 0.05])
-    route, rec = _tune_window(tmp_path, collapse[:3], collapse, drafts_per_scrape=100, scrapes=31)
+    _, _, rec = _tune_window(tmp_path, collapse[:3], collapse, drafts_per_scrape=100, scrapes=31)
     assert rec.decision == "keep" and rec.probe is None
     assert rec.decision_reason.startswith("stop the probe at γ=8 early: its own")
     assert "loses > 3% against γ=3" in rec.decision_reason
@@ -254,23 +261,21 @@ def test_a_probe_losing_surely_is_stopped_early(tmp_path):
 ])
 def test_a_thin_probe_carries_on_with_the_drafts_still_needed(tmp_path, alpha, says):
     mild = np.cumprod([0.6, 0.6, 0.9, alpha, alpha])
-    route, rec = _tune_window(tmp_path, mild[:3], mild, drafts_per_scrape=30, scrapes=11)
-    assert route.probe.running is not None and route.probe.running.estimate.drafts == 300
+    _, evidence, rec = _tune_window(tmp_path, mild[:3], mild, drafts_per_scrape=30, scrapes=11)
+    assert evidence.running is not None and evidence.running.estimate.drafts == 300
     assert (rec.decision, rec.recommended_gamma) == ("probe", 3), rec.decision_reason
     assert rec.probe.gamma == 5 and rec.probe.engines == 1
     assert rec.probe.drafts_needed >= 2000 - 300
     assert "carry on the probe at γ=5" in rec.decision_reason and says in rec.decision_reason
     assert "× the drafts" not in rec.decision_reason and rec.drafts_factor_to_settle is None  # one figure
-    rate = route.probe.running.traffic.drafts_per_engine_second
+    rate = evidence.running.traffic.drafts_per_engine_second
     assert rec.probe.duration_s == pytest.approx(rec.probe.drafts_needed / rate)
 
 
 def test_successive_windows_of_a_stationary_route_do_not_alternate(tmp_path):
     """No flapping: six successive 30-minute windows of the same fleet at γ 3, first without
     a probe (each plans the same probe), then with one (each settles the same change)."""
-    from acceptance.route_estimate import estimate_route
     from acceptance.windows import route_window
-    from model.route import recommend_route
 
     def decisions(curves, path):
         store, targets = _fleet_store(path, *curves, scrapes=6 * 120 + 1, drafts_per_scrape=50)
@@ -279,8 +284,7 @@ def test_successive_windows_of_a_stationary_route_do_not_alternate(tmp_path):
             for w in range(6):
                 start = 1000.0 + w * 1800.0
                 window = route_window(store, targets, start, start + 1800.0)
-                route = estimate_route(window, window.newest_segment.intervals)
-                rec = recommend_route(route, DRAFT_MODEL, batch_time_shares=None).recommendation
+                rec = _priced(window)[2]
                 out.append((rec.decision, rec.recommended_gamma, rec.probe and rec.probe.gamma))
         return out
 
@@ -291,11 +295,9 @@ def test_successive_windows_of_a_stationary_route_do_not_alternate(tmp_path):
 
 
 def test_the_dashboard_says_probe_and_where_the_positions_came_from(tmp_path):
-    from acceptance.route_estimate import estimate_route
     from acceptance.windows import route_window
     from dashboard.views.overview import segments_note
     from dashboard.views.recommendation import decision_text
-    from model.route import recommend_route
     from specdec.pipeline import RouteTuning
 
     text = decision_text(_tune())
@@ -303,9 +305,8 @@ def test_the_dashboard_says_probe_and_where_the_positions_came_from(tmp_path):
     store, targets = _fleet_store(tmp_path / "s.db", TRUE[:3], TRUE)
     with store:
         window = route_window(store, targets, 0.0, 1e6)
-    route = estimate_route(window, window.newest_segment.intervals)
-    rec = recommend_route(route, DRAFT_MODEL, batch_time_shares=None).recommendation
-    tuning = RouteTuning("r", DRAFT_MODEL, route.estimate, rec, window=window, route_estimate=route)
+    route, evidence, rec = _priced(window)
+    tuning = RouteTuning("r", DRAFT_MODEL, route.estimate, rec, window=window, route_estimate=route, probe=evidence)
     note = segments_note(SimpleNamespace(route="r", tuning=tuning))
     assert "rolling change: γ 3 on 7 engines, γ 8 on 1 engine" in note
     assert note.endswith("Positions 4–8 come from the probe at γ=8 (its conditional rates joined).")

@@ -217,7 +217,7 @@ def test_the_console_prints_the_models_warning(capsys):
 
 
 def _traffic(engines: int):
-    from acceptance.probe_segment import RouteTraffic
+    from acceptance.segment_measures import RouteTraffic
     return RouteTraffic(drafts=2e6, seconds=3600.0, engines=engines, rows=240)
 
 
@@ -255,7 +255,7 @@ def test_a_relative_flat_profile_on_the_specialized_path_prices_the_speedup_prob
     """A flat profile without a plain-decode rate (relative units) scales every step time as a
     whole: the speedup probe's predicted interval is priced at any rate, and the recommendation
     neither fails nor depends on the rate given."""
-    from acceptance.probe_segment import RouteTraffic
+    from acceptance.segment_measures import RouteTraffic
 
     curve = np.cumprod(np.full(3, 0.6))
     inputs = RouteInputs(curve, deployed_gamma=3, batch_mix={4: 0.3, 8: 0.3, 16: 0.4},

@@ -39,7 +39,7 @@ def segments_note(rv: RouteView) -> str | None:
     if older:
         parts.append("older segments: " + ", ".join(
             f"γ {s.gamma} until {text.clock(s.end)[11:16]} ({s.total.drafts:,.0f} drafts)" for s in older))
-    probe = t.route_estimate.probe.running if t.route_estimate is not None else None
+    probe = t.probe.running
     joined = "" if probe is None else (
         f" Positions {probe.deployed_gamma + 1}–{probe.gamma} come from the probe at γ={probe.gamma} "
         + ("(its conditional rates joined)." if probe.agrees else "(priced from its own curve: its shared positions differ)."))

@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from acceptance.probe_segment import RouteTraffic
+from acceptance.segment_measures import RouteTraffic
 
 from ..deployment import Deployment
 from ..figures_needed import FigureNeeded

@@ -22,7 +22,9 @@ from itertools import combinations
 from typing import TYPE_CHECKING, Callable
 
 from acceptance.errors import InputError
-from acceptance.probe_segment import segment_itl_mean_s, window_probe_latency
+from acceptance.segment_measures import segment_itl_mean_s
+
+from .evidence import window_probe_latency
 
 if TYPE_CHECKING:
     from acceptance.windows import Window
@@ -42,7 +44,7 @@ def last_side_by_side(window: Window) -> float | None:
 
 def has_probe(window: Window | None) -> bool:
     """Whether a segment at another γ with its own latency runs beside the newest one at the
-    window's end (acceptance.probe_segment.window_probe_latency)."""
+    window's end (model.probe.evidence.window_probe_latency)."""
     newest = window.newest_segment if window is not None else None
     return newest is not None and window_probe_latency(window, newest.gamma) is not None
 

@@ -36,7 +36,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from acceptance.probe_segment import RouteTraffic
+from acceptance.segment_measures import RouteTraffic
 
 from ..deployment import DECISION_CERTAINTY, Deployment
 from ..vllm_config import speculative_config
@@ -73,7 +73,7 @@ class Probe:
 
 @dataclass(frozen=True, eq=False)
 class RunningProbe:
-    """A probe already running at ``gamma`` (acceptance.probe_segment, joined to the deployed
+    """A probe already running at ``gamma`` (model.probe.running, joined to the deployed
     segment): its drafts so far, its draft rate per engine, its engines and — when its shared
     positions disagree with the deployed segment's — its own curve and resamples, from which
     the candidates past the deployed γ are priced (model.recommend)."""

@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 import numpy.typing as npt
 
-from acceptance.probe_segment import RouteTraffic
+from acceptance.segment_measures import RouteTraffic
 
 from ..deployment import DECISION_CERTAINTY, PERCENTILE_OBJECTIVES, Deployment
 from .plan import PROBE_ENGINES, PROBE_MIN_DRAFTS, ProbeRun, Probe, probe_duration, priced_probe
