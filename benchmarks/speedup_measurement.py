@@ -64,7 +64,7 @@ def main() -> None:
     doc = {"benchmark": "speedup_measurement", "class": CLASS, "true_speedup": s, "seeds": args.seeds,
            "level": LEVEL, "ways": []}
     for fleet, probe in ((3, 7), (7, 3)):
-        way = {"fleet_gamma": fleet, "canary_gamma": probe}
+        way = {"fleet_gamma": fleet, "probe_gamma": probe}
         for own in (True, False):
             found = [m for m in (measured(cls, truth, fleet, probe, seed, own) for seed in range(args.seeds)) if m]
             way["own_batch_mix" if own else "route_batch_mix"] = summary(found, args.seeds, s)
@@ -78,7 +78,7 @@ def main() -> None:
     for way in doc["ways"]:
         for key, label in (("own_batch_mix", "own batch mix"), ("route_batch_mix", "route's mix")):
             r = way[key]
-            print(f"{way['fleet_gamma']:>5}/{way['canary_gamma']:<7} {label:<16} {r['measured_share']:>8.0%} "
+            print(f"{way['fleet_gamma']:>5}/{way['probe_gamma']:<7} {label:<16} {r['measured_share']:>8.0%} "
                   f"{r['point_sd']:>9.3f} {r['median_point_error']:>+11.1%} {r['median_interval_width']:>6.2f} "
                   f"{r['coverage']:>9.0%}")
 

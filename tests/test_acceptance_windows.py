@@ -457,7 +457,7 @@ def test_each_gamma_segment_keeps_its_own_latency(tmp_path, min_blocks):
         assert 0.010 < w.step_shape.itl_mean_s < 0.025  # route-wide: both
 
 
-def _canary_then_change(store: Store, low: int, high: int, step_s: dict, change: int, running: int = 4) -> None:
+def _probe_then_change(store: Store, low: int, high: int, step_s: dict, change: int, running: int = 4) -> None:
     """Scrapes 1..579, 15 s apart: x and y at γ ``low``, z a probe at ``high`` from scrape 100,
     x and y restarting into ``high`` at scrape ``change``; each γ's step time constant."""
     sums, counts, restarted = defaultdict(float), defaultdict(float), {}
@@ -472,14 +472,14 @@ def _canary_then_change(store: Store, low: int, high: int, step_s: dict, change:
             sums[label] += 40.0 * step_s[gamma]
             snaps.append(_snap(label, 10 * (i - since + 1), gamma, created=float(since), running=running,
                                itl=(sums[label], counts[label])))
-        store.write_cycle([ScrapeResult(url, 15.0 * i, True, (snap,)) for url, snap in zip(CANARY_TARGETS, snaps)])
+        store.write_cycle([ScrapeResult(url, 15.0 * i, True, (snap,)) for url, snap in zip(PROBE_TARGETS, snaps)])
 
 
-CANARY_TARGETS = [f"http://127.0.0.1:1/{label}" for label in "xyz"]
+PROBE_TARGETS = [f"http://127.0.0.1:1/{label}" for label in "xyz"]
 
 
 @pytest.mark.parametrize("coarse", [False, True])  # the store's exact ends, then ends known to 10-minute blocks
-def test_a_window_without_a_canary_finds_the_one_in_which_it_last_ran(tmp_path, coarse):
+def test_a_window_without_a_probe_finds_the_one_in_which_it_last_ran(tmp_path, coarse):
     """Engine z runs a γ 5 probe from 25 min beside x and y at γ 3; at 85 min x and y move
     to γ 5 too. An hour later the window holds γ 5 alone (no probe), and the lookback finds
     the window ending where the probe last ran beside γ 3: both current at its end, each
@@ -493,9 +493,9 @@ def test_a_window_without_a_canary_finds_the_one_in_which_it_last_ran(tmp_path, 
 
     change = 340
     with Store.open(tmp_path / "s.db") as store:
-        _canary_then_change(store, 3, 5, {3: 0.010, 5: 0.014}, change)
+        _probe_then_change(store, 3, 5, {3: 0.010, 5: 0.014}, change)
         end = 15.0 * 579
-        targets = CANARY_TARGETS
+        targets = PROBE_TARGETS
 
         reads = []  # the ends of the windows read
 
@@ -516,7 +516,7 @@ def test_a_window_without_a_canary_finds_the_one_in_which_it_last_ran(tmp_path, 
         assert len(reads) == (4 if coarse else 3)  # now, the lookback, then one or two windows
         by_gamma = {s.gamma: s for s in earlier.current_segments}
         assert by_gamma[3].itl_mean_s == pytest.approx(0.010) and by_gamma[5].itl_mean_s == pytest.approx(0.014)
-        assert [e.target for e in by_gamma[5].engines] == [CANARY_TARGETS[2]]
+        assert [e.target for e in by_gamma[5].engines] == [PROBE_TARGETS[2]]
         # no probe ever: nothing to find
         alone = route_window(store, targets[:1], end - 3600, end)
         assert earlier_probe_window(lambda lo, hi: route_window(store, targets[:1], lo, hi), alone, 3600.0) == (None, [])
@@ -531,7 +531,7 @@ def test_a_window_without_a_canary_finds_the_one_in_which_it_last_ran(tmp_path, 
                                            "read: Prometheus http://127.0.0.1:9/ did not answer"]
 
 
-def test_tune_route_prices_the_speedup_its_last_canary_measured(tmp_path):
+def test_tune_route_prices_the_speedup_its_last_probe_measured(tmp_path):
     """Through the pipeline on the specialized path (dspark, roofline): x and y at γ 3, the
     probe z at γ 7 from 25 min, all at γ 7 from 85 min (batch 16: γ 7's steps run stock, γ 3's
     take the path). An hour later the window holds γ 7 alone; tune-gamma reads the earlier
@@ -541,11 +541,11 @@ def test_tune_route_prices_the_speedup_its_last_canary_measured(tmp_path):
     from specdec.report import tuning_to_dict
 
     with Store.open(tmp_path / "s.db") as store:
-        _canary_then_change(store, 3, 7, {3: 0.060, 7: 0.090}, 340, running=16)
+        _probe_then_change(store, 3, 7, {3: 0.060, 7: 0.090}, 340, running=16)
         end = 15.0 * 579
         deployment = {"method": "dspark", "draft_cost": 0.1, "cost_profile": "roofline",
                       "decode_backend": "latency_specialized", "specialized_speedup": [1.5, 2.0]}
-        config = config_from_mapping({"deployment": deployment, "routes": {"r": {"targets": CANARY_TARGETS}}},
+        config = config_from_mapping({"deployment": deployment, "routes": {"r": {"targets": PROBE_TARGETS}}},
                                      path=None)
         tuning = tune_route(config, "r", store=store, window_s=3600.0, now=end, n_resamples=200)
         measured = tuning.recommendation.specialized_speedup_measured
@@ -556,7 +556,7 @@ def test_tune_route_prices_the_speedup_its_last_canary_measured(tmp_path):
         doc = tuning_to_dict(tuning)["specialized_speedup_measured"]
         assert doc["window"] == list(measured.window) and "the last in which a probe ran" in doc["summary"]
         plain = {k: v for k, v in deployment.items() if k not in ("decode_backend", "specialized_speedup")}
-        off_path = config_from_mapping({"deployment": plain, "routes": {"r": {"targets": CANARY_TARGETS}}},
+        off_path = config_from_mapping({"deployment": plain, "routes": {"r": {"targets": PROBE_TARGETS}}},
                                        path=None)
         assert tune_route(off_path, "r", store=store, window_s=3600.0, now=end,
                           n_resamples=200).recommendation.specialized_speedup_measured is None
@@ -582,7 +582,7 @@ def test_each_segment_is_priced_at_its_own_batch_mix(tmp_path):
 
     spec = {"method": "dspark", "draft_cost": 0.1, "cost_profile": "roofline",
             "decode_backend": "latency_specialized", "specialized_speedup": [1.5, 2.0]}
-    config = config_from_mapping({"deployment": spec, "routes": {"r": {"targets": CANARY_TARGETS}}}, path=None)
+    config = config_from_mapping({"deployment": spec, "routes": {"r": {"targets": PROBE_TARGETS}}}, path=None)
     deployment = deployment_for_route(config, "r")
     s, x = 1.3, 1 / 90.0
     cost = CostModel.for_deployment(dataclasses.replace(deployment, baseline_tokens_per_second=1 / x))
@@ -592,7 +592,7 @@ def test_each_segment_is_priced_at_its_own_batch_mix(tmp_path):
         sums, counts = defaultdict(float), defaultdict(float)
         for i in range(1, n + 1):
             cycle = []
-            for label, url in zip("xyz", CANARY_TARGETS):
+            for label, url in zip("xyz", PROBE_TARGETS):
                 gamma = 7 if label == "z" else 3
                 batch = (16 if i % 4 else 4) if label == "z" else (16 if i % 2 else 4)
                 counts[label] += 15.0 * batch / step_s[gamma][batch]  # request-steps in the scrape interval
@@ -601,13 +601,13 @@ def test_each_segment_is_priced_at_its_own_batch_mix(tmp_path):
                                                                       itl=(sums[label], counts[label])),)))
             store.write_cycle(cycle)
         end = 15.0 * n
-        window = route_window(store, CANARY_TARGETS, 0.0, end)
+        window = route_window(store, PROBE_TARGETS, 0.0, end)
         by_gamma = {seg.gamma: seg for seg in window.current_segments}
         assert by_gamma[3].batch_samples == pytest.approx({4: n, 16: n}, abs=2)  # x and y, each half the time
         assert by_gamma[7].batch_samples == pytest.approx({4: n / 4, 16: 3 * n / 4}, abs=2)
         for lo, hi in ((end - 900.0, end), (100.0, end)):  # raw rows alone; rollups with raw edges
             scrapes = sum(1 for i in range(1, n + 1) if lo < 15.0 * i <= hi)
-            mixes = {seg.gamma: seg.batch_samples for seg in route_window(store, CANARY_TARGETS, lo, hi).segments}
+            mixes = {seg.gamma: seg.batch_samples for seg in route_window(store, PROBE_TARGETS, lo, hi).segments}
             assert sum(mixes[3].values()) == 2 * scrapes and sum(mixes[7].values()) == scrapes
             assert mixes[7][16] / scrapes == pytest.approx(0.75, abs=0.02)
 

@@ -52,7 +52,7 @@ def test_an_unsure_extrapolated_best_is_probed_on_one_engine_while_the_fleet_kee
     json.dumps(doc, allow_nan=False)
 
 
-def test_with_a_sure_step_the_fleet_takes_it_and_the_canary_runs_the_farther_gamma():
+def test_with_a_sure_step_the_fleet_takes_it_and_the_probe_runs_the_farther_gamma():
     rec = _tune(deployment=Deployment(method="draft_model", draft_cost=0.05, cost_profile="flat"))
     assert rec.decision == "probe"
     # the curve's own one-step error (3.3%, above any real curve's) makes the far tail wide:
@@ -235,7 +235,7 @@ def test_the_window_says_which_positions_came_from_which_segment(tmp_path, capsy
     assert "conditional rates joined; shared positions agree" in text
 
 
-def test_a_canary_whose_shared_positions_differ_prices_its_gammas_alone(tmp_path):
+def test_a_probe_whose_shared_positions_differ_prices_its_gammas_alone(tmp_path):
     # the probe's traffic accepts far more at position 1 (its requests are easier)
     easy = np.cumprod([0.9, 0.6, 0.9, 0.9, 0.9, 0.85, 0.8, 0.75])
     route, evidence, rec = _tune_window(tmp_path, TRUE[:3], easy)

@@ -235,7 +235,7 @@ def test_a_keep_resting_on_the_configured_speedup_probes_the_gamma_past_the_flip
     assert rec.vllm_speculative_config["num_speculative_tokens"] == 3  # the fleet stays
 
 
-def test_no_speedup_probe_on_one_engine_where_the_flip_is_far_or_the_canary_could_not_tell():
+def test_no_speedup_probe_on_one_engine_where_the_flip_is_far_or_the_probe_could_not_tell():
     alone = recommend(RouteInputs(FRONT_LOADED, deployed_gamma=3, batch_mix=EDGE_MIX,
                       traffic=_traffic(1)), _specialized((1.7, 2.1)))
     assert alone.decision == "keep" and alone.probe is None
