@@ -107,6 +107,7 @@ class DecodeEntry(TypedDict):
     decode_tokens: float | None
     tokens_source: str
     undrafted_token_share: float | None
+    undrafted_token_share_steps: float | None  # ν of N = S + A, as tune-gamma counts a window
     accepted_not_output: float | None
     accepted_not_output_max: float | None
     consistent: bool | None

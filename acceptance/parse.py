@@ -62,7 +62,8 @@ from . import plugin_series
 from . import vllm_metrics as vm
 from .errors import InputError
 from .counts import EngineSnapshot, SpecCounts, StepShape
-from .counts import RACE_FLOOR_REQUESTS, impossible_counts, race_step_requests, survival, undrafted_token_share
+from .counts import (RACE_FLOOR_REQUESTS, impossible_counts, race_step_requests, steps_undrafted_share, survival,
+                     undrafted_token_share)
 from .json_safe import json_safe
 from .engine_cost import engine_cost
 from .inspect_types import CountsEntry, DecodeEntry, EngineEntry, InspectReport
@@ -573,7 +574,9 @@ def decode_steps_entry(snap: EngineSnapshot) -> DecodeEntry | None:
     steps carried no draft, ν = U / N (counts.undrafted_token_share). N − S should equal the
     accepted tokens A but for the accepted drafts a length or stop limit cut from a request's
     last step — at most γ per request, so |A − (N − S)| ≤ γ × first tokens, else the page's
-    counters disagree (``consistent`` False)."""
+    counters disagree (``consistent`` False). ``undrafted_token_share_steps``: ν of N = S + A,
+    as a window without the page's token counters counts it (tune-gamma's,
+    counts.steps_undrafted_share), a little lower where a limit cut accepted drafts."""
     shape, counts = snap.step_shape, snap.counts
     if counts is None or shape is None or not shape.itl_count:
         return None
@@ -586,6 +589,7 @@ def decode_steps_entry(snap: EngineSnapshot) -> DecodeEntry | None:
     return {"decode_steps": steps, "decode_tokens": tokens if counted else None,
             "tokens_source": "generation - first tokens" if counted else "steps + accepted",
             "undrafted_token_share": undrafted_token_share(tokens, drafts, accepted, steps=steps),
+            "undrafted_token_share_steps": steps_undrafted_share(steps, drafts, accepted),
             "accepted_not_output": cut, "accepted_not_output_max": most,
             "consistent": bool(abs(cut) <= most) if cut is not None and most is not None else None}
 
@@ -609,6 +613,8 @@ def format_decode_lines(report: InspectReport) -> list[str]:
             gap = f"tokens − steps {decode_tokens - d['decode_steps']:,.0f} against {e['accepted_tokens']:,.0f} accepted"
             head += (f"; {gap} (a length limit cuts at most {d['accepted_not_output_max']:,.0f})" if d["consistent"]
                      else f"; INCONSISTENT: {gap}, beyond the {d['accepted_not_output_max']:,.0f} a length limit can cut")
+            head += (f"; of steps + accepted tokens, as tune-gamma counts a window, "
+                     f"{_fmt(d['undrafted_token_share_steps'], '.1%')}")
         lines.append(head)
     return lines
 

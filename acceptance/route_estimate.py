@@ -226,7 +226,10 @@ def _own_segment(window: Window, gamma: int) -> GammaSegment | None:
     return max(mine, key=lambda s: s.total.drafts) if mine else None
 
 
-UNDRAFTED_FROM_STEPS = f"{vm.INTER_TOKEN_LATENCY}_count (decode steps) less the drafts"
+# N = S + A counts the accepted drafts a length limit cut from a request's last step as output
+# (counts.steps_undrafted_share), so ν reads a little low against the page's own (`inspect`).
+UNDRAFTED_FROM_STEPS = (f"{vm.INTER_TOKEN_LATENCY}_count (decode steps) less the drafts, of steps + accepted "
+                        f"tokens; `specdec inspect` gives the page's share of {vm.GENERATION_TOKENS}")
 
 
 def window_undrafted_share(window: Window, segment: GammaSegment | None) -> tuple[float | None, str | None]:

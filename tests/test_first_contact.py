@@ -57,6 +57,8 @@ def test_inspect_counts_a_real_page_s_decode_steps_and_checks_them_against_its_a
     decode = report["engines"][0]["decode"]
     assert decode["decode_steps"] == 3347 and decode["decode_tokens"] == 5136 - 21
     assert decode["undrafted_token_share"] == pytest.approx((3347 - 590) / 5115)
+    # tune-gamma's window counts N = S + A (no token counters in the store): the 22 cut drafts count
+    assert decode["undrafted_token_share_steps"] == pytest.approx((3347 - 590) / (3347 + 1790))
     # 5,115 − 3,347 = 1,768 tokens beyond one per step against 1,790 accepted: 22 cut by the
     # length limit from the 21 requests' last steps (at most γ = 5 each)
     assert decode["accepted_not_output"] == 22 and decode["accepted_not_output_max"] == 105
