@@ -9,7 +9,9 @@ flat and roofline profiles are anchored on (docs/MODEL.md, Cost model):
   makes the model's per-user tokens/s at the deployed γ equal the observed one,
   AL(γ_d) / τ_int(γ_d; b) = observed. The level is then the engine's own; what the model
   can still get wrong is the shape (how step time and acceptance move with γ), which only
-  a γ sweep measures — so no model error is reported at the deployed γ;
+  a γ sweep measures — so no model error is reported at the deployed γ. The rate at γ 0 is
+  then the model's step times carried from γ_d, so it rests on the drafter and cost figures
+  that price them: those left at their defaults are named (``rests_on_defaults``);
 - ``default`` — neither: the built-in 118 tok/s of Kimi K3 on 16 GB300, or the roofline floor of
   the configured model and GPU (configured_or_default), announced as such;
 - ``measured table`` — a table's own seconds (nothing to anchor).
@@ -18,7 +20,7 @@ flat and roofline profiles are anchored on (docs/MODEL.md, Cost model):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Callable
 
@@ -40,10 +42,14 @@ class Anchor:
     baseline_tokens_per_second: float | None
     source: str  # CONFIGURED | OBSERVED | DEFAULT | TABLE
     detail: str = ""  # what was observed, or why the observed rate was not used
+    observed_gamma: int | None = None  # OBSERVED: the deployed γ whose rate was observed
+    # OBSERVED: the default figures carrying that rate to γ 0 (model.figures_needed's keys)
+    rests_on_defaults: Sequence[str] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {"baseline_tokens_per_second": self.baseline_tokens_per_second, "source": self.source,
-                "detail": self.detail}
+                "detail": self.detail, "observed_gamma": self.observed_gamma,
+                "rests_on_defaults": list(self.rests_on_defaults)}
 
     def describe(self) -> str:
         """One line for the console and the dashboard."""
@@ -53,8 +59,13 @@ class Anchor:
             return "anchor: none (relative units only)"
         rate = f"{self.baseline_tokens_per_second:,.1f} tok/s plain decode at batch 1"
         if self.source == OBSERVED:
-            return (f"anchor: {rate}, observed — inferred from the engine's own rate at the deployed gamma "
+            at = "the deployed gamma" if self.observed_gamma is None else f"gamma {self.observed_gamma}"
+            line = (f"anchor: {rate}, observed — inferred from the engine's own rate at {at} "
                     f"({self.detail}), not measured at gamma 0: the level matches the engine there")
+            if self.rests_on_defaults:
+                line += (f"; the rate at gamma 0, and so each speedup, rests on the default "
+                         f"{', '.join(self.rests_on_defaults)}")
+            return line
         if self.source == DEFAULT:
             what, why = (self.detail, "") if self.detail.startswith(("Kimi K3", "the roofline floor")) else (
                 KIMI_K3_DEFAULT, f" ({self.detail})" if self.detail else "")

@@ -399,8 +399,9 @@ def _anchored(checked: CheckedInputs, deployment: Deployment) -> tuple[Deploymen
     if rate is None:
         return deployment, replace(anchor, detail=f"the observed {observed_tps:.1f} tok/s is faster than the profile "
                                                   f"can model at any plain-decode rate")
+    defaults = [k.strip() for f in figures_needed(deployment, None) for k in f.key.split(",")]
     return (replace(deployment, baseline_tokens_per_second=rate),
-            Anchor(rate, OBSERVED, given.observed_latency_source or "observed latency"))
+            Anchor(rate, OBSERVED, given.observed_latency_source or "observed latency", deployed, tuple(defaults)))
 
 
 def _model_error_warning(model_error: float | None, deployment: Deployment) -> str | None:

@@ -233,6 +233,8 @@ class Anchor(TypedDict):
     baseline_tokens_per_second: float | None
     source: str
     detail: str
+    observed_gamma: int | None  # source "observed": the deployed γ whose rate was observed, else null
+    rests_on_defaults: list[str]  # source "observed": the default figures carrying that rate to γ 0
 
 
 class Figure(TypedDict):

@@ -45,7 +45,8 @@ def test_per_request_latency_anchors_the_level(capsys, tmp_path):
     # the roofline's figures are still the defaults, and the output says so
     figures = doc["profile_figures"]
     assert figures["model"] == {"value": "kimi-k3", "source": "default"}
-    assert "observed — inferred from the engine's own rate at the deployed gamma (per-request mean_itl_ms)" in console
+    assert "observed — inferred from the engine's own rate at gamma 3 (per-request mean_itl_ms)" in console
+    assert "rests on the default draft_overhead, model, gpu, tensor_parallel_size" in console
     assert "roofline figures: kimi-k3 (default), GB300 (default), TP 16 (default)" in console
 
 
@@ -53,7 +54,8 @@ def test_configured_baseline_is_kept_and_the_model_error_reported(capsys, tmp_pa
     doc, console = tune_ingested(capsys, tmp_path, per_request_file(tmp_path, itl_ms=2.5),
                                  'method = "ngram"\nbaseline_tokens_per_second = 300\nmodel = "llama-3.1-8b"\n'
                                  'gpu = "H100"\ntensor_parallel_size = 1\n')
-    assert doc["anchor"] == {"baseline_tokens_per_second": 300, "source": "configured", "detail": ""}
+    assert doc["anchor"] == {"baseline_tokens_per_second": 300, "source": "configured", "detail": "",
+                             "observed_gamma": None, "rests_on_defaults": []}
     assert doc["model_error"] is not None
     assert doc["profile_figures"]["gpu"] == {"value": "H100", "source": "configured"}
     assert "anchor: 300.0 tok/s plain decode at batch 1, configured" in console

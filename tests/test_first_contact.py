@@ -49,7 +49,22 @@ def test_a_drafter_that_often_finds_nothing_is_priced_at_the_engine_s_own_rate(t
     assert deployed["tokens_per_second"] == pytest.approx(truth["rate"], rel=0.02)
     assert doc["observed"]["undrafted_token_share"] == pytest.approx(truth["nu"], abs=0.01)
     assert doc["observed"]["undrafted_token_share_source"].startswith("vllm:inter_token_latency_seconds_count")
-    assert doc["anchor"]["source"] == "observed"
+    assert doc["anchor"]["source"] == "observed" and doc["anchor"]["observed_gamma"] == doc["deployed_gamma"]
+    # observed at the deployed γ, carried to γ 0 by the proposer's default cost and the roofline's default figures
+    assert doc["anchor"]["rests_on_defaults"] == ["draft_overhead", "model", "gpu", "tensor_parallel_size"]
+
+
+def test_an_observed_anchor_names_no_default_once_every_figure_that_carries_it_is_set(tmp_path, capsys):
+    db = real_page_store(tmp_path / "s.db", REAL / "ngram_k5_metrics.txt")
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[deployment]\nmethod = "ngram"\ndraft_overhead = 0.4\ncost_profile = "flat"\n'
+                   '[routes.r]\ntargets = ["http://127.0.0.1:1/metrics"]\n')
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--db", str(db)])
+    assert code == 0, err
+    anchor = next(line for line in out.splitlines() if line.startswith("anchor:"))
+    assert "observed — inferred from the engine's own rate at gamma 5" in anchor and "rests on" not in anchor
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--db", str(db), "--json"])
+    assert json.loads(out)["anchor"]["rests_on_defaults"] == []
 
 
 def test_inspect_counts_a_real_page_s_decode_steps_and_checks_them_against_its_accepted_tokens():
