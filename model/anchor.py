@@ -32,7 +32,8 @@ FLAG = "flag"  # a configured figure set on the command line, over the config
 PAGE = "page"  # read off the engines' own page (their model_name label naming a local model folder)
 KIMI_K3_DEFAULT = "Kimi K3 on 16 GB300"
 # what prices the drafter and names it in the deploy line: each said to be a default when it is
-DRAFTER_FIGURES = ("method", "draft_cost", "cost_profile")
+# and prices this drafter (draft_cost a parallel or sequential one, draft_overhead an ngram or suffix one)
+DRAFTER_FIGURES = ("method", "draft_cost", "draft_overhead", "cost_profile")
 # the roofline's model figures profile_figures carries, each {"value", "source"}
 MODEL_FIGURES = tuple(f.name for f in fields(ModelFigures) if f.type in (Figure, "Figure"))
 
@@ -115,14 +116,16 @@ def solve_observed_rate(model_rate_at: Callable[[float], float], observed_rate: 
 
 
 def profile_figures(deployment: Deployment, anchor: Anchor) -> dict[str, object]:
-    """The figures the cost profile used, each with its source (configured or default)."""
+    """The figures the cost profile used, each with its source (configured or default), and
+    ``unused``: {key: why} of the keys this deployment's pricing does not read."""
+    from .figures_needed import unused_keys  # it reads this module's sources
     def figure(key: str) -> dict[str, object]:
         source = (FLAG if key in deployment.flagged else PAGE if key in deployment.from_page
                   else CONFIGURED if deployment.is_configured(key) else DEFAULT)
         return {"value": getattr(deployment, key), "source": source}
 
     out: dict[str, object] = {"profile": deployment.cost_profile, "baseline_tokens_per_second": anchor.to_dict(),
-                 **{k: figure(k) for k in DRAFTER_FIGURES}}
+                              **{k: figure(k) for k in DRAFTER_FIGURES}, "unused": unused_keys(deployment)}
     if deployment.cost_profile == "roofline":
         from .profiles import deployment_gpu, deployment_model
 
@@ -176,9 +179,10 @@ def describe_defaults(figures: Mapping[str, object]) -> str | None:
     DRAFTER_FIGURES was not configured, else None: the deploy line's method is then the default's."""
     from .drafters import FREE, drafter_for
 
-    unset = [k for k in DRAFTER_FIGURES if k in figures and _entry(figures, k)["source"] == DEFAULT]
-    if "draft_cost" in unset and drafter_for(str(_entry(figures, "method")["value"])).kind == FREE:
-        unset.remove("draft_cost")  # an ngram or suffix drafter's draft is not priced by it
+    free = drafter_for(str(_entry(figures, "method")["value"])).kind == FREE
+    prices = {"draft_cost": not free, "draft_overhead": free}  # a sequential drafter's overhead is an extension
+    unset = [k for k in DRAFTER_FIGURES
+             if k in figures and _entry(figures, k)["source"] == DEFAULT and prices.get(k, True)]
     if "cost_profile" in unset and figures.get("profile") == "roofline" and all(
             _entry(figures, k).get("source") not in (None, DEFAULT) for k in ("model", "gpu", "tensor_parallel_size")):
         unset.remove("cost_profile")  # the roofline of a configured model and GPU was chosen with them
@@ -186,8 +190,9 @@ def describe_defaults(figures: Mapping[str, object]) -> str | None:
         return None
     values = ", ".join(f"{k} {value:g} (default)" if isinstance(value := _entry(figures, k)["value"], float)
                        else f"{k} {value} (default)" for k in unset)
+    flags = ", ".join("--" + k.replace("_", "-") for k in unset)
     return (f"drafter figures: {values} — set them for your engine ([deployment] or the route's table in the "
-            f"config, or tune-gamma's --method, --draft-cost, --cost-profile)")
+            f"config, or tune-gamma's {flags})")
 
 
 def describe_lines(anchor: Anchor | None, figures: Mapping[str, object] | None) -> list[str]:

@@ -279,7 +279,9 @@ class ProfileFigures(TypedDict):
     baseline_tokens_per_second: Anchor
     method: Figure
     draft_cost: Figure
+    draft_overhead: Figure
     cost_profile: Figure
+    unused: dict[str, str]  # the keys this pricing does not read, and why (a flag setting one is refused)
     # the roofline profile only
     model: NotRequired[Figure]
     gpu: NotRequired[Figure]

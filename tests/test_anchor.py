@@ -85,7 +85,12 @@ def test_the_latency_histogram_anchors_a_scraped_window(capsys, tmp_path):
                                       # the drafter's figures say which were configured (this config: the profile)
                                       "method": {"value": "dspark", "source": "default"},
                                       "draft_cost": {"value": 0.1, "source": "default"},
-                                      "cost_profile": {"value": "flat", "source": "configured"}}
+                                      "draft_overhead": {"value": 0.0, "source": "default"},
+                                      "cost_profile": {"value": "flat", "source": "configured"},
+                                      "unused": doc["profile_figures"]["unused"]}
+    # dspark: one pass priced by draft_cost, no draft model named; nothing of the specialized path off it
+    assert set(doc["profile_figures"]["unused"]) == {"draft_overhead", "draft_model", "specialized_speedup",
+                                                       "cudagraph_capture_sizes"}
 
 
 def test_the_roofline_fixed_point_and_an_unreachable_rate():

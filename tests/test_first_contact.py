@@ -453,3 +453,20 @@ def test_rows_stored_outside_the_window_are_pointed_at(tmp_path, capsys):
     code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "rr", "--db", str(db)])
     assert code == 2
     assert "the store holds 1 per-request row(s) of route rr, from 2026-12-01" in err and "widen --window" in err
+
+
+def test_an_ngram_route_s_header_names_the_proposer_s_price_and_the_json_the_keys_it_does_not_read(tmp_path, capsys):
+    """ngram drafts are priced by draft_overhead (its proposer's time per step), not draft_cost:
+    the header names the one left at its default, and the JSON says which keys go unread."""
+    db = real_page_store(tmp_path / "s.db", REAL / "ngram_k5_metrics.txt")
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[deployment]\nmethod = "ngram"\n[routes.r]\ntargets = ["http://127.0.0.1:1/metrics"]\n')
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--db", str(db)])
+    assert code == 0, err
+    drafter = next(line for line in out.splitlines() if line.startswith("drafter figures:"))
+    assert drafter.startswith("drafter figures: draft_overhead 0 (default), cost_profile roofline (default)")
+    assert "draft_cost" not in drafter and drafter.endswith("tune-gamma's --draft-overhead, --cost-profile)")
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--db", str(db), "--json"])
+    figures = json.loads(out)["profile_figures"]
+    assert figures["draft_overhead"] == {"value": 0.0, "source": "default"}
+    assert "not draft_cost" in figures["unused"]["draft_cost"] and "draft_overhead" not in figures["unused"]
