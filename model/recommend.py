@@ -208,6 +208,7 @@ def _recommendation(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome
         schedule=schedule, load=load,
         verify_widths=None if checked.widths is None else tuple(float(w) for w in checked.widths),
         acceptance_model="replay" if checked.replayed is not None else "survival",
+        replayed_requests=None if checked.replayed is None else int(checked.replayed.shape[1]),
         anchor=anchor,
         profile_figures=profile_figures(deployment, anchor),
         gain=gain_of(decision.recommended_gamma, deployed, outcome.speedup, outcome.ensemble, checked.level),

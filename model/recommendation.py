@@ -62,6 +62,7 @@ class Recommendation:
     # how AL at other γ was priced: "survival" (the curve, cut or extended by tail models) or
     # "replay" (the requests' own steps replayed at each γ: acceptance.step_replay)
     acceptance_model: str = "survival"
+    replayed_requests: int | None = None  # "replay": the requests whose steps were replayed
     profile_figures: dict[str, object] | None = None
     gain: Gain | None = None  # of the recommended γ over the deployed one; None when they are the same
     model_error_warning: str | None = None  # model_error beyond ±MODEL_ERROR_TOLERANCE, and what to do
@@ -147,6 +148,7 @@ class Recommendation:
             "load": None if self.load is None else self.load.to_dict(),
             "verify_widths": None if self.verify_widths is None else list(self.verify_widths),
             "acceptance_model": self.acceptance_model,
+            "replayed_requests": self.replayed_requests,
             "anchor": None if self.anchor is None else self.anchor.to_dict(),
             "profile_figures": self.profile_figures,
             "gain": None if self.gain is None else asdict(self.gain),

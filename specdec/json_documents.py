@@ -442,6 +442,7 @@ class TuneGamma(TypedDict):
     load: Load | None
     verify_widths: list[float] | None
     acceptance_model: Literal["survival", "replay"]
+    replayed_requests: int | None
     anchor: Anchor | None
     profile_figures: ProfileFigures | None
     gain: Gain | None

@@ -248,6 +248,18 @@ def _head_lines(doc: Mapping[str, Any]) -> list[str]:
             *describe_lines(Anchor(**doc["anchor"]) if doc.get("anchor") else None, doc.get("profile_figures"))]
 
 
+def _replay_line(requests: int | None, no_interval: bool, gamma: int) -> str:
+    """How AL at other γ was priced when the requests' steps were replayed (model.recommendation)."""
+    whose = ("the requests'" if requests is None else "the request's" if requests == 1
+             else f"the {requests:,} requests'")
+    line = (f"acceptance at other gammas: {whose} own drafted steps replayed at each gamma (per-request detailed "
+            f"metrics), not the survival curve cut or extended")
+    if no_interval:
+        line += (f"; too few to resample: the rows past gamma {gamma} follow {'its' if requests == 1 else 'their'} "
+                 f"text alone and need not rise smoothly")
+    return line
+
+
 def _observed_lines(doc: Mapping[str, Any]) -> list[str]:
     """What the window measured: AL, p, the survival with intervals, ν, drift, segments, events."""
     obs = doc["observed"]
@@ -264,8 +276,7 @@ def _observed_lines(doc: Mapping[str, Any]) -> list[str]:
                                          obs["survival_high"] or [None] * n))
     lines.append(f"survival a_1..a_{obs['gamma']}: {surv}")
     if doc.get("acceptance_model") == "replay":
-        lines.append("acceptance at other gammas: the requests' own drafted steps replayed at each gamma "
-                     "(per-request detailed metrics), not the survival curve cut or extended")
+        lines.append(_replay_line(doc.get("replayed_requests"), al_lo is None, obs["gamma"]))
     if obs.get("undrafted_token_share"):
         source = f", from {obs['undrafted_token_share_source']}" if obs.get("undrafted_token_share_source") else ""
         lines.append(f"steps without a draft: {obs['undrafted_token_share']:.1%} of decode tokens came from steps whose "

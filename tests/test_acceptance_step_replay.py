@@ -235,7 +235,19 @@ def test_tune_gamma_prices_other_gammas_by_the_replay_of_detailed_requests(capsy
     lows = [acceptance_length_by_replay(seqs, 5, min(guesses))[g] for g in range(6)]
     assert lows[5] < by_gamma[5]["expected_tokens"] or min(guesses) == max(guesses)
     assert by_gamma[3]["expected_tokens"] == pytest.approx(doc["observed"]["mean_acceptance_length"])
-    assert "drafted steps replayed at each gamma" in console
+    assert doc["replayed_requests"] == 80
+    assert "the 80 requests' own drafted steps replayed at each gamma" in console
+    assert "too few to resample" not in console  # 80 requests carry an interval
+
+
+def test_one_request_s_replay_says_its_rows_past_the_deployed_gamma_are_that_text_alone(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    doc, console = tune_ingested(capsys, tmp_path, detailed_requests(tmp_path, [engine_steps(
+        runs_of_text(rng, 200, 0.93, 0.6), 3)]), 'method = "eagle3"\ncost_profile = "flat"\n')
+    assert doc["acceptance_model"] == "replay" and doc["replayed_requests"] == 1
+    assert doc["observed"]["mean_acceptance_length_interval"] == [None, None]
+    assert ("the request's own drafted steps replayed at each gamma (per-request detailed metrics), not the survival "
+            "curve cut or extended; too few to resample: the rows past gamma 3 follow its text alone") in console
 
 
 def test_a_request_without_drafts_does_not_hide_the_others_steps():
