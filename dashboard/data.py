@@ -49,6 +49,7 @@ READ_ATTEMPTS = 3
 # dashboard's).
 DASHBOARD_WORDING = (
     ("or widen --window", "or choose a longer Window in the sidebar"),
+    ("; widen --window", "; choose a longer Window in the sidebar"),
 )
 # A target whose last good scrape is older than this many collect intervals is stale: the
 # collector has stopped, or the target is gone, and what the store says of it is old news.

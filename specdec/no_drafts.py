@@ -50,4 +50,17 @@ def no_drafts_message(route: str, window, window_s: float, source: str, ingested
                 f"vllm:spec_decode_* counters: vLLM runs without --speculative-config); nothing to tune until "
                 f"speculation is on{unread}")
     return (f"{head}: its {len(answered)} target(s) answered and speculate but drafted nothing: idle (no decode "
-            f"traffic){status}; widen --window{unread}")
+            f"traffic){status}; {_idle_hint(window)}{unread}")
+
+
+def _idle_hint(window) -> str:
+    """What helps an idle window: an older span where the store holds one, else traffic — the
+    first scrape of a target is its baseline, so what its engine drafted before is not counted
+    (a saved page scraped as it is stays idle)."""
+    first = min((s.start for s in window.segments), default=None)
+    if first is None or first <= window.start + 1.0:
+        return "widen --window"
+    return (f"the store holds nothing older (first scrape in it {format_clock(first)}), so a longer window cannot "
+            f"help: a first scrape is a baseline and what the engines drafted before it is not counted — send "
+            f"decode traffic while `specdec collect` runs (`specdec inspect URL` reads a page's counts since its "
+            f"engine started)")

@@ -616,6 +616,9 @@ def test_messages_name_the_dashboards_controls_not_the_clis_flags(monkeypatch, d
         assert f"'Window ends at' to {data.END_AT_NEWEST}" in info
     assert data.dashboard_wording("no drafts in the last 1h; run `specdec collect` or widen --window") == \
         "no drafts in the last 1h; run `specdec collect` or choose a longer Window in the sidebar"
+    assert data.dashboard_wording("no drafts in the last 1h: … drafted nothing: idle (no decode traffic); widen "
+                                  "--window") == ("no drafts in the last 1h: … drafted nothing: idle (no decode "
+                                                  "traffic); choose a longer Window in the sidebar")
 
 
 # ----------------------------------------------------------------------------- functions behind the pages

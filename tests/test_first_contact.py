@@ -235,8 +235,12 @@ def test_a_flag_that_would_be_ignored_or_is_wrong_is_refused(capsys, argv, needl
 
 @pytest.mark.parametrize("page, store, window, says", [
     ("base_metrics.txt", {}, "10m", "no drafts in the last 10m: its 1 target(s) answered but do not speculate"),
-    ("ngram_k5_metrics.txt", {"idle": True}, "10m", "no drafts in the last 10m: its 1 target(s) answered and "
-                                                     "speculate but drafted nothing: idle"),
+    ("ngram_k5_metrics.txt", {"idle": True}, "5m", "no drafts in the last 5m: its 1 target(s) answered and "
+                                                    "speculate but drafted nothing: idle (no decode traffic); widen "
+                                                    "--window"),
+    # the store's first scrape is inside the window: nothing older to widen to
+    ("ngram_k5_metrics.txt", {"idle": True}, "1h", "drafted nothing: idle (no decode traffic); the store holds nothing "
+                                                    "older (first scrape in it"),
     ("ngram_k5_metrics.txt", {"end": time.time() - 7200}, "10m", "no drafts in the last 10m: its targets were not "
                                                                   "scraped in it (last answered"),
 ])
