@@ -258,8 +258,12 @@ def config_from_mapping(raw: dict, *, path: Path | None) -> Config:
             kind = "scrape" if targets else ("prometheus" if selector else default_kind)
         if kind not in ROUTE_SOURCES:
             raise ConfigError(f"{rwhere}: source must be one of {', '.join(ROUTE_SOURCES)}, got {kind!r}")
-        if kind == "scrape" and not targets:
+        if kind == "scrape" and not targets and "source" in table:
             raise ConfigError(f"{rwhere}: source 'scrape' needs targets = [\"http://HOST:PORT/metrics\", ...]")
+        if kind == "scrape" and not targets:  # nothing says where its data comes from
+            raise ConfigError(f"{rwhere}: no targets and no source: set targets = [\"http://HOST:PORT/metrics\", ...] "
+                              f"to scrape its engines, or source = \"per-request\" or \"log\" for the rows "
+                              f"`specdec ingest` stores (or \"prometheus\" with a selector)")
         if kind == "prometheus" and (selector is None or prometheus is None):
             raise ConfigError(f"{rwhere}: source 'prometheus' needs a selector and a [source] url")
         engines = table.get("engines")

@@ -43,6 +43,21 @@ def test_per_request_golden_is_stored_exactly_and_once(tmp_path, capsys):
     assert "0 per-request rows added, 3 already stored" in out
 
 
+def test_a_config_route_without_targets_or_source_names_the_source_key(tmp_path, capsys):
+    """A route table that says nothing of where its data comes from is refused naming both ways:
+    targets to scrape, or the source of the rows `specdec ingest` stores."""
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[deployment]\nmethod = "suffix"\n[routes.r]\n')
+    code, out, err = run_cli(capsys, main, ["ingest", "--config", str(cfg), "--route", "r", "--per-request",
+                                            str(GOLDEN / "per_request_sample.jsonl"), "--db", str(tmp_path / "s.db")])
+    assert code == 2 and "[routes.r]: no targets and no source" in err
+    assert 'or source = "per-request" or "log" for the rows `specdec ingest` stores' in err
+    cfg.write_text('[deployment]\nmethod = "suffix"\n[routes.r]\nsource = "per-request"\n')
+    code, out, err = run_cli(capsys, main, ["ingest", "--config", str(cfg), "--route", "r", "--per-request",
+                                            str(GOLDEN / "per_request_sample.jsonl"), "--db", str(tmp_path / "s.db")])
+    assert code == 0, err
+
+
 def test_log_golden_is_stored_exactly(tmp_path, capsys):
     db = tmp_path / "s.db"
     code, out, err = run_cli(capsys, main, ["ingest", "--route", "logs", "--log", str(GOLDEN / "log_lines_sample.txt"),
