@@ -1,5 +1,5 @@
 """The shapes of an ``inspect`` report (``specdec inspect --json``), as TypedDicts: the report
-(acceptance.parse.inspect_report), each engine's entry and the parts other modules fill in —
+(acceptance.inspect_report.inspect_report), each engine's entry and the parts other modules fill in —
 its step cost (acceptance.engine_cost), its KV cache (engine_cost.kv_cache_config, set by
 ``specdec inspect``), its finished requests' context (acceptance.request_lengths). Types only:
 a report is a plain dict at run time."""

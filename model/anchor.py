@@ -26,6 +26,7 @@ from typing import Callable
 
 from .deployment import Deployment
 from .figures import Figure, ModelFigures
+from .unused_keys import unused_keys
 
 CONFIGURED, OBSERVED, DEFAULT, TABLE = "configured", "observed", "default", "measured table"
 FLAG = "flag"  # a configured figure set on the command line, over the config
@@ -118,7 +119,6 @@ def solve_observed_rate(model_rate_at: Callable[[float], float], observed_rate: 
 def profile_figures(deployment: Deployment, anchor: Anchor) -> dict[str, object]:
     """The figures the cost profile used, each with its source (configured or default), and
     ``unused``: {key: why} of the keys this deployment's pricing does not read."""
-    from .figures_needed import unused_keys  # it reads this module's sources
     def figure(key: str) -> dict[str, object]:
         source = (FLAG if key in deployment.flagged else PAGE if key in deployment.from_page
                   else CONFIGURED if deployment.is_configured(key) else DEFAULT)

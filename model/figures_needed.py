@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .anchor import DEFAULT, Anchor
+from .anchor import CONFIGURED, DEFAULT, FLAG, OBSERVED, Anchor
 from .deployment import Deployment
-from .drafters import FREE, PARALLEL, drafter_for
+from .drafters import FREE, drafter_for
 
 _ROOFLINE_FIGURES = ("model", "gpu", "tensor_parallel_size")
 
@@ -76,29 +76,25 @@ def figures_needed(deployment: Deployment, anchor: Anchor | None) -> list[Figure
     return out
 
 
-def unused_keys(deployment: Deployment) -> dict[str, str]:
-    """{key: why} of the deployment keys this deployment's pricing and deploy line do not read:
-    a flag setting one would change nothing, so tune-gamma refuses it (specdec.config)."""
-    from .vllm_config import NO_MODEL_NEEDED
+# what the flat profile reads of the model and GPU: only a default anchor's roofline floor
+# (model.anchor.configured_or_default); tensor_parallel_size also per GPU for a throughput objective
+_FLOOR_FIGURES = ("model", "gpu", "gpu_hbm_bytes_per_s", "gpu_dense_flops", "context_tokens", "tensor_parallel_size")
 
-    out = {}
-    kind = drafter_for(deployment.method).kind
-    if kind == FREE:
-        out["draft_cost"] = (f"{deployment.method} drafts are priced by draft_overhead (its proposer's time per "
-                             f"step), not draft_cost")
-    if kind == PARALLEL:
-        out["draft_overhead"] = (f"a {deployment.method} draft is one pass priced by draft_cost; draft_overhead is a "
-                                 f"sequential drafter's fixed cost per pass, or an ngram or suffix proposer's time")
-    if deployment.decode_backend != "latency_specialized":
-        for key in ("specialized_speedup", "cudagraph_capture_sizes"):
-            out[key] = "only decode_backend = \"latency_specialized\" uses it"
-    if deployment.method in NO_MODEL_NEEDED:
-        out["draft_model"] = f"{deployment.method} takes no draft model"
-    if deployment.cost_profile not in ("flat", "roofline"):
-        for key in ("model", "gpu", "tensor_parallel_size", "baseline_tokens_per_second", "gpu_hbm_bytes_per_s",
-                    "gpu_dense_flops", "context_tokens"):
-            out[key] = f"the measured table {deployment.cost_profile} prices every step in its own seconds"
-    return out
+
+def unread_once_anchored(deployment: Deployment, anchor: Anchor | None) -> dict[str, str]:
+    """{key: why} of the keys a flat profile did not read once its anchor was not the default
+    (configured or observed): the model and GPU set only that default's roofline floor, so a
+    flag setting one changed nothing — known only after the window was read (unused_keys says
+    what is unread whatever the window)."""
+    from .deployment import per_user
+
+    if deployment.cost_profile != "flat" or anchor is None or anchor.source == DEFAULT:
+        return {}
+    how = {FLAG: "set by --baseline-tokens-per-second", CONFIGURED: "configured (baseline_tokens_per_second)",
+           OBSERVED: "observed"}.get(anchor.source, anchor.source)
+    why = f"the flat profile reads it only for a default anchor's roofline floor, and this anchor is {how}"
+    keys = [k for k in _FLOOR_FIGURES if k != "tensor_parallel_size" or per_user(deployment.objective)]
+    return {k: why for k in keys}
 
 
 def names_default_drafter(needed: list[FigureNeeded]) -> bool:

@@ -20,7 +20,8 @@ def add_parser(sub, default_max_bytes: int) -> None:
 
 def cmd_inspect(args) -> int:
     from acceptance.fetch import read_source
-    from acceptance.parse import format_decode_lines, format_inspect_table, inspect_report, parse_metrics_page
+    from acceptance.inspect_report import format_decode_lines, format_inspect_table, inspect_report
+    from acceptance.parse import parse_metrics_page
     from acceptance.engine_cost import format_engine_cost_lines, kv_cache_config
     from acceptance.request_lengths import format_context_lines
 

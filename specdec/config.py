@@ -23,7 +23,8 @@ from acceptance.durations import duration_seconds
 from acceptance.fetch import DEFAULT_MAX_BYTES
 from acceptance.prometheus_http import DEFAULT_MAX_SERIES, DEFAULT_TIMEOUT_S
 from model.deployment import BUILTIN_PROFILES, INLINE_DEFAULTS, Deployment  # BUILTIN_PROFILES: anything else names a measured table file
-from model.figures_needed import unused_keys
+from model.figures_needed import unread_once_anchored
+from model.unused_keys import unused_keys
 
 DEFAULT_CONFIG_NAME = "specdec.toml"
 DEFAULT_STORE_NAME = "specdec.db"
@@ -346,6 +347,16 @@ def flagged(deployment: Deployment, flags: dict, route: str | None = None) -> De
             raise ConfigError(f"tune-gamma flags {key}: would change nothing here — {unused[key]}"
                               + (f" (route {route})" if route else ""))
     return replace(deployment, flagged=frozenset(flags))
+
+
+def refuse_unread_flags(deployment: Deployment, anchor, route: str | None = None) -> None:
+    """A flag the pricing turned out not to read once the window anchored it (a flat profile's
+    model or GPU, which set only a default anchor: model.figures_needed.unread_once_anchored)
+    is refused as flagged() refuses one up front, naming it."""
+    unread = unread_once_anchored(deployment, anchor)
+    for key in sorted(deployment.flagged & set(unread)):
+        raise ConfigError(f"tune-gamma flags {key}: would change nothing here — {unread[key]}"
+                          + (f" (route {route})" if route else ""))
 
 
 def route_source(config: Config, route: str, store=None) -> str:

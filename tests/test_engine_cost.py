@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from acceptance.engine_cost import NOT_REPORTED, engine_cost
-from acceptance.parse import inspect_report, parse_metrics_page
+from acceptance.inspect_report import inspect_report
+from acceptance.parse import parse_metrics_page
 from model.engine_cost_check import DISAGREE, check_engine_cost
 from model.figures import Figure
 from model.hf_config import model_figures

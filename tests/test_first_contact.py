@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from acceptance.parse import inspect_report, parse_metrics_page
+from acceptance.inspect_report import inspect_report
+from acceptance.parse import parse_metrics_page
 from specdec.cli import main, tune_gamma_main
 from support import page_at_share, real_page_store, run_cli
 
@@ -474,3 +475,24 @@ def test_an_ngram_route_s_header_names_the_proposer_s_price_and_the_json_the_key
     figures = json.loads(out)["profile_figures"]
     assert figures["draft_overhead"] == {"value": 0.0, "source": "default"}
     assert "not draft_cost" in figures["unused"]["draft_cost"] and "draft_overhead" not in figures["unused"]
+
+
+@pytest.mark.parametrize("flag, refused", [
+    (["--gpu", "H100"], True),  # the flat profile read the GPU only for a default anchor: this one is observed
+    (["--model", "llama-3.1-8b"], True),
+    (["--tensor-parallel-size", "4"], True),  # per-user objective: TP divides nothing
+    (["--tensor-parallel-size", "4", "--objective", "throughput"], False),  # tokens/s per GPU
+    (["--draft-overhead", "0.4"], False),
+])
+def test_a_flat_route_s_model_and_gpu_flags_are_refused_once_the_window_anchors_it(tmp_path, capsys, flag, refused):
+    db = real_page_store(tmp_path / "s.db", REAL / "ngram_k5_metrics.txt")
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[deployment]\nmethod = "ngram"\ncost_profile = "flat"\n'
+                   '[routes.r]\ntargets = ["http://127.0.0.1:1/metrics"]\n')
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--db", str(db), *flag])
+    if refused:
+        key = flag[0][2:].replace("-", "_")
+        assert code == 2 and f"tune-gamma flags {key}: would change nothing here — the flat profile reads it only " \
+                             f"for a default anchor's roofline floor, and this anchor is observed (route r)" in err, err
+    else:
+        assert code == 0, err

@@ -1,0 +1,33 @@
+"""The [deployment] keys a deployment's pricing and deploy line do not read, whatever the
+window (a flag setting one is refused: specdec.config.flagged; profile_figures' ``unused``).
+What a window's anchor leaves unread is model.figures_needed.unread_once_anchored's."""
+
+from __future__ import annotations
+
+from .deployment import Deployment
+from .drafters import FREE, PARALLEL, drafter_for
+
+
+def unused_keys(deployment: Deployment) -> dict[str, str]:
+    """{key: why} of the deployment keys this deployment's pricing and deploy line do not read:
+    a flag setting one would change nothing, so tune-gamma refuses it (specdec.config)."""
+    from .vllm_config import NO_MODEL_NEEDED
+
+    out = {}
+    kind = drafter_for(deployment.method).kind
+    if kind == FREE:
+        out["draft_cost"] = (f"{deployment.method} drafts are priced by draft_overhead (its proposer's time per "
+                             f"step), not draft_cost")
+    if kind == PARALLEL:
+        out["draft_overhead"] = (f"a {deployment.method} draft is one pass priced by draft_cost; draft_overhead is a "
+                                 f"sequential drafter's fixed cost per pass, or an ngram or suffix proposer's time")
+    if deployment.decode_backend != "latency_specialized":
+        for key in ("specialized_speedup", "cudagraph_capture_sizes"):
+            out[key] = "only decode_backend = \"latency_specialized\" uses it"
+    if deployment.method in NO_MODEL_NEEDED:
+        out["draft_model"] = f"{deployment.method} takes no draft model"
+    if deployment.cost_profile not in ("flat", "roofline"):
+        for key in ("model", "gpu", "tensor_parallel_size", "baseline_tokens_per_second", "gpu_hbm_bytes_per_s",
+                    "gpu_dense_flops", "context_tokens"):
+            out[key] = f"the measured table {deployment.cost_profile} prices every step in its own seconds"
+    return out
