@@ -18,6 +18,8 @@ from model.recommend import Candidate
 from . import text
 
 PALETTE = qualitative.Plotly
+# Streamlit's badge colours (dashboard.views.common.DECISION_COLORS) as bar colours
+BADGE_COLORS = {"orange": "#ff8c00", "red": "#e0393e", "violet": "#8e44ad", "green": "#2e9e4f", "gray": "#9aa0a6"}
 # Plotly's toolbar (the modebar) is drawn over the top MODEBAR_PX of a chart, at its right,
 # when the pointer is on it: the title is placed below that band, and the plot below the
 # title (its margin reserved: title.automargin). The legend sits at the chart's bottom edge,
@@ -25,6 +27,7 @@ PALETTE = qualitative.Plotly
 # labels and title instead of drawing it over them (a legend at a paper y below the plot
 # covered "time (UTC)").
 MODEBAR_PX = 32
+SLANT_PAST = 6  # bars past which route names are slanted so that every one shows
 TITLE = dict(x=0, xref="container", xanchor="left", y=1, yref="container", yanchor="top",
              pad=dict(t=MODEBAR_PX, b=8, l=8), automargin=True)
 LEGEND = dict(orientation="h", x=0, xref="paper", xanchor="left", y=0, yref="container", yanchor="bottom")
@@ -89,14 +92,20 @@ def curve_figure(curves: Sequence[tuple[str, CurveEstimate]], *, title: str, y_t
 
 
 def route_bars(names: Sequence[str], values, lows, highs, *, title: str, y_title: str,
-               baseline: float | None = None) -> go.Figure:
-    """One bar per route with its interval as error bars (None bounds: no error bar)."""
+               baseline: float | None = None, colors: Sequence[str] | None = None) -> go.Figure:
+    """One bar per route with its interval as error bars (None bounds: no error bar), every
+    route's name under its bar (slanted past a few routes); ``colors``: each bar's badge colour
+    (BADGE_COLORS' names), else one colour — the axis names the routes, so tens of routes
+    need no palette."""
     v = np.asarray(values, dtype=float)
-    fig = go.Figure(go.Bar(x=list(names), y=v, error_y=_error_bars(v, lows, highs),
-                           marker_color=PALETTE[: len(names)], text=[text.number(x) for x in v], textposition="outside"))
+    marker = [BADGE_COLORS.get(c, BADGE_COLORS["gray"]) for c in colors] if colors else PALETTE[0]
+    fig = go.Figure(go.Bar(x=list(names), y=v, error_y=_error_bars(v, lows, highs), marker_color=marker,
+                           text=[text.number(x) for x in v], textposition="outside"))
     if baseline is not None:
         fig.add_hline(y=baseline, line_dash="dot", line_color="gray")
     _layout(fig, title, yaxis_title=y_title, showlegend=False)
+    fig.update_xaxes(tickmode="array", tickvals=list(names), ticktext=list(names),
+                     tickangle=-45 if len(names) > SLANT_PAST else 0)
     return fig
 
 
@@ -192,5 +201,49 @@ def candidates_figure(series: Sequence[tuple[str, Sequence[Candidate]]], *, titl
                                  marker=dict(symbol="square", size=14, color="white", line=dict(width=3, color="black"))))
     fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
     _layout(fig, title, xaxis_title="γ (num_speculative_tokens)", yaxis_title=y_title, barmode="group")
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
+def recommendation_figure(cands: Sequence[Candidate], *, deployed: int, deploy: int, best: int, title: str,
+                          y_title: str) -> go.Figure:
+    """Projected speedup per γ: the line with its interval band (hatched and dashed where γ is
+    extrapolated past the deployed γ), refused γ as grey crosses, and the deployed γ, the γ
+    the decision deploys and the best expected one marked on the axis."""
+    fig = go.Figure()
+    color = PALETTE[0]
+    allowed = [c for c in cands if c.allowed]
+    measured = [c for c in allowed if not c.extrapolated]
+    beyond = [c for c in allowed if c.extrapolated]
+    if beyond and measured:  # the extrapolated part starts from the last measured point
+        beyond = [measured[-1], *beyond]
+    for part, name, dash, hatch in ((measured, "measured", "solid", ""), (beyond, "extrapolated", "dash", "/")):
+        if not part:
+            continue
+        g = [c.gamma for c in part]
+        low, high = [c.speedup_low for c in part], [c.speedup_high for c in part]
+        if all(x is not None for x in low + high) and _finite(low) and _finite(high):
+            fig.add_trace(go.Scatter(x=g, y=high, mode="lines", line=dict(width=0), hoverinfo="skip",
+                                     showlegend=False))
+            fig.add_trace(go.Scatter(x=g, y=low, mode="lines", line=dict(width=0), fill="tonexty",
+                                     fillcolor=_rgba(color, 0.2), fillpattern=dict(shape=hatch) if hatch else None,
+                                     hoverinfo="skip", name=f"{name}: interval"))
+        fig.add_trace(go.Scatter(
+            x=g, y=[c.speedup for c in part], mode="lines+markers", name=name, line=dict(color=color, dash=dash),
+            hovertext=[f"γ={c.gamma}: {text.speedup(c.speedup, c.speedup_low, c.speedup_high)}" for c in part],
+            hoverinfo="text"))
+    refused = [c for c in cands if not c.allowed]
+    if refused:
+        fig.add_trace(go.Scatter(x=[c.gamma for c in refused], y=[c.speedup for c in refused], mode="markers",
+                                 name="refused", marker=dict(symbol="x", size=10, color="gray"),
+                                 hovertext=[f"γ={c.gamma} refused: {c.reason}" for c in refused], hoverinfo="text"))
+    marks = {deployed: ["deployed"]}
+    marks.setdefault(deploy, []).append("to deploy")
+    marks.setdefault(best, []).append("best expected")
+    for gamma, said in sorted(marks.items()):
+        fig.add_vline(x=gamma, line_dash="dot", line_color="black",
+                      annotation_text=f"γ={gamma}: {', '.join(dict.fromkeys(said))}", annotation_position="top")
+    fig.add_hline(y=1.0, line_dash="dot", line_color="gray")
+    _layout(fig, title, xaxis_title="γ (num_speculative_tokens)", yaxis_title=y_title)
     fig.update_xaxes(dtick=1)
     return fig

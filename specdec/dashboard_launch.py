@@ -41,7 +41,9 @@ def streamlit_command(args) -> list[str]:
     """The command line `run` executes (a list, no shell)."""
     cmd = [sys.executable, "-m", "dashboard.server", "run", str(APP),
            "--server.address", args.host, "--server.port", str(args.port), "--server.headless", "true",
-           "--browser.gatherUsageStats", "false", "--"]
+           "--browser.gatherUsageStats", "false",
+           "--client.toolbarMode", "viewer",  # no Deploy button or developer menu: the page is for reading
+           "--"]
     if args.config:
         cmd += ["--config", str(Path(args.config).resolve())]
     if args.db:

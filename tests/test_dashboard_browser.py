@@ -39,7 +39,7 @@ PAGES = {
     "overview": ("Routes overview", 2),
     "curves": ("Acceptance curves", 4),
     "whatif": ("What-if", 2),
-    "recommendation": ("vLLM config to deploy", 0),
+    "recommendation": ("vLLM config to deploy", 1),  # the projected speedup per γ
 }
 ERROR_MARKERS = ("stException", "stAlertContentError")
 STATE_JS = """JSON.stringify({
@@ -206,7 +206,7 @@ def test_nothing_is_cut_off_at_1400_px(server, browser, page):
         assert "proposes at most 7 draft tokens per pass" not in html
 
 
-@pytest.mark.parametrize("page", ["overview", "curves", "whatif"])
+@pytest.mark.parametrize("page", ["overview", "curves", "whatif", "recommendation"])
 def test_chart_titles_and_axis_titles_are_not_covered(server, browser, page):
     """Plotly's toolbar sat over chart titles, the legend over the
     'time (UTC)' axis title."""
@@ -222,3 +222,41 @@ def test_chart_titles_and_axis_titles_are_not_covered(server, browser, page):
             if overlap(p["legend"], p[what]):
                 problems.append(f"chart {i}: its legend {p['legend']} covers the x axis's {what} {p[what]}")
     assert not problems, f"{page}: " + "; ".join(problems)
+
+
+BADGES_JS = """JSON.stringify([...document.querySelectorAll('span.stMarkdownBadge')].map(b => ({
+  text: b.textContent, color: getComputedStyle(b).backgroundColor})))"""
+
+
+def test_the_overview_says_each_route_s_decision_as_a_badge(server, browser):
+    """Each route's decision at a glance: one badge per route, naming it, what its decision
+    deploys and, on a change, the expected gain; coloured by the kind of decision."""
+    must_show, charts = PAGES["overview"]
+    browser.render(f"{server}/?page=overview", must_show, charts)
+    badges = browser.evaluate_json(BADGES_JS)
+    by_route = {b["text"].split(" · ")[0]: b for b in badges}
+    assert set(by_route) >= {"open", "structured"}, badges
+    for route, badge in by_route.items():
+        kind = badge["text"].split(" · ")[1].split()[0]
+        assert kind in ("keep", "change", "off", "probe", "undecided"), badge
+        if kind == "change":
+            assert badge["text"].split(" · ")[2].endswith("%"), badge  # its expected gain
+    assert len({b["color"] for b in badges}) == len({b["text"].split(" · ")[1].split()[0] for b in badges})
+
+
+def test_the_recommendation_chart_marks_the_deployed_and_the_best_gamma(server, browser):
+    """The candidates as a picture: the speedup per γ drawn with its band, the deployed γ and
+    the best expected one named on the chart."""
+    must_show, charts = PAGES["recommendation"]
+    state = browser.render(f"{server}/?page=recommendation", must_show, charts)
+    html = state["html"]
+    assert "Projected speedup per γ" in html
+    assert "deployed" in html and "best expected" in html  # the axis marks' annotations
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_streamlit_s_developer_chrome_is_not_shown(server, browser, page):
+    """The dashboard is read, not developed: no Deploy button, no developer menu."""
+    must_show, charts = PAGES[page]
+    html = browser.render(f"{server}/?page={page}", must_show, charts)["html"]
+    assert "stAppDeployButton" not in html

@@ -77,24 +77,44 @@ def drift_sentence(tuning) -> str:
     return f"Drift: {drift.message}."
 
 
-def decision_summary(rec) -> str:
-    """What a decision deploys, and the better-looking γ when it is another:
-    'keep γ=7 (best γ=5, not sure enough to change)', 'change γ 7 → 3', 'off (γ 7 → 0)',
-    'probe γ=7 on 1 engine(s), γ=5 on the others'; a decision that deploys nothing names
-    the γ that keeps running. Short: it is a table's cell."""
-    deploys, best = rec.gamma_to_deploy, best_expected_gamma(rec)
+# A decision's badge colour: a change or an off asks the reader to act, a probe to run one
+# engine at another γ; a keep is settled; an undecided answer waits for figures.
+DECISION_COLORS = {"change": "orange", "off": "red", "probe": "violet", "keep": "green"}
+
+
+def decision_badge(route: str, rec) -> str:
+    """One route's decision at a glance, as Streamlit's Markdown badge: its kind, the γ it
+    deploys and the expected gain over the deployed γ ('structured · change γ 3 → 5 · +8.1%')."""
+    gain = rec.gain if rec.decision in ("change", "off", "probe") and rec.gain is not None else None
+    parts = [route, decision_head(rec)]
+    if gain is not None:
+        parts.append(f"{gain.value:+.1%}")
+    label = " · ".join(parts).replace("[", "(").replace("]", ")")
+    return f":{DECISION_COLORS.get(rec.decision, 'gray')}-badge[{label}]"
+
+
+def decision_head(rec) -> str:
+    """What a decision deploys: 'keep γ=7', 'change γ 7 → 3', 'off (γ 7 → 0)', 'probe γ=7
+    on 1 engine(s), γ=5 on the others'; a decision that deploys nothing names the γ that keeps
+    running."""
+    deploys = rec.gamma_to_deploy
     if rec.decision == "keep":
-        head = f"keep γ={deploys}"
-    elif rec.decision == "off":
-        head = f"off (γ {rec.deployed_gamma} → 0)"
-    elif rec.decision == "probe":
+        return f"keep γ={deploys}"
+    if rec.decision == "off":
+        return f"off (γ {rec.deployed_gamma} → 0)"
+    if rec.decision == "probe":
         probe = rec.probe
-        head = (f"probe γ={probe.gamma} on the route's only engine(s), then back to γ={deploys}" if probe.whole_route
+        return (f"probe γ={probe.gamma} on the route's only engine(s), then back to γ={deploys}" if probe.whole_route
                 else f"probe γ={probe.gamma} on {probe.engines} engine(s), γ={deploys} on the others")
-    elif rec.decision == "change":
-        head = f"change γ {rec.deployed_gamma} → {deploys}"
-    else:  # nothing deployed: the fleet runs what it runs
-        head = f"{rec.decision}, γ={deploys} runs"
+    if rec.decision == "change":
+        return f"change γ {rec.deployed_gamma} → {deploys}"
+    return f"{rec.decision}, γ={deploys} runs"  # nothing deployed: the fleet runs what it runs
+
+
+def decision_summary(rec) -> str:
+    """decision_head, and the better-looking γ when it is another: 'keep γ=7 (best γ=5, not
+    sure enough to change)'. Short: it is a table's cell."""
+    head, deploys, best = decision_head(rec), rec.gamma_to_deploy, best_expected_gamma(rec)
     if best == deploys or (rec.decision == "probe" and best == rec.probe.gamma):
         return head
     if rec.decision == "keep":

@@ -2,7 +2,8 @@
 its decision deploys and the projected speedups with intervals (or "no interval"), the
 specialized path's share of steps on routes that run it, freshness (stale past a few
 collect intervals) and failing targets; routes that share one deployment: its joint γ and
-what splitting each route off would gain."""
+what splitting each route off would gain. Each route's decision first, as a badge with its
+gain; past FILTER_PAST routes, a filter picks the routes the tables and charts show."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import streamlit as st
 
 from .. import data, text
 from ..data import FleetView, RouteView, age_text
-from .common import (NO_ICON, decision_summary, drift_cell, open_page, scrape_age, stale_rule, untuned)
+from .common import (DECISION_COLORS, NO_ICON, decision_badge, decision_summary, drift_cell, open_page, scrape_age,
+                     stale_rule, untuned)
 
 # Targets named one by one in the staleness warning; past these, a count.
 LISTED_TARGETS = 5
+# Routes past which the overview offers a filter (tens of routes make long tables and charts).
+FILTER_PAST = 10
 
 
 def segments_note(rv: RouteView) -> str | None:
@@ -151,6 +155,11 @@ def render(fleet: FleetView) -> None:
     tuned = fleet.tuned
     if tuned:
         views = list(tuned.values())
+        st.markdown(" ".join(decision_badge(rv.route, rv.tuning.recommendation) for rv in views))
+        if len(views) > FILTER_PAST:
+            shown = st.multiselect(f"Routes in the tables and charts ({len(views)} in all)", list(tuned),
+                                   default=list(tuned), key="overview_routes")
+            views = [tuned[r] for r in shown] or views  # none picked: all, rather than an empty page
         specialized_column = any(rv.on_specialized_path for rv in views)
         # Two tables of a width that fits the page (one of 13 columns did not at 1400 px).
         st.dataframe([acceptance_row(rv, fleet, now) for rv in views], hide_index=True, key="overview_table")
@@ -172,7 +181,7 @@ def render(fleet: FleetView) -> None:
                 st.warning(f"Route {rv.route}: drift — {rv.tuning.drift.message}", icon=NO_ICON)
         from .. import charts  # Plotly's figures: after the tables are on the page
 
-        names = list(tuned)
+        names = [rv.route for rv in views]
         left, right = st.columns(2)
         with left:
             al = [rv.tuning.estimate.mean_acceptance_length for rv in views]
@@ -188,7 +197,9 @@ def render(fleet: FleetView) -> None:
                 [f"{n} (γ={c.gamma})" for n, c in zip(names, deploys)], [c.speedup for c in deploys],
                 [c.speedup_low for c in deploys], [c.speedup_high for c in deploys],
                 title=f"Speedup at the γ to deploy ({text.intervals_said(level, bare, len(views))})",
-                y_title="× plain decoding", baseline=1.0), key="overview_speedup")
+                y_title="× plain decoding", baseline=1.0,
+                colors=[DECISION_COLORS.get(rv.tuning.recommendation.decision, "gray") for rv in views]),
+                key="overview_speedup")
         render_deployments(fleet)
     untuned(fleet)
     render_targets(fleet, now)

@@ -97,6 +97,14 @@ def render(fleet: FleetView) -> None:
         st.info(text.sentence(more))
 
     st.subheader("Candidates")
+    from .. import charts  # Plotly's figure: after the decision is on the page
+
+    banded = any(text.interval(c.speedup_low, c.speedup_high) for c in rec.candidates if c.gamma > 0)
+    bands = f"{text.level(rec.interval_level)} interval band" if banded else "no interval"
+    st.plotly_chart(charts.recommendation_figure(
+        rec.candidates, deployed=rec.deployed_gamma, deploy=rec.gamma_to_deploy, best=best.gamma,
+        title=f"Projected speedup per γ ({bands}; hatched and dashed: extrapolated past the deployed γ)",
+        y_title="× plain decoding"), key="rec_chart")
     st.dataframe(candidate_rows(rec), hide_index=True, key="rec_candidates")
     refused = [c for c in rec.candidates if not c.allowed]
     if refused:
