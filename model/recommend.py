@@ -169,7 +169,8 @@ def _priced(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome) -> Pri
         tail_only=outcome.tail_only, traffic=checked.given.traffic,
         running_probe=None if outcome.percentile else checked.given.running_probe, probe_inputs=probe_inputs,
         specialized=None if outcome.percentile or not checked.specialized else _specialized_pricing(checked, pricing),
-        figures_needed=tuple(figures_needed(deployment, pricing.anchor)),
+        figures_needed=tuple(figures_needed(deployment, pricing.anchor,
+                                            undrafted_known=checked.given.undrafted_token_share is not None)),
         model_error_warning=_model_error_warning(pricing.model_error, deployment))
 
 

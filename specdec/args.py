@@ -49,6 +49,17 @@ def positive_float(text: str) -> float:
     return v
 
 
+def share(text: str) -> float:
+    """A share in [0, 1): ν, the undrafted tokens' share (1 would be no drafted step at all)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a share in [0, 1), such as 0.54, got {text!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a share in [0, 1), such as 0.54, got {text!r}")
+    return value
+
+
 def bounded_int(low: int, high: int):
     """An argparse type: an integer in [low, high] (argparse names the option in its error)."""
     def parse(text: str) -> int:

@@ -18,7 +18,7 @@ import time
 
 from model.deployment import DEPLOYMENT_KEYS
 
-from .args import UsageError, add_store_args, bounded_int, dump_json, duration, float_list, route_name
+from .args import UsageError, add_store_args, bounded_int, dump_json, duration, float_list, route_name, share
 
 
 def cmd_tune_gamma(args) -> int:
@@ -39,7 +39,7 @@ def cmd_tune_gamma(args) -> int:
         # a config given with a typed curve lends its [deployment]; the flags go over it
         config = load_config(args.config, required=True).with_flags(flags) if args.config else None
         tuning = pipeline.tune_inline(args.survival, drafts=args.drafts, deployed_gamma=args.deployed_gamma,
-                                      figures=flags, config=config)
+                                      figures=flags, config=config, undrafted_share=args.undrafted_share)
     else:
         if not args.route:
             raise UsageError("give --route NAME (a route of the config), --deployment NAME (routes sharing one) "
@@ -145,7 +145,8 @@ def figure_flags(args) -> dict:
 
 def refuse_ignored(args) -> None:
     """A flag this form of tune-gamma would not use is refused, naming it (exit 2)."""
-    inline_only = [("--drafts", args.drafts), ("--deployed-gamma", args.deployed_gamma)]
+    inline_only = [("--drafts", args.drafts), ("--deployed-gamma", args.deployed_gamma),
+                   ("--undrafted-share", args.undrafted_share)]
     if args.survival is None:
         given = [name for name, value in inline_only if value is not None]
         if given:
@@ -227,6 +228,10 @@ def add_arguments(p) -> None:
     p.add_argument("--survival", type=float_list, help="inline: a_1,a_2,... instead of a route")
     p.add_argument("--drafts", type=bounded_int(1, 10**12), help="inline: drafts behind the curve (for intervals)")
     p.add_argument("--deployed-gamma", type=bounded_int(0, 64), help="inline: the deployed γ (default: the curve's length)")
+    p.add_argument("--undrafted-share", type=share, metavar="NU",
+                   help="inline: ν, the share of decode tokens from steps that drafted nothing (an ngram or suffix "
+                        "route's; `specdec inspect` shows a page's). Not given for ngram or suffix: no decision rests "
+                        "on every step drafting")
     figures = p.add_argument_group("deployment figures", "every [deployment] key, over the config's [deployment] "
                                    "and the route's table (named 'flag' in profile_figures)")
     for key in DEPLOYMENT_KEYS:

@@ -163,7 +163,7 @@ def route_window_for(config: Config, route: str, source: str, store, start: floa
 
 def tune_inline(survival: list[float], *, drafts: int | None = None, deployed_gamma: int | None = None,
                 figures: dict | None = None, config: Config | None = None, level: float = 0.9,
-                n_resamples: int = 1000) -> RouteTuning:
+                n_resamples: int = 1000, undrafted_share: float | None = None) -> RouteTuning:
     """tune-gamma --survival A1,A2,...: the seeds' model by default; intervals only with
     --drafts (acceptance.estimates.estimate_from_survival says how). ``figures``: deployment
     keys given as flags; ``config``: a config whose [deployment] (with the flags over it) is
@@ -176,7 +176,8 @@ def tune_inline(survival: list[float], *, drafts: int | None = None, deployed_ga
     estimate = estimate_from_survival(survival, drafts=drafts, level=level, n_resamples=n_resamples)
     rec = recommend(RouteInputs(estimate.survival.value,
                     survival_resamples=estimate.survival_resamples if estimate.has_interval else None,
-                    deployed_gamma=deployed_gamma if deployed_gamma is not None else estimate.gamma, level=level), deployment)
+                    deployed_gamma=deployed_gamma if deployed_gamma is not None else estimate.gamma, level=level,
+                    undrafted_token_share=undrafted_share), deployment)
     notes = [estimate.note] if estimate.note else []
     return RouteTuning(route="inline", deployment=deployment, estimate=estimate, recommendation=rec, notes=notes)
 

@@ -496,3 +496,32 @@ def test_a_flat_route_s_model_and_gpu_flags_are_refused_once_the_window_anchors_
                              f"for a default anchor's roofline floor, and this anchor is observed (route r)" in err, err
     else:
         assert code == 0, err
+
+
+NGRAM_CURVE = ["--survival", "0.841,0.708,0.576,0.522,0.386", "--drafts", "590", "--method", "ngram",
+               "--draft-overhead", "0.4", "--cost-profile", "flat"]
+
+
+def test_a_typed_ngram_curve_without_its_undrafted_share_decides_nothing(capsys):
+    """The real ngram page's curve typed inline: half its decode tokens came from steps that
+    drafted nothing (inspect: 53.9%), which a curve does not carry. Priced as if every step
+    drafted it said change 5 → 16 (+29%) with a deploy line; that rests on ν = 0, a default."""
+    code, out, err = run_cli(capsys, tune_gamma_main, [*NGRAM_CURVE, "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["decision"] == "undecided" and doc["vllm"]["command_line"] is None
+    assert [f["key"] for f in doc["figures_needed"]] == ["undrafted_token_share"]
+    code, out, err = run_cli(capsys, tune_gamma_main, [*NGRAM_CURVE, "--undrafted-share", "0.537", "--json"])
+    doc = json.loads(out)
+    assert code == 0 and doc["figures_needed"] == [] and doc["decision"] == "keep"
+    gain = doc["gain"]["value"] if doc["gain"] else 0.0
+    assert gain < 0.10  # +4%, the scraped window's figure, not +29%
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--route", "r", "--undrafted-share", "0.5"], "--undrafted-share: only with --survival"),
+    ([*NGRAM_CURVE, "--undrafted-share", "1.2"], "expected a share in [0, 1)"),
+])
+def test_undrafted_share_is_for_a_typed_curve_and_a_share(capsys, argv, says):
+    code, out, err = run_cli(capsys, tune_gamma_main, argv)
+    assert code == 2 and says in err, err
