@@ -55,7 +55,12 @@ INTERVAL = 15.0
 APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
 
 
-def build(folder: Path, days: float, n_targets: int, t0: float) -> Path:
+def route_names(n_routes: int) -> list[str]:
+    """The benchmark store's routes: a and b for two (the first render's), else r01, r02, ..."""
+    return ["a", "b"] if n_routes == 2 else [f"r{i + 1:02d}" for i in range(n_routes)]
+
+
+def build(folder: Path, days: float, n_targets: int, t0: float, n_routes: int = 2) -> Path:
     rng = np.random.default_rng(0)
     n = int(days * 86400 / INTERVAL)
     times = t0 + INTERVAL * np.arange(n)
@@ -71,15 +76,15 @@ def build(folder: Path, days: float, n_targets: int, t0: float) -> Path:
                 store.bulk_load_history(url, "kimi-k3", str(e), times, np.cumsum(inc, axis=0),
                                         running=rng.integers(1, 9, n).astype(float),
                                         itl_sum=itl_count * 0.012, itl_count=itl_count)
-    half = n_targets // 2
     quote = lambda us: "[" + ", ".join(f'"{u}"' for u in us) + "]"  # noqa: E731
     config = folder / "specdec.toml"
-    config.write_text(f'[store]\npath = "specdec.db"\n\n[routes.a]\ntargets = {quote(urls[:half])}\n\n'
-                      f'[routes.b]\ntargets = {quote(urls[half:])}\n', encoding="utf-8")
+    routes = route_names(n_routes)  # the targets dealt out in turn: each route at least one
+    tables = "".join(f'\n[routes.{r}]\ntargets = {quote(urls[i::n_routes])}\n' for i, r in enumerate(routes))
+    config.write_text(f'[store]\npath = "specdec.db"\n{tables}', encoding="utf-8")
     return config
 
 
-def first_render(config: Path, window: str) -> float:
+def first_render(config: Path, window: str, routes: set[str] = frozenset({"a", "b"})) -> float:
     """Seconds for a fresh session's overview, the read cache cleared first."""
     import streamlit as st
     from streamlit.testing.v1 import AppTest
@@ -94,8 +99,8 @@ def first_render(config: Path, window: str) -> float:
     t = time.perf_counter()
     at.run()
     secs = time.perf_counter() - t
-    if at.exception or not at.dataframe or set(at.dataframe[0].value["route"]) != {"a", "b"}:
-        raise RuntimeError(f"overview did not show both routes: {[e.value for e in at.exception]}")
+    if at.exception or not at.dataframe or set(at.dataframe[0].value["route"]) != set(routes):
+        raise RuntimeError(f"overview did not show every route: {[e.value for e in at.exception]}")
     return secs
 
 
@@ -126,8 +131,8 @@ MARK_WORDS = {
 }
 
 
-# The floor: the overview's elements (sidebar widgets, title, three tables, a caption, a
-# status line, two Plotly bar charts in columns) with constant contents, in plain
+# The floor: the overview's elements (sidebar widgets, title, the decisions' badges, three
+# tables, a caption, a status line, two Plotly bar charts in columns) with constant contents, in plain
 # `streamlit run`: Streamlit's own start and its frontend in this browser, nothing computed.
 BARE_APP = """
 import pandas as pd
@@ -139,6 +144,7 @@ st.sidebar.radio("Page", ["overview", "curves", "whatif", "recommendation"])
 st.sidebar.selectbox("Window", ["15m", "1h", "6h", "1d", "7d"], index=1)
 st.header("Routes overview")
 routes = ["open", "structured"]
+st.markdown(":orange-badge[open · change γ 7 → 3 · +9.2%] :green-badge[structured · keep γ=7]")
 st.dataframe(pd.DataFrame({"route": routes, "drafts": ["230,116", "397,560"], "mean acceptance length": ["2.76", "4.62"]}),
              hide_index=True)
 st.dataframe(pd.DataFrame({"route": routes, "recommended": [3, 7], "speedup": ["1.45x", "3.73x"]}), hide_index=True)
@@ -345,6 +351,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--days", type=float, default=7.0)
     ap.add_argument("--targets", type=int, default=50)
+    ap.add_argument("--routes", type=int, default=2,
+                    help="routes the targets are dealt into (default 2); with --cold-start-only and more than 2, the "
+                         "cold start is timed on that store (--days of it) instead of the demo's")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", type=Path, help="folder to build the store in and reuse (default: a temp dir)")
     ap.add_argument("--cold-start-only", action="store_true", help="only the cold start in Chromium (2.)")
@@ -361,8 +370,13 @@ def main() -> None:
                     help="open the page S seconds after the server answers (default 0: at once)")
     ap.add_argument("--json", type=Path, help="also write the cold start's JSON here")
     args = ap.parse_args()
+    if args.routes < 1 or args.routes > args.targets:
+        ap.error(f"--routes: 1 to --targets ({args.targets}), got {args.routes}")
     if not args.no_cold_start:
         config = args.demo / "specdec.toml" if args.demo else demo_store(Path(tempfile.mkdtemp()))
+        if args.routes > 2:  # tens of routes: the same store, dealt into them
+            folder = Path(tempfile.mkdtemp())
+            config = build(folder, args.days, args.targets, time.time() - args.days * 86400, args.routes)
         doc = cold_start_figures(config, args.runs, dashboard_tree=args.dashboard_tree, compare=args.compare,
                                  bare=args.bare, browser_cache=args.browser_cache, open_after_s=args.open_after)
         if args.json:
@@ -374,7 +388,7 @@ def main() -> None:
     if not config.exists():
         folder.mkdir(parents=True, exist_ok=True)
         t = time.perf_counter()
-        config = build(folder, args.days, args.targets, 1_750_000_000.0)
+        config = build(folder, args.days, args.targets, 1_750_000_000.0, args.routes)
         size = os.path.getsize(folder / "specdec.db")
         print(f"built {args.days:g} d x {args.targets} targets x 2 engines at 15 s in {time.perf_counter() - t:.1f} s "
               f"({size / 2**20:.0f} MiB)")
@@ -387,9 +401,9 @@ def main() -> None:
         fleet = load_fleet(str(config), None, window=window, history_slices=0)  # what the overview reads
         assert all(rv.tuning is not None for rv in fleet.routes.values()), fleet.message
         print(f"read + tune both routes (dashboard.data.load_fleet), window {window}: {time.perf_counter() - t:.2f} s")
-    first_render(config, "1h")  # imports and Streamlit's own start-up, not the page's work
+    first_render(config, "1h", set(route_names(args.routes)))  # imports and Streamlit's own start-up, not the page's work
     for window in ("1h", "7d"):
-        secs = [first_render(config, window) for _ in range(args.repeat)]
+        secs = [first_render(config, window, set(route_names(args.routes))) for _ in range(args.repeat)]
         print(f"overview first render, window {window}: median {statistics.median(secs):.2f} s "
               f"(max {max(secs):.2f}; target < 3 s)")
 

@@ -614,8 +614,19 @@ def _values_that_look_like_options(argv: list[str] | None) -> list[str]:
     return out
 
 
+def dashboard_parser() -> argparse.ArgumentParser:
+    """`specdec dashboard`'s parser alone: the dashboard's server starts sooner without the other
+    commands' parsers (they import aiohttp and more: about 0.13 s of a cold start)."""
+    from . import dashboard_launch
+
+    parser = _Parser(prog="specdec", description="Speculative-decoding acceptance analyzer and γ tuner for vLLM.")
+    dashboard_launch.add_parser(parser.add_subparsers(dest="command", required=True, parser_class=_Parser))
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = dashboard_parser() if argv[:1] == ["dashboard"] else build_parser()
     args = parser.parse_args(_values_that_look_like_options(argv))
     return _run(args.fn, args, "specdec")
 
