@@ -284,7 +284,7 @@ CACHE_WORDS = {"empty": "empty (fresh profile per run)", "warm": "warm (frontend
 
 def cold_start_figures(config: Path, runs: int, *, dashboard_tree: Path | None = None,
                        compare: Path | None = None, bare: bool = False, browser_cache: str = "empty",
-                       open_after_s: float = 0.0) -> dict:
+                       open_after_s: float = 0.0, store: str = "demo") -> dict:
     """Median of ``runs`` cold starts of this checkout's dashboard (or ``dashboard_tree``'s),
     and of ``compare``'s when given: one run of each in turn (in alternating order), so
     that a machine's load weighs on both alike. ``browser_cache``: "empty" (a fresh Chromium profile per run:
@@ -292,7 +292,8 @@ def cold_start_figures(config: Path, runs: int, *, dashboard_tree: Path | None =
     that loaded the page once before, on the same port: the frontend's files cached, as for
     anyone who opened the dashboard before; the server is as cold as ever). ``open_after_s``:
     the page is opened that long after the server first answers (0: at once). ``bare``: also
-    time BARE_APP (Streamlit's floor on this machine and browser) in the same turns."""
+    time BARE_APP (Streamlit's floor on this machine and browser) in the same turns. ``store``:
+    what the config's store is, as the table and the JSON name it."""
     chromium = _chromium()
     trees = {"this checkout" if dashboard_tree is None else str(dashboard_tree): dashboard_tree}
     if compare is not None:
@@ -329,7 +330,7 @@ def cold_start_figures(config: Path, runs: int, *, dashboard_tree: Path | None =
                    for k in MARKS}
         opened = {k: round(statistics.median(r[k] - r["opened"] for r in runs_of), 2)
                   for k in MARKS if k not in ("health", "opened")}
-        print(f"\ncold start, demo store, browser cache {CACHE_WORDS[browser_cache]}, page opened "
+        print(f"\ncold start, {store} store, browser cache {CACHE_WORDS[browser_cache]}, page opened "
               f"{open_after_s:g} s after the server answers, median of {runs} ({name}):")
         print(f"  {'from launching the server to':<42} {'median':>7} {'min':>6} {'max':>6}  {'after opening':>13}")
         for k in MARKS:
@@ -339,7 +340,7 @@ def cold_start_figures(config: Path, runs: int, *, dashboard_tree: Path | None =
         docs.append({"dashboard": name, "first_complete_page_median_s": summary["complete"]["median_s"],
                      "first_complete_page_after_opening_median_s": opened["complete"],
                      "marks": summary, "after_opening_median_s": opened, "per_run": runs_of})
-    doc = {"benchmark": "dashboard cold start to first complete page", "store": "demo", "runs": runs,
+    doc = {"benchmark": "dashboard cold start to first complete page", "store": store, "runs": runs,
            "browser_cache": CACHE_WORDS[browser_cache], "opened_after_health_s": open_after_s, "target_s": 3.0,
            "load_average_1min_at_end": float(open("/proc/loadavg").read().split()[0])
            if os.path.exists("/proc/loadavg") else None, "results": docs}
@@ -373,12 +374,16 @@ def main() -> None:
     if args.routes < 1 or args.routes > args.targets:
         ap.error(f"--routes: 1 to --targets ({args.targets}), got {args.routes}")
     if not args.no_cold_start:
-        config = args.demo / "specdec.toml" if args.demo else demo_store(Path(tempfile.mkdtemp()))
-        if args.routes > 2:  # tens of routes: the same store, dealt into them
-            folder = Path(tempfile.mkdtemp())
-            config = build(folder, args.days, args.targets, time.time() - args.days * 86400, args.routes)
+        store = "demo"
+        if args.routes > 2:  # tens of routes: the benchmark's store, dealt into them
+            config = build(Path(tempfile.mkdtemp()), args.days, args.targets, time.time() - args.days * 86400,
+                           args.routes)
+            store = f"{args.routes} routes of {args.targets} targets × 2 engines, {args.days:g} d"
+        else:
+            config = args.demo / "specdec.toml" if args.demo else demo_store(Path(tempfile.mkdtemp()))
         doc = cold_start_figures(config, args.runs, dashboard_tree=args.dashboard_tree, compare=args.compare,
-                                 bare=args.bare, browser_cache=args.browser_cache, open_after_s=args.open_after)
+                                 bare=args.bare, browser_cache=args.browser_cache, open_after_s=args.open_after,
+                                 store=store)
         if args.json:
             args.json.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         if args.cold_start_only:

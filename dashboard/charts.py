@@ -100,7 +100,8 @@ def route_bars(names: Sequence[str], values, lows, highs, *, title: str, y_title
     v = np.asarray(values, dtype=float)
     marker = [BADGE_COLORS.get(c, BADGE_COLORS["gray"]) for c in colors] if colors else PALETTE[0]
     fig = go.Figure(go.Bar(x=list(names), y=v, error_y=_error_bars(v, lows, highs), marker_color=marker,
-                           text=[text.number(x) for x in v], textposition="outside"))
+                           text=[text.number(x) for x in v],  # over each bar while they fit; else on hover
+                           textposition="outside" if len(names) <= 2 * SLANT_PAST else "none"))
     if baseline is not None:
         fig.add_hline(y=baseline, line_dash="dot", line_color="gray")
     _layout(fig, title, yaxis_title=y_title, showlegend=False)

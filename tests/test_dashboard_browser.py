@@ -93,7 +93,25 @@ def chromium() -> str:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     chromium()  # fail or skip before starting anything
-    config = shared_demo_config(tmp_path_factory)
+    yield from _serve(shared_demo_config(tmp_path_factory), tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def many_routes_server(tmp_path_factory):
+    """The dashboard over MANY_ROUTES routes (benchmarks/dashboard_overview.py's store: 50
+    targets dealt into them, 5 hours of 15 s scrapes)."""
+    from dashboard_overview import build
+
+    chromium()
+    folder = tmp_path_factory.mktemp("many-routes")
+    yield from _serve(build(folder, 5 / 24, 50, time.time() - 5 * 3600, MANY_ROUTES), tmp_path_factory)
+
+
+MANY_ROUTES = 40
+
+
+def _serve(config, tmp_path_factory):
+    """`specdec dashboard`'s server on ``config`` on a free loopback port: its URL, then stopped."""
     port = free_port()
     args = argparse.Namespace(config=str(config), db=None, host="127.0.0.1", port=port)
     log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
@@ -260,3 +278,26 @@ def test_streamlit_s_developer_chrome_is_not_shown(server, browser, page):
     must_show, charts = PAGES[page]
     html = browser.render(f"{server}/?page={page}", must_show, charts)["html"]
     assert "stAppDeployButton" not in html
+
+
+TICKS_JS = """JSON.stringify([...document.querySelectorAll('.js-plotly-plot')].map(
+  p => [...p.querySelectorAll('.xtick text')].map(t => t.textContent)))"""
+
+
+def test_tens_of_routes_each_get_a_badge_a_label_and_their_columns(many_routes_server, browser):
+    """With 40 routes the charts' colours ran out after 10 (the rest black), the x axis named
+    every second route and the drift column was cut off: now every route has its badge and its
+    name under each bar, a filter picks the routes shown, and every column is in sight."""
+    state = browser.render(f"{many_routes_server}/?page=overview", "Routes overview", 2)
+    routes = [f"r{i + 1:02d}" for i in range(MANY_ROUTES)]
+    badges = browser.evaluate_json(BADGES_JS)
+    assert sorted(b["text"].split(" · ")[0] for b in badges) == routes
+    assert f"Routes in the tables and charts ({MANY_ROUTES} in all)" in state["html"]
+    ticks = browser.evaluate_json(TICKS_JS)
+    assert ticks[0] == routes  # the acceptance chart: every route named, in order
+    assert [t.split(" (")[0] for t in ticks[1]] == routes  # the speedup chart: "r01 (γ=3)", ...
+    measured = browser.layout()
+    shown = {h for t in measured["tables"] for h in t["headers"]}
+    assert {"drift", "failing targets", "speedup at deployed γ"} <= shown
+    assert all(t["scroll"] is not None and t["scroll"] <= t["client"] + 1 for t in measured["tables"]), measured
+    browser.screenshot(ARTIFACTS / "overview-40-routes.png")

@@ -182,7 +182,8 @@ def render(fleet: FleetView) -> None:
         from .. import charts  # Plotly's figures: after the tables are on the page
 
         names = [rv.route for rv in views]
-        left, right = st.columns(2)
+        # side by side while their bars are few; tens of routes each get the page's width
+        left, right = st.columns(2) if len(views) <= FILTER_PAST else (st.container(), st.container())
         with left:
             al = [rv.tuning.estimate.mean_acceptance_length for rv in views]
             al_intervals = text.intervals_said(level, [rv.route for rv in without_interval(views)], len(views))
