@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -385,7 +386,11 @@ def main() -> None:
                                  bare=args.bare, browser_cache=args.browser_cache, open_after_s=args.open_after,
                                  store=store)
         if args.json:
-            args.json.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+            recorded = {"command": "python benchmarks/dashboard_overview.py " + " ".join(sys.argv[1:]),
+                        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                                    "python": platform.python_version()},
+                        "date": time.strftime("%Y-%m-%d", time.gmtime()), **doc}
+            args.json.write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
         if args.cold_start_only:
             return
     folder = args.keep or Path(tempfile.mkdtemp())

@@ -346,6 +346,22 @@ def render_decision(d: dict) -> list[str]:
     return markdown_table(d).splitlines()
 
 
+def render_dashboard_cold_start(d: dict) -> list[str]:
+    """Each dashboard's median first complete page (benchmarks/dashboard_overview.py), and its
+    ratio to the bare Streamlit page's where that ran in the same turns."""
+    results = d["results"]
+    bare = next((r for r in results if r["dashboard"].startswith("bare")), None)
+    rows = []
+    for r in results:
+        ratio = (f"{r['first_complete_page_median_s'] / bare['first_complete_page_median_s']:.2f}×"
+                 if bare is not None and r is not bare else "—")
+        rows.append([r["dashboard"], f"{r['marks']['health']['median_s']:.2f} s",
+                     f"{r['first_complete_page_median_s']:.2f} s", f"{r['first_complete_page_after_opening_median_s']:.2f} s",
+                     ratio])
+    return [f"Store: {d['store']}; median of {d['runs']} runs; browser cache {d['browser_cache']}.", "",
+            *_table(["dashboard", "server answers", "first complete page", "after opening", "× the bare page"], rows)]
+
+
 def render_unknown(d: dict) -> list[str]:
     """A results file without a renderer: its top-level figures and its lists of flat records."""
     skip = {"command", "machine", "date", "seconds", "engine", "python", "numpy", "libraries", "generated_by", "data"}
@@ -448,6 +464,18 @@ SECTIONS = {
         "T(1, 1) against the measured one. Nothing is fitted: every cell is out of sample. "
         "`tests/test_roofline_public.py` checks the results file and this table against the script.",
         render_roofline_public),
+    "dashboard-cold-start.json": (
+        "The dashboard's cold start, beside a bare Streamlit page", "benchmarks/dashboard_overview.py",
+        "From launching `specdec dashboard` on the demo's store to a headless Chromium holding the overview's route "
+        "table and a Plotly chart (a fresh browser profile each run), in turns with a plain `streamlit run` of a "
+        "page with the same elements and constant contents: Streamlit's own floor on this machine. Target: within "
+        "1.15× of the bare page.",
+        render_dashboard_cold_start),
+    "dashboard-cold-start-40-routes.json": (
+        "The dashboard's cold start on 40 routes", "benchmarks/dashboard_overview.py",
+        "The same cold start on the benchmark's store of 50 targets dealt into 40 routes (`--routes 40`). Target: "
+        "within 1.5× of the 2-route demo's first complete page.",
+        render_dashboard_cold_start),
     "http-client-compare.json": (
         "The collector's HTTP client against aiohttp", "benchmarks/http_client_compare.py",
         "The run that chose the library, at commit 5caf014: the collector's hand-written HTTP/1.1 client of then "
@@ -470,9 +498,9 @@ UNRECORDED = [
     ("`python benchmarks/store_window.py`", "a route's window read from the store (7 d, 1 d, 1 h) and one cycle's "
                                            "write of 1,000 targets × 2 engines"),
     ("`python benchmarks/tune_gamma_week.py`", "`tune-gamma --window 7d --json` end to end, 50 targets at 15 s"),
-    ("`python benchmarks/dashboard_overview.py` (`--cold-start-only --runs 6 --demo DIR --bare [--browser-cache "
-     "warm] [--compare DIR]`)", "the dashboard overview's first render, and its cold start to the first complete "
-                                "page in a headless Chromium beside a bare Streamlit page"),
+    ("`python benchmarks/dashboard_overview.py` (`--no-cold-start [--routes N]`)", "the dashboard overview's first "
+     "render on a 7-day, 50-target store (its cold start is recorded above: `--cold-start-only --bare --json FILE`, "
+     "`--routes 40`; `--compare DIR` times another checkout's dashboard in turn)"),
     ("`python benchmarks/plugin_record.py` (in `.venv-vllm`)", "the vLLM stat-logger plugin's `record()` at batch 64"),
     ("`python benchmarks/speedup_measurement.py`", "the spread of the specialized speedup a probe's latency "
                                                   "measures, each segment at its own batch mix and at the route's"),
