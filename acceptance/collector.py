@@ -30,8 +30,10 @@ from dataclasses import dataclass
 
 from .errors import InputError
 from .counts import ScrapeResult
-from .fetch import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, PageFetcher, _one_line, mask_userinfo
-from .parse import DEFAULT_MAX_ENGINES, parse_metrics_page
+from .fetch import PageFetcher, _one_line, mask_userinfo
+from .limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENGINES
+from .limits import SCRAPE_TIMEOUT_S as DEFAULT_TIMEOUT_S
+from .parse import parse_metrics_page
 
 
 

@@ -46,8 +46,8 @@ from yarl import URL
 
 from .errors import InputError
 
-DEFAULT_TIMEOUT_S = 5.0
-DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+from .limits import DEFAULT_MAX_BYTES
+from .limits import SCRAPE_TIMEOUT_S as DEFAULT_TIMEOUT_S
 _USER_AGENT = "specdec-collector/0.1"
 _T = TypeVar("_T")
 

@@ -62,6 +62,7 @@ from prometheus_client.samples import Sample
 from . import plugin_series
 from . import vllm_metrics as vm
 from .errors import InputError
+from .limits import DEFAULT_MAX_ENGINES
 from .counts import RACE_FLOOR_REQUESTS, EngineSnapshot, SpecCounts, StepShape, impossible_counts, race_step_requests
 
 
@@ -299,9 +300,6 @@ def _engine_sort_key(key: tuple[str, str]) -> tuple[str, tuple[int, int, str]]:
     return (model_name, (0, int(engine), "") if engine.isdigit() else (1, 0, engine))
 
 
-# One vLLM server exposes an engine per data-parallel rank: tens, not thousands. A page
-# with more is not a vLLM server's, and parsing it all would cost seconds per scrape.
-DEFAULT_MAX_ENGINES = 1024
 
 
 def parse_metrics_page(text: str, *, source: str = "<page>", max_engines: int = DEFAULT_MAX_ENGINES

@@ -60,7 +60,9 @@ import numpy as np
 from . import vllm_metrics as vm
 from .errors import InputError
 from .counts import RACE_UNKNOWN_BATCH, IntervalCounts, SpecCounts, impossible_counts
-from .prometheus_http import DEFAULT_MAX_SERIES, DEFAULT_TIMEOUT_S, PrometheusClient, PrometheusError, PrometheusUnreachable
+from .limits import DEFAULT_MAX_SERIES
+from .limits import PROMETHEUS_TIMEOUT_S as DEFAULT_TIMEOUT_S
+from .prometheus_http import PrometheusClient, PrometheusError, PrometheusUnreachable
 from .prometheus_http import Labels
 from .store import EngineRef, Event, TargetStatus
 from .windows import GammaSegment, SegmentRules, StepShapeWindow

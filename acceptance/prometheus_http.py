@@ -45,12 +45,9 @@ from .errors import InputError
 from .fetch import (BodyTooLarge, SourceError, UnreachableError, _one_line, client_session, mask_userinfo, parser_said,
                     read_bounded)
 
-DEFAULT_TIMEOUT_S = 10.0
-# A route's largest answer is one series per engine (its γ, its restarts, the engines at a γ)
-# or per γ and position. 50,000 holds 1,024 engines (the collector's own bound per page) ×
-# (γ ≤ 21 positions + drafts, draft tokens, accepted) × 2 γ values in use (a probe beside
-# the fleet), with room for series renamed by restarts; a runaway selector's 200,000 is refused.
-DEFAULT_MAX_SERIES = 50_000
+from .limits import DEFAULT_MAX_SERIES
+from .limits import PROMETHEUS_TIMEOUT_S as DEFAULT_TIMEOUT_S
+
 MAX_RESPONSE_BYTES = 64 << 20
 _USER_AGENT = "specdec-prometheus/0.1"
 _SERIES_KEY = re.compile(rb'"metric"\s*:\s*\{')

@@ -15,9 +15,7 @@ import sys
 import time
 import traceback
 
-
-
-from . import __version__, cmd_inspect, cmd_tune
+from . import __version__
 from .args import (UsageError, add_store_args, dump_json, duration, float_list, positive_float, promql_duration,
                    route_name)
 
@@ -496,11 +494,13 @@ def cmd_demo(args) -> int:
 
 # ---------------------------------------------------------------------------- parsers
 def build_parser() -> argparse.ArgumentParser:
-    from acceptance.fetch import DEFAULT_MAX_BYTES  # not specdec.config: it pulls in scipy for every command
+    from acceptance.limits import DEFAULT_MAX_BYTES
 
     parser = _Parser(prog="specdec", description="Speculative-decoding acceptance analyzer and γ tuner for vLLM.")
     parser.add_argument("--version", action="version", version=f"specdec {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    from . import cmd_inspect  # here, not at the top: `specdec dashboard` starts its server without them
 
     cmd_inspect.add_parser(sub, DEFAULT_MAX_BYTES)
 
@@ -633,6 +633,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def tune_gamma_main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog="tune-gamma", description="Recommend the number of draft tokens γ for a route.")
+    from . import cmd_tune
+
     cmd_tune.add_arguments(parser)
     args = parser.parse_args(_values_that_look_like_options(argv))
     return _run(cmd_tune.cmd_tune_gamma, args, "tune-gamma")
