@@ -316,9 +316,13 @@ def _candidate_table(doc: Mapping[str, Any]) -> list[str]:
         if has_tps:
             row += f" {_fmt(c['tokens_per_second'], '.1f'):>10}"
         stepped = doc.get("expected_best_gamma") is not None  # a sure step short of the best expected
+        # undecided: nothing is recommended, and the γ it would run rests on defaults (a what-if)
+        undecided = doc["decision"] == "undecided"
         notes = [word for word, holds in (("deployed", c["gamma"] == doc["deployed_gamma"]),
-                                          ("recommended" if stepped else "best", c["gamma"] == doc["recommended_gamma"]),
-                                          ("best expected", c["gamma"] == doc.get("expected_best_gamma")),
+                                          ("recommended" if stepped else "best",
+                                           c["gamma"] == doc["recommended_gamma"] and not undecided),
+                                          ("best on defaults (what-if)" if undecided else "best expected",
+                                           c["gamma"] == doc.get("expected_best_gamma")),
                                           ("extrapolated", c["extrapolated"])) if holds]
         if not c["allowed"]:
             notes.append(f"not allowed: {(c['reason'] or '').split(' (')[0]}")

@@ -527,6 +527,10 @@ def test_a_typed_ngram_curve_without_its_undrafted_share_decides_nothing(capsys)
     doc = json.loads(out)
     assert doc["decision"] == "undecided" and doc["vllm"]["command_line"] is None
     assert [f["key"] for f in doc["figures_needed"]] == ["undrafted_token_share"]
+    code, out, err = run_cli(capsys, tune_gamma_main, NGRAM_CURVE)
+    rows = {line.split()[0]: line for line in out.splitlines() if line[:5].strip().isdigit()}
+    assert rows["5"].endswith("deployed") and "recommended" not in out.split("recommendation:")[0]
+    assert rows["16"].endswith("best on defaults (what-if), extrapolated")  # the γ it would run, on defaults
     code, out, err = run_cli(capsys, tune_gamma_main, [*NGRAM_CURVE, "--undrafted-share", "0.537", "--json"])
     doc = json.loads(out)
     assert code == 0 and doc["figures_needed"] == [] and doc["decision"] == "keep"
