@@ -118,7 +118,13 @@ def _setup_hint(report: dict, configured: frozenset[str] = frozenset()) -> list[
     from model.figures import GPUS, MODELS
 
     itl = [e["mean_itl_ms"] for e in report["engines"] if e.get("mean_itl_ms")]
-    level = (f"- baseline_tokens_per_second: optional here — the page has vllm:inter_token_latency_seconds "
+    plain = itl and not any(e["gamma"] for e in report["engines"])  # no engine speculates: its steps are plain decode
+    level = (f"- baseline_tokens_per_second: this page's engines run without speculation, so their mean ITL "
+             f"{min(itl):.2f} ms is plain decode measured: {1e3 / min(itl):.1f} tok/s per user (one token a step) "
+             f"for the speculating routes of the same model and hardware — at batch 1 where the engine ran one "
+             f"request at a time, else at its own batch sizes"
+             if plain else
+             f"- baseline_tokens_per_second: optional here — the page has vllm:inter_token_latency_seconds "
              f"(mean {min(itl):.2f} ms), which tune-gamma anchors on when it is not set"
              if itl else
              "- baseline_tokens_per_second: plain decode tok/s at batch 1 — this page has no "

@@ -545,3 +545,23 @@ def test_a_typed_ngram_curve_without_its_undrafted_share_decides_nothing(capsys)
 def test_undrafted_share_is_for_a_typed_curve_and_a_share(capsys, argv, says):
     code, out, err = run_cli(capsys, tune_gamma_main, argv)
     assert code == 2 and says in err, err
+
+
+def test_inspect_offers_a_non_speculating_page_s_rate_as_the_plain_decode_baseline(capsys):
+    """The real base page (no speculation): its mean ITL is plain decode measured, the one
+    γ = 0 rate a user has — inspect says so, with the rate, for the speculating routes."""
+    code, out, err = run_cli(capsys, main, ["inspect", str(REAL / "base_metrics.txt")])
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("- baseline_tokens_per_second"))
+    truth = page_figures_plain(REAL / "base_metrics.txt")
+    assert f"{truth:.1f} tok/s per user" in line and "run without speculation" in line
+
+
+def page_figures_plain(page: Path) -> float:
+    """A page's decode steps per second of ITL: 1 / its mean inter-token latency."""
+    values = {}
+    for line in page.read_text().splitlines():
+        for name in ("vllm:inter_token_latency_seconds_count", "vllm:inter_token_latency_seconds_sum"):
+            if line.startswith(name + "{"):
+                values[name] = float(line.rsplit(" ", 1)[1])
+    return values["vllm:inter_token_latency_seconds_count"] / values["vllm:inter_token_latency_seconds_sum"]
