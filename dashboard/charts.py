@@ -65,15 +65,16 @@ def _error_bars(values, lows, highs) -> dict:
                 array=np.where(known, hi - v, np.nan), arrayminus=np.where(known, v - lo, np.nan))
 
 
-def _band(fig: go.Figure, x, low, high, color: str, name: str, group: str) -> None:
-    """A filled band between low and high (skipped when the interval is missing)."""
+def _band(fig: go.Figure, x, low, high, color: str, name: str, group: str, hatch: str = "") -> None:
+    """A filled band between low and high (skipped when the interval is missing), hatched
+    with Plotly's ``hatch`` pattern ("/": extrapolated) when given."""
     if not (_finite(low) and _finite(high)):
         return
     fig.add_trace(go.Scatter(x=list(x), y=list(high), mode="lines", line=dict(width=0), hoverinfo="skip",
                              showlegend=False, legendgroup=group))
     fig.add_trace(go.Scatter(x=list(x), y=list(low), mode="lines", line=dict(width=0), fill="tonexty",
-                             fillcolor=_rgba(color, 0.2), name=name, hoverinfo="skip", showlegend=False,
-                             legendgroup=group))
+                             fillcolor=_rgba(color, 0.2), fillpattern=dict(shape=hatch) if hatch else None, name=name,
+                             hoverinfo="skip", showlegend=False, legendgroup=group))
 
 
 def curve_figure(curves: Sequence[tuple[str, CurveEstimate]], *, title: str, y_title: str,
@@ -222,15 +223,11 @@ def recommendation_figure(cands: Sequence[Candidate], *, deployed: int, deploy: 
         if not part:
             continue
         g = [c.gamma for c in part]
-        low, high = [c.speedup_low for c in part], [c.speedup_high for c in part]
-        if all(x is not None for x in low + high) and _finite(low) and _finite(high):
-            fig.add_trace(go.Scatter(x=g, y=high, mode="lines", line=dict(width=0), hoverinfo="skip",
-                                     showlegend=False))
-            fig.add_trace(go.Scatter(x=g, y=low, mode="lines", line=dict(width=0), fill="tonexty",
-                                     fillcolor=_rgba(color, 0.2), fillpattern=dict(shape=hatch) if hatch else None,
-                                     hoverinfo="skip", name=f"{name}: interval"))
+        _band(fig, g, [c.speedup_low for c in part], [c.speedup_high for c in part], color, f"{name}: interval", name,
+              hatch)  # None bounds (no interval) read as NaN: no band
         fig.add_trace(go.Scatter(
-            x=g, y=[c.speedup for c in part], mode="lines+markers", name=name, line=dict(color=color, dash=dash),
+            x=g, y=[c.speedup for c in part], mode="lines+markers", name=name, legendgroup=name,
+            line=dict(color=color, dash=dash),
             hovertext=[f"γ={c.gamma}: {text.speedup(c.speedup, c.speedup_low, c.speedup_high)}" for c in part],
             hoverinfo="text"))
     refused = [c for c in cands if not c.allowed]

@@ -496,7 +496,7 @@ def cmd_demo(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from acceptance.limits import DEFAULT_MAX_BYTES
 
-    parser = _Parser(prog="specdec", description="Speculative-decoding acceptance analyzer and γ tuner for vLLM.")
+    parser = _root_parser()
     parser.add_argument("--version", action="version", version=f"specdec {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -614,12 +614,16 @@ def _values_that_look_like_options(argv: list[str] | None) -> list[str]:
     return out
 
 
+def _root_parser() -> argparse.ArgumentParser:
+    return _Parser(prog="specdec", description="Speculative-decoding acceptance analyzer and γ tuner for vLLM.")
+
+
 def dashboard_parser() -> argparse.ArgumentParser:
     """`specdec dashboard`'s parser alone: the dashboard's server starts sooner without the other
     commands' parsers (they import aiohttp and more: about 0.13 s of a cold start)."""
     from . import dashboard_launch
 
-    parser = _Parser(prog="specdec", description="Speculative-decoding acceptance analyzer and γ tuner for vLLM.")
+    parser = _root_parser()
     dashboard_launch.add_parser(parser.add_subparsers(dest="command", required=True, parser_class=_Parser))
     return parser
 

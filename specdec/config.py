@@ -340,22 +340,23 @@ def flagged(deployment: Deployment, flags: dict, route: str | None = None) -> De
     would not read (model.figures_needed.unused_keys) is refused, naming it."""
     if not flags:
         return deployment
-    unused = unused_keys(deployment)
-    for key in flags:
-        if key in unused:
-            raise ConfigError(f"tune-gamma flags {key}: would change nothing here — {unused[key]}"
-                              + (f" (route {route})" if route else ""))
+    _refuse_unread(flags, unused_keys(deployment), route)
     return replace(deployment, flagged=frozenset(flags))
+
+
+def _refuse_unread(flags, unread: dict[str, str], route: str | None) -> None:
+    """The first of ``flags`` that ``unread`` names ({key: why}) is refused, one line."""
+    for key in flags:
+        if key in unread:
+            raise ConfigError(f"tune-gamma flags {key}: would change nothing here — {unread[key]}"
+                              + (f" (route {route})" if route else ""))
 
 
 def refuse_unread_flags(deployment: Deployment, anchor, route: str | None = None) -> None:
     """A flag the pricing turned out not to read once the window anchored it (a flat profile's
     model or GPU, which set only a default anchor: model.figures_needed.unread_once_anchored)
     is refused as flagged() refuses one up front, naming it."""
-    unread = unread_once_anchored(deployment, anchor)
-    for key in sorted(deployment.flagged & set(unread)):
-        raise ConfigError(f"tune-gamma flags {key}: would change nothing here — {unread[key]}"
-                          + (f" (route {route})" if route else ""))
+    _refuse_unread(sorted(deployment.flagged), unread_once_anchored(deployment, anchor), route)
 
 
 def route_source(config: Config, route: str, store=None) -> str:
