@@ -472,8 +472,9 @@ class Run:
 
 
 class Stored(NamedTuple):
-    """What the store holds after the run: drafts over the run per counted target, samples per
-    target URL, the stored cycles and where raw rows start (retention)."""
+    """What the store holds after the run: drafts over the run per counted target, scrapes stored
+    per healthy target URL since raw rows start, the stored cycles and where raw rows start
+    (retention)."""
 
     drafts: dict[str, float]
     samples: dict[str, int]
@@ -490,9 +491,11 @@ def stored_drafts(db: Path, base: str) -> Stored:
         for p in COUNTED:
             w = route_window(store, [f"{base}{p}"], 0.0, time.time() + 3600)  # whole rollup buckets
             drafts[p] = sum(s.total.drafts for s in w.segments)
-        samples = dict(store.conn.execute(
-            "SELECT t.url, COUNT(*) FROM samples s JOIN engines e ON s.engine_id = e.id JOIN targets t "
-            "ON e.target_id = t.id GROUP BY t.url").fetchall())
+        since = store.raw_from() or 0.0
+        samples = {}  # scrapes stored as intervals since raw rows start (the first sighting is a baseline only)
+        for url in {ref.target for _, ref in store.engines_of(f"{base}{p}" for p in HEALTHY)}:
+            spec, _ = store.read_intervals([eid for eid, _ in store.engines_of([url])], since - 1e-6, time.time() + 3600)
+            samples[url] = sum(len(e.end) for e in spec)
         return Stored(drafts, samples, stored_cycles(db), store.raw_from())
 
 

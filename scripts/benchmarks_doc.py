@@ -193,10 +193,11 @@ def render_prometheus_vs_store(d: dict) -> list[str]:
         p = d.get(key)
         if p:
             rows.append([name, f"{p['tune_seconds_median']:.2f} s", _num(p.get("queries")), _num(p.get("blocks")),
-                         f"{p['build_seconds']:.0f} s", f"{p['disk_bytes'] / 1e6:,.1f} MB", f"{p['drafts']:,.0f}",
+                         f"{p['build_seconds']:.0f} s", f"{p['disk_bytes'] / 1e6:,.1f} MB",
+                         f"{p['disk_bytes_per_engine_interval']:.1f}", f"{p['drafts']:,.0f}",
                          f"{p['recommended_gamma']} ({p['decision']})"])
-    out += _table(["read through", "tune (median)", "queries", "blocks", "build or backfill", "on disk", "drafts",
-                   "recommended (decision)"], rows)
+    out += _table(["read through", "tune (median)", "queries", "blocks", "build or backfill", "on disk",
+                   "bytes per engine-interval", "drafts", "recommended (decision)"], rows)
     out += ["", "Max |Δ survival| against the store: "
             f"recorded {d['max_abs_survival_difference_recorded_vs_store']:.2g}, "
             f"Prometheus raw {d['max_abs_survival_difference_raw_vs_store']:.2g}, "
@@ -206,6 +207,39 @@ def render_prometheus_vs_store(d: dict) -> list[str]:
     if rec.get("series_added_per_route"):
         added = ", ".join(f"`{k}` {v}" for k, v in rec["series_added_per_route"].items())
         out += ["", f"Series the rules add: {rec['series_added_total']} in all; per route: {added}."]
+    return out
+
+
+def render_store_window(d: dict) -> list[str]:
+    before = d.get("compared") or {}
+    tag = f"schema 8 (`{before.get('commit', '?')}`)" if before else ""
+    out = [f"{d['targets']} targets × 2 engines, {d['days']:g} days at 15 s ({d['engine_intervals']:,} engine-intervals), "
+           f"built by the bulk loader; {d['machine']['cpus']} CPUs, {d['date']}. Before: the same script and data on "
+           f"{tag}, run in the same call (`{d['command']}`).", ""]
+
+    def ms(x: dict | None, key: str) -> str:
+        return f"{x[key]['median_ms']:.1f} ms" if x and key in x else "—"
+
+    rows = [["bytes per engine-interval (the week)", f"{before.get('bytes_per_engine_interval', 0):.1f}" if before
+             else "—", f"{d['bytes_per_engine_interval']:.1f}"]]
+    for span in ("7 d", "1 d", "1 h"):
+        rows.append([f"route_window {span} (median of 5)", ms(before.get("route_window"), span),
+                     ms(d["route_window"], span)])
+    wb, wa = before.get("write_cycle_1000_targets_ms"), d["write_cycle_1000_targets_ms"]
+    rows.append(["write_cycle, 1,000 targets × 2 engines (median of 10)", f"{wb['median']:.0f} ms" if wb else "—",
+                 f"{wa['median']:.0f} ms"])
+    cb, ca = before.get("collected"), d.get("collected")
+    if ca:
+        rows.append([f"bytes per engine-interval written by write_cycle ({ca['engines']} engines, {ca['hours']:g} h, "
+                     "jittered scrape times)", f"{cb['bytes_per_engine_interval']:.1f}" if cb else "—",
+                     f"{ca['bytes_per_engine_interval']:.1f}"])
+        rows.append([f"write_cycle, {ca['engines']} engines (median, max)",
+                     f"{cb['write_cycle_median_ms']:.1f}, {cb['write_cycle_max_ms']:.1f} ms" if cb else "—",
+                     f"{ca['write_cycle_median_ms']:.1f}, {ca['write_cycle_max_ms']:.1f} ms"])
+    out += _table(["", f"before: {tag}" if tag else "before", "now"], rows)
+    if ca:
+        tables = ", ".join(f"{k} {v:.2f}" for k, v in ca["bytes_per_engine_interval_by_table"].items())
+        out += ["", f"Where the write path's bytes go, per engine-interval: {tables}."]
     return out
 
 
@@ -443,6 +477,12 @@ SECTIONS = {
         "recording rules (backfilled with `promtool tsdb create-blocks-from rules`), through raw `increase` "
         "queries, through VictoriaMetrics (raw; the same fleet imported) and from the embedded store.",
         render_prometheus_vs_store),
+    "store-window.json": (
+        "The store: size, window reads and the write path", "benchmarks/store_window.py",
+        "A route's window read from the embedded store (7 d, 1 d, 1 h, mid-bucket edges), one scrape cycle of "
+        "1,000 targets written, and the bytes a collector's write path leaves (sealing included), beside the "
+        "same script run on the previous schema's checkout.",
+        render_store_window),
     "replay-scale.json": (
         "The step replay at scale", "benchmarks/replay_scale.py",
         "`tune-gamma --json` on one route's per-request `detailed` rows, the drafted steps replayed at every γ "

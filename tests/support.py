@@ -321,3 +321,71 @@ def pages_server(page_for):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def as_version_8(path) -> None:
+    """Take a store file back to schema 8's tables, keeping what it holds as specdec 8 kept it
+    (each engine's newest sample as its one-row history, 5-min chunk rows of raw arrays,
+    uncompressed rollups): the tests of migrations from older versions start from it and
+    drop what came later still."""
+    import sqlite3
+
+    from acceptance.store import schema
+    from acceptance.store.codecs import decode_interval_row, decode_spec_rollup, decode_step_rollup
+
+    conn = sqlite3.connect(path)
+    widths = {lid: len(json.loads(cols)) for lid, cols in conn.execute("SELECT id, columns FROM layouts")}
+    old = {m.group(1): m.group(0) for m in re.finditer(r"CREATE TABLE (\w+) \([^;]*;",
+                                                      schema._SCHEMA_V1 + schema._SCHEMA_V3)}
+    intervals = conn.execute("SELECT engine_id, seg_id, layout_id, it_layout_id, n, code, flags, first_start, data "
+                             "FROM interval_chunks").fetchall()
+    spec = conn.execute("SELECT engine_id, level, chunk, seg_id, layout_id, n, code, buckets, ends, counts "
+                        "FROM spec_rollups").fetchall()
+    step = conn.execute("SELECT engine_id, level, chunk, it_layout_id, n, buckets, itl, it_code, it_delta, mix_code, "
+                        "batch_mix FROM step_rollups").fetchall()
+    last = conn.execute("SELECT * FROM engine_last").fetchall()
+    for table in ("interval_chunks", "spec_rollups", "step_rollups", "engine_last"):
+        conn.execute(f"DROP TABLE {table}")
+    for table in ("samples", "interval_chunks", "spec_rollups", "step_rollups", "plugin_samples"):
+        conn.execute(old[table])
+
+    def narrow(m):
+        code = 8
+        if m.size == 0 or (m.min() >= 0 and (m == np.floor(m)).all() and m.max() <= 0xFFFFFFFF):
+            top = m.max() if m.size else 0
+            code = 1 if top <= 0xFF else 2 if top <= 0xFFFF else 4
+        return code, m.astype({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.float64}[code]).tobytes()
+
+    for eid, seg, lay, it_lay, *cols in intervals:
+        a = decode_interval_row(tuple(cols), 1 + widths.get(lay, 0) + widths.get(it_lay, 0))
+        slot = (np.ceil(a.times / 300) - 1) * 300
+        for ch in np.unique(slot):
+            m = slot == ch
+            times, cycles, starts = a.times[m], a.cycles[m], a.starts[m]
+            contiguous = np.array_equal(starts[1:], times[:-1])
+            code, counts = narrow(a.counts[m].astype(np.float64))
+            conn.execute("INSERT INTO interval_chunks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", (
+                eid, float(ch), seg, lay, it_lay, int(m.sum()), code, times.tobytes(),
+                None if np.array_equal(cycles, times) else cycles.tobytes(),
+                float(starts[0]) if contiguous and not np.isnan(starts[0]) else None,
+                None if contiguous else starts.tobytes(), counts, a.itl[m].tobytes() if a.itl[m].any() else None))
+    for eid, level, ch, seg, lay, *cols in spec:
+        buckets, ends, counts = decode_spec_rollup(ch, level, tuple(cols))
+        conn.execute("INSERT INTO spec_rollups VALUES (?,?,?,?,?,?,?,?,?,?,?)", (
+            eid, level, ch, seg, lay, len(buckets), buckets.tobytes(), np.ascontiguousarray(counts[:, 0]).tobytes(),
+            np.ascontiguousarray(ends[:, 0]).tobytes(), np.ascontiguousarray(ends[:, 1]).tobytes(),
+            np.ascontiguousarray(counts[:, 1:]).tobytes()))
+    for eid, level, ch, it_lay, *cols in step:
+        buckets, itl, it, mix = decode_step_rollup(ch, level, tuple(cols))
+        code, triples = narrow(mix)
+        conn.execute("INSERT INTO step_rollups VALUES (?,?,?,?,?,?,?,?,?,?)", (
+            eid, level, ch, it_lay, len(buckets), buckets.tobytes(), itl.tobytes(),
+            it.tobytes() if it_lay and it is not None else None, code, triples))
+    for eid, t, seg, lay, created, value, itl_sum, itl_count, it_lay, it_value, p_lay, p_value in last:
+        conn.execute("INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                     (eid, t, seg, lay, created, value, None, None, itl_sum, itl_count, it_lay, it_value))
+        if p_lay is not None:
+            conn.execute("INSERT INTO plugin_samples VALUES (?,?,?,?)", (eid, t, p_lay, p_value))
+    conn.execute("UPDATE meta SET value = '8' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()

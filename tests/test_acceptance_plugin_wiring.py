@@ -17,6 +17,7 @@ from acceptance.counts import EngineSnapshot, ScrapeResult, SpecCounts, StepShap
 from acceptance.parse import MetricsPageError, parse_metrics_page
 from acceptance.store import SCHEMA_VERSION, Store
 from acceptance.vllm_plugin import PluginMetrics
+from support import as_version_8
 from acceptance.windows import StepShapeWindow, Window, route_window
 from model.deployment import INLINE_DEFAULTS, Deployment
 from acceptance.route_estimate import MIN_BUCKET_DRAFTS
@@ -190,6 +191,7 @@ def test_schema_2_store_migrates_to_the_current_schema_keeping_its_data(tmp_path
         for i in range(4):
             c = SpecCounts(10.0 * i, 30.0 * i, 12.0 * i, (6.0 * i, 4.0 * i, 2.0 * i))
             store.write_cycle([ScrapeResult("x", 100.0 + 15 * i, True, (EngineSnapshot("m", "0", c, 1.0),))])
+    as_version_8(path)  # schema 8's tables, then what came before them
     conn = sqlite3.connect(path)  # make it a version-2 file: no plugin tables
     conn.execute("DROP TABLE plugin_samples")
     conn.execute("DROP TABLE plugin_chunks")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 import signal
 import sqlite3
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 
 from acceptance.counts import EngineSnapshot, ScrapeResult, SpecCounts
 from acceptance.store import SCHEMA_VERSION, IngestedRow, Store, StoreError
+from support import as_version_8
 from acceptance.windows import route_window
 
 
@@ -185,12 +187,12 @@ def test_per_position_draft_columns_are_stored_and_rolled_up(tmp_path):
     with Store.open(tmp_path / "s.db") as store:
         store.write_cycle([ok("x", 10.0, snap(5, per_position_drafts=True))])
         store.write_cycle([ok("x", 20.0, snap(9, per_position_drafts=True))])
-        row = store.conn.execute("SELECT layout_id, delta FROM samples WHERE time = 20.0").fetchone()
-        cols = store.layout_columns(row[0])
-        assert cols[-1] == "draft_tokens_per_position:2"
-        assert np.frombuffer(row[1])[-3:].tolist() == [4.0, 4.0, 4.0]
-        roll = store.conn.execute("SELECT delta FROM spec_rollups WHERE level = 300").fetchone()[0]
-        assert np.frombuffer(roll).tolist() == np.frombuffer(row[1]).tolist()
+        (interval,), _ = store.read_intervals([1], 0.0, 30.0)
+        assert store.layout_columns(interval.layout_id)[-1] == "draft_tokens_per_position:2"
+        assert interval.end.tolist() == [20.0]
+        assert interval.delta[0, -3:].tolist() == [4.0, 4.0, 4.0]
+        (rollup,), _ = store.read_rollups([1], 300, 0.0, 300.0)
+        assert rollup.delta.tolist() == interval.delta.tolist()
 
 
 def test_retention_keeps_rollups_and_the_baseline(tmp_path):
@@ -200,11 +202,11 @@ def test_retention_keeps_rollups_and_the_baseline(tmp_path):
                               [ok("x", 15.0 * i, snap(i))])
         now = 15.0 * 8 * 240
         store.apply_retention(now)
-        times = [r[0] for r in store.conn.execute("SELECT time FROM samples WHERE engine_id = 1")]
-        assert min(times) >= now - 3600.0
+        spec, _ = store.read_intervals([1, 2], 0.0, now)
+        assert min(e.end.min() for e in spec) >= now - 3600.0
+        assert store.raw_from() == now - 3600.0
         # y stopped reporting long ago: its newest sample stays as its baseline
-        y_rows = store.conn.execute("SELECT time FROM samples WHERE engine_id = 2").fetchall()
-        assert y_rows == [(15.0 * 99,)]
+        assert store.conn.execute("SELECT time FROM engine_last WHERE engine_id = 2").fetchall() == [(15.0 * 99,)]
         # rollups outlive raw rows: a bucket-aligned window over old data still reads
         assert drafts(store, ["x"], 18000.0, 21600.0) == 240
         # rollups older than 4 x retention are gone too
@@ -253,8 +255,11 @@ def test_sigkill_mid_cycle_loses_at_most_that_cycle(tmp_path):
         assert set(committed) <= cycles
         assert len(cycles - set(committed)) <= 1  # committed but killed before it printed
         last = max(cycles)
-        per_cycle = dict(store.conn.execute("SELECT time, COUNT(*) FROM samples GROUP BY time"))
-        assert all(per_cycle[t] == 80 for t in cycles)  # every stored cycle is complete
+        spec, _ = store.read_intervals([eid for eid, _ in store.engines_of(f"http://t{j}" for j in range(40))],
+                                       0.0, last)
+        per_cycle = Counter(np.concatenate([e.key for e in spec]).tolist())
+        assert all(per_cycle[t] == 80 for t in cycles if t > min(cycles))  # every stored cycle is complete
+        assert set(store.conn.execute("SELECT time FROM engine_last")) == {(last,)}
         # and the store keeps working from its baseline
         i = last / 15 + 1
         store.write_cycle([ScrapeResult("http://t0", last + 15, True, (
@@ -308,6 +313,7 @@ def test_a_version_5_store_gains_the_logged_load_and_reading_the_log_again_fills
     p = tmp_path / "s.db"
     with Store.open(p) as store:
         store.ingest("r", "log", [IngestedRow(1.8e9, counts, "000|1.8e9|150|300", True)])
+    as_version_8(p)  # schema 8's tables, then what came before them
     conn = sqlite3.connect(p)
     for column in (*_V6_COLUMNS, *_V7_COLUMNS):
         conn.execute(f"ALTER TABLE ingested DROP COLUMN {column}")
@@ -333,6 +339,7 @@ def test_a_version_6_store_gains_prompt_tokens_and_reading_the_file_again_fills_
     p = tmp_path / "s.db"
     with Store.open(p) as store:
         store.ingest("r", "per-request", [IngestedRow(1.8e9, counts, "req-1", mean_itl_s=0.01, decode_tokens=40)])
+    as_version_8(p)  # schema 8's tables, then what came before them
     conn = sqlite3.connect(p)
     conn.execute("ALTER TABLE ingested DROP COLUMN prompt_tokens")
     conn.execute("DROP TABLE engine_totals")  # a version-8 table
@@ -363,6 +370,7 @@ def test_schema_4_line_keys_become_text_keys_keeping_identical_lines_apart(tmp_p
     with Store.open(p) as store:
         store.ingest("r", "per-request", [IngestedRow(1.8e9, rec.counts, f"{i + 1}:{rec.line_key[:16]}")
                                           for i, rec in enumerate(records)])  # the old keys
+    as_version_8(p)  # schema 8's tables, then what came before them
     conn = sqlite3.connect(p)
     for column in ("decode_tokens", "steps", *_V6_COLUMNS, *_V7_COLUMNS):
         conn.execute(f"ALTER TABLE ingested DROP COLUMN {column}")

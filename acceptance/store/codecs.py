@@ -8,15 +8,17 @@ import math
 import zlib
 from array import array
 from collections.abc import Sequence
-from typing import TypeAlias, TypeVar, overload
+from typing import NamedTuple, TypeAlias, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
 
+from .packing import float_columns, pack, planes, time_steps, unpack
+
 _F64: TypeAlias = npt.NDArray[np.float64]
-# the columns of an interval_chunks row after its key: (n, code, times, cycles, first_start,
-# starts, counts, itl), as _encode_interval_chunk gives them and _IntervalChunk.decode reads them
-_IntervalColumns: TypeAlias = tuple[int, int, bytes, bytes | None, float | None, bytes | None, bytes, bytes | None]
+# the columns of an interval_chunks row after its key, span and seal: (n, code, flags,
+# first_start, data), as _encode_interval_chunk gives them and decode_interval_row reads them
+_IntervalColumns: TypeAlias = tuple[int, int, int, float | None, bytes]
 _Chunk = TypeVar("_Chunk")
 
 
@@ -28,11 +30,6 @@ def _pack(v: npt.ArrayLike) -> bytes: ...
 
 def _pack(v: npt.ArrayLike | None) -> bytes | None:
     return None if v is None else np.ascontiguousarray(v, dtype=np.float64).tobytes()
-
-
-def _pack_floats(v: list[float]) -> bytes:
-    """float64 bytes of a list of floats (cheaper than numpy for the short lists of a chunk)."""
-    return array("d", v).tobytes()
 
 
 @overload
@@ -59,7 +56,6 @@ ROLLUP_RETENTION_FACTOR = 4  # rollups outlive raw rows by this factor (retentio
 CHUNK_SPANS: dict[int, float] = {0: 300.0, 300: 3600.0, 3600: 86400.0}
 
 COUNT_DTYPES: dict[int, type] = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.float64}
-_ARRAY_TYPECODES = {1: "B", 2: "H", 4: "I", 8: "d"}  # the same, as array-module type codes
 _CHUNK_TABLES = {"i": "interval_chunks", "s": "spec_rollups", "t": "step_rollups", "p": "plugin_chunks"}
 
 
@@ -69,31 +65,113 @@ def chunk_of(bucket: float, level: int) -> float:
     return float(math.floor(bucket / span) * span)
 
 
-def _narrow(m: _F64) -> tuple[int, bytes]:
-    """The smallest exact encoding of a count matrix: unsigned integers when every value is
-    whole and fits (scrape-interval deltas are small counts), else float64 (NaN, fractions)."""
+def _narrow(m: _F64, narrow: bool = True) -> tuple[int, npt.NDArray[np.generic]]:
+    """The smallest exact type of a count matrix, as (code, the matrix in it): unsigned
+    integers when every value is whole and fits (scrape-interval deltas are small counts),
+    else float64 (NaN, fractions). ``narrow`` False: float64 without looking — a row a cycle
+    rewrites (an open hour's, an open rollup chunk's) is narrowed once, when it is closed."""
+    if not narrow:
+        return 8, np.asarray(m, dtype=np.float64)
     if m.size == 0:
-        return 1, b""
+        return 1, m.astype(np.uint8)
     lo, hi = m.min(), m.max()
     if lo >= 0 and hi <= 0xFFFFFFFF and bool((m == np.floor(m)).all()):  # NaN compares False
         code = 1 if hi <= 0xFF else 2 if hi <= 0xFFFF else 4
-        return code, m.astype(COUNT_DTYPES[code]).tobytes()
-    return 8, np.ascontiguousarray(m, dtype=np.float64).tobytes()
+        return code, m.astype(COUNT_DTYPES[code])
+    return 8, np.asarray(m, dtype=np.float64)
 
 
-def _encode_interval_chunk(times: _F64, cycles: _F64, starts: _F64, itl: _F64, counts: _F64) -> _IntervalColumns:
-    """(n, code, times, cycles, first_start, starts, counts, itl) column values of an
-    interval chunk row, from float64 arrays (n,), (n,), (n,), (n, 2), (n, 1 + W + W_it); what
-    can be derived is stored as NULL (cycles equal to times, starts that are the previous
-    time, ITL sums of zero) so a chunk costs little more than its counts. The write path's
-    open chunks and the bulk loader both encode through it."""
-    same_cycles = np.array_equal(cycles, times)
+# flags of an interval_chunks row: the arrays it stores beside times and counts (the others
+# are derived: cycles equal to times, start[i] = time[i - 1], ITL deltas of zero), and whether
+# its blob is deflated (a sealed row) or as written (an open hour's: packing.pack)
+_CYCLES, _STARTS, _ITL, _DEFLATED = 1, 2, 4, 8
+SEAL_SPAN = 3600.0  # an engine's 5-min rows of a closed hour become one row per key (compaction)
+
+
+class IntervalArrays(NamedTuple):
+    """One interval_chunks row's entries: times (interval ends), cycles, starts, ITL deltas
+    (n, 2) and the count matrix (n, 1 + W + W_it) in its stored type."""
+
+    times: _F64
+    cycles: _F64
+    starts: _F64
+    itl: _F64
+    counts: npt.NDArray[np.generic]
+
+
+def _encode_interval_chunk(times: _F64, cycles: _F64, starts: _F64, itl: _F64, counts: _F64,
+                           packed: bool = True) -> _IntervalColumns:
+    """(n, code, flags, first_start, data) column values of an interval chunk row, from
+    float64 arrays (n,), (n,), (n,), (n, 2), (n, 1 + W + W_it): times as bit-pattern second
+    differences, cycles and starts only where they differ from what times give, the counts
+    in their narrowest exact type, all in one blob deflated (acceptance.store.packing) — but
+    for a row the write path rewrites every cycle (``packed`` False: an open hour's), kept as
+    written, its counts float64. The write path's open chunks, sealing and the bulk loader all encode
+    through it."""
+    bits = times.view(np.int64)
+    parts = [planes(time_steps(times))]
+    flags = 0
+    if not np.array_equal(cycles, times):
+        flags |= _CYCLES
+        parts.append(planes(cycles.view(np.int64) - bits))
     contiguous = np.array_equal(starts[1:], times[:-1])
-    code, packed = _narrow(counts)
+    if not contiguous:
+        flags |= _STARTS
+        parts.append(planes(bits - starts.view(np.int64)))
+    code, narrow = _narrow(counts, packed)
+    parts.append(planes(np.ascontiguousarray(narrow.T)))
+    if itl.any():
+        flags |= _ITL
+        parts.append(float_columns(itl))
     first = float(starts[0])
-    return (len(times), code, times.tobytes(), None if same_cycles else cycles.tobytes(),
-            None if (not contiguous or math.isnan(first)) else first, None if contiguous else starts.tobytes(),
-            packed, itl.tobytes() if itl.any() else None)
+    if packed:
+        flags |= _DEFLATED
+    return (len(times), code, flags, None if (not contiguous or math.isnan(first)) else first, pack(parts, packed))
+
+
+def decode_interval_row(columns: _IntervalColumns, width: int) -> IntervalArrays:
+    """The entries of a stored row: ``columns`` as _encode_interval_chunk gives them,
+    ``width`` = 1 + W + W_it of its layouts."""
+    return decode_interval_rows([columns], width)[0][1]
+
+
+def decode_interval_rows(rows: Sequence[_IntervalColumns], width: int
+                         ) -> list[tuple[list[int], IntervalArrays]]:
+    """The entries of many rows of one width, decoded in one numpy pass per shape (n, code,
+    flags): [(the rows' positions in ``rows``, their entries concatenated in that order)]. A
+    window's edges read hundreds of rows, and a row at a time costs more than its inflate."""
+    shapes: dict[tuple[int, int, int], list[int]] = {}
+    for i, (n, code, flags, _, _) in enumerate(rows):
+        shapes.setdefault((n, code, flags), []).append(i)
+    return [(at, _decode_shape(n, code, flags, width, [rows[i] for i in at])) for (n, code, flags), at in shapes.items()]
+
+
+def _decode_shape(n: int, code: int, flags: int, width: int, rows: Sequence[_IntervalColumns]) -> IntervalArrays:
+    k = len(rows)
+    raw = np.frombuffer(b"".join(unpack(r[4], bool(flags & _DEFLATED)) for r in rows), dtype=np.uint8).reshape(k, -1)
+    at = 0
+
+    def take(dtype: npt.DTypeLike, count: int) -> npt.NDArray[np.generic]:
+        """(k, count) values of each row's next ``planes`` run."""
+        nonlocal at
+        dt = np.dtype(dtype)
+        part = raw[:, at:at + count * dt.itemsize].reshape(k, dt.itemsize, count)
+        at += count * dt.itemsize
+        return np.ascontiguousarray(part.transpose(0, 2, 1)).view(dt).reshape(k, count)
+
+    bits = np.cumsum(np.cumsum(take(np.int64, n), axis=1), axis=1)
+    times = bits.view(np.float64)
+    cycles = (take(np.int64, n) + bits).view(np.float64) if flags & _CYCLES else times
+    if flags & _STARTS:
+        starts = (bits - take(np.int64, n)).view(np.float64)
+    else:
+        starts = np.empty((k, n))
+        starts[:, 1:] = times[:, :-1]
+        starts[:, 0] = [math.nan if r[3] is None else r[3] for r in rows]
+    counts = take(COUNT_DTYPES[code], n * width).reshape(k, width, n).transpose(0, 2, 1).reshape(k * n, width)
+    itl = take(np.float64, 2 * n).reshape(k, 2, n).transpose(0, 2, 1).reshape(k * n, 2) if flags & _ITL \
+        else np.zeros((k * n, 2))
+    return IntervalArrays(times.reshape(-1), cycles.reshape(-1), starts.reshape(-1), itl.astype(np.float64), counts)
 
 
 def _kept(old: _Chunk, new: _Chunk, fields: tuple[str, ...], keep: list[int]) -> _Chunk | None:
@@ -121,35 +199,35 @@ class _IntervalChunk:
         self.itl: list[Sequence[float]] = []  # (sum, count) pairs: tuples written, lists decoded
         self.rows: list[Sequence[float] | _F64] = []  # lists written, arrays decoded
 
-    def encode(self) -> _IntervalColumns:
-        """The row's columns, by the one encoder of interval chunks (bulk loads use it too)."""
+    def encode(self, packed: bool = False) -> _IntervalColumns:
+        """The row's columns, by the one encoder of interval chunks (bulk loads use it too);
+        not packed by default: the write path rewrites an open hour's rows every cycle."""
         return _encode_interval_chunk(np.array(self.times), np.array(self.cycles), np.array(self.starts),
                                       np.array(self.itl, dtype=np.float64).reshape(-1, 2),
-                                      np.array(self.rows, dtype=np.float64))
+                                      np.array(self.rows, dtype=np.float64), packed)
 
     @classmethod
     def decode(cls, columns: _IntervalColumns, width: int) -> "_IntervalChunk":
-        """The chunk of a stored row: ``columns`` as encode() gives them (n, code, times, cycles,
-        first_start, starts, counts, itl), ``width`` = 1 + W + W_it of its layouts."""
-        n, code, times, cycles, first_start, starts, counts, itl = columns
+        """The chunk of a stored row: ``columns`` as encode() gives them, ``width`` = 1 + W + W_it
+        of its layouts."""
+        return cls.of(decode_interval_row(columns, width))
+
+    @classmethod
+    def of(cls, a: IntervalArrays) -> "_IntervalChunk":
         c = cls()
-        c.times = np.frombuffer(times).tolist()
-        c.cycles = np.frombuffer(cycles).tolist() if cycles is not None else list(c.times)
-        c.starts = (np.frombuffer(starts).tolist() if starts is not None
-                    else [first_start if first_start is not None else math.nan] + c.times[:-1])
-        c.itl = list(np.frombuffer(itl).reshape(n, 2).tolist()) if itl is not None else [(0.0, 0.0)] * n
-        c.rows = list(np.frombuffer(counts, dtype=COUNT_DTYPES[code]).astype(np.float64).reshape(n, width))
+        c.times, c.cycles, c.starts = a.times.tolist(), a.cycles.tolist(), a.starts.tolist()
+        c.itl = a.itl.tolist()
+        c.rows = list(a.counts.astype(np.float64))
         return c
 
 
 class _SpecRollupChunk:
     """Open spec rollup chunk: per bucket, Σ deltas, intervals, first start, last end."""
 
-    __slots__ = ("buckets", "intervals", "first_start", "last_end", "deltas", "packed", "rowid")
+    __slots__ = ("buckets", "intervals", "first_start", "last_end", "deltas", "rowid")
 
     def __init__(self) -> None:
         self.rowid: int | None = None
-        self.packed: list[bytes | None] = []  # float64 bytes of each delta (None: stale)
         self.buckets: list[float] = []
         self.intervals: list[float] = []
         self.first_start: list[float] = []
@@ -159,7 +237,6 @@ class _SpecRollupChunk:
     def add(self, bucket: float, start: float, end: float, delta: _F64) -> None:
         if self.buckets and self.buckets[-1] == bucket:  # an engine's times only go forward
             self.deltas[-1] = self.deltas[-1] + delta
-            self.packed[-1] = None
             self.intervals[-1] += 1
             self.first_start[-1] = min(self.first_start[-1], start)
             self.last_end[-1] = max(self.last_end[-1], end)
@@ -169,24 +246,60 @@ class _SpecRollupChunk:
             self.first_start.append(start)
             self.last_end.append(end)
             self.deltas.append(delta)
-            self.packed.append(None)
 
-    def encode(self) -> tuple[int, bytes, bytes, bytes, bytes, bytes]:
-        if self.packed[-1] is None:  # only the newest bucket changes between cycles
-            self.packed[-1] = _pack(self.deltas[-1])
-        return (len(self.buckets), _pack_floats(self.buckets), _pack_floats(self.intervals),
-                _pack_floats(self.first_start), _pack_floats(self.last_end),
-                b"".join(b if b is not None else _pack(d) for b, d in zip(self.packed, self.deltas)))
+    def encode(self, chunk: float, level: int, closed: bool = True) -> _SpecRollupColumns:
+        """The row's columns (encode_spec_rollup); an open chunk's (``closed`` False) with its
+        counts float64, packed from the lists as they are: the write path rewrites it every
+        cycle (the same bytes encode_spec_rollup gives with ``narrow`` False)."""
+        if closed:
+            return encode_spec_rollup(chunk, level, self.buckets, np.column_stack([self.first_start, self.last_end]),
+                                      np.column_stack([self.intervals, np.vstack(self.deltas)]))
+        ends = array("d", [x for pair in zip(self.first_start, self.last_end) for x in pair]).tobytes()
+        counts = b"".join(array("d", [k, *d.tolist()]).tobytes() for k, d in zip(self.intervals, self.deltas))
+        return len(self.buckets), 8, bucket_indexes(self.buckets, chunk, level), ends, counts
 
     @classmethod
-    def decode(cls, n: int, buckets: bytes, intervals: bytes, first_start: bytes, last_end: bytes,
-               delta: bytes) -> "_SpecRollupChunk":
+    def decode(cls, chunk: float, level: int, columns: _SpecRollupColumns) -> "_SpecRollupChunk":
         c = cls()
-        c.buckets, c.intervals = _unpack(buckets).tolist(), _unpack(intervals).tolist()
-        c.first_start, c.last_end = _unpack(first_start).tolist(), _unpack(last_end).tolist()
-        c.deltas = list(_unpack(delta).reshape(n, -1))
-        c.packed = [None] * n
+        buckets, ends, counts = decode_spec_rollup(chunk, level, columns)
+        c.buckets, c.first_start, c.last_end = buckets.tolist(), ends[:, 0].tolist(), ends[:, 1].tolist()
+        c.intervals, c.deltas = counts[:, 0].tolist(), list(counts[:, 1:])
         return c
+
+
+# the columns of a spec_rollups row after its key: (n, code, bucket indexes, ends, counts)
+_SpecRollupColumns: TypeAlias = tuple[int, int, bytes, bytes, bytes]
+# the columns of a step_rollups row after its key: (n, bucket indexes, itl, it code, it delta,
+# mix code, batch mix)
+_StepRollupColumns: TypeAlias = tuple[int, bytes, bytes, int, bytes | None, int, bytes]
+
+
+def bucket_indexes(buckets: Sequence[float], chunk: float, level: int) -> bytes:
+    """A rollup row's buckets as their uint8 index in its chunk (at most 24: CHUNK_SPANS)."""
+    return bytes(round((float(b) - chunk) / level) for b in buckets)
+
+
+def _bucket_values(chunk: float, level: int, index: bytes) -> _F64:
+    """A rollup row's buckets from their uint8 indexes (bucket_indexes)."""
+    return chunk + np.frombuffer(index, dtype=np.uint8).astype(np.float64) * level
+
+
+def encode_spec_rollup(chunk: float, level: int, buckets: Sequence[float], ends: _F64, counts: _F64,
+                       narrow: bool = True) -> _SpecRollupColumns:
+    """(n, code, bucket indexes, ends, counts) of a spec_rollups row: its buckets (n,), the first
+    start and last end of each (n, 2) float64, and [intervals, delta (W)] (n, 1 + W) in their
+    narrowest exact type. Rollup rows are not deflated: a window reads thousands of them, each
+    array joined across rows and read in one numpy call, and they are an eighth of the bytes."""
+    code, m = _narrow(np.asarray(counts, dtype=np.float64), narrow)
+    return (len(buckets), code, bucket_indexes(buckets, chunk, level),
+            np.ascontiguousarray(ends, dtype=np.float64).tobytes(), m.tobytes())
+
+
+def decode_spec_rollup(chunk: float, level: int, columns: _SpecRollupColumns) -> tuple[_F64, _F64, _F64]:
+    """(buckets (n,), ends (n, 2), counts (n, 1 + W) float64) of one spec_rollups row."""
+    n, code, index, ends, counts = columns
+    return (_bucket_values(chunk, level, index), np.frombuffer(ends).reshape(n, 2),
+            np.frombuffer(counts, dtype=COUNT_DTYPES[code]).astype(np.float64).reshape(n, -1))
 
 
 class _StepRollupChunk:
@@ -216,30 +329,50 @@ class _StepRollupChunk:
             key = (bucket, batch)
             self.batch_mix[key] = self.batch_mix.get(key, 0) + 1
 
-    def encode(self, width: int, chunk: float, level: int) -> tuple[int, bytes, bytes, bytes | None, int, bytes]:
+    def encode(self, width: int, chunk: float, level: int, closed: bool = True) -> _StepRollupColumns:
+        """The row's columns (encode_step_rollup); iteration-token deltas NaN where a bucket's
+        samples had none; an open chunk's (``closed`` False) in float64."""
+        mix = [x for (b, k), n in self.batch_mix.items() for x in (round((b - chunk) / level), k, n)]
+        if not closed:  # the bytes encode_step_rollup gives with narrow False, from the lists as they are
+            none = [math.nan] * width
+            it_b = b"".join(array("d", none if x is None else x.tolist()).tobytes() for x in self.it) if width else None
+            return (len(self.buckets), bucket_indexes(self.buckets, chunk, level),
+                    array("d", [x for pair in self.itl for x in pair]).tobytes(), 8 if width else 0, it_b, 8,
+                    array("d", mix).tobytes())
         it = None
         if width:
-            none = np.full(width, math.nan)  # buckets whose samples had no iteration-token delta
-            it = b"".join(_pack(none if x is None else x) for x in self.it)
-        # whole numbers: (bucket index, batch size, samples), in the narrowest unsigned type
-        mix = [x for (b, k), n in self.batch_mix.items() for x in (round((b - chunk) / level), k, n)]
-        top = max(mix, default=0)
-        code = 1 if top <= 0xFF else 2 if top <= 0xFFFF else 4 if top <= 0xFFFFFFFF else 8
-        packed = array(_ARRAY_TYPECODES[code], mix if code != 8 else [float(x) for x in mix]).tobytes()
-        return (len(self.buckets), _pack_floats(self.buckets), _pack_floats([x for pair in self.itl for x in pair]),
-                it, code, packed)
+            it = np.vstack([np.full(width, math.nan) if x is None else x for x in self.it])
+        return encode_step_rollup(chunk, level, self.buckets, np.array(self.itl, dtype=np.float64),
+                                  it, np.array(mix, dtype=np.float64).reshape(-1, 3))
 
     @classmethod
-    def decode(cls, n: int, buckets: bytes, itl: bytes, it_delta: bytes | None, mix_code: int, batch_mix: bytes,
-               chunk: float, level: int) -> "_StepRollupChunk":
+    def decode(cls, chunk: float, level: int, columns: _StepRollupColumns) -> "_StepRollupChunk":
         c = cls()
-        c.buckets = _unpack(buckets).tolist()
-        c.itl = _unpack(itl).reshape(n, 2).tolist()
-        c.it = ([None if np.isnan(x).all() else x for x in _unpack(it_delta).reshape(n, -1)]
-                if it_delta is not None else [None] * n)
-        mix: Sequence[Sequence[float]] = np.frombuffer(batch_mix, dtype=COUNT_DTYPES[mix_code]).reshape(-1, 3).tolist()
-        c.batch_mix = {(chunk + i * level, int(k)): int(m) for i, k, m in mix}
+        buckets, itl, it, mix = decode_step_rollup(chunk, level, columns)
+        c.buckets, c.itl = buckets.tolist(), itl.tolist()
+        c.it = [None if np.isnan(x).all() else x for x in it] if it is not None else [None] * len(buckets)
+        c.batch_mix = {(chunk + i * level, int(b)): int(s) for i, b, s in mix.tolist()}
         return c
+
+
+def encode_step_rollup(chunk: float, level: int, buckets: Sequence[float], itl: _F64, it: _F64 | None,
+                       mix: _F64, narrow: bool = True) -> _StepRollupColumns:
+    """(n, bucket indexes, itl, it code, it delta, mix code, batch mix) of a step_rollups row:
+    ITL sum and count per bucket (n, 2) float64, iteration-token deltas (n, W_it) and the batch
+    mix's (bucket index, batch size ≥ 1, samples) triples (k, 3) in their narrowest exact types."""
+    it_code, it_narrow = _narrow(it, narrow) if it is not None else (0, None)
+    mix_code, triples = _narrow(np.asarray(mix, dtype=np.float64).reshape(-1, 3), narrow)
+    return (len(buckets), bucket_indexes(buckets, chunk, level), np.ascontiguousarray(itl, dtype=np.float64).tobytes(),
+            it_code, None if it_narrow is None else it_narrow.tobytes(), mix_code, triples.tobytes())
+
+
+def decode_step_rollup(chunk: float, level: int, columns: _StepRollupColumns
+                       ) -> tuple[_F64, _F64, _F64 | None, _F64]:
+    """(buckets, itl (n, 2), iteration-token deltas (n, W_it) or None, triples (k, 3)), float64."""
+    n, index, itl, it_code, it, mix_code, mix = columns
+    return (_bucket_values(chunk, level, index), np.frombuffer(itl).reshape(n, 2),
+            None if it is None else np.frombuffer(it, dtype=COUNT_DTYPES[it_code]).astype(np.float64).reshape(n, -1),
+            np.frombuffer(mix, dtype=COUNT_DTYPES[mix_code]).astype(np.float64).reshape(-1, 3))
 
 
 class _PluginChunk:
@@ -261,8 +394,8 @@ class _PluginChunk:
             self.deltas.append(delta)
 
     def encode(self) -> tuple[int, bytes, int, bytes]:
-        code, packed = _narrow(np.vstack(self.deltas))
-        return (len(self.keys), _pack_floats(self.keys), code, zlib.compress(packed, 1))
+        code, narrow = _narrow(np.vstack(self.deltas))
+        return (len(self.keys), np.array(self.keys, dtype=np.float64).tobytes(), code, zlib.compress(narrow.tobytes(), 1))
 
     @classmethod
     def decode(cls, n: int, keys: bytes, code: int, delta: bytes) -> "_PluginChunk":

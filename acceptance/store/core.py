@@ -117,20 +117,14 @@ class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested, _Totals):
         # open chunks, loaded on first write: (kind, engine, level) → {(chunk, *key): chunk object}
         self._chunk_cache = {}
         self._dirty = {}
+        self._closing = {}  # rollup chunks left this cycle, written once more closed (writes._open_chunk)
         self._engines: dict[int, _EngineState] = {}
-        for eid in self._engine_refs:
-            row = c.execute(
-                "SELECT time, seg_id, layout_id, created, value, itl_sum, itl_count, it_layout_id, it_value "
-                "FROM samples WHERE engine_id = ? ORDER BY time DESC LIMIT 1", (eid,)).fetchone()
-            if row is None:
-                continue
-            t, seg, lay, created, value, itl_s, itl_c, it_lay, it_val = row
-            plugin = c.execute("SELECT layout_id, value FROM plugin_samples WHERE engine_id = ? AND time = ?",
-                               (eid, t)).fetchone()
+        for eid, t, seg, lay, created, value, itl_s, itl_c, it_lay, it_val, p_lay, p_val in c.execute(
+                "SELECT engine_id, time, seg_id, layout_id, created, value, itl_sum, itl_count, it_layout_id, "
+                "it_value, plugin_layout_id, plugin_value FROM engine_last"):
             self._engines[eid] = _EngineState(
                 eid, t, seg, self._segment_gamma.get(seg, 0) if seg is not None else 0, lay, created,
-                _unpack(value), itl_s, itl_c, it_lay, _unpack(it_val),
-                plugin[0] if plugin else None, _unpack(plugin[1]) if plugin else None)
+                _unpack(value), itl_s, itl_c, it_lay, _unpack(it_val), p_lay, _unpack(p_val))
 
     def _reload_after_rollback(self) -> None:
         """The ids and baselines as stored, after a rolled-back write. When they cannot be read

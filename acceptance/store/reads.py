@@ -9,9 +9,24 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .codecs import CHUNK_SPANS, COUNT_DTYPES, ROLLUP_LEVELS, _decode_plugin_delta, bucket_of, chunk_of
+from .codecs import (
+    CHUNK_SPANS,
+    ROLLUP_LEVELS,
+    SEAL_SPAN,
+    _decode_plugin_delta,
+    bucket_of,
+    chunk_of,
+    COUNT_DTYPES,
+    decode_interval_rows,
+)
 from .records import EngineRef, Event, PluginEntries, SpecEntries, StepTotals, TargetStatus
 from .state import _Row, _StoreState
+
+
+# interval_chunks rows that may hold an interval ending in (lo, hi] (bounds: _interval_bounds):
+# a 5-min row's chunk is the interval end's 5-min bucket; a sealed row spans up to an hour
+# from its chunk, so its chunk may lie up to an hour before lo's bucket
+_INTERVAL_ROWS = "chunk > ? AND chunk <= ? AND chunk + span > ?"
 
 
 class _Reads(_StoreState):
@@ -82,6 +97,11 @@ class _Reads(_StoreState):
     def _engine_filter(self, engine_ids: list[int]) -> str:
         return f"engine_id IN ({','.join(str(int(e)) for e in engine_ids)})"
 
+    @staticmethod
+    def _interval_bounds(lo: float, hi: float) -> tuple[float, float, float]:
+        first = bucket_of(lo, 300)
+        return first - SEAL_SPAN, bucket_of(hi, 300), first
+
     def data_span(self, engine_ids: list[int], lo: float, hi: float) -> tuple[float, float] | None:
         """(first, last]: chunk bounds around every stored interval of these engines that ends in
         (lo, hi] — scrape chunks to 5 minutes, rollups (where retention removed the raw rows)
@@ -91,10 +111,10 @@ class _Reads(_StoreState):
             return None
         first, last = math.inf, -math.inf
         raw = self.conn.execute(
-            f"SELECT MIN(chunk), MAX(chunk) FROM interval_chunks WHERE {self._engine_filter(engine_ids)} "
-            "AND chunk >= ? AND chunk <= ?", (bucket_of(lo, 300), bucket_of(hi, 300))).fetchone()
+            f"SELECT MIN(chunk), MAX(chunk + span) FROM interval_chunks WHERE {self._engine_filter(engine_ids)} "
+            f"AND {_INTERVAL_ROWS}", self._interval_bounds(lo, hi)).fetchone()
         if raw[0] is not None:
-            first, last = raw[0], raw[1] + 300.0
+            first, last = raw[0], raw[1]
         level = min(ROLLUP_LEVELS)
         span = CHUNK_SPANS[level]
         rolled = self.conn.execute(
@@ -112,30 +132,21 @@ class _Reads(_StoreState):
         if not engine_ids:
             return [], step
         rows = self.conn.execute(
-            "SELECT layout_id, it_layout_id, code, seg_id, n, times, cycles, first_start, starts, counts, itl, engine_id "
-            f"FROM interval_chunks WHERE {self._engine_filter(engine_ids)} AND chunk >= ? AND chunk <= ?",
-            (bucket_of(lo, 300), bucket_of(hi, 300))).fetchall()
-        groups: dict[tuple[int | None, int | None, int], list[_Row]] = {}
+            "SELECT layout_id, it_layout_id, seg_id, engine_id, n, code, flags, first_start, data "
+            f"FROM interval_chunks WHERE {self._engine_filter(engine_ids)} AND {_INTERVAL_ROWS}",
+            self._interval_bounds(lo, hi)).fetchall()
+        groups: dict[tuple[int, int], list[_Row]] = {}
         for r in rows:
-            groups.setdefault(r[:3], []).append(r[3:])
+            groups.setdefault(r[:2], []).append(r[2:])
         spec = []
         gauge = []  # (engine, time, running) of every row, for the pairs of consecutive samples
-        for (lay, it_lay, code), rs in groups.items():
+        for (lay, it_lay), rs in groups.items():
             w, w_it = self._width(lay), self._width(it_lay)
-            segs, ns_stored, times_b, cycles_b, first, starts_b, counts_b, itl_b, engine_of = zip(*rs)
-            ns = np.array(ns_stored)
-            offsets = np.concatenate([[0], np.cumsum(ns)[:-1]])
-            times = np.frombuffer(b"".join(times_b))
-            cycles = np.frombuffer(b"".join(c if c is not None else t for c, t in zip(cycles_b, times_b)))
-            starts = np.empty_like(times)
-            starts[1:] = times[:-1]  # start[i] = time[i - 1] within a chunk unless stored
-            starts[offsets] = np.array([math.nan if f is None else f for f in first], dtype=np.float64)
-            for o, k, sb in zip(offsets.tolist(), ns.tolist(), starts_b):
-                if sb is not None:
-                    starts[o:o + k] = np.frombuffer(sb)
-            counts: np.ndarray = np.frombuffer(b"".join(counts_b), dtype=COUNT_DTYPES[code]).reshape(len(times), 1 + w + w_it)
-            itl = np.frombuffer(b"".join(x if x is not None else bytes(16 * k)
-                                         for x, k in zip(itl_b, ns.tolist()))).reshape(-1, 2)
+            decoded = decode_interval_rows([tuple(r[2:]) for r in rs], 1 + w + w_it)
+            row_order = [i for at, _ in decoded for i in at]  # rows in the order their entries come
+            ns = np.array([rs[i][2] for i in row_order])
+            times, cycles, starts, itl, counts = (np.concatenate(x) for x in zip(*(a for _, a in decoded)))
+            segs, engine_of = [rs[i][0] for i in row_order], [rs[i][1] for i in row_order]
             m = (times > lo) & (times <= hi)
             seg, engine = np.repeat(np.array(segs), ns), np.repeat(np.array(engine_of), ns)
             if not m.all():
@@ -164,49 +175,49 @@ class _Reads(_StoreState):
             return [], step
         where = f"{self._engine_filter(engine_ids)} AND level = ? AND chunk >= ? AND chunk < ?"
         args = (level, chunk_of(b_lo, level), b_hi)
-        groups: dict[int, list[_Row]] = {}
-        owners: dict[tuple[int, float], dict[int, bytes]] = {}  # (engine, chunk) → {segment: its buckets}
-        for r in self.conn.execute("SELECT layout_id, seg_id, n, buckets, first_start, last_end, delta, engine_id, "
-                                   f"chunk FROM spec_rollups WHERE {where}", args):
-            groups.setdefault(r[0], []).append(r[1:7])
-            owners.setdefault((r[7], r[8]), {})[r[1]] = r[3]
-        segment_of = _BucketSegments(owners)
+        groups: dict[tuple[int, int], list[_Row]] = {}
+        owners: dict[tuple[int, float], dict[int, bytes]] = {}  # (engine, chunk) → {segment: its bucket indexes}
+        for r in self.conn.execute("SELECT layout_id, code, seg_id, n, buckets, ends, counts, engine_id, chunk "
+                                   f"FROM spec_rollups WHERE {where}", args):
+            groups.setdefault(r[:2], []).append(r[2:7] + (r[8],))
+            owners.setdefault((r[7], r[8]), {})[r[2]] = r[4]
+        segment_of = _BucketSegments(owners, level)
         spec = []
-        for lay, rs in groups.items():
-            segs, ns, buckets_b, first_b, last_b, delta_b = zip(*rs)
-            buckets = np.frombuffer(b"".join(buckets_b))
-            m = (buckets >= b_lo) & (buckets < b_hi)
-            seg = np.repeat(np.array(segs), np.array(ns))
-            delta = np.frombuffer(b"".join(delta_b)).reshape(len(buckets), -1)
-            if m.any():
-                spec.append(SpecEntries(lay, seg[m], buckets[m] + level, np.frombuffer(b"".join(first_b))[m],
-                                        np.frombuffer(b"".join(last_b))[m], delta[m]))
-        by_it: dict[int, list[_Row]] = {}
+        for (lay, code), rs in groups.items():
+            segs, ns, index_b, ends_b, counts_b, chunks = zip(*rs)
+            buckets = _buckets(chunks, ns, index_b, level)
+            keep = (buckets >= b_lo) & (buckets < b_hi)
+            if keep.any():
+                ends = np.frombuffer(b"".join(ends_b)).reshape(-1, 2)[keep]
+                counts: np.ndarray = np.frombuffer(b"".join(counts_b), dtype=COUNT_DTYPES[code]).reshape(len(buckets), -1)
+                spec.append(SpecEntries(lay, np.repeat(np.array(segs), np.array(ns))[keep], buckets[keep] + level,
+                                        ends[:, 0], ends[:, 1], counts[keep, 1:].astype(np.float64)))
+        by_it: dict[tuple[int, int], list[_Row]] = {}
         by_code: dict[int, list[_Row]] = {}
-        for r in self.conn.execute("SELECT it_layout_id, n, buckets, itl, it_delta, chunk, mix_code, batch_mix, "
+        for r in self.conn.execute("SELECT it_layout_id, it_code, n, buckets, itl, it_delta, chunk, mix_code, batch_mix, "
                                    f"engine_id FROM step_rollups WHERE {where}", args):
-            by_it.setdefault(r[0], []).append(r[1:6] + (r[8],))
-            by_code.setdefault(r[6], []).append((r[5], r[7], r[8]))
-        for code, rs in by_code.items():  # batch mix: (bucket index, batch size, samples) triples
-            chunks, blobs, engines = zip(*rs)
+            by_it.setdefault(r[:2], []).append(r[2:7] + (r[9],))
+            by_code.setdefault(r[7], []).append((r[6], r[8], r[9]))
+        for code, mixes in by_code.items():  # batch mix: (bucket index, batch size, samples) triples
+            chunks, blobs, engines = zip(*mixes)
             size = 3 * np.dtype(COUNT_DTYPES[code]).itemsize
             triples = [len(b) // size for b in blobs]
             mix = np.frombuffer(b"".join(blobs), dtype=COUNT_DTYPES[code]).reshape(-1, 3).astype(np.float64)
             bucket = np.repeat(np.array(chunks), triples) + mix[:, 0] * level
             m = (bucket >= b_lo) & (bucket < b_hi)
             step.add_batch(segment_of(engines, chunks, triples, bucket)[m], mix[m, 1], mix[m, 2])
-        for it_lay, rs in by_it.items():
-            ns, buckets_b, itl_b, it_b, chunks, engines = zip(*rs)
-            buckets = np.frombuffer(b"".join(buckets_b))
+        for (it_lay, it_code), rs in by_it.items():
+            ns, index_b, itl_b, it_b, chunks, engines = zip(*rs)
+            buckets = _buckets(chunks, ns, index_b, level)
             m = (buckets >= b_lo) & (buckets < b_hi)
             itl = np.frombuffer(b"".join(itl_b)).reshape(-1, 2)[m]
             # a bucket's ITL goes to its engine segment when the bucket lies in one only
             seg = segment_of(engines, chunks, ns, buckets)[m]
             step.add_segment_itl(seg[seg >= 0], itl[seg >= 0])
-            it = None
+            it: np.ndarray | None = None
             if it_lay:
-                it = np.frombuffer(b"".join(x if x is not None else np.full(k * self._width(it_lay), np.nan).tobytes()
-                                            for x, k in zip(it_b, ns))).reshape(len(buckets), -1)[m]
+                it = np.frombuffer(b"".join(it_b), dtype=COUNT_DTYPES[it_code]).reshape(len(buckets), -1)[m]
+                it = it.astype(np.float64)
             step.add(float(itl[:, 0].sum()), float(itl[:, 1].sum()), it_lay, it)
         return spec, step
 
@@ -237,9 +248,25 @@ class _Reads(_StoreState):
         state = self._engines.get(engine_id)
         if state is not None and state.time <= at:  # the common case: a window ending now
             return state.value is not None
-        row = self.conn.execute("SELECT value IS NOT NULL FROM samples WHERE engine_id = ? AND time <= ? "
-                                "ORDER BY time DESC LIMIT 1", (engine_id, at)).fetchone()
-        return None if row is None else bool(row[0])
+        # earlier: the engine's newest switch at or before ``at`` — a segment opened (first
+        # sighting, restart, γ change: speculating) or speculation switched on or off (events)
+        row = self.conn.execute(
+            "SELECT kind FROM (SELECT first_time AS time, 'spec_on' AS kind FROM segments "
+            "WHERE engine_id = ? AND first_time <= ? UNION ALL SELECT time, kind FROM events "
+            "WHERE engine_id = ? AND kind IN ('spec_on', 'spec_off') AND time <= ?) ORDER BY time DESC LIMIT 1",
+            (engine_id, at, engine_id, at)).fetchone()
+        if row is not None:
+            return bool(row[0] == "spec_on")
+        seen = self.conn.execute("SELECT 1 FROM interval_chunks WHERE engine_id = ? AND chunk < ? LIMIT 1",
+                                 (engine_id, at)).fetchone()
+        return False if seen else None  # seen without spec-decode counters, or not seen yet
+
+
+def _buckets(chunks: Sequence[float], ns: Sequence[int], indexes: Sequence[bytes], level: int) -> np.ndarray:
+    """The buckets of rollup rows, concatenated: b = chunk + index · level."""
+    index: np.ndarray = np.frombuffer(b"".join(indexes), dtype=np.uint8)
+    out: np.ndarray = np.repeat(np.array(chunks), np.array(ns)) + index * float(level)
+    return out
 
 
 class _BucketSegments:
@@ -248,9 +275,10 @@ class _BucketSegments:
     and chunk do. A chunk of one segment (nearly all) is looked up whole; the buckets of a
     chunk that holds two are looked up one by one."""
 
-    def __init__(self, owners: dict[tuple[int, float], dict[int, bytes]]):
+    def __init__(self, owners: dict[tuple[int, float], dict[int, bytes]], level: int):
         self.whole = {key: next(iter(segs)) for key, segs in owners.items() if len(segs) == 1}
-        self.split = {key: [(seg, set(np.frombuffer(b).tolist())) for seg, b in segs.items()]
+        self.split = {key: [(seg, set((key[1] + np.frombuffer(b, dtype=np.uint8) * float(level)).tolist()))
+                            for seg, b in segs.items()]
                       for key, segs in owners.items() if len(segs) > 1}
 
     def __call__(self, engines: Sequence[int], chunks: Sequence[float], ns: Sequence[int],

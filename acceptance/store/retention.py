@@ -3,8 +3,6 @@ are deleted, chunks astride a cut rewritten (module docstring of acceptance.stor
 
 from __future__ import annotations
 
-import math
-
 from .disk import full_error, rollback
 from .codecs import (
     CHUNK_SPANS,
@@ -22,9 +20,10 @@ class _Retention(_StoreState):
     """Store methods of retention."""
 
     def apply_retention(self, now: float) -> None:
-        """Delete raw samples, failures and cycles older than ``now − retention_s`` (each
-        engine's newest sample stays: the next delta's baseline); rollups and events older
-        than ``now − ROLLUP_RETENTION_FACTOR · retention_s``. No-op without a retention."""
+        """Delete scrape intervals, engine totals, failures and cycles older than ``now −
+        retention_s`` (each engine's newest sample, in engine_last, is the next delta's
+        baseline and stays); rollups and events older than ``now − ROLLUP_RETENTION_FACTOR ·
+        retention_s``. No-op without a retention."""
         before, self._last_retention = self._last_retention, now
         if self.retention_s is None:
             return
@@ -34,11 +33,6 @@ class _Retention(_StoreState):
         c.execute("BEGIN IMMEDIATE")
         try:
             for eid in self._engine_refs:
-                newest = self._engines[eid].time if eid in self._engines else math.inf
-                c.execute("DELETE FROM samples WHERE engine_id = ? AND time < ? AND time < ?",
-                          (eid, raw_cut, newest))
-                c.execute("DELETE FROM plugin_samples WHERE engine_id = ? AND time < ? AND time < ?",
-                          (eid, raw_cut, newest))
                 c.execute("DELETE FROM engine_totals WHERE engine_id = ? AND time < ?", (eid, raw_cut))
             self._trim_chunks(raw_cut, roll_cut)
             for tid in self._targets:  # (target, time) is the key: a range per target, not a scan
@@ -63,41 +57,40 @@ class _Retention(_StoreState):
         rollup buckets with b + level < roll_cut; chunks astride a cut are rewritten."""
         c = self.conn
         span0 = CHUNK_SPANS[0]
-        c.execute("DELETE FROM interval_chunks WHERE chunk + ? < ?", (span0, raw_cut))
+        c.execute("DELETE FROM interval_chunks WHERE chunk + span < ?", (raw_cut,))
         # Plugin chunks go whole once all of them is past a cut; windows select their rows by
         # key, and read level 0 only where raw rows are kept (acceptance.windows._plan).
         c.execute("DELETE FROM plugin_chunks WHERE level = 0 AND chunk + ? < ?", (span0, raw_cut))
         for level in ROLLUP_LEVELS:
             c.execute("DELETE FROM plugin_chunks WHERE level = ? AND chunk + ? <= ?",
                       (level, CHUNK_SPANS[level], roll_cut - level))
-        for eid, ch, seg, lay, it_lay, *cols in c.execute(
-                "SELECT engine_id, chunk, seg_id, layout_id, it_layout_id, n, code, times, cycles, first_start, "
-                "starts, counts, itl FROM interval_chunks WHERE chunk < ?", (raw_cut,)).fetchall():
+        for eid, ch, seg, lay, it_lay, span, sealed, *cols in c.execute(
+                "SELECT engine_id, chunk, seg_id, layout_id, it_layout_id, span, sealed, n, code, flags, first_start, "
+                "data FROM interval_chunks WHERE chunk < ?", (raw_cut,)).fetchall():
             old = _IntervalChunk.decode(tuple(cols), width=1 + self._width(lay) + self._width(it_lay))
             keep = [i for i, t in enumerate(old.times) if t >= raw_cut]
             new = _kept(old, _IntervalChunk(), ("times", "cycles", "starts", "itl", "rows"), keep)
             self._rewrite_chunk("interval_chunks", ("engine_id", "chunk", "seg_id", "layout_id", "it_layout_id"),
-                                (eid, ch, seg, lay, it_lay), None if new is None else new.encode())
+                                (eid, ch, seg, lay, it_lay),
+                                None if new is None else (span, sealed, *new.encode(packed=True)))
         for level in ROLLUP_LEVELS:
             span = CHUNK_SPANS[level]
             lowest = roll_cut - level  # a bucket goes once all of it is older than the cut
             for table in ("spec_rollups", "step_rollups"):
                 c.execute(f"DELETE FROM {table} WHERE level = ? AND chunk + ? <= ?", (level, span, lowest))
             for eid, ch, seg, lay, *cols in c.execute(
-                    "SELECT engine_id, chunk, seg_id, layout_id, n, buckets, intervals, first_start, last_end, delta "
+                    "SELECT engine_id, chunk, seg_id, layout_id, n, code, buckets, ends, counts "
                     "FROM spec_rollups WHERE level = ? AND chunk < ?", (level, lowest)).fetchall():
-                old_spec = _SpecRollupChunk.decode(*cols)
+                old_spec = _SpecRollupChunk.decode(ch, level, tuple(cols))
                 keep = [i for i, b in enumerate(old_spec.buckets) if b >= lowest]
                 new_spec = _kept(old_spec, _SpecRollupChunk(), ("buckets", "intervals", "first_start", "last_end",
                                                                 "deltas"), keep)
-                if new_spec is not None:
-                    new_spec.packed = [None] * len(keep)
                 self._rewrite_chunk("spec_rollups", ("engine_id", "level", "chunk", "seg_id", "layout_id"),
-                                    (eid, level, ch, seg, lay), None if new_spec is None else new_spec.encode())
-            for eid, ch, it_lay, n, buckets, itl, it_delta, mix_code, batch_mix in c.execute(
-                    "SELECT engine_id, chunk, it_layout_id, n, buckets, itl, it_delta, mix_code, batch_mix "
+                                    (eid, level, ch, seg, lay), None if new_spec is None else new_spec.encode(ch, level))
+            for eid, ch, it_lay, *cols in c.execute(
+                    "SELECT engine_id, chunk, it_layout_id, n, buckets, itl, it_code, it_delta, mix_code, batch_mix "
                     "FROM step_rollups WHERE level = ? AND chunk < ?", (level, lowest)).fetchall():
-                old_step = _StepRollupChunk.decode(n, buckets, itl, it_delta, mix_code, batch_mix, ch, level)
+                old_step = _StepRollupChunk.decode(ch, level, tuple(cols))
                 keep = [i for i, b in enumerate(old_step.buckets) if b >= lowest]
                 new_step = _kept(old_step, _StepRollupChunk(), ("buckets", "itl", "it"), keep)
                 if new_step is not None:

@@ -3,13 +3,16 @@ file passes before SQLite opens it (corrupt only on SQLite's own verdict)."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from .disk import rollback
 from .records import StoreError
+from .upgrade import SCHEMA_V9, convert_to_v9
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 APPLICATION_ID = 0x53504443  # "SPDC": marks the file as a specdec store
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _QUICK_CHECK_MAX_BYTES = 64 << 20  # full quick_check on open only for small files
@@ -155,9 +158,17 @@ CREATE TABLE engine_totals (
     PRIMARY KEY (engine_id, time)) WITHOUT ROWID;
 """
 
-# version → statements that bring a store from version − 1 to it.
+# Version 9: a store no bigger than Prometheus' on the same data (acceptance.store.upgrade):
+# no sample history (each engine's newest sample in engine_last), chunk rows compressed, an
+# engine's closed hours sealed into one row per key (acceptance.store.sealing).
+
+# version → statements that bring a store from version − 1 to it, then the conversion in
+# Python that some need (after their statements, in the same transaction).
 _MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5,
-                               6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8}
+                               6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8, 9: SCHEMA_V9}
+_CONVERSIONS: dict[int, Callable[[sqlite3.Connection], None]] = {9: convert_to_v9}
+# After a migration that frees this share of the file's pages, VACUUM gives them back.
+_VACUUM_FREED_SHARE = 0.25
 
 
 def _check_file(path: Path) -> bool:
@@ -211,15 +222,19 @@ def _migrate(conn: sqlite3.Connection, path: Path, *, full_check: bool = False) 
         conn.execute("BEGIN IMMEDIATE")
         try:
             for v in range(version + 1, SCHEMA_VERSION + 1):
-                for stmt in _MIGRATIONS[v].split(";"):
+                for stmt in re.sub(r"--[^\n]*", "", _MIGRATIONS[v]).split(";"):  # comments may hold a ';'
                     if stmt.strip():
                         conn.execute(stmt)
+                if v in _CONVERSIONS:
+                    _CONVERSIONS[v](conn)
                 conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(v),))
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute("COMMIT")
         except BaseException:
             rollback(conn)  # a failed ROLLBACK must not hide why the migration failed
             raise
+        if version:
+            _give_back_space(conn)
     # touch every table so that damage shows now, not in the middle of a collect loop
     # "corrupt" is SQLite's verdict only: quick_check when the file is small or its header
     # disagrees with its size (it may be sound: _check_file)
@@ -228,5 +243,19 @@ def _migrate(conn: sqlite3.Connection, path: Path, *, full_check: bool = False) 
         if res != "ok":
             raise StoreError(f"store {path} is corrupt: {res.splitlines()[0]}")
     else:
-        for t in ("targets", "engines", "layouts", "segments", "samples", "spec_rollups", "step_rollups", "events"):
+        for t in ("targets", "engines", "layouts", "segments", "engine_last", "interval_chunks", "spec_rollups",
+                  "step_rollups", "events"):
             conn.execute(f"SELECT * FROM {t} LIMIT 1").fetchall()
+
+
+def _give_back_space(conn: sqlite3.Connection) -> None:
+    """VACUUM after a migration that freed much of the file (version 9 drops the sample
+    history): the file shrinks to what it holds. Without room for the copy VACUUM writes, the
+    store stays as migrated, its free pages reused by the next writes."""
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+    if pages and free >= _VACUUM_FREED_SHARE * pages:
+        try:
+            conn.execute("VACUUM")
+        except sqlite3.OperationalError:
+            pass  # a full disk: nothing is lost, the free pages stay in the file

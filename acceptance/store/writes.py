@@ -17,6 +17,7 @@ from .. import plugin_series
 from ..counts import EngineSnapshot, ScrapeResult, StepShape
 from .disk import full_error, rollback
 from .codecs import (
+    CHUNK_SPANS,
     ROLLUP_LEVELS,
     _CHUNK_TABLES,
     _IntervalChunk,
@@ -29,7 +30,8 @@ from .codecs import (
     chunk_of,
 )
 from .records import EngineRef
-from .state import _Chunk, _ChunkKey, _EngineState, _StoreState, _TargetState, _TotalsRows
+from .state import _Chunk, _ChunkKey, _EngineState, _TargetState, _TotalsRows
+from .sealing import _Sealing
 from .deltas import REBASE_AFTER, counter_increase, itl_increase, spec_increase, spec_off_event
 
 
@@ -89,7 +91,7 @@ def _validate_snapshot(target: str, snap: EngineSnapshot) -> None:
                 raise InputError(f"{where}: iteration_tokens bucket le={le!r} value {x!r} is invalid")
 
 
-class _Writes(_StoreState):
+class _Writes(_Sealing):
     """Store methods of the write path (write_cycle and what it stages)."""
 
     def _target_id(self, url: str) -> int:
@@ -163,7 +165,8 @@ class _Writes(_StoreState):
 
         The cache holds, per (kind, engine, level), every stored chunk from the first one
         written since open: an engine's times only go forward, so a chunk newer than those
-        cached is new, and older ones are complete and leave the cache."""
+        cached is new, and older ones are complete and leave the cache — a rollup chunk to be
+        written once more, closed (its counts in their narrowest type: _flush_chunks)."""
         group = (kind, eid, level)
         cached = self._chunk_cache.get(group)
         if cached is None:
@@ -172,7 +175,9 @@ class _Writes(_StoreState):
         obj = cached.get(full)
         if obj is None:
             for k in [k for k in cached if k[0] < chunk]:
-                del cached[k]
+                closed = cached.pop(k)
+                if kind in "st" and closed.rowid is not None:
+                    self._closing[(kind, eid, level) + k] = closed
             obj = cached[full] = (_IntervalChunk if kind == "i" else _SpecRollupChunk if kind == "s"
                                   else _PluginChunk if kind == "p" else _StepRollupChunk)()
         self._dirty[(kind, eid, level) + full] = obj
@@ -182,18 +187,18 @@ class _Writes(_StoreState):
         c = self.conn
         out: dict[_ChunkKey, _Chunk] = {}
         obj: _Chunk
-        if kind == "i":
+        if kind == "i":  # an open hour's 5-min rows (a closed hour's are sealed: acceptance.store.sealing)
             for rowid, ch, seg, lay, it_lay, *cols in c.execute(
-                    "SELECT rowid, chunk, seg_id, layout_id, it_layout_id, n, code, times, cycles, first_start, "
-                    "starts, counts, itl FROM interval_chunks WHERE engine_id = ? AND chunk >= ?", (eid, chunk)):
+                    "SELECT rowid, chunk, seg_id, layout_id, it_layout_id, n, code, flags, first_start, data "
+                    "FROM interval_chunks WHERE engine_id = ? AND chunk >= ? AND sealed = 0", (eid, chunk)):
                 obj = out[(ch, seg, lay, it_lay)] = _IntervalChunk.decode(
                     tuple(cols), width=1 + self._width(lay) + self._width(it_lay))
                 obj.rowid = rowid
         elif kind == "s":
             for rowid, ch, seg, lay, *cols in c.execute(
-                    "SELECT rowid, chunk, seg_id, layout_id, n, buckets, intervals, first_start, last_end, delta "
+                    "SELECT rowid, chunk, seg_id, layout_id, n, code, buckets, ends, counts "
                     "FROM spec_rollups WHERE engine_id = ? AND level = ? AND chunk >= ?", (eid, level, chunk)):
-                obj = out[(ch, seg, lay)] = _SpecRollupChunk.decode(*cols)
+                obj = out[(ch, seg, lay)] = _SpecRollupChunk.decode(ch, level, tuple(cols))
                 obj.rowid = rowid
         elif kind == "p":
             for rowid, ch, seg, lay, *cols in c.execute(
@@ -202,11 +207,10 @@ class _Writes(_StoreState):
                 obj = out[(ch, seg, lay)] = _PluginChunk.decode(*cols)
                 obj.rowid = rowid
         else:
-            for rowid, ch, it_lay, n, buckets, itl, it_delta, mix_code, batch_mix in c.execute(
-                    "SELECT rowid, chunk, it_layout_id, n, buckets, itl, it_delta, mix_code, batch_mix "
+            for rowid, ch, it_lay, *cols in c.execute(
+                    "SELECT rowid, chunk, it_layout_id, n, buckets, itl, it_code, it_delta, mix_code, batch_mix "
                     "FROM step_rollups WHERE engine_id = ? AND level = ? AND chunk >= ?", (eid, level, chunk)):
-                obj = out[(ch, it_lay)] = _StepRollupChunk.decode(n, buckets, itl, it_delta, mix_code, batch_mix,
-                                                                  ch, level)
+                obj = out[(ch, it_lay)] = _StepRollupChunk.decode(ch, level, tuple(cols))
                 obj.rowid = rowid
         return out
 
@@ -215,24 +219,36 @@ class _Writes(_StoreState):
         ones are updated in place by rowid (no index change), new ones inserted."""
         c = self.conn
         updates: dict[str, list[tuple[object, ...]]] = {"i": [], "s": [], "t": [], "p": []}
-        for (kind, eid, level, chunk, *key), obj in self._dirty.items():
+        for (kind, _, level, chunk, *key), obj in self._closing.items():  # once more, closed
             values: tuple[object, ...]
+            if isinstance(obj, _StepRollupChunk):
+                values = obj.encode(self._width(key[0]), chunk, level, closed=True)
+            elif isinstance(obj, _SpecRollupChunk):
+                values = obj.encode(chunk, level, closed=True)
+            else:
+                continue
+            updates[kind].append((*values, obj.rowid))
+        self._closing = {}
+        for (kind, eid, level, chunk, *key), obj in self._dirty.items():
             if isinstance(obj, _StepRollupChunk):  # kind "t"
-                values = obj.encode(self._width(key[0]), chunk, level)
+                values = obj.encode(self._width(key[0]), chunk, level, closed=False)
+            elif isinstance(obj, _SpecRollupChunk):
+                values = obj.encode(chunk, level, closed=False)
             else:
                 values = obj.encode()
             if obj.rowid is not None:
                 updates[kind].append((*values, obj.rowid))
                 continue
-            row = (eid, chunk, *key, *values) if kind == "i" else (eid, level, chunk, *key, *values)
+            # a level-0 row is an open hour's 5-min row: span 300, not sealed
+            row = (eid, chunk, *key, CHUNK_SPANS[0], 0, *values) if kind == "i" else (eid, level, chunk, *key, *values)
             obj.rowid = c.execute(f"INSERT INTO {_CHUNK_TABLES[kind]} VALUES ({','.join('?' * len(row))})",
                                   row).lastrowid
         self._dirty = {}
-        c.executemany("UPDATE interval_chunks SET n = ?, code = ?, times = ?, cycles = ?, first_start = ?, "
-                      "starts = ?, counts = ?, itl = ? WHERE rowid = ?", updates["i"])
-        c.executemany("UPDATE spec_rollups SET n = ?, buckets = ?, intervals = ?, first_start = ?, last_end = ?, "
-                      "delta = ? WHERE rowid = ?", updates["s"])
-        c.executemany("UPDATE step_rollups SET n = ?, buckets = ?, itl = ?, it_delta = ?, mix_code = ?, "
+        c.executemany("UPDATE interval_chunks SET n = ?, code = ?, flags = ?, first_start = ?, data = ? "
+                      "WHERE rowid = ?", updates["i"])
+        c.executemany("UPDATE spec_rollups SET n = ?, code = ?, buckets = ?, ends = ?, counts = ? WHERE rowid = ?",
+                      updates["s"])
+        c.executemany("UPDATE step_rollups SET n = ?, buckets = ?, itl = ?, it_code = ?, it_delta = ?, mix_code = ?, "
                       "batch_mix = ? WHERE rowid = ?", updates["t"])
         c.executemany("UPDATE plugin_chunks SET n = ?, keys = ?, code = ?, delta = ? WHERE rowid = ?", updates["p"])
 
@@ -287,11 +303,10 @@ class _Writes(_StoreState):
 
     def _write_cycle_rows(self, results: list[ScrapeResult], cycle: float) -> dict[int, _EngineState]:
         c = self.conn
-        samples: list[tuple[object, ...]] = []
+        newest: list[tuple[object, ...]] = []  # each engine's newest sample: engine_last rows
         events: list[tuple[object, ...]] = []
         failures: list[tuple[int, float, str]] = []
         target_rows: list[tuple[object, ...]] = []
-        plugin_samples: list[tuple[object, ...]] = []
         totals: _TotalsRows = {"insert": [], "update": []}
         staged: dict[int, _EngineState] = {}
         n_failed = 0
@@ -319,7 +334,7 @@ class _Writes(_StoreState):
                     if prev is not None and r.time <= prev.time:
                         raise InputError(
                             f"scrape of {r.target} at {r.time} is not after its previous scrape at {prev.time}")
-                    state = self._engine_sample(eid, prev, snap, r.time, cycle, samples, events, plugin_samples)
+                    state = self._engine_sample(eid, prev, snap, r.time, cycle, newest, events)
                     if isinstance(state, str):  # an inconsistent scrape: refused, the previous sample kept
                         self._refused.append(f"{r.target}: engine {snap.engine} of {snap.model_name}: {state}")
                     else:
@@ -330,12 +345,12 @@ class _Writes(_StoreState):
         c.execute("INSERT INTO cycles (time, ok, failed) VALUES (?, ?, ?) "
                   "ON CONFLICT (time) DO UPDATE SET ok = ok + excluded.ok, failed = failed + excluded.failed",
                   (cycle, len(results) - n_failed, n_failed))
-        c.executemany("INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", samples)
-        c.executemany("INSERT INTO plugin_samples VALUES (?,?,?,?)", plugin_samples)
+        c.executemany("INSERT OR REPLACE INTO engine_last VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", newest)
         c.executemany("UPDATE engine_totals SET time = ?, created = ?, totals = ? WHERE engine_id = ? AND time = ?",
                       totals["update"])
         c.executemany("INSERT OR REPLACE INTO engine_totals VALUES (?,?,?,?)", totals["insert"])
         self._flush_chunks()
+        self._seal_closed_hours(cycle, staged)
         c.executemany("INSERT INTO failures VALUES (?, ?, ?)", failures)
         c.executemany(
             "INSERT INTO events (time, target_id, engine_id, kind, detail, data) VALUES (?,?,?,?,?,?)", events)
@@ -345,11 +360,10 @@ class _Writes(_StoreState):
         return staged
 
     def _engine_sample(self, eid: int, prev: _EngineState | None, snap: EngineSnapshot, t: float, cycle: float,
-                       samples: list[tuple[object, ...]], events: list[tuple[object, ...]],
-                       plugin_samples: list[tuple[object, ...]]) -> _EngineState | str:
+                       newest: list[tuple[object, ...]], events: list[tuple[object, ...]]) -> _EngineState | str:
         """One engine's sample: its increases against the previous one (acceptance.store.deltas),
-        events and segments, its samples row and its chunk entries; or, for an inconsistent
-        scrape, its event only and why (a str)."""
+        events and segments, its chunk entries and its engine_last row (the next delta's
+        baseline); or, for an inconsistent scrape, its event only and why (a str)."""
         tid = self._target_ids[self._engine_refs[eid].target]
 
         def event(kind: str, detail: str, data: dict[str, object] | None = None) -> None:
@@ -359,12 +373,12 @@ class _Writes(_StoreState):
         if spec.refused:
             return f"scrape refused: {spec.refused}"
         steps = self._step_sample(prev, snap.step_shape or StepShape(), spec.restart)
-        samples.append((eid, t, spec.seg_id, spec.layout_id, snap.created, _pack(spec.value), _pack(spec.delta),
-                        steps.running, steps.itl_sum, steps.itl_count, steps.it_layout, _pack(steps.it_value)))
         if spec.delta is not None or steps.running is not None or steps.itl_sum_d is not None \
                 or steps.it_delta is not None:
             self._stage_interval(eid, t, cycle, prev.time if prev is not None else math.nan, spec, steps)
-        plugin_layout, plugin_value = self._plugin_sample(eid, prev, snap, t, spec, plugin_samples)
+        plugin_layout, plugin_value = self._plugin_sample(eid, prev, snap, t, spec)
+        newest.append((eid, t, spec.seg_id, spec.layout_id, snap.created, _pack(spec.value), steps.itl_sum,
+                       steps.itl_count, steps.it_layout, _pack(steps.it_value), plugin_layout, _pack(plugin_value)))
         return _EngineState(eid, t, spec.seg_id, spec.gamma, spec.layout_id, snap.created, spec.value, steps.itl_sum,
                             steps.itl_count, steps.it_layout, steps.it_value, plugin_layout, plugin_value)
 
@@ -443,8 +457,8 @@ class _Writes(_StoreState):
             self._open_chunk("t", eid, level, ch, (steps.it_layout or 0,)).add(
                 b, steps.itl_sum_d or 0.0, steps.itl_count_d or 0.0, steps.it_delta, batch)
 
-    def _plugin_sample(self, eid: int, prev: _EngineState | None, snap: EngineSnapshot, t: float, spec: "_SpecSample",
-                       plugin_samples: list[tuple[object, ...]]) -> tuple[int | None, np.ndarray | None]:
+    def _plugin_sample(self, eid: int, prev: _EngineState | None, snap: EngineSnapshot, t: float,
+                       spec: "_SpecSample") -> tuple[int | None, np.ndarray | None]:
         """The plugin's counters (layout, value), and their increase beside a spec delta (same
         engine segment, so never across γ)."""
         if snap.plugin is None:
@@ -456,7 +470,6 @@ class _Writes(_StoreState):
             return None, None
         layout = self._layout_id("plugin", columns)
         value = np.array(values, dtype=np.float64)
-        plugin_samples.append((eid, t, layout, value.tobytes()))
         if spec.delta is not None and snap.plugin.gamma in (0, spec.gamma):
             assert prev is not None  # an increase is against a previous sample (spec_increase)
             p_delta = self._plugin_delta(prev, spec.restart, layout, value)
