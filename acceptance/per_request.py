@@ -64,6 +64,7 @@ from typing import IO, Final, TypeGuard, cast
 import numpy as np
 
 from .errors import InputError
+from .names import has_control_characters
 from .counts import SpecCounts, impossible_counts
 
 
@@ -153,12 +154,6 @@ class _Skip(Exception):
 _MAX_COUNT = 10**12
 _EARLIEST_TIME = 946_684_800.0
 _FUTURE_SLACK_S = 86_400.0
-
-
-def has_control_characters(name: str) -> bool:
-    """A name (a route's) with a newline, tab or other control character: it would break the
-    one-line output every command promises."""
-    return any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in name)
 
 
 def _is_count(x: object) -> TypeGuard[int]:

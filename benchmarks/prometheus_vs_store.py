@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import shutil
 import socket
 import statistics
@@ -363,6 +365,8 @@ def main() -> None:
     ap.add_argument("--engines", type=int, default=200)
     ap.add_argument("--days", type=float, default=7.0)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--previous", type=Path, default=None,
+                    help="an earlier result of this benchmark: its store figures are kept beside the new ones")
     ap.add_argument("--keep", type=Path, default=None,
                     help="folder to keep (default: a temp dir, removed); given again, its fleet is re-timed")
     args = ap.parse_args()
@@ -408,7 +412,10 @@ def main() -> None:
         return float(np.max(np.abs(tuning.estimate.survival.value - store_tuning.estimate.survival.value)))
 
     summary = {
-        "benchmark": "prometheus_vs_store", "engines": args.engines, "days": args.days, "interval_s": INTERVAL,
+        "benchmark": "prometheus_vs_store",
+        "command": "python benchmarks/prometheus_vs_store.py " + " ".join(sys.argv[1:]),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "date": time.strftime("%Y-%m-%d", time.gmtime()), "engines": args.engines, "days": args.days, "interval_s": INTERVAL,
         "gamma": GAMMA, "true_survival": SURVIVAL.tolist(), "engine_intervals": n_intervals,
         "window": list(prom["window"]),
         "prometheus_recorded": {**figures(rw, rec_tuning, rec_secs, rules_s, rules_disk, n_intervals),
@@ -427,6 +434,9 @@ def main() -> None:
         "drafts_recorded_minus_store": rec_tuning.estimate.drafts - store_tuning.estimate.drafts,
         "drafts_victoria_metrics_minus_store": vm_tuning.estimate.drafts - store_tuning.estimate.drafts,
     }
+    if args.previous:  # the store as an earlier run measured it (an earlier schema), for comparison
+        earlier = json.loads(args.previous.read_text())
+        summary["store_before"] = earlier.get("store_before") or {**earlier["store"], "from": str(args.previous)}
     print(json.dumps(summary, indent=2))
 
 

@@ -64,14 +64,14 @@ def build(path: Path, days: float, n_targets: int, t0: float) -> float:
 
 
 def window_reads(path: Path, t0: float, t_end: float) -> dict[str, dict[str, float]]:
-    """Median and min ms of route_window over 7 d, 1 h and 1 d of the built store (5 runs each)."""
+    """Median and min ms of route_window over 7 d, 1 h and 1 d of the built store (15 runs each)."""
     out = {}
     with Store.open(path) as store:
         targets = sorted({ref.target for _, ref in store.engines_of(
             [r[0] for r in store.conn.execute("SELECT url FROM targets")])})
         for label, span in (("7 d", 7 * 86400.0), ("1 h", 3600.0), ("1 d", 86400.0)):
             start = max(t_end - span, t0 - 1) + 7.3  # mid-bucket edges
-            w, secs = timed(lambda: route_window(store, targets, start, t_end), 5)  # noqa: B023 (called within this iteration)
+            w, secs = timed(lambda: route_window(store, targets, start, t_end), 15)  # noqa: B023 (called within this iteration)
             seg = w.newest_segment
             print(f"route_window {label}: median {statistics.median(secs) * 1e3:.1f} ms "
                   f"(min {min(secs) * 1e3:.1f}); {len(seg.intervals)} blocks, drafts {seg.total.drafts:,.0f}, "

@@ -19,11 +19,13 @@ P-EAGLE: eagle3 + the flag); here it names that kind of drafter.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from .errors import ModelInputError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 PARALLEL, SEQUENTIAL, FREE = "parallel", "sequential", "free"
 
@@ -48,6 +50,8 @@ class Drafter:
     def draft_time_factor(self, gamma: npt.ArrayLike, draft_cost: float, draft_overhead: float = 0.0
                           ) -> npt.NDArray[np.float64]:
         """T_draft(B, γ) / T_stock(B, 1): r (parallel), γ·c + c0 (sequential), c0 (free); 0 at γ = 0."""
+        import numpy as np  # here, not at the top: the config (specdec dashboard's check) reads drafters without it
+
         g = np.asarray(gamma, dtype=float)
         if self.kind == PARALLEL:
             f = np.full_like(g, draft_cost)

@@ -182,7 +182,8 @@ def render_request_load(d: dict) -> list[str]:
 
 
 PATHS = (("prometheus_recorded", "Prometheus, specdec's recording rules"), ("prometheus_raw", "Prometheus, raw queries"),
-         ("victoria_metrics_raw", "VictoriaMetrics, raw queries"), ("store", "the embedded store"))
+         ("victoria_metrics_raw", "VictoriaMetrics, raw queries"), ("store", "the embedded store"),
+         ("store_before", "the embedded store before schema 9 (an earlier run)"))
 
 
 def render_prometheus_vs_store(d: dict) -> list[str]:
@@ -198,6 +199,10 @@ def render_prometheus_vs_store(d: dict) -> list[str]:
                          f"{p['recommended_gamma']} ({p['decision']})"])
     out += _table(["read through", "tune (median)", "queries", "blocks", "build or backfill", "on disk",
                    "bytes per engine-interval", "drafts", "recommended (decision)"], rows)
+    if d.get("store_before"):
+        out += ["", "The last row is the store as an earlier run of this benchmark measured it, before schema 9 (each "
+                "scrape kept three ways): another week of the same generated fleet, tuned when a decision could still "
+                "rest on the benchmark's default deployment; every path now answers undecided on those defaults."]
     out += ["", "Max |Δ survival| against the store: "
             f"recorded {d['max_abs_survival_difference_recorded_vs_store']:.2g}, "
             f"Prometheus raw {d['max_abs_survival_difference_raw_vs_store']:.2g}, "

@@ -86,7 +86,7 @@ def float_list(text: str) -> list[float]:
 
 def route_name(text: str) -> str:
     """An argparse type: a route name without control characters."""
-    from acceptance.per_request import has_control_characters
+    from acceptance.names import has_control_characters
 
     if not text.strip() or has_control_characters(text):
         raise argparse.ArgumentTypeError(f"route name {text!r} is empty or holds a control character")

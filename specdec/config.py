@@ -19,7 +19,7 @@ from pathlib import Path
 from acceptance.errors import InputError
 from acceptance.limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENGINES, DEFAULT_MAX_SERIES
 from acceptance.limits import PROMETHEUS_TIMEOUT_S as DEFAULT_TIMEOUT_S
-from acceptance.per_request import has_control_characters
+from acceptance.names import has_control_characters
 from acceptance.durations import duration_seconds
 from model.deployment import BUILTIN_PROFILES, INLINE_DEFAULTS, Deployment  # BUILTIN_PROFILES: anything else names a measured table file
 from model.figures_needed import unread_once_anchored

@@ -50,9 +50,10 @@ def bucket_of(t: float, level: int) -> float:
 ROLLUP_LEVELS = (300, 3600)  # seconds: 5 min and 1 h
 ROLLUP_RETENTION_FACTOR = 4  # rollups outlive raw rows by this factor (retention)
 
-# level → seconds one stored chunk row spans: 5-min chunks of scrape intervals (level 0),
-# hours of 5-min buckets, days of 1-h buckets. A week of a route's engines is then ~8 rows
-# per engine instead of ~170, and an hour of scrape intervals 13 rows instead of 240.
+# level → seconds one stored chunk row spans: 5-min chunks of scrape intervals (level 0) while
+# their hour is open (a closed hour is sealed into one row: SEAL_SPAN), hours of 5-min
+# buckets, days of 1-h buckets. A week of a route's engines is then ~8 rows per engine
+# instead of ~170, and an hour of scrape intervals one row instead of 240.
 CHUNK_SPANS: dict[int, float] = {0: 300.0, 300: 3600.0, 3600: 86400.0}
 
 COUNT_DTYPES: dict[int, type] = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.float64}
@@ -85,7 +86,7 @@ def _narrow(m: _F64, narrow: bool = True) -> tuple[int, npt.NDArray[np.generic]]
 # are derived: cycles equal to times, start[i] = time[i - 1], ITL deltas of zero), and whether
 # its blob is deflated (a sealed row) or as written (an open hour's: packing.pack)
 _CYCLES, _STARTS, _ITL, _DEFLATED = 1, 2, 4, 8
-SEAL_SPAN = 3600.0  # an engine's 5-min rows of a closed hour become one row per key (compaction)
+SEAL_SPAN = 3600.0  # an engine's 5-min rows of a closed hour become one row per key (acceptance.store.sealing)
 
 
 class IntervalArrays(NamedTuple):

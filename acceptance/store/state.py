@@ -73,6 +73,7 @@ class _StoreState:
     _chunk_cache: dict[_ChunkGroup, dict[_ChunkKey, _Chunk]]
     _dirty: dict[_DirtyKey, _Chunk]
     _closing: dict[_DirtyKey, _Chunk]
+    _open_rowids: dict[str, int]
     _engines: dict[int, _EngineState]
     _target_ids: dict[str, int]
     _targets: dict[int, _TargetState]

@@ -216,10 +216,18 @@ class _Writes(_Sealing):
 
     def _flush_chunks(self) -> None:
         """Write every chunk changed in this cycle (inside the cycle's transaction): stored
-        ones are updated in place by rowid (no index change), new ones inserted."""
+        ones are updated in place by rowid (no index change), new ones inserted.
+
+        Rows a cycle rewrites — an open hour's, an open rollup chunk's — grow and are
+        replaced, and a closed rollup chunk shrinks to its narrowest types. Were they among the
+        closed rows, each would leave a hole in a page nothing fills again (a rowid table only
+        appends at its right edge): so an open row is inserted at the left edge (a rowid below
+        every other: _open_rowid), where the next open rows reuse its pages, and a rollup chunk,
+        once closed, is moved to the right edge (``_closing``); a closed hour's rows are sealed
+        there too (acceptance.store.sealing). The closed rows stay packed as they were written."""
         c = self.conn
         updates: dict[str, list[tuple[object, ...]]] = {"i": [], "s": [], "t": [], "p": []}
-        for (kind, _, level, chunk, *key), obj in self._closing.items():  # once more, closed
+        for (kind, eid, level, chunk, *key), obj in self._closing.items():  # moved right, closed
             values: tuple[object, ...]
             if isinstance(obj, _StepRollupChunk):
                 values = obj.encode(self._width(key[0]), chunk, level, closed=True)
@@ -227,7 +235,10 @@ class _Writes(_Sealing):
                 values = obj.encode(chunk, level, closed=True)
             else:
                 continue
-            updates[kind].append((*values, obj.rowid))
+            table = _CHUNK_TABLES[kind]
+            c.execute(f"DELETE FROM {table} WHERE rowid = ?", (obj.rowid,))
+            row = (eid, level, chunk, *key, *values)
+            c.execute(f"INSERT INTO {table} VALUES ({','.join('?' * len(row))})", row)
         self._closing = {}
         for (kind, eid, level, chunk, *key), obj in self._dirty.items():
             if isinstance(obj, _StepRollupChunk):  # kind "t"
@@ -241,8 +252,13 @@ class _Writes(_Sealing):
                 continue
             # a level-0 row is an open hour's 5-min row: span 300, not sealed
             row = (eid, chunk, *key, CHUNK_SPANS[0], 0, *values) if kind == "i" else (eid, level, chunk, *key, *values)
-            obj.rowid = c.execute(f"INSERT INTO {_CHUNK_TABLES[kind]} VALUES ({','.join('?' * len(row))})",
-                                  row).lastrowid
+            table = _CHUNK_TABLES[kind]
+            if kind == "p":
+                obj.rowid = c.execute(f"INSERT INTO {table} VALUES ({','.join('?' * len(row))})", row).lastrowid
+            else:  # an open row, at the left edge
+                obj.rowid = self._open_rowid(table)
+                c.execute(f"INSERT INTO {table} ({self._columns(table)}) VALUES ({','.join('?' * (len(row) + 1))})",
+                          (obj.rowid, *row))
         self._dirty = {}
         c.executemany("UPDATE interval_chunks SET n = ?, code = ?, flags = ?, first_start = ?, data = ? "
                       "WHERE rowid = ?", updates["i"])
@@ -251,6 +267,18 @@ class _Writes(_Sealing):
         c.executemany("UPDATE step_rollups SET n = ?, buckets = ?, itl = ?, it_code = ?, it_delta = ?, mix_code = ?, "
                       "batch_mix = ? WHERE rowid = ?", updates["t"])
         c.executemany("UPDATE plugin_chunks SET n = ?, keys = ?, code = ?, delta = ? WHERE rowid = ?", updates["p"])
+
+    def _open_rowid(self, table: str) -> int:
+        """A rowid below every row of ``table`` (negative): an open row's (_flush_chunks)."""
+        below = self._open_rowids.get(table)
+        if below is None:
+            below = min(0, self.conn.execute(f"SELECT MIN(rowid) FROM {table}").fetchone()[0] or 0)
+        self._open_rowids[table] = below - 1
+        return below - 1
+
+    def _columns(self, table: str) -> str:
+        """"rowid, " and the columns of ``table``, for an INSERT that sets the rowid."""
+        return "rowid, " + ", ".join(r[1] for r in self.conn.execute(f"PRAGMA table_info({table})"))
 
     def write_cycle(self, results: list[ScrapeResult]) -> list[str]:
         """Store one scrape cycle (snapshots, deltas, failures, events, rollups) atomically;
