@@ -228,7 +228,7 @@ def render_store_window(d: dict) -> list[str]:
     rows = [["bytes per engine-interval (the week)", f"{before.get('bytes_per_engine_interval', 0):.1f}" if before
              else "—", f"{d['bytes_per_engine_interval']:.1f}"]]
     for span in ("7 d", "1 d", "1 h"):
-        rows.append([f"route_window {span} (median of 5)", ms(before.get("route_window"), span),
+        rows.append([f"route_window {span} (median; 15 runs now, 5 before)", ms(before.get("route_window"), span),
                      ms(d["route_window"], span)])
     wb, wa = before.get("write_cycle_1000_targets_ms"), d["write_cycle_1000_targets_ms"]
     rows.append(["write_cycle, 1,000 targets × 2 engines (median of 10)", f"{wb['median']:.0f} ms" if wb else "—",
