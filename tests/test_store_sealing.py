@@ -74,3 +74,25 @@ def test_a_never_speculating_engine_is_not_speculating_at_a_past_moment(tmp_path
         assert store.is_speculating(eid, T0 + 15 * 10) is False
         assert store.is_speculating(eid, T0 + 15 * 29) is False  # its newest sample
         assert np.isclose(route_window(store, ["x"], T0, T0 + 15 * 10).step_shape.samples, 10)
+
+
+def test_each_interval_keeps_its_cycle_when_a_cycle_s_targets_answer_at_different_times(tmp_path):
+    # A cycle's time is its latest scrape's: the others' intervals are stored with a cycle
+    # that is not their own time, and a window's blocks are keyed by it (one block a cycle,
+    # whatever each target's own moment) — in a 5-min row of an open hour and once sealed.
+    rng = np.random.default_rng(5)
+    targets = [f"http://t{j}" for j in range(5)]
+    cycles = []
+    with Store.open(tmp_path / "s.db") as store:
+        for i in range(1, 300):  # past an hour: the first hour sealed
+            times = T0 + 15 * i + rng.uniform(0, 0.3, len(targets))
+            store.write_cycle([scrape(t, float(at), i) for t, at in zip(targets, times)])
+            cycles.append(float(times.max()))
+        assert dict(rows(store))[1] > 0
+        spec, _ = store.read_intervals([eid for eid, _ in store.engines_of(targets)], T0, T0 + 15 * 300)
+        keys = np.concatenate([e.key for e in spec])
+        ends = np.concatenate([e.end for e in spec])
+        assert sorted(set(keys.tolist())) == cycles[1:]  # the first cycle is every engine's baseline
+        assert bool((keys >= ends).all()) and bool((keys > ends).any())
+        w = route_window(store, targets, T0, T0 + 15 * 300)
+        assert len(w.segments[0].intervals) == len(cycles) - 1  # one block a cycle
