@@ -300,8 +300,6 @@ def _engine_sort_key(key: tuple[str, str]) -> tuple[str, tuple[int, int, str]]:
     return (model_name, (0, int(engine), "") if engine.isdigit() else (1, 0, engine))
 
 
-
-
 def parse_metrics_page(text: str, *, source: str = "<page>", max_engines: int = DEFAULT_MAX_ENGINES
                        ) -> list[EngineSnapshot]:
     """Per-engine snapshots (labels ``model_name``, ``engine``) of a vLLM /metrics page.

@@ -111,6 +111,22 @@ def _check_engine_costs(report: dict, snapshots, config_path: str | None, config
             entry["kv_cache"]["check"] = check_kv_cache(entry["kv_cache"], model, deployment.tensor_parallel_size)
 
 
+def _baseline_hint(itl_ms: float | None, *, speculating: bool) -> str:
+    """What the page says of baseline_tokens_per_second: measured, when no engine speculates
+    (their steps are plain decode); anchored on, when speculating engines report their ITL;
+    else the default it falls back to."""
+    if itl_ms is None:
+        return ("- baseline_tokens_per_second: plain decode tok/s at batch 1 — this page has no "
+                "vllm:inter_token_latency_seconds, so without it the default (118, Kimi K3 on 16 GB300) is used")
+    if speculating:
+        return (f"- baseline_tokens_per_second: optional here — the page has vllm:inter_token_latency_seconds "
+                f"(mean {itl_ms:.2f} ms), which tune-gamma anchors on when it is not set")
+    return (f"- baseline_tokens_per_second: this page's engines run without speculation, so their mean ITL "
+            f"{itl_ms:.2f} ms is plain decode measured: {1e3 / itl_ms:.1f} tok/s per user (one token a step) "
+            f"for the speculating routes of the same model and hardware — at batch 1 where the engine ran one "
+            f"request at a time, else at its own batch sizes")
+
+
 def _setup_hint(report: dict, configured: frozenset[str] = frozenset()) -> list[str]:
     """Which [deployment] keys describe this engine (docs/REFERENCE.md, Config), but those the
     config passed with --config sets (``configured``)."""
@@ -118,17 +134,7 @@ def _setup_hint(report: dict, configured: frozenset[str] = frozenset()) -> list[
     from model.figures import GPUS, MODELS
 
     itl = [e["mean_itl_ms"] for e in report["engines"] if e.get("mean_itl_ms")]
-    plain = itl and not any(e["gamma"] for e in report["engines"])  # no engine speculates: its steps are plain decode
-    level = (f"- baseline_tokens_per_second: this page's engines run without speculation, so their mean ITL "
-             f"{min(itl):.2f} ms is plain decode measured: {1e3 / min(itl):.1f} tok/s per user (one token a step) "
-             f"for the speculating routes of the same model and hardware — at batch 1 where the engine ran one "
-             f"request at a time, else at its own batch sizes"
-             if plain else
-             f"- baseline_tokens_per_second: optional here — the page has vllm:inter_token_latency_seconds "
-             f"(mean {min(itl):.2f} ms), which tune-gamma anchors on when it is not set"
-             if itl else
-             "- baseline_tokens_per_second: plain decode tok/s at batch 1 — this page has no "
-             "vllm:inter_token_latency_seconds, so without it the default (118, Kimi K3 on 16 GB300) is used")
+    level = _baseline_hint(min(itl) if itl else None, speculating=any(e["gamma"] for e in report["engines"]))
     from model.hf_config import is_model_folder
 
     folders = sorted({e["model_name"] for e in report["engines"] if is_model_folder(e["model_name"])})

@@ -331,7 +331,7 @@ def as_version_8(path) -> None:
     import sqlite3
 
     from acceptance.store import schema
-    from acceptance.store.codecs import decode_interval_row, decode_spec_rollup, decode_step_rollup
+    from acceptance.store.codecs import _narrow, decode_interval_row, decode_spec_rollup, decode_step_rollup
 
     conn = sqlite3.connect(path)
     widths = {lid: len(json.loads(cols)) for lid, cols in conn.execute("SELECT id, columns FROM layouts")}
@@ -349,12 +349,9 @@ def as_version_8(path) -> None:
     for table in ("samples", "interval_chunks", "spec_rollups", "step_rollups", "plugin_samples"):
         conn.execute(old[table])
 
-    def narrow(m):
-        code = 8
-        if m.size == 0 or (m.min() >= 0 and (m == np.floor(m)).all() and m.max() <= 0xFFFFFFFF):
-            top = m.max() if m.size else 0
-            code = 1 if top <= 0xFF else 2 if top <= 0xFFFF else 4
-        return code, m.astype({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.float64}[code]).tobytes()
+    def narrow(m):  # schema 8 stored counts as schema 9 narrows them
+        code, a = _narrow(m)
+        return code, a.tobytes()
 
     for eid, seg, lay, it_lay, *cols in intervals:
         a = decode_interval_row(tuple(cols), 1 + widths.get(lay, 0) + widths.get(it_lay, 0))

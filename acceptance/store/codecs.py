@@ -13,7 +13,7 @@ from typing import NamedTuple, TypeAlias, TypeVar, overload
 import numpy as np
 import numpy.typing as npt
 
-from .packing import float_columns, pack, planes, time_steps, unpack
+from .packing import pack, planes, time_steps, unpack
 
 _F64: TypeAlias = npt.NDArray[np.float64]
 # the columns of an interval_chunks row after its key, span and seal: (n, code, flags,
@@ -86,7 +86,7 @@ def _narrow(m: _F64, narrow: bool = True) -> tuple[int, npt.NDArray[np.generic]]
 # are derived: cycles equal to times, start[i] = time[i - 1], ITL deltas of zero), and whether
 # its blob is deflated (a sealed row) or as written (an open hour's: packing.pack)
 _CYCLES, _STARTS, _ITL, _DEFLATED = 1, 2, 4, 8
-SEAL_SPAN = 3600.0  # an engine's 5-min rows of a closed hour become one row per key (acceptance.store.sealing)
+SEAL_SPAN = CHUNK_SPANS[300]  # an engine's 5-min rows of a closed hour become one row per key (acceptance.store.sealing)
 
 
 class IntervalArrays(NamedTuple):
@@ -123,7 +123,7 @@ def _encode_interval_chunk(times: _F64, cycles: _F64, starts: _F64, itl: _F64, c
     parts.append(planes(np.ascontiguousarray(narrow.T)))
     if itl.any():
         flags |= _ITL
-        parts.append(float_columns(itl))
+        parts.append(planes(np.asarray(itl, dtype=np.float64).T))  # column by column
     first = float(starts[0])
     if packed:
         flags |= _DEFLATED
@@ -211,10 +211,7 @@ class _IntervalChunk:
     def decode(cls, columns: _IntervalColumns, width: int) -> "_IntervalChunk":
         """The chunk of a stored row: ``columns`` as encode() gives them, ``width`` = 1 + W + W_it
         of its layouts."""
-        return cls.of(decode_interval_row(columns, width))
-
-    @classmethod
-    def of(cls, a: IntervalArrays) -> "_IntervalChunk":
+        a = decode_interval_row(columns, width)
         c = cls()
         c.times, c.cycles, c.starts = a.times.tolist(), a.cycles.tolist(), a.starts.tolist()
         c.itl = a.itl.tolist()
@@ -285,13 +282,13 @@ def _bucket_values(chunk: float, level: int, index: bytes) -> _F64:
     return chunk + np.frombuffer(index, dtype=np.uint8).astype(np.float64) * level
 
 
-def encode_spec_rollup(chunk: float, level: int, buckets: Sequence[float], ends: _F64, counts: _F64,
-                       narrow: bool = True) -> _SpecRollupColumns:
+def encode_spec_rollup(chunk: float, level: int, buckets: Sequence[float], ends: _F64,
+                       counts: _F64) -> _SpecRollupColumns:
     """(n, code, bucket indexes, ends, counts) of a spec_rollups row: its buckets (n,), the first
     start and last end of each (n, 2) float64, and [intervals, delta (W)] (n, 1 + W) in their
     narrowest exact type. Rollup rows are not deflated: a window reads thousands of them, each
     array joined across rows and read in one numpy call, and they are an eighth of the bytes."""
-    code, m = _narrow(np.asarray(counts, dtype=np.float64), narrow)
+    code, m = _narrow(np.asarray(counts, dtype=np.float64))
     return (len(buckets), code, bucket_indexes(buckets, chunk, level),
             np.ascontiguousarray(ends, dtype=np.float64).tobytes(), m.tobytes())
 
@@ -357,12 +354,12 @@ class _StepRollupChunk:
 
 
 def encode_step_rollup(chunk: float, level: int, buckets: Sequence[float], itl: _F64, it: _F64 | None,
-                       mix: _F64, narrow: bool = True) -> _StepRollupColumns:
+                       mix: _F64) -> _StepRollupColumns:
     """(n, bucket indexes, itl, it code, it delta, mix code, batch mix) of a step_rollups row:
     ITL sum and count per bucket (n, 2) float64, iteration-token deltas (n, W_it) and the batch
     mix's (bucket index, batch size ≥ 1, samples) triples (k, 3) in their narrowest exact types."""
-    it_code, it_narrow = _narrow(it, narrow) if it is not None else (0, None)
-    mix_code, triples = _narrow(np.asarray(mix, dtype=np.float64).reshape(-1, 3), narrow)
+    it_code, it_narrow = _narrow(it) if it is not None else (0, None)
+    mix_code, triples = _narrow(np.asarray(mix, dtype=np.float64).reshape(-1, 3))
     return (len(buckets), bucket_indexes(buckets, chunk, level), np.ascontiguousarray(itl, dtype=np.float64).tobytes(),
             it_code, None if it_narrow is None else it_narrow.tobytes(), mix_code, triples.tobytes())
 

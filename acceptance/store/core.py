@@ -119,6 +119,8 @@ class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested, _Totals):
         self._dirty = {}
         self._closing = {}  # rollup chunks left this cycle, written once more closed (writes._open_chunk)
         self._open_rowids = {}  # table → the lowest rowid given an open row (writes._open_rowid)
+        self._seal_pending = True  # hours may be left to seal (acceptance.store.sealing)
+        self._column_lists = {}  # table → its columns for an INSERT that sets the rowid (writes._columns)
         self._engines: dict[int, _EngineState] = {}
         for eid, t, seg, lay, created, value, itl_s, itl_c, it_lay, it_val, p_lay, p_val in c.execute(
                 "SELECT engine_id, time, seg_id, layout_id, created, value, itl_sum, itl_count, it_layout_id, "

@@ -39,17 +39,12 @@ def time_steps(t: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
 
 def pack(parts: Sequence[bytes], deflated: bool) -> bytes:
     """The parts, concatenated, deflated or not (a raw stream: no header, no checksum; SQLite's
-    pages are what the store checks). Rows a cycle rewrites — an open hour's, an open rollup
-    chunk's — are kept as they are, so that a cycle deflates nothing; a row is deflated once,
-    when it is closed (acceptance.store.sealing)."""
+    pages are what the store checks). An open hour's rows, which a cycle rewrites, are kept as
+    they are, so that a cycle deflates nothing; an hour's row is deflated once, when it is
+    sealed (acceptance.store.sealing)."""
     joined = b"".join(parts)
     return zlib.compress(joined, _LEVEL, wbits=-15) if deflated else joined
 
 
 def unpack(blob: bytes, deflated: bool) -> bytes:
     return zlib.decompress(blob, wbits=-15) if deflated else blob
-
-
-def float_columns(m: npt.ArrayLike) -> bytes:
-    """A float64 matrix's planes, column by column (the columns are alike within themselves)."""
-    return planes(np.ascontiguousarray(np.asarray(m, dtype=np.float64).T))

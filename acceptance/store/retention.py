@@ -67,12 +67,12 @@ class _Retention(_StoreState):
         for eid, ch, seg, lay, it_lay, span, sealed, *cols in c.execute(
                 "SELECT engine_id, chunk, seg_id, layout_id, it_layout_id, span, sealed, n, code, flags, first_start, "
                 "data FROM interval_chunks WHERE chunk < ?", (raw_cut,)).fetchall():
-            old = _IntervalChunk.decode(tuple(cols), width=1 + self._width(lay) + self._width(it_lay))
+            old = _IntervalChunk.decode(tuple(cols), width=self._row_width(lay, it_lay))
             keep = [i for i, t in enumerate(old.times) if t >= raw_cut]
             new = _kept(old, _IntervalChunk(), ("times", "cycles", "starts", "itl", "rows"), keep)
             self._rewrite_chunk("interval_chunks", ("engine_id", "chunk", "seg_id", "layout_id", "it_layout_id"),
                                 (eid, ch, seg, lay, it_lay),
-                                None if new is None else (span, sealed, *new.encode(packed=True)))
+                                None if new is None else (span, sealed, *new.encode(packed=bool(sealed))))
         for level in ROLLUP_LEVELS:
             span = CHUNK_SPANS[level]
             lowest = roll_cut - level  # a bucket goes once all of it is older than the cut

@@ -10,13 +10,12 @@ an older schema is sealed by the next cycles all the same."""
 
 from __future__ import annotations
 
-import math
 import sqlite3
 from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from .codecs import SEAL_SPAN, IntervalArrays, _encode_interval_chunk, bucket_of, decode_interval_row
+from .codecs import SEAL_SPAN, IntervalArrays, _encode_interval_chunk, bucket_of, chunk_of, decode_interval_row
 from .state import _EngineState, _StoreState
 
 # Engine-hours sealed per write cycle at most: a fleet's hour boundary is spread over a few
@@ -27,8 +26,9 @@ _Width = Callable[[int, int], int]  # (layout id, it layout id) → 1 + W + W_it
 
 
 def hour_of(chunk: float) -> float:
-    """The hour holding a 5-min row's entries: its entries lie in (chunk, chunk + 300]."""
-    return math.floor(chunk / SEAL_SPAN) * SEAL_SPAN
+    """The hour holding a 5-min row's entries (its entries lie in (chunk, chunk + 300]): the
+    1-h chunk of that 5-min bucket, as the 5-min rollups group them."""
+    return chunk_of(chunk, 300)
 
 
 def seal_hour(conn: sqlite3.Connection, engine_id: int, hour: float, width: _Width) -> None:
@@ -64,7 +64,7 @@ def closed_hours(conn: sqlite3.Connection, before: float, newest: Mapping[int, f
                                    "ORDER BY chunk", (before,)):
         key = (eid, hour_of(chunk))
         t = newest.get(eid)
-        if key in seen or t is None or key[1] >= bucket_of(t, int(SEAL_SPAN)):
+        if key in seen or t is None or key[1] >= bucket_of(t, 3600):
             continue
         seen.add(key)
         out.append(key)
@@ -77,10 +77,19 @@ class _Sealing(_StoreState):
     """Store methods of sealing (write_cycle calls it inside the cycle's transaction)."""
 
     def _seal_closed_hours(self, cycle: float, staged: Mapping[int, _EngineState]) -> None:
-        """Seal up to SEAL_PER_CYCLE closed engine-hours, the oldest first."""
+        """Seal up to SEAL_PER_CYCLE closed engine-hours, the oldest first. Looked for only when
+        an engine's sample of this cycle left an hour, or when hours were left over (the first
+        cycle after open or a rollback, a cycle that sealed its limit): an engine gone for good
+        leaves its last hour open, and a scan every cycle would read those rows again and again."""
+        crossed = any(eid in self._engines and bucket_of(self._engines[eid].time, 3600) < bucket_of(s.time, 3600)
+                      for eid, s in staged.items())
+        if not (crossed or self._seal_pending):
+            return
         newest = {eid: s.time for eid, s in self._engines.items()}
         newest.update((eid, s.time) for eid, s in staged.items())
-        for eid, hour in closed_hours(self.conn, hour_of(cycle), newest, SEAL_PER_CYCLE):
+        hours = closed_hours(self.conn, hour_of(cycle), newest, SEAL_PER_CYCLE)
+        self._seal_pending = len(hours) >= SEAL_PER_CYCLE
+        for eid, hour in hours:
             seal_hour(self.conn, eid, hour, self._row_width)
             cached = self._chunk_cache.get(("i", eid, 0), {})
             for key in [k for k in cached if k[0] < hour + SEAL_SPAN]:

@@ -74,6 +74,8 @@ class _StoreState:
     _dirty: dict[_DirtyKey, _Chunk]
     _closing: dict[_DirtyKey, _Chunk]
     _open_rowids: dict[str, int]
+    _seal_pending: bool
+    _column_lists: dict[str, str]
     _engines: dict[int, _EngineState]
     _target_ids: dict[str, int]
     _targets: dict[int, _TargetState]
@@ -97,6 +99,7 @@ class _StoreState:
         def _layout_id(self, kind: str, columns: Sequence[str]) -> int: ...  # writes
         def _new_segment(self, eid: int, gamma: int, t: float) -> int: ...  # writes
         def _width(self, layout_id: int | None) -> int: ...  # writes
+        def _row_width(self, layout_id: int, it_layout_id: int) -> int: ...  # sealing
         def apply_retention(self, now: float) -> None: ...  # retention
         def _with_totals(self, state: _EngineState, prev: _EngineState | None, snap: EngineSnapshot,
                          rows: _TotalsRows) -> _EngineState: ...  # totals

@@ -49,7 +49,7 @@ CREATE TABLE interval_chunks_v9 (        -- what windows read at scrape resoluti
     n INTEGER NOT NULL, code INTEGER NOT NULL,  -- entries, dtype of the counts (1, 2, 4: uint, 8: float64)
     flags INTEGER NOT NULL,              -- arrays stored beside times and counts (codecs._CYCLES ...)
     first_start REAL,                    -- start of the first interval when starts are not stored
-    data BLOB NOT NULL,                  -- the arrays, deflated (acceptance.store.packing)
+    data BLOB NOT NULL,                  -- the arrays (acceptance.store.packing), deflated if flags say so
     UNIQUE (engine_id, chunk, seg_id, layout_id, it_layout_id));
 CREATE TABLE spec_rollups_v9 (         -- arrays over the n buckets of one chunk (codecs.encode_spec_rollup)
     engine_id INTEGER NOT NULL, level INTEGER NOT NULL, chunk REAL NOT NULL,
@@ -125,7 +125,7 @@ def _convert_intervals(conn: sqlite3.Connection, width: Callable[[int, int], int
 
 
 def _convert_rollups(conn: sqlite3.Connection, widths: dict[int, int]) -> None:
-    """Version-8 rollup rows (float64 arrays, one column each) as version-9 deflated rows."""
+    """Version-8 rollup rows (float64 arrays, one column each) as version-9 rows (narrow types)."""
     rows: list[tuple[object, ...]] = []
     for eid, level, ch, seg, lay, n, buckets, intervals, first, last, delta in conn.execute(
             "SELECT engine_id, level, chunk, seg_id, layout_id, n, buckets, intervals, first_start, last_end, delta "

@@ -192,7 +192,7 @@ class _Writes(_Sealing):
                     "SELECT rowid, chunk, seg_id, layout_id, it_layout_id, n, code, flags, first_start, data "
                     "FROM interval_chunks WHERE engine_id = ? AND chunk >= ? AND sealed = 0", (eid, chunk)):
                 obj = out[(ch, seg, lay, it_lay)] = _IntervalChunk.decode(
-                    tuple(cols), width=1 + self._width(lay) + self._width(it_lay))
+                    tuple(cols), width=self._row_width(lay, it_lay))
                 obj.rowid = rowid
         elif kind == "s":
             for rowid, ch, seg, lay, *cols in c.execute(
@@ -231,10 +231,9 @@ class _Writes(_Sealing):
             values: tuple[object, ...]
             if isinstance(obj, _StepRollupChunk):
                 values = obj.encode(self._width(key[0]), chunk, level, closed=True)
-            elif isinstance(obj, _SpecRollupChunk):
+            else:  # only rollup chunks are closed here (_open_chunk)
+                assert isinstance(obj, _SpecRollupChunk)
                 values = obj.encode(chunk, level, closed=True)
-            else:
-                continue
             table = _CHUNK_TABLES[kind]
             c.execute(f"DELETE FROM {table} WHERE rowid = ?", (obj.rowid,))
             row = (eid, level, chunk, *key, *values)
@@ -277,8 +276,12 @@ class _Writes(_Sealing):
         return below - 1
 
     def _columns(self, table: str) -> str:
-        """"rowid, " and the columns of ``table``, for an INSERT that sets the rowid."""
-        return "rowid, " + ", ".join(r[1] for r in self.conn.execute(f"PRAGMA table_info({table})"))
+        """"rowid, " and the columns of ``table``, for an INSERT that sets the rowid (read once)."""
+        text = self._column_lists.get(table)
+        if text is None:
+            text = self._column_lists[table] = "rowid, " + ", ".join(
+                r[1] for r in self.conn.execute(f"PRAGMA table_info({table})"))
+        return text
 
     def write_cycle(self, results: list[ScrapeResult]) -> list[str]:
         """Store one scrape cycle (snapshots, deltas, failures, events, rollups) atomically;
