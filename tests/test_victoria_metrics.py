@@ -132,9 +132,13 @@ def test_recorded_window_through_vmalert_agrees_with_the_store(victoria):
         assert seg.total.drafts > 0 and seg.itl_count == pytest.approx(seg.total.drafts, rel=0.05)
         assert seg.itl_mean_s == pytest.approx(vw.step_shape.itl_mean_s, rel=0.05)
         # ... and its own gauge samples (the engines running B at its γ, per evaluation): the
-        # one segment's are the route's
+        # one segment's are the route's over the segment's blocks, which may begin a block or
+        # two after the window (its first drafts), to within one evaluation of its engines at
+        # each end (the two rules, run one after the other, can see an evaluation apart)
         assert seg.batch_samples and set(seg.batch_samples) <= {2, 4, 8}
-        assert sum(seg.batch_samples.values()) == pytest.approx(vw.step_shape.samples, rel=0.1)
+        route_share = vw.step_shape.samples * (seg.end - seg.start) / (vw.end - vw.start)
+        assert abs(sum(seg.batch_samples.values()) - route_share) <= 2 * len(seg.engines), (
+            seg.batch_samples, vw.step_shape.samples, (vw.start, vw.end), (seg.start, seg.end))
 
 
 def test_tune_gamma_through_victoria_metrics(victoria, tmp_path, capsys):
