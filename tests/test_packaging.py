@@ -6,6 +6,9 @@
   how long it takes, before it runs (pip -q prints nothing for up to a minute or two).
 - `make notebook` installs JupyterLab into .venv once, then opens the what-if notebook on
   127.0.0.1.
+- The two large environments (vLLM 0.33's, the real engine's) refuse a disk that cannot
+  hold them in one line before pip starts: a pip install that runs out of space halfway
+  prints a page and leaves a broken environment.
 
 The Makefile is read through `make -n` (print the recipes, run nothing) with VENV pointed
 at a temporary folder, so the chains are those of a fresh machine.
@@ -49,10 +52,10 @@ def test_build_requires_a_setuptools_that_reads_spdx_strings():
     assert setuptools.specifier.contains("77.0.0")
 
 
-def _dry_run(target: str, venv: Path) -> list[str]:
+def _dry_run(target: str, venv: Path, *settings: str) -> list[str]:
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
-    out = subprocess.run(["make", "-n", "--no-print-directory", f"VENV={venv}", target], cwd=ROOT,
+    out = subprocess.run(["make", "-n", "--no-print-directory", f"VENV={venv}", *settings, target], cwd=ROOT,
                          capture_output=True, text=True, timeout=60, check=True,
                          env={k: v for k, v in os.environ.items() if not k.startswith("MAKE")})
     return out.stdout.splitlines()
@@ -95,3 +98,42 @@ def test_make_notebook_installs_jupyter_once_then_opens_the_notebook(tmp_path):
     for name in ("bin/python", ".installed-core", ".installed-notebook"):
         os.utime(venv / name, (future, future))
     assert _dry_run("notebook", venv) == [launch]
+
+
+def _need_disk(gib: float, target: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["sh", str(ROOT / "scripts/need_disk.sh"), str(gib), str(target), "the install"],
+                          capture_output=True, text=True, timeout=60)
+
+
+def _free_gib(path: Path) -> float:
+    return shutil.disk_usage(path).free / 2**30
+
+
+def test_an_install_the_disk_cannot_hold_is_refused_in_one_line(tmp_path):
+    target = tmp_path / "not" / "made" / "yet"
+    refused = _need_disk(_free_gib(tmp_path) + 50, target)
+    assert refused.returncode == 1 and refused.stdout == ""
+    (line,) = refused.stderr.splitlines()
+    assert line.startswith("the install needs about ") and str(target) in line and "GiB is free there" in line
+    assert not target.exists() and not (tmp_path / "not").exists()
+    assert _need_disk(max(_free_gib(tmp_path) - 1, 0.001), target).returncode == 0
+
+
+def test_what_the_environment_already_holds_counts_toward_a_reinstall(tmp_path):
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / "wheel").write_bytes(os.urandom(64 << 20))  # 64 MiB already installed
+    free = _free_gib(tmp_path)
+    assert _need_disk(free + 32 / 1024, venv).returncode == 0  # 32 MiB more than free: what it holds covers it
+    assert _need_disk(free + 96 / 1024, venv).returncode == 1
+
+
+def test_the_large_environments_check_the_disk_before_pip_starts(tmp_path):
+    lines = _dry_run("test-vllm", tmp_path / "venv", f"VLLM_VENV={tmp_path / 'venv-vllm'}")
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    vllm_install = next(i for i, line in enumerate(lines) if re.search(r"pip install .*\[vllm", line))
+    assert any("need_disk.sh" in line for line in lines[:vllm_install]), lines
+    assert "need_disk.sh" not in "".join(lines[vllm_install:])
+    assert re.search(r"^VLLM_DISK_GIB := \d+", makefile, re.M)
+    real = (ROOT / "scripts/install_real_engine.sh").read_text(encoding="utf-8")
+    assert real.index("need_disk.sh") < real.index("-m venv") < real.index("pip install")
