@@ -73,7 +73,7 @@ def figures_needed(deployment: Deployment, anchor: Anchor | None, undrafted_know
     shape = ("how a step's time grows with the tokens it verifies, which sets where a longer draft stops paying: "
              "the roofline of your model on your GPUs (model, gpu, tensor_parallel_size), cost_profile = \"flat\" "
              "(no growth, the seeds' model) or a measured table (specdec calibrate)")
-    roofline = [k for k in _ROOFLINE_FIGURES if unset(k)] if deployment.cost_profile == "roofline" else []
+    roofline = default_roofline_figures(deployment)
     if unset("cost_profile") and deployment.cost_profile != "roofline":
         out.append(FigureNeeded("cost_profile", deployment.cost_profile, shape))
     elif unset("cost_profile") and roofline:
@@ -83,6 +83,13 @@ def figures_needed(deployment: Deployment, anchor: Anchor | None, undrafted_know
                                 "the plain-decode rate the roofline's increments are added to: how much of a step "
                                 "the verified tokens add (or collect vllm:inter_token_latency_seconds)"))
     return out
+
+
+def default_roofline_figures(deployment: Deployment) -> list[str]:
+    """The roofline's model figures priced at their defaults ([] off the roofline)."""
+    if deployment.cost_profile != "roofline":
+        return []
+    return [k for k in _ROOFLINE_FIGURES if not deployment.is_configured(k)]
 
 
 # what the flat profile reads of the model and GPU: only a default anchor's roofline floor

@@ -50,9 +50,10 @@ from .anchor import (DEFAULT, OBSERVED, Anchor, Unpriceable, configured_or_defau
                      solve_observed_rate)
 from .curve_tokens import CurveTokens, own_curve
 from .decision import Decision, Priced, SpecializedPricing, decide, gain_of
+from .deployed_speedup import DeployedSpeedup, deployed_speedup
 from .deployment import PERCENTILE_OBJECTIVES, Deployment, per_user
 from .drafters import FREE, drafter_for
-from .figures_needed import figures_needed, names_default_drafter
+from .figures_needed import default_roofline_figures, figures_needed, names_default_drafter
 from .load import LoadView, MixPrice, gamma_schedule, load_view
 from .percentile_objective import axis_text, percentile_speedups
 from .probe import ProbeInputs
@@ -133,7 +134,7 @@ def _pricing(checked: CheckedInputs, deployment: Deployment, anchor: Anchor) -> 
     allowed, refusals = _admissible(deployment, checked.gammas)
     pricing = _Pricing(deployment, profile, model, speeds, price, tokens, al_point, al_by_batch, allowed, refusals,
                        anchor)
-    return replace(pricing, model_error=_model_error(checked, pricing, anchor))
+    return replace(pricing, model_error=_model_error(checked, pricing))
 
 
 def _outcome(checked: CheckedInputs, pricing: _Pricing) -> _Outcome:
@@ -214,6 +215,7 @@ def _recommendation(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome
         profile_figures=profile_figures(deployment, anchor),
         gain=gain_of(decision.recommended_gamma, deployed, outcome.speedup, outcome.ensemble, checked.level),
         model_error_warning=_model_error_warning(model_error, deployment),
+        deployed_speedup_measured=_deployed_speedup(checked, pricing),
         ensemble=outcome.ensemble,
         objective_axis=axis_text(deployment.objective),
     )
@@ -358,17 +360,40 @@ def _candidates(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome) ->
     ) for i, gm in enumerate(checked.gammas)]
 
 
-def _model_error(checked: CheckedInputs, pricing: _Pricing, anchor: Anchor) -> float | None:
-    """The model's per-user tokens/s at the deployed γ against the observed, − 1 (whatever the
-    objective); None without an observed rate, a profile in seconds, or when priced at it."""
-    observed_tps = checked.given.observed_tokens_per_second
-    if observed_tps is None or not getattr(pricing.profile, "absolute", False) or anchor.source == OBSERVED:
+def _observed_to_compare(checked: CheckedInputs, pricing: _Pricing) -> float | None:
+    """The engines' observed rate where it can be set beside the model's: the profile is in
+    seconds and the anchor is not that rate itself; else None."""
+    if not getattr(pricing.profile, "absolute", False) or pricing.anchor.source == OBSERVED:
         return None
-    price, ws, deployed = pricing.price, checked.weights, checked.deployed
+    return checked.given.observed_tokens_per_second
+
+
+def _model_rate(checked: CheckedInputs, pricing: _Pricing, gamma: int) -> float:
+    """The model's per-user tokens/s at candidate ``gamma`` over the route's batch mix
+    (whatever the objective): its AL over the mix's step time, undrafted steps at theirs."""
+    price, ws = pricing.price, checked.weights
     tau_int, tau_u_int = price.times[0] @ ws, price.times_u[0] @ ws
-    model_tps = float(tokens_per_time(pricing.al_point[:, deployed].mean(), tau_int[deployed], tau_u_int[deployed],
-                                      checked.undrafted_share))
-    return model_tps / observed_tps - 1.0
+    return float(tokens_per_time(pricing.al_point[:, gamma].mean(), tau_int[gamma], tau_u_int[gamma],
+                                 checked.undrafted_share))
+
+
+def _model_error(checked: CheckedInputs, pricing: _Pricing) -> float | None:
+    """The model's per-user tokens/s at the deployed γ against the observed, − 1; None where
+    they are not comparable."""
+    observed = _observed_to_compare(checked, pricing)
+    return None if observed is None else _model_rate(checked, pricing, checked.deployed) / observed - 1.0
+
+
+def _deployed_speedup(checked: CheckedInputs, pricing: _Pricing) -> DeployedSpeedup | None:
+    """The engines' own rate at the deployed γ over the user's plain decode at the route's
+    batch mix (model.deployed_speedup), where the two are comparable."""
+    observed = _observed_to_compare(checked, pricing)
+    if observed is None:
+        return None
+    above_one = bool(np.any((checked.batch_sizes > 1) & (checked.weights > 0)))
+    rests_on = default_roofline_figures(pricing.deployment) if above_one else []
+    return deployed_speedup(checked.deployed, observed, _model_rate(checked, pricing, 0), pricing.anchor.source,
+                            rests_on)
 
 
 def _anchored(checked: CheckedInputs, deployment: Deployment) -> tuple[Deployment, Anchor]:

@@ -14,6 +14,7 @@ from acceptance.json_safe import JsonValue, json_safe
 from .anchor import Anchor
 from .context_bands import ContextView
 from .decision import Decision, Gain
+from .deployed_speedup import DeployedSpeedup
 from .extrapolate import TAIL_MODELS
 from .figures_needed import FigureNeeded
 from .load import LoadView
@@ -69,6 +70,8 @@ class Recommendation:
     # the specialized speedup measured from a probe's latency, priced instead of the configured
     # one when measured (model.probe.measured_speedup; set by model.route)
     specialized_speedup_measured: MeasuredSpeedup | None = None
+    # the engines' own rate at the deployed γ over the user's plain decode (model.deployed_speedup)
+    deployed_speedup_measured: DeployedSpeedup | None = None
     # (rows, G) the resampled speedups the decision read (resamples × tail models × speed
     # bins); not in the JSON: for pricing routes together (model.shared_deployment)
     ensemble: np.ndarray | None = field(default=None, repr=False, compare=False)
@@ -159,6 +162,8 @@ class Recommendation:
             "specialized_break_even": None if self.specialized_break_even is None else self.specialized_break_even.to_dict(),
             "specialized_speedup_measured": (None if self.specialized_speedup_measured is None
                                              else self.specialized_speedup_measured.to_dict()),
+            "deployed_speedup_measured": (None if self.deployed_speedup_measured is None
+                                          else self.deployed_speedup_measured.to_dict()),
             "figures_needed": [f.to_dict() for f in self.figures_needed],
             "context": None if self.context is None else self.context.to_dict(),
         })

@@ -350,6 +350,18 @@ class MeasuredSpeedup(TypedDict):
     summary: str
 
 
+class DeployedSpeedup(TypedDict):
+    """The engines' own rate at the deployed γ over the user's plain decode (model.deployed_speedup)."""
+
+    value: float
+    gamma: int
+    observed_tokens_per_second: float
+    plain_tokens_per_second: float
+    plain_source: Literal["configured", "flag", "measured table"]
+    rests_on_defaults: list[str]
+    summary: str
+
+
 class FigureNeeded(TypedDict):
     """A default figure the decision would rest on, and what setting it changes."""
 
@@ -452,6 +464,7 @@ class TuneGamma(TypedDict):
     model_error_warning: str | None
     specialized_break_even: BreakEven | None
     specialized_speedup_measured: MeasuredSpeedup | None
+    deployed_speedup_measured: DeployedSpeedup | None
     figures_needed: list[FigureNeeded]
     context: Context | None
     shared_deployment: SharedDeploymentName | None

@@ -318,7 +318,9 @@ def _candidate_table(doc: Mapping[str, Any]) -> list[str]:
         stepped = doc.get("expected_best_gamma") is not None  # a sure step short of the best expected
         # undecided: nothing is recommended, and the γ it would run rests on defaults (a what-if)
         undecided = doc["decision"] == "undecided"
-        notes = [word for word, holds in (("deployed", c["gamma"] == doc["deployed_gamma"]),
+        measured = doc.get("deployed_speedup_measured")
+        deployed = "deployed" + (f" (measured {_fmt(measured['value'])}x)" if measured else "")
+        notes = [word for word, holds in ((deployed, c["gamma"] == doc["deployed_gamma"]),
                                           ("recommended" if stepped else "best",
                                            c["gamma"] == doc["recommended_gamma"] and not undecided),
                                           ("best on defaults (what-if)" if undecided else "best expected",
@@ -360,6 +362,8 @@ def _decision_lines(doc: Mapping[str, Any]) -> list[str]:
                      f"{_fmt(obs.get('observed_tokens_per_second'), '.1f')} tok/s")
     if doc.get("model_error_warning"):
         lines.append(f"warning: {doc['model_error_warning']}")
+    if doc.get("deployed_speedup_measured"):
+        lines.append(doc["deployed_speedup_measured"]["summary"])
     if doc.get("specialized_speedup_measured"):
         lines.append(doc["specialized_speedup_measured"]["summary"])
     if (doc.get("specialized_break_even") or {}).get("warning"):

@@ -61,6 +61,14 @@ def test_configured_baseline_is_kept_and_the_model_error_reported(capsys, tmp_pa
     assert "anchor: 300.0 tok/s plain decode at batch 1, configured" in console
     assert "roofline figures: llama-3.1-8b (configured), H100 (configured), TP 1 (configured)" in console
     assert "set model" not in console
+    # the requests' own 400 tok/s at γ 3 over the configured 300 at batch 1: measured, beside the table
+    measured = doc["deployed_speedup_measured"]
+    assert measured["value"] == pytest.approx(400 / 300) and measured["plain_source"] == "configured"
+    assert measured["gamma"] == 3 and measured["rests_on_defaults"] == []
+    assert measured["summary"] in console
+    assert "measured at gamma 3: 400.0 tok/s per user = 1.33x the plain decode's 300.0 tok/s" in console
+    (row,) = [line for line in console.splitlines() if line.lstrip().startswith("3 ") and "deployed" in line]
+    assert row.endswith("deployed (measured 1.33x)") or "deployed (measured 1.33x)," in row
 
 
 def test_without_latency_the_default_is_announced(capsys, tmp_path):

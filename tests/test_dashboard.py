@@ -250,6 +250,10 @@ def test_recommendation_page_gives_the_config_to_copy(monkeypatch, demo_config):
     # where the level comes from (model.anchor): the demo prices with its measured table
     assert rec.anchor.source == "measured table"
     assert "anchor: the measured table's own step times" in [c.value for c in at.caption]
+    # the engines' own rate at the deployed γ over the table's plain decode, beside the projection
+    measured = rec.deployed_speedup_measured
+    assert measured is not None and measured.plain_source == "measured table"
+    assert text.sentence(measured.describe()) in [i.value for i in at.info]
 
 
 # ----------------------------------------------------------------------------- drift, failures, empty

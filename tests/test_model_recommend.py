@@ -9,6 +9,7 @@ import pytest
 
 from model.deployment import INLINE_DEFAULTS, Deployment, ModelInputError
 from model.decision import Decision
+from model.deployed_speedup import deployed_speedup
 from model.recommend import Candidate, Recommendation, RouteInputs, recommend
 from model.vllm_config import schedule_from_best, speculative_config, validate_schedule
 
@@ -564,3 +565,55 @@ def test_no_config_names_a_default_drafter_whatever_withholds_the_decision(tmp_p
     assert far.decision == "undecided" and far.model_error_warning
     assert [n.key for n in far.figures_needed][:1] == ["method"]
     assert far.replay_config is None and far.vllm_speculative_config is None and far.vllm_command_line is None
+
+
+def test_the_deployed_gammas_measured_speedup_is_the_engines_rate_over_the_users_plain_decode():
+    """Beside the table's projection, the engines' own rate at the deployed γ over the plain
+    decode the user gave: where the cost model misses them, the two disagree and the measured
+    one says so (the real suffix γ 7 page: 200.1 tok/s against a configured 284.8 is 0.70×)."""
+    dep = Deployment(method="suffix", cost_profile="flat", baseline_tokens_per_second=284.8)
+    rec = recommend(RouteInputs(CURVE, observed_tokens_per_second=200.1), dep)
+    measured = rec.deployed_speedup_measured
+    assert measured.value == pytest.approx(200.1 / 284.8) and measured.gamma == rec.deployed_gamma == 7
+    assert measured.plain_tokens_per_second == pytest.approx(284.8) and measured.plain_source == "configured"
+    assert measured.rests_on_defaults == ()
+    assert "0.70x" in measured.describe() and "slower than plain decode" in measured.describe()
+    deployed_row = next(c for c in rec.candidates if c.gamma == 7)
+    assert deployed_row.speedup > 1.5  # the flat model's projection, which the measurement contradicts
+    doc = rec.to_dict()["deployed_speedup_measured"]
+    assert doc["value"] == pytest.approx(0.7026, abs=1e-4) and doc["summary"] == measured.describe()
+    faster = recommend(RouteInputs(CURVE, observed_tokens_per_second=400.0), dep).deployed_speedup_measured
+    assert faster.value == pytest.approx(400 / 284.8) and "slower" not in faster.describe()
+
+
+def test_no_measured_speedup_over_a_plain_decode_the_user_did_not_give():
+    observed = RouteInputs(CURVE, observed_tokens_per_second=200.0)
+    # no baseline given: the anchor is the observed rate itself, 1 at the deployed γ by construction
+    for dep in (Deployment(cost_profile="flat", configured=frozenset({"cost_profile"})),
+                Deployment(method="eagle3", draft_cost=0.1, configured=frozenset({"method", "draft_cost"}))):
+        rec = recommend(observed, dep)
+        assert rec.anchor.source == "observed" and rec.deployed_speedup_measured is None
+    # a default plain-decode rate would make it a default's answer
+    assert deployed_speedup(7, 200.0, 118.0, "default", ()) is None
+    assert deployed_speedup(7, 200.0, 118.0, "configured", ()).value == pytest.approx(200 / 118)
+    # no rate observed
+    assert recommend(RouteInputs(CURVE), Deployment(cost_profile="flat")).deployed_speedup_measured is None
+    flagged = Deployment(cost_profile="flat", baseline_tokens_per_second=250.0, flagged=frozenset({
+        "baseline_tokens_per_second"}))
+    assert recommend(observed, flagged).deployed_speedup_measured.plain_source == "flag"
+
+
+def test_at_a_batch_mix_above_one_the_plain_decode_says_which_roofline_defaults_price_it():
+    mix = {1: 0.5, 8: 0.5}
+    given = frozenset({"method", "draft_cost", "cost_profile", "baseline_tokens_per_second"})
+    dep = Deployment(method="eagle3", draft_cost=0.1, cost_profile="roofline", baseline_tokens_per_second=100.0,
+                     configured=given)
+    rec = recommend(RouteInputs(CURVE, observed_tokens_per_second=120.0, batch_mix=mix), dep)
+    measured = rec.deployed_speedup_measured
+    assert measured.rests_on_defaults == ("model", "gpu", "tensor_parallel_size")
+    assert measured.plain_tokens_per_second < 100.0  # batch 8 steps are slower per user on the roofline
+    assert measured.value == pytest.approx(120.0 / measured.plain_tokens_per_second)
+    assert "rests on the default model, gpu, tensor_parallel_size" in measured.describe()
+    at_one = recommend(RouteInputs(CURVE, observed_tokens_per_second=120.0, batch_mix={1: 1.0}), dep)
+    assert at_one.deployed_speedup_measured.rests_on_defaults == ()
+    assert at_one.deployed_speedup_measured.plain_tokens_per_second == pytest.approx(100.0)

@@ -83,6 +83,9 @@ def render(fleet: FleetView) -> None:
                + ".")
     if rec.model_error_warning:
         st.warning(text.sentence(rec.model_error_warning))
+    if rec.deployed_speedup_measured is not None:
+        (st.warning if rec.deployed_speedup_measured.value < 1 else st.info)(
+            text.sentence(rec.deployed_speedup_measured.describe()))
     if rec.specialized_speedup_measured is not None:
         st.info(text.sentence(rec.specialized_speedup_measured.describe()))
     if rec.specialized_break_even is not None and (warning := rec.specialized_break_even.warning()):
