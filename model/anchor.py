@@ -78,7 +78,7 @@ class Anchor:
 
 def configured_or_default(deployment: Deployment) -> Anchor:
     """The anchor before any observation: the table's, the configured rate, or the default —
-    Kimi K3's 118 tok/s on 16 GB300, unless the config names the model or the GPU: then the
+    Kimi K3's 118 tok/s on 16 GB300, unless the config names another model or GPU: then the
     roofline's own plain decode at batch 1 for them (its memory and compute floor, an upper
     bound: served engines run slower), announced as such."""
     if deployment.cost_profile not in ("flat", "roofline"):
@@ -89,13 +89,21 @@ def configured_or_default(deployment: Deployment) -> Anchor:
     if deployment.is_configured("baseline_tokens_per_second"):
         return Anchor(deployment.baseline_tokens_per_second,
                       FLAG if "baseline_tokens_per_second" in deployment.flagged else CONFIGURED)
-    if not any(deployment.is_configured(k) for k in ("model", "gpu", "tensor_parallel_size")):
+    if not any(deployment.is_configured(k) for k in ("model", "gpu", "tensor_parallel_size")) or _kimi_k3(deployment):
+        # also when configured as Kimi K3 on 16 GB300 (keys set to their defaults): the same
+        # engine, so the same rate, not its roofline floor (an upper bound some 20× above it)
         return Anchor(deployment.baseline_tokens_per_second, DEFAULT, KIMI_K3_DEFAULT)
     from .profiles import roofline_floor_tokens_per_second
 
     rate = roofline_floor_tokens_per_second(deployment)
     return Anchor(rate, DEFAULT, f"the roofline floor of {deployment.model} on {deployment.tensor_parallel_size} "
                                  f"{deployment.gpu}: an upper bound, served engines run slower")
+
+
+def _kimi_k3(deployment: Deployment) -> bool:
+    """Whether the model, GPU and tensor parallelism are those of the Kimi K3 default."""
+    return ((deployment.model, deployment.gpu, deployment.tensor_parallel_size)
+            == tuple(Deployment.__dataclass_fields__[k].default for k in ("model", "gpu", "tensor_parallel_size")))
 
 
 def solve_observed_rate(model_rate_at: Callable[[float], float], observed_rate: float, start: float) -> float | None:

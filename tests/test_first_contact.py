@@ -161,6 +161,7 @@ def test_a_change_priced_on_default_figures_is_a_what_if_not_a_decision(tmp_path
 def test_a_default_anchor_follows_the_configured_model_and_gpu(capsys):
     """No latency to observe and no baseline set: the anchor is not Kimi K3's 118 tok/s on
     GB300 but the configured model's roofline floor on its GPU, announced as a default."""
+    from model.anchor import configured_or_default
     from model.deployment import Deployment
     from model.profiles import roofline_floor_tokens_per_second
 
@@ -180,6 +181,16 @@ def test_a_default_anchor_follows_the_configured_model_and_gpu(capsys):
     assert "the roofline floor of llama-3.1-8b on 1 H100" in rec.anchor.describe()
     assert rec.candidates[0].tokens_per_second == pytest.approx(floor)
     assert [f.key for f in rec.figures_needed] == ["baseline_tokens_per_second"]
+    # Kimi K3 on 16 GB300 named in the config (one key or all) is the default's own engine:
+    # the same 118 tok/s, not its roofline floor (one default anchor per engine)
+    for named in ({"gpu": "GB300"}, {"model": "kimi-k3", "gpu": "GB300", "tensor_parallel_size": 16}):
+        kimi = Deployment(method="eagle3", configured=frozenset({"method", "draft_cost", *named}), **named)
+        rec = recommend(RouteInputs(np.array([0.8, 0.6, 0.45])), kimi)
+        assert rec.anchor.source == "default" and rec.anchor.baseline_tokens_per_second == 118.0, named
+        assert "Kimi K3 on 16 GB300" in rec.anchor.describe()
+    other_gpu = Deployment(method="eagle3", gpu="B200", configured=frozenset({"method", "draft_cost", "gpu"}))
+    assert configured_or_default(other_gpu).baseline_tokens_per_second == pytest.approx(
+        roofline_floor_tokens_per_second(other_gpu))
 
 
 def test_a_figure_flag_overrides_the_config_and_is_named_flag(tmp_path, capsys):
