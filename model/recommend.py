@@ -104,6 +104,7 @@ class _Pricing:
     refusals: list[str | None]  # (G,)
     anchor: Anchor  # the plain-decode rate priced at, and its source
     model_error: float | None = None  # the model's tok/s at the deployed γ against the observed, − 1
+    deployed_measured: DeployedSpeedup | None = None  # the observed rate over the user's plain decode
 
 
 @dataclass(frozen=True, eq=False)
@@ -134,7 +135,8 @@ def _pricing(checked: CheckedInputs, deployment: Deployment, anchor: Anchor) -> 
     allowed, refusals = _admissible(deployment, checked.gammas)
     pricing = _Pricing(deployment, profile, model, speeds, price, tokens, al_point, al_by_batch, allowed, refusals,
                        anchor)
-    return replace(pricing, model_error=_model_error(checked, pricing))
+    return replace(pricing, model_error=_model_error(checked, pricing),
+                   deployed_measured=_deployed_speedup(checked, pricing))
 
 
 def _outcome(checked: CheckedInputs, pricing: _Pricing) -> _Outcome:
@@ -172,7 +174,8 @@ def _priced(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome) -> Pri
         specialized=None if outcome.percentile or not checked.specialized else _specialized_pricing(checked, pricing),
         figures_needed=tuple(figures_needed(deployment, pricing.anchor,
                                             undrafted_known=checked.given.undrafted_token_share is not None)),
-        model_error_warning=_model_error_warning(pricing.model_error, deployment))
+        model_error_warning=_model_error_warning(pricing.model_error, deployment),
+        deployed_measured=pricing.deployed_measured)
 
 
 def _specialized_pricing(checked: CheckedInputs, pricing: _Pricing) -> SpecializedPricing:
@@ -215,7 +218,7 @@ def _recommendation(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome
         profile_figures=profile_figures(deployment, anchor),
         gain=gain_of(decision.recommended_gamma, deployed, outcome.speedup, outcome.ensemble, checked.level),
         model_error_warning=_model_error_warning(model_error, deployment),
-        deployed_speedup_measured=_deployed_speedup(checked, pricing),
+        deployed_speedup_measured=pricing.deployed_measured,
         ensemble=outcome.ensemble,
         objective_axis=axis_text(deployment.objective),
     )
@@ -386,14 +389,17 @@ def _model_error(checked: CheckedInputs, pricing: _Pricing) -> float | None:
 
 def _deployed_speedup(checked: CheckedInputs, pricing: _Pricing) -> DeployedSpeedup | None:
     """The engines' own rate at the deployed γ over the user's plain decode at the route's
-    batch mix (model.deployed_speedup), where the two are comparable."""
+    batch mix (model.deployed_speedup), where the two are comparable: on the stock path, at
+    the window's own γ."""
     observed = _observed_to_compare(checked, pricing)
-    if observed is None:
+    if observed is None or checked.specialized or checked.deployed != checked.observed:
         return None
     above_one = bool(np.any((checked.batch_sizes > 1) & (checked.weights > 0)))
-    rests_on = default_roofline_figures(pricing.deployment) if above_one else []
+    profile = pricing.deployment.cost_profile
+    carried_by = profile if above_one and profile in ("flat", "roofline") else None
+    rests_on = default_roofline_figures(pricing.deployment) if carried_by == "roofline" else []
     return deployed_speedup(checked.deployed, observed, _model_rate(checked, pricing, 0), pricing.anchor.source,
-                            rests_on)
+                            carried_by, rests_on)
 
 
 def _anchored(checked: CheckedInputs, deployment: Deployment) -> tuple[Deployment, Anchor]:

@@ -358,6 +358,7 @@ class DeployedSpeedup(TypedDict):
     observed_tokens_per_second: float
     plain_tokens_per_second: float
     plain_source: Literal["configured", "flag", "measured table"]
+    carried_by: Literal["flat", "roofline"] | None
     rests_on_defaults: list[str]
     summary: str
 

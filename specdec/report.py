@@ -318,7 +318,8 @@ def _candidate_table(doc: Mapping[str, Any]) -> list[str]:
         stepped = doc.get("expected_best_gamma") is not None  # a sure step short of the best expected
         # undecided: nothing is recommended, and the γ it would run rests on defaults (a what-if)
         undecided = doc["decision"] == "undecided"
-        measured = doc.get("deployed_speedup_measured")
+        # the measured speedup is the mean per-user rate's: beside the row only where the table's is too
+        measured = doc.get("deployed_speedup_measured") if doc["objective"] == "interactivity" else None
         deployed = "deployed" + (f" (measured {_fmt(measured['value'])}x)" if measured else "")
         notes = [word for word, holds in ((deployed, c["gamma"] == doc["deployed_gamma"]),
                                           ("recommended" if stepped else "best",
@@ -362,8 +363,9 @@ def _decision_lines(doc: Mapping[str, Any]) -> list[str]:
                      f"{_fmt(obs.get('observed_tokens_per_second'), '.1f')} tok/s")
     if doc.get("model_error_warning"):
         lines.append(f"warning: {doc['model_error_warning']}")
-    if doc.get("deployed_speedup_measured"):
-        lines.append(doc["deployed_speedup_measured"]["summary"])
+    if measured := doc.get("deployed_speedup_measured"):
+        slower = measured["value"] < 1 and measured["carried_by"] is None  # measured on both sides
+        lines.append(("warning: " if slower else "") + measured["summary"])
     if doc.get("specialized_speedup_measured"):
         lines.append(doc["specialized_speedup_measured"]["summary"])
     if (doc.get("specialized_break_even") or {}).get("warning"):

@@ -66,7 +66,7 @@ def test_configured_baseline_is_kept_and_the_model_error_reported(capsys, tmp_pa
     assert measured["value"] == pytest.approx(400 / 300) and measured["plain_source"] == "configured"
     assert measured["gamma"] == 3 and measured["rests_on_defaults"] == []
     assert measured["summary"] in console
-    assert "measured at gamma 3: 400.0 tok/s per user = 1.33x the plain decode's 300.0 tok/s" in console
+    assert "measured at gamma 3: 400.0 tok/s per user (mean) = 1.33x the plain decode's 300.0 tok/s" in console
     (row,) = [line for line in console.splitlines() if line.lstrip().startswith("3 ") and "deployed" in line]
     assert row.endswith("deployed (measured 1.33x)") or "deployed (measured 1.33x)," in row
 
@@ -152,3 +152,19 @@ def test_a_table_anchors_itself_and_says_a_configured_baseline_is_not_used(tmp_p
                                  "the config is not used: the table's T(1, 1) is the plain decode)")
     untold = configured_or_default(Deployment.from_mapping({"cost_profile": str(table)}, where="test"))
     assert untold.describe() == "anchor: the measured table's own step times"
+
+
+def test_the_measured_speedup_marks_the_table_only_where_the_table_is_per_user_mean(capsys, tmp_path):
+    """The measured ratio is of mean per-user rates: beside the deployed row on interactivity,
+    its own line (not the row) on throughput, whose speedups are tokens per GPU-second; a
+    ratio below 1 measured on both sides is a warning."""
+    config = 'method = "ngram"\nbaseline_tokens_per_second = 500\ncost_profile = "flat"\ndraft_overhead = 0\n'
+    for objective in ("interactivity", "throughput"):
+        (tmp_path / objective).mkdir()
+        doc, console = tune_ingested(capsys, tmp_path / objective, per_request_file(tmp_path, itl_ms=2.5),
+                                     config + f'objective = "{objective}"\n')
+        measured = doc["deployed_speedup_measured"]
+        assert measured["value"] == pytest.approx(400 / 500) and measured["carried_by"] is None
+        assert f"warning: {measured['summary']}" in console and "runs slower than plain decode" in console
+        marked = [line for line in console.splitlines() if "deployed (measured 0.80x)" in line]
+        assert len(marked) == (objective == "interactivity"), console

@@ -594,8 +594,9 @@ def test_no_measured_speedup_over_a_plain_decode_the_user_did_not_give():
         rec = recommend(observed, dep)
         assert rec.anchor.source == "observed" and rec.deployed_speedup_measured is None
     # a default plain-decode rate would make it a default's answer
-    assert deployed_speedup(7, 200.0, 118.0, "default", ()) is None
-    assert deployed_speedup(7, 200.0, 118.0, "configured", ()).value == pytest.approx(200 / 118)
+    assert deployed_speedup(7, 200.0, 118.0, "default", None, ()) is None
+    assert deployed_speedup(7, 200.0, 118.0, "configured", None, ()).value == pytest.approx(200 / 118)
+    assert deployed_speedup(0, 200.0, 118.0, "configured", None, ()) is None  # nothing drafted: no speedup to measure
     # no rate observed
     assert recommend(RouteInputs(CURVE), Deployment(cost_profile="flat")).deployed_speedup_measured is None
     flagged = Deployment(cost_profile="flat", baseline_tokens_per_second=250.0, flagged=frozenset({
@@ -610,10 +611,47 @@ def test_at_a_batch_mix_above_one_the_plain_decode_says_which_roofline_defaults_
                      configured=given)
     rec = recommend(RouteInputs(CURVE, observed_tokens_per_second=120.0, batch_mix=mix), dep)
     measured = rec.deployed_speedup_measured
-    assert measured.rests_on_defaults == ("model", "gpu", "tensor_parallel_size")
+    assert measured.carried_by == "roofline" and measured.rests_on_defaults == ("model", "gpu", "tensor_parallel_size")
     assert measured.plain_tokens_per_second < 100.0  # batch 8 steps are slower per user on the roofline
     assert measured.value == pytest.approx(120.0 / measured.plain_tokens_per_second)
+    assert "carried to the route's batch mix by the roofline profile" in measured.describe()
     assert "rests on the default model, gpu, tensor_parallel_size" in measured.describe()
     at_one = recommend(RouteInputs(CURVE, observed_tokens_per_second=120.0, batch_mix={1: 1.0}), dep)
-    assert at_one.deployed_speedup_measured.rests_on_defaults == ()
+    assert at_one.deployed_speedup_measured.rests_on_defaults == () and at_one.deployed_speedup_measured.carried_by is None
     assert at_one.deployed_speedup_measured.plain_tokens_per_second == pytest.approx(100.0)
+    flat = recommend(RouteInputs(CURVE, observed_tokens_per_second=120.0, batch_mix=mix),
+                     replace(dep, cost_profile="flat")).deployed_speedup_measured
+    assert flat.carried_by == "flat" and flat.rests_on_defaults == ()
+
+
+def test_no_measured_speedup_where_the_plain_side_is_not_the_stock_decode_at_the_windows_gamma():
+    # latency_specialized: the γ 0 row runs the specialized kernels at a configured guess of s
+    specialized = Deployment(method="dspark", decode_backend="latency_specialized", cost_profile="flat",
+                             baseline_tokens_per_second=100.0)
+    rec = recommend(RouteInputs(CURVE, observed_tokens_per_second=200.0), specialized)
+    assert rec.model_error is not None and rec.deployed_speedup_measured is None
+    # a deployed γ other than the window's: the observed rate is the window's γ's
+    other = recommend(RouteInputs(CURVE, observed_tokens_per_second=200.0, deployed_gamma=3), EAGLE_FLAT)
+    assert other.deployed_gamma == 3 and other.deployed_speedup_measured is None
+
+
+def test_a_keep_the_engines_measure_slower_than_plain_decode_is_withheld():
+    """The fleet's γ 7 measured at 0.60× the user's own plain decode at batch 1: keeping it is
+    slower than turning speculation off by more than min_gain, whatever the table ranks —
+    undecided, saying what to measure."""
+    dep = Deployment(method="eagle3", draft_cost=0.1, cost_profile="flat", baseline_tokens_per_second=100.0,
+                     min_gain=0.5)  # the model's best γ 4 does not clear 50% over γ 7: the fleet keeps 7
+    kept = recommend(RouteInputs(CURVE, observed_tokens_per_second=195.0), dep)
+    assert kept.decision == "keep" and kept.deployed_speedup_measured.value > 1  # 1.95×: measured faster, kept
+    slow = recommend(RouteInputs(CURVE, observed_tokens_per_second=60.0), dep)
+    assert slow.deployed_speedup_measured.value == pytest.approx(0.60)
+    assert slow.decision == "undecided" and slow.decided.withheld.kind == "keep"
+    assert "run 0.60x the plain decode's 100.0 tok/s" in slow.decision_reason
+    assert "slower than turning speculation off, measured" in slow.decision_reason
+    assert slow.vllm_command_line is None
+    # off would gain 43% at 0.70×: within min_gain 50%, the keep stands (and says it measured slower)
+    near = recommend(RouteInputs(CURVE, observed_tokens_per_second=70.0), dep)
+    assert near.decision == "keep" and "runs slower than plain decode" in near.deployed_speedup_measured.describe()
+    # at a larger mix the flat profile carries the batch-1 rate there: partly a model, the keep stands
+    mixed = recommend(RouteInputs(CURVE, observed_tokens_per_second=60.0, batch_mix={1: 0.5, 8: 0.5}), dep)
+    assert mixed.deployed_speedup_measured.carried_by == "flat" and mixed.decision == "keep"

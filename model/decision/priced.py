@@ -12,6 +12,7 @@ import numpy as np
 
 from acceptance.segment_measures import RouteTraffic
 
+from ..deployed_speedup import DeployedSpeedup
 from ..deployment import Deployment
 from ..figures_needed import FigureNeeded
 from ..probe import ProbeInputs, RunningProbe
@@ -54,6 +55,7 @@ class Priced:
     specialized: SpecializedPricing | None = None  # None off the path and on a percentile objective
     figures_needed: tuple[FigureNeeded, ...] = ()  # the default figures the pricing rests on
     model_error_warning: str | None = None  # the cost model misses the engine's observed rate
+    deployed_measured: DeployedSpeedup | None = None  # the engines' own rate at the deployed γ over the plain decode
 
     @property
     def best_expected(self) -> int:

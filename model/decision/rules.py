@@ -16,7 +16,8 @@ speedups (resamples × tail models, model.recommend):
           drafts that settles a gain, when more drafts can);
   undecided  a change, off or probe that rests on default figures or on a cost model missing
           the engine's rate by more than its tolerance (model.figures_needed): a what-if; a keep
-          on default figures stays a keep and says so.
+          on default figures stays a keep and says so. A keep of a γ the engines measure slower
+          than the user's own plain decode by more than min_gain (model.deployed_speedup).
 """
 
 from __future__ import annotations
@@ -230,6 +231,28 @@ def given_figures(priced: Priced, decision: Decision) -> Decision:
                    figures_needed=needed)
 
 
+def measured_slower(priced: Priced, decision: Decision) -> Decision:
+    """A keep of a γ the engines measure slower than the user's own plain decode is withheld
+    when turning speculation off would gain more than min_gain, measured on both sides (the
+    mix at batch 1, or a measured table at the mix; a profile carrying the batch-1 rate to a
+    larger mix is a model, and its doubt the table's): the table that ranks the other γ then
+    disagrees with the engines. Undecided, with what to measure."""
+    measured = priced.deployed_measured
+    if (decision.kind != "keep" or measured is None or not measured.measured_at_the_mix
+            or 1.0 / measured.value - 1.0 <= priced.deployment.min_gain):
+        return decision
+    why = (f"the engines at gamma {measured.gamma} run {measured.value:.2f}x the plain decode's "
+           f"{measured.plain_tokens_per_second:,.1f} tok/s per user ({measured.observed_tokens_per_second:,.1f} "
+           f"observed), so keeping it is slower than turning speculation off, measured. ")
+    what = ("The cost model misses the engines (the warning below), so which gamma beats plain decode is not known: "
+            "measure the step costs (`specdec calibrate plan`, then cost_profile = the table)"
+            if priced.model_error_warning else
+            "The table ranks it otherwise: check baseline_tokens_per_second "
+            f"({measured.plain_tokens_per_second:,.1f} tok/s at the route's batch mix: your engine's plain decode) "
+            "and the drafter's cost")
+    return withheld(priced.deployed, decision, decision.figures_needed, why + what + ", or turn speculation off")
+
+
 def _what_it_would_do(decision: Decision) -> str:
     """The withheld decision in words: run a γ, turn speculation off, or probe one."""
     if decision.probe is not None:
@@ -245,7 +268,8 @@ def withheld(deployed: int, decision: Decision, needed: tuple[FigureNeeded, ...]
                    figures_needed=needed, withheld=decision)
 
 
-RULES: tuple[Callable[[Priced, Decision], Decision], ...] = (verdict, sure_step, probe, specialized, given_figures)
+RULES: tuple[Callable[[Priced, Decision], Decision], ...] = (verdict, sure_step, probe, specialized, given_figures,
+                                                               measured_slower)
 
 
 def decide(priced: Priced) -> Decision:
