@@ -3,7 +3,7 @@
 
     python benchmarks/real_vllm.py serve --method {ngram,suffix,draft_model} --gamma K --port P
     python benchmarks/real_vllm.py traffic --port P --route {structured,open} --requests N
-                                           [--concurrency C] [--seed S] [--prompt-repeat R] --jsonl FILE
+                                           [--concurrency C] [--seed S] [--prompt-repeat R[,R2...]] --jsonl FILE
 
 serve   starts `vllm serve` on 127.0.0.1:P with .real/target (draft_model drafts with
         .real/draft), per-request spec-decode metrics when K > 0 (with K = 0 that flag
@@ -15,7 +15,8 @@ serve   starts `vllm serve` on 127.0.0.1:P with .real/target (draft_model drafts
         before it is ready (the last lines of its log on stderr).
 traffic sends N completion requests of the route's prompts (.real/prompts.json) with the
         route's sampling (ROUTE_SAMPLING), C at a time, each with its own seed (S + i) and each
-        prompt R times over (a longer context; 1 by default), and appends one JSON line per
+        prompt R times over (a longer context; 1 by default; R1,R2,... takes them in turn, request
+        i the (i mod n)-th: contexts that interleave in time, as one route's do), and appends one JSON line per
         response in the gateway format of the README: {"id", "route", "time", "usage",
         "metrics"} — the response's own id, `usage` (its prompt and output tokens) and `metrics`
         object. Prints one summary line; exit 1 if a request failed.
@@ -191,6 +192,17 @@ def route_prompts(real: Path, route: str) -> list[str]:
     return prompts[route]
 
 
+def _repeats(text: str) -> list[int]:
+    """--prompt-repeat: one count, or counts taken in turn (R1,R2,...), each ≥ 1."""
+    try:
+        repeats = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: whole numbers, comma-separated") from None
+    if not repeats or min(repeats) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: each count must be at least 1")
+    return repeats
+
+
 def traffic(args) -> int:
     try:
         prompts = route_prompts(args.real, args.route)
@@ -201,7 +213,8 @@ def traffic(args) -> int:
     sampling = dict(ROUTE_SAMPLING[args.route])
     if args.temperature is not None:
         sampling["temperature"] = args.temperature
-    bodies = [{"model": SERVED_NAME, "prompt": "\n".join([rng.choice(prompts)] * args.prompt_repeat),
+    repeats = args.prompt_repeat
+    bodies = [{"model": SERVED_NAME, "prompt": "\n".join([rng.choice(prompts)] * repeats[i % len(repeats)]),
                "max_tokens": args.max_tokens,
                "seed": args.seed + i, **sampling} for i in range(args.requests)]
     lock = threading.Lock()
@@ -249,8 +262,8 @@ def main(argv=None) -> int:
     t.add_argument("--jsonl", type=Path, required=True)
     t.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
     t.add_argument("--temperature", type=float, help="override the route's temperature (ROUTE_SAMPLING)")
-    t.add_argument("--prompt-repeat", type=int, default=1,
-                   help="send each prompt this many times over, one per line (a longer context)")
+    t.add_argument("--prompt-repeat", type=_repeats, default=[1],
+                   help="send each prompt this many times over, one per line (a longer context); R1,R2,... in turn")
     t.add_argument("--timeout", type=float, default=300.0)
     for p in (s, t):
         p.add_argument("--venv", type=Path, default=VENV, help=argparse.SUPPRESS)
