@@ -48,7 +48,7 @@ class DeployedSpeedup:
         return {"value": self.value, "gamma": self.gamma, "observed_tokens_per_second": self.observed_tokens_per_second,
                 "plain_tokens_per_second": self.plain_tokens_per_second, "plain_source": self.plain_source,
                 "carried_by": self.carried_by, "rests_on_defaults": list(self.rests_on_defaults),
-                "summary": self.describe()}
+                "slower_than_plain_decode": self.slower_than_plain_decode, "summary": self.describe()}
 
     def describe(self) -> str:
         """One line for the console and the dashboard."""
@@ -60,7 +60,7 @@ class DeployedSpeedup:
                 f"({_SOURCE_WORDS[self.plain_source]}, {where})")
         if self.rests_on_defaults:
             line += f"; that carrying rests on the default {', '.join(self.rests_on_defaults)}"
-        elif self.value < 1.0 and self.carried_by is None:
+        elif self.slower_than_plain_decode:
             line += ": speculation as deployed runs slower than plain decode — measured, whatever the table projects"
         elif self.value < 1.0:
             line += f": speculation as deployed runs slower than plain decode as the {self.carried_by} profile prices it"
@@ -71,6 +71,11 @@ class DeployedSpeedup:
         """Both sides measured at the route's batch mix: the mix is batch 1, or a measured table
         prices the plain side (not carried there by a profile)."""
         return self.carried_by is None
+
+    @property
+    def slower_than_plain_decode(self) -> bool:
+        """Speculation as deployed measures slower than plain decode, both sides measured."""
+        return self.value < 1.0 and self.measured_at_the_mix
 
 
 def deployed_speedup(gamma: int, observed: float | None, plain: float, plain_source: str, carried_by: str | None,

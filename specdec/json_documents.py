@@ -360,6 +360,7 @@ class DeployedSpeedup(TypedDict):
     plain_source: Literal["configured", "flag", "measured table"]
     carried_by: Literal["flat", "roofline"] | None
     rests_on_defaults: list[str]
+    slower_than_plain_decode: bool
     summary: str
 
 

@@ -364,8 +364,7 @@ def _decision_lines(doc: Mapping[str, Any]) -> list[str]:
     if doc.get("model_error_warning"):
         lines.append(f"warning: {doc['model_error_warning']}")
     if measured := doc.get("deployed_speedup_measured"):
-        slower = measured["value"] < 1 and measured["carried_by"] is None  # measured on both sides
-        lines.append(("warning: " if slower else "") + measured["summary"])
+        lines.append(("warning: " if measured["slower_than_plain_decode"] else "") + measured["summary"])
     if doc.get("specialized_speedup_measured"):
         lines.append(doc["specialized_speedup_measured"]["summary"])
     if (doc.get("specialized_break_even") or {}).get("warning"):

@@ -165,6 +165,7 @@ def test_the_measured_speedup_marks_the_table_only_where_the_table_is_per_user_m
                                      config + f'objective = "{objective}"\n')
         measured = doc["deployed_speedup_measured"]
         assert measured["value"] == pytest.approx(400 / 500) and measured["carried_by"] is None
+        assert measured["slower_than_plain_decode"] is True
         assert f"warning: {measured['summary']}" in console and "runs slower than plain decode" in console
         marked = [line for line in console.splitlines() if "deployed (measured 0.80x)" in line]
         assert len(marked) == (objective == "interactivity"), console

@@ -655,3 +655,4 @@ def test_a_keep_the_engines_measure_slower_than_plain_decode_is_withheld():
     # at a larger mix the flat profile carries the batch-1 rate there: partly a model, the keep stands
     mixed = recommend(RouteInputs(CURVE, observed_tokens_per_second=60.0, batch_mix={1: 0.5, 8: 0.5}), dep)
     assert mixed.deployed_speedup_measured.carried_by == "flat" and mixed.decision == "keep"
+    assert not mixed.deployed_speedup_measured.slower_than_plain_decode and near.deployed_speedup_measured.slower_than_plain_decode

@@ -84,8 +84,7 @@ def render(fleet: FleetView) -> None:
     if rec.model_error_warning:
         st.warning(text.sentence(rec.model_error_warning))
     if rec.deployed_speedup_measured is not None:
-        slower = rec.deployed_speedup_measured.value < 1 and rec.deployed_speedup_measured.measured_at_the_mix
-        (st.warning if slower else st.info)(
+        (st.warning if rec.deployed_speedup_measured.slower_than_plain_decode else st.info)(
             text.sentence(rec.deployed_speedup_measured.describe()))
     if rec.specialized_speedup_measured is not None:
         st.info(text.sentence(rec.specialized_speedup_measured.describe()))

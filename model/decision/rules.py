@@ -238,7 +238,7 @@ def measured_slower(priced: Priced, decision: Decision) -> Decision:
     larger mix is a model, and its doubt the table's): the table that ranks the other γ then
     disagrees with the engines. Undecided, with what to measure."""
     measured = priced.deployed_measured
-    if (decision.kind != "keep" or measured is None or not measured.measured_at_the_mix
+    if (decision.kind != "keep" or measured is None or not measured.slower_than_plain_decode
             or 1.0 / measured.value - 1.0 <= priced.deployment.min_gain):
         return decision
     why = (f"the engines at gamma {measured.gamma} run {measured.value:.2f}x the plain decode's "
