@@ -222,7 +222,7 @@ class _IntervalChunk:
 class _SpecRollupChunk:
     """Open spec rollup chunk: per bucket, Σ deltas, intervals, first start, last end."""
 
-    __slots__ = ("buckets", "intervals", "first_start", "last_end", "deltas", "rowid")
+    __slots__ = ("buckets", "intervals", "first_start", "last_end", "deltas", "packed", "rowid")
 
     def __init__(self) -> None:
         self.rowid: int | None = None
@@ -231,6 +231,7 @@ class _SpecRollupChunk:
         self.first_start: list[float] = []
         self.last_end: list[float] = []
         self.deltas: list[_F64] = []
+        self.packed: list[bytes | None] = []  # each bucket's open counts row, float64 (None: stale)
 
     def add(self, bucket: float, start: float, end: float, delta: _F64) -> None:
         if self.buckets and self.buckets[-1] == bucket:  # an engine's times only go forward
@@ -238,12 +239,14 @@ class _SpecRollupChunk:
             self.intervals[-1] += 1
             self.first_start[-1] = min(self.first_start[-1], start)
             self.last_end[-1] = max(self.last_end[-1], end)
+            self.packed[-1] = None
         else:
             self.buckets.append(bucket)
             self.intervals.append(1.0)
             self.first_start.append(start)
             self.last_end.append(end)
             self.deltas.append(delta)
+            self.packed.append(None)
 
     def encode(self, chunk: float, level: int, closed: bool = True) -> _SpecRollupColumns:
         """The row's columns (encode_spec_rollup); an open chunk's (``closed`` False) with its
@@ -253,8 +256,11 @@ class _SpecRollupChunk:
             return encode_spec_rollup(chunk, level, self.buckets, np.column_stack([self.first_start, self.last_end]),
                                       np.column_stack([self.intervals, np.vstack(self.deltas)]))
         ends = array("d", [x for pair in zip(self.first_start, self.last_end) for x in pair]).tobytes()
-        counts = b"".join(array("d", [k, *d.tolist()]).tobytes() for k, d in zip(self.intervals, self.deltas))
-        return len(self.buckets), 8, bucket_indexes(self.buckets, chunk, level), ends, counts
+        for i, row in enumerate(self.packed):  # only the newest bucket changes between cycles
+            if row is None:
+                self.packed[i] = array("d", [self.intervals[i], *self.deltas[i].tolist()]).tobytes()
+        return len(self.buckets), 8, bucket_indexes(self.buckets, chunk, level), ends, b"".join(
+            row for row in self.packed if row is not None)
 
     @classmethod
     def decode(cls, chunk: float, level: int, columns: _SpecRollupColumns) -> "_SpecRollupChunk":
@@ -262,6 +268,7 @@ class _SpecRollupChunk:
         buckets, ends, counts = decode_spec_rollup(chunk, level, columns)
         c.buckets, c.first_start, c.last_end = buckets.tolist(), ends[:, 0].tolist(), ends[:, 1].tolist()
         c.intervals, c.deltas = counts[:, 0].tolist(), list(counts[:, 1:])
+        c.packed = [None] * len(c.buckets)
         return c
 
 
@@ -393,7 +400,7 @@ class _PluginChunk:
 
     def encode(self) -> tuple[int, bytes, int, bytes]:
         code, narrow = _narrow(np.vstack(self.deltas))
-        return (len(self.keys), np.array(self.keys, dtype=np.float64).tobytes(), code, zlib.compress(narrow.tobytes(), 1))
+        return (len(self.keys), _pack(self.keys), code, zlib.compress(narrow.tobytes(), 1))
 
     @classmethod
     def decode(cls, n: int, keys: bytes, code: int, delta: bytes) -> "_PluginChunk":

@@ -84,7 +84,7 @@ class _Retention(_StoreState):
                 old_spec = _SpecRollupChunk.decode(ch, level, tuple(cols))
                 keep = [i for i, b in enumerate(old_spec.buckets) if b >= lowest]
                 new_spec = _kept(old_spec, _SpecRollupChunk(), ("buckets", "intervals", "first_start", "last_end",
-                                                                "deltas"), keep)
+                                                                "deltas", "packed"), keep)
                 self._rewrite_chunk("spec_rollups", ("engine_id", "level", "chunk", "seg_id", "layout_id"),
                                     (eid, level, ch, seg, lay), None if new_spec is None else new_spec.encode(ch, level))
             for eid, ch, it_lay, *cols in c.execute(

@@ -13,16 +13,11 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
-from .codecs import (
-    COUNT_DTYPES,
-    _encode_interval_chunk,
-    _SpecRollupChunk,
-    _StepRollupChunk,
-)
+from .codecs import COUNT_DTYPES, _encode_interval_chunk, encode_spec_rollup, encode_step_rollup
 from .sealing import closed_hours, seal_hour
 
 SCHEMA_V9 = """
@@ -130,22 +125,19 @@ def _convert_rollups(conn: sqlite3.Connection, widths: dict[int, int]) -> None:
     for eid, level, ch, seg, lay, n, buckets, intervals, first, last, delta in conn.execute(
             "SELECT engine_id, level, chunk, seg_id, layout_id, n, buckets, intervals, first_start, last_end, delta "
             "FROM spec_rollups"):
-        spec = _SpecRollupChunk()
-        spec.buckets, spec.intervals = np.frombuffer(buckets).tolist(), np.frombuffer(intervals).tolist()
-        spec.first_start, spec.last_end = np.frombuffer(first).tolist(), np.frombuffer(last).tolist()
-        spec.deltas = list(np.frombuffer(delta).reshape(n, -1))
-        rows.append((eid, level, ch, seg, lay, *spec.encode(ch, level)))
+        ends = np.column_stack([np.frombuffer(first), np.frombuffer(last)])
+        counts = np.column_stack([np.frombuffer(intervals), np.frombuffer(delta).reshape(n, -1)])
+        rows.append((eid, level, ch, seg, lay, *encode_spec_rollup(ch, level, np.frombuffer(buckets).tolist(), ends, counts)))
     conn.executemany("INSERT INTO spec_rollups_v9 VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
     rows = []
     for eid, level, ch, it_lay, n, buckets, itl, it_delta, mix_code, batch_mix in conn.execute(
             "SELECT engine_id, level, chunk, it_layout_id, n, buckets, itl, it_delta, mix_code, batch_mix "
             "FROM step_rollups"):
-        step = _StepRollupChunk()
-        step.buckets = np.frombuffer(buckets).tolist()
-        step.itl = np.frombuffer(itl).reshape(n, 2).tolist()
-        step.it = ([None if np.isnan(x).all() else x for x in np.frombuffer(it_delta).reshape(n, -1)]
-                   if it_delta is not None else [None] * n)
-        mix: Sequence[Sequence[float]] = np.frombuffer(batch_mix, dtype=COUNT_DTYPES[mix_code]).reshape(-1, 3).tolist()
-        step.batch_mix = {(ch + i * level, int(k)): int(m) for i, k, m in mix}
-        rows.append((eid, level, ch, it_lay, *step.encode(widths.get(it_lay, 0), ch, level)))
+        width = widths.get(it_lay, 0)
+        it = None  # no iteration-token layout; NaN: buckets whose samples had none
+        if width:
+            it = np.frombuffer(it_delta).reshape(n, -1) if it_delta is not None else np.full((n, width), math.nan)
+        mix = np.frombuffer(batch_mix, dtype=COUNT_DTYPES[mix_code]).reshape(-1, 3).astype(np.float64)
+        rows.append((eid, level, ch, it_lay, *encode_step_rollup(ch, level, np.frombuffer(buckets).tolist(),
+                                                                 np.frombuffer(itl).reshape(n, 2), it, mix)))
     conn.executemany("INSERT INTO step_rollups_v9 VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)

@@ -9,7 +9,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -214,6 +214,15 @@ class _Writes(_Sealing):
                 obj.rowid = rowid
         return out
 
+    def _encoded(self, obj: _Chunk, key: list[Any], chunk: float, level: int, closed: bool
+                 ) -> tuple[object, ...]:
+        """A cached chunk's row columns after its key; ``closed``: a rollup chunk in its narrow form."""
+        if isinstance(obj, _StepRollupChunk):  # kind "t": its key starts with its layout
+            return obj.encode(self._width(key[0]), chunk, level, closed=closed)
+        if isinstance(obj, _SpecRollupChunk):
+            return obj.encode(chunk, level, closed=closed)
+        return obj.encode()
+
     def _flush_chunks(self) -> None:
         """Write every chunk changed in this cycle (inside the cycle's transaction): stored
         ones are updated in place by rowid (no index change), new ones inserted.
@@ -228,24 +237,14 @@ class _Writes(_Sealing):
         c = self.conn
         updates: dict[str, list[tuple[object, ...]]] = {"i": [], "s": [], "t": [], "p": []}
         for (kind, eid, level, chunk, *key), obj in self._closing.items():  # moved right, closed
-            values: tuple[object, ...]
-            if isinstance(obj, _StepRollupChunk):
-                values = obj.encode(self._width(key[0]), chunk, level, closed=True)
-            else:  # only rollup chunks are closed here (_open_chunk)
-                assert isinstance(obj, _SpecRollupChunk)
-                values = obj.encode(chunk, level, closed=True)
+            values = self._encoded(obj, key, chunk, level, closed=True)  # only rollup chunks close here
             table = _CHUNK_TABLES[kind]
             c.execute(f"DELETE FROM {table} WHERE rowid = ?", (obj.rowid,))
             row = (eid, level, chunk, *key, *values)
             c.execute(f"INSERT INTO {table} VALUES ({','.join('?' * len(row))})", row)
         self._closing = {}
         for (kind, eid, level, chunk, *key), obj in self._dirty.items():
-            if isinstance(obj, _StepRollupChunk):  # kind "t"
-                values = obj.encode(self._width(key[0]), chunk, level, closed=False)
-            elif isinstance(obj, _SpecRollupChunk):
-                values = obj.encode(chunk, level, closed=False)
-            else:
-                values = obj.encode()
+            values = self._encoded(obj, key, chunk, level, closed=False)
             if obj.rowid is not None:
                 updates[kind].append((*values, obj.rowid))
                 continue
