@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-core
 DEVSTAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test notebook test-vllm real-engine test-real bench-real bench bench-decision gpu-checks-prepare venv clean
+.PHONY: demo test test-wheel notebook test-vllm real-engine test-real bench-real bench bench-decision gpu-checks-prepare venv clean
 
 $(BIN)/python:
 	@echo "creating $(VENV) and upgrading its pip (about 10 s, once)"
@@ -62,6 +62,11 @@ test: $(DEVSTAMP)
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/mypy acceptance model
 	$(BIN)/python -m pytest -q -m "not vllm and not real" tests
+
+# specdec as users install it: a wheel built in isolation, installed into a new venv outside
+# the checkout, its commands run from another folder (scripts/check_wheel.sh; about 1.5 min)
+test-wheel:
+	sh scripts/check_wheel.sh
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/parse_page.py
