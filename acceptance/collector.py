@@ -25,12 +25,13 @@ import math
 import resource
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from .errors import InputError
 from .counts import ScrapeResult
-from .fetch import PageFetcher, _one_line, mask_userinfo
+from .fetch import PageFetcher, _one_line
+from .target_access import TargetAccess
 from .limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENGINES
 from .limits import SCRAPE_TIMEOUT_S as DEFAULT_TIMEOUT_S
 from .parse import parse_metrics_page
@@ -41,13 +42,16 @@ from .parse import parse_metrics_page
 class ScrapeOptions:
     """How each scrape of a run is made: ``timeout_s`` for the whole exchange, at most
     ``max_bytes`` of page, ``concurrency`` scrapes in flight, ``now`` stamping each result,
-    at most ``max_engines`` engines read from a page."""
+    at most ``max_engines`` engines read from a page, and ``access``: for a target's name, the
+    URL fetched and the credential sent (acceptance.target_access; a name not in it is fetched
+    as written)."""
 
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_bytes: int = DEFAULT_MAX_BYTES
     concurrency: int = 64
     now: Callable[[], float] = time.time
     max_engines: int = DEFAULT_MAX_ENGINES
+    access: Mapping[str, TargetAccess] = field(default_factory=dict)
 
 
 def _check_concurrency(concurrency: object) -> None:
@@ -67,9 +71,11 @@ class Collector:
         keep_alive: bool = True,
         now: Callable[[], float] = time.time,
         max_engines: int = DEFAULT_MAX_ENGINES,
+        access: Mapping[str, TargetAccess] | None = None,
     ):
         _check_concurrency(concurrency)
         self.max_engines = max_engines
+        self.access = dict(access or {})
         self.fetcher = PageFetcher(timeout_s=timeout_s, max_bytes=max_bytes, keep_alive=keep_alive)
         self.concurrency = concurrency
         self.now = now
@@ -79,17 +85,21 @@ class Collector:
         return self.fetcher.run(self._scrape(target))
 
     async def _scrape(self, target: str) -> ScrapeResult:
+        """The result is named by the target's shown URL (acceptance.target_access): no secret
+        of it reaches the store or a message."""
         taken_at = self.now()
         started = time.monotonic()
+        access = self.access.get(target) or TargetAccess(target)
+        shown = access.shown
         try:
-            page = await self.fetcher.page(target)
-            engines = parse_metrics_page(page, source=target, max_engines=self.max_engines)
+            page = await self.fetcher.page(access)
+            engines = parse_metrics_page(page, source=shown, max_engines=self.max_engines)
         except Exception as exc:  # a bad target must never stop the cycle
-            message, shown = _one_line(exc).replace(target, mask_userinfo(target)), mask_userinfo(target)
+            message = access.scrub(_one_line(exc))
             if shown not in message:
                 message = f"{shown}: {type(exc).__name__}: {message}"
-            return ScrapeResult(target, taken_at, False, (), message, time.monotonic() - started)
-        return ScrapeResult(target, taken_at, True, tuple(engines), None, time.monotonic() - started)
+            return ScrapeResult(shown, taken_at, False, (), message, time.monotonic() - started)
+        return ScrapeResult(shown, taken_at, True, tuple(engines), None, time.monotonic() - started)
 
     def collect(self, targets: list[str]) -> list[ScrapeResult]:
         """Every target scraped concurrently; results in target order."""
@@ -179,7 +189,7 @@ def run_collector(
     cycles = 0
     t0 = time.monotonic()
     with Collector(timeout_s=scrape.timeout_s, max_bytes=scrape.max_bytes, concurrency=scrape.concurrency,
-                   now=scrape.now, max_engines=scrape.max_engines) as collector:
+                   now=scrape.now, max_engines=scrape.max_engines, access=scrape.access) as collector:
         tick = 0
         while not stop.is_set():
             started = time.monotonic()

@@ -24,8 +24,10 @@ What this module adds to aiohttp, as the hostile-target tests pin it:
   unsized or chunked body is read as it comes and reading stops past the limit; a gzip page
   is decompressed here (aiohttp's ``auto_decompress`` is off) with the same bound on its
   decompressed size: no gzip bomb;
-* no redirect followed (a 3xx is a status like any other), no proxy, the URL's userinfo
-  never sent and its password never in a message.
+* no redirect followed (a 3xx is a status like any other), so a target's credential
+  (acceptance.target_access) reaches its own URL only; no proxy; the URL's userinfo never
+  sent, and no secret of the target (its password, a credential-named query value, its
+  token) in a message.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ import aiohttp
 from yarl import URL
 
 from .errors import InputError
+from .target_access import TargetAccess
 
 from .limits import DEFAULT_MAX_BYTES
 from .limits import SCRAPE_TIMEOUT_S as DEFAULT_TIMEOUT_S
@@ -63,19 +66,6 @@ class UnreachableError(SourceError):
 
 def _one_line(text: object) -> str:
     return " ".join(str(text).split())
-
-
-def mask_userinfo(url: str) -> str:
-    """``url`` with the password of its userinfo (``http://user:secret@host``) as ***, for
-    messages: credentials in a URL are never printed."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return parts._replace(netloc=f"{parts.username or ''}:***@{host}").geturl()
 
 
 class BodyTooLarge(Exception):
@@ -146,10 +136,10 @@ class PageFetcher:
         finally:
             self._loop.run_until_complete(asyncio.sleep(0))  # transports' close callbacks
 
-    def fetch(self, url: str) -> str:
-        """The body of ``url`` as text; ``SourceError`` (one line naming the URL, its password
-        masked) on any failure."""
-        return self.run(self.page(url))
+    def fetch(self, target: str | TargetAccess) -> str:
+        """The body of ``target`` (a URL, or a URL and its credential) as text; ``SourceError``
+        (one line naming the URL, its secrets masked) on any failure."""
+        return self.run(self.page(target))
 
     def close(self) -> None:
         if self._loop.is_closed():
@@ -179,24 +169,23 @@ class PageFetcher:
 
     # -- fetching ------------------------------------------------------------------------
 
-    async def page(self, url: str) -> str:
+    async def page(self, target: str | TargetAccess) -> str:
         """``fetch`` as a coroutine, on the fetcher's loop."""
+        access = target if isinstance(target, TargetAccess) else TargetAccess(target)
         try:
-            return await self._page(url)
+            return await self._page(access)
         except SourceError as exc:
-            message = str(exc).replace(url, mask_userinfo(url))
-            password = _password(url)
-            if password:  # wherever a library's message put it
-                message = message.replace(password, "***")
+            message = access.scrub(str(exc))  # the URL as shown, and wherever a library's message put a secret
             if message == str(exc):
                 raise
             raise type(exc)(message) from None
 
-    async def _page(self, url: str) -> str:
+    async def _page(self, access: TargetAccess) -> str:
+        url = access.url
         target = _target(url)
         try:
             async with asyncio.timeout(self.timeout_s):
-                data, encoding = await self._exchange(url, target)
+                data, encoding = await self._exchange(url, target, access.headers())
         except Exception as exc:
             raise _source_error(url, exc, self.timeout_s, self.max_bytes) from None
         if encoding in ("gzip", "x-gzip"):
@@ -205,11 +194,11 @@ class PageFetcher:
             raise SourceError(f"{url}: page in Content-Encoding {encoding!r}, which specdec does not decode")
         return decode_page(data, url, self.max_bytes)
 
-    async def _exchange(self, url: str, target: URL) -> tuple[bytes, str]:
+    async def _exchange(self, url: str, target: URL, headers: dict[str, str]) -> tuple[bytes, str]:
         """The body (read as it comes, at most max_bytes) and its Content-Encoding; a redirect
-        is a status like any other. A kept connection the server closed while idle is retried
-        once on a fresh one by aiohttp."""
-        async with self._session_now().get(target, allow_redirects=False) as resp:
+        is a status like any other (the credential in ``headers`` goes nowhere else). A kept
+        connection the server closed while idle is retried once on a fresh one by aiohttp."""
+        async with self._session_now().get(target, allow_redirects=False, headers=headers) as resp:
             self._check_head(url, resp)
             body = await read_bounded(resp, self.max_bytes)
             return body, resp.headers.get("Content-Encoding", "identity").strip().lower()
@@ -224,13 +213,6 @@ class PageFetcher:
         length = resp.headers.get("Content-Length", "").strip()
         if length.isdigit() and int(length) > self.max_bytes:
             raise SourceError(f"{url}: page of {int(length)} bytes is over the {self.max_bytes}-byte limit")
-
-
-def _password(url: str) -> str | None:
-    try:
-        return urlsplit(url).password
-    except ValueError:
-        return None
 
 
 def _target(url: str) -> URL:
@@ -334,25 +316,28 @@ def decode_page(data: bytes, name: str, max_bytes: int = DEFAULT_MAX_BYTES) -> s
     return text
 
 
-def fetch_page(url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
-    """One GET of ``url`` on a fresh connection; ``SourceError`` naming the URL on any failure."""
+def fetch_page(url: str | TargetAccess, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+               max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    """One GET of ``url`` (with its credential, when given one) on a fresh connection;
+    ``SourceError`` naming the URL as shown on any failure."""
     with PageFetcher(timeout_s=timeout_s, max_bytes=max_bytes, keep_alive=False) as fetcher:
         return fetcher.fetch(url)
 
 
 def read_source(
-    source: str,
+    source: str | TargetAccess,
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_bytes: int = DEFAULT_MAX_BYTES,
     stdin: IO[str] | IO[bytes] | None = None,
 ) -> str:
-    """The text of a /metrics page from an http(s) URL, ``-`` (stdin) or a file path.
+    """The text of a /metrics page from an http(s) URL (or a URL and its credential), ``-``
+    (stdin) or a file path.
 
     Missing, unreadable, empty or over-size files (and an empty stdin) are ``SourceError``
     naming the path.
     """
-    if source.lower().startswith(("http://", "https://")):
+    if isinstance(source, TargetAccess) or source.lower().startswith(("http://", "https://")):
         return fetch_page(source, timeout_s=timeout_s, max_bytes=max_bytes)
     if source == "-":
         stream = stdin if stdin is not None else sys.stdin

@@ -42,8 +42,9 @@ import numpy as np
 from yarl import URL
 
 from .errors import InputError
-from .fetch import (BodyTooLarge, SourceError, UnreachableError, _one_line, client_session, mask_userinfo, parser_said,
+from .fetch import (BodyTooLarge, SourceError, UnreachableError, _one_line, client_session, parser_said,
                     read_bounded)
+from .target_access import Credential, TargetAccess, shown_url
 
 from .limits import DEFAULT_MAX_SERIES
 from .limits import PROMETHEUS_TIMEOUT_S as DEFAULT_TIMEOUT_S
@@ -124,7 +125,7 @@ class PrometheusClient:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise PrometheusError(f"prometheus url must be an http(s) URL, got {url!r}")
         self.url = url.rstrip("/")
-        self.shown_url = mask_userinfo(self.url)  # what messages print
+        self.shown_url = shown_url(self.url)  # what messages print
         self.timeout_s = float(_positive(timeout_s if timeout_s is not None else
                                          getattr(settings, "timeout_s", DEFAULT_TIMEOUT_S), "timeout_s"))
         self.max_series = _positive(max_series if max_series is not None else
@@ -145,11 +146,10 @@ class PrometheusClient:
         return f"PrometheusClient({self.shown_url!r}, token={'set' if self._token else 'none'})"
 
     def _scrub(self, text: str) -> str:
-        """The text with the token (in any case) and the URL's password masked."""
-        text = text.replace(self.url, self.shown_url)
-        if self._token:
-            text = re.sub(re.escape(self._token), "***", text, flags=re.IGNORECASE)
-        return text
+        """The text with the URL as shown (its password and credential-named query values
+        masked) and the token masked, in any case."""
+        credential = Credential.bearer(self._token) if self._token else None
+        return TargetAccess(self.url, credential).scrub(text)
 
     def fail(self, what: str, kind: type[PrometheusError] = PrometheusError) -> PrometheusError:
         """A one-line error naming the server and the route's selector."""
@@ -165,7 +165,7 @@ class PrometheusClient:
         answer = self._exchange(path, urllib.parse.urlencode(params).encode())
         raw = answer.body
         if 300 <= answer.status < 400:
-            where = mask_userinfo(answer.location or "?")
+            where = shown_url(answer.location or "?")
             raise self.fail(f"{path} redirects to {where}: redirects are not followed (the token must not go "
                             f"elsewhere); set [source] url to the final address")
         if answer.status != 200:

@@ -54,7 +54,8 @@ from pathlib import Path
 import aiohttp
 
 from acceptance.collector import Collector
-from acceptance.fetch import PageFetcher, SourceError, mask_userinfo
+from acceptance.fetch import PageFetcher, SourceError
+from acceptance.target_access import shown_url
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -98,7 +99,7 @@ class NaiveAiohttp:
                 return (await resp.read()).decode()
         except Exception as exc:
             # the URL as the collector shows it (masked): what the test sees is aiohttp's own text
-            raise SourceError(f"{mask_userinfo(url)}: {type(exc).__name__}: {exc}") from None
+            raise SourceError(f"{shown_url(url)}: {type(exc).__name__}: {exc}") from None
 
     def close(self) -> None:
         if self._session is not None:

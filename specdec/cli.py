@@ -122,6 +122,7 @@ def _collect_into(args, config, targets: list[str], interval: float) -> dict:
 
     from .full_disk import FullDiskWatch
 
+    access = config.scrape_access()  # the credentials' secrets, read from the environment before anything starts
     store = _open_store(config, args.db)
     print(f"collecting {len(targets)} target(s) every {interval:g}s into {config.store_path_for(args.db)}", file=sys.stderr)
 
@@ -164,7 +165,7 @@ def _collect_into(args, config, targets: list[str], interval: float) -> dict:
         run_collector(
             watch, targets, interval_s=interval, duration_s=args.duration, once=args.once, on_cycle=progress,
             scrape=ScrapeOptions(timeout_s=config.collect_timeout_s, max_bytes=config.max_page_bytes,
-                                 max_engines=config.max_engines),
+                                 max_engines=config.max_engines, access=access),
         )
     finally:
         store.close()

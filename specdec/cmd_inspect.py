@@ -25,14 +25,18 @@ def cmd_inspect(args) -> int:
     from acceptance.engine_cost import format_engine_cost_lines, kv_cache_config
     from acceptance.request_lengths import format_context_lines
 
-    text = read_source(args.source, timeout_s=args.timeout, max_bytes=args.max_page_bytes)
-    snapshots = parse_metrics_page(text, source=args.source)
+    from acceptance.target_access import shown_url
+
+    source = _access(args)
+    text = read_source(source, timeout_s=args.timeout, max_bytes=args.max_page_bytes)
+    snapshots = parse_metrics_page(text, source=shown_url(args.source))
     report = inspect_report(snapshots)
     kv = kv_cache_config(text)
     for entry in report["engines"]:
         entry["kv_cache"] = kv.get(entry["engine"])
     configured = _config_deployment(args.config)
-    _check_engine_costs(report, snapshots, args.config, configured)
+    # --config applied when it gave the URL its credential: then a cost check it cannot feed is not refused
+    _check_engine_costs(report, snapshots, None if source is not args.source else args.config, configured)
     if args.json:
         dump_json(report)
     else:
@@ -51,6 +55,29 @@ def cmd_inspect(args) -> int:
                                                   else [])))
         print("\n".join(_setup_hint(report, _set_keys(configured))))
     return 0
+
+
+def _access(args):
+    """The source as read: a file or -, or a URL with the credential --config gives the target
+    it names (acceptance.target_access); a URL with userinfo is refused (never sent)."""
+    from acceptance.target_access import has_userinfo, shown_url
+
+    source = args.source
+    if not source.lower().startswith(("http://", "https://")):
+        return source
+    if has_userinfo(source):
+        raise UsageError(f"{shown_url(source)}: credentials in the URL are never sent: name the target in a config's "
+                         f"route with bearer_token_env or basic_auth_* (docs/REFERENCE.md, Config) and pass --config")
+    if not args.config:
+        return source
+    from .config import load_config
+
+    config = load_config(args.config, required=True)
+    shown = shown_url(source)
+    for name, route in config.routes.items():
+        if shown in route.targets:
+            return config.scrape_access([name])[shown]
+    return source
 
 
 def _config_deployment(config_path: str | None):

@@ -170,6 +170,7 @@ def _tune_live(config, route: str, window_s: float):
     from .report import format_clock, format_duration
 
     targets = list(config.routes[route].targets)
+    access = config.scrape_access([route])
     interval = min(config.collect_interval_s, window_s / 4)
     print(f"no store at {config.store_path}: scraping route {route}'s {len(targets)} target(s) every {interval:g}s "
           f"for the {format_duration(window_s)} window, so this takes {format_duration(window_s)} "
@@ -194,7 +195,7 @@ def _tune_live(config, route: str, window_s: float):
             run_collector(store.write_cycle, targets, interval_s=interval, duration_s=window_s + interval / 2,
                           on_cycle=progress, stop=stop,
                           scrape=ScrapeOptions(timeout_s=config.collect_timeout_s, max_bytes=config.max_page_bytes,
-                                               max_engines=config.max_engines))
+                                               max_engines=config.max_engines, access=access))
         except KeyboardInterrupt:
             print("\n  stopped early", file=sys.stderr)
         print(file=sys.stderr)

@@ -7,6 +7,11 @@ mapping is validated by model.deployment.Deployment.from_mapping where it is use
 
 [collect] interval / timeout / max_page_bytes / max_engines and [source] timeout / max_series are
 optional (docs/REFERENCE.md, Config).
+
+A route's targets are named by their shown URLs (acceptance.target_access: a credential-named
+query value as ***), and only the collector's fetch sees a target as written and the credential
+that [collect] or the route names by environment variables (``Config.scrape_access``); a target
+URL with userinfo is refused, since it would never be sent.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from acceptance.errors import InputError
 from acceptance.limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENGINES, DEFAULT_MAX_SERIES
 from acceptance.limits import PROMETHEUS_TIMEOUT_S as DEFAULT_TIMEOUT_S
 from acceptance.names import has_control_characters
+from acceptance.target_access import Credential, TargetAccess, has_userinfo, shown_url
 from acceptance.durations import duration_seconds
 from model.deployment import BUILTIN_PROFILES, INLINE_DEFAULTS, Deployment  # BUILTIN_PROFILES: anything else names a measured table file
 from model.figures_needed import unread_once_anchored
@@ -47,6 +53,38 @@ def parse_duration(text: str | int | float, *, what: str = "duration") -> float:
     return seconds
 
 
+# the keys that name a /metrics target's credential, in [collect] and in a route's table
+CREDENTIAL_KEYS = ("bearer_token_env", "basic_auth_username", "basic_auth_password_env")
+
+
+@dataclass(frozen=True)
+class ScrapeCredential:
+    """The credential a target is scraped with, as the config names it: a bearer token, or a
+    basic-auth user and password, each secret in an environment variable read when a collect
+    starts (``resolve``), never in the config."""
+
+    bearer_token_env: str | None = None
+    basic_auth_username: str | None = None
+    basic_auth_password_env: str | None = None
+    where: str = ""  # the table that names it, for messages
+
+    def resolve(self) -> Credential:
+        if self.bearer_token_env is not None:
+            return Credential.bearer(_secret_from(self.bearer_token_env, f"{self.where} bearer_token_env"))
+        assert self.basic_auth_username is not None and self.basic_auth_password_env is not None
+        password = _secret_from(self.basic_auth_password_env, f"{self.where} basic_auth_password_env")
+        return Credential.basic(self.basic_auth_username, password)
+
+
+def _secret_from(env: str, key: str) -> str:
+    import os
+
+    value = os.environ.get(env, "").strip()
+    if not value:
+        raise ConfigError(f"{key} names {env!r}, which is not set in the environment")
+    return value
+
+
 @dataclass(frozen=True)
 class RouteConfig:
     name: str
@@ -60,6 +98,9 @@ class RouteConfig:
     # the deployment (one set of engines, one --speculative-config) the route shares with the
     # other routes naming it; None: the route is a deployment of its own
     shared_deployment: str | None = None
+    # the targets as written (what is fetched), in the order of ``targets`` (their shown names)
+    target_urls: tuple[str, ...] = field(default=(), repr=False)
+    credential: ScrapeCredential | None = None  # the route's own, else [collect]'s
 
 
 @dataclass(frozen=True)
@@ -138,6 +179,18 @@ class Config:
                 seen.setdefault(t, None)
         return list(seen)
 
+    def scrape_access(self, routes: list[str] | None = None) -> dict[str, TargetAccess]:
+        """For each target (of ``routes``, else of every route) by its shown name: the URL
+        fetched and the credential sent, its secret read from the environment now
+        (ConfigError naming the variable when it is not set)."""
+        access: dict[str, TargetAccess] = {}
+        for name in routes if routes is not None else list(self.routes):
+            route = self.routes[name]
+            credential = route.credential.resolve() if route.credential is not None else None
+            for shown, url in zip(route.targets, route.target_urls or route.targets):
+                access[shown] = TargetAccess(url, credential)
+        return access
+
 
 def load_config(path: str | Path | None = None, *, required: bool = False) -> Config:
     """Read the config at ``path`` (or ./specdec.toml). Without a file and not ``required``,
@@ -162,10 +215,10 @@ def load_config(path: str | Path | None = None, *, required: bool = False) -> Co
 SECTIONS = ("store", "collect", "deployment", "source", "routes")
 SECTION_KEYS = {
     "store": ("path", "retention"),
-    "collect": ("interval", "timeout", "max_page_bytes", "max_engines"),
+    "collect": ("interval", "timeout", "max_page_bytes", "max_engines", *CREDENTIAL_KEYS),
     "source": ("kind", "url", "bearer_token_env", "timeout", "max_series"),
 }
-ROUTE_KEYS = ("targets", "selector", "source", "engines", "deployment")  # besides the [deployment] keys
+ROUTE_KEYS = ("targets", "selector", "source", "engines", "deployment", *CREDENTIAL_KEYS)  # besides the [deployment] keys
 
 
 def _check_known(raw: dict, where: str) -> None:
@@ -223,6 +276,7 @@ def config_from_mapping(raw: dict, *, path: Path | None) -> Config:
     if not isinstance(max_engines, int) or isinstance(max_engines, bool) or max_engines <= 0:
         raise ConfigError(f"{where}: [collect] max_engines must be a positive integer, got {max_engines!r}")
 
+    collect_credential = _credential(collect, f"{where} [collect]")
     deployment = _resolve_cost_table(_table(raw, "deployment", where), base)
     source = _table(raw, "source", where)
     prometheus = None
@@ -232,7 +286,11 @@ def config_from_mapping(raw: dict, *, path: Path | None) -> Config:
     if default_kind == "prometheus" or "url" in source:
         url = source.get("url")
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise ConfigError(f"{where}: [source] url must be an http(s) URL of a Prometheus server, got {url!r}")
+            raise ConfigError(f"{where}: [source] url must be an http(s) URL of a Prometheus server, got "
+                              f"{shown_url(url) if isinstance(url, str) else url!r}")
+        if has_userinfo(url):
+            raise ConfigError(f"{where}: [source] url {shown_url(url)} holds credentials, which are never sent: "
+                              f"put the token in an environment variable and name it in [source] bearer_token_env")
         token_env = source.get("bearer_token_env")
         if token_env is not None and not isinstance(token_env, str):
             raise ConfigError(f"{where}: [source] bearer_token_env must name an environment variable")
@@ -245,11 +303,7 @@ def config_from_mapping(raw: dict, *, path: Path | None) -> Config:
         rwhere = f"{where} [routes.{name}]"
         if not isinstance(table, dict):
             raise ConfigError(f"{rwhere}: must be a table")
-        targets = table.get("targets", [])
-        if isinstance(targets, str):
-            targets = [targets]
-        if not isinstance(targets, list) or not all(isinstance(t, str) and t.startswith(("http://", "https://")) for t in targets):
-            raise ConfigError(f"{rwhere}: targets must be a list of http(s) URLs of vLLM /metrics pages")
+        targets = _targets(table, rwhere)
         selector = table.get("selector")
         if selector is not None and not isinstance(selector, str):
             raise ConfigError(f"{rwhere}: selector must be a string of PromQL label matchers")
@@ -276,10 +330,12 @@ def config_from_mapping(raw: dict, *, path: Path | None) -> Config:
                               f"(a string), got {shared!r}")
         overrides = _resolve_cost_table({k: v for k, v in table.items() if k not in ROUTE_KEYS}, base)
         routes[name] = RouteConfig(
-            name=name, source=kind, targets=tuple(targets), selector=selector,
+            name=name, source=kind, targets=tuple(shown_url(t) for t in targets), selector=selector,
             deployment={**deployment, **overrides}, engines=engines, shared_deployment=shared,
+            target_urls=tuple(targets), credential=_credential(table, rwhere) or collect_credential,
         )
     _check_shared_deployments(routes, where)
+    _check_target_names(routes, where)
     config = Config(
         path=path, store_path=store_path, retention_s=retention_s, deployment=dict(deployment),
         routes=routes, prometheus=prometheus, collect_interval_s=interval,
@@ -291,6 +347,57 @@ def config_from_mapping(raw: dict, *, path: Path | None) -> Config:
     for route in routes or (None,):
         deployment_for_route(config, route)
     return config
+
+
+def _targets(table: dict, where: str) -> list[str]:
+    """A route's targets as written: http(s) URLs without userinfo (a credential there would
+    never be sent: the route's or [collect]'s credential keys say what is)."""
+    targets = table.get("targets", [])
+    if isinstance(targets, str):
+        targets = [targets]
+    if not isinstance(targets, list) or not all(isinstance(t, str) and t.startswith(("http://", "https://"))
+                                                for t in targets):
+        raise ConfigError(f"{where}: targets must be a list of http(s) URLs of vLLM /metrics pages")
+    for target in targets:
+        if has_userinfo(target):
+            raise ConfigError(
+                f"{where}: target {shown_url(target)} holds credentials in its URL, which are never sent: set "
+                f"bearer_token_env (a bearer token), or basic_auth_username and basic_auth_password_env, in "
+                f"the route's table or [collect], each secret in the environment variable it names")
+    return targets
+
+
+def _credential(table: dict, where: str) -> ScrapeCredential | None:
+    """The credential keys of [collect] or a route's table, checked; None when it sets none."""
+    given = {key: table[key] for key in CREDENTIAL_KEYS if key in table}
+    if not given:
+        return None
+    for key, value in given.items():
+        if not isinstance(value, str) or not value.strip() or has_control_characters(value):
+            raise ConfigError(f"{where}: {key} must be a non-empty string"
+                              + ("" if key == "basic_auth_username" else " naming an environment variable"))
+    if "bearer_token_env" in given and len(given) > 1:
+        raise ConfigError(f"{where}: bearer_token_env and basic_auth_* both set: a target takes one credential")
+    if "bearer_token_env" not in given and len(given) != 2:
+        missing = next(key for key in CREDENTIAL_KEYS[1:] if key not in given)
+        raise ConfigError(f"{where}: basic auth needs basic_auth_username and basic_auth_password_env; {missing} "
+                          f"is not set")
+    return ScrapeCredential(**given, where=where)
+
+
+def _check_target_names(routes: dict[str, RouteConfig], where: str) -> None:
+    """A target named twice (in two routes, or written two ways that show the same) is one
+    target: it must be written, and scraped with its credential, the same way everywhere."""
+    seen: dict[str, tuple[str, ScrapeCredential | None, str]] = {}
+    for route in routes.values():
+        for shown, url in zip(route.targets, route.target_urls):
+            first = seen.setdefault(shown, (url, route.credential, route.name))
+            if first[0] != url:
+                raise ConfigError(f"{where}: targets {shown} of [routes.{first[2]}] and [routes.{route.name}] differ "
+                                  f"only in a credential-named query value: list each target once")
+            if first[1] != route.credential:
+                raise ConfigError(f"{where}: target {shown} is in [routes.{first[2]}] and [routes.{route.name}] with "
+                                  f"different credentials: one target takes one credential")
 
 
 def _prometheus_bounds(source: dict, where: str) -> dict:

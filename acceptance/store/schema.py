@@ -10,9 +10,10 @@ from pathlib import Path
 
 from .disk import rollback
 from .records import StoreError
+from .credentials import scrub_credentials
 from .upgrade import SCHEMA_V9, convert_to_v9
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 APPLICATION_ID = 0x53504443  # "SPDC": marks the file as a specdec store
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _QUICK_CHECK_MAX_BYTES = 64 << 20  # full quick_check on open only for small files
@@ -162,11 +163,15 @@ CREATE TABLE engine_totals (
 # no sample history (each engine's newest sample in engine_last), chunk rows compressed, an
 # engine's closed hours sealed into one row per key (acceptance.store.sealing).
 
+# Version 10: no credential in what the store holds (acceptance.store.credentials): target URLs
+# and the messages naming them as shown (acceptance.target_access).
+
 # version → statements that bring a store from version − 1 to it, then the conversion in
-# Python that some need (after their statements, in the same transaction).
+# Python that some need (after their statements, in the same transaction); a conversion that
+# returns a true value rewrote secrets, which a VACUUM then removes from the file's free pages.
 _MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5,
-                               6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8, 9: SCHEMA_V9}
-_CONVERSIONS: dict[int, Callable[[sqlite3.Connection], None]] = {9: convert_to_v9}
+                               6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8, 9: SCHEMA_V9, 10: ""}
+_CONVERSIONS: dict[int, Callable[[sqlite3.Connection], object]] = {9: convert_to_v9, 10: scrub_credentials}
 # After a migration that frees this share of the file's pages, VACUUM gives them back.
 _VACUUM_FREED_SHARE = 0.25
 
@@ -218,6 +223,7 @@ def _migrate(conn: sqlite3.Connection, path: Path, *, full_check: bool = False) 
     if version > SCHEMA_VERSION:
         raise StoreError(f"store {path} has schema version {version}, newer than this specdec "
                          f"({SCHEMA_VERSION}): upgrade specdec")
+    secrets_rewritten = False
     if version < SCHEMA_VERSION:
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -225,8 +231,8 @@ def _migrate(conn: sqlite3.Connection, path: Path, *, full_check: bool = False) 
                 for stmt in re.sub(r"--[^\n]*", "", _MIGRATIONS[v]).split(";"):  # comments may hold a ';'
                     if stmt.strip():
                         conn.execute(stmt)
-                if v in _CONVERSIONS:
-                    _CONVERSIONS[v](conn)
+                if v in _CONVERSIONS and _CONVERSIONS[v](conn):
+                    secrets_rewritten = True
                 conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(v),))
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute("COMMIT")
@@ -234,7 +240,7 @@ def _migrate(conn: sqlite3.Connection, path: Path, *, full_check: bool = False) 
             rollback(conn)  # a failed ROLLBACK must not hide why the migration failed
             raise
         if version:
-            _give_back_space(conn)
+            _give_back_space(conn, secrets_rewritten)
     # touch every table so that damage shows now, not in the middle of a collect loop
     # "corrupt" is SQLite's verdict only: quick_check when the file is small or its header
     # disagrees with its size (it may be sound: _check_file)
@@ -248,14 +254,18 @@ def _migrate(conn: sqlite3.Connection, path: Path, *, full_check: bool = False) 
             conn.execute(f"SELECT * FROM {t} LIMIT 1").fetchall()
 
 
-def _give_back_space(conn: sqlite3.Connection) -> None:
+def _give_back_space(conn: sqlite3.Connection, secrets_rewritten: bool = False) -> None:
     """VACUUM after a migration that freed much of the file (version 9 drops the sample
     history): the file shrinks to what it holds. Without room for the copy VACUUM writes, the
-    store stays as migrated, its free pages reused by the next writes."""
+    store stays as migrated, its free pages reused by the next writes. After rewriting
+    secrets (version 10) always, and the WAL checkpointed and emptied: the old text must leave
+    the free pages and the WAL's frames."""
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     free = conn.execute("PRAGMA freelist_count").fetchone()[0]
-    if pages and free >= _VACUUM_FREED_SHARE * pages:
+    if secrets_rewritten or (pages and free >= _VACUUM_FREED_SHARE * pages):
         try:
             conn.execute("VACUUM")
         except sqlite3.OperationalError:
             pass  # a full disk: nothing is lost, the free pages stay in the file
+    if secrets_rewritten:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
