@@ -141,7 +141,7 @@ def _collect_into(args, config, targets: list[str], interval: float) -> dict:
     def write(results) -> None:
         refused = store.write_cycle(results)
         answered["refused"] = len(refused)
-        for line in refused:  # an engine's inconsistent scrape: said, not stored
+        for line in refused + store.clock_lines:  # an engine's inconsistent scrape, a clock step: said, not stored
             print(line, file=sys.stderr, flush=True)
 
     watch = FullDiskWatch(write, once=args.once)  # a full disk: collecting goes on (specdec.full_disk)

@@ -399,15 +399,15 @@ def test_engine_totals_keep_a_row_every_5_minutes_and_the_newest_and_sum_each_li
     t0 = 1.8e9
     with Store.open(p) as store:
         for i in range(41):  # 10 minutes at 15 s: a request of prompt 100 a scrape
-            store.write_cycle([ScrapeResult("x", t0 + 15 * i, True, (_lengths_snapshot(i, 100.0 * i, 1.0),))])
+            store.write_cycle([ScrapeResult("x", t0 + 15 * i, True, (_lengths_snapshot(i, 100.0 * i, t0 - 100),))])
         times = [t for (t,) in store.conn.execute("SELECT time FROM engine_totals ORDER BY time")]
         assert times == [t0, t0 + TOTALS_EVERY_S, t0 + 600]  # kept every 5 minutes, and the newest
         assert store.engine_totals_increase([1], t0, t0 + 600)["prompt_count"] == 40
         assert store.engine_totals_increase([1], t0 + 1, t0 + 600)["prompt_sum"] == 100.0 * 20  # from the 5-minute row
         # a restart (a new _created) starts a life of its own: the old one counts to its newest row
-        store.write_cycle([ScrapeResult("x", t0 + 615, True, (_lengths_snapshot(2, 200.0, 2.0),))])
-        store.write_cycle([ScrapeResult("x", t0 + 630, True, (_lengths_snapshot(5, 500.0, 2.0),))])
-        store.write_cycle([ScrapeResult("x", t0 + 945, True, (_lengths_snapshot(9, 900.0, 2.0),))])
+        store.write_cycle([ScrapeResult("x", t0 + 615, True, (_lengths_snapshot(2, 200.0, t0 + 610),))])
+        store.write_cycle([ScrapeResult("x", t0 + 630, True, (_lengths_snapshot(5, 500.0, t0 + 610),))])
+        store.write_cycle([ScrapeResult("x", t0 + 945, True, (_lengths_snapshot(9, 900.0, t0 + 610),))])
         got = store.engine_totals_increase([1], t0, t0 + 1000)
         assert got["prompt_count"] == 40 + (9 - 2) and got["prompt_sum"] == 4000 + 700
         assert got["output_sum"] == 10.0 * got["prompt_count"]

@@ -15,7 +15,7 @@ import pytest
 from acceptance.counts import EngineSnapshot, ScrapeResult, SpecCounts, impossible_counts
 from acceptance.parse import parse_metrics_page
 from acceptance.store import Store
-from acceptance.store.deltas import spec_increase
+from acceptance.store.deltas import SpecSample, spec_increase
 from acceptance.windows import route_window
 from specdec.cli import main as cli_main, tune_gamma_main
 from support import page_at_share, pages_server, real_page_store, run_cli
@@ -92,7 +92,8 @@ def test_which_moves_are_a_restart(created, drafts_after, tokens_after, refused)
     before = np.array([590.0, 2481.0, 1790.0, 496, 418, 340, 308, 228])
     after = before.copy()
     after[0], after[1], after[3] = drafts_after, tokens_after, 470.0  # position 0 down
-    inc = spec_increase(5, None if created is None else 1.7e9, before, 5, created, after, first_sighting=False)
+    inc = spec_increase(SpecSample(1.7e9 + 600, 5, None if created is None else 1.7e9, before),
+                        SpecSample(1.7e9 + 615, 5, created, after))
     assert (inc.refused is not None) == refused
     if refused:
         assert inc.delta is None and [k for k, _ in inc.events] == ["inconsistent"]
@@ -178,3 +179,82 @@ def test_an_engine_still_set_back_after_three_refusals_is_taken_as_it_is(tmp_pat
     assert [len(x) for x in said] == [0, 1, 1, 0, 0]
     assert [e.kind for e in window.events] == ["inconsistent", "inconsistent", "rebaseline"]
     assert window.segments[0].total.drafts == 60  # 650 − 590 from the new baseline; nothing added whole
+
+
+# --- another engine life behind one URL ---------------------------------------------------
+
+CREATED = 1.7961166897042472e+09  # the real page's _created
+
+
+def created_at(page: str, created: float) -> str:
+    """The page with every counter's _created set to ``created``."""
+    return re.sub(r"(_created\{[^}]*\}) \S+", lambda m: f"{m.group(1)} {created!r}", page)
+
+
+def test_a_created_that_steps_back_while_counters_rise_is_refused_not_counted_again(tmp_path):
+    """The counters keep rising under an older _created: not a restart (its whole total counted
+    again gave 21,000 drafts stored against 12,000 true here), refused in one line saying why;
+    the next scrape under the counted life's _created carries the interval, exactly."""
+    pages = [page_at_share(NGRAM, 0.25), created_at(page_at_share(NGRAM, 0.5), CREATED - 3600),
+             page_at_share(NGRAM, 0.75), NGRAM]
+    with Store.open(tmp_path / "s.db") as store:
+        said = [store.write_cycle([ScrapeResult(URL, CREATED + 600 + 15 * i, True, tuple(parse_metrics_page(p)))])
+                for i, p in enumerate(pages)]
+        window = route_window(store, [URL], 0, CREATED + 2000)
+    first, last = (parse_metrics_page(p)[0].counts for p in (pages[0], pages[-1]))
+    assert window.segments[0].total.drafts == last.drafts - first.drafts
+    (line,) = said[1]
+    assert "_created went back" in line and "more than one engine" in line
+    assert not [e for e in window.events if e.kind == "restart"]
+
+
+def test_a_url_reaching_two_engines_in_turn_counts_one_of_them_exactly_and_says_so_once(tmp_path):
+    """A load-balanced service behind one target URL: two engines' lives alternate scrape by
+    scrape. Neither is stored as a restart: the life seen first is counted exactly, the other
+    refused, and the reason said once, naming what to do."""
+    scrapes = 12
+    a = [page_at_share(NGRAM, 0.1 + 0.9 * i / (scrapes - 1)) for i in range(scrapes)]
+    b = [created_at(page_at_share(NGRAM, 0.05 + 0.5 * i / (scrapes - 1)), CREATED + 30) for i in range(scrapes)]
+    with Store.open(tmp_path / "s.db") as store:
+        said = []
+        for i in range(scrapes):
+            page = a[i] if i % 2 == 0 else b[i]
+            said += store.write_cycle([ScrapeResult(URL, CREATED + 600 + 15 * i, True,
+                                                    tuple(parse_metrics_page(page)))])
+        window = route_window(store, [URL], 0, CREATED + 2000)
+    first, last = (parse_metrics_page(a[i])[0].counts for i in (0, scrapes - 2))
+    assert window.segments[0].total.drafts == last.drafts - first.drafts
+    assert len(said) == 1 and "list each engine's own URL as a target" in said[0]
+    assert [e.kind for e in window.events] == ["inconsistent"]
+
+
+# --- a clock that steps ------------------------------------------------------------------
+
+def test_a_clock_stepped_back_holds_the_target_says_so_once_and_keeps_counts_exact(tmp_path):
+    """NTP steps the collector's clock back 30 s: the scrapes stamped at or before the last
+    stored one are held (not stored) and said once in words; a collector restarted under the
+    same offset holds the same way; once the clock passes the last stored scrape, storing
+    resumes (said once) and the window's counts are the engine's own increase."""
+    scrapes = 20
+    pages = [page_at_share(NGRAM, i / (scrapes - 1)) for i in range(scrapes)]
+    t0 = CREATED + 600
+    times = [t0 + 15 * i for i in range(8)] + [t0 + 15 * i - 30 - 15 * 7 + 15 * 6 for i in range(8, scrapes)]
+    # scrape 8 is stamped 30 s behind scrape 7's time: stepped back; scrapes 9.. climb again
+    said = []
+    path = tmp_path / "s.db"
+    for half in (range(0, 10), range(10, scrapes)):  # the collector restarts in the middle, under the offset
+        with Store.open(path) as store:
+            for i in half:
+                refused = store.write_cycle([ScrapeResult(URL, times[i], True, tuple(parse_metrics_page(pages[i])))])
+                said += refused + store.clock_lines
+    with Store.open(path) as store:
+        window = route_window(store, [URL], 0, CREATED + 5000)
+    first, last = (parse_metrics_page(p)[0].counts for p in (pages[0], pages[-1]))
+    assert window.segments[0].total.drafts == last.drafts - first.drafts
+    assert window.segments[0].total.accepted_per_position == tuple(
+        b - a for a, b in zip(first.accepted_per_position, last.accepted_per_position))
+    held = [s for s in said if "behind" in s]
+    resumed = [s for s in said if "storing resumed" in s]
+    assert len(resumed) == 1 and 1 <= len(held) <= 2  # once, and once more by the restarted collector
+    assert "30s behind" in held[0] and "1.79" not in held[0]  # in words, not epoch numbers
+    assert not [e for e in window.events if e.kind in ("restart", "inconsistent")]

@@ -36,6 +36,9 @@ class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested, _Totals):
         self._last_retention: float | None = None
         self._state_unread = False  # True: the cached state may differ from the file (_reload_after_rollback)
         self._refusals_running: dict[int, int] = {}  # engine id → its scrapes refused in a row (store.deltas)
+        self._other_lives: dict[int, set[float | None]] = {}  # engine id → other lives told of (store.deltas)
+        self._held_targets: dict[int, int] = {}  # target id → its scrapes held by a clock that stepped back
+        self.clock_lines: list[str] = []  # the last cycle's words on held targets (writes._say_clock)
         self._load_state()
 
     # -------------------------------------------------------------- open / close

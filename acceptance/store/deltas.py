@@ -5,9 +5,9 @@ Spec-decode counters (``spec_increase``), against the engine's previous sample:
 - first sighting: a baseline only (what happened before it is not observable);
 - the previous sample had none (speculation was off): ``spec_on``, a new segment, and the
   increase is the new value;
-- ``_created`` changed, or γ changed (vLLM fixes γ at engine start, so a new γ is a new
-  engine even when no counter went down), or, without ``_created``, counters went down and
-  none went up: ``restart``,
+- ``_created`` moved forward to a time after the previous scrape, or γ changed (vLLM fixes γ
+  at engine start, so a new γ is a new engine even when no counter went down), or, without
+  ``_created``, counters went down and none went up: ``restart``,
   and the increase is the new value — a γ change also opens a new segment
   (``gamma_change``);
 - a counter went down with ``_created`` unchanged (vLLM's restart always gives new counters a
@@ -19,6 +19,13 @@ Spec-decode counters (``spec_increase``), against the engine's previous sample:
   it. An engine refused ``REBASE_AFTER`` times running is taken as it is from then on (event
   ``rebaseline``, no increase): its counters stay set back, and what it did meanwhile is lost;
 - else new − previous; columns the previous sample lacked are unknown (NaN);
+- a ``_created`` that went back, or that moved forward to a time before the previous scrape
+  (by more than ``CLOCK_SLACK_S``, the engines' and the collector's clocks apart): another
+  life, not a restart — a new life cannot begin before the old one, nor while the old one
+  still answered. Refused as ``other_life`` (no increase, the previous sample kept): one way
+  it happens is a URL that reaches more than one engine in turn (a load-balanced service),
+  whose lives alternate; the engine first seen is counted exactly, the other never, and the
+  message says each engine must be listed as a target of its own;
 - counters gone (``spec_off_event``): speculation switched off, no increase.
 A delta is never negative and never doubled. Other counters (ITL sum and count, the
 iteration-token buckets, the plugin's) follow ``counter_increase``: the new value after the
@@ -27,6 +34,7 @@ engine's restart or their own drop, else new − previous.
 
 from __future__ import annotations
 
+from ..durations import format_clock
 from ..errors import InputError
 
 from dataclasses import dataclass
@@ -35,6 +43,17 @@ from typing import overload
 import numpy as np
 
 Event = tuple[str, str]  # (kind, detail)
+
+
+@dataclass(frozen=True)
+class SpecSample:
+    """One engine's spec-decode counters at one scrape: ``value`` [D, T, A, A_1..A_γ, (drafts
+    per position)], None when the engine did not speculate."""
+
+    time: float
+    gamma: int
+    created: float | None
+    value: np.ndarray | None
 
 
 @dataclass(frozen=True)
@@ -47,27 +66,52 @@ class SpecIncrease:
     restart: bool
     events: tuple[Event, ...]
     refused: str | None = None  # why the scrape is inconsistent: nothing of it is stored
+    other_life: bool = False  # refused as another engine life than the one counted (module docstring)
 
 
-def spec_increase(prev_gamma: int | None, prev_created: float | None, prev_value: np.ndarray | None,
-                  gamma: int, created: float | None, value: np.ndarray, *, first_sighting: bool) -> SpecIncrease:
-    """The rules of the module docstring. ``value``: [D, T, A, A_1..A_γ, (drafts per position)];
-    ``prev_value`` None when the previous sample had no spec-decode counters."""
-    if first_sighting:
+# The most a new life's _created may precede the previous scrape and still be a restart: the
+# engines' clocks and the collector's apart (NTP keeps them within milliseconds; a collector's
+# clock that stepped back is held apart, acceptance.store.writes).
+CLOCK_SLACK_S = 60.0
+
+
+def spec_increase(prev: SpecSample | None, new: SpecSample) -> SpecIncrease:
+    """The rules of the module docstring, from the engine's previous sample (None: a first
+    sighting) to this one, which speculates."""
+    assert new.value is not None
+    gamma, value = new.gamma, new.value
+    if prev is None:
         return SpecIncrease(None, True, False, ())
-    if prev_value is None:
+    if prev.value is None:
         return SpecIncrease(value.copy(), True, False, (("spec_on", f"speculation on, gamma {gamma}"),))
-    assert prev_gamma is not None  # a sample seen before has its γ (_EngineState.gamma)
-    inconsistent = _inconsistent(prev_gamma, prev_created, prev_value, gamma, created, value)
+    other = _other_life(prev, new)
+    if other:
+        return SpecIncrease(None, False, False, (("inconsistent", f"scrape refused: {other}"),), other, True)
+    inconsistent = _inconsistent(prev.gamma, prev.created, prev.value, gamma, new.created, value)
     if inconsistent:
         return SpecIncrease(None, False, False, (("inconsistent", f"scrape refused: {inconsistent}"),), inconsistent)
-    why = _restart_reason(prev_gamma, prev_created, prev_value, gamma, created, value)
+    why = _restart_reason(prev.gamma, prev.created, prev.value, gamma, new.created, value)
     events: tuple[Event, ...] = (("restart", f"restarted: {why}"),) if why else ()
-    if gamma != prev_gamma:
-        return SpecIncrease(value.copy(), True, True, events + (("gamma_change", f"gamma {prev_gamma} -> {gamma}"),))
+    if gamma != prev.gamma:
+        return SpecIncrease(value.copy(), True, True, events + (("gamma_change", f"gamma {prev.gamma} -> {gamma}"),))
     if why:
         return SpecIncrease(value.copy(), False, True, events)
-    return SpecIncrease(_difference(prev_value, value, gamma), False, False, ())
+    return SpecIncrease(_difference(prev.value, value, gamma), False, False, ())
+
+
+def _other_life(prev: SpecSample, new: SpecSample) -> str | None:
+    """Why ``new``'s ``_created`` is another life than a restart of ``prev``'s, or None."""
+    if new.created is None or prev.created is None or new.created == prev.created:
+        return None
+    if new.created < prev.created:
+        what = "its _created went back: a new life cannot begin before the old one"
+    elif new.created < prev.time - CLOCK_SLACK_S:
+        what = ("its _created is before the previous scrape: that life was already running while the other "
+                "answered")
+    else:
+        return None
+    return (f"{what} (lives created {format_clock(prev.created)} and {format_clock(new.created)}); the URL "
+            f"reaches more than one engine (a load-balanced service?): list each engine's own URL as a target")
 
 
 def spec_off_event() -> Event:

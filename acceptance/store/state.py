@@ -70,6 +70,9 @@ class _StoreState:
     _last_retention: float | None
     _state_unread: bool
     _refusals_running: dict[int, int]
+    _other_lives: dict[int, set[float | None]]
+    _held_targets: dict[int, int]
+    clock_lines: list[str]
     _chunk_cache: dict[_ChunkGroup, dict[_ChunkKey, _Chunk]]
     _dirty: dict[_DirtyKey, _Chunk]
     _closing: dict[_DirtyKey, _Chunk]

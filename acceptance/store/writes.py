@@ -3,6 +3,7 @@ previous sample (acceptance.store.deltas), its events and segments, and the chun
 
 from __future__ import annotations
 
+from ..durations import approximate_duration
 from ..errors import InputError
 
 import json
@@ -32,7 +33,7 @@ from .codecs import (
 from .records import EngineRef
 from .state import _Chunk, _ChunkKey, _EngineState, _TargetState, _TotalsRows
 from .sealing import _Sealing
-from .deltas import REBASE_AFTER, counter_increase, itl_increase, spec_increase, spec_off_event
+from .deltas import REBASE_AFTER, SpecSample, counter_increase, itl_increase, spec_increase, spec_off_event
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class _SpecSample:
     delta: np.ndarray | None
     restart: bool
     refused: str | None = None  # an inconsistent scrape (acceptance.store.deltas): not stored
+    quiet: bool = False  # refused as a life already told of: no event, no line
 
 
 @dataclass(frozen=True)
@@ -292,6 +294,7 @@ class _Writes(_Sealing):
         """
         results = list(results)
         self._refused: list[str] = []
+        self.clock_lines: list[str] = []  # a target held by a clock that stepped back, or resumed (_say_clock)
         if not results:
             return []
         seen: set[str] = set()
@@ -358,17 +361,20 @@ class _Writes(_Sealing):
                                    f"scrapes succeed again after failing since {ts.failing_since:.3f}", None))
                 new_ts.failing_since = None
                 new_ts.last_ok_time = r.time
+                held_behind: float | None = None  # how far the clock is behind, when a scrape is held
                 for snap in r.engines:
                     eid = self._engine_id(tid, snap.model_name, snap.engine)
                     prev = self._engines.get(eid)
-                    if prev is not None and r.time <= prev.time:
-                        raise InputError(
-                            f"scrape of {r.target} at {r.time} is not after its previous scrape at {prev.time}")
+                    if prev is not None and r.time <= prev.time:  # the clock stepped back: held, not stored
+                        held_behind = max(held_behind or 0.0, prev.time - r.time)
+                        continue
                     state = self._engine_sample(eid, prev, snap, r.time, cycle, newest, events)
                     if isinstance(state, str):  # an inconsistent scrape: refused, the previous sample kept
-                        self._refused.append(f"{r.target}: engine {snap.engine} of {snap.model_name}: {state}")
+                        if state:  # "": a refusal already said
+                            self._refused.append(f"{r.target}: engine {snap.engine} of {snap.model_name}: {state}")
                     else:
                         staged[eid] = self._with_totals(state, prev, snap, totals)
+                self._say_clock(r.target, tid, held_behind)
             self._targets[tid] = new_ts
             target_rows.append((new_ts.last_ok_time, new_ts.last_error, new_ts.last_error_time,
                                 new_ts.failing_since, tid))
@@ -381,13 +387,32 @@ class _Writes(_Sealing):
         c.executemany("INSERT OR REPLACE INTO engine_totals VALUES (?,?,?,?)", totals["insert"])
         self._flush_chunks()
         self._seal_closed_hours(cycle, staged)
-        c.executemany("INSERT INTO failures VALUES (?, ?, ?)", failures)
+        c.executemany("INSERT OR REPLACE INTO failures VALUES (?, ?, ?)", failures)  # a clock step may repeat a time
         c.executemany(
             "INSERT INTO events (time, target_id, engine_id, kind, detail, data) VALUES (?,?,?,?,?,?)", events)
         c.executemany(
             "UPDATE targets SET last_ok_time = ?, last_error = ?, last_error_time = ?, failing_since = ? "
             "WHERE id = ?", target_rows)
         return staged
+
+    def _say_clock(self, target: str, tid: int, behind_s: float | None) -> None:
+        """A target whose scrape came at or before its engines' last stored one (the clock
+        stepped back: NTP, a VM resumed) is held — nothing of it stored, the next stored
+        increase carries the interval, so no count is lost or added — and said once when it
+        starts and once when it ends (``clock_lines``), in words."""
+        if behind_s is not None:
+            if tid not in self._held_targets:
+                self._held_targets[tid] = 0
+                where = f"{approximate_duration(behind_s)} behind" if behind_s >= 1 else "not past"
+                self.clock_lines.append(
+                    f"{target}: this machine's clock is {where} the target's last stored scrape (it stepped back): "
+                    f"its scrapes are held, not stored, until the clock passes it again; the next stored scrape's "
+                    f"increase carries the interval, so no count is lost")
+            self._held_targets[tid] += 1
+        elif tid in self._held_targets:
+            held = self._held_targets.pop(tid)
+            self.clock_lines.append(f"{target}: the clock passed the last stored scrape again: storing resumed "
+                                    f"({held} scrape(s) held)")
 
     def _engine_sample(self, eid: int, prev: _EngineState | None, snap: EngineSnapshot, t: float, cycle: float,
                        newest: list[tuple[object, ...]], events: list[tuple[object, ...]]) -> _EngineState | str:
@@ -401,7 +426,7 @@ class _Writes(_Sealing):
 
         spec = self._spec_sample(eid, prev, snap, t, event)
         if spec.refused:
-            return f"scrape refused: {spec.refused}"
+            return "" if spec.quiet else f"scrape refused: {spec.refused}"
         steps = self._step_sample(prev, snap.step_shape or StepShape(), spec.restart)
         if spec.delta is not None or steps.running is not None or steps.itl_sum_d is not None \
                 or steps.it_delta is not None:
@@ -423,9 +448,13 @@ class _Writes(_Sealing):
         gamma, dtpp = counts.gamma, counts.draft_tokens_per_position
         value = np.array(counts.as_vector() + (list(dtpp) if dtpp is not None else []), dtype=np.float64)
         layout_id = self._layout_id("spec", _spec_columns(gamma, dtpp is not None))
-        inc = spec_increase(None if prev is None else prev.gamma, None if prev is None else prev.created,
-                            None if prev is None else prev.value, gamma, snap.created, value,
-                            first_sighting=prev is None)
+        inc = spec_increase(None if prev is None else SpecSample(prev.time, prev.gamma, prev.created, prev.value),
+                            SpecSample(t, gamma, snap.created, value))
+        if inc.other_life:  # another engine behind the same URL: said once per life, never counted
+            told = self._other_lives.setdefault(eid, set())
+            if snap.created in told:
+                return _SpecSample(gamma, value, layout_id, None, None, False, inc.refused, quiet=True)
+            told.add(snap.created)
         in_a_row = self._refusals_running.pop(eid, 0)  # the engine's scrapes refused running
         refusals = in_a_row + 1 if inc.refused else 0
         if inc.refused and refusals >= REBASE_AFTER:  # still set back: a new baseline, no increase
