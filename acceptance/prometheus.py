@@ -534,7 +534,7 @@ def _step_shape(client: PrometheusClient, sel: str, end: float, window_s: float,
     buckets = client.query(f"sum by (le) (increase({vm.ITERATION_TOKENS}_bucket{sel}[{w}]))", end)
     iteration_tokens = {float(lab["le"]): v for lab, v in buckets if "le" in lab and math.isfinite(v)}
     itl = client.query(f"sum(rate({vm.INTER_TOKEN_LATENCY}_sum{sel}[{w}])) / "
-                       f"sum(rate({vm.INTER_TOKEN_LATENCY}_count{sel}[{w}]))", end)
+                       f"sum(rate({vm.INTER_TOKEN_LATENCY}_count{sel}[{w}]))", end, finite=False)  # 0/0 without steps
     itl_mean = itl[0][1] if itl and math.isfinite(itl[0][1]) and itl[0][1] > 0 else None
     return StepShapeWindow(
         batch_time_shares={b: c / samples for b, c in running.items()} if samples else {},

@@ -257,14 +257,18 @@ class PrometheusClient:
 
     # -- answers ---------------------------------------------------------------------------
 
-    def query(self, expr: str, at: float) -> list[tuple[Labels, float]]:
-        """An instant vector at ``at``: [(labels, value)], one per label set."""
+    def query(self, expr: str, at: float, *, finite: bool = True) -> list[tuple[Labels, float]]:
+        """An instant vector at ``at``: [(labels, value)], one per label set. ``finite``: a NaN
+        or infinite value is refused (a count, a sum, a gauge of running requests is finite;
+        only a ratio the caller handles may be NaN)."""
         data = self._request("query", {"query": expr, "time": f"{at:.3f}"})
         if data.get("resultType") != "vector":
             raise self.fail(f"query answered a {data.get('resultType')!r}, expected a vector")
         out: dict[tuple[tuple[str, str], ...], tuple[Labels, float]] = {}
         for r in data["result"]:
             labels, value = r.get("metric", {}), self._number(r.get("value"), 1)
+            if finite:
+                self._check_finite(labels, np.array([value]), np.array([self._number(r.get("value"), 0)]))
             key = _key(labels)
             if key in out:
                 self.same_sample(f"series {labels}", self._number(r["value"], 0), out[key][1], value)
@@ -282,11 +286,15 @@ class PrometheusClient:
         return self._matrix(data, "query_range")
 
     def samples(self, selector_with_range: str, at: float) -> list[tuple[Labels, np.ndarray, np.ndarray]]:
-        """The raw samples of ``series[range]`` at ``at``: [(labels, times, values)]."""
-        return self._matrix(self._request("query", {"query": selector_with_range, "time": f"{at:.3f}"}), "query")
+        """The raw samples of ``series[range]`` at ``at``: [(labels, times, values)]. A NaN may be
+        a staleness marker (VictoriaMetrics returns vmalert's): the caller drops it; ±Inf is refused."""
+        return self._matrix(self._request("query", {"query": selector_with_range, "time": f"{at:.3f}"}), "query",
+                            stale_markers=True)
 
-    def _matrix(self, data: _Answer, endpoint: str) -> list[tuple[Labels, np.ndarray, np.ndarray]]:
-        """The series of a matrix, one per label set, each with strictly increasing times."""
+    def _matrix(self, data: _Answer, endpoint: str, *, stale_markers: bool = False
+                ) -> list[tuple[Labels, np.ndarray, np.ndarray]]:
+        """The series of a matrix, one per label set, each with strictly increasing times; a value
+        that is not a finite number is refused (but a NaN, with ``stale_markers``)."""
         if data.get("resultType") != "matrix":
             raise self.fail(f"{endpoint} answered a {data.get('resultType')!r}, expected a matrix")
         grouped: dict[tuple[tuple[str, str], ...], tuple[Labels, list[list[float | str]]]] = {}
@@ -297,8 +305,22 @@ class PrometheusClient:
         for labels, values in grouped.values():
             times = np.array([self._number(v, 0) for v in values])
             vals = np.array([self._number(v, 1) for v in values])
+            self._check_finite(labels, vals[~np.isnan(vals)] if stale_markers else vals, times[~np.isnan(vals)]
+                               if stale_markers else times)
             out.append((labels, *self._one_per_time(labels, times, vals)))
         return out
+
+    def _check_finite(self, labels: Labels, values: np.ndarray, times: np.ndarray) -> None:
+        """A series whose value is NaN or ±Inf where a count belongs: a one-line error naming the
+        server, the series, the value and its time (exit 2), not a count taken as it is."""
+        bad = np.flatnonzero(~np.isfinite(values))
+        if bad.size:
+            i = int(bad[0])
+            name = labels.get("__name__", "")
+            series = name + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()) if k != "__name__") + "}"
+            said = "NaN" if np.isnan(values[i]) else ("+Inf" if values[i] > 0 else "-Inf")
+            raise self.fail(f"series {series} answered {said} at {times[i]:.3f} where a count belongs "
+                            f"(a finite number); check the series on the server")
 
     def _number(self, pair: list[float | str] | None, index: int) -> float:
         """Element ``index`` of a [time, "value"] pair as a number, or a one-line error naming the server."""

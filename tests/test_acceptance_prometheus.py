@@ -455,7 +455,7 @@ class _FakePrometheus(http.server.BaseHTTPRequestHandler):
         if server.require_token and self.headers.get("Authorization") != f"Bearer {server.require_token}":
             body, status = json.dumps({"status": "error", "errorType": "unauthorized", "error": "bad token"}), 401
         elif server.answer is not None:
-            body, status = server.answer
+            body, status = server.answer(self.path) if callable(server.answer) else server.answer
         else:  # an empty, valid answer: a route without data
             kind = "matrix" if self.path.endswith("query_range") else "vector"
             body, status = json.dumps({"status": "success", "data": {"resultType": kind, "result": []}}), 200
@@ -598,6 +598,29 @@ def test_error_document_and_bad_status_are_one_line(fake):
     fake.answer = (json.dumps({"status": "error", "errorType": "timeout", "error": "query timed out"}), 200)
     with pytest.raises(PrometheusError, match="timeout: query timed out"):
         client.query("up", 1.0)
+
+
+@pytest.mark.parametrize("value", ["NaN", "+Inf", "-Inf"])
+@pytest.mark.parametrize("window_s", [600.0, 180.0])
+def test_a_count_that_is_not_a_finite_number_is_one_line_naming_server_series_and_value(fake, value, window_s):
+    """A Prometheus answering NaN or ±Inf for a spec-decode series: exit 2 naming the server,
+    the series and the value (it was an internal error on a 10-minute window — int(NaN) — and
+    'no drafts, check the selector' on a 3-minute one)."""
+    series = {"__name__": "vllm:spec_decode_num_drafts_total", "engine": "0", "model_name": "m", "job": "x"}
+
+    def answer(path):
+        if path.endswith("query_range"):
+            result = [{"metric": series, "values": [[1900.0, "5"], [1950.0, value]]}]
+            return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}), 200
+        result = [{"metric": series, "value": [2000.0, value]}]
+        return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}), 200
+
+    fake.answer = answer
+    with pytest.raises(PrometheusError) as info:
+        prometheus_route_window(PrometheusSettings(_url(fake)), '{job="x"}', 2000.0 - window_s, 2000.0)
+    message = str(info.value)
+    assert _url(fake) in message and "vllm:spec_decode_num_drafts_total" in message and value in message
+    assert "\n" not in message and not isinstance(info.value, UnreachableError)
 
 
 def test_window_and_selector_input_is_checked():
