@@ -18,6 +18,7 @@ from .codecs import _unpack
 from .disk import full_error
 from .ingest import _Ingested
 from .reads import _Reads
+from .disk import read_only_place
 from .records import EngineRef, StoreError, StoreFullError
 from .retention import _Retention
 from .schema import _check_file, _migrate
@@ -52,6 +53,12 @@ class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested, _Totals):
         if retention_s is not None and not (math.isfinite(retention_s) and retention_s > 0):
             raise InputError(f"retention {retention_s!r} must be a positive number of seconds")
         header_short = _check_file(path)
+        read_only = read_only_place(path)
+        if read_only is not None:
+            if not reading:
+                raise StoreError(f"store {path} is read-only ({read_only}): this command writes to it; point --db "
+                                 f"(or [store] path) at a writable place")
+            return cls._open_immutable(path, header_short, read_only)
         try:
             conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         except sqlite3.Error as e:
@@ -93,6 +100,33 @@ class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested, _Totals):
         except sqlite3.Error:
             conn.close()
             raise unreadable from None
+
+    @classmethod
+    def _open_immutable(cls, path: Path, header_short: bool, read_only: str) -> "Store":
+        """A store on a read-only file system (or a file this process may not write), for
+        reading: SQLite reads it as immutable (no WAL index, no lock to take), which is exact
+        only when no WAL holds writes not yet checkpointed into the file; a store that holds
+        them, or needs a migration, is refused in one line saying what to do."""
+        wal = Path(f"{path}-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise StoreError(f"store {path} is read-only ({read_only}) and its WAL holds writes not yet checkpointed "
+                             f"into it, which a read-only open cannot read: read it where it is writable, or run "
+                             f"sqlite3 {path} 'PRAGMA wal_checkpoint(TRUNCATE)' there first")
+        try:
+            conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro&immutable=1", uri=True, isolation_level=None,
+                                   check_same_thread=False)
+        except sqlite3.Error as e:
+            raise StoreError(f"store {path} is read-only ({read_only}) and cannot be read: {e}") from None
+        try:
+            _migrate(conn, path, full_check=header_short)  # at the current version it only reads
+            return cls(conn, path, None)
+        except StoreError:
+            conn.close()
+            raise
+        except sqlite3.Error as e:
+            conn.close()
+            raise StoreError(f"store {path} is read-only ({read_only}) and of an older schema, which opening it where "
+                             f"it is writable upgrades ({e})") from None
 
     def close(self) -> None:
         if self._conn is not None:

@@ -74,3 +74,17 @@ def rollback(conn: sqlite3.Connection) -> None:
             conn.execute("ROLLBACK")
         except sqlite3.Error:
             pass  # the connection rolls back on close; the caller's error is the one to tell
+
+
+def read_only_place(path: Path) -> str | None:
+    """Why the store at ``path`` (or the folder it would be created in) cannot be written — on a
+    read-only file system, or a file this process may not write — else None."""
+    where = path if path.exists() else path.parent
+    try:
+        if os.statvfs(where).f_flag & os.ST_RDONLY:
+            return "on a read-only file system"
+    except OSError:
+        return None  # _check_file and SQLite say what is wrong with the path
+    if path.exists() and not os.access(path, os.W_OK):
+        return "a read-only file"
+    return None

@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 
 from ..errors import InputError
+from .disk import read_only_place
+from .records import StoreError
 
 
 class StoreBusyError(InputError):
@@ -46,9 +48,16 @@ def claim_writer(store_path: Path, role: str) -> WriterLock:
     # the file the path names, not the name typed: a symlink or another spelling of one store
     # must meet the same lock
     path = Path(f"{Path(store_path).resolve()}.writer")
+    read_only = read_only_place(Path(store_path))
+    if read_only is not None:
+        raise StoreError(f"store {store_path} is read-only ({read_only}): {role} writes to it; point --db "
+                         f"(or [store] path) at a writable place")
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as e:
+        if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise StoreError(f"store {store_path} cannot be written ({e.strerror} creating {path}): {role} "
+                             f"writes to it; point --db (or [store] path) at a writable place") from None
         if e.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
         from .records import StoreFullError
