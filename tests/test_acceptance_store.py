@@ -133,10 +133,19 @@ def test_bad_cycle_rolls_back_that_cycle_only(tmp_path):
     with Store.open(p) as store:
         store.write_cycle([ok("x", 10.0, snap(5)), ok("y", 10.0, snap(1))])
         store.write_cycle([ok("x", 20.0, snap(9)), ok("y", 20.0, snap(2))])
-        # y's scrape goes back in time: found after x's rows and a new target were written
-        with pytest.raises(ValueError, match="http://y|y at 15"):
-            store.write_cycle([ok("x", 30.0, snap(30)), ok("z", 30.0, snap(1)), ok("y", 15.0, snap(3))])
-        with pytest.raises(ValueError, match="x"):
+        # y's sample fails after x's rows and a new target were written in the cycle's transaction
+        sample = store._engine_sample
+
+        def failing_on_y(eid, *args):
+            if store._engine_refs[eid].target == "y":
+                raise ValueError("y: a failure in the middle of the cycle")
+            return sample(eid, *args)
+
+        store._engine_sample = failing_on_y
+        with pytest.raises(ValueError, match="y"):
+            store.write_cycle([ok("x", 30.0, snap(30)), ok("z", 30.0, snap(1)), ok("y", 30.0, snap(3))])
+        del store._engine_sample
+        with pytest.raises(ValueError, match="x"):  # refused before the transaction: an impossible count
             store.write_cycle([ok("x", 30.0, EngineSnapshot("m", "0", SpecCounts(-1.0, 0, 0, (0.0,))))])
         assert store.latest_time() == 20.0
         assert drafts(store, ["x", "y", "z"]) == 4 + 1
