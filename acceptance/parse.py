@@ -28,6 +28,11 @@ What is an error (``MetricsPageError``, one line naming the source) and what is 
 errors
   - an empty body, an HTML page (the body starts with ``<``), a page with no ``vllm:``
     samples at all: not a vLLM /metrics page;
+  - a page cut short: its last line without the newline the text format ends every line
+    with (an OpenMetrics page may end at ``# EOF``), or its last family a histogram or
+    summary without its ``_count`` and ``_sum`` (or a histogram without its ``+Inf``
+    bucket) — a cut at a line boundary between two families cannot be told from a page
+    that ends there;
   - a kept line that prometheus-client cannot parse (garbage inside the families used);
   - a counter or a step-shape value (running requests, ITL sum/count, iteration-token
     buckets) that is negative, NaN or infinite; a position label that is not an integer;
@@ -317,6 +322,7 @@ def parse_metrics_page(text: str, *, source: str = "<page>", max_engines: int = 
         raise MetricsPageError(f"{source}: HTML page, not a Prometheus /metrics page")
     if not _has_vllm_samples(text):
         raise MetricsPageError(f"{source}: no vllm: metrics on the page (is this a vLLM /metrics endpoint?)")
+    _check_whole(text, source)
 
     lines, plugin_lines = _filter(text)
     _check_engine_count(lines, source, max_engines)
@@ -362,6 +368,29 @@ def parse_metrics_page(text: str, *, source: str = "<page>", max_engines: int = 
     if plugin:
         snapshots = [replace(s, plugin=plugin.get(s.key)) for s in snapshots]
     return snapshots
+
+
+_LAST_TYPE = re.compile(r"^# TYPE (\S+) (\w+)[ \t]*\r?$", re.MULTILINE)
+
+
+def _check_whole(text: str, source: str) -> None:
+    """A page cut short is refused (module docstring): read as whole, a last line cut in the
+    middle of a number (``…_sum{…} 21`` for 21.996) gives a figure that is wrong with no word."""
+    if not text.endswith("\n") and text.rstrip("\r").rpartition("\n")[2].strip() != "# EOF":
+        tail = text.rpartition("\n")[2]
+        raise MetricsPageError(f"{source}: page cut short: its last line ({tail[:60]!r}) has no newline, which the "
+                               f"text format ends every line with")
+    at = text.rfind("# TYPE ")  # the last family's TYPE line (found from the end: the page may be large)
+    last = _LAST_TYPE.match(text, at) if at >= 0 and (at == 0 or text[at - 1] == "\n") else None
+    if last is None or last.group(2) not in ("histogram", "summary"):
+        return
+    name, body = last.group(1), text[last.end():]
+    names = set(re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)", body, re.MULTILINE))
+    needed = {f"{name}_count", f"{name}_sum"}
+    if not names or (needed - names) or (last.group(2) == "histogram" and 'le="+Inf"' not in body):
+        missing = sorted(needed - names) or ['the le="+Inf" bucket']
+        raise MetricsPageError(f"{source}: page cut short: its last family, {last.group(2)} {name}, ends without "
+                               f"{' and '.join(missing)}")
 
 
 def _add_sample(series: _EngineSeries, name: str, labels: Mapping[str, str], value: float, source: str) -> None:

@@ -96,7 +96,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         elif path == "/latin1":
             self._send(200, SPEC_PAGE + "# caf\u00e9\n".encode("latin-1"))
         elif path == "/nospec":
-            body = b"\n".join(line for line in FULL_PAGE.splitlines() if b"spec_decode" not in line)
+            body = b"".join(line + b"\n" for line in FULL_PAGE.splitlines() if b"spec_decode" not in line)
             self._send(200, body)
         elif path in ("/big", "/big-unsized"):
             self._send_big(sized=path == "/big")

@@ -182,7 +182,7 @@ def test_format_inspect_table_shows_engines_and_total():
 
 
 def test_page_without_spec_decode_families_lists_engines_not_speculating():
-    text = "\n".join(line for line in FULL_PAGE.read_text().splitlines() if "spec_decode" not in line)
+    text = "\n".join(line for line in FULL_PAGE.read_text().splitlines() if "spec_decode" not in line) + "\n"
     snapshots = parse_metrics_page(text, source="nospec")
     assert [s.engine for s in snapshots] == ["0", "1"]
     assert all(s.counts is None and s.gamma == 0 and s.created is None for s in snapshots)
@@ -203,7 +203,7 @@ def test_multiprocess_mode_has_no_created():
 
 def test_first_line_sample_without_help_and_crlf_line_endings():
     text = SPEC_PAGE.read_text()
-    bare = "\r\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    bare = "".join(line + "\r\n" for line in text.splitlines() if not line.startswith("#"))
     snaps = by_engine(parse_metrics_page(bare))
     assert snaps["0"].counts.drafts == TRUTH["per_engine"]["0"]["num_drafts"]
     assert list(snaps["1"].counts.accepted_per_position) == TRUTH["per_engine"]["1"]["num_accepted_tokens_per_pos"]
@@ -256,10 +256,10 @@ BAD_PAGES = {
     "garbage-labels": "\n".join(_spec_lines() + ['vllm:spec_decode_num_drafts_total{engine="7",model_name=m} 1']),
     "negative": render_page({"0": (-1, 3, 1, [1])}),
     "nan": render_page({"0": (10, 3, 1, [1])}).replace(" 10.0\n", " NaN\n"),
-    "gap-in-positions": "\n".join(line for line in _spec_lines() if 'engine="1",model_name="kimi-k3",position="1"' not in line),
+    "gap-in-positions": "\n".join(line for line in _spec_lines() if 'engine="1",model_name="kimi-k3",position="1"' not in line) + "\n",
     "position-not-integer": render_page({"0": (10, 3, 1, [1])}).replace('position="0"', 'position="first"'),
-    "duplicate-series": "\n".join(_spec_lines() + [_spec_lines()[2]]),
-    "positions-without-drafts": "\n".join(line for line in _spec_lines() if "num_drafts_total" not in line),
+    "duplicate-series": "\n".join(_spec_lines() + [_spec_lines()[2]]) + "\n",
+    "positions-without-drafts": "\n".join(line for line in _spec_lines() if "num_drafts_total" not in line) + "\n",
 }
 
 
@@ -405,3 +405,36 @@ def test_the_fast_reading_agrees_with_prometheus_client_on_the_real_page():
     ours = [(s.name, s.labels, s.value) for s in _fast_samples(tricky)]
     theirs = [(s.name, s.labels, s.value) for f in text_string_to_metric_families("\n".join(tricky)) for s in f.samples]
     assert ours == theirs
+
+
+# --- a page cut short ----------------------------------------------------------------------
+
+def test_a_page_cut_in_the_middle_of_its_last_number_is_refused():
+    """The real page cut inside the ITL sum's value (18.972448146999795 read as 18, no final
+    newline): read as whole, its mean ITL came out 5% low with no word, and it anchors every
+    speedup."""
+    text = REAL_NGRAM.read_text()
+    cut = text[:text.index("vllm:inter_token_latency_seconds_sum{")]
+    cut += text[len(cut):].split(" ", 1)[0] + " 18"
+    assert cut.endswith('model_name="tiny"} 18')
+    with pytest.raises(MetricsPageError, match=r"^http://t/metrics: page cut short: its last line .* no newline"):
+        parse_metrics_page(cut, source="http://t/metrics")
+
+
+def test_a_page_whose_last_family_is_cut_at_a_line_boundary_is_refused():
+    text = REAL_NGRAM.read_text()
+    at = text.index("vllm:inter_token_latency_seconds_count{")
+    with pytest.raises(MetricsPageError, match="last family, histogram vllm:inter_token_latency_seconds, ends without"):
+        parse_metrics_page(text[:at], source="t")
+    buckets = text.index('vllm:inter_token_latency_seconds_bucket{engine="0",le="+Inf"')
+    with pytest.raises(MetricsPageError, match="cut short"):
+        parse_metrics_page(text[:buckets], source="t")
+
+
+def test_whole_pages_pass_the_cut_check():
+    text = REAL_NGRAM.read_text()
+    assert parse_metrics_page(text)  # ends with a newline, last family whole
+    # an OpenMetrics page may end at # EOF without a newline
+    assert parse_metrics_page(text + "# EOF")
+    # a cut at a line boundary between families cannot be told from a page that ends there
+    assert parse_metrics_page(text[:text.index("# HELP http_request_duration_seconds_created")])

@@ -92,9 +92,9 @@ class Engine:
         self.fed_by_batch: dict[str, np.ndarray] = {}  # what a window after the baseline must sum to
         self.fed_steps: dict[tuple, float] = {}
 
-    def step(self, rng, buckets, counted: bool, restart: bool = False):
-        if restart:
-            self.by_batch, self.steps, self.created = {}, {}, self.created + 1
+    def step(self, rng, buckets, counted: bool, restart: bool = False, now: float = 0.0):
+        if restart:  # a new life's _created: when it started, after the old one's last scrape
+            self.by_batch, self.steps, self.created = {}, {}, now
         for label in buckets:
             d = float(rng.integers(5, 30))
             acc = np.sort(rng.integers(0, int(d) + 1, self.gamma))[::-1].astype(float)
@@ -122,7 +122,7 @@ def feed(store: Store, engines: list[Engine], times, rng, restart_at=None, new_b
     for i, t in enumerate(times):
         for e in engines:
             buckets = ["1", "33-64"] + (["513+"] if new_bucket_at is not None and i >= new_bucket_at else [])
-            e.step(rng, buckets, counted=i > 0, restart=(i == restart_at and e.label == "0"))
+            e.step(rng, buckets, counted=i > 0, restart=(i == restart_at and e.label == "0"), now=float(t) - 1.0)
         store.write_cycle([ScrapeResult("x", float(t), True, tuple(e.snapshot() for e in engines))])
 
 
@@ -209,7 +209,7 @@ def test_schema_2_store_migrates_to_the_current_schema_keeping_its_data(tmp_path
     with Store.open(path) as store:
         assert store.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
         e = Engine("0")
-        e.created = 2.0  # a new engine process: its counters restart with a new _created
+        e.created = 199.0  # a new engine process: its counters restart with a new _created
         e.step(rng, ["1"], counted=True)
         store.write_cycle([ScrapeResult("x", 200.0, True, (e.snapshot(),))])
         window = route_window(store, ["x"], 0.0, 1000.0)

@@ -63,7 +63,7 @@ class ModelEngine:
         self.vec += inc
         self.pending += inc
 
-    def restart(self, new_gamma: int | None, created_changes: bool, spec_on: bool = True):
+    def restart(self, new_gamma: int | None, created_changes: bool, spec_on: bool = True, now: float = 0.0):
         self.gamma = new_gamma or self.gamma
         self.spec_on = spec_on
         self.vec = np.zeros(3 + self.gamma)
@@ -71,7 +71,8 @@ class ModelEngine:
         self.straddling = False
         self.restarted_unseen = True
         if created_changes and self.has_created:
-            self.created += 1.0
+            # a new life's _created is when it started: after the old one's last scrape
+            self.created = max(self.created + 0.001, now + 1.0)
             self.created_changed_unseen = True
 
     def change_gamma_without_restart(self, new_gamma: int):
@@ -128,18 +129,18 @@ def run_model(store: Store, actions) -> tuple[list, list, float]:
             # a restarted vLLM's counters carry a new _created where they expose one (a drop with the
             # same _created is a set-back, refused: tests/test_impossible_counts.py); without it the
             # drop alone tells the restart
-            engines[a[1]].restart(None, created_changes=a[2] or engines[a[1]].has_created, spec_on=True)
+            engines[a[1]].restart(None, created_changes=a[2] or engines[a[1]].has_created, spec_on=True, now=t)
         elif kind == "gamma":
             if a[3]:
-                engines[a[1]].restart(a[2], created_changes=True)
+                engines[a[1]].restart(a[2], created_changes=True, now=t)
             else:
                 engines[a[1]].change_gamma_without_restart(a[2])
         elif kind == "off":
             if engines[a[1]].spec_on:
-                engines[a[1]].restart(None, created_changes=True, spec_on=False)
+                engines[a[1]].restart(None, created_changes=True, spec_on=False, now=t)
         elif kind == "on":
             if not engines[a[1]].spec_on:
-                engines[a[1]].restart(a[2], created_changes=True, spec_on=True)
+                engines[a[1]].restart(a[2], created_changes=True, spec_on=True, now=t)
         else:
             t += a[1]
             results = []
@@ -221,7 +222,7 @@ def test_parallel_gamma_segments_and_newest(tmp_path):
         for i in range(10):
             t = 100.0 + 15 * i
             # engine x stays at γ 3; engine y restarts into γ 5 at i = 5
-            y = _snap("y", 10 * i, 3) if i < 5 else _snap("y", 20 * (i - 4), 5, created=2.0)
+            y = _snap("y", 10 * i, 3) if i < 5 else _snap("y", 20 * (i - 4), 5, created=100.0 + 15 * 4 + 1)
             store.write_cycle([ScrapeResult("x", t, True, (_snap("x", 10 * i, 3),)),
                                ScrapeResult("y", t, True, (y,))])
         w = route_window(store, ["x", "y"], 0, 1000)
@@ -441,7 +442,7 @@ def test_each_gamma_segment_keeps_its_own_latency(tmp_path, min_blocks):
                 counts[label] += 40.0
                 sums[label] += 40.0 * step_s[(label, gamma)]
                 d = 10 * (i - 96 if label == "y" and i >= 97 else i)
-                snaps.append(_snap(label, d, gamma, created=2.0 if gamma == 5 else 1.0, running=4,
+                snaps.append(_snap(label, d, gamma, created=15.0 * 96 + 1 if gamma == 5 else 1.0, running=4,
                                    itl=(sums[label], counts[label])))
             store.write_cycle([ScrapeResult(label, t, True, (snap,)) for label, snap in zip(("x", "y"), snaps)])
         windows.MIN_BLOCKS_PER_LEVEL = min_blocks
@@ -470,7 +471,7 @@ def _probe_then_change(store: Store, low: int, high: int, step_s: dict, change: 
                 sums[label] = counts[label] = 0.0  # a restart resets the engine's counters
             counts[label] += 40.0
             sums[label] += 40.0 * step_s[gamma]
-            snaps.append(_snap(label, 10 * (i - since + 1), gamma, created=float(since), running=running,
+            snaps.append(_snap(label, 10 * (i - since + 1), gamma, created=15.0 * (since - 1) + 1, running=running,
                                itl=(sums[label], counts[label])))
         store.write_cycle([ScrapeResult(url, 15.0 * i, True, (snap,)) for url, snap in zip(PROBE_TARGETS, snaps)])
 
