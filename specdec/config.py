@@ -303,6 +303,7 @@ def config_from_mapping(raw: dict, *, path: Path | None) -> Config:
         rwhere = f"{where} [routes.{name}]"
         if not isinstance(table, dict):
             raise ConfigError(f"{rwhere}: must be a table")
+        _check_route_keys(table, rwhere)
         targets = _targets(table, rwhere)
         selector = table.get("selector")
         if selector is not None and not isinstance(selector, str):
@@ -347,6 +348,20 @@ def config_from_mapping(raw: dict, *, path: Path | None) -> Config:
     for route in routes or (None,):
         deployment_for_route(config, route)
     return config
+
+
+def _check_route_keys(table: dict, where: str) -> None:
+    """A route's key that is neither a route key nor a [deployment] key is named (a misspelt
+    `target` was read as a route with no targets and no source), with the key it is closest to."""
+    from model.deployment import DEPLOYMENT_KEYS
+
+    known = (*ROUTE_KEYS, *DEPLOYMENT_KEYS)
+    for key in table:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            guess = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(f"{where}: unknown key {key!r} ({guess}route keys: {', '.join(ROUTE_KEYS)}; or any "
+                              f"[deployment] key)")
 
 
 def _targets(table: dict, where: str) -> list[str]:

