@@ -77,6 +77,27 @@ def test_truncated_store(tmp_path):
     with pytest.raises(StoreError, match="corrupt") as ei:
         Store.open(p)
     assert str(p) in str(ei.value)
+    # what is wrong, not quick_check's header (the message ended at "*** in database main ***")
+    assert not str(ei.value).rstrip().endswith("***") and "\n" not in str(ei.value)
+
+
+def test_a_bit_flipped_store_says_what_quick_check_found(tmp_path):
+    p = tmp_path / "s.db"
+    with Store.open(p) as store:
+        for i in range(200):
+            store.write_cycle([ok(f"t{j}", 10.0 + i, snap(i, label=str(j))) for j in range(5)])
+        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(p.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    for at in range(3 * page + 8, 3 * page + 40):  # the cell pointers of the third page
+        data[at] ^= 0xFF
+    p.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match="corrupt") as ei:
+        Store.open(p)
+    said = str(ei.value)
+    assert "*** in database main ***" not in said and "\n" not in said
+    before = p.read_bytes()
+    assert before == bytes(data)  # refused, left unchanged
 
 
 def _last_wal_frame_of_page_1(wal: bytes, page_size: int) -> bytes | None:

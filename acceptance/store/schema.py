@@ -245,13 +245,22 @@ def _migrate(conn: sqlite3.Connection, path: Path, *, full_check: bool = False) 
     # "corrupt" is SQLite's verdict only: quick_check when the file is small or its header
     # disagrees with its size (it may be sound: _check_file)
     if path.exists() and (full_check or path.stat().st_size <= _QUICK_CHECK_MAX_BYTES):
-        res = conn.execute("PRAGMA quick_check").fetchone()[0]
-        if res != "ok":
-            raise StoreError(f"store {path} is corrupt: {res.splitlines()[0]}")
+        found = [line for (row,) in conn.execute("PRAGMA quick_check(20)") for line in str(row).splitlines()]
+        if found != ["ok"]:
+            raise StoreError(f"store {path} is corrupt: {_first_finding(found)}")
     else:
         for t in ("targets", "engines", "layouts", "segments", "engine_last", "interval_chunks", "spec_rollups",
                   "step_rollups", "events"):
             conn.execute(f"SELECT * FROM {t} LIMIT 1").fetchall()
+
+
+def _first_finding(found: list[str]) -> str:
+    """quick_check's first finding, not its header (``*** in database main ***`` says where,
+    not what), with how many more there are."""
+    what = [line.strip() for line in found if line.strip() and not line.startswith("***")]
+    if not what:
+        return "quick_check failed"
+    return what[0] + (f" (and {len(what) - 1} more finding(s))" if len(what) > 1 else "")
 
 
 def _give_back_space(conn: sqlite3.Connection, secrets_rewritten: bool = False) -> None:
