@@ -554,7 +554,7 @@ def read_log_file(
         return parse_log_lines(sys.stdin, year=year, source="<stdin>", tz=tz, default_time=default_time)
     try:
         opener = gzip.open if str(path).endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        with opener(path, "rt", encoding="utf-8-sig", errors="replace") as f:  # -sig: a byte order mark is no line
             return parse_log_lines(f, year=year, source=str(path), tz=tz, default_time=default_time)
     except (OSError, EOFError) as e:
         raise LogLinesError(f"{path}: cannot read log file: {getattr(e, 'strerror', None) or e}") from None

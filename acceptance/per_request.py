@@ -444,9 +444,14 @@ _TOO_LONG: Final = _Marker.TOO_LONG  # what bounded_lines yields for a line over
 
 def bounded_lines(stream: IO[str], max_chars: int = MAX_LINE_CHARS) -> Iterator[str | _Marker]:
     """The stream's lines, each read at most ``max_chars`` at a time: a longer line is
-    consumed to its end in pieces and yielded as one marker, never held whole."""
+    consumed to its end in pieces and yielded as one marker, never held whole. A UTF-8 byte
+    order mark before the first line (an editor's, PowerShell's) is not part of it."""
+    first = True
     while True:
         line = stream.readline(max_chars + 1)
+        if first and line.startswith("\ufeff"):
+            line = line[1:]
+        first = False
         if not line:
             return
         if len(line) <= max_chars or line.endswith("\n"):

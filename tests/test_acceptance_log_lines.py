@@ -88,6 +88,14 @@ def test_golden_lines_recover_the_exact_counts():
     assert [i.drafts_candidates for i in parsed.intervals] == [1, 2]
 
 
+def test_a_byte_order_mark_costs_no_line(tmp_path):
+    path = tmp_path / "bom.log"
+    path.write_bytes(b"\xef\xbb\xbf" + (GOLDEN / "log_lines_sample.txt").read_bytes())
+    plain = read_log_file(GOLDEN / "log_lines_sample.txt", year=2025)
+    marked = read_log_file(path, year=2025)
+    assert len(marked.intervals) == len(plain.intervals) > 0
+
+
 def test_golden_line_matches_the_reimplemented_format():
     truth = json.loads((GOLDEN / "log_lines_sample_truth.json").read_text())
     for fed in truth:

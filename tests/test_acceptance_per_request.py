@@ -109,6 +109,20 @@ def test_golden_file_reads_through_the_file_helper():
     assert len(parsed.records) == 3
 
 
+def test_a_byte_order_mark_costs_no_line(tmp_path, monkeypatch):
+    """A file saved with a UTF-8 BOM (an editor's, PowerShell's) lost its first line as not JSON."""
+    import io
+    import sys
+
+    text = (GOLDEN / "per_request_sample.jsonl").read_text(encoding="utf-8")
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    parsed = read_per_request_file(path, default_route="r", default_time=T0)
+    assert len(parsed.records) == 3 and not parsed.skipped
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\ufeff" + text))
+    assert len(read_per_request_file("-", default_route="r", default_time=T0).records) == 3
+
+
 # --- shapes of a line ----------------------------------------------------------------------
 
 
