@@ -37,7 +37,9 @@ import errno
 import re
 import ssl
 import sys
+import time
 import zlib
+from email.utils import parsedate_to_datetime
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import IO, TypeVar
@@ -197,11 +199,20 @@ class PageFetcher:
     async def _exchange(self, url: str, target: URL, headers: dict[str, str]) -> tuple[bytes, str]:
         """The body (read as it comes, at most max_bytes) and its Content-Encoding; a redirect
         is a status like any other (the credential in ``headers`` goes nowhere else). A kept
-        connection the server closed while idle is retried once on a fresh one by aiohttp."""
-        async with self._session_now().get(target, allow_redirects=False, headers=headers) as resp:
-            self._check_head(url, resp)
-            body = await read_bounded(resp, self.max_bytes)
-            return body, resp.headers.get("Content-Encoding", "identity").strip().lower()
+        connection the server closed while idle is retried once on a fresh one by aiohttp; a
+        429 or 503 whose Retry-After ends within the deadline is asked once more after it."""
+        deadline = asyncio.get_running_loop().time() + self.timeout_s
+        for attempt in (1, 2):
+            async with self._session_now().get(target, allow_redirects=False, headers=headers) as resp:
+                wait = retry_after_s(resp.status, resp.headers.get("Retry-After"))
+                if attempt == 1 and wait is not None and asyncio.get_running_loop().time() + wait < deadline:
+                    resp.release()
+                else:
+                    self._check_head(url, resp)
+                    body = await read_bounded(resp, self.max_bytes)
+                    return body, resp.headers.get("Content-Encoding", "identity").strip().lower()
+            await asyncio.sleep(wait or 0.0)
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _check_head(self, url: str, resp: aiohttp.ClientResponse) -> None:
         """Give up before the body on a status, a type or a length that will not be read."""
@@ -263,6 +274,21 @@ def _source_error(url: str, exc: BaseException, timeout_s: float, max_bytes: int
     if isinstance(exc, (aiohttp.ClientError, OSError)):
         return SourceError(f"{url}: {type(exc).__name__}: {_one_line(exc)}")
     raise exc
+
+
+def retry_after_s(status: int, value: str | None) -> float | None:
+    """Seconds a 429 (too many requests) or 503 (unavailable) answer asks to wait before asking
+    again (Retry-After: delay-seconds, or an HTTP date), None for any other answer or a value
+    that says neither."""
+    if status not in (429, 503) or not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
 
 
 def parser_said(exc: BaseException) -> str:

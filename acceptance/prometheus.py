@@ -324,7 +324,7 @@ def raw_window(client: PrometheusClient, sel: str, start: float, end: float, *, 
         url=client.url, selector=sel, start=float(start), end=float(end), block_s=block,
         scrape_interval_s=scrape_s, segments=segments, events=events, step_shape=shape,
         engine_labels=engine_labels, not_speculating=not_speculating(client, q, end), queries=client.queries,
-        notes=client.merged_note(),
+        notes=client.notes(),
     )
 
 

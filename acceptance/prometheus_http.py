@@ -43,7 +43,7 @@ from yarl import URL
 
 from .errors import InputError
 from .fetch import (BodyTooLarge, SourceError, UnreachableError, _one_line, client_session, parser_said,
-                    read_bounded)
+                    read_bounded, retry_after_s)
 from .target_access import Credential, TargetAccess, shown_url
 
 from .limits import DEFAULT_MAX_SERIES
@@ -141,6 +141,7 @@ class PrometheusClient:
             self._token = token.strip()
         self.queries = 0  # how many requests this client made (benchmarks report it)
         self.merged = 0  # samples repeated with the same value (one series, one time), counted once
+        self.warnings: dict[str, int] = {}  # the server's warnings (a partial answer), each with how often
 
     def __repr__(self) -> str:  # never shows the token
         return f"PrometheusClient({self.shown_url!r}, token={'set' if self._token else 'none'})"
@@ -182,6 +183,7 @@ class PrometheusClient:
             err = doc.get("error", "no error text") if isinstance(doc, dict) else "not an object"
             etype = doc.get("errorType", "error") if isinstance(doc, dict) else "error"
             raise self.fail(f"{path} failed: {etype}: {err}")
+        self._keep_warnings(doc.get("warnings"), doc.get("infos"))
         data = doc.get("data")
         if not isinstance(data, dict) or not isinstance(data.get("result"), list):
             raise self.fail(f"{path} answered without data.result")
@@ -248,12 +250,19 @@ class PrometheusClient:
             headers["Authorization"] = f"Bearer {self._token}"
         async with client_session(aiohttp.TCPConnector(force_close=True), headers) as session:
             async with asyncio.timeout(self.timeout_s):
-                async with session.post(URL(f"{self.url}{path}"), data=body, allow_redirects=False) as resp:
-                    length = resp.headers.get("Content-Length", "").strip()
-                    if length.isdigit() and int(length) > MAX_RESPONSE_BYTES:
-                        raise BodyTooLarge()
-                    raw = await read_bounded(resp, MAX_RESPONSE_BYTES)
-                    return _Response(resp.status, resp.reason or "", resp.headers.get("Location"), raw)
+                deadline = asyncio.get_running_loop().time() + self.timeout_s
+                for attempt in (1, 2):  # a 429 or 503 whose Retry-After ends within the deadline: once more after it
+                    async with session.post(URL(f"{self.url}{path}"), data=body, allow_redirects=False) as resp:
+                        wait = retry_after_s(resp.status, resp.headers.get("Retry-After"))
+                        if not (attempt == 1 and wait is not None
+                                and asyncio.get_running_loop().time() + wait < deadline):
+                            length = resp.headers.get("Content-Length", "").strip()
+                            if length.isdigit() and int(length) > MAX_RESPONSE_BYTES:
+                                raise BodyTooLarge()
+                            raw = await read_bounded(resp, MAX_RESPONSE_BYTES)
+                            return _Response(resp.status, resp.reason or "", resp.headers.get("Location"), raw)
+                    await asyncio.sleep(wait or 0.0)
+                raise AssertionError("unreachable: the second attempt returns or raises")
 
     # -- answers ---------------------------------------------------------------------------
 
@@ -351,6 +360,22 @@ class PrometheusClient:
             return
         raise self.fail(f"two different values ({old:g} and {new:g}) for {what} at {t:.3f}; an answer holds one "
                         f"sample per series and time, so which one counts is unknown")
+
+    def _keep_warnings(self, *lists: object) -> None:
+        """A successful answer's ``warnings`` (a partial response: a store or shard that did not
+        answer, a limit hit) and ``infos``, kept for the output's notes, each once with its count."""
+        for said in lists:
+            if isinstance(said, list):
+                for text in said[:100]:
+                    line = self._scrub(_one_line(str(text)))[:300]
+                    self.warnings[line] = self.warnings.get(line, 0) + 1
+
+    def notes(self) -> list[str]:
+        """The output's notes on what the server's answers held besides their data: repeated
+        samples merged, and its warnings (an answer that may be partial)."""
+        warned = [self._scrub(f"Prometheus {self.url} warned, so its answer may be partial: {text}"
+                              + (f" ({n} answers)" if n > 1 else "")) for text, n in self.warnings.items()]
+        return self.merged_note() + warned
 
     def merged_note(self) -> list[str]:
         """The output's note on merged repeated samples (none when there were none)."""

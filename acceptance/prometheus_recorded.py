@@ -208,7 +208,7 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
         scrape_interval_s=scrape_interval(client, sel, end, end - start),
         segments=segments, events=recorded.events(), step_shape=shape,
         engine_labels=engine_labels, not_speculating=not_speculating(client, q, end),
-        queries=client.queries, recorded=names["spec_decode"], notes=notes + client.merged_note())
+        queries=client.queries, recorded=names["spec_decode"], notes=notes + client.notes())
 
 
 def _batch_samples(series: Sequence[tuple[Labels, np.ndarray, np.ndarray]], segment: GammaSegment) -> dict[int, float]:

@@ -513,3 +513,45 @@ def test_collector_reuses_connections_across_cycles(server):
             assert all(r.ok for r in collector.collect(targets))
         with srv.lock:
             assert srv.connections == before  # every later scrape rode an open connection
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_a_busy_target_is_asked_once_more_after_its_retry_after_within_the_deadline(status):
+    """A target answering 429 or 503 with Retry-After: 1 is scraped again after it, within the
+    scrape's deadline; one asking for longer than the deadline allows is a failure naming the
+    status, and is not waited for."""
+    import http.server
+    import threading
+
+    asked = []
+
+    class Busy(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            asked.append(self.path)
+            if self.path.startswith("/long") or len([p for p in asked if p == self.path]) == 1:
+                self.send_response(status)
+                self.send_header("Retry-After", "30" if self.path.startswith("/long") else "1")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(SPEC_PAGE)))
+            self.end_headers()
+            self.wfile.write(SPEC_PAGE)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Busy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        started = time.monotonic()
+        ok, long = collect_cycle([f"{base}/metrics", f"{base}/long"], timeout_s=5.0)
+        took = time.monotonic() - started
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert ok.ok and ok.engines, ok.error
+    assert not long.ok and f"HTTP {status}" in long.error and asked.count("/long") == 1
+    assert 1.0 <= took < 5.0

@@ -460,6 +460,8 @@ class _FakePrometheus(http.server.BaseHTTPRequestHandler):
             kind = "matrix" if self.path.endswith("query_range") else "vector"
             body, status = json.dumps({"status": "success", "data": {"resultType": kind, "result": []}}), 200
         self.send_response(status)
+        if status in (429, 503) and getattr(server, "retry_after", None):
+            self.send_header("Retry-After", server.retry_after)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -621,6 +623,37 @@ def test_a_count_that_is_not_a_finite_number_is_one_line_naming_server_series_an
     message = str(info.value)
     assert _url(fake) in message and "vllm:spec_decode_num_drafts_total" in message and value in message
     assert "\n" not in message and not isinstance(info.value, UnreachableError)
+
+
+def test_a_busy_prometheus_is_asked_once_more_after_its_retry_after(fake):
+    """429 with Retry-After: 1, then the answer: the query succeeds within its deadline."""
+    calls = []
+
+    def answer(path):
+        calls.append(path)
+        if len(calls) == 1:
+            return json.dumps({"status": "error", "errorType": "too_many_requests", "error": "slow down"}), 429
+        return json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}), 200
+
+    fake.answer = answer
+    fake.retry_after = "1"
+    assert PrometheusClient(PrometheusSettings(_url(fake)), timeout_s=5).query("up", 1.0) == []
+    assert len(calls) == 2
+
+
+def test_a_partial_answer_s_warnings_are_said_in_the_notes(fake):
+    """Prometheus (or Thanos, or VictoriaMetrics) answering with `warnings` — a shard that did
+    not answer, a limit hit — gives data that may be partial: said in the window's notes, once
+    each, not passed without a word."""
+    def answer(path):
+        kind = "matrix" if path.endswith("query_range") else "vector"
+        return json.dumps({"status": "success", "warnings": ["store 10.0.0.7:10901 did not answer: partial data"],
+                           "data": {"resultType": kind, "result": []}}), 200
+
+    fake.answer = answer
+    window = prometheus_route_window(PrometheusSettings(_url(fake)), '{job="x"}', 1000.0, 2000.0)
+    (note,) = [n for n in window.notes if "warned" in n]
+    assert "may be partial" in note and "store 10.0.0.7:10901 did not answer" in note and _url(fake) in note
 
 
 def test_window_and_selector_input_is_checked():
