@@ -322,7 +322,8 @@ def _candidate_table(doc: Mapping[str, Any]) -> list[str]:
         measured = doc.get("deployed_speedup_measured") if doc["objective"] == "interactivity" else None
         deployed = "deployed" + (f" (measured {_fmt(measured['value'])}x)" if measured else "")
         notes = [word for word, holds in ((deployed, c["gamma"] == doc["deployed_gamma"]),
-                                          ("recommended" if stepped else "best",
+                                          ("recommended (measured)" if doc.get("decision_basis") == "measured"
+                                           else "recommended" if stepped else "best",
                                            c["gamma"] == doc["recommended_gamma"] and not undecided),
                                           ("best on defaults (what-if)" if undecided else "best expected",
                                            c["gamma"] == doc.get("expected_best_gamma")),
@@ -341,12 +342,17 @@ def _decision_lines(doc: Mapping[str, Any]) -> list[str]:
     obs = doc["observed"]
     decision, rec, pb = doc["decision"], doc["recommended_gamma"], _fmt(doc["probability_best"])
     gain = str(Gain(**doc["gain"])) if doc.get("gain") else "none"
+    measured = doc.get("decision_basis") == "measured"
     if decision == "change":
         lines = [f"recommendation: change gamma {doc['deployed_gamma']} -> {rec}, expected gain {gain} "
                  f"(probability best {pb}). {doc['decision_reason']}"]
+    elif decision == "off" and measured:
+        lines = [f"recommendation: turn speculation off, measured gain {gain}. {doc['decision_reason']}"]
     elif decision == "off":
         lines = [f"recommendation: turn speculation off, expected gain {gain} (probability best {pb}). "
                  f"{doc['decision_reason']}"]
+    elif decision == "keep" and measured:
+        lines = [f"recommendation: keep gamma {doc['deployed_gamma']} (measured). {doc['decision_reason']}"]
     elif decision == "probe":
         lines = [_probe_line(doc, gain)]
     elif decision == "undecided":
