@@ -610,3 +610,22 @@ def test_speculation_the_engines_measure_slower_than_plain_decode_is_turned_off(
     rows = {x.split()[0]: x for x in out.splitlines() if x[:5].strip().isdigit()}
     assert rows["0"].endswith("recommended (measured)")
     assert "deploy: omit --speculative-config (speculation off)" in out
+
+
+def test_a_what_if_row_says_what_it_rests_on(tmp_path, capsys):
+    """The real suffix page with every figure set (draft_overhead 0.4, flat, a plain decode of
+    200 tok/s: the engines' 200.1 measure 1.00x of it, nothing to decide on) and a model that
+    misses the engines by +19%: the γ the model would probe is a what-if on the model, not
+    "on defaults" — no figure is a default — and the deploy line points at the warning that
+    is there."""
+    db = real_page_store(tmp_path / "s.db", REAL / "suffix_k7_metrics.txt")
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[deployment]\nmethod = "suffix"\nbaseline_tokens_per_second = 200.0\ndraft_overhead = 0.4\n'
+                   'cost_profile = "flat"\n[routes.r]\ntargets = ["http://127.0.0.1:1/metrics"]\n')
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--db", str(db)])
+    assert code == 0, err
+    rows = {x.split()[0]: x for x in out.splitlines() if x[:5].strip().isdigit()}
+    assert "best on the model (what-if)" in rows["16"] and "defaults" not in out.split("recommendation:")[0]
+    assert "recommendation: none for gamma 7 — the cost model misses" in out
+    assert "warning: the cost model misses" in out
+    assert "deploy: none — the cost model misses the engine's observed rate (see the warning above)" in out

@@ -547,6 +547,8 @@ def test_a_measured_table_that_misses_the_engine_asks_for_the_table_not_a_rate(t
     assert far.decision == "undecided" and far.figures_needed == []  # withheld on the model error alone
     assert deploy_lines(far.to_dict()) == ["deploy: none — the cost model misses the engine's observed rate (see "
                                            "the warning above): its gains are a what-if, not a decision"]
+    # no warning above: the line does not point at one (an undecided for another reason)
+    assert "warning" not in deploy_lines({**far.to_dict(), "model_error_warning": None})[0]
     needed = {"vllm": {"command_line": None},
               "figures_needed": [{"key": "baseline_tokens_per_second", "default": 195.52063025179388, "changes": "x"}]}
     assert deploy_lines(needed)[1] == "- baseline_tokens_per_second (priced at the default 195.5): x"
@@ -716,3 +718,26 @@ def test_the_models_error_at_the_deployed_gamma_widens_every_other_candidate():
     assert off.decision == "keep"  # +7.6% for γ 4 is sure only on an exact model
     assert "it rests on the cost model, which misses the engines' rate at γ=7 by +12.0%" in off.decision_reason
     assert off.drafts_factor_to_settle is None
+
+
+def test_beside_a_measured_off_the_model_may_change_to_a_third_gamma_it_reproduces_the_point_for():
+    """eagle3 at c 0.4 on the flat table: γ 7 at 0.82×, γ 2 at 1.22× plain decode. The engines
+    measure γ 7 slower than plain decode; a model that meets them there changes to γ 2, sure of
+    it over plain decode; one 14% off there is not sure of +22% at γ 2 once that error is
+    carried into it (P = Φ(1.1) = 0.86), so off."""
+    dep = Deployment(method="eagle3", draft_cost=0.4, cost_profile="flat", baseline_tokens_per_second=100.0,
+                     configured=frozenset({"method", "draft_cost", "cost_profile", "baseline_tokens_per_second"}))
+    window = RouteInputs(CURVE, survival_resamples=resamples(CURVE, 1_000_000), observed_rate_spread=_spread(0.005))
+    model_tps = float(recommend(window, dep).candidates[7].tokens_per_second)
+    met = recommend(replace(window, observed_tokens_per_second=model_tps), dep)
+    assert met.deployed_speedup_measured.value == pytest.approx(0.82, abs=0.01) and abs(met.model_error) < 1e-9
+    assert met.decision == "change" and met.recommended_gamma == 2 and met.decision_basis == "measured"
+    assert "so speculation as deployed is slower than plain decode" in met.decision_reason
+    assert "the table's best gamma 2: P(gamma 2 gains > 3% over plain decode) = 1.00" in met.decision_reason
+    assert met.vllm_speculative_config["num_speculative_tokens"] == 2
+    missed = recommend(replace(window, observed_tokens_per_second=model_tps / 1.14), dep)
+    assert missed.model_error == pytest.approx(0.14) and missed.model_error_warning is None
+    assert missed.decision == "off" and missed.decision_basis == "measured"
+    assert "the table's best gamma 2 is not acted on: P(gamma 2 gains > 3% over plain decode) = 0.8" in \
+        missed.decision_reason
+    assert "with the model's +14.0% at the deployed gamma carried into it" in missed.decision_reason

@@ -244,10 +244,9 @@ def measured(priced: Priced, decision: Decision) -> Decision:
     """What the engines measure outranks what the model projects: where the deployed γ is
     measured against the user's plain decode at the route's mix and the difference is sure
     (model.deployed_speedup.DeployedSpeedup.verdict), that measurement decides between the
-    two. Off measured: the fleet turns speculation off, unless the model — meeting the
-    engines within its tolerance, not withheld — changes to a third γ whose acceptance the
-    window measured and whose gain over plain decode is sure on its widened ensemble
-    (model.model_error_spread). Keep measured: a model's off is overruled. Otherwise unchanged."""
+    two. Off measured: the fleet turns speculation off, unless the table's best expected γ is
+    a third one it may act on (``_third_gamma``): then it changes to that. Keep measured: a
+    model's off is overruled. Otherwise unchanged."""
     deployed_measured = priced.deployed_measured
     verdict = None if deployed_measured is None else deployed_measured.verdict()
     if verdict is None or verdict.decides is None:
@@ -259,22 +258,56 @@ def measured(priced: Priced, decision: Decision) -> Decision:
         return replace(decision, kind="keep", fleet_gamma=priced.deployed, best_gamma=priced.deployed, probe=None,
                        reasons=(_measured_reason(priced, verdict.p_deployed_gains, "keep"),), withheld=None,
                        settle=None, plausible=False, measured=verdict)
-    third = _third_gamma(priced, decision)
-    if third is not None:
-        return replace(decision.because(_measured_reason(priced, verdict.p_plain_gains, "third")), measured=verdict)
-    reasons = (_measured_reason(priced, verdict.p_plain_gains, "off"),) + _unmeasured_best(priced, model)
-    return replace(decision, kind="off", fleet_gamma=0, best_gamma=0, reasons=reasons, probe=None, withheld=None, settle=None, plausible=False, measured=verdict,
-                   figures_needed=())
+    best, why_not = _third_gamma(priced)
+    if why_not is None:
+        return replace(decision, kind="change", fleet_gamma=best, best_gamma=best, probe=None, withheld=None,
+                       settle=None, plausible=False, measured=verdict, figures_needed=(),
+                       reasons=(_measured_reason(priced, verdict.p_plain_gains, "slower"),
+                                f"the table's best gamma {best}: {_over_plain_decode(priced, best)} ≥ "
+                                f"{DECISION_CERTAINTY}{_widened(priced)}, so the fleet changes to it"))
+    reasons = ((_measured_reason(priced, verdict.p_plain_gains, "off"),)
+               + ((f"the table's best gamma {best} is not acted on: {why_not}",) if why_not else ()))
+    return replace(decision, kind="off", fleet_gamma=0, best_gamma=0, reasons=reasons, probe=None, withheld=None,
+                   settle=None, plausible=False, measured=verdict, figures_needed=())
 
 
-def _third_gamma(priced: Priced, decision: Decision) -> int | None:
-    """The model's change to a γ other than the deployed one and 0 that stands beside a
-    measured off: not withheld, within the measured positions, and sure to gain more than
-    min_gain over plain decode on the ensemble its error at the deployed γ widened."""
-    gamma, ens = decision.fleet_gamma, priced.ensemble
-    if decision.kind != "change" or gamma in (0, priced.deployed) or gamma > priced.observed or ens is None:
-        return None
-    return gamma if float(np.mean(ens[:, gamma] - 1.0 > priced.deployment.min_gain)) >= DECISION_CERTAINTY else None
+def _third_gamma(priced: Priced) -> tuple[int, str | None]:
+    """(the table's best expected γ, why it may not stand beside a measured off — None when it
+    may, "" when it is 0 or the deployed γ). It may where the model meets the engines within
+    its tolerance, on figures the user gave, at a γ whose positions the window measured, sure
+    to gain more than min_gain over plain decode on the ensemble its error at the deployed γ
+    widened (model.model_error_spread)."""
+    best = priced.best_expected
+    if best in (0, priced.deployed):
+        return best, ""
+    if priced.model_error_warning:
+        return best, "the cost model misses the engines at the deployed gamma beyond its tolerance"
+    if priced.figures_needed:
+        return best, f"the table rests on default figures ({', '.join(n.key for n in priced.figures_needed)})"
+    if best > priced.observed:
+        return best, f"no engine measured its positions past gamma {priced.observed} (a probe would)"
+    p_gain = _p_over_plain_decode(priced, best)
+    if p_gain is None:
+        return best, "without resamples its gain over plain decode is not known to be sure"
+    if p_gain < DECISION_CERTAINTY:
+        return best, f"{_over_plain_decode(priced, best)} < {DECISION_CERTAINTY}{_widened(priced)}"
+    return best, None
+
+
+def _widened(priced: Priced) -> str:
+    """Whether the ensemble carries the model's error at the deployed γ (model.model_error_spread)."""
+    return f" with the model's {priced.model_error:+.1%} at the deployed gamma carried into it" if priced.model_error else ""
+
+
+def _p_over_plain_decode(priced: Priced, gamma: int) -> float | None:
+    """P(γ gains > min_gain over plain decode) on the ensemble (None without one)."""
+    ens = priced.ensemble
+    return None if ens is None else float(np.mean(ens[:, gamma] - 1.0 > priced.deployment.min_gain))
+
+
+def _over_plain_decode(priced: Priced, gamma: int) -> str:
+    p_gain = _p_over_plain_decode(priced, gamma)
+    return f"P(gamma {gamma} gains > {priced.deployment.min_gain:.0%} over plain decode) = {p_gain:.2f}"
 
 
 def _measured_reason(priced: Priced, probability: float, outcome: str) -> str:
@@ -289,24 +322,9 @@ def _measured_reason(priced: Priced, probability: float, outcome: str) -> str:
         return (f"{head}: P(gamma {m.gamma} gains > {gain:.0%} over plain decode) = {probability:.2f} "
                 f"≥ {DECISION_CERTAINTY}, measured, so speculation stays on whatever the table projects")
     claim = f"P(plain decode gains > {gain:.0%} over gamma {m.gamma}) = {probability:.2f} ≥ {DECISION_CERTAINTY}"
-    if outcome == "third":
-        return f"{head}: {claim}, measured; the γ above gains over plain decode too, its interval widened by the cost model's error at gamma {m.gamma}"
+    if outcome == "slower":
+        return f"{head}: {claim}, measured, so speculation as deployed is slower than plain decode"
     return f"{head}: {claim}, measured, so turning speculation off is faster whatever the table projects"
-
-
-def _unmeasured_best(priced: Priced, model: Decision) -> tuple[str, ...]:
-    """Why the model's own best γ, a third one, does not stand beside a measured off."""
-    best = model.best_gamma
-    if best in (0, priced.deployed):
-        return ()
-    if priced.model_error_warning:
-        return (f"the table's best gamma {best} is not acted on: the cost model misses the engines at the deployed "
-                f"gamma beyond its tolerance",)
-    if best > priced.observed:
-        return (f"the table's best gamma {best} is not acted on: no engine measured its positions past gamma "
-                f"{priced.observed} (a probe would)",)
-    return (f"the table's best gamma {best} is not acted on: its gain over plain decode is not sure once the "
-            f"cost model's error at the deployed gamma widens it",)
 
 
 def _what_it_would_do(decision: Decision) -> str:
