@@ -105,8 +105,9 @@ class Truth:
         self.cls = cls
         told = tool_deployment(cls)
         sp = specialized_speedup or cls.true_specialized_speedup or told.specialized_speedup_point
+        overhead = told.draft_overhead if cls.true_draft_overhead is None else cls.true_draft_overhead
         self.deployment = replace(told, draft_cost=told.draft_cost * cls.true_draft_cost_factor,
-                                  specialized_speedup=float(sp))
+                                  draft_overhead=overhead, specialized_speedup=float(sp))
         profile = make_profile(self.deployment)
         if cls.true_verify_factor != 1.0:
             profile = ScaledVerifyProfile(profile, cls.true_verify_factor)
