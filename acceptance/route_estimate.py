@@ -364,8 +364,11 @@ def band_estimate(route: "RouteEstimate", band: BandRows, *, level: float, n_res
     nu = (undrafted_token_share(float(decode.sum()), float(rows.counts[:, 0].sum()), float(rows.counts[:, 2].sum()))
           if np.isfinite(decode).all() else None)
     sequences = None if route.step_sequences is None else [route.step_sequences[i] for i in band.rows]
+    # no observed_rate_spread: the user's plain decode is the route's, not at the band's context, so
+    # the band's rate over it measures nothing (model.deployed_speedup)
     return replace(route, estimate=estimate, drift=None, recent_start=None, traffic=None, requests=rows, step_sequences=sequences,
-                   observed_tokens_per_second=rate, observed_latency_source=PER_REQUEST_LATENCY if rate else None,
+                   observed_tokens_per_second=rate, observed_rate_spread=None,
+                   observed_latency_source=PER_REQUEST_LATENCY if rate else None,
                    undrafted_token_share=nu, plugin=None, segment_mix=None, context=None,
                    engine_cost=None)
 

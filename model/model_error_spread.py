@@ -26,12 +26,10 @@ import numpy as np
 _LEAST_FACTOR = 0.05
 
 
-def model_error_beyond_noise(model_error: float, observed_factors: np.ndarray | None) -> float:
+def model_error_beyond_noise(model_error: float, observed_factors: np.ndarray) -> float:
     """The model's error at the deployed γ less what the observed rate's own sampling noise
     explains: e = model/observed − 1 carries the rate's relative variance v as well, so the
-    model's own is e² − v (at least 0), the sign kept; e itself without the rate's resamples."""
-    if observed_factors is None or len(observed_factors) < 2:
-        return model_error
+    model's own is e² − v (at least 0), the sign kept."""
     noise = float(np.var(observed_factors))
     return float(np.copysign(np.sqrt(max(model_error * model_error - noise, 0.0)), model_error))
 

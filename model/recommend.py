@@ -409,12 +409,13 @@ def _speedup_error(pricing: _Pricing) -> float | None:
     """The model's error on the speedup at the deployed γ: its rate error where the plain
     decode is the user's own, so that both sides of the measured speedup are the engines'
     (model.deployed_speedup); None elsewhere — over a default or observed anchor the rate's
-    error is the anchor's as much as the table's. The observed rate's own sampling noise is
-    in that error too: its variance is taken out (model.model_error_spread)."""
+    error is the anchor's as much as the table's — and where the observed rate has no interval
+    from the window's rows (a typed curve, a context band, a source without latency per row):
+    its own sampling noise is in that error too, and is taken out (model.model_error_spread)."""
     measured, error = pricing.deployed_measured, pricing.model_error
-    if measured is None or error is None:
+    if measured is None or error is None or measured.spread is None:
         return None
-    return model_error_beyond_noise(error, None if measured.spread is None else measured.spread.factors)
+    return model_error_beyond_noise(error, measured.spread.factors)
 
 
 def _deployed_speedup(checked: CheckedInputs, pricing: _Pricing) -> DeployedSpeedup | None:

@@ -661,6 +661,8 @@ def test_what_the_engines_measure_against_plain_decode_decides_between_the_two()
     assert "the engines measure gamma 7 at 0.60x" in slow.decision_reason
     assert "turning speculation off is faster whatever the table projects" in slow.decision_reason
     assert slow.vllm_speculative_config is None and slow.vllm_command_line is not None
+    from dashboard.views.recommendation import decision_text
+    assert decision_text(slow).startswith("Turn speculation off (γ 7 → 0), measured gain +66.7% [")
     doc = slow.to_dict()["deployed_speedup_measured"]
     assert doc["decides"] == "off" and doc["probability_plain_decode_gains"] == 1.0 and doc["low"] < 0.6 < doc["high"]
     # off would gain 43% at 0.70×: within min_gain 50%, nothing measured decides (and it says it measured slower)
@@ -706,7 +708,8 @@ def test_the_models_error_at_the_deployed_gamma_widens_every_other_candidate():
     assert np.mean(1.188 * factors[:, 11] - 1 > 0.03) == pytest.approx(0.81, abs=0.01)  # not sure of +18.8%
     assert (model_error_factors(10, 4, (0, 1), None) == 1).all()
     dep = Deployment(method="eagle3", draft_cost=0.1, cost_profile="flat", baseline_tokens_per_second=100.0)
-    window = RouteInputs(CURVE, survival_resamples=resamples(CURVE, 1_000_000))  # the window's own γ 7: measured
+    # the window's own γ 7, its rate with an interval from its rows: a measured point
+    window = RouteInputs(CURVE, survival_resamples=resamples(CURVE, 1_000_000), observed_rate_spread=_spread(0.001))
     exact = recommend(window, dep)
     model_tps = float(exact.candidates[7].tokens_per_second)
     off = recommend(replace(window, observed_tokens_per_second=model_tps / 1.12), dep)
@@ -718,6 +721,9 @@ def test_the_models_error_at_the_deployed_gamma_widens_every_other_candidate():
     assert off.decision == "keep"  # +7.6% for γ 4 is sure only on an exact model
     assert "it rests on the cost model, which misses the engines' rate at γ=7 by +12.0%" in off.decision_reason
     assert off.drafts_factor_to_settle is None
+    # without the rate's interval the error cannot be told from its noise: nothing is widened
+    bare = recommend(replace(window, observed_tokens_per_second=model_tps / 1.12, observed_rate_spread=None), dep)
+    assert bare.candidates[4].speedup_high - bare.candidates[4].speedup_low == pytest.approx(exact_width[4])
 
 
 def test_beside_a_measured_off_the_model_may_change_to_a_third_gamma_it_reproduces_the_point_for():
