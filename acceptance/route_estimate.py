@@ -33,6 +33,7 @@ from .definitions import monotone_survival
 from .estimates import AcceptanceEstimate, Drift, detect_drift, estimate_acceptance
 from .plugin_series import PluginTotals, batch_bucket
 from .engine_cost import step_cost
+from .observed_rate import RateSpread, block_rate_spread, request_rate_spread
 from .request_context import BandRows, RequestContext, histogram_context, route_context
 from .segment_measures import RouteTraffic, SegmentMix, route_traffic, segment_itl_mean_s, segment_mix
 
@@ -94,6 +95,9 @@ class RouteEstimate:
     effective_samples: float = 0.0  # independent gauge samples behind u_B
     iteration_tokens: dict[float, float] | None = None  # vllm:iteration_tokens_total buckets of the window
     observed_tokens_per_second: float | None = None
+    # its resamples as factors on it, from the window's own rows (acceptance.observed_rate);
+    # None where the source keeps no latency per row
+    observed_rate_spread: RateSpread | None = None
     itl_mean_s: float | None = None  # the estimated segment's own mean ITL, apart from other γ's
     segment_mix: SegmentMix | None = None  # the estimated segment's own batch mix, apart from other γ's
     observed_latency_source: str | None = None  # LATENCY_HISTOGRAM | PER_REQUEST_LATENCY | LOGGED_LOAD | None
@@ -144,7 +148,26 @@ def estimate_route(window: Window | None, intervals: IntervalCounts, *, level: f
                                        block_length=block_length, unit=unit)
     route = RouteEstimate(estimate, drift, recent_start, step_sequences=sequences, requests=requests,
                           context=route_context(requests))
-    return route if window is None else _with_window(route, window, rows, engines)
+    if window is None:
+        return route
+    route = _with_window(route, window, rows, engines)
+    if route.observed_tokens_per_second is None:
+        return route
+    return replace(route, observed_rate_spread=_observed_rate_spread(window, route, level, n_resamples, seed))
+
+
+def _observed_rate_spread(window: Window, route: RouteEstimate, level: float, n_resamples: int, seed: int
+                          ) -> RateSpread | None:
+    """The observed rate's resamples from the rows it was read from: the requests' own
+    (per-request rows), else the deployed segment's blocks (acceptance.observed_rate)."""
+    requests = route.requests
+    if window.step_shape.itl_per_token_s and requests is not None:
+        return request_rate_spread(requests.itl_s, requests.decode_tokens, level=level, n_resamples=n_resamples,
+                                   seed=seed)
+    own = _own_segment(window, route.gamma)
+    if own is None or window.step_shape.itl_from_running:
+        return None
+    return block_rate_spread(own.intervals.counts, own.block_latency, level=level, n_resamples=n_resamples, seed=seed)
 
 
 def _with_window(route: RouteEstimate, window: Window, rows: IntervalCounts, engines: int | None = None
@@ -341,8 +364,11 @@ def band_estimate(route: "RouteEstimate", band: BandRows, *, level: float, n_res
     nu = (undrafted_token_share(float(decode.sum()), float(rows.counts[:, 0].sum()), float(rows.counts[:, 2].sum()))
           if np.isfinite(decode).all() else None)
     sequences = None if route.step_sequences is None else [route.step_sequences[i] for i in band.rows]
+    # no observed_rate_spread: the user's plain decode is the route's, not at the band's context, so
+    # the band's rate over it measures nothing (model.deployed_speedup)
     return replace(route, estimate=estimate, drift=None, recent_start=None, traffic=None, requests=rows, step_sequences=sequences,
-                   observed_tokens_per_second=rate, observed_latency_source=PER_REQUEST_LATENCY if rate else None,
+                   observed_tokens_per_second=rate, observed_rate_spread=None,
+                   observed_latency_source=PER_REQUEST_LATENCY if rate else None,
                    undrafted_token_share=nu, plugin=None, segment_mix=None, context=None,
                    engine_cost=None)
 

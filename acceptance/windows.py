@@ -69,6 +69,10 @@ class GammaSegment:
     # {B ≥ 1: vllm:num_requests_running samples of its engines over its blocks} — a segment's
     # own batch mix (a probe's traffic can differ from the fleet's); None: its source keeps none
     batch_samples: dict[int, float] | None = None
+    # (n, 2) per block of ``intervals``, its engines' ITL sum and count deltas (0, 0: none known):
+    # the decode rate block by block, for its interval (acceptance.observed_rate); None: its
+    # source keeps the latency by segment only
+    block_latency: np.ndarray | None = None
 
     @property
     def itl_mean_s(self) -> float | None:
@@ -397,7 +401,8 @@ def _without_impossible_segments(store: Store, refs: dict[int, EngineRef], entri
     for e in entries:
         m = ~np.isin(e.seg, bad)
         if m.any():
-            kept.append(replace(e, seg=e.seg[m], key=e.key[m], start=e.start[m], end=e.end[m], delta=e.delta[m]))
+            kept.append(replace(e, seg=e.seg[m], key=e.key[m], start=e.start[m], end=e.end[m], delta=e.delta[m],
+                                itl=None if e.itl is None else e.itl[m]))
     return kept, notes
 
 
@@ -491,7 +496,7 @@ def _route_segment(store: Store, refs: dict[int, EngineRef], gamma: int, segs: l
                    entries: list[SpecEntries], max_blocks: int, plugin: PluginTotals | None = None) -> GammaSegment:
     """Sum the entries of these engine segments (all of one γ) into blocks by block key."""
     n = 3 + gamma
-    keys, starts, ends, counts, per_position = [], [], [], [], []
+    keys, starts, ends, counts, per_position, latency = [], [], [], [], [], []
     dtpp_known = True
     wanted = np.array(segs)
     for e in entries:
@@ -506,6 +511,7 @@ def _route_segment(store: Store, refs: dict[int, EngineRef], gamma: int, segs: l
         starts.append(e.start[m])
         ends.append(e.end[m])
         counts.append(e.delta[m, :n])
+        latency.append(np.zeros((int(m.sum()), 2)) if e.itl is None else e.itl[m])
         if len(columns) == 2 * gamma + 3:
             per_position.append(e.delta[m, n:])
         else:
@@ -517,9 +523,12 @@ def _route_segment(store: Store, refs: dict[int, EngineRef], gamma: int, segs: l
     block_key = key[first]
     block_start = np.minimum.reduceat(np.concatenate(starts)[order], first)
     block_end = np.maximum.reduceat(np.concatenate(ends)[order], first)
-    block_counts = np.add.reduceat(np.concatenate(counts)[order], first, axis=0)
+    # the latency rides beside the counts as two more columns, summed and merged alike
+    block_counts = np.add.reduceat(np.concatenate([np.concatenate(counts), np.concatenate(latency)], axis=1)[order],
+                                   first, axis=0)
     by_end = np.lexsort((block_key, block_end))  # by block end: slots stay monotone
-    starts_, ends_, counts_ = _merge_blocks(block_start[by_end], block_end[by_end], block_counts[by_end], max_blocks)
+    starts_, ends_, merged = _merge_blocks(block_start[by_end], block_end[by_end], block_counts[by_end], max_blocks)
+    counts_, block_latency = merged[:, :n], merged[:, n:]
     dtpp = None
     if dtpp_known and per_position:
         total = np.concatenate(per_position).sum(axis=0)
@@ -527,4 +536,5 @@ def _route_segment(store: Store, refs: dict[int, EngineRef], gamma: int, segs: l
             dtpp = tuple(total.tolist())
     engine_ids = {store.segment_engine(s) for s in segs}
     return GammaSegment(gamma, float(starts_.min()), float(ends_.max()), sorted(refs[e] for e in engine_ids),
-                        IntervalCounts(gamma, starts_, ends_, counts_), dtpp, plugin)
+                        IntervalCounts(gamma, starts_, ends_, counts_), dtpp, plugin,
+                        block_latency=block_latency if block_latency[:, 1].any() else None)

@@ -303,7 +303,8 @@ def departs_from_seeds_model(cls: DecisionClass) -> bool:
     """The truth is not the seeds' model: acceptance other than independent p, or a cost other
     than the flat one the tool is told."""
     return not (isinstance(cls.process, IndependentProcess) and cls.deployment.cost_profile == "flat"
-                and cls.true_draft_cost_factor == 1.0 and cls.true_verify_factor == 1.0)
+                and cls.true_draft_cost_factor == 1.0 and cls.true_verify_factor == 1.0
+                and cls.true_draft_overhead is None)
 
 
 def round2_summary(regrets, errors, covered, decided=None) -> dict:

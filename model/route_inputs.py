@@ -28,6 +28,8 @@ full drafts. ``requests`` (acceptance.route_estimate.RequestRows): the window's 
 request, which a percentile objective prices. ``traffic`` (engines, draft rate, rows) and
 ``running_probe``: what a probe is planned from. ``speedup_measured``: the deployment's
 specialized_speedup is a probe's measurement (model.probe.measured_speedup).
+``observed_rate_spread``: the observed rate's resamples from the window's own rows
+(acceptance.observed_rate), which say how sure what the engines measure is (model.deployed_speedup).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from acceptance.definitions import check_survival_curve
+from acceptance.observed_rate import RateSpread
 from acceptance.segment_measures import RouteTraffic
 from acceptance.route_estimate import RequestRows
 from acceptance.step_replay import StepSequence, replay_by_gamma, survival_and_reach, tokens_and_widths
@@ -75,6 +78,7 @@ class RouteInputs:
     running_probe: RunningProbe | None = None
     requests: RequestRows | None = None
     speedup_measured: bool = False
+    observed_rate_spread: RateSpread | None = None
 
 
 @dataclass(frozen=True, eq=False)

@@ -362,6 +362,13 @@ class DeployedSpeedup(TypedDict):
     rests_on_defaults: list[str]
     slower_than_plain_decode: bool
     summary: str
+    low: float | None
+    high: float | None
+    interval_rows: int | None
+    interval_unit: Literal["scrape intervals", "requests"] | None
+    probability_plain_decode_gains: float | None
+    probability_deployed_gains: float | None
+    decides: Literal["off", "keep"] | None
 
 
 class FigureNeeded(TypedDict):
@@ -446,6 +453,7 @@ class TuneGamma(TypedDict):
     gamma_to_deploy: int
     decision: DecisionKind
     decision_reason: str
+    decision_basis: Literal["measured", "model"]
     probability_best: float | None
     candidates: list[Candidate]
     model_error: float | None

@@ -213,8 +213,10 @@ def deploy_lines(doc: Mapping[str, Any]) -> list[str]:
     for a cost model that misses the engine (model_error_warning), that says why."""
     needed = doc.get("figures_needed") or []
     if doc["vllm"]["command_line"] is None and not needed:
-        return ["deploy: none — the cost model misses the engine's observed rate (see the warning above): "
-                "its gains are a what-if, not a decision"]
+        if doc.get("model_error_warning"):
+            return ["deploy: none — the cost model misses the engine's observed rate (see the warning above): "
+                    "its gains are a what-if, not a decision"]
+        return ["deploy: none — nothing is decided to deploy (see the recommendation above)"]
     if doc["vllm"]["command_line"] is None:
         head = ["deploy: none — no deploy line rests on a default. Set in specdec.toml [deployment] (or the route's "
                 "table), or as tune-gamma flags (--method, --draft-cost, --model, ...):"]
@@ -316,15 +318,19 @@ def _candidate_table(doc: Mapping[str, Any]) -> list[str]:
         if has_tps:
             row += f" {_fmt(c['tokens_per_second'], '.1f'):>10}"
         stepped = doc.get("expected_best_gamma") is not None  # a sure step short of the best expected
-        # undecided: nothing is recommended, and the γ it would run rests on defaults (a what-if)
+        # undecided: nothing is recommended, and the γ it would run is a what-if — on defaults
+        # where figures are needed, else on a cost model that misses the engines
         undecided = doc["decision"] == "undecided"
+        what_if = ("best on defaults (what-if)" if doc.get("figures_needed")
+                   else "best on the model (what-if)" if doc.get("model_error_warning") else "best expected")
         # the measured speedup is the mean per-user rate's: beside the row only where the table's is too
         measured = doc.get("deployed_speedup_measured") if doc["objective"] == "interactivity" else None
         deployed = "deployed" + (f" (measured {_fmt(measured['value'])}x)" if measured else "")
         notes = [word for word, holds in ((deployed, c["gamma"] == doc["deployed_gamma"]),
-                                          ("recommended" if stepped else "best",
+                                          ("recommended (measured)" if doc.get("decision_basis") == "measured"
+                                           else "recommended" if stepped else "best",
                                            c["gamma"] == doc["recommended_gamma"] and not undecided),
-                                          ("best on defaults (what-if)" if undecided else "best expected",
+                                          (what_if if undecided else "best expected",
                                            c["gamma"] == doc.get("expected_best_gamma")),
                                           ("extrapolated", c["extrapolated"])) if holds]
         if not c["allowed"]:
@@ -341,12 +347,17 @@ def _decision_lines(doc: Mapping[str, Any]) -> list[str]:
     obs = doc["observed"]
     decision, rec, pb = doc["decision"], doc["recommended_gamma"], _fmt(doc["probability_best"])
     gain = str(Gain(**doc["gain"])) if doc.get("gain") else "none"
+    measured = doc.get("decision_basis") == "measured"
     if decision == "change":
         lines = [f"recommendation: change gamma {doc['deployed_gamma']} -> {rec}, expected gain {gain} "
                  f"(probability best {pb}). {doc['decision_reason']}"]
+    elif decision == "off" and measured:
+        lines = [f"recommendation: turn speculation off, measured gain {gain}. {doc['decision_reason']}"]
     elif decision == "off":
         lines = [f"recommendation: turn speculation off, expected gain {gain} (probability best {pb}). "
                  f"{doc['decision_reason']}"]
+    elif decision == "keep" and measured:
+        lines = [f"recommendation: keep gamma {doc['deployed_gamma']} (measured). {doc['decision_reason']}"]
     elif decision == "probe":
         lines = [_probe_line(doc, gain)]
     elif decision == "undecided":

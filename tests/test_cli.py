@@ -648,3 +648,38 @@ def test_tune_gamma_names_the_sure_step_and_the_best_expected_apart(capsys):
     assert rows["4"].endswith("recommended, extrapolated")
     assert rows["5"].endswith("best expected, extrapolated")
     assert "recommendation: change gamma 3 -> 4" in out
+
+
+def test_the_draft_cost_note_says_how_a_parallel_drafters_cost_moves_the_best_gamma(tmp_path, capsys):
+    """The demo's `open` route (dspark, a parallel drafter: one pass at every γ): a dearer pass
+    moves the best γ up, not down, and the note a default draft_cost gets says so; a
+    sequential drafter's (a pass per token) says the opposite, a free one's that its fixed
+    price favours longer drafts too."""
+    from model.deployment import Deployment
+    from model.figures_needed import figures_needed
+    from specdec.demo import run_demo
+
+    run_demo(tmp_path / "demo", progress=lambda _m: None, duration_s=900.0)
+    cfg = tmp_path / "demo" / "specdec.toml"
+
+    def best(draft_cost: str) -> int:
+        code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "open", "--config", str(cfg), "--window", "2h",
+                                                            "--draft-cost", draft_cost, "--json"])
+        assert code == 0, err
+        rows = json.loads(out)["candidates"]
+        return max((c for c in rows if c["allowed"]), key=lambda c: c["speedup"])["gamma"]
+
+    bests = [best(c) for c in ("0.05", "0.1", "0.2", "0.4")]
+    assert bests == sorted(bests) and bests[-1] > bests[0], bests  # 3, 3, 3, 4 over 15 simulated minutes
+    no_cost = tmp_path / "demo" / "no_cost.toml"  # beside the demo's store and cost table, which it names
+    no_cost.write_text(cfg.read_text().replace("draft_cost = 0.1\n", ""))
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "open", "--config", str(no_cost), "--window", "2h",
+                                                        "--json"])
+    assert code == 0, err
+    note = next(f["changes"] for f in json.loads(out)["figures_needed"] if f["key"] == "draft_cost")
+    assert "favours longer drafts" in note and "smaller the best gamma" not in note
+    sequential = figures_needed(Deployment(method="eagle3", configured=frozenset({"method"})), None)
+    assert "the dearer the draft, the smaller the best gamma" in next(f.changes for f in sequential
+                                                                       if f.key == "draft_cost")
+    free = figures_needed(Deployment(method="ngram", configured=frozenset({"method"})), None)
+    assert "favours longer drafts" in next(f.changes for f in free if f.key == "draft_overhead")

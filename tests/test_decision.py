@@ -347,3 +347,13 @@ def test_the_speedup_measurement_benchmark_at_a_small_size():
     mine, shared = bench.summary(own, 8, s), bench.summary(route, 8, s)
     assert mine["coverage"] == 1.0 and abs(mine["median_point_error"]) < 0.03
     assert mine["point_sd"] < shared["point_sd"]
+
+
+def test_a_gamma_the_engines_measure_slower_than_plain_decode_turns_speculation_off():
+    """A free proposer told free that really costs 1.5 target passes a step, at batch 1 with the
+    plain decode configured: the engines measure γ 5 at about 0.9× of it, and the tool turns
+    speculation off on that measurement (it withheld the answer before: 10% regret)."""
+    report = decision.run_class("measured-slower-ngram-llama-batch1-g5", 3, http=False)
+    assert report["true_best_gamma"] == 0
+    assert report["tool"]["decision_shares"]["off"] == 1.0 and report["tool"]["mean_regret"] == 0.0
+    assert report["keep_deployed"]["mean_regret"] > 0.05

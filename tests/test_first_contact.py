@@ -576,3 +576,56 @@ def page_figures_plain(page: Path) -> float:
             if line.startswith(name + "{"):
                 values[name] = float(line.rsplit(" ", 1)[1])
     return values["vllm:inter_token_latency_seconds_count"] / values["vllm:inter_token_latency_seconds_sum"]
+
+
+@pytest.mark.parametrize("figures", [
+    "",  # the README's method and the base page's rate alone: the rest at its defaults
+    'draft_overhead = 0.4\ncost_profile = "flat"\n',
+    'model = "llama-3.1-8b"\ngpu = "H100"\ntensor_parallel_size = 1\n',
+])
+def test_speculation_the_engines_measure_slower_than_plain_decode_is_turned_off(tmp_path, capsys, figures):
+    """The real suffix γ 7 page (200.1 tok/s per user) with the base page's plain decode on the
+    same engine (284.8 tok/s) configured: 0.70×, sure on the page's own scrape intervals. The
+    answer is off, measured, whatever the table projects (1.19× to 1.67× at γ 7 on these
+    figures, and a probe of γ 16 before) — with a deploy line that turns speculation off."""
+    db = real_page_store(tmp_path / "s.db", REAL / "suffix_k7_metrics.txt")
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[deployment]\nmethod = "suffix"\nbaseline_tokens_per_second = 284.8\n' + figures
+                   + '[routes.r]\ntargets = ["http://127.0.0.1:1/metrics"]\n')
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--db", str(db), "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["decision"] == "off" and doc["decision_basis"] == "measured" and doc["gamma_to_deploy"] == 0
+    measured = doc["deployed_speedup_measured"]
+    assert measured["value"] == pytest.approx(200.1 / 284.8, abs=0.001) and measured["decides"] == "off"
+    assert measured["low"] <= measured["value"] <= measured["high"] and measured["interval_unit"] == "scrape intervals"
+    assert measured["probability_plain_decode_gains"] >= 0.9
+    assert doc["gain"]["value"] == pytest.approx(284.8 / 200.1 - 1, abs=0.002)
+    assert doc["vllm"] == {"speculative_config": None, "command_line": "omit --speculative-config (speculation off)"}
+    assert doc["figures_needed"] == []  # a measured off rests on no cost figure
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--db", str(db)])
+    line = next(x for x in out.splitlines() if x.startswith("recommendation:"))
+    assert line.startswith("recommendation: turn speculation off, measured gain +42.")
+    assert "probability best" not in line and "the engines measure gamma 7 at 0.70x" in line
+    rows = {x.split()[0]: x for x in out.splitlines() if x[:5].strip().isdigit()}
+    assert rows["0"].endswith("recommended (measured)")
+    assert "deploy: omit --speculative-config (speculation off)" in out
+
+
+def test_a_what_if_row_says_what_it_rests_on(tmp_path, capsys):
+    """The real suffix page with every figure set (draft_overhead 0.4, flat, a plain decode of
+    200 tok/s: the engines' 200.1 measure 1.00x of it, nothing to decide on) and a model that
+    misses the engines by +19%: the γ the model would probe is a what-if on the model, not
+    "on defaults" — no figure is a default — and the deploy line points at the warning that
+    is there."""
+    db = real_page_store(tmp_path / "s.db", REAL / "suffix_k7_metrics.txt")
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[deployment]\nmethod = "suffix"\nbaseline_tokens_per_second = 200.0\ndraft_overhead = 0.4\n'
+                   'cost_profile = "flat"\n[routes.r]\ntargets = ["http://127.0.0.1:1/metrics"]\n')
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--db", str(db)])
+    assert code == 0, err
+    rows = {x.split()[0]: x for x in out.splitlines() if x[:5].strip().isdigit()}
+    assert "best on the model (what-if)" in rows["16"] and "defaults" not in out.split("recommendation:")[0]
+    assert "recommendation: none for gamma 7 — the cost model misses" in out
+    assert "warning: the cost model misses" in out
+    assert "deploy: none — the cost model misses the engine's observed rate (see the warning above)" in out

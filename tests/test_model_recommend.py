@@ -547,6 +547,8 @@ def test_a_measured_table_that_misses_the_engine_asks_for_the_table_not_a_rate(t
     assert far.decision == "undecided" and far.figures_needed == []  # withheld on the model error alone
     assert deploy_lines(far.to_dict()) == ["deploy: none — the cost model misses the engine's observed rate (see "
                                            "the warning above): its gains are a what-if, not a decision"]
+    # no warning above: the line does not point at one (an undecided for another reason)
+    assert "warning" not in deploy_lines({**far.to_dict(), "model_error_warning": None})[0]
     needed = {"vllm": {"command_line": None},
               "figures_needed": [{"key": "baseline_tokens_per_second", "default": 195.52063025179388, "changes": "x"}]}
     assert deploy_lines(needed)[1] == "- baseline_tokens_per_second (priced at the default 195.5): x"
@@ -635,24 +637,113 @@ def test_no_measured_speedup_where_the_plain_side_is_not_the_stock_decode_at_the
     assert other.deployed_gamma == 3 and other.deployed_speedup_measured is None
 
 
-def test_a_keep_the_engines_measure_slower_than_plain_decode_is_withheld():
-    """The fleet's γ 7 measured at 0.60× the user's own plain decode at batch 1: keeping it is
-    slower than turning speculation off by more than min_gain, whatever the table ranks —
-    undecided, saying what to measure."""
+def _spread(relative_sd, n=400, seed=3):
+    """The observed rate's resamples as a window's rows would give them: factors about 1."""
+    from acceptance.observed_rate import RateSpread
+
+    rng = np.random.default_rng(seed)
+    return RateSpread(1.0 + relative_sd * rng.standard_normal(n), rows=40, block_length=4, unit="scrape intervals")
+
+
+def test_what_the_engines_measure_against_plain_decode_decides_between_the_two():
+    """The fleet's γ 7 measured at 0.60× the user's own plain decode at batch 1, sure on the
+    observed rate's own resamples: speculation off, measured, whatever the table ranks (the
+    flat table puts every γ above 1)."""
     dep = Deployment(method="eagle3", draft_cost=0.1, cost_profile="flat", baseline_tokens_per_second=100.0,
-                     min_gain=0.5)  # the model's best γ 4 does not clear 50% over γ 7: the fleet keeps 7
-    kept = recommend(RouteInputs(CURVE, observed_tokens_per_second=195.0), dep)
+                     min_gain=0.5, configured=frozenset({"method", "draft_cost", "cost_profile",
+                                                         "baseline_tokens_per_second"}))
+    kept = recommend(RouteInputs(CURVE, observed_tokens_per_second=195.0, observed_rate_spread=_spread(0.01)), dep)
     assert kept.decision == "keep" and kept.deployed_speedup_measured.value > 1  # 1.95×: measured faster, kept
-    slow = recommend(RouteInputs(CURVE, observed_tokens_per_second=60.0), dep)
+    slow = recommend(RouteInputs(CURVE, observed_tokens_per_second=60.0, observed_rate_spread=_spread(0.01)), dep)
     assert slow.deployed_speedup_measured.value == pytest.approx(0.60)
-    assert slow.decision == "undecided" and slow.decided.withheld.kind == "keep"
-    assert "run 0.60x the plain decode's 100.0 tok/s" in slow.decision_reason
-    assert "slower than turning speculation off, measured" in slow.decision_reason
-    assert slow.vllm_command_line is None
-    # off would gain 43% at 0.70×: within min_gain 50%, the keep stands (and says it measured slower)
-    near = recommend(RouteInputs(CURVE, observed_tokens_per_second=70.0), dep)
-    assert near.decision == "keep" and "runs slower than plain decode" in near.deployed_speedup_measured.describe()
-    # at a larger mix the flat profile carries the batch-1 rate there: partly a model, the keep stands
-    mixed = recommend(RouteInputs(CURVE, observed_tokens_per_second=60.0, batch_mix={1: 0.5, 8: 0.5}), dep)
-    assert mixed.deployed_speedup_measured.carried_by == "flat" and mixed.decision == "keep"
-    assert not mixed.deployed_speedup_measured.slower_than_plain_decode and near.deployed_speedup_measured.slower_than_plain_decode
+    assert slow.decision == "off" and slow.decision_basis == "measured" and slow.gamma_to_deploy == 0
+    assert slow.gain.value == pytest.approx(1 / 0.6 - 1) and slow.gain.low < slow.gain.value < slow.gain.high
+    assert "the engines measure gamma 7 at 0.60x" in slow.decision_reason
+    assert "turning speculation off is faster whatever the table projects" in slow.decision_reason
+    assert slow.vllm_speculative_config is None and slow.vllm_command_line is not None
+    from dashboard.views.recommendation import decision_text
+    assert decision_text(slow).startswith("Turn speculation off (γ 7 → 0), measured gain +66.7% [")
+    doc = slow.to_dict()["deployed_speedup_measured"]
+    assert doc["decides"] == "off" and doc["probability_plain_decode_gains"] == 1.0 and doc["low"] < 0.6 < doc["high"]
+    # off would gain 43% at 0.70×: within min_gain 50%, nothing measured decides (and it says it measured slower)
+    near = recommend(RouteInputs(CURVE, observed_tokens_per_second=70.0, observed_rate_spread=_spread(0.01)), dep)
+    assert near.decision == "keep" and near.decision_basis == "model"
+    assert "runs slower than plain decode" in near.deployed_speedup_measured.describe()
+    # a rate as uncertain as the difference: not sure, the measurement decides nothing
+    noisy = recommend(RouteInputs(CURVE, observed_tokens_per_second=60.0, observed_rate_spread=_spread(0.4)), dep)
+    assert noisy.decision_basis == "model" and noisy.to_dict()["deployed_speedup_measured"]["decides"] is None
+    # without the rate's resamples (an inline curve) there is no interval to be sure on
+    bare = recommend(RouteInputs(CURVE, observed_tokens_per_second=60.0), dep)
+    assert bare.decision_basis == "model" and bare.deployed_speedup_measured.interval is None
+    # at a larger mix the flat profile carries the batch-1 rate there: partly a model, it decides nothing
+    mixed = recommend(RouteInputs(CURVE, observed_tokens_per_second=60.0, batch_mix={1: 0.5, 8: 0.5},
+                                  observed_rate_spread=_spread(0.01)), dep)
+    assert mixed.deployed_speedup_measured.carried_by == "flat" and mixed.decision_basis == "model"
+    assert not mixed.deployed_speedup_measured.slower_than_plain_decode
+    assert near.deployed_speedup_measured.slower_than_plain_decode
+
+
+def test_a_models_off_is_overruled_where_the_engines_measure_speculation_faster():
+    """A dear drafter the model prices off (c 0.9: every γ below 1 on the flat table), while
+    the engines measure γ 7 at 1.5× the user's plain decode: keep, measured."""
+    dep = Deployment(method="eagle3", draft_cost=0.9, cost_profile="flat", baseline_tokens_per_second=100.0,
+                     configured=frozenset({"method", "draft_cost", "cost_profile", "baseline_tokens_per_second"}))
+    window = RouteInputs(CURVE, survival_resamples=resamples(CURVE, 1_000_000), observed_tokens_per_second=150.0,
+                         observed_rate_spread=_spread(0.01))
+    model_only = recommend(replace(window, observed_rate_spread=None), dep)
+    assert model_only.decision == "undecided" and model_only.decided.withheld.kind == "off"  # on the model: a what-if
+    rec = recommend(window, dep)
+    assert rec.decision == "keep" and rec.decision_basis == "measured" and rec.gamma_to_deploy == 7
+    assert "speculation stays on whatever the table projects" in rec.decision_reason
+
+
+def test_the_models_error_at_the_deployed_gamma_widens_every_other_candidate():
+    """A model 15% off at the measured γ cannot be sure of a gain the size of its error
+    elsewhere: the unmeasured candidates' intervals widen by it, the measured ones do not, and
+    what keeps a plausible gain unsure is the model, which more drafts do not narrow."""
+    from model.model_error_spread import model_error_factors
+
+    factors = model_error_factors(2000, 12, (0, 3), 0.15)
+    assert (factors[:, [0, 3]] == 1).all() and np.std(factors[:, 11]) == pytest.approx(0.15, rel=0.02)
+    assert np.mean(1.188 * factors[:, 11] - 1 > 0.03) == pytest.approx(0.81, abs=0.01)  # not sure of +18.8%
+    assert (model_error_factors(10, 4, (0, 1), None) == 1).all()
+    dep = Deployment(method="eagle3", draft_cost=0.1, cost_profile="flat", baseline_tokens_per_second=100.0)
+    # the window's own γ 7, its rate with an interval from its rows: a measured point
+    window = RouteInputs(CURVE, survival_resamples=resamples(CURVE, 1_000_000), observed_rate_spread=_spread(0.001))
+    exact = recommend(window, dep)
+    model_tps = float(exact.candidates[7].tokens_per_second)
+    off = recommend(replace(window, observed_tokens_per_second=model_tps / 1.12), dep)
+    assert off.model_error == pytest.approx(0.12) and off.model_error_warning is None
+    width = {g: c.speedup_high - c.speedup_low for g, c in enumerate(off.candidates)}
+    exact_width = {g: c.speedup_high - c.speedup_low for g, c in enumerate(exact.candidates)}
+    assert width[7] == pytest.approx(exact_width[7]) and width[4] > 5 * exact_width[4]
+    assert exact.decision == "change" and exact.recommended_gamma == 4
+    assert off.decision == "keep"  # +7.6% for γ 4 is sure only on an exact model
+    assert "it rests on the cost model, which misses the engines' rate at γ=7 by +12.0%" in off.decision_reason
+    assert off.drafts_factor_to_settle is None
+    # without the rate's interval the error cannot be told from its noise: nothing is widened
+    bare = recommend(replace(window, observed_tokens_per_second=model_tps / 1.12, observed_rate_spread=None), dep)
+    assert bare.candidates[4].speedup_high - bare.candidates[4].speedup_low == pytest.approx(exact_width[4])
+
+
+def test_beside_a_measured_off_the_model_may_change_to_a_third_gamma_it_reproduces_the_point_for():
+    """eagle3 at c 0.4 on the flat table: γ 7 at 0.82×, γ 2 at 1.22× plain decode. The engines
+    measure γ 7 slower than plain decode; a model that meets them there changes to γ 2, sure of
+    it over plain decode; one 14% off there is not sure of +22% at γ 2 once that error is
+    carried into it (P = Φ(1.1) = 0.86), so off."""
+    dep = Deployment(method="eagle3", draft_cost=0.4, cost_profile="flat", baseline_tokens_per_second=100.0,
+                     configured=frozenset({"method", "draft_cost", "cost_profile", "baseline_tokens_per_second"}))
+    window = RouteInputs(CURVE, survival_resamples=resamples(CURVE, 1_000_000), observed_rate_spread=_spread(0.005))
+    model_tps = float(recommend(window, dep).candidates[7].tokens_per_second)
+    met = recommend(replace(window, observed_tokens_per_second=model_tps), dep)
+    assert met.deployed_speedup_measured.value == pytest.approx(0.82, abs=0.01) and abs(met.model_error) < 1e-9
+    assert met.decision == "change" and met.recommended_gamma == 2 and met.decision_basis == "measured"
+    assert "so speculation as deployed is slower than plain decode" in met.decision_reason
+    assert "the table's best gamma 2: P(gamma 2 gains > 3% over plain decode) = 1.00" in met.decision_reason
+    assert met.vllm_speculative_config["num_speculative_tokens"] == 2
+    missed = recommend(replace(window, observed_tokens_per_second=model_tps / 1.14), dep)
+    assert missed.model_error == pytest.approx(0.14) and missed.model_error_warning is None
+    assert missed.decision == "off" and missed.decision_basis == "measured"
+    assert "the table's best gamma 2 is not acted on: P(gamma 2 gains > 3% over plain decode) = 0.8" in \
+        missed.decision_reason
+    assert "with the model's +14.0% at the deployed gamma carried into it" in missed.decision_reason

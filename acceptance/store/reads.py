@@ -159,7 +159,8 @@ class _Reads(_StoreState):
             step.add_batch(seg, counts[:, 0], np.ones(len(times)))
             gauge.append((engine, times, counts[:, 0].astype(np.float64)))
             if lay:
-                spec.append(SpecEntries(lay, seg, cycles, starts, times, counts[:, 1:1 + w].astype(np.float64)))
+                spec.append(SpecEntries(lay, seg, cycles, starts, times, counts[:, 1:1 + w].astype(np.float64),
+                                        np.nan_to_num(itl)))
         if gauge:
             engine, times, running = (np.concatenate(x) for x in zip(*gauge))
             order = np.lexsort((times, engine))
@@ -192,6 +193,7 @@ class _Reads(_StoreState):
                 counts: np.ndarray = np.frombuffer(b"".join(counts_b), dtype=COUNT_DTYPES[code]).reshape(len(buckets), -1)
                 spec.append(SpecEntries(lay, np.repeat(np.array(segs), np.array(ns))[keep], buckets[keep] + level,
                                         ends[:, 0], ends[:, 1], counts[keep, 1:].astype(np.float64)))
+        bucket_itl = _BucketLatency(level)
         by_it: dict[tuple[int, int], list[_Row]] = {}
         by_code: dict[int, list[_Row]] = {}
         for r in self.conn.execute("SELECT it_layout_id, it_code, n, buckets, itl, it_delta, chunk, mix_code, batch_mix, "
@@ -214,12 +216,13 @@ class _Reads(_StoreState):
             # a bucket's ITL goes to its engine segment when the bucket lies in one only
             seg = segment_of(engines, chunks, ns, buckets)[m]
             step.add_segment_itl(seg[seg >= 0], itl[seg >= 0])
+            bucket_itl.add(seg[seg >= 0], buckets[m][seg >= 0], itl[seg >= 0])
             it: np.ndarray | None = None
             if it_lay:
                 it = np.frombuffer(b"".join(it_b), dtype=COUNT_DTYPES[it_code]).reshape(len(buckets), -1)[m]
                 it = it.astype(np.float64)
             step.add(float(itl[:, 0].sum()), float(itl[:, 1].sum()), it_lay, it)
-        return spec, step
+        return [bucket_itl.attach(e) for e in spec], step
 
     def read_plugin(self, engine_ids: list[int], level: int, lo: float, hi: float) -> list["PluginEntries"]:
         """Plugin deltas of these engines, one ``PluginEntries`` per plugin layout: scrape
@@ -296,3 +299,35 @@ class _BucketSegments:
                 holders = [s for s, held in parts if buckets[j] in held]
                 seg[j] = holders[0] if len(holders) == 1 else -1
         return seg
+
+
+class _BucketLatency:
+    """The ITL sum and count of each (engine segment, rollup bucket) the step rollups hold, to
+    attach to the spec rollups' entries of the same segment and bucket (SpecEntries.itl); a
+    bucket whose ITL lies in two segments has none of its own (_BucketSegments)."""
+
+    def __init__(self, level: int) -> None:
+        self.level = level
+        self.codes: list[np.ndarray] = []
+        self.itl: list[np.ndarray] = []
+
+    def _code(self, seg: np.ndarray, bucket: np.ndarray) -> np.ndarray:
+        return np.asarray(seg, dtype=np.int64) * 10**10 + np.round(np.asarray(bucket) / self.level).astype(np.int64)
+
+    def add(self, seg: np.ndarray, bucket: np.ndarray, itl: np.ndarray) -> None:
+        self.codes.append(self._code(seg, bucket))
+        self.itl.append(np.asarray(itl, dtype=np.float64))
+
+    def attach(self, entries: SpecEntries) -> SpecEntries:
+        """``entries`` with the latency of their segment and bucket (0, 0 where none is held)."""
+        out = np.zeros((len(entries.seg), 2))
+        codes = np.concatenate(self.codes) if self.codes else np.zeros(0, dtype=np.int64)
+        if len(codes):
+            order = np.argsort(codes, kind="stable")
+            codes, itl = codes[order], np.concatenate(self.itl)[order]
+            wanted = self._code(entries.seg, entries.key - self.level)  # the key is the bucket's end
+            at = np.minimum(np.searchsorted(codes, wanted), len(codes) - 1)
+            hit = codes[at] == wanted
+            out[hit] = np.nan_to_num(itl[at[hit]])
+        entries.itl = out
+        return entries

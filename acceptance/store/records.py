@@ -96,7 +96,8 @@ class IngestResult:
 class SpecEntries:
     """Spec deltas of one layout read for a window: entry i is one engine segment's deltas
     in one block (a scrape interval or a rollup bucket), block key ``key`` (the cycle time or
-    the bucket's end), covering (start, end]; ``delta`` (n, W) in the layout's columns."""
+    the bucket's end), covering (start, end]; ``delta`` (n, W) in the layout's columns, ``itl``
+    the latency deltas of the same engine segment and block."""
 
     layout_id: int
     seg: np.ndarray
@@ -104,6 +105,9 @@ class SpecEntries:
     start: np.ndarray
     end: np.ndarray
     delta: np.ndarray
+    # (n, 2) the entry's vllm:inter_token_latency_seconds sum and count deltas (0, 0: none
+    # known): the rate the engines decoded at, block by block (acceptance.observed_rate)
+    itl: np.ndarray | None = None
 
 
 @dataclass

@@ -46,6 +46,8 @@ def decision_text(rec) -> str:
         farther = (f" (γ={rec.expected_best_gamma} is expected best, not surely enough yet: this is the sure step)"
                    if rec.expected_best_gamma is not None else "")
         return f"Change γ {rec.deployed_gamma} → {rec.recommended_gamma}{gain}{farther}"
+    if rec.decision == "off" and rec.decision_basis == "measured":  # the engines' own rates decided
+        return f"Turn speculation off (γ {rec.deployed_gamma} → 0), measured gain {rec.gain}"
     if rec.decision == "off":
         return f"Turn speculation off (γ {rec.deployed_gamma} → 0){gain}"
     if rec.decision == "probe":

@@ -13,6 +13,8 @@ each ``rule(priced, decision) -> decision`` (model.decision.rules):
                    and the probe that measures it
   given_figures    a decision resting on default figures, or on a cost model that misses the
                    engine's rate, is withheld (``undecided``)
+  measured         where the engines measure the deployed γ against the user's plain decode and
+                   the difference is sure, that measurement decides between the two
 
 ``decide(priced)`` runs them; a shared deployment runs the first two on its joint ensemble.
 """

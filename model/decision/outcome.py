@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..deployed_speedup import MeasuredVerdict
 from ..figures_needed import FigureNeeded
 from ..probe import Probe
 from ..probe.specialized_speedup import SpecializedBreakEven
@@ -83,6 +84,8 @@ class Decision:
     # the default figures it rests on (model.figures_needed): then it is undecided or a keep that says so
     figures_needed: tuple[FigureNeeded, ...] = ()
     withheld: Decision | None = None  # undecided: the decision the default figures would have made
+    # the engines' measurement that decided between the deployed γ and plain decode (model.deployed_speedup)
+    measured: MeasuredVerdict | None = None
 
     @property
     def reason(self) -> str:

@@ -55,6 +55,9 @@ class Priced:
     specialized: SpecializedPricing | None = None  # None off the path and on a percentile objective
     figures_needed: tuple[FigureNeeded, ...] = ()  # the default figures the pricing rests on
     model_error_warning: str | None = None  # the cost model misses the engine's observed rate
+    # the model's rate at the deployed γ over the engines' − 1, which widens every unmeasured
+    # candidate of the ensemble (model.model_error_spread); None where not comparable
+    model_error: float | None = None
     deployed_measured: DeployedSpeedup | None = None  # the engines' own rate at the deployed γ over the plain decode
 
     @property

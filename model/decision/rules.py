@@ -16,8 +16,11 @@ speedups (resamples × tail models, model.recommend):
           drafts that settles a gain, when more drafts can);
   undecided  a change, off or probe that rests on default figures or on a cost model missing
           the engine's rate by more than its tolerance (model.figures_needed): a what-if; a keep
-          on default figures stays a keep and says so. A keep of a γ the engines measure slower
-          than the user's own plain decode by more than min_gain (model.deployed_speedup).
+          on default figures stays a keep and says so;
+  measured  last: where the engines measure the deployed γ against the user's own plain decode
+          at the route's mix and the difference is sure on the observed rate's resamples
+          (model.deployed_speedup), off or keep follows the measurement whatever the table
+          projects; the model keeps only a third γ it is sure of on its widened ensemble.
 """
 
 from __future__ import annotations
@@ -65,14 +68,20 @@ def verdict(priced: Priced, decision: Decision) -> Decision:
     if mean <= min_gain:
         return decision.because(f"{head}: the expected gain {expected_gain:+.1%} is within min_gain {min_gain:.0%}; "
                                 f"only a clearly different acceptance at γ={rec} would change this")
-    if rec > observed and priced.tail_only is not None:
+    error = priced.model_error
+    if (rec > observed or error) and priced.tail_only is not None:
         ens_tail = priced.tail_only()
         p_tail = float(np.mean(ens_tail[:, rec] / ens_tail[:, deployed] - 1.0 > min_gain))
-        if p_tail < DECISION_CERTAINTY:
+        if p_tail < DECISION_CERTAINTY and rec > observed:
             return replace(decision.because(
                 f"{head}: it rests on positions {observed + 1}..{rec}, past the observed γ={observed}, which never "
                 f"checks them: with any number of drafts at γ={observed} the probability stays {p_tail:.2f}; "
                 f"measuring γ={rec} (a probe) would settle a gain of {mean:+.1%}"), plausible=True)
+        if p_tail < DECISION_CERTAINTY:
+            return replace(decision.because(
+                f"{head}: it rests on the cost model, which misses the engines' rate at γ={deployed} by {error:+.1%}: "
+                f"with any number of drafts the probability stays {p_tail:.2f}; measuring the step costs "
+                f"(`specdec calibrate plan`) would settle a gain of {mean:+.1%}"), plausible=True)
     z = NormalDist().inv_cdf(DECISION_CERTAINTY)
     factor = max((z * sd / (mean - min_gain)) ** 2 if sd > 0 else 1.0, 1.0)
     return replace(decision.because(f"{head}: a window with about {factor:.1f}× the drafts (intervals shrinking as "
@@ -231,26 +240,91 @@ def given_figures(priced: Priced, decision: Decision) -> Decision:
                    figures_needed=needed)
 
 
-def measured_slower(priced: Priced, decision: Decision) -> Decision:
-    """A keep of a γ the engines measure slower than the user's own plain decode is withheld
-    when turning speculation off would gain more than min_gain, measured on both sides (the
-    mix at batch 1, or a measured table at the mix; a profile carrying the batch-1 rate to a
-    larger mix is a model, and its doubt the table's): the table that ranks the other γ then
-    disagrees with the engines. Undecided, with what to measure."""
-    measured = priced.deployed_measured
-    if (decision.kind != "keep" or measured is None or not measured.slower_than_plain_decode
-            or 1.0 / measured.value - 1.0 <= priced.deployment.min_gain):
+def measured(priced: Priced, decision: Decision) -> Decision:
+    """What the engines measure outranks what the model projects: where the deployed γ is
+    measured against the user's plain decode at the route's mix and the difference is sure
+    (model.deployed_speedup.DeployedSpeedup.verdict), that measurement decides between the
+    two. Off measured: the fleet turns speculation off, unless the table's best expected γ is
+    a third one it may act on (``_third_gamma``): then it changes to that. Keep measured: a
+    model's off is overruled. Otherwise unchanged."""
+    deployed_measured = priced.deployed_measured
+    verdict = None if deployed_measured is None else deployed_measured.verdict()
+    if verdict is None or verdict.decides is None:
         return decision
-    why = (f"the engines at gamma {measured.gamma} run {measured.value:.2f}x the plain decode's "
-           f"{measured.plain_tokens_per_second:,.1f} tok/s per user ({measured.observed_tokens_per_second:,.1f} "
-           f"observed), so keeping it is slower than turning speculation off, measured. ")
-    what = ("The cost model misses the engines (the warning below), so which gamma beats plain decode is not known: "
-            "measure the step costs (`specdec calibrate plan`, then cost_profile = the table)"
-            if priced.model_error_warning else
-            "The table ranks it otherwise: check baseline_tokens_per_second "
-            f"({measured.plain_tokens_per_second:,.1f} tok/s at the route's batch mix: your engine's plain decode) "
-            "and the drafter's cost")
-    return withheld(priced.deployed, decision, decision.figures_needed, why + what + ", or turn speculation off")
+    model = decision.withheld or decision
+    if verdict.decides == "keep":
+        if model.fleet_gamma != 0:
+            return decision
+        return replace(decision, kind="keep", fleet_gamma=priced.deployed, best_gamma=priced.deployed, probe=None,
+                       reasons=(_measured_reason(priced, verdict.p_deployed_gains, "keep"),), withheld=None,
+                       settle=None, plausible=False, measured=verdict)
+    best, why_not = _third_gamma(priced)
+    if why_not is None:
+        return replace(decision, kind="change", fleet_gamma=best, best_gamma=best, probe=None, withheld=None,
+                       settle=None, plausible=False, measured=verdict, figures_needed=(),
+                       reasons=(_measured_reason(priced, verdict.p_plain_gains, "slower"),
+                                f"the table's best gamma {best}: {_over_plain_decode(priced, best)} ≥ "
+                                f"{DECISION_CERTAINTY}{_widened(priced)}, so the fleet changes to it"))
+    reasons = ((_measured_reason(priced, verdict.p_plain_gains, "off"),)
+               + ((f"the table's best gamma {best} is not acted on: {why_not}",) if why_not else ()))
+    return replace(decision, kind="off", fleet_gamma=0, best_gamma=0, reasons=reasons, probe=None, withheld=None,
+                   settle=None, plausible=False, measured=verdict, figures_needed=())
+
+
+def _third_gamma(priced: Priced) -> tuple[int, str | None]:
+    """(the table's best expected γ, why it may not stand beside a measured off — None when it
+    may, "" when it is 0 or the deployed γ). It may where the model meets the engines within
+    its tolerance, on figures the user gave, at a γ whose positions the window measured, sure
+    to gain more than min_gain over plain decode on the ensemble its error at the deployed γ
+    widened (model.model_error_spread)."""
+    best = priced.best_expected
+    if best in (0, priced.deployed):
+        return best, ""
+    if priced.model_error_warning:
+        return best, "the cost model misses the engines at the deployed gamma beyond its tolerance"
+    if priced.figures_needed:
+        return best, f"the table rests on default figures ({', '.join(n.key for n in priced.figures_needed)})"
+    if best > priced.observed:
+        return best, f"no engine measured its positions past gamma {priced.observed} (a probe would)"
+    p_gain = _p_over_plain_decode(priced, best)
+    if p_gain is None:
+        return best, "without resamples its gain over plain decode is not known to be sure"
+    if p_gain < DECISION_CERTAINTY:
+        return best, f"{_over_plain_decode(priced, best)} < {DECISION_CERTAINTY}{_widened(priced)}"
+    return best, None
+
+
+def _widened(priced: Priced) -> str:
+    """Whether the ensemble carries the model's error at the deployed γ (model.model_error_spread)."""
+    return f" with the model's {priced.model_error:+.1%} at the deployed gamma carried into it" if priced.model_error else ""
+
+
+def _p_over_plain_decode(priced: Priced, gamma: int) -> float | None:
+    """P(γ gains > min_gain over plain decode) on the ensemble (None without one)."""
+    ens = priced.ensemble
+    return None if ens is None else float(np.mean(ens[:, gamma] - 1.0 > priced.deployment.min_gain))
+
+
+def _over_plain_decode(priced: Priced, gamma: int) -> str:
+    p_gain = _p_over_plain_decode(priced, gamma)
+    return f"P(gamma {gamma} gains > {priced.deployment.min_gain:.0%} over plain decode) = {p_gain:.2f}"
+
+
+def _measured_reason(priced: Priced, probability: float, outcome: str) -> str:
+    """The measurement that decided, in words: its figure, its probability and what follows."""
+    m = priced.deployed_measured
+    assert m is not None  # measured() decides only on a measurement
+    low, high = m.interval or (m.value, m.value)
+    head = (f"the engines measure gamma {m.gamma} at {m.value:.2f}x [{low:.2f}, {high:.2f}] the plain decode's "
+            f"{m.plain_tokens_per_second:,.1f} tok/s per user ({m.observed_tokens_per_second:,.1f} observed)")
+    gain = priced.deployment.min_gain
+    if outcome == "keep":
+        return (f"{head}: P(gamma {m.gamma} gains > {gain:.0%} over plain decode) = {probability:.2f} "
+                f"≥ {DECISION_CERTAINTY}, measured, so speculation stays on whatever the table projects")
+    claim = f"P(plain decode gains > {gain:.0%} over gamma {m.gamma}) = {probability:.2f} ≥ {DECISION_CERTAINTY}"
+    if outcome == "slower":
+        return f"{head}: {claim}, measured, so speculation as deployed is slower than plain decode"
+    return f"{head}: {claim}, measured, so turning speculation off is faster whatever the table projects"
 
 
 def _what_it_would_do(decision: Decision) -> str:
@@ -269,7 +343,7 @@ def withheld(deployed: int, decision: Decision, needed: tuple[FigureNeeded, ...]
 
 
 RULES: tuple[Callable[[Priced, Decision], Decision], ...] = (verdict, sure_step, probe, specialized, given_figures,
-                                                               measured_slower)
+                                                               measured)
 
 
 def decide(priced: Priced) -> Decision:

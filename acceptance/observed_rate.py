@@ -1,0 +1,79 @@
+"""How sure the engines' own decode rate at the deployed γ is: the per-user rate a window
+observes (acceptance.route_estimate.observed_tokens_per_second: decode tokens over the
+seconds requests spent decoding them) resampled from the window's own rows, as the
+acceptance is (acceptance/bootstrap.py; docs/MODEL.md, The decision: what the engines measure).
+
+A scraped segment's blocks each carry their engines' inter-token latency sum and count
+deltas (GammaSegment.block_latency): vLLM observes one latency per request per decode step,
+so a block decoded count + A tokens (each step emits one, and its accepted drafts) in sum
+seconds of request time, and the rate is Σ tokens / Σ seconds, a ratio of column sums —
+resampled in circular blocks, its spread widened as the acceptance's. Per-request rows give
+each request's decode tokens and mean_itl_ms, resampled one request at a time. The spread is
+kept as factors on the point (resampled rate / the rows' own rate), so that it scales the
+rate the route reports, whose tokens per step may come from the estimate's newest part.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .bootstrap import choose_block_length, circular_block_sums, long_run_variance, ratio_contributions, spread_factor
+
+# Fewer rows than this give no interval: a long-run variance needs a few.
+MIN_RATE_ROWS = 4
+_ACCEPTED = 2  # IntervalCounts' column of accepted draft tokens
+
+
+@dataclass(frozen=True, eq=False)
+class RateSpread:
+    """The observed rate's resamples as factors on its point, and how they were drawn."""
+
+    factors: np.ndarray  # (n,) resampled rate / the rows' rate, widened (acceptance/bootstrap.py)
+    rows: int
+    block_length: int
+    unit: str  # "scrape intervals" | "requests"
+
+    def interval(self, level: float) -> tuple[float, float]:
+        """The factors' central ``level`` interval."""
+        low, high = np.quantile(self.factors, [(1 - level) / 2, (1 + level) / 2])
+        return float(low), float(high)
+
+
+def rate_spread(tokens: np.ndarray, seconds: np.ndarray, *, level: float, n_resamples: int, seed: int,
+                unit: str, block_length: int | None = None) -> RateSpread | None:
+    """Σ tokens / Σ seconds resampled over the rows (``block_length`` None: chosen from the
+    data); None with fewer than MIN_RATE_ROWS rows that decoded."""
+    keep = (np.asarray(seconds) > 0) & (np.asarray(tokens) > 0)
+    rows = np.stack([np.asarray(tokens, dtype=float)[keep], np.asarray(seconds, dtype=float)[keep]], axis=1)
+    if len(rows) < MIN_RATE_ROWS:
+        return None
+    lrv = long_run_variance(ratio_contributions(rows, [0], 1))
+    length = choose_block_length(lrv) if block_length is None else int(block_length)
+    widen = float(spread_factor(lrv, length, level)[0])
+    sums = circular_block_sums(rows, length, n_resamples, np.random.default_rng(seed + 7))
+    point = rows[:, 0].sum() / rows[:, 1].sum()
+    factors = 1.0 + widen * (sums[:, 0] / sums[:, 1] / point - 1.0)
+    return RateSpread(np.maximum(factors, 1e-3), len(rows), length, unit)
+
+
+def block_rate_spread(counts: np.ndarray, block_latency: np.ndarray | None, *, level: float, n_resamples: int,
+                      seed: int) -> RateSpread | None:
+    """A scraped segment's rate spread from its blocks' latency (module docstring); None where
+    its source keeps none per block."""
+    if block_latency is None or len(block_latency) != len(counts):
+        return None
+    steps, seconds = block_latency[:, 1], block_latency[:, 0]
+    return rate_spread(steps + np.asarray(counts)[:, _ACCEPTED], seconds, level=level, n_resamples=n_resamples,
+                       seed=seed, unit="scrape intervals")
+
+
+def request_rate_spread(itl_s: np.ndarray, decode_tokens: np.ndarray, *, level: float, n_resamples: int,
+                        seed: int) -> RateSpread | None:
+    """Per-request rows' rate spread: each request's decode tokens over its decode seconds
+    (mean_itl_ms is per token), one request a block."""
+    itl, n = np.asarray(itl_s, dtype=float), np.asarray(decode_tokens, dtype=float)
+    ok = np.isfinite(itl) & np.isfinite(n)
+    return rate_spread(n[ok], (itl * n)[ok], level=level, n_resamples=n_resamples, seed=seed, unit="requests",
+                       block_length=1)
