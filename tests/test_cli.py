@@ -203,7 +203,7 @@ def test_every_command_checks_every_routes_keys_when_it_loads_the_config(tmp_pat
     with no store scraped its whole window (an hour by default) before saying so."""
     for text, needle in (('[routes.a]\ntargets = ["http://127.0.0.1:9/metrics"]\nselector = \'{job="a"}\'\n'
                           '[routes.b]\ntargets = ["http://127.0.0.1:9/metrics"]\nselector = \'{job="b"}\'\nextra = 1\n',
-                          "[routes.b]: unknown deployment key 'extra'"),
+                          "[routes.b]: unknown key 'extra'"),
                          ('[deployment]\ndraft_cost = "ten"\n[routes.a]\ntargets = ["http://127.0.0.1:9/metrics"]\n'
                           'selector = \'{job="a"}\'\n', "[deployment] draft_cost: must be a number")):
         cfg = tmp_path / "specdec.toml"
