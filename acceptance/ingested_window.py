@@ -213,8 +213,15 @@ def _logged_window(store: Store, route: str, source: str, start: float, end: flo
     window = IngestedWindow(source=source, start=start, end=end, segments=segments)
     newest = latency.get(window.newest_segment.gamma) if window.newest_segment is not None else None
     shape = _logged_step_shape([x for x in latency.values() if x is not None])
-    return replace(window, step_shape=replace(
+    return replace(window, notes=[LOGGED_DRAFTS_NOTE], step_shape=replace(
         shape, undrafted_token_share=None if newest is None else newest.undrafted_token_share))
+
+
+# A logged route's drafts are a reconstruction (acceptance.log_lines): said beside every estimate.
+LOGGED_DRAFTS_NOTE = ("drafts reconstructed from vLLM's log lines: they print accepted and drafted tokens exactly "
+                      "but not the drafts, so each interval's drafts are those its rounded fields (AL to 2 digits, "
+                      "rates to 3) fit, and may be off by up to about 1%/(AL − 1) where several fit; `specdec "
+                      "ingest` says how many did")
 
 
 def _request_window(store: Store, route: str, source: str, start: float, end: float,

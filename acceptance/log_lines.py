@@ -132,6 +132,14 @@ class LogParse:
     skipped: dict[str, int] = field(default_factory=dict)
     lines: int = 0
 
+    def ambiguous_drafts(self) -> tuple[int, int, float]:
+        """(intervals with drafts, those whose rounded fields fit more than one D, the widest
+        of their spreads as a share of D): how far the reconstructed drafts may be off."""
+        known = [iv for iv in self.intervals if iv.counts is not None]
+        spreads = [(hi - lo) / lo for iv in known if iv.drafts_candidates > 1 and iv.drafts_range is not None
+                   for lo, hi in (iv.drafts_range,)]
+        return len(known), len(spreads), max(spreads, default=0.0)
+
 
 SKIP_BLANK = "blank line"
 SKIP_OTHER = "other line"

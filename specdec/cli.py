@@ -277,6 +277,13 @@ def _log_rows(args):
     from acceptance.store import IngestedRow
 
     parsed = read_log_file(args.log, default_time=None)
+    known, several, spread = parsed.ambiguous_drafts()
+    if known:  # the log prints A and T exactly, never D: say that D is a reconstruction, and how loose
+        fits = (f"{several} of {known} intervals fit more than one (up to {spread:.2%} apart): the one nearest "
+                f"A / (AL − 1) is taken" if several else f"each of the {known} intervals fits one")
+        print(f"{args.log}: drafts reconstructed, not read: vLLM's log line prints accepted and drafted tokens "
+              f"exactly but not the drafts or the accepted count per position, so each interval's drafts are those "
+              f"its rounded fields fit; {fits}", file=sys.stderr)
     now = time.time()
     skipped, stamped = Counter(parsed.skipped), Counter()
     per_route: dict[str, list[IngestedRow]] = {}

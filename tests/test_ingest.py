@@ -70,6 +70,23 @@ def test_log_golden_is_stored_exactly(tmp_path, capsys):
     np.testing.assert_array_equal(stored, np.array(expected, dtype=float))
 
 
+def test_logged_drafts_are_said_to_be_reconstructed(tmp_path, capsys):
+    """vLLM's log line prints A and T, not D: the golden's second line fits D = 1813 and 1814
+    alike, and one was stored without a word (a γ 7 log gave 2,708 where vLLM counted 2,707).
+    ingest says how many intervals fit more than one D and how far apart; every estimate of a
+    logged route carries the note."""
+    from specdec.cli import tune_gamma_main
+
+    db = tmp_path / "s.db"
+    code, out, err = run_cli(capsys, main, ["ingest", "--route", "logs", "--log", str(GOLDEN / "log_lines_sample.txt"),
+                                            "--db", str(db)])
+    assert code == 0, err
+    assert "drafts reconstructed, not read" in err and "1 of 2 intervals fit more than one (up to 0.06% apart)" in err
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "logs", "--db", str(db), "--window", "1d", "--json"])
+    assert code == 0, err
+    assert any(n.startswith("drafts reconstructed from vLLM's log lines") for n in json.loads(out)["observed"]["notes"])
+
+
 def test_log_lines_without_timestamps_are_stored_once_and_said(tmp_path, capsys):
     """vLLM's golden lines carry no timestamp (the logger's message alone): they are stored at
     the ingest time, keyed by their place in the file, so the same file again adds nothing
