@@ -134,6 +134,8 @@ def profile_figures(deployment: Deployment, anchor: Anchor) -> dict[str, object]
 
     out: dict[str, object] = {"profile": deployment.cost_profile, "baseline_tokens_per_second": anchor.to_dict(),
                               **{k: figure(k) for k in DRAFTER_FIGURES}, "unused": unused_keys(deployment)}
+    if deployment.objective == "throughput":  # tokens per GPU-second: the GPUs per engine divide every rate
+        out["tensor_parallel_size"] = figure("tensor_parallel_size")
     if deployment.cost_profile == "roofline":
         from .profiles import deployment_gpu, deployment_model
 

@@ -233,6 +233,19 @@ def _default(value: object) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+def _gpus_per_engine(doc: Mapping[str, Any]) -> str:
+    """On the throughput objective, the GPUs per engine its tokens per GPU-second divide by, and
+    whether that is the user's figure (a default scales the column, and under the roofline the
+    shape too)."""
+    tp = (doc.get("profile_figures") or {}).get("tensor_parallel_size")
+    if doc.get("objective") != "throughput" or not isinstance(tp, dict):
+        return ""
+    if tp.get("source") != "default":
+        return f", {tp['value']} GPU{'s' * (tp['value'] != 1)} per engine"
+    return (f", over tensor_parallel_size {tp['value']} GPUs per engine — a default: set tensor_parallel_size "
+            f"to your engines' own")
+
+
 def _head_lines(doc: Mapping[str, Any]) -> list[str]:
     """Route, window, γ and drafts; objective, profile and interval method; the anchor."""
     from model.anchor import Anchor, describe_lines
@@ -244,7 +257,7 @@ def _head_lines(doc: Mapping[str, Any]) -> list[str]:
         w = doc["window"]
         head += f" · window {format_duration(w['end'] - w['start'])} ending {format_clock(w['end'])}"
     head += f" · gamma {obs['gamma']} · {_fmt(obs['drafts'], ',.0f')} drafts"
-    axis = f" ({doc['objective_axis']})" if doc.get("objective_axis") else ""
+    axis = f" ({doc['objective_axis']}{_gpus_per_engine(doc)})" if doc.get("objective_axis") else ""
     return [head, f"objective {doc['objective']}{axis} · cost profile {doc['cost_profile']} · {level}% intervals: "
                   f"{obs['interval_method']}",
             *describe_lines(Anchor(**doc["anchor"]) if doc.get("anchor") else None, doc.get("profile_figures"))]

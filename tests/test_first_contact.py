@@ -629,3 +629,20 @@ def test_a_what_if_row_says_what_it_rests_on(tmp_path, capsys):
     assert "recommendation: none for gamma 7 — the cost model misses" in out
     assert "warning: the cost model misses" in out
     assert "deploy: none — the cost model misses the engine's observed rate (see the warning above)" in out
+
+
+def test_throughput_names_the_gpus_per_engine_it_divides_by(tmp_path, capsys):
+    """--objective throughput prices tokens per GPU-second: with tensor_parallel_size not set it
+    divided by the default 16 without a word (the real ngram page: 17.8 tok/GPU-s at γ 0)."""
+    db = real_page_store(tmp_path / "s.db", REAL / "ngram_k5_metrics.txt")
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[deployment]\nmethod = "ngram"\ndraft_overhead = 0.4\ncost_profile = "flat"\n'
+                   'baseline_tokens_per_second = 284.8\n[routes.r]\ntargets = ["http://127.0.0.1:1/metrics"]\n')
+    argv = ["--route", "r", "--config", str(cfg), "--db", str(db), "--objective", "throughput"]
+    code, out, err = run_cli(capsys, tune_gamma_main, argv)
+    assert code == 0, err
+    assert "over tensor_parallel_size 16 GPUs per engine — a default: set tensor_parallel_size" in out
+    code, out, err = run_cli(capsys, tune_gamma_main, [*argv, "--json"])
+    assert json.loads(out)["profile_figures"]["tensor_parallel_size"] == {"value": 16, "source": "default"}
+    code, out, err = run_cli(capsys, tune_gamma_main, [*argv, "--tensor-parallel-size", "1"])
+    assert "1 GPU per engine" in out and "a default" not in out.split("\n")[1]
