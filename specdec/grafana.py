@@ -122,10 +122,14 @@ def route_panels(route: str, *, rate_window: str = "5m", resolution: str = RESOL
          "options": {"showValue": "never", "mergeValues": True, "rowHeight": 0.9, "legend": LEGEND,
                      "tooltip": {"mode": "single", "sort": "none"}}},
         drift_panel(sel),
-        _timeseries("Events", "Events in the estimate's window by kind, and engine restarts as the window rules "
-                    f"see them (every {resolution}).",
-                    [_target("A", f"specdec_route_events{sel} > 0", "{{kind}}"),
-                     _target("B", f"sum(last_over_time({rules['restarts']}{sel}[{rate_window}]))",
+        _timeseries("Events", "Events in the estimate's window by kind (0, \"none\", where the route has figures "
+                    "and no event), and engine restarts as the window rules see them (every "
+                    f"{resolution}; 0 where they saw none).",
+                    [_target("A", f"specdec_route_events{sel} > 0 or on(route) label_replace(0 * "
+                                  f"specdec_route_last_update_timestamp_seconds{sel}, \"kind\", \"none\", \"\", \"\")",
+                             "{{kind}}"),
+                     _target("B", f"sum(last_over_time({rules['restarts']}{sel}[{rate_window}])) or "
+                                  f"0 * sum(specdec_route_last_update_timestamp_seconds{sel})",
                              "restarts (rules)")]),
     ]
 

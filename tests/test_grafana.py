@@ -226,3 +226,43 @@ def test_the_drift_panel_says_not_tested_where_the_exporter_has_no_drift(tmp_pat
         proc.terminate()
         proc.wait(timeout=10)
         server.shutdown()
+
+
+def test_the_events_panel_shows_0_for_a_route_without_events(tmp_path):
+    """Against a real Prometheus scraping specdec's exporter: a route with figures and no event
+    reads 0 ("none") in the Events panel, and the rules' restarts 0 where they saw none; the
+    panel said "No data", which reads as a broken panel, not a quiet fleet."""
+    import time
+    import urllib.request
+
+    from metrics_servers import scrape_config
+    from specdec.exporter import RouteGauges
+
+    prometheus = require_binary("prometheus")
+    gauges = RouteGauges()
+    gauges.update("quiet", {"interval_level": 0.9, "observed": {"events": []}})
+    server, _ = gauges.serve(0)
+    port = free_port()
+    (tmp_path / "prometheus.yml").write_text(scrape_config("specdec", [f"127.0.0.1:{server.server_port}"]))
+    proc = subprocess.Popen([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
+                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=(tmp_path / "prometheus.log").open("w"), stderr=subprocess.STDOUT)
+    try:
+        client = PrometheusClient(PrometheusSettings(f"http://127.0.0.1:{port}"))
+        (panel,) = [p for p in dashboard(["quiet"])["panels"] if p.get("title") == "Events"]
+        deadline, values = time.monotonic() + 30, {}
+        while time.monotonic() < deadline and len(values) < 2:
+            time.sleep(0.5)
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=1)
+                for target in panel["targets"]:
+                    found = client.query(target["expr"], time.time())
+                    if found:
+                        values[target["refId"]] = [(labels.get("kind"), v) for labels, v in found]
+            except OSError:
+                continue
+        assert values == {"A": [("none", 0.0)], "B": [(None, 0.0)]}, (tmp_path / "prometheus.log").read_text()[-2000:]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        server.shutdown()
