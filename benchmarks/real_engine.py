@@ -60,14 +60,16 @@ def log(message: str) -> None:
 
 
 class Engine:
-    """`real_vllm.py serve` on a free loopback port (``log``: where vLLM's own log goes)."""
+    """`real_vllm.py serve` on a free loopback port (``log``: where vLLM's own log goes;
+    ``spec_extra``: more speculative-config keys, real_vllm.py serve --spec-extra)."""
 
-    def __init__(self, method: str, gamma: int, log: Path | None = None):
-        self.method, self.gamma, self.port = method, gamma, free_port()
+    def __init__(self, method: str, gamma: int, log: Path | None = None, spec_extra: dict | None = None):
+        self.method, self.gamma, self.port, self.spec_extra = method, gamma, free_port(), spec_extra
         self.process = subprocess.Popen(
             [sys.executable, str(REPO / "benchmarks" / "real_vllm.py"), "serve", "--method", method,
              "--gamma", str(gamma), "--port", str(self.port), "--startup-timeout", "900",
-             *(() if log is None else ("--log", str(log)))],
+             *(() if log is None else ("--log", str(log))),
+             *(() if not spec_extra else ("--spec-extra", json.dumps(spec_extra)))],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.group = None
         self.startup_s = None

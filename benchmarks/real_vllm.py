@@ -2,12 +2,17 @@
 `make real-engine`, and the traffic that exercises it. An interface scripts rely on:
 
     python benchmarks/real_vllm.py serve --method {ngram,suffix,draft_model} --gamma K --port P
+                                         [--spec-extra '{"prompt_lookup_min": 1}']
     python benchmarks/real_vllm.py traffic --port P --route {structured,open} --requests N
-                                           [--concurrency C] [--seed S] [--prompt-repeat R[,R2...]] --jsonl FILE
+                                           [--concurrency C] [--seed S] [--prompt-repeat R[,R2...]]
+                                           [--temperature T[,T2...]] --jsonl FILE
 
 serve   starts `vllm serve` on 127.0.0.1:P with .real/target (draft_model drafts with
         .real/draft), per-request spec-decode metrics when K > 0 (with K = 0 that flag
-        aborts vLLM's start-up, so it is left out and speculation is off), prints one line
+        aborts vLLM's start-up, so it is left out and speculation is off); --spec-extra adds
+        keys of vLLM's speculative config to the method's (a JSON object; it may replace the
+        method's own ngram prompt_lookup_min/max, never method, num_speculative_tokens or
+        model, and it is refused with K = 0, where there is no speculative config), prints one line
         `ready http://127.0.0.1:P method=M gamma=K pid=N after S s` once the server answers, and stays
         in the foreground until killed. Its children go with it: on SIGTERM/SIGINT/SIGHUP
         it stops vLLM's process group, and vLLM is told by the kernel (PR_SET_PDEATHSIG)
@@ -16,10 +21,13 @@ serve   starts `vllm serve` on 127.0.0.1:P with .real/target (draft_model drafts
 traffic sends N completion requests of the route's prompts (.real/prompts.json) with the
         route's sampling (ROUTE_SAMPLING), C at a time, each with its own seed (S + i) and each
         prompt R times over (a longer context; 1 by default; R1,R2,... takes them in turn, request
-        i the (i mod n)-th: contexts that interleave in time, as one route's do), and appends one JSON line per
-        response in the gateway format of the README: {"id", "route", "time", "usage",
-        "metrics"} — the response's own id, `usage` (its prompt and output tokens) and `metrics`
-        object. Prints one summary line; exit 1 if a request failed.
+        i the (i mod n)-th: contexts that interleave in time, as one route's do); --temperature
+        T1,T2,... replaces the route's temperature the same way (request i the (i mod n)-th: one
+        value for all, or greedy and sampled requests in turn), and appends one JSON line per
+        response in the gateway format of the README: {"id", "route", "time", "temperature",
+        "usage", "metrics"} — the response's own id, the temperature it was sampled at, `usage`
+        (its prompt and output tokens) and `metrics` object. Prints one summary line; exit 1 if a
+        request failed.
 
 Only loopback addresses: the server binds 127.0.0.1 and traffic talks to 127.0.0.1.
 """
@@ -57,25 +65,50 @@ ROUTE_SAMPLING = {"structured": {"temperature": 0.0}, "open": {"temperature": 0.
 MAX_TOKENS = 96
 
 
-def speculative_config(method: str, gamma: int, draft: Path) -> dict:
+# keys --spec-extra may not set: serve's --method and --gamma, and the draft model's folder
+OWN_SPEC_KEYS = ("method", "num_speculative_tokens", "model")
+
+
+def speculative_config(method: str, gamma: int, draft: Path, extra: dict | None = None) -> dict:
+    """vLLM's --speculative-config for the method at γ, with ``extra`` keys added (or
+    replacing the method's own defaults, such as ngram's prompt_lookup_min)."""
     if method == "ngram":
-        return {"method": "ngram", "num_speculative_tokens": gamma, "prompt_lookup_max": 5, "prompt_lookup_min": 2}
-    if method == "suffix":
-        return {"method": "suffix", "num_speculative_tokens": gamma}
-    if method == "draft_model":
-        return {"method": "draft_model", "model": str(draft), "num_speculative_tokens": gamma}
-    raise ValueError(f"method {method!r}: expected one of {', '.join(METHODS)}")
+        config = {"method": "ngram", "num_speculative_tokens": gamma, "prompt_lookup_max": 5, "prompt_lookup_min": 2}
+    elif method == "suffix":
+        config = {"method": "suffix", "num_speculative_tokens": gamma}
+    elif method == "draft_model":
+        config = {"method": "draft_model", "model": str(draft), "num_speculative_tokens": gamma}
+    else:
+        raise ValueError(f"method {method!r}: expected one of {', '.join(METHODS)}")
+    fixed = sorted(set(extra or {}) & set(OWN_SPEC_KEYS))
+    if fixed:
+        raise ValueError(f"--spec-extra may not set {', '.join(fixed)} (--method, --gamma and the draft model set them)")
+    return {**config, **(extra or {})}
 
 
 def serve_command(method: str, gamma: int, port: int, *, venv: Path = VENV, real: Path = REAL,
-                  extra: list[str] | None = None) -> list[str]:
+                  extra: list[str] | None = None, spec_extra: dict | None = None) -> list[str]:
+    if spec_extra and gamma <= 0:
+        raise ValueError("--spec-extra needs --gamma ≥ 1: with γ 0 there is no speculative config")
     cmd = [str(venv / "bin" / "vllm"), "serve", str(real / "target"), "--host", HOST, "--port", str(port),
            "--served-model-name", SERVED_NAME, "--dtype", "float32", "--max-model-len", "1024",
            "--enable-per-request-metrics", "--seed", "0"]
     if gamma > 0:
-        cmd += ["--speculative-config", json.dumps(speculative_config(method, gamma, real / "draft")),
+        cmd += ["--speculative-config", json.dumps(speculative_config(method, gamma, real / "draft", spec_extra)),
                 "--per-request-spec-decode-metrics", "detailed"]
     return cmd + list(extra or [])
+
+
+def _spec_extra(text: str) -> dict:
+    """--spec-extra: a JSON object of speculative-config keys."""
+    try:
+        extra = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: not JSON ({exc.msg})") from None
+    if not isinstance(extra, dict):
+        raise argparse.ArgumentTypeError(f"{text!r}: a JSON object of speculative-config keys, e.g. "
+                                         '\'{"prompt_lookup_min": 1}\'')
+    return extra
 
 
 def serve_environment(real: Path = REAL) -> dict:
@@ -131,9 +164,14 @@ def serve(args) -> int:
         if not need.exists():
             print(f"real_vllm serve: {need} is missing: run `make real-engine`", file=sys.stderr)
             return 2
+    try:
+        command = serve_command(args.method, args.gamma, args.port, venv=args.venv, real=args.real,
+                                spec_extra=args.spec_extra)
+    except ValueError as exc:
+        print(f"real_vllm serve: {exc}", file=sys.stderr)
+        return 2
     log_tail: deque[str] = deque(maxlen=40)
-    child = subprocess.Popen(serve_command(args.method, args.gamma, args.port, venv=args.venv, real=args.real),
-                             env=serve_environment(args.real), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    child = subprocess.Popen(command, env=serve_environment(args.real), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, preexec_fn=_die_with_parent)
     log = open(args.log, "a") if args.log else None
 
@@ -203,20 +241,49 @@ def _repeats(text: str) -> list[int]:
     return repeats
 
 
+def _temperatures(text: str) -> list[float]:
+    """--temperature: one temperature, or temperatures taken in turn (T1,T2,...), each ≥ 0."""
+    try:
+        temperatures = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: numbers, comma-separated") from None
+    if not temperatures or min(temperatures) < 0 or any(t != t for t in temperatures):
+        raise argparse.ArgumentTypeError(f"{text!r}: each temperature must be a number ≥ 0")
+    return temperatures
+
+
+def request_bodies(prompts: list[str], route: str, requests: int, *, seed: int = 0, repeats: list[int] | tuple[int, ...] = (1,),
+                   temperatures: list[float] | None = None, max_tokens: int = MAX_TOKENS) -> list[dict]:
+    """The completion requests `traffic` sends, in order: request i draws its prompt from a
+    generator seeded with ``seed`` (so the first n of a longer run are the same n), is sampled
+    with its own seed (seed + i), its prompt repeated repeats[i mod len] times, at
+    temperatures[i mod len] (the route's own sampling when None)."""
+    rng = random.Random(seed)
+    bodies = []
+    for i in range(requests):
+        sampling = dict(ROUTE_SAMPLING[route])
+        if temperatures:
+            sampling["temperature"] = temperatures[i % len(temperatures)]
+        bodies.append({"model": SERVED_NAME, "prompt": "\n".join([rng.choice(prompts)] * repeats[i % len(repeats)]),
+                       "max_tokens": max_tokens, "seed": seed + i, **sampling})
+    return bodies
+
+
+def gateway_line(body: dict, response: dict, route: str) -> dict:
+    """One response as the gateway writes it (the README's JSON line), with the temperature
+    the request was sampled at."""
+    return {"id": response.get("id"), "route": route, "time": time.time(), "temperature": body.get("temperature"),
+            "usage": response.get("usage"), "metrics": response.get("metrics")}
+
+
 def traffic(args) -> int:
     try:
         prompts = route_prompts(args.real, args.route)
     except (OSError, KeyError, json.JSONDecodeError) as exc:
         print(f"real_vllm traffic: {exc}", file=sys.stderr)
         return 2
-    rng = random.Random(args.seed)
-    sampling = dict(ROUTE_SAMPLING[args.route])
-    if args.temperature is not None:
-        sampling["temperature"] = args.temperature
-    repeats = args.prompt_repeat
-    bodies = [{"model": SERVED_NAME, "prompt": "\n".join([rng.choice(prompts)] * repeats[i % len(repeats)]),
-               "max_tokens": args.max_tokens,
-               "seed": args.seed + i, **sampling} for i in range(args.requests)]
+    bodies = request_bodies(prompts, args.route, args.requests, seed=args.seed, repeats=args.prompt_repeat,
+                            temperatures=args.temperature, max_tokens=args.max_tokens)
     lock = threading.Lock()
     failures: list[str] = []
     start = time.monotonic()
@@ -229,8 +296,7 @@ def traffic(args) -> int:
             with lock:
                 failures.append(str(exc))
             return
-        line = {"id": response.get("id"), "route": args.route, "time": time.time(),
-                "usage": response.get("usage"), "metrics": response.get("metrics")}
+        line = gateway_line(body, response, args.route)
         with lock:
             out.write(json.dumps(line) + "\n")
             out.flush()
@@ -253,6 +319,8 @@ def main(argv=None) -> int:
     s.add_argument("--port", type=int, required=True)
     s.add_argument("--startup-timeout", type=float, default=600.0)
     s.add_argument("--log", type=Path, help="append vLLM's output to this file")
+    s.add_argument("--spec-extra", type=_spec_extra, help="more speculative-config keys, a JSON object, e.g. "
+                   '\'{"prompt_lookup_min": 1}\' (not with --gamma 0)')
     t = sub.add_parser("traffic", help="send completion requests and append the responses' metrics")
     t.add_argument("--port", type=int, required=True)
     t.add_argument("--route", choices=ROUTES, required=True)
@@ -261,7 +329,8 @@ def main(argv=None) -> int:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--jsonl", type=Path, required=True)
     t.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
-    t.add_argument("--temperature", type=float, help="override the route's temperature (ROUTE_SAMPLING)")
+    t.add_argument("--temperature", type=_temperatures,
+                   help="override the route's temperature (ROUTE_SAMPLING); T1,T2,... in turn, e.g. 0,1")
     t.add_argument("--prompt-repeat", type=_repeats, default=[1],
                    help="send each prompt this many times over, one per line (a longer context); R1,R2,... in turn")
     t.add_argument("--timeout", type=float, default=300.0)
