@@ -133,6 +133,7 @@ test-real: $(DEVSTAMP) real-engine
 # Little's law over the engine's log against its latency histogram (benchmarks/logged_latency.py), and a
 # per-request route's batch mix against the engine's gauge (benchmarks/request_load.py). Not in CI.
 bench-real: $(DEVSTAMP) real-engine
+	$(BIN)/python benchmarks/real_decisions.py
 	$(BIN)/python benchmarks/real_sweep.py
 	$(BIN)/python benchmarks/real_load.py
 	$(BIN)/python benchmarks/logged_latency.py

