@@ -21,8 +21,10 @@ import numpy as np
 
 from .bootstrap import choose_block_length, circular_block_sums, long_run_variance, ratio_contributions, spread_factor
 
-# Fewer rows than this give no interval: a long-run variance needs a few.
+# Fewer rows than this get no block bootstrap (a long-run variance needs a few): from
+# MIN_T_ROWS up to it, a Student-t interval over the rows' own rates (few_rows_spread).
 MIN_RATE_ROWS = 4
+MIN_T_ROWS = 2
 _ACCEPTED = 2  # IntervalCounts' column of accepted draft tokens
 
 
@@ -48,7 +50,7 @@ def rate_spread(tokens: np.ndarray, seconds: np.ndarray, *, level: float, n_resa
     keep = (np.asarray(seconds) > 0) & (np.asarray(tokens) > 0)
     rows = np.stack([np.asarray(tokens, dtype=float)[keep], np.asarray(seconds, dtype=float)[keep]], axis=1)
     if len(rows) < MIN_RATE_ROWS:
-        return None
+        return few_rows_spread(rows, n_resamples=n_resamples, seed=seed, unit=unit)
     lrv = long_run_variance(ratio_contributions(rows, [0], 1))
     length = choose_block_length(lrv) if block_length is None else int(block_length)
     widen = float(spread_factor(lrv, length, level)[0])
@@ -56,6 +58,23 @@ def rate_spread(tokens: np.ndarray, seconds: np.ndarray, *, level: float, n_resa
     point = rows[:, 0].sum() / rows[:, 1].sum()
     factors = 1.0 + widen * (sums[:, 0] / sums[:, 1] / point - 1.0)
     return RateSpread(np.maximum(factors, 1e-3), len(rows), length, unit)
+
+
+def few_rows_spread(rows: np.ndarray, *, n_resamples: int, seed: int, unit: str) -> RateSpread | None:
+    """Two or three rows (a window of a few scrapes): Σ tokens / Σ seconds with the ratio
+    estimator's standard error, (Σ w_i² (r_i − R)² / (n (n − 1))) ^ ½ / w̄ for the rows' rates r_i
+    weighted by their seconds w_i, drawn from Student's t with n − 1 degrees of freedom — wide
+    (t at 1 df has no variance), as so few rows should be, and nothing autocorrelation could
+    narrow. None below MIN_T_ROWS."""
+    n = len(rows)
+    if n < MIN_T_ROWS:
+        return None
+    tokens, seconds = rows[:, 0], rows[:, 1]
+    point = tokens.sum() / seconds.sum()
+    weights = seconds / seconds.mean()
+    se = float(np.sqrt(np.sum(weights ** 2 * (tokens / seconds - point) ** 2) / (n * (n - 1)))) / point
+    draws = np.random.default_rng(seed + 11).standard_t(n - 1, size=n_resamples)
+    return RateSpread(np.maximum(1.0 + se * draws, 1e-3), n, 1, f"{unit} (Student's t, {n - 1} df)")
 
 
 def block_rate_spread(counts: np.ndarray, block_latency: np.ndarray | None, *, level: float, n_resamples: int,

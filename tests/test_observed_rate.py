@@ -48,8 +48,31 @@ def test_the_rate_s_interval_widens_with_its_rows_noise_and_needs_a_few_rows():
     width = [s.interval(0.9)[1] - s.interval(0.9)[0] for s in (steady, noisy)]
     assert width[1] > 10 * width[0]
     assert 0.02 < width[1] < 0.2  # ±400 of 2,000 over 60 rows: about 2·1.645·0.2/√60 = 0.085
-    few = np.ones(MIN_RATE_ROWS - 1)
-    assert rate_spread(few, few, level=0.9, n_resamples=100, seed=0, unit="requests") is None
+    assert rate_spread(np.ones(1), np.ones(1), level=0.9, n_resamples=100, seed=0, unit="requests") is None
+
+
+def test_a_few_rows_get_a_student_t_interval_wide_as_so_few_should_be():
+    """A window of four scrapes (three intervals) had no interval, so the engines' 0.32x of
+    plain decode on the real draft-model page decided nothing (the tool kept γ 3). Two or
+    three rows get Student's t over the rows' own rates: wide, but a rate three intervals agree
+    on is sure."""
+    seconds = np.array([10.0, 12.0, 9.0])
+    agree = rate_spread(np.array([1000.0, 1206.0, 897.0]), seconds, level=0.9, n_resamples=4000, seed=0,
+                        unit="scrape intervals")
+    assert agree.rows == 3 and "Student's t, 2 df" in agree.unit
+    low, high = agree.interval(0.9)
+    assert 0.98 < low < 1.0 < high < 1.02
+    spread_out = rate_spread(np.array([600.0, 1500.0, 900.0]), seconds, level=0.9, n_resamples=4000, seed=0,
+                             unit="scrape intervals")
+    low_o, high_o = spread_out.interval(0.9)
+    assert high_o - low_o > 10 * (high - low)  # rates that disagree: far wider
+    # against the t quantile: 2 df, 90% central: ±2.92 standard errors
+    rates = np.array([600.0, 1500.0, 900.0]) / seconds
+    point = 3000.0 / seconds.sum()
+    w = seconds / seconds.mean()
+    se = np.sqrt(np.sum(w ** 2 * (rates - point) ** 2) / 6) / point
+    assert (high_o - low_o) / 2 == pytest.approx(2.92 * se, rel=0.1)
+    assert MIN_RATE_ROWS == 4  # from four rows on, the block bootstrap
 
 
 def test_per_request_rows_resample_their_requests():
