@@ -16,7 +16,8 @@ what the README's "Describe your engine" asks for, nothing more:
   draft model, which also needs `draft_model`;
 - `baseline_tokens_per_second`: the base engine's own rate on the same kind of traffic (the
   base fixture's page, as `specdec inspect` offers it);
-- `cost_profile = "flat"` (no calibrated table, no roofline: this CPU has no GPU figures).
+- `cost_profile = "flat"` (no calibrated table, no roofline: this CPU has no GPU figures);
+- a per-request route's `engines = 1` (the README's key for the engines serving it: one here).
 
 Scored against the sweep (each γ's per-user rate over γ 0's in the same phase, with its 90%
 interval from the fixture maker's paired bootstrap):
@@ -95,7 +96,7 @@ def scraped_store(name: str, db: Path, end: float) -> None:
 
 def config_text(method: str, drafter: str, baseline: float, source: str) -> str:
     route = (f'[routes.{ROUTE}]\ntargets = ["{TARGET}"]\n' if source == "scrape"
-             else f'[routes.{ROUTE}]\nsource = "per-request"\n')
+             else f'[routes.{ROUTE}]\nsource = "per-request"\nengines = 1\n')
     head, _, extra = drafter.partition("[deployment.speculative_config]\n")
     text = (f'[deployment]\nmethod = "{method}"\n{head}cost_profile = "flat"\n'
             f"baseline_tokens_per_second = {baseline:.1f}\n")
