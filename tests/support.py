@@ -293,9 +293,10 @@ def growing_page_server(page: Path, scrapes: int):
 
 
 @contextlib.contextmanager
-def pages_server(page_for):
+def pages_server(page_for, *, authorization: str | None = None, seen: list | None = None):
     """A loopback /metrics whose k-th answer (k = 0, 1, …) is ``page_for(k)``. Yields the URL;
-    the server stops on exit."""
+    the server stops on exit. ``authorization``: every request without that header is answered
+    401; ``seen`` collects each request's (path, Authorization header)."""
     import http.server
     import threading
 
@@ -303,6 +304,13 @@ def pages_server(page_for):
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
+            if seen is not None:
+                seen.append((self.path, self.headers.get("Authorization")))
+            if authorization is not None and self.headers.get("Authorization") != authorization:
+                self.send_response(401)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             body = page_for(served[0]).encode()
             served[0] += 1
             self.send_response(200)

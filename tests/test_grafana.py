@@ -186,10 +186,9 @@ def test_the_drift_panel_maps_each_state_to_words():
     assert "not tested" in panel["description"]
 
 
-def test_the_drift_panel_says_not_tested_where_the_exporter_has_no_drift(tmp_path):
-    """Against a real Prometheus scraping specdec's exporter: a route whose window was too
-    short for the drift test (drift null in its document: no specdec_route_drift_detected)
-    gets the "not tested" value; a tested route keeps its 0 or 1. The panel was empty."""
+def panel_values(tmp_path, docs: dict[str, dict], queries: dict[str, str]) -> dict:
+    """Prometheus scraping specdec's exporter serving ``docs`` ({route: tune-gamma document}):
+    {name: [(labels, value)]} of each of ``queries`` once it answers, or what it had after 30 s."""
     import time
     import urllib.request
 
@@ -198,9 +197,8 @@ def test_the_drift_panel_says_not_tested_where_the_exporter_has_no_drift(tmp_pat
 
     prometheus = require_binary("prometheus")
     gauges = RouteGauges()
-    tested = {"detected": False, "difference": 0.01, "message": "no drift"}
-    gauges.update("tested", {"interval_level": 0.9, "observed": {"drift": tested}})
-    gauges.update("short", {"interval_level": 0.9, "observed": {"drift": None}})
+    for route, doc in docs.items():
+        gauges.update(route, doc)
     server, _ = gauges.serve(0)
     port = free_port()
     (tmp_path / "prometheus.yml").write_text(scrape_config("specdec", [f"127.0.0.1:{server.server_port}"]))
@@ -210,59 +208,42 @@ def test_the_drift_panel_says_not_tested_where_the_exporter_has_no_drift(tmp_pat
     try:
         client = PrometheusClient(PrometheusSettings(f"http://127.0.0.1:{port}"))
         deadline, values = time.monotonic() + 30, {}
-        while time.monotonic() < deadline and len(values) < 2:
+        while time.monotonic() < deadline and len(values) < len(queries):
             time.sleep(0.5)
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=1)
-                for route in ("tested", "short"):
-                    (expr,) = [t["expr"] for t in _drift_panel(dashboard([route]))["targets"]]
+                for name, expr in queries.items():
                     found = client.query(expr, time.time())
                     if found:
-                        values[route] = [v for _, v in found]
+                        values[name] = found
             except OSError:
                 continue
-        assert values == {"tested": [0.0], "short": [-1.0]}, (tmp_path / "prometheus.log").read_text()[-2000:]
+        return values
     finally:
         proc.terminate()
         proc.wait(timeout=10)
         server.shutdown()
+
+
+def test_the_drift_panel_says_not_tested_where_the_exporter_has_no_drift(tmp_path):
+    """Against a real Prometheus scraping specdec's exporter: a route whose window was too
+    short for the drift test (drift null in its document: no specdec_route_drift_detected)
+    gets the "not tested" value; a tested route keeps its 0 or 1. The panel was empty."""
+    tested = {"detected": False, "difference": 0.01, "message": "no drift"}
+    docs = {"tested": {"interval_level": 0.9, "observed": {"drift": tested}},
+            "short": {"interval_level": 0.9, "observed": {"drift": None}}}
+    queries = {route: t["expr"] for route in docs for t in _drift_panel(dashboard([route]))["targets"]}
+    values = panel_values(tmp_path, docs, queries)
+    assert {k: [v for _, v in found] for k, found in values.items()} == {"tested": [0.0], "short": [-1.0]}, \
+        (tmp_path / "prometheus.log").read_text()[-2000:]
 
 
 def test_the_events_panel_shows_0_for_a_route_without_events(tmp_path):
     """Against a real Prometheus scraping specdec's exporter: a route with figures and no event
     reads 0 ("none") in the Events panel, and the rules' restarts 0 where they saw none; the
     panel said "No data", which reads as a broken panel, not a quiet fleet."""
-    import time
-    import urllib.request
-
-    from metrics_servers import scrape_config
-    from specdec.exporter import RouteGauges
-
-    prometheus = require_binary("prometheus")
-    gauges = RouteGauges()
-    gauges.update("quiet", {"interval_level": 0.9, "observed": {"events": []}})
-    server, _ = gauges.serve(0)
-    port = free_port()
-    (tmp_path / "prometheus.yml").write_text(scrape_config("specdec", [f"127.0.0.1:{server.server_port}"]))
-    proc = subprocess.Popen([prometheus, f"--config.file={tmp_path / 'prometheus.yml'}",
-                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
-                            stdout=(tmp_path / "prometheus.log").open("w"), stderr=subprocess.STDOUT)
-    try:
-        client = PrometheusClient(PrometheusSettings(f"http://127.0.0.1:{port}"))
-        (panel,) = [p for p in dashboard(["quiet"])["panels"] if p.get("title") == "Events"]
-        deadline, values = time.monotonic() + 30, {}
-        while time.monotonic() < deadline and len(values) < 2:
-            time.sleep(0.5)
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=1)
-                for target in panel["targets"]:
-                    found = client.query(target["expr"], time.time())
-                    if found:
-                        values[target["refId"]] = [(labels.get("kind"), v) for labels, v in found]
-            except OSError:
-                continue
-        assert values == {"A": [("none", 0.0)], "B": [(None, 0.0)]}, (tmp_path / "prometheus.log").read_text()[-2000:]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        server.shutdown()
+    (panel,) = [p for p in dashboard(["quiet"])["panels"] if p.get("title") == "Events"]
+    values = panel_values(tmp_path, {"quiet": {"interval_level": 0.9, "observed": {"events": []}}},
+                          {t["refId"]: t["expr"] for t in panel["targets"]})
+    assert {k: [(labels.get("kind"), v) for labels, v in found] for k, found in values.items()} == {
+        "A": [("none", 0.0)], "B": [(None, 0.0)]}, (tmp_path / "prometheus.log").read_text()[-2000:]

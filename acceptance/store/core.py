@@ -88,20 +88,7 @@ class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested, _Totals):
         so it reads the WAL into memory itself (``readonly_shm``: exact, WAL frames included).
         A store that needs a migration cannot be read so: it is told as the full disk it is."""
         unreadable = StoreFullError(path, why_full, "it cannot be read until space is freed; what it holds is kept")
-        uri = path.resolve().as_uri() + "?mode=ro&readonly_shm=1"
-        try:
-            conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error:
-            raise unreadable from None
-        try:
-            _migrate(conn, path, full_check=header_short)  # at the current version it only reads
-            return cls(conn, path, None)
-        except StoreError:
-            conn.close()
-            raise
-        except sqlite3.Error:
-            conn.close()
-            raise unreadable from None
+        return cls._open_reading_as(path, header_short, "readonly_shm=1", unreadable, unreadable)
 
     @classmethod
     def _open_immutable(cls, path: Path, header_short: bool, read_only: str) -> "Store":
@@ -114,21 +101,30 @@ class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested, _Totals):
             raise StoreError(f"store {path} is read-only ({read_only}) and its WAL holds writes not yet checkpointed "
                              f"into it, which a read-only open cannot read: read it where it is writable, or run "
                              f"sqlite3 {path} 'PRAGMA wal_checkpoint(TRUNCATE)' there first")
+        return cls._open_reading_as(
+            path, header_short, "immutable=1", StoreError(f"store {path} is read-only ({read_only}) and cannot be read"),
+            StoreError(f"store {path} is read-only ({read_only}) and of an older schema, which opening it where it is "
+                       f"writable upgrades"))
+
+    @classmethod
+    def _open_reading_as(cls, path: Path, header_short: bool, mode: str, unopened: StoreError,
+                         unmigrated: StoreError) -> "Store":
+        """The store opened read-only with SQLite's URI ``mode`` (and ``mode=ro``): ``unopened``
+        when SQLite cannot open it, ``unmigrated`` when it needs what only a writer can do."""
         try:
-            conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro&immutable=1", uri=True, isolation_level=None,
+            conn = sqlite3.connect(path.resolve().as_uri() + f"?mode=ro&{mode}", uri=True, isolation_level=None,
                                    check_same_thread=False)
-        except sqlite3.Error as e:
-            raise StoreError(f"store {path} is read-only ({read_only}) and cannot be read: {e}") from None
+        except sqlite3.Error:
+            raise unopened from None
         try:
             _migrate(conn, path, full_check=header_short)  # at the current version it only reads
             return cls(conn, path, None)
         except StoreError:
             conn.close()
             raise
-        except sqlite3.Error as e:
+        except sqlite3.Error:
             conn.close()
-            raise StoreError(f"store {path} is read-only ({read_only}) and of an older schema, which opening it where "
-                             f"it is writable upgrades ({e})") from None
+            raise unmigrated from None
 
     def close(self) -> None:
         if self._conn is not None:
