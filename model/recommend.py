@@ -66,6 +66,7 @@ from .specialized import specialized_refusal
 from .speedup import (CostModel, mix_acceptance_length, objective_weights,
                       request_weights_at_speedups, projected_speedup, tokens_per_time)
 from .tail_evidence import al_factors, one_step_error
+from .speculative_keys import UnknownMethodKeys, gamma_refusal, unknown_method_keys
 from .vllm_config import command_line, replay_config, speculative_config
 
 # Beyond this the cost model is off by more than the gains it ranks (a few %): say so and what to do.
@@ -210,6 +211,7 @@ def _recommendation(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome
         candidates=_candidates(checked, pricing, outcome), model_error=model_error,
         vllm_speculative_config=None if drafter_unknown else spec_cfg,
         vllm_command_line=None if drafter_unknown or decision.withheld else command_line(deployment, spec_cfg),
+        speculative_keys_unknown=_keys_unknown(deployment, None if drafter_unknown else spec_cfg, decision),
         replay_config=None if drafter_unknown else replay_config(deployment, checked.survival),
         specialized_eligibility=checked.eligibility,
         schedule=schedule, load=load,
@@ -224,6 +226,15 @@ def _recommendation(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome
         ensemble=outcome.ensemble,
         objective_axis=axis_text(deployment.objective),
     )
+
+
+def _keys_unknown(deployment: Deployment, spec_cfg: dict[str, object] | None, decision: Decision
+                  ) -> UnknownMethodKeys | None:
+    """The method's own keys a written deploy or probe line lacks, speculative_keys not given."""
+    probe_line = decision.probe is not None and decision.probe.speculative_config is not None
+    if spec_cfg is None and not probe_line:
+        return None
+    return unknown_method_keys(deployment.method, deployment.speculative_keys is not None)
 
 
 def _gain(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome, decision: Decision) -> Gain | None:
@@ -320,7 +331,8 @@ def refusal(deployment: Deployment, gamma: int) -> str | None:
     """Why ``gamma`` cannot be deployed (the drafter's limits, the specialized path's), or None."""
     specialized = deployment.decode_backend == "latency_specialized"
     why = [r for r in (drafter_for(deployment.method).refusal(int(gamma)),
-                       specialized_refusal(deployment.method, int(gamma)) if specialized else None) if r]
+                       specialized_refusal(deployment.method, int(gamma)) if specialized else None,
+                       gamma_refusal(deployment.speculative_keys, int(gamma))) if r]
     return "; ".join(why) or None
 
 

@@ -20,6 +20,7 @@ from .figures_needed import FigureNeeded
 from .load import LoadView
 from .probe import Probe
 from .specialized import Eligibility
+from .speculative_keys import UnknownMethodKeys
 from .probe.specialized_speedup import SpecializedBreakEven
 from .probe.measured_speedup import MeasuredSpeedup
 
@@ -78,6 +79,8 @@ class Recommendation:
     objective_axis: str = ""  # what the objective optimises, in words (model.percentile_objective.axis_text)
     # a per-request route's γ by context length (model.context_bands; set by model.route)
     context: ContextView | None = None
+    # a deploy or probe line written without the method's own keys (speculative_keys not given)
+    speculative_keys_unknown: UnknownMethodKeys | None = None
 
     @property
     def decision(self) -> str:
@@ -149,7 +152,9 @@ class Recommendation:
             "probability_best": self.probability_best,
             "candidates": [asdict(c) for c in self.candidates],
             "model_error": self.model_error,
-            "vllm": {"speculative_config": self.vllm_speculative_config, "command_line": self.vllm_command_line},
+            "vllm": {"speculative_config": self.vllm_speculative_config, "command_line": self.vllm_command_line,
+                     "speculative_keys_unknown": (None if self.speculative_keys_unknown is None
+                                                  else self.speculative_keys_unknown.to_dict())},
             "replay_config": self.replay_config,
             "specialized_eligibility": None if self.specialized_eligibility is None else asdict(self.specialized_eligibility),
             # (first batch size, last batch size, γ) ranges; part of vllm.speculative_config

@@ -35,6 +35,7 @@ from .decision.rules import withheld
 from .figures_needed import FigureNeeded, names_default_drafter, on_defaults
 from .deployment import PERCENTILE_OBJECTIVES, Deployment, ModelInputError
 from .recommend import Recommendation
+from .speculative_keys import UnknownMethodKeys, unknown_method_keys
 from .vllm_config import command_line, speculative_config
 
 
@@ -92,6 +93,8 @@ class DeploymentRecommendation:
     vllm_command_line: str | None  # None: no deploy line rests on default figures (figures_needed)
     gain_of_splitting_over_joint_best: Gain | None = None  # the same against all at the joint best γ
     figures_needed: list[FigureNeeded] = field(default_factory=list)
+    # the deploy line written without the method's own keys (speculative_keys not given)
+    speculative_keys_unknown: UnknownMethodKeys | None = None
 
     @property
     def gamma_to_deploy(self) -> int:
@@ -115,7 +118,9 @@ class DeploymentRecommendation:
             "split": [vars(s).copy() for s in self.split],
             "gain_of_splitting": gain(self.gain_of_splitting),
             "gain_of_splitting_over_joint_best": gain(self.gain_of_splitting_over_joint_best),
-            "vllm": {"speculative_config": self.vllm_speculative_config, "command_line": self.vllm_command_line},
+            "vllm": {"speculative_config": self.vllm_speculative_config, "command_line": self.vllm_command_line,
+                     "speculative_keys_unknown": (None if self.speculative_keys_unknown is None
+                                                  else self.speculative_keys_unknown.to_dict())},
             "figures_needed": [f.to_dict() for f in self.figures_needed],
         }
 
@@ -182,7 +187,9 @@ def recommend_deployment(name: str, shares: list[RouteShare], deployment: Deploy
         gain_of_splitting=_whole_split_gain(points, stacked, weights, own, final, level),
         gain_of_splitting_over_joint_best=_whole_split_gain(points, stacked, weights, own, rec, level),
         vllm_speculative_config=spec_cfg if deployable else None,
-        vllm_command_line=command_line(deployment, spec_cfg) if deployable else None, figures_needed=list(needed))
+        vllm_command_line=command_line(deployment, spec_cfg) if deployable else None, figures_needed=list(needed),
+        speculative_keys_unknown=(unknown_method_keys(deployment.method, deployment.speculative_keys is not None)
+                                  if deployable and spec_cfg is not None else None))
 
 
 def own_gamma(r: Recommendation) -> int:

@@ -8,7 +8,9 @@ list of inclusive (range_start, range_end, K) entries validated by vLLM's
 ``validate_and_normalize_dynamic_sd_schedule`` (vllm/v1/spec_decode/dynamic/utils.py):
 ranges positive, start ≤ end, K ≥ 0, sorted and non-overlapping, the first starting at 1.
 vLLM has no "off" value inside the speculative config: γ = 0 means starting vLLM without
-``--speculative-config``.
+``--speculative-config``. The engine's other keys (``[deployment] speculative_keys``:
+prompt_lookup_min, suffix_decoding_*, draft_tensor_parallel_size, …) follow the draft model,
+as given: /metrics does not carry them, and a line without them would run vLLM's defaults.
 
 The replay config uses ``rejection_sample_method: "synthetic"`` with
 ``synthetic_acceptance_rates`` (per-position unconditional rates, length γ, in [0, 1],
@@ -97,6 +99,7 @@ def speculative_config(
     cfg["num_speculative_tokens"] = int(gamma)
     if deployment.draft_model:
         cfg["model"] = deployment.draft_model
+    cfg.update(deployment.speculative_keys or ())
     if schedule:
         cfg["num_speculative_tokens_per_batch_size"] = [list(e) for e in validate_schedule(list(schedule))]
     return cfg
@@ -138,4 +141,6 @@ def replay_speculative_config(deployment: Deployment, survival: npt.ArrayLike) -
         cfg["parallel_drafting"] = True
     if deployment.draft_model:
         cfg["model"] = deployment.draft_model
+    # the engine's drafter as it runs, but verified by the synthetic sampler above
+    cfg.update((k, v) for k, v in deployment.speculative_keys or () if k != "rejection_sample_method")
     return cfg

@@ -179,6 +179,10 @@ def _setup_hint(report: dict, configured: frozenset[str] = frozenset()) -> list[
           f"the model's config.json or folder; gpu: {', '.join(GPUS)}, or gpu_hbm_bytes_per_s and gpu_dense_flops),"
           " or cost_profile = \"flat\" or the path of a measured table"]),
         ("baseline_tokens_per_second" not in configured, [level]),
+        ("speculative_keys" not in configured and any(e["gamma"] for e in report["engines"]),
+         ["- speculative_keys: the rest of the engines' --speculative-config beside method and "
+          "num_speculative_tokens (e.g. { prompt_lookup_min = 1 }, or {} when it sets none): this page does not show "
+          "it, and tune-gamma's deploy lines carry it back"]),
     ]
     lines = [line for wanted, group in hints if wanted for line in group]
     if not lines:

@@ -118,7 +118,9 @@ FLAG_HELP = {"method": "the --speculative-config method (dspark, eagle3, ngram, 
              "draft_cost": "the drafter's time per pass as a share of the target's (what if it doubles?)",
              "cost_profile": "flat | roofline | the path of a measured table",
              "specialized_speedup": "a value, or LOW,HIGH",
-             "cudagraph_capture_sizes": "batch sizes, comma-separated"}
+             "cudagraph_capture_sizes": "batch sizes, comma-separated",
+             "speculative_keys": "the rest of the engine's --speculative-config, a JSON object such as "
+                                 "'{\"prompt_lookup_min\": 1}' (not method, num_speculative_tokens or model)"}
 
 
 def figure_value(text: str):
@@ -134,12 +136,38 @@ def figure_value(text: str):
     return text
 
 
+def json_table(text: str):
+    """A table flag's value: a JSON object (as vLLM's own --speculative-config takes it), or the
+    TOML inline table the config would hold; Deployment.from_mapping then checks its keys."""
+    import argparse
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        value = figure_value(text)
+        if isinstance(value, dict):
+            return value
+        raise argparse.ArgumentTypeError(f"expected a JSON object such as '{{\"prompt_lookup_min\": 1}}', got "
+                                         f"{text!r} ({e.msg} at column {e.colno})") from None
+
+
+FLAG_TYPES = {"speculative_keys": json_table}
+
+
 def figure_flags(args) -> dict:
     """{deployment key: value} of the figure flags given, checked as one [deployment] table."""
-    from model.deployment import Deployment
+    from model.deployment import Deployment, ModelInputError
+    from model.speculative_keys import check_speculative_keys
 
     flags = {k: getattr(args, f"figure_{k}") for k in DEPLOYMENT_KEYS if getattr(args, f"figure_{k}") is not None}
-    Deployment.from_mapping(flags, where="tune-gamma flags")  # a bad value is named as the flag's
+    if "speculative_keys" in flags and "method" not in flags:
+        # which keys a method takes is checked once the config's method is known (its route's table)
+        why = check_speculative_keys(flags["speculative_keys"], None)
+        if why is not None:
+            raise ModelInputError(f"tune-gamma flags speculative_keys: {why}")
+        Deployment.from_mapping({k: v for k, v in flags.items() if k != "speculative_keys"}, where="tune-gamma flags")
+    else:
+        Deployment.from_mapping(flags, where="tune-gamma flags")  # a bad value is named as the flag's
     return flags
 
 
@@ -237,5 +265,5 @@ def add_arguments(p) -> None:
                                    "and the route's table (named 'flag' in profile_figures)")
     for key in DEPLOYMENT_KEYS:
         names = [f"--{key.replace('_', '-')}", *FLAG_ALIASES.get(key, ())]
-        figures.add_argument(*names, dest=f"figure_{key}", type=figure_value, metavar=key.upper(),
+        figures.add_argument(*names, dest=f"figure_{key}", type=FLAG_TYPES.get(key, figure_value), metavar=key.upper(),
                              help=FLAG_HELP.get(key, f"the {key} key"))

@@ -18,9 +18,10 @@ Conventions the schema generator reads:
 """
 
 from dataclasses import dataclass
-from typing import Annotated, Literal, NotRequired, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from model.deployment import EngineCostScale
+from model.speculative_keys import KEYS
 
 
 @dataclass(frozen=True)
@@ -174,10 +175,39 @@ class _DraftConfig(TypedDict):
     model: NotRequired[str]
 
 
-class SpeculativeConfig(_DraftConfig):
-    """vLLM's --speculative-config (model.vllm_config.speculative_config)."""
+_JSON_HINTS: dict[str, Any] = {"boolean": bool, "integer": int, "number": float, "string": str,
+                               "object": dict[str, Any]}
+
+
+def _engine_keys(name: str, leave_out: tuple[str, ...] = ()) -> Any:
+    """The engine's other --speculative-config keys ([deployment] speculative_keys), each
+    optional, typed from their one list (model.speculative_keys.KEYS)."""
+    hints = {}
+    for key, spec in KEYS.items():
+        if key in leave_out:
+            continue
+        hint: Any = Literal[spec.choices] if spec.choices else _JSON_HINTS[spec.json_type]
+        hints[key] = NotRequired[hint | None if spec.nullable else hint]
+    return TypedDict(name, hints)  # type: ignore[operator]
+
+
+_EngineKeys = _engine_keys("_EngineKeys")
+_ReplayEngineKeys = _engine_keys("_ReplayEngineKeys", leave_out=("rejection_sample_method",))
+
+
+class SpeculativeConfig(_DraftConfig, _EngineKeys):  # type: ignore[misc]
+    """vLLM's --speculative-config (model.vllm_config.speculative_config): the method, γ and
+    draft model, the engine's other keys as [deployment] speculative_keys gives them."""
 
     num_speculative_tokens_per_batch_size: NotRequired[list[Annotated[list[int], Length(3)]]]
+
+
+class SpeculativeKeysUnknown(TypedDict):
+    """A deploy line written without the method's own keys (model.speculative_keys)."""
+
+    method: str
+    keys: list[str]
+    vllm_defaults: dict[str, Any]
 
 
 class Vllm(TypedDict):
@@ -185,9 +215,10 @@ class Vllm(TypedDict):
 
     speculative_config: SpeculativeConfig | None
     command_line: str | None
+    speculative_keys_unknown: SpeculativeKeysUnknown | None
 
 
-class ReplaySpeculativeConfig(_DraftConfig):
+class ReplaySpeculativeConfig(_DraftConfig, _ReplayEngineKeys):  # type: ignore[misc]
     """A --speculative-config that replays the observed curve (benchmarks only, never deployable)."""
 
     rejection_sample_method: str

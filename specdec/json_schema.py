@@ -5,8 +5,9 @@ A TypedDict becomes an object of its keys under ``$defs`` (named by its class, i
 the description): ``required`` the keys not ``NotRequired``, no keys beyond them (the producers
 write none). ``X | None`` adds null; ``float`` is a number or null (NaN and ±inf are written
 as null: acceptance.json_safe); ``list[X]`` an array of X, ``Length(n)`` exactly n of them;
-``dict[str, X]`` an object of X values; ``Literal[...]`` an enum. The document itself is the
-root object, with ``schema_version`` first as ``json_document`` prints it.
+``dict[str, X]`` an object of X values (``Any``: any JSON value); ``Literal[...]`` an enum.
+The document itself is the root object, with ``schema_version`` first as ``json_document``
+prints it.
 """
 
 import inspect
@@ -99,6 +100,8 @@ def _schema(tp: Any, defs: dict[str, Schema]) -> Schema:
         return {"type": "array", "items": _schema(args[0], defs)}
     if origin is dict and args[0] is str:
         return {"type": "object", "additionalProperties": _schema(args[1], defs)}
+    if tp is Any:
+        return {}  # any JSON value
     if tp is float:
         return {"type": ["number", "null"]}
     if tp in _SCALARS:

@@ -221,11 +221,39 @@ def deploy_lines(doc: Mapping[str, Any]) -> list[str]:
         head = ["deploy: none — no deploy line rests on a default. Set in specdec.toml [deployment] (or the route's "
                 "table), or as tune-gamma flags (--method, --draft-cost, --model, ...):"]
     elif needed:
-        head = [f"deploy: {doc['vllm']['command_line']}",
+        head = [f"deploy: {doc['vllm']['command_line']}", *keys_unknown_lines(doc["vllm"]),
                 "priced on defaults; set in specdec.toml [deployment] (or the route's table), or as tune-gamma flags:"]
     else:
-        return [f"deploy: {doc['vllm']['command_line']}"]
+        return [f"deploy: {doc['vllm']['command_line']}", *keys_unknown_lines(doc["vllm"])]
     return head + [f"- {f['key']} (priced at the default {_default(f['default'])}): {f['changes']}" for f in needed]
+
+
+KEYS_SHOWN = 4  # the method's own keys a console note names; the JSON lists them all
+
+
+def keys_unknown_lines(vllm: Mapping[str, Any]) -> list[str]:
+    """The note under a deploy line written without the engine's own keys of its method
+    (vllm.speculative_keys_unknown: model.speculative_keys), or none."""
+    unknown = vllm.get("speculative_keys_unknown")
+    return ["note: " + keys_unknown_sentence(unknown, vllm.get("speculative_config"))] if unknown else []
+
+
+def keys_unknown_sentence(unknown: Mapping[str, Any], config: Mapping[str, Any] | None) -> str:
+    """What a --speculative-config line (``config``, None: off) without the method's own keys
+    lacks, and the key that keeps them."""
+    names = "the method, gamma and draft model" if config and "model" in config else "the method and gamma"
+    keys, defaults = unknown["keys"], unknown["vllm_defaults"]
+    shown = keys[:KEYS_SHOWN]
+    more = f" and {len(keys) - len(shown)} more" if len(keys) > len(shown) else ""
+    runs = ""
+    if not more and all(k in defaults for k in shown):
+        runs = ("; without them vLLM runs " + ", ".join(f"{k} {json.dumps(defaults[k])}" for k in shown))
+    example = ", ".join(f"{k} = ..." for k in shown[:2])
+    return (f"specdec's --speculative-config lines carry only {names}: this engine's own "
+            f"{unknown['method']} keys ({', '.join(shown)}{more}) are not known to specdec (/metrics does not carry "
+            f"them){runs}. To keep them, set speculative_keys in specdec.toml [deployment] (or the route's table, or "
+            f"--speculative-keys) to the rest of the engine's --speculative-config: speculative_keys = "
+            f"{{ {example} }} with its values, or {{}} when it sets none")
 
 
 def _default(value: object) -> str:

@@ -105,7 +105,7 @@ def test_the_roofline_check_needs_the_model_and_tp_and_then_gives_the_ratios(cap
     assert "- method:" in hint and "- model, gpu, tensor_parallel_size" in hint  # it sets model and TP, not gpu
     full = tmp_path / "full.toml"
     full.write_text('[deployment]\nmethod = "eagle3"\ndraft_cost = 0.05\nmodel = "llama-3.1-8b"\ngpu = "H100"\n'
-                    'tensor_parallel_size = 1\nbaseline_tokens_per_second = 120.0\n')
+                    'tensor_parallel_size = 1\nbaseline_tokens_per_second = 120.0\nspeculative_keys = {}\n')
     code, out, _ = run_cli(capsys, main, ["inspect", str(page), "--config", str(full)])
     assert code == 0 and "to tune this engine" not in out
     assert "the config's [deployment] sets the keys that describe this engine" in out

@@ -128,7 +128,7 @@ def test_without_the_drafter_configured_no_deploy_line_names_the_default_one(tmp
     code, out, err = run_cli(capsys, tune_gamma_main, argv + ["--json"])
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["vllm"] == {"speculative_config": None, "command_line": None}
+    assert doc["vllm"] == {"speculative_config": None, "command_line": None, "speculative_keys_unknown": None}
     assert [f["key"] for f in doc["figures_needed"]] == ["method", "draft_cost", "model, gpu, tensor_parallel_size"]
     code, console, err = run_cli(capsys, tune_gamma_main, argv)
     assert "dspark" not in console.split("deploy:")[1].splitlines()[0]
@@ -601,7 +601,8 @@ def test_speculation_the_engines_measure_slower_than_plain_decode_is_turned_off(
     assert measured["low"] <= measured["value"] <= measured["high"] and measured["interval_unit"] == "scrape intervals"
     assert measured["probability_plain_decode_gains"] >= 0.9
     assert doc["gain"]["value"] == pytest.approx(284.8 / 200.1 - 1, abs=0.002)
-    assert doc["vllm"] == {"speculative_config": None, "command_line": "omit --speculative-config (speculation off)"}
+    assert doc["vllm"] == {"speculative_config": None, "command_line": "omit --speculative-config (speculation off)",
+                           "speculative_keys_unknown": None}
     assert doc["figures_needed"] == []  # a measured off rests on no cost figure
     code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--db", str(db)])
     line = next(x for x in out.splitlines() if x.startswith("recommendation:"))

@@ -10,7 +10,7 @@ import streamlit as st
 
 from model.anchor import describe_lines
 from model.route import more_drafts_sentence
-from specdec.report import json_document, probe_segment_line, tuning_to_dict
+from specdec.report import json_document, keys_unknown_sentence, probe_segment_line, tuning_to_dict
 
 from .. import text
 from ..data import FleetView, best_expected_gamma
@@ -143,6 +143,9 @@ def render(fleet: FleetView) -> None:
         st.markdown(f"**The probe** ({rec.probe.engines} engine): expected value {rec.probe.expected_value:,.0f} s "
                     f"against cost {rec.probe.expected_cost:,.0f} s of the route's output")
         st.code(json.dumps(rec.probe.speculative_config, indent=2), language="json", wrap_lines=True)
+    if rec.speculative_keys_unknown is not None:  # the engine's own keys of its method, not known
+        st.warning(text.sentence(keys_unknown_sentence(rec.speculative_keys_unknown.to_dict(),
+                                                        rec.vllm_speculative_config)))
     if rec.schedule and rec.decision != "change":
         st.caption("Suggested batch-size schedule (num_speculative_tokens_per_batch_size), not in the config above "
                    "because it restarts engines like a γ change: "
