@@ -183,7 +183,10 @@ def _priced(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome) -> Pri
                                             undrafted_known=checked.given.undrafted_token_share is not None)),
         model_error_warning=_model_error_warning(pricing.model_error, deployment),
         model_error=None if outcome.percentile else _speedup_error(pricing),
-        deployed_measured=pricing.deployed_measured)
+        deployed_measured=pricing.deployed_measured,
+        shape_contradicted=deployment.verify_cost is not None and deployment.verify_cost.preferred,
+        measured_upto=max((checked.deployed, *checked.given.measured_gammas)
+                          + (() if checked.given.running_probe is None else (checked.given.running_probe.gamma,))))
 
 
 def _specialized_pricing(checked: CheckedInputs, pricing: _Pricing) -> SpecializedPricing:

@@ -106,6 +106,7 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, probe: Prob
         requests=route.requests,
         speedup_measured=measured is not None and measured.measured,
         observed_rate_spread=route.observed_rate_spread,
+        measured_gammas=() if route.step_times is None else tuple(s.gamma for s in route.step_times.segments),
     ), deployment)
     rec = replace(rec, specialized_speedup_measured=measured)
     if by_context and (route.requests is not None or route.context is not None):
