@@ -35,6 +35,7 @@ from .plugin_series import PluginTotals, batch_bucket
 from .engine_cost import step_cost
 from .observed_rate import RateSpread, block_rate_spread, request_rate_spread
 from .request_context import BandRows, RequestContext, histogram_context, route_context
+from .step_times import StepTimeEvidence, window_step_times
 from .segment_measures import RouteTraffic, SegmentMix, route_traffic, segment_itl_mean_s, segment_mix
 
 if TYPE_CHECKING:
@@ -112,6 +113,9 @@ class RouteEstimate:
     # the step cost the route's engines report over the window (vLLM's MFU counters:
     # acceptance.engine_cost.step_cost of acceptance.store.totals), None where none does
     engine_cost: StepCost | None = None
+    # what the window measures of the step cost: the deployed segment's drafted steps against
+    # its undrafted ones, and every segment's mean step time (acceptance.step_times)
+    step_times: StepTimeEvidence | None = None
 
     @property
     def gamma(self) -> int:
@@ -151,6 +155,8 @@ def estimate_route(window: Window | None, intervals: IntervalCounts, *, level: f
     if window is None:
         return route
     route = _with_window(route, window, rows, engines)
+    route = replace(route, step_times=window_step_times(window, _own_segment(window, route.gamma), level=level,
+                                                       n_resamples=n_resamples, seed=seed))
     if route.observed_tokens_per_second is None:
         return route
     return replace(route, observed_rate_spread=_observed_rate_spread(window, route, level, n_resamples, seed))

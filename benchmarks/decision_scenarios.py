@@ -39,6 +39,8 @@ KIMI_SPECIALIZED = Deployment(method="dspark", draft_cost=0.10, cost_profile="ro
                               decode_backend="latency_specialized", specialized_speedup=(1.5, 2.0))
 
 LLAMA_NGRAM_TOLD_FREE = Deployment(method="ngram", draft_overhead=0.0, cost_profile="roofline", **LLAMA_H100)
+LLAMA_NGRAM_FLAT = Deployment(method="ngram", draft_overhead=0.0, cost_profile="flat", baseline_tokens_per_second=150.0)
+LLAMA_SUFFIX = Deployment(method="suffix", draft_overhead=0.0, cost_profile="roofline", **LLAMA_H100)
 
 # Batch mixes: share of engine time at each number of running requests.
 BATCH_1 = {1: 1.0}
@@ -74,6 +76,14 @@ class DecisionClass:
     true_draft_cost_factor: float = 1.0      # true draft cost = factor × configured
     true_draft_overhead: float | None = None  # a true draft_overhead other than the configured one
     true_verify_factor: float = 1.0          # true verify increments T(B,q) − T(B,1) = factor × the profile's
+    # true T(B, q) = T(B, 1)·(1 + k·(q − 1)): each extra verified token k of a plain step (a CPU-like
+    # target whose verify grows with its tokens whatever profile the tool is told); None: the profile's
+    true_verify_per_token: float | None = None
+    # ν: the share of decode tokens from steps whose (free) drafter proposed nothing, the same at every
+    # γ; each scrape interval's share moves by a factor 1 ± undrafted_swing (uniform), the traffic's mix
+    undrafted_share: float = 0.0
+    undrafted_swing: float = 0.0
+    latency_noise: float = 0.0  # each 5 s chunk's ITL sum times a lognormal of this σ (load, jitter)
     true_specialized_speedup: float | None = None  # None: the midpoint of the configured range
     measured_table: bool = False             # the tool is given a measured step-time table (= the truth)
     assumed: bool = True
@@ -196,6 +206,31 @@ CLASSES: tuple[DecisionClass, ...] = (
     DecisionClass("cost-eagle3-x2-llama-g5", "the sequential drafter really costs 2× the configured c",
                   _ind(0.8), LLAMA_EAGLE3, 5, BATCH_SMALL, true_draft_cost_factor=2.0, assumed=False,
                   not_assumed_why=WRONG_COST + " (draft cost per token × 2)"),
+    # the true cost shape departs from the configured one: an n-gram or suffix drafter whose steps
+    # without a draft move from interval to interval, so the engines measure a drafted step against
+    # a one-token one (acceptance.step_times, model.verify_cost)
+    DecisionClass("cost-flat-claimed-steep-ngram-batch1-g5",
+                  "n-gram told flat (plain decode configured), each verified token really costs 0.3 of a plain "
+                  "step (CPU-like); 40% of tokens undrafted, ±50% by interval; batch 1",
+                  _fl(NGRAM), LLAMA_NGRAM_FLAT, 5, BATCH_1, engines=1, true_verify_per_token=0.3,
+                  undrafted_share=0.4, undrafted_swing=0.5, latency_noise=0.03, assumed=False,
+                  not_assumed_why=WRONG_COST + " (flat told, verify +0.3 a token true)"),
+    DecisionClass("cost-flat-claimed-steep-ngram-small-g3",
+                  "n-gram told flat, each verified token really costs 0.15 of a plain step; 30% undrafted, "
+                  "±50% by interval; agentic batches", _fl(NGRAM), LLAMA_NGRAM_FLAT, 3, BATCH_SMALL,
+                  true_verify_per_token=0.15, undrafted_share=0.3, undrafted_swing=0.5, latency_noise=0.03, assumed=False,
+                  not_assumed_why=WRONG_COST + " (flat told, verify +0.15 a token true)"),
+    DecisionClass("cost-roofline-claimed-cpu-suffix-g7",
+                  "suffix told the Llama-8B H100 roofline, really a CPU-like target (+0.2 a verified token); "
+                  "15% undrafted, ±60% by interval; batch 1", _fl(STRUCTURED), LLAMA_SUFFIX, 7, BATCH_1,
+                  engines=1, true_verify_per_token=0.2, undrafted_share=0.15, undrafted_swing=0.6, latency_noise=0.03,
+                  assumed=False,
+                  not_assumed_why=WRONG_COST + " (roofline told, verify +0.2 a token true)"),
+    DecisionClass("cost-roofline-claimed-cpu-ngram-small-g4",
+                  "n-gram told the Llama-8B H100 roofline, really +0.1 a verified token; 35% undrafted, ±50% by "
+                  "interval; agentic batches", _fl(NGRAM), LLAMA_NGRAM_TOLD_FREE, 4, BATCH_SMALL,
+                  true_verify_per_token=0.1, undrafted_share=0.35, undrafted_swing=0.5, latency_noise=0.03, assumed=False,
+                  not_assumed_why=WRONG_COST + " (roofline told, verify +0.1 a token true)"),
     # the engines measure the deployed γ against the plain decode the user gave (batch 1: both sides
     # measured at the mix), while the table, told a free proposer, projects a gain
     DecisionClass("measured-slower-ngram-llama-batch1-g5",

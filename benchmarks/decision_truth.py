@@ -78,6 +78,34 @@ class ScaledVerifyProfile:
         return replace(self, base=self.base.with_specialized_speedup(speedup))
 
 
+@dataclass(frozen=True)
+class LinearVerifyProfile:
+    """A profile whose step grows by ``per_token`` of its plain step per extra verified token:
+    T(B, q) = T_base(B, 1)·(1 + per_token·(q − 1)) — the truth of the classes whose target
+    verifies like a CPU (or a small model) whatever profile the tool is told."""
+
+    base: object
+    per_token: float
+
+    @property
+    def absolute(self) -> bool:
+        return self.base.absolute
+
+    @property
+    def name(self) -> str:
+        return f"{self.base.name} with +{self.per_token:g} a verified token"
+
+    def step_time_s(self, batch_size, tokens_per_request, path: str = STOCK):
+        one = self.base.step_time_s(batch_size, 1, path)
+        return one * (1.0 + self.per_token * (np.asarray(tokens_per_request, dtype=float) - 1.0))
+
+    def stock_pass_s(self, batch_size):
+        return self.base.stock_pass_s(batch_size)
+
+    def with_specialized_speedup(self, speedup: float) -> "LinearVerifyProfile":
+        return replace(self, base=self.base.with_specialized_speedup(speedup))
+
+
 def measured_table_path() -> Path:
     """The measured step-time table the `measured_table` classes give the tool (written once)."""
     path = Path(tempfile.gettempdir()) / f"specdec-decision-{os.getuid()}" / "step_costs.csv"
@@ -109,8 +137,11 @@ class Truth:
         self.deployment = replace(told, draft_cost=told.draft_cost * cls.true_draft_cost_factor,
                                   draft_overhead=overhead, specialized_speedup=float(sp))
         profile = make_profile(self.deployment)
+        prefill_profile = profile  # a prefill's tokens are not verified draft tokens: the told profile prices them
         if cls.true_verify_factor != 1.0:
             profile = ScaledVerifyProfile(profile, cls.true_verify_factor)
+        if cls.true_verify_per_token is not None:
+            profile = LinearVerifyProfile(profile, cls.true_verify_per_token)
         if not profile.absolute:
             raise ValueError(f"class {cls.name}: the truth needs an absolute cost profile (set a baseline)")
         self.specialized_speedup = float(sp)
@@ -121,6 +152,9 @@ class Truth:
         bs, us = normalise_batch_mix(cls.batch)
         self.batch_sizes, self.time_shares = bs, us
         self.step_times = self.cost.step_times(self.gammas, bs, self.specialized_speedup)  # (G, nB) seconds
+        # a step whose drafter proposed nothing verifies one token (its proposer still runs)
+        self.undrafted_step_times = self.cost.step_times(self.gammas, bs, self.specialized_speedup,
+                                                         np.ones(len(self.gammas)))
         # Request weights w_B ∝ B·u_B / t_B at the deployed γ (model.speedup.batch_mix_from_time_shares).
         w = bs * us / self.step_times[cls.deployed_gamma]
         self.request_weights = w / w.sum()
@@ -129,7 +163,7 @@ class Truth:
         self.allowed = np.array([
             drafter.refusal(int(g)) is None and (not specialized or specialized_refusal(told.method, int(g)) is None)
             for g in self.gammas])
-        self.prefill_s = float(np.mean([self.profile.step_time_s(1, t, STOCK) for t in PREFILL_TOKENS]))
+        self.prefill_s = float(np.mean([prefill_profile.step_time_s(1, t, STOCK) for t in PREFILL_TOKENS]))
 
     def survival(self, gamma: int, t: float) -> np.ndarray:
         return np.asarray(self.cls.process.true_survival(gamma, t), dtype=float)
@@ -140,8 +174,22 @@ class Truth:
 
     def speedups(self, t: float) -> np.ndarray:
         """S(γ), γ = 0..GAMMA_MAX, under the true acceptance at time t (seconds since start)."""
+        nu = self.cls.undrafted_share or None
         return mix_speedup(self.expected_tokens(t), self.step_times, self.batch_sizes, self.request_weights,
-                           self.deployment.objective)
+                           self.deployment.objective, undrafted_step_times=self.undrafted_step_times,
+                           undrafted_token_share=nu)
+
+    def undrafted_step_s(self, batch_size: int, gamma: int) -> float:
+        """A request-step without a draft at γ (one token verified)."""
+        return float(self.undrafted_step_times[int(gamma), list(self.batch_sizes).index(int(batch_size))])
+
+    def undrafted_step_share(self, gamma: int, t: float, rng: np.random.Generator, rows: int) -> np.ndarray:
+        """Per scrape interval, the share of request-steps without a draft: ν_i = ν·(1 ± swing)
+        (uniform), as a share of steps u = ν / (ν + (1 − ν) / AL(γ))."""
+        nu = np.clip(self.cls.undrafted_share * rng.uniform(1 - self.cls.undrafted_swing,
+                                                            1 + self.cls.undrafted_swing, rows), 0.0, 0.95)
+        al = float(self.expected_tokens(t)[int(gamma)])
+        return nu / (nu + (1.0 - nu) / al)
 
     def step_s(self, batch_size: int, gamma: int) -> float:
         return _cached_step(self, int(batch_size), int(gamma))
@@ -291,6 +339,7 @@ def generate_segment(cls: DecisionClass, truth: Truth, rng: np.random.Generator,
     pairs = repeats = 0          # consecutive gauge samples of one engine, and those that kept B
     small_steps = all_steps = 0.0
     latency = np.zeros((n_rows, 2))  # per scrape interval: Σ ITL sum and count over the engines
+    undrafted = truth.undrafted_step_share(gamma, t0 + cls.window_s, rng, n_rows) if cls.undrafted_share else None
     for _ in range(cls.engines):
         batch = _lazy_chain(rng, sizes, shares, cls.persistence, n_chunks)
         expected = np.array([rate[int(b)] for b in batch]) * CHUNK_S
@@ -302,7 +351,11 @@ def generate_segment(cls: DecisionClass, truth: Truth, rng: np.random.Generator,
         pairs += len(at_scrape) - 1
         repeats += int((at_scrape[1:] == at_scrape[:-1]).sum())
         drafts = steps * batch
-        total, count = generate_latency(truth, gamma, batch, steps)
+        if undrafted is not None:  # a share of the request-steps proposed nothing: no draft counted
+            drafts = rng.binomial(drafts, 1.0 - undrafted[row_of_chunk])
+        total, count = generate_latency(truth, gamma, batch, steps, None if undrafted is None else drafts)
+        if cls.latency_noise:
+            total = total * rng.lognormal(0.0, cls.latency_noise, n_chunks)
         latency += np.stack([np.bincount(row_of_chunk, weights=total, minlength=n_rows),
                              np.bincount(row_of_chunk, weights=count, minlength=n_rows)], axis=1)
         if stateless:
@@ -343,13 +396,19 @@ def generate_segment(cls: DecisionClass, truth: Truth, rng: np.random.Generator,
     return intervals, shape, latency
 
 
-def generate_latency(truth: Truth, gamma: int, batch: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def generate_latency(truth: Truth, gamma: int, batch: np.ndarray, steps: np.ndarray,
+                     drafted: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """vllm:inter_token_latency_seconds (sum, count) of each of one engine's chunks: every
     verify step of B requests is B observations of its true step time, and the prefill steps
     between them (their expected number: no draw, so the counts' random stream is the one it
-    was) delay the B running requests by their length."""
+    was) delay the B running requests by their length. ``drafted``: the request-steps of each
+    chunk that carried a draft (None: all), the others a one-token step's time (a step's time
+    taken as its requests' mean: linear in the tokens it verifies)."""
     step_s = np.array([truth.step_s(int(b), gamma) for b in batch])
     pi = truth.cls.prefill_prob
     observations = steps * batch
     delay = steps * pi / (1.0 - pi) * truth.prefill_s * batch
-    return observations * step_s + delay, observations.astype(float)
+    if drafted is None:
+        return observations * step_s + delay, observations.astype(float)
+    one_token_s = np.array([truth.undrafted_step_s(int(b), gamma) for b in batch])
+    return drafted * step_s + (observations - drafted) * one_token_s + delay, observations.astype(float)

@@ -133,7 +133,9 @@ def profile_figures(deployment: Deployment, anchor: Anchor) -> dict[str, object]
         return {"value": getattr(deployment, key), "source": source}
 
     out: dict[str, object] = {"profile": deployment.cost_profile, "baseline_tokens_per_second": anchor.to_dict(),
-                              **{k: figure(k) for k in DRAFTER_FIGURES}, "unused": unused_keys(deployment)}
+                              **{k: figure(k) for k in DRAFTER_FIGURES}, "unused": unused_keys(deployment),
+                              # the cost shape the engines measure, beside the profile's (model.verify_cost)
+                              "verify_cost": None if deployment.verify_cost is None else deployment.verify_cost.to_dict()}
     if deployment.objective == "throughput":  # tokens per GPU-second: the GPUs per engine divide every rate
         out["tensor_parallel_size"] = figure("tensor_parallel_size")
     if deployment.cost_profile == "roofline":

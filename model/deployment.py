@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Iterable, Mapping, NoReturn, TypedDict, TypeGuard
+from typing import Any, Callable, Iterable, Mapping, NoReturn, Protocol, TypedDict, TypeGuard
 
 from .errors import ModelInputError as ModelInputError  # its home is model.errors; importers of this module keep it
 
@@ -54,6 +54,17 @@ class EngineCostScale(TypedDict):
     source: str
     disagree: list[str]
     summary: str
+
+
+class MeasuredCostShape(Protocol):
+    """Deployment.verify_cost (model.verify_cost.VerifyCost): the cost shape the engines measure."""
+
+    @property
+    def preferred(self) -> bool: ...  # priced instead of the profile's increments
+    @property
+    def slope_s(self) -> float: ...  # seconds per extra token verified per request
+    def slope_bins(self, bins: int = ...) -> list[float]: ...  # its doubt, as quantile-bin midpoints
+    def to_dict(self) -> dict[str, object]: ...
 
 
 @dataclass(frozen=True)
@@ -112,6 +123,9 @@ class Deployment:
     # {"read_bytes": ratio, "flops": ratio, "source": words}; the roofline's memory and compute
     # terms are scaled by them. Not a key either: measured, never configured.
     engine_cost_scale: EngineCostScale | None = None
+    # The cost shape the engines measure (model.verify_cost.with_verify_cost): priced instead of
+    # the flat or roofline increments where the two disagree. Not a key either: measured.
+    verify_cost: MeasuredCostShape | None = None
 
     def is_configured(self, key: str) -> bool:
         """Whether ``key`` was set by the config (or the deployment was built in code)."""
@@ -166,7 +180,7 @@ class Deployment:
         return merged
 
 
-NOT_KEYS = ("configured", "flagged", "from_page", "engine_cost_scale")  # fields that say where figures came from
+NOT_KEYS = ("configured", "flagged", "from_page", "engine_cost_scale", "verify_cost")  # fields that say where figures came from
 DEPLOYMENT_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Deployment) if f.name not in NOT_KEYS)
 
 

@@ -368,17 +368,77 @@ def _roofline(deployment: Deployment, anchor_step_s: float, specialized_speedup:
                            flops_scale=scale.get("flops", 1.0) if scale else 1.0)
 
 
-Profile: TypeAlias = "FlatProfile | RooflineProfile | TableProfile"
+@dataclass(frozen=True)
+class MeasuredShapeProfile:
+    """A flat or roofline profile whose increments in q are the engines' measured slope
+    (model.verify_cost): T(B, q) = T_base(B, 1) + slope·(q − 1), seconds. The base keeps its
+    plain step at each batch size (its anchor, its batch increments); the slope was measured
+    at the route's batch mix and is taken to hold at every batch size. Named as its base:
+    ``cost_profile`` stays the configured profile, profile_figures.verify_cost says it was replaced."""
+
+    base: FlatProfile | RooflineProfile
+    slope_s: float
+
+    @property
+    def absolute(self) -> bool:
+        return self.base.absolute
+
+    @property
+    def name(self) -> str:
+        return self.base.name
+
+    @property
+    def specialized_speedup(self) -> float:
+        return self.base.specialized_speedup
+
+    def step_time_s(self, batch_size: npt.ArrayLike, tokens_per_request: npt.ArrayLike, path: str = STOCK) -> _F64:
+        _check_path(path)
+        one = self.base.step_time_s(batch_size, 1, STOCK)
+        t = np.asarray(one + self.slope_s * (np.asarray(tokens_per_request, dtype=float) - 1.0), dtype=float)
+        return t / self.base.specialized_speedup if path == SPECIALIZED else t
+
+    def increment_s(self, batch_size: npt.ArrayLike, tokens_per_request: npt.ArrayLike) -> _F64:
+        """A step's time past the anchor's: the base's at one token, and the measured slope past it."""
+        return np.asarray(self.base.increment_s(batch_size, 1)
+                          + self.slope_s * (np.asarray(tokens_per_request, dtype=float) - 1.0), dtype=float)
+
+    def specialized_terms(self, batch_size: npt.ArrayLike, tokens_per_request: npt.ArrayLike) -> tuple[_F64, _F64]:
+        stock = self.step_time_s(batch_size, tokens_per_request, STOCK)
+        return np.zeros_like(stock), stock
+
+    def stock_pass_s(self, batch_size: npt.ArrayLike) -> _F64:
+        return self.step_time_s(batch_size, 1, STOCK)
+
+    def with_specialized_speedup(self, speedup: float) -> "MeasuredShapeProfile":
+        return replace(self, base=self.base.with_specialized_speedup(speedup))
+
+    def with_slope(self, slope_s: float) -> "MeasuredShapeProfile":
+        return replace(self, slope_s=slope_s)
+
+
+Profile: TypeAlias = "FlatProfile | RooflineProfile | TableProfile | MeasuredShapeProfile"
 
 
 def make_profile(deployment: Deployment) -> Profile:
     """The deployment's cost profile, at the midpoint of its specialized speedup, anchored
-    on 1 / baseline_tokens_per_second at batch 1."""
+    on 1 / baseline_tokens_per_second at batch 1; where the engines measure a cost shape the
+    assumed one disagrees with (Deployment.verify_cost), its increments are the measured ones."""
     sp = deployment.specialized_speedup_point
     base = deployment.baseline_tokens_per_second
     if deployment.cost_profile == "flat":
-        return FlatProfile(1.0 / base, sp, True) if base else FlatProfile(1.0, sp, False)
+        flat = FlatProfile(1.0 / base, sp, True) if base else FlatProfile(1.0, sp, False)
+        return _measured_shape(flat, deployment)
     if deployment.cost_profile == "roofline":
         assert base is not None  # a roofline deployment is anchored (deployment._validate)
-        return _roofline(deployment, 1.0 / base, sp)
+        return _measured_shape(_roofline(deployment, 1.0 / base, sp), deployment)
     return replace(load_table(deployment.cost_profile), specialized_speedup=sp)
+
+
+def _measured_shape(profile: FlatProfile | RooflineProfile, deployment: Deployment
+                    ) -> FlatProfile | RooflineProfile | MeasuredShapeProfile:
+    """``profile`` with the engines' measured slope in q where it is preferred (model.verify_cost),
+    on a profile in seconds (the slope is); else as it is."""
+    fit = deployment.verify_cost
+    if fit is None or not fit.preferred or not profile.absolute:
+        return profile
+    return MeasuredShapeProfile(profile, fit.slope_s)

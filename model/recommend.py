@@ -58,7 +58,7 @@ from .load import LoadView, MixPrice, gamma_schedule, load_view
 from .model_error_spread import model_error_beyond_noise, model_error_factors
 from .percentile_objective import axis_text, percentile_speedups
 from .probe import ProbeInputs
-from .profiles import Profile, make_profile
+from .profiles import MeasuredShapeProfile, Profile, make_profile
 # importers of model.recommend keep these
 from .recommendation import Candidate as Candidate, Recommendation as Recommendation
 from .route_inputs import CheckedInputs, RouteInputs, check_inputs
@@ -126,7 +126,13 @@ def _pricing(checked: CheckedInputs, deployment: Deployment, anchor: Anchor) -> 
     elig = checked.eligibility
     model = CostModel.for_deployment(deployment, clean_share=elig.share if elig else 1.0, profile=profile)
     speeds = _specialized_speeds(deployment) if checked.specialized else [deployment.specialized_speedup_point]
-    price = _price(model, checked.gammas, checked.batch_sizes, checked.weights, speeds, checked.widths,
+    models = [model] * len(speeds)
+    if isinstance(profile, MeasuredShapeProfile) and deployment.verify_cost is not None and not checked.specialized:
+        # the measured slope's doubt: resample i prices at the slope of bin ⌊i·K/n⌋ (as a specialized range's)
+        slopes = deployment.verify_cost.slope_bins()
+        models = [model] + [replace(model, profile=profile.with_slope(b)) for b in slopes]
+        speeds = speeds * len(models)
+    price = _price(models, checked.gammas, checked.batch_sizes, checked.weights, speeds, checked.widths,
                    checked.undrafted_share, deployment.objective)
     # the law of draft lengths, when known, is extrapolated apart from acceptance (extend_survival)
     given_reach = checked.given.draft_reach
@@ -178,7 +184,10 @@ def _priced(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome) -> Pri
                                             undrafted_known=checked.given.undrafted_token_share is not None)),
         model_error_warning=_model_error_warning(pricing.model_error, deployment),
         model_error=None if outcome.percentile else _speedup_error(pricing),
-        deployed_measured=pricing.deployed_measured)
+        deployed_measured=pricing.deployed_measured,
+        shape_contradicted=deployment.verify_cost is not None and deployment.verify_cost.preferred,
+        measured_upto=max((checked.deployed, *checked.given.measured_gammas)
+                          + (() if checked.given.running_probe is None else (checked.given.running_probe.gamma,))))
 
 
 def _specialized_pricing(checked: CheckedInputs, pricing: _Pricing) -> SpecializedPricing:
@@ -264,12 +273,14 @@ class _Price:
     ratio_u: np.ndarray  # (S, G) τ(0)/τ_u(γ)
 
 
-def _price(model: CostModel, gammas: np.ndarray, bs: np.ndarray, ws: np.ndarray, speeds: Sequence[float],
+def _price(models: Sequence[CostModel], gammas: np.ndarray, bs: np.ndarray, ws: np.ndarray, speeds: Sequence[float],
            widths: np.ndarray | None, nu: float | None, objective: str) -> _Price:
-    times = np.stack([model.step_times(gammas, bs, sp, widths) for sp in speeds])
+    """Step times of each variant: model i at specialized speed i (a range's bins, or a measured
+    slope's, model.verify_cost), the point first."""
+    times = np.stack([model.step_times(gammas, bs, sp, widths) for model, sp in zip(models, speeds)])
     # a step that drafted nothing verifies one token (only read when nu is set)
     times_u = times if nu is None else np.stack([model.step_times(gammas, bs, sp, np.ones(len(gammas)))
-                                                  for sp in speeds])
+                                                  for model, sp in zip(models, speeds)])
     v = objective_weights(bs, ws, objective)
     tau = times @ v
     return _Price(times, times_u, tau, tau[:, :1] / tau, tau[:, :1] / (times_u @ v))
@@ -288,7 +299,8 @@ def _mean_axis(checked: CheckedInputs, pricing: _Pricing
     speed_range = len(pricing.speeds) > 1  # a specialized_speedup range, spread over its bins
     widen = model_error_factors(resamples.shape[0], checked.gammas.size, (0, checked.deployed),
                                 _speedup_error(pricing))
-    resampled = partial(_resampled_speedups, checked, pricing, reweight_mix=checked.given.mix_in_time and speed_range,
+    resampled = partial(_resampled_speedups, checked, pricing,
+                        reweight_mix=checked.given.mix_in_time and speed_range and checked.specialized,
                         tail_scale=one_step_error(tokens.pooled, tokens.reach))
 
     def priced(tokens_: CurveTokens, resamples_: np.ndarray, mix_res: np.ndarray | None) -> np.ndarray:
@@ -355,7 +367,7 @@ def _ensemble(samples: np.ndarray, allowed: npt.ArrayLike, level: float, speed_r
     specialized_speedup range, resample i runs at the speed of bin ⌊i·K/n⌋ (n/K each)."""
     if speed_range:
         n = samples.shape[2]
-        bins = 1 + (np.arange(n) * SPECIALIZED_SPEEDUP_BINS) // n
+        bins = 1 + (np.arange(n) * (samples.shape[0] - 1)) // n
         drawn = samples[bins, :, np.arange(n), :].transpose(1, 0, 2)
     else:
         drawn = samples[0]  # (M, n, G)

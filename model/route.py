@@ -37,7 +37,9 @@ from .probe.evidence import NO_PROBE, ProbeEvidence, ProbeLatency
 from .probe.running import ProbeSegment
 from .recommend import Recommendation, recommend
 from .route_inputs import RouteInputs
+from .profiles import make_profile
 from .specialized import route_eligibility
+from .verify_cost import with_verify_cost
 from .probe.measured_speedup import (MEASURE_RESAMPLES, MeasuredSpeedup, SegmentLatency, SegmentShares, measurable,
                                    measure_specialized_speedup)
 from .speedup import batch_mix_from_time_shares, normalise_batch_mix, request_weights_from_time_shares
@@ -72,6 +74,7 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, probe: Prob
     deployment = with_engine_cost(deployment, route.engine_cost)
     deployment, measured = (_measured_speedup(route, probe, deployment, batch_time_shares, seed) if measure_speedup
                             else (deployment, None))
+    deployment = _with_verify_cost(route, deployment, batch_time_shares, level)
     batch_mix = mix_resamples = None
     if batch_time_shares:
         batch_mix = batch_mix_from_time_shares(batch_time_shares, deployment, gamma)
@@ -103,6 +106,7 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, probe: Prob
         requests=route.requests,
         speedup_measured=measured is not None and measured.measured,
         observed_rate_spread=route.observed_rate_spread,
+        measured_gammas=() if route.step_times is None else tuple(s.gamma for s in route.step_times.segments),
     ), deployment)
     rec = replace(rec, specialized_speedup_measured=measured)
     if by_context and (route.requests is not None or route.context is not None):
@@ -115,6 +119,17 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, probe: Prob
                                                 what_if=bool(rec.figures_needed), level=level, n_resamples=resamples,
                                                 seed=seed))
     return RouteRecommendation(rec, batch_mix, by_batch)
+
+
+def _with_verify_cost(route: RouteEstimate, deployment: Deployment, time_shares: dict[int, float] | None,
+                      level: float) -> Deployment:
+    """``deployment`` with the cost shape the route's window measures (model.verify_cost), set
+    beside the profile's at the route's request weights."""
+    mix = batch_mix_from_time_shares(time_shares, deployment, route.gamma) if time_shares else None
+    # the profile as assumed (its increments do not depend on the anchor: any rate prices them)
+    assumed = make_profile(replace(deployment, verify_cost=None,
+                                   baseline_tokens_per_second=deployment.baseline_tokens_per_second or 100.0))
+    return with_verify_cost(deployment, route.step_times, route.gamma, normalise_batch_mix(mix), level, assumed)
 
 
 def _measured_speedup(route: RouteEstimate, probe: ProbeEvidence, deployment: Deployment,

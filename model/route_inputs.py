@@ -30,6 +30,9 @@ request, which a percentile objective prices. ``traffic`` (engines, draft rate, 
 specialized_speedup is a probe's measurement (model.probe.measured_speedup).
 ``observed_rate_spread``: the observed rate's resamples from the window's own rows
 (acceptance.observed_rate), which say how sure what the engines measure is (model.deployed_speedup).
+``measured_gammas``: the γ of the window's segments that measured their own step time
+(acceptance.step_times): past the largest of them and the deployed γ no point bears on a γ
+(model.decision.rules.unmeasured).
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ class RouteInputs:
     requests: RequestRows | None = None
     speedup_measured: bool = False
     observed_rate_spread: RateSpread | None = None
+    measured_gammas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)

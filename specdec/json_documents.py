@@ -303,6 +303,41 @@ class ModelFigures(TypedDict):
     context_tokens: NumberFigure
 
 
+class CostPoint(TypedDict):
+    """One measured point of the cost shape (model.verify_cost.CostPoint)."""
+
+    name: str  # drafted_steps | undrafted_steps | plain_decode | segment
+    gamma: int
+    tokens_per_request: float
+    step_s: float
+    low: float | None
+    high: float | None
+    source: str
+    fitted: bool
+
+
+class VerifyCost(TypedDict):
+    """The cost shape the engines measure beside the profile's (model.verify_cost.VerifyCost.to_dict)."""
+
+    points: list[CostPoint]
+    slope_s_per_token: float
+    slope_low: float
+    slope_high: float
+    level: float
+    one_token_step_s: float
+    reference_tokens_per_request: float
+    measured_ratio: float
+    measured_ratio_low: float
+    measured_ratio_high: float
+    assumed_profile: str
+    assumed_slope_s_per_token: float | None
+    assumed_ratio: float | None
+    disagrees: bool
+    preferred: bool
+    contradicts_configured: bool
+    largest_gamma: int
+
+
 class ProfileFigures(TypedDict):
     """The figures the cost profile used, each with its source (model.anchor.profile_figures)."""
 
@@ -313,6 +348,7 @@ class ProfileFigures(TypedDict):
     draft_overhead: Figure
     cost_profile: Figure
     unused: dict[str, str]  # the keys this pricing does not read, and why (a flag setting one is refused)
+    verify_cost: VerifyCost | None  # the cost shape the engines measure (model.verify_cost); null: none fitted
     # the roofline profile only
     model: NotRequired[Figure]
     gpu: NotRequired[Figure]

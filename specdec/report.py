@@ -288,7 +288,39 @@ def _head_lines(doc: Mapping[str, Any]) -> list[str]:
     axis = f" ({doc['objective_axis']}{_gpus_per_engine(doc)})" if doc.get("objective_axis") else ""
     return [head, f"objective {doc['objective']}{axis} · cost profile {doc['cost_profile']} · {level}% intervals: "
                   f"{obs['interval_method']}",
-            *describe_lines(Anchor(**doc["anchor"]) if doc.get("anchor") else None, doc.get("profile_figures"))]
+            *describe_lines(Anchor(**doc["anchor"]) if doc.get("anchor") else None, doc.get("profile_figures")),
+            *verify_cost_lines(doc.get("profile_figures"))]
+
+
+_POINT_WORDS = {"undrafted_steps": "undrafted steps", "drafted_steps": "drafted steps", "plain_decode": "plain decode",
+                "segment": "mean step"}
+
+
+def verify_cost_lines(figures: Mapping[str, Any] | None) -> list[str]:
+    """The cost shape the engines measure (profile_figures.verify_cost, model.verify_cost) in
+    words: a step at the widest measured width against a one-token step, the points, what the
+    profile assumes and which was priced; [] where none was fitted."""
+    fit = (figures or {}).get("verify_cost")
+    if not fit:
+        return []
+    width = fit["reference_tokens_per_request"]
+    points = "; ".join(f"{_POINT_WORDS.get(p['name'], p['name'])} at gamma {p['gamma']}: {p['step_s'] * 1e3:.2f} ms "
+                       f"for {p['tokens_per_request']:.1f} tokens/request" + ("" if p["fitted"] else " (not fitted)")
+                       for p in fit["points"])
+    line = (f"verify cost, measured: a step verifying {width:.1f} tokens per request takes "
+            f"{fit['measured_ratio']:.2f}x [{fit['measured_ratio_low']:.2f}, {fit['measured_ratio_high']:.2f}] "
+            f"a one-token step ({points})")
+    assumed, profile = fit["assumed_ratio"], fit["assumed_profile"]
+    if assumed is None:
+        return [line]
+    if not fit["disagrees"]:
+        return [line + f"; the {profile} profile's {assumed:.2f}x lies within it, and prices it"]
+    used = ("priced on the measured slope instead" if fit["preferred"]
+            else "the measured table still prices it: measure it again on this deployment")
+    line += f"; the {profile} profile assumes {assumed:.2f}x: {used}"
+    if fit["contradicts_configured"]:
+        line += f" (the configured cost_profile {profile} contradicts what the engines show)"
+    return [line]
 
 
 def _replay_line(requests: int | None, no_interval: bool, gamma: int) -> str:

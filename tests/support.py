@@ -394,3 +394,72 @@ def as_version_8(path) -> None:
     conn.execute("UPDATE meta SET value = '8' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()
+
+
+_SPEC_COUNTER = re.compile(r"^vllm:spec_decode_")
+_ITL = "vllm:inter_token_latency_seconds"
+
+
+def page_value(text: str, name: str) -> float:
+    """The first sample of ``name`` (a full series name, e.g. vllm:inter_token_latency_seconds_sum) on a page."""
+    m = re.search(r"^" + re.escape(name) + r"(?:\{[^}]*\})? (\S+)$", text, re.M)
+    assert m is not None, name
+    return float(m.group(1))
+
+
+def drafted_step_s(text: str, undrafted_step_s: float) -> float:
+    """The drafted step's time t_d that, with undrafted request-steps at ``undrafted_step_s``,
+    gives the page's own ITL sum: Σ = t_u·(S − D) + t_d·D (acceptance.step_times)."""
+    steps, drafts = page_value(text, f"{_ITL}_count"), page_value(text, "vllm:spec_decode_num_drafts_total")
+    return (page_value(text, f"{_ITL}_sum") - undrafted_step_s * (steps - drafts)) / drafts
+
+
+def pages_with_moving_mix(text: str, scrapes: int, undrafted_step_s: float, drafted_step_s: float, *,
+                          swing: float = 0.6, period: int = 10, noise: float = 0.02, seed: int = 0) -> list[str]:
+    """A real page's engine as ``scrapes`` cumulative pages whose intervals move the drafted
+    share: interval i runs (1 + swing·sin 2πi/period) of the page's drafted request-steps D and
+    (1 − swing·sin …) of its undrafted ones U (each normalised to the page's total), its ITL sum
+    t_u·U_i + t_d·D_i times a lognormal noise of ``noise``. What is real: the page's totals
+    (D, T, A per position, S, its last page's counters but the ITL sum), what is constructed:
+    how they split over the intervals, and t_u, t_d (their sum over the page is the page's ITL
+    sum when noise is 0). Spec-decode counters follow the drafted steps, the ITL count and its
+    buckets the request-steps, every other counter the request-steps' share."""
+    rng = np.random.default_rng(seed)
+    steps, drafts = page_value(text, f"{_ITL}_count"), page_value(text, "vllm:spec_decode_num_drafts_total")
+    undrafted = steps - drafts
+    wave = swing * np.sin(2 * np.pi * np.arange(1, scrapes) / period)
+    d_share = np.concatenate([[0.0], np.cumsum((1 + wave) / (1 + wave).sum())])
+    u_share = np.concatenate([[0.0], np.cumsum((1 - wave) / (1 - wave).sum())])
+    interval_sum = (undrafted_step_s * undrafted * np.diff(u_share) + drafted_step_s * drafts * np.diff(d_share))
+    itl_sum = np.concatenate([[0.0], np.cumsum(interval_sum * rng.lognormal(0.0, noise, scrapes - 1))])
+    pages = []
+    for k in range(scrapes):
+        count = round(undrafted * u_share[k] + drafts * d_share[k])
+        share = count / steps
+
+        def scaled(m, k=k, count=count, share=share):
+            name, value = m.group(1), float(m.group(2))
+            if name.startswith(f"{_ITL}_sum"):
+                new: float = float(itl_sum[k])
+            elif name.startswith(f"{_ITL}_count"):
+                new = count
+            else:
+                new = value * (d_share[k] if _SPEC_COUNTER.match(name) else share)
+            return f"{name} {round(new) if value.is_integer() and not name.startswith(f'{_ITL}_sum') else new!r}"
+        pages.append(_COUNTER_LINE.sub(scaled, text))
+    return pages
+
+
+def pages_store(path, target: str, pages: list[str], *, interval_s: float = 15.0, end: float | None = None):
+    """A store holding one engine's ``pages`` scraped every ``interval_s``, the last at ``end`` (default: now)."""
+    from acceptance.counts import ScrapeResult
+    from acceptance.parse import parse_metrics_page
+    from acceptance.store import Store
+
+    end = time.time() if end is None else end
+    store = Store.open(path)
+    with store:
+        for i, text in enumerate(pages):
+            at = end - interval_s * (len(pages) - 1 - i)
+            store.write_cycle([ScrapeResult(target, at, True, tuple(parse_metrics_page(text, source=target)))])
+    return path

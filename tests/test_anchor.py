@@ -95,7 +95,8 @@ def test_the_latency_histogram_anchors_a_scraped_window(capsys, tmp_path):
                                       "draft_cost": {"value": 0.1, "source": "default"},
                                       "draft_overhead": {"value": 0.0, "source": "default"},
                                       "cost_profile": {"value": "flat", "source": "configured"},
-                                      "unused": doc["profile_figures"]["unused"]}
+                                      "unused": doc["profile_figures"]["unused"],
+                                      "verify_cost": None}  # a parallel drafter: no cost shape fitted
     # dspark: one pass priced by draft_cost, no draft model named; nothing of the specialized path off it
     assert set(doc["profile_figures"]["unused"]) == {"draft_overhead", "draft_model", "specialized_speedup",
                                                        "cudagraph_capture_sizes"}

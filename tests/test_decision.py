@@ -357,3 +357,27 @@ def test_a_gamma_the_engines_measure_slower_than_plain_decode_turns_speculation_
     assert report["true_best_gamma"] == 0
     assert report["tool"]["decision_shares"]["off"] == 1.0 and report["tool"]["mean_regret"] == 0.0
     assert report["keep_deployed"]["mean_regret"] > 0.05
+
+
+@pytest.mark.parametrize("name", ["cost-flat-claimed-steep-ngram-batch1-g5", "cost-roofline-claimed-cpu-suffix-g7"])
+def test_a_class_whose_true_cost_shape_departs_is_measured_by_its_engines(name):
+    """An n-gram or suffix class's intervals move their drafted share (ν ± its swing), each
+    undrafted request-step at a one-token step's true time: the tool measures the true shape
+    and prices the truth within 2% at every γ up to the deployed one."""
+    from decision_rounds import tune_window
+
+    cls = CLASS_BY_NAME[name]
+    truth = decision_truth.Truth(cls)
+    rows, shape, itl = decision_truth.generate_segment(cls, truth, np.random.default_rng(1))
+    share = rows.counts[:, 0] / itl[:, 1]
+    assert share.std() > 0.05
+    rec = tune_window(cls, [(rows, cls.engines, itl, shape)], shape, decision_truth.tool_deployment(cls), level=0.9,
+                      n_resamples=400, seed=1).recommendation
+    fit = rec.profile_figures["verify_cost"]
+    per_token = cls.true_verify_per_token
+    true_ratio = 1 + per_token * (fit["reference_tokens_per_request"] - 1)
+    assert fit["measured_ratio_low"] <= true_ratio * 1.02 and true_ratio * 0.98 <= fit["measured_ratio_high"]
+    assert fit["preferred"] and fit["contradicts_configured"]
+    true = truth.speedups(cls.window_s)
+    for c in rec.candidates[: cls.deployed_gamma + 1]:
+        assert c.speedup == pytest.approx(true[c.gamma], rel=0.02), c.gamma

@@ -30,7 +30,7 @@ def priced(means: list[float], sd: float, *, deployed: int = 1, observed: int = 
 
 
 def test_the_rules_run_in_the_documented_order():
-    assert [r.__name__ for r in RULES] == ["verdict", "sure_step", "probe", "specialized", "given_figures",
+    assert [r.__name__ for r in RULES] == ["verdict", "sure_step", "probe", "unmeasured", "specialized", "given_figures",
                                            "measured"]
 
 
@@ -95,3 +95,52 @@ def test_a_plausible_gain_past_the_observed_gamma_is_probed_when_it_pays():
     assert d.kind == "probe" and d.probe is not None and d.probe.gamma == 4
     assert d.fleet_gamma == 3 and d.best_gamma == 4 and d.expected_best_gamma == 4
     assert d.reasons[0].startswith("P(γ=4 gains") and d.reasons[-1].startswith("probe γ=4 on 1 of 8 engine(s)")
+
+
+def _probe_inputs(ens, means, observed):
+    from model.probe import ProbeInputs
+
+    g = len(means)
+    return ProbeInputs(ens, np.asarray(means), np.ones(g, bool), 1.0 + 0.6 * np.arange(g),
+                       1.0 + 0.05 * np.arange(g), 1.0 + 0.6 * observed + RNG.normal(0, 0.01, 500), observed)
+
+
+TRAFFIC = SimpleNamespace(drafts=50_000.0, drafts_per_engine_second=100.0, engines=8, rows=240, row_seconds=15.0)
+
+
+def test_a_sure_change_past_every_measured_gamma_is_a_probe_never_a_change():
+    """The table is sure of γ 4 from a window at γ 2 (a cost shape and a tail extrapolated):
+    no point bears on γ 4, so it is probed on one engine; before, the fleet changed to it."""
+    means = [1.0, 1.2, 1.3, 1.45, 1.6]
+    ens = ensemble(means, 0.01)
+    p = Priced(Deployment(cost_profile="flat"), 2, 2, np.asarray(means), np.ones(5, bool), [None] * 5, ens,
+               traffic=TRAFFIC, probe_inputs=_probe_inputs(ens, means, 2), shape_contradicted=True)
+    assert verdict(p, start(2, 4)).kind == "change"  # what the table alone decides
+    d = decide(p)
+    assert d.kind == "probe" and d.probe is not None and d.probe.gamma == 4 and d.best_gamma == 4
+    assert d.fleet_gamma == 2  # no sure step within the measured γ: the fleet keeps γ 2 meanwhile
+    assert any(r.startswith("gamma 4 lies past gamma 2, the largest any segment of the window measured")
+               for r in d.reasons)
+
+
+def test_without_a_probe_the_fleet_takes_the_sure_step_among_the_measured_gamma():
+    means = [1.0, 1.2, 1.3, 1.45, 1.6]
+    ens = ensemble(means, 0.01)
+    d = decide(Priced(Deployment(cost_profile="flat"), 1, 1, np.asarray(means), np.ones(5, bool), [None] * 5, ens,
+                      measured_upto=2, shape_contradicted=True))
+    assert (d.kind, d.fleet_gamma, d.best_gamma) == ("change", 2, 4)
+    assert "the window does not say how many engines" in d.reasons[-1] and d.reasons[-1].endswith("gamma 2")
+    # nothing sure within the measured γ: keep, naming the γ it would probe
+    d = decide(Priced(Deployment(cost_profile="flat"), 1, 1, np.asarray(means), np.ones(5, bool), [None] * 5, ens,
+                      shape_contradicted=True))
+    assert (d.kind, d.fleet_gamma, d.recommended_gamma) == ("keep", 1, 4)
+    # where the engines' points agree with the profile, its shape carries the cost: the change stands
+    d = decide(Priced(Deployment(cost_profile="flat"), 1, 1, np.asarray(means), np.ones(5, bool), [None] * 5, ens))
+    assert (d.kind, d.fleet_gamma) == ("change", 4)
+
+
+def test_a_segment_that_measured_a_larger_gamma_lets_the_change_stand():
+    means = [1.0, 1.2, 1.3, 1.45, 1.6]
+    d = decide(Priced(Deployment(cost_profile="flat"), 2, 2, np.asarray(means), np.ones(5, bool), [None] * 5,
+                      ensemble(means, 0.01), measured_upto=4, shape_contradicted=True))
+    assert (d.kind, d.fleet_gamma) == ("change", 4)

@@ -452,7 +452,7 @@ def test_price_step_gives_one_at_gamma_zero_and_costlier_steps_after():
     dep = Deployment.from_mapping({"method": "draft_model", "draft_cost": 0.05, "cost_profile": "flat"},
                                   where="test", base=INLINE_DEFAULTS)
     gammas, bs, ws = np.arange(5), np.array([1, 8]), np.array([0.5, 0.5])
-    price = _price(CostModel.for_deployment(dep), gammas, bs, ws, [1.0], None, None, dep.objective)
+    price = _price([CostModel.for_deployment(dep)], gammas, bs, ws, [1.0], None, None, dep.objective)
     assert price.times.shape == (1, 5, 2)
     assert price.ratio[0, 0] == pytest.approx(1.0)
     assert np.all(np.diff(price.ratio[0]) < 0), "every draft token costs: τ(0)/τ(γ) falls with γ"

@@ -10,7 +10,7 @@ import streamlit as st
 
 from model.anchor import describe_lines
 from model.route import more_drafts_sentence
-from specdec.report import json_document, keys_unknown_sentence, probe_segment_line, tuning_to_dict
+from specdec.report import json_document, keys_unknown_sentence, probe_segment_line, tuning_to_dict, verify_cost_lines
 
 from .. import text
 from ..data import FleetView, best_expected_gamma
@@ -94,6 +94,8 @@ def render(fleet: FleetView) -> None:
         st.warning(text.sentence(warning))
     for line in describe_lines(rec.anchor, rec.profile_figures):
         (st.warning if "DEFAULT" in line or "(default)" in line else st.caption)(line)
+    for line in verify_cost_lines(rec.profile_figures):  # the cost shape the engines measure
+        (st.warning if "contradicts" in line else st.caption)(text.sentence(line))
     st.caption(drift_sentence(tuning))
     for note in doc["observed"]["notes"]:  # how the window was read: drift, a per-request batch mix, …
         st.caption(text.sentence(f"Note: {note}"))

@@ -59,6 +59,18 @@ class Priced:
     # candidate of the ensemble (model.model_error_spread); None where not comparable
     model_error: float | None = None
     deployed_measured: DeployedSpeedup | None = None  # the engines' own rate at the deployed γ over the plain decode
+    # the largest γ a segment of the window measured (the deployed one, another with its own
+    # latency, a running probe's): past it no point bears on a γ's acceptance or step cost
+    measured_upto: int = 0
+    # the engines measured a cost shape the profile's disagrees with (model.verify_cost): past the
+    # measured points the step cost is a fitted line extrapolated, not a shape the engines confirmed
+    shape_contradicted: bool = False
+
+    @property
+    def largest_measured(self) -> int:
+        """The largest γ a point bears on: the segments that measured their own step time, the
+        deployed γ, and the positions the window's curve measured (a running probe's joined)."""
+        return max(self.measured_upto, self.deployed, self.observed)
 
     @property
     def best_expected(self) -> int:

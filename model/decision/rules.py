@@ -12,6 +12,8 @@ speedups (resamples × tail models, model.recommend):
           (model.probe); the fleet stays at the deployed γ or takes the sure step. On the
           specialized path a keep that rests on the configured speedup probes the γ past the
           flip when that pays (model.probe.specialized_speedup);
+  unmeasured  a change past the largest γ any segment of the window measured is a probe of it,
+          never a change (the fleet taking the best sure step among the measured γ meanwhile);
   keep    otherwise, with the evidence that would change it (the factor on the window's
           drafts that settles a gain, when more drafts can);
   undecided  a change, off or probe that rests on default figures or on a cost model missing
@@ -180,6 +182,58 @@ def with_running_probe(priced: Priced, decision: Decision, running: RunningProbe
     return replace(decision, kind="probe", best_gamma=g, reasons=head + (why,), settle=None, probe=planned)
 
 
+def unmeasured(priced: Priced, decision: Decision) -> Decision:
+    """Where no point bears on a γ — past the largest γ any segment of the window measured
+    (Priced.largest_measured: the deployed one, another with its own latency, a running probe's)
+    — and the step cost there is a shape the engines contradicted, extrapolated (the measured
+    line priced instead of the profile's, model.verify_cost), a change there is a probe, never a
+    change: probe it where that pays, the fleet taking the best sure step among the measured γ
+    meanwhile; else that step; else keep. Where the engines' points agree with the profile, its
+    shape carries the cost past them and the tail rules judge the acceptance (docs/MODEL.md, The
+    decision: why not everywhere)."""
+    target, upto, deployed = decision.fleet_gamma, priced.largest_measured, priced.deployed
+    if (decision.kind != "change" or target <= upto or not priced.allowed[deployed]
+            or not priced.shape_contradicted):
+        return decision
+    step = _sure_step_within(priced, upto)
+    base = deployed if step is None else step
+    head = decision.reasons + (f"gamma {target} lies past gamma {upto}, the largest any segment of the window "
+                               f"measured: no point bears on its acceptance or step cost there, so going there is a "
+                               f"probe, never a change",)
+    inputs, traffic = priced.probe_inputs, priced.traffic
+    planned = None
+    if inputs is not None and traffic is not None and traffic.drafts_per_engine_second is not None:
+        planned = plan_probe(inputs, priced.deployment, traffic, gamma=target, base=base, deployed=deployed)
+    if planned is not None and planned.pays:
+        assert traffic is not None  # planned from its draft rate
+        terms = (f"probe gamma {target} on {planned.engines} of {traffic.engines} engine(s) for "
+                 f"{planned.drafts_needed:,} drafts (about {approximate_duration(planned.duration_s)}): expected value "
+                 f"{planned.expected_value:,.0f} s against cost {planned.expected_cost:,.0f} s of the route's output")
+        return replace(decision, kind="probe", fleet_gamma=base, best_gamma=target, probe=planned,
+                       reasons=head + (terms,))
+    why_not = ("no probe: the window does not say how many engines serve the route at what draft rate"
+               if planned is None and (traffic is None or traffic.drafts_per_engine_second is None)
+               else "no probe: it does not pay" if planned is not None
+               else f"no probe: its expected gain over gamma {base} is within min_gain")
+    if step is not None:
+        return replace(decision, kind="off" if step == 0 else "change", fleet_gamma=step, best_gamma=target,
+                       reasons=head + (f"{why_not}; the fleet takes the best sure step among the measured gamma, "
+                                       f"gamma {step}",))
+    return replace(decision, kind="keep", fleet_gamma=deployed, best_gamma=target, reasons=head + (why_not,))
+
+
+def _sure_step_within(priced: Priced, upto: int) -> int | None:
+    """The allowed γ ≤ ``upto`` other than the deployed one of best expected speedup among those
+    whose gain over it is sure (sure_step's test), or None."""
+    ens, deployed = priced.ensemble, priced.deployed
+    if ens is None:
+        return None
+    p_gain = np.mean(ens / ens[:, [deployed]] - 1.0 > priced.deployment.min_gain, axis=0)
+    sure = np.asarray(priced.allowed) & (p_gain >= DECISION_CERTAINTY) & (np.arange(len(p_gain)) <= upto)
+    sure[deployed] = False
+    return int(np.argmax(np.where(sure, priced.speedup, -np.inf))) if sure.any() else None
+
+
 def specialized(priced: Priced, decision: Decision) -> Decision:
     """On latency_specialized: how far the fleet's γ rests on the specialized speedup (its
     break-even), and a keep that rests on the configured figure probes the γ past the flip
@@ -284,8 +338,8 @@ def _third_gamma(priced: Priced) -> tuple[int, str | None]:
         return best, "the cost model misses the engines at the deployed gamma beyond its tolerance"
     if priced.figures_needed:
         return best, f"the table rests on default figures ({', '.join(n.key for n in priced.figures_needed)})"
-    if best > priced.observed:
-        return best, f"no engine measured its positions past gamma {priced.observed} (a probe would)"
+    if best > priced.largest_measured:
+        return best, f"no engine measured gamma {best}: past gamma {priced.largest_measured} no point bears on it (a probe would)"
     p_gain = _p_over_plain_decode(priced, best)
     if p_gain is None:
         return best, "without resamples its gain over plain decode is not known to be sure"
@@ -342,8 +396,8 @@ def withheld(deployed: int, decision: Decision, needed: tuple[FigureNeeded, ...]
                    figures_needed=needed, withheld=decision)
 
 
-RULES: tuple[Callable[[Priced, Decision], Decision], ...] = (verdict, sure_step, probe, specialized, given_figures,
-                                                               measured)
+RULES: tuple[Callable[[Priced, Decision], Decision], ...] = (verdict, sure_step, probe, unmeasured, specialized,
+                                                               given_figures, measured)
 
 
 def decide(priced: Priced) -> Decision:
