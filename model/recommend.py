@@ -185,7 +185,6 @@ def _priced(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome) -> Pri
         model_error_warning=_model_error_warning(pricing.model_error, deployment),
         model_error=None if outcome.percentile else _speedup_error(pricing),
         deployed_measured=pricing.deployed_measured,
-        shape_contradicted=deployment.verify_cost is not None and deployment.verify_cost.preferred,
         measured_upto=max((checked.deployed, *checked.given.measured_gammas)
                           + (() if checked.given.running_probe is None else (checked.given.running_probe.gamma,))))
 

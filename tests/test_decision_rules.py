@@ -114,7 +114,7 @@ def test_a_sure_change_past_every_measured_gamma_is_a_probe_never_a_change():
     means = [1.0, 1.2, 1.3, 1.45, 1.6]
     ens = ensemble(means, 0.01)
     p = Priced(Deployment(cost_profile="flat"), 2, 2, np.asarray(means), np.ones(5, bool), [None] * 5, ens,
-               traffic=TRAFFIC, probe_inputs=_probe_inputs(ens, means, 2), shape_contradicted=True)
+               traffic=TRAFFIC, probe_inputs=_probe_inputs(ens, means, 2))
     assert verdict(p, start(2, 4)).kind == "change"  # what the table alone decides
     d = decide(p)
     assert d.kind == "probe" and d.probe is not None and d.probe.gamma == 4 and d.best_gamma == 4
@@ -127,20 +127,18 @@ def test_without_a_probe_the_fleet_takes_the_sure_step_among_the_measured_gamma(
     means = [1.0, 1.2, 1.3, 1.45, 1.6]
     ens = ensemble(means, 0.01)
     d = decide(Priced(Deployment(cost_profile="flat"), 1, 1, np.asarray(means), np.ones(5, bool), [None] * 5, ens,
-                      measured_upto=2, shape_contradicted=True))
+                      measured_upto=2))
     assert (d.kind, d.fleet_gamma, d.best_gamma) == ("change", 2, 4)
     assert "the window does not say how many engines" in d.reasons[-1] and d.reasons[-1].endswith("gamma 2")
     # nothing sure within the measured γ: keep, naming the γ it would probe
-    d = decide(Priced(Deployment(cost_profile="flat"), 1, 1, np.asarray(means), np.ones(5, bool), [None] * 5, ens,
-                      shape_contradicted=True))
-    assert (d.kind, d.fleet_gamma, d.recommended_gamma) == ("keep", 1, 4)
-    # where the engines' points agree with the profile, its shape carries the cost: the change stands
     d = decide(Priced(Deployment(cost_profile="flat"), 1, 1, np.asarray(means), np.ones(5, bool), [None] * 5, ens))
-    assert (d.kind, d.fleet_gamma) == ("change", 4)
+    assert (d.kind, d.fleet_gamma, d.recommended_gamma) == ("keep", 1, 4)
+    # whatever the profile's shape: no point bears on γ 4, so it is not a change
+    assert "past gamma 1, the largest any segment of the window measured" in d.reasons[-2]
 
 
 def test_a_segment_that_measured_a_larger_gamma_lets_the_change_stand():
     means = [1.0, 1.2, 1.3, 1.45, 1.6]
     d = decide(Priced(Deployment(cost_profile="flat"), 2, 2, np.asarray(means), np.ones(5, bool), [None] * 5,
-                      ensemble(means, 0.01), measured_upto=4, shape_contradicted=True))
+                      ensemble(means, 0.01), measured_upto=4))
     assert (d.kind, d.fleet_gamma) == ("change", 4)

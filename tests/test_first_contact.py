@@ -150,12 +150,15 @@ def test_a_change_priced_on_default_figures_is_a_what_if_not_a_decision(tmp_path
     code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "chat", "--db", str(db), "--window", "1d", "--json"])
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["decision"] == "undecided"
-    assert doc["recommended_gamma"] == doc["deployed_gamma"] == 3
-    assert doc["expected_best_gamma"] > 3
+    # the γ the defaults price best lies past the measured γ 3: not a change on any figures (a
+    # probe, which a route without its engines cannot size), so the fleet keeps γ 3 and the
+    # answer says it rests on defaults; nothing deploys a default drafter
+    assert doc["decision"] == "keep" and doc["gamma_to_deploy"] == doc["deployed_gamma"] == 3
+    assert doc["recommended_gamma"] > 3  # a keep's recommended_gamma: the best expected, not run
     assert doc["vllm"]["command_line"] is None
     assert {f["key"] for f in doc["figures_needed"]} == {"method", "draft_cost", "cost_profile"}
-    assert "a what-if, not a decision" in doc["decision_reason"]
+    assert "past gamma 3, the largest any segment of the window measured" in doc["decision_reason"]
+    assert "priced on default figures (method, draft_cost, cost_profile)" in doc["decision_reason"]
 
 
 def test_a_default_anchor_follows_the_configured_model_and_gpu(capsys):
@@ -536,12 +539,13 @@ def test_a_typed_ngram_curve_without_its_undrafted_share_decides_nothing(capsys)
     code, out, err = run_cli(capsys, tune_gamma_main, [*NGRAM_CURVE, "--json"])
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["decision"] == "undecided" and doc["vllm"]["command_line"] is None
+    # no change to γ 16 (past the measured γ 5: a probe at most), and the keep says it rests on ν
+    assert doc["decision"] == "keep" and doc["gamma_to_deploy"] == 5
     assert [f["key"] for f in doc["figures_needed"]] == ["undrafted_token_share"]
+    assert "priced on default figures (undrafted_token_share)" in doc["decision_reason"]
     code, out, err = run_cli(capsys, tune_gamma_main, NGRAM_CURVE)
     rows = {line.split()[0]: line for line in out.splitlines() if line[:5].strip().isdigit()}
     assert rows["5"].endswith("deployed") and "recommended" not in out.split("recommendation:")[0]
-    assert rows["16"].endswith("best on defaults (what-if), extrapolated")  # the γ it would run, on defaults
     code, out, err = run_cli(capsys, tune_gamma_main, [*NGRAM_CURVE, "--undrafted-share", "0.537", "--json"])
     doc = json.loads(out)
     assert code == 0 and doc["figures_needed"] == [] and doc["decision"] == "keep"

@@ -77,10 +77,14 @@ def test_no_probe_without_the_route_s_engines_or_when_it_does_not_pay():
     assert "expected value" in short.decision_reason and "against cost" in short.decision_reason
 
 
-def test_a_gain_more_drafts_can_settle_is_not_probed():
-    # γ 4 is one position past γ 3 and 15 drafts are far too few: more drafts settle it
+def test_a_sure_step_past_the_measured_gamma_is_probed_not_changed_to():
+    """Few drafts: γ 8's gain is plausible (more drafts at γ 3 would settle it on the tail
+    models), γ 6's is sure on them — but no engine measured positions 4 to 8, so the sure step
+    is a probe of γ 6, never a change (it was the change, or a wait for more drafts)."""
     rec = _tune(curve=np.array([0.8, 0.64, 0.55]), drafts=40)
-    assert rec.decision != "probe" and rec.probe is None
+    assert rec.decision == "probe" and rec.probe.gamma == 6
+    assert rec.vllm_speculative_config["num_speculative_tokens"] == 3  # the fleet stays meanwhile
+    assert "gamma 6 lies past gamma 3, the largest any segment of the window measured" in rec.decision_reason
 
 
 def test_a_busy_route_s_probe_still_runs_the_scrape_intervals_it_needs():

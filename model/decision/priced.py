@@ -62,9 +62,6 @@ class Priced:
     # the largest γ a segment of the window measured (the deployed one, another with its own
     # latency, a running probe's): past it no point bears on a γ's acceptance or step cost
     measured_upto: int = 0
-    # the engines measured a cost shape the profile's disagrees with (model.verify_cost): past the
-    # measured points the step cost is a fitted line extrapolated, not a shape the engines confirmed
-    shape_contradicted: bool = False
 
     @property
     def largest_measured(self) -> int:

@@ -184,16 +184,13 @@ def with_running_probe(priced: Priced, decision: Decision, running: RunningProbe
 
 def unmeasured(priced: Priced, decision: Decision) -> Decision:
     """Where no point bears on a γ — past the largest γ any segment of the window measured
-    (Priced.largest_measured: the deployed one, another with its own latency, a running probe's)
-    — and the step cost there is a shape the engines contradicted, extrapolated (the measured
-    line priced instead of the profile's, model.verify_cost), a change there is a probe, never a
-    change: probe it where that pays, the fleet taking the best sure step among the measured γ
-    meanwhile; else that step; else keep. Where the engines' points agree with the profile, its
-    shape carries the cost past them and the tail rules judge the acceptance (docs/MODEL.md, The
-    decision: why not everywhere)."""
+    (Priced.largest_measured: the deployed one, another with its own latency, a running probe's):
+    no engine checked its positions past that γ, and its step cost there is the profile's shape
+    (or the measured line) extrapolated — a change there is a probe, never a change: probe it
+    where that pays, the fleet taking the best sure step among the measured γ meanwhile; else
+    that step; else keep (docs/MODEL.md, The decision)."""
     target, upto, deployed = decision.fleet_gamma, priced.largest_measured, priced.deployed
-    if (decision.kind != "change" or target <= upto or not priced.allowed[deployed]
-            or not priced.shape_contradicted):
+    if decision.kind != "change" or target <= upto or not priced.allowed[deployed]:
         return decision
     step = _sure_step_within(priced, upto)
     base = deployed if step is None else step
