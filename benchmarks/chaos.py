@@ -2,7 +2,7 @@
 with a reader), readers in loops during collection with retention on and a γ that flips
 every scrape. Loopback only; every process it starts, it stops.
 
-    python benchmarks/chaos.py [--kills 20] [--joint-kills 5] [--interval 2]
+    python benchmarks/chaos.py [--kills 20] [--joint-kills 5] [--interval 2] [--no-clock]
 
 The zoo: malformed, HTML, 50 MB, refused, HTTP 500, reset without an answer, a status line,
 headers or chunk-size lines trickled a byte at a time, impossible counts (A_1 far above the
@@ -38,16 +38,41 @@ benchmarks/results/chaos.json):
 - false "corrupt" reports and internal errors (exit 1) of every command run, and the
   longest reader run of each kind (a hang would show here), with what the hostile
   Prometheus' routes said.
+
+Beside them, each counted and reported on its own:
+- clock steps (benchmarks/chaos_clock.py): a collector of its own store, under libfaketime
+  (installed with apt where missing, as root), whose wall clock steps back 30 s, forward 30 s,
+  forward 5 min and back 5 min while it collects five healthy targets for about 6.5 minutes:
+  it must run to its --duration (exit 0), its counts be the engines' own increase, and each
+  back step be said in words when the targets are held and when storing resumes;
+- other engine lives behind one URL (counted with the healthy ones): a target whose
+  `_created` goes an hour back on every 4th page while its counters rise, and a load-balanced
+  URL reaching two engines in turn (the other an older replica with higher counters): the life
+  first seen counted exactly, never a restart stored, said at most once per URL and collector
+  life. A second such URL loses its first engine for good in a steady (never killed) collector
+  life after the kills: the first engine's drafts must be stored exactly, and what is stored of
+  the engine left answering is reported;
+- a read-only store (benchmarks/chaos_read_only.py): the closed store on a read-only bind
+  mount in a mount namespace of its own; tune-gamma --json must read it exactly, collect and
+  ingest exit 2 in one line, no file change;
+- a real Prometheus' answers bent (benchmarks/chaos_prometheus.py): Debian's Prometheus
+  scraping engines of its own, behind the hostile one, whose answers about the drafts counter
+  hold NaN or +Inf (exit 2, one line naming the server, the series and the value), which rate
+  limits with 429 and Retry-After: 1 (each query asked once more: the route must succeed), and
+  which adds a Thanos-like partial-response warning (the route succeeds, its notes say so).
+What the product did wrong that the run found is listed under product_bugs (the run exits 1).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import gzip
 import itertools
 import json
 import os
+import platform
 import random
 import signal
 import socket
@@ -56,7 +81,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import NamedTuple
@@ -66,6 +90,9 @@ sys.path.insert(0, str(REPO))
 
 from acceptance.counts import SpecCounts  # noqa: E402
 from acceptance.sim import EngineExposure, render_page  # noqa: E402
+from chaos_clock import ClockRun, libfaketime, offset_seen  # noqa: E402
+from chaos_prometheus import BENT_MODES, OWN_MODES, BentRoutes, HostileProm, real_prometheus  # noqa: E402
+from chaos_read_only import read_only_store  # noqa: E402
 
 BIN = Path(sys.executable).parent
 RESULTS = REPO / "benchmarks" / "results" / "chaos.json"
@@ -73,8 +100,15 @@ HEALTHY = [f"/healthy/{i}" for i in range(4)] + ["/gzip"]
 ZOO = ["/malformed", "/html", "/big", "/500", "/reset", "/trickle-status", "/trickle-headers", "/trickle-chunks",
        "/impossible", "/impossible-1e300", "/impossible-rising"]
 PARTIAL = "/partial-reset"  # counted like the healthy ones: a glitch is refused, never added
-COUNTED = HEALTHY + [PARTIAL]
+# another engine life behind one URL: every 4th page's _created an hour earlier while the
+# counters keep rising; a load-balanced URL reaching two engines in turn (each counted by the
+# life first seen: its pages under the path, the other's under path#B)
+CREATED_BACK, LB = "/created-back", "/lb"
+LB_GONE = "/lb-gone"  # the same, until the first engine leaves for good (a scale-down) in the steady life
+COUNTED = HEALTHY + [PARTIAL, CREATED_BACK, LB]
+CLOCK = [f"/clock/{i}" for i in range(4)] + ["/clock/gzip"]  # read by the clock-stepped collector only
 PER_PAGE = 100  # drafts a healthy engine adds per page served
+PER_REQUEST = REPO / "tests" / "data" / "vllm-golden" / "per_request_sample.jsonl"  # what ingest is given
 
 
 def counts_after(pages: int, gamma: int = 3) -> SpecCounts:
@@ -86,13 +120,16 @@ def counts_after(pages: int, gamma: int = 3) -> SpecCounts:
 class Zoo(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 128  # a collector opens a connection per target at once: 5 (the default) drops some
 
     def __init__(self):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.lock = threading.Lock()
         self.served: dict[str, int] = {}
         self.started = time.time()
-        self.glitching = True  # the partial-reset target's glitches (off for the closing scrape)
+        self.glitching = True  # the partial-reset and created-back glitches (off for the closing scrape)
+        # which engine a load-balanced URL reaches: "alternate", or only "A" (the life first seen) or "B"
+        self.lb_mode = {LB: "A", LB_GONE: "A"}
 
     def handle_error(self, request, client_address):
         pass  # clients cut off by their deadline leave broken pipes: expected
@@ -101,6 +138,20 @@ class Zoo(ThreadingHTTPServer):
         with self.lock:
             self.served[path] = self.served.get(path, 0) + 1
             return self.served[path]
+
+    def lb_page(self, path: str) -> bytes:
+        """A load-balanced URL's page: engine A's (created when the zoo started, its pages counted
+        under ``path``) or engine B's (an older replica: created 30 min before, its counters
+        higher; counted under path#B), in turn or as ``lb_mode`` says."""
+        with self.lock:
+            mode = self.lb_mode[path]
+            turn = self.served.get(path + "#turn", 0)
+            self.served[path + "#turn"] = turn + 1
+        if mode == "A" or (mode == "alternate" and turn % 2 == 0):
+            return render_page([EngineExposure("m", "0", counts_after(self.serve_count(path)), self.started,
+                                               num_requests_running=4.0)])
+        return render_page([EngineExposure("m", "0", counts_after(200 + self.serve_count(path + "#B")),
+                                           self.started - 1800, num_requests_running=4.0)])
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -121,13 +172,24 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802
         path, zoo = self.path, self.server
         try:
-            if path in HEALTHY:
+            if path in HEALTHY or path in CLOCK:
                 page = render_page([EngineExposure("m", "0", counts_after(zoo.serve_count(path)), zoo.started,
                                                    num_requests_running=4.0)])
-                if path == "/gzip":
+                if path.endswith("gzip"):
                     self._send(200, gzip.compress(page), extra=[("Content-Encoding", "gzip")])
                 else:
                     self._send(200, page)
+            elif path == CREATED_BACK:
+                n = zoo.serve_count(path)
+                created = zoo.started - 3600 if zoo.glitching and n >= 4 and n % 4 == 0 else zoo.started
+                self._send(200, render_page([EngineExposure("m", "0", counts_after(n), created,
+                                                            num_requests_running=4.0)]))
+            elif path in (LB, LB_GONE):
+                self._send(200, zoo.lb_page(path))
+            elif path.startswith("/prom/"):  # the real Prometheus' engines (chaos_prometheus): two a page
+                n = zoo.serve_count(path)
+                self._send(200, render_page([EngineExposure("m", str(e), counts_after(n + 40 * e), zoo.started,
+                                                            num_requests_running=4.0) for e in (0, 1)]))
             elif path == "/flip":
                 n = zoo.serve_count(path)
                 gamma = 3 if n % 2 else 5
@@ -191,70 +253,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
 
-PROM_MODES = ["hang-body", "hang-headers", "series", "truncated", "500"]
 PROM_DEADLINE_S = 2.0  # [source] timeout of the run's config
-
-
-class HostileProm(ThreadingHTTPServer):
-    """A Prometheus that misbehaves by the route's selector job="MODE": an answer that never
-    ends (status and a Content-Length of a megabyte, then a byte every 0.2 s; or the headers a byte at
-    a time), 200,000 series, JSON cut short, HTTP 500."""
-
-    daemon_threads = True
-    block_on_close = False
-
-    def __init__(self):
-        super().__init__(("127.0.0.1", 0), _PromHandler)
-        self.stop = threading.Event()
-        series = [{"metric": {"gamma": str(i)}, "values": [[1.7e9, "1"]]} for i in range(200_000)]
-        self.huge = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": series}}).encode()
-
-    def handle_error(self, request, client_address):
-        pass  # clients cut off at their deadline leave broken pipes: expected
-
-
-class _PromHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):  # noqa: N802
-        form = urllib.parse.parse_qs(self.rfile.read(int(self.headers.get("Content-Length", 0))).decode())
-        query = form.get("query", [""])[0]
-        mode = next((m for m in PROM_MODES if f'job="{m}"' in query), None)
-        try:
-            if mode is None:  # a question of no route's selector (are specdec's rules loaded?): none
-                self._send(200, b'{"status": "success", "data": {"resultType": "vector", "result": []}}')
-            elif mode.startswith("hang"):
-                self._trickle(headers_too=mode == "hang-headers")
-            elif mode == "series":
-                self._send(200, self.server.huge)
-            elif mode == "truncated":
-                self._send(200, b'{"status": "success", "data": {"resultType": "matrix", "result": [{"metr')
-            else:
-                self._send(500, b'{"status": "error", "error": "internal"}')
-        except OSError:
-            self.close_connection = True
-
-    def _send(self, status: int, body: bytes):
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _trickle(self, headers_too: bool):
-        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n"
-        if not headers_too:
-            self.wfile.write(head)
-            head = b""
-        for byte in head + b"[" * 10**6:
-            if self.server.stop.wait(0.2):
-                break
-            self.wfile.write(bytes([byte]))
-            self.wfile.flush()
-        self.close_connection = True
 
 
 def closed_port() -> int:
@@ -268,17 +267,18 @@ def write_config(folder: Path, base: str, prom: str, interval: float, retention:
     zoo = ", ".join(f'"{base}{p}"' for p in ZOO) + f', "http://127.0.0.1:{closed_port()}/metrics"'
     cfg = folder / "specdec.toml"
     kept = f'retention = "{retention}"\n' if retention else ""
-    prom_routes = "".join(f"[routes.prom-{m}]\nselector = '{{job=\"{m}\"}}'\n\n" for m in PROM_MODES)
+    prom_routes = "".join(f"[routes.prom-{m}]\nselector = '{{job=\"{m}\"}}'\n\n" for m in OWN_MODES + BENT_MODES)
     cfg.write_text(f'[store]\npath = "chaos.db"\n{kept}\n[collect]\ninterval = {interval}\ntimeout = 1\n\n'
                    f'[source]\nkind = "prometheus"\nurl = "{prom}"\ntimeout = "{PROM_DEADLINE_S:g}s"\n\n'
                    f'[deployment]\nmethod = "eagle3"\ncost_profile = "flat"\n\n'
                    f'[routes.healthy]\ntargets = [{healthy}]\n\n[routes.flip]\ntargets = ["{base}/flip"]\n\n'
-                   f'[routes.zoo]\ntargets = [{zoo}]\n\n{prom_routes}')
+                   f'[routes.zoo]\ntargets = [{zoo}]\n\n[routes.lives]\ntargets = ["{base}{CREATED_BACK}", "{base}{LB}"]\n\n'
+                   f'[routes.lb-gone]\ntargets = ["{base}{LB_GONE}"]\n\n{prom_routes}')
     return cfg
 
 
 class Readers:
-    """tune-gamma in loops on the healthy and the flipping route and, in a third loop, on the
+    """tune-gamma in loops on the healthy route, the flipping and the lives route in turn and, in a third loop, on the
     hostile Prometheus' routes in turn; counts runs, exit codes, 'corrupt' reports and the
     longest run of each kind (a Prometheus route's is bounded by its deadline)."""
 
@@ -287,8 +287,9 @@ class Readers:
         self.longest_s = 0.0
         self.prom_runs, self.prom_longest_s, self.prom_lines = 0, 0.0, set()
         self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self._loop, args=([route],), daemon=True) for route in ("healthy", "flip")]
-        self.threads.append(threading.Thread(target=self._loop, args=([f"prom-{m}" for m in PROM_MODES],),
+        self.threads = [threading.Thread(target=self._loop, args=(routes,), daemon=True)
+                        for routes in (["healthy"], ["flip", "lives"])]
+        self.threads.append(threading.Thread(target=self._loop, args=([f"prom-{m}" for m in OWN_MODES],),
                                              daemon=True))
 
     def _loop(self, routes: list[str]):
@@ -422,6 +423,7 @@ def parse_args(argv):
     # raw rows go after 60 s, in the run; rollups (4× longer) outlive it, so every count stays readable
     parser.add_argument("--retention", default="60s", help="[store] retention ('' for none)")
     parser.add_argument("--no-disk-fill", action="store_true", help="do not mount a tmpfs and fill it")
+    parser.add_argument("--no-clock", action="store_true", help="do not run the clock-stepped collector")
     parser.add_argument("--out", type=Path, default=RESULTS)
     return parser.parse_args(argv)
 
@@ -437,6 +439,7 @@ class Run:
         self.lost_with_full_disk: list[int] = []  # lives that met a full disk: it kept cycles out too
         self.second = {"refused": 0, "ran": 0, "killed": 0}
         self.full_lines = 0
+        self.other_life_lines: list[dict[str, int]] = []  # per collector process: URL → lines saying another life
 
     def finish(self, proc: subprocess.Popen, what: str) -> None:
         _, err = proc.communicate(timeout=120)
@@ -444,6 +447,12 @@ class Run:
 
     def _said(self, err: str, what: str, code: int | None) -> None:
         self.full_lines += err.count("disk full (")
+        lives: dict[str, int] = {}
+        for line in err.splitlines():
+            if "more than one engine" in line:
+                url = line.split(": engine ", 1)[0]
+                lives[url] = lives.get(url, 0) + 1
+        self.other_life_lines.append(lives)
         if code == 1 or "corrupt" in err or "internal error" in err:
             self.errors.append(f"{what}: exit {code}: {err.strip()[-300:]}")
 
@@ -471,15 +480,44 @@ class Run:
         self.lives.append(len(in_life))
 
 
+    def steady_life(self, zoo: "Zoo", base: str, opening: dict[str, int]) -> dict:
+        """A collector life of 16 intervals, never killed, in which the load-balanced URL LB_GONE
+        loses its first engine for good (a scale-down: only the older replica, never counted,
+        answers from then on). Returns the first engine's pages at the switch, the drafts the
+        store held for the URL once its last page was stored, and the other engine's pages then."""
+        proc = collect(self.cfg, "--duration", f"{16 * self.interval:g}")
+        time.sleep(4 * self.interval)
+        with zoo.lock:
+            zoo.lb_mode[LB_GONE] = "B"
+            a_last, b_from = zoo.served.get(LB_GONE, 0), zoo.served.get(LB_GONE + "#B", 0)
+        want = PER_PAGE * (a_last - opening[LB_GONE])
+        deadline = time.monotonic() + 5 * self.interval  # its last page is stored by the next cycle or two
+        while (held := drafts_of(self.db, f"{base}{LB_GONE}")) < want and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.finish(proc, "steady collect life")
+        return {"first_engine_expected": want, "first_engine_stored": held, "other_from": b_from,
+                "exit": proc.returncode}
+
+
+def drafts_of(db: Path, url: str) -> float:
+    from acceptance.store import Store
+    from acceptance.windows import route_window
+
+    with Store.open(db, reading=True) as store:
+        return sum(s.total.drafts for s in route_window(store, [url], 0.0, time.time() + 3600).segments)
+
+
 class Stored(NamedTuple):
-    """What the store holds after the run: drafts over the run per counted target, scrapes stored
-    per healthy target URL since raw rows start, the stored cycles and where raw rows start
-    (retention)."""
+    """What the store holds after the run: drafts over the run per counted target (and the
+    load-balanced URL whose first engine left), scrapes stored per healthy target URL since raw
+    rows start, the stored cycles, where raw rows start (retention), and the events stored for
+    the URLs of more than one life."""
 
     drafts: dict[str, float]
     samples: dict[str, int]
     cycles: list[float]
     raw_from: float | None
+    events: dict[str, list[str]]
 
 
 def stored_drafts(db: Path, base: str) -> Stored:
@@ -487,57 +525,92 @@ def stored_drafts(db: Path, base: str) -> Stored:
     from acceptance.windows import route_window
 
     with Store.open(db) as store:
-        drafts = {}
-        for p in COUNTED:
+        drafts, events = {}, {}
+        for p in COUNTED + [LB_GONE]:
             w = route_window(store, [f"{base}{p}"], 0.0, time.time() + 3600)  # whole rollup buckets
             drafts[p] = sum(s.total.drafts for s in w.segments)
+            if p in (CREATED_BACK, LB, LB_GONE):
+                events[p] = [e.kind for e in w.events]
         since = store.raw_from() or 0.0
         samples = {}  # scrapes stored as intervals since raw rows start (the first sighting is a baseline only)
         for url in {ref.target for _, ref in store.engines_of(f"{base}{p}" for p in HEALTHY)}:
             spec, _ = store.read_intervals([eid for eid, _ in store.engines_of([url])], since - 1e-6, time.time() + 3600)
             samples[url] = sum(len(e.end) for e in spec)
-        return Stored(drafts, samples, stored_cycles(db), store.raw_from())
+        return Stored(drafts, samples, stored_cycles(db), store.raw_from(), events)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    recorded = {"command": " ".join(["python benchmarks/chaos.py", *(argv if argv is not None else sys.argv[1:])]),
+                "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                            "python": platform.python_version(), "load_average_at_start": list(os.getloadavg())},
+                "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
     rng = random.Random(args.seed)
     zoo = Zoo()
     threading.Thread(target=zoo.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     base = f"http://127.0.0.1:{zoo.server_address[1]}"
-    prom = HostileProm()
-    threading.Thread(target=prom.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     folder = Path(tempfile.mkdtemp(prefix="specdec-chaos-"))
+    side = Path(tempfile.mkdtemp(prefix="specdec-chaos-side-"))  # off the filled tmpfs: Prometheus, the clock's store
     started = time.time()
-    with own_tmpfs(folder, not args.no_disk_fill) as on_tmpfs:
-        cfg = write_config(folder, base, f"http://127.0.0.1:{prom.server_address[1]}", args.interval,
-                           args.retention or None)
-        run = Run(cfg, folder / "chaos.db", args.interval, rng)
-        run.finish(collect(cfg, "--once"), "opening collect --once")
-        opening = {p: zoo.served.get(p, 0) for p in COUNTED}
-        filler = DiskFiller(folder, rng) if on_tmpfs else contextlib.nullcontext()
-        with Readers(cfg) as readers, filler:
-            for k in range(args.kills + args.joint_kills):
-                run.life(k, readers, joint=k >= args.kills)
-            time.sleep(1.0)
-        zoo.glitching = False  # the closing scrape sees the partial-reset engine as it is
-        run.finish(collect(cfg, "--once"), "closing collect --once")
-        closing = {p: zoo.served.get(p, 0) for p in COUNTED}
+    library, clock_why = libfaketime() if not args.no_clock else (None, "not run (--no-clock)")
+    with real_prometheus(side / "prometheus", base, closed_port()) as (upstream, prom_why):
+        prom = HostileProm(upstream)
+        threading.Thread(target=prom.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        clock = None
+        if library is not None:
+            clock_seen = offset_seen(Path(sys.executable), library, side)
+            clock = ClockRun(BIN / "specdec", side / "clock", [f"{base}{p}" for p in CLOCK], args.interval, library)
+            clock.thread.start()
+        with own_tmpfs(folder, not args.no_disk_fill) as on_tmpfs:
+            cfg = write_config(folder, base, f"http://127.0.0.1:{prom.server_address[1]}", args.interval,
+                               args.retention or None)
+            run = Run(cfg, folder / "chaos.db", args.interval, rng)
+            run.finish(collect(cfg, "--once"), "opening collect --once")
+            opening = {p: zoo.served.get(p, 0) for p in COUNTED + [LB_GONE]}
+            with zoo.lock:
+                zoo.lb_mode = {LB: "alternate", LB_GONE: "alternate"}
+            filler = DiskFiller(folder, rng) if on_tmpfs else contextlib.nullcontext()
+            with BentRoutes(BIN / "tune-gamma", cfg, upstream) as bent:
+                with Readers(cfg) as readers:
+                    with filler:
+                        for k in range(args.kills + args.joint_kills):
+                            run.life(k, readers, joint=k >= args.kills)
+                        time.sleep(1.0)
+                    gone = run.steady_life(zoo, base, opening)
+                zoo.glitching = False  # the closing scrape sees the partial-reset and created-back engines as they are
+                with zoo.lock:
+                    zoo.lb_mode[LB] = "A"  # and the load-balanced URL's counted engine (LB_GONE's is gone)
+                run.finish(collect(cfg, "--once"), "closing collect --once")
+                closing = {p: zoo.served.get(p, 0) for p in COUNTED + [LB_GONE]}
+                gone["other_to"] = zoo.served.get(LB_GONE + "#B", 0)
+                stored = stored_drafts(run.db, base)
+                read_only = read_only_store(folder, cfg, ["healthy", "lives"], PER_REQUEST)
+                if clock is not None:
+                    clock.thread.join()
+        bent_result = bent.result(prom) if upstream else {"run": False, "why": prom_why}
         for server in (zoo, prom):
             server.stop = getattr(server, "stop", None) or threading.Event()
             server.stop.set()
             server.shutdown()
             server.server_close()
-        stored = stored_drafts(run.db, base)
-    result = tally(args, run, readers, (opening, closing), stored, base)
+    result = recorded | tally(args, run, readers, (opening, closing), stored, base)
     result["disk_fills"] = filler.fills if on_tmpfs else "not run (needs root to mount a tmpfs of its own)"
+    result["other_lives"] = lives_result(run, stored, gone, base)
+    result["other_lives"]["pages_served"] = {p: n for p, n in zoo.served.items() if p.startswith((LB, CREATED_BACK))}
+    result["clock_steps"] = (clock_result(clock, dict(zoo.served), base, clock_seen) if clock is not None
+                             else {"run": False, "why": clock_why})
+    result["read_only_store"] = read_only
+    result["bent_prometheus"] = bent_result
+    result["internal_errors"] += internal_errors_of_new_faults(result)
+    result["product_bugs"] = product_bugs(result)
     result["seconds"] = time.time() - started
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     report(result)
     print(f"wrote {args.out} ({result['seconds']:.0f} s)", file=sys.stderr)
     ok = not result["false_corrupt"] and not result["internal_errors"] and not result["second_collectors"]["ran"]
-    return 0 if ok and not any(result["counts_added"].values()) and not any(result["counts_lost"].values()) else 1
+    ok = ok and not any(result["counts_added"].values()) and not any(result["counts_lost"].values())
+    return 0 if ok and all_held(result) and not result["product_bugs"] else 1
 
 
 def tally(args, run: Run, readers: Readers, served: tuple[dict, dict], stored: Stored, base: str) -> dict:
@@ -569,6 +642,96 @@ def tally(args, run: Run, readers: Readers, served: tuple[dict, dict], stored: S
     }
 
 
+def lives_result(run: Run, stored: Stored, gone: dict, base: str) -> dict:
+    """Another engine life behind one URL: the lines the collectors said of it (at most one per
+    URL and collector life), the events stored (never a restart), and the URL whose first engine
+    left: its first engine's drafts stored exactly, and what of the engine left answering was
+    stored (the store cannot tell the two apart: its part is the URL's drafts after the switch)."""
+    per_life = [n for lives in run.other_life_lines for n in lives.values()]
+    other_part = stored.drafts[LB_GONE] - gone["first_engine_stored"]
+    return {
+        "collector_lives": len(run.other_life_lines),
+        "lines_per_url_and_life_max": max(per_life, default=0),
+        "lives_that_said_it": sum(1 for lives in run.other_life_lines if lives),
+        "restarts_stored": {p: kinds.count("restart") for p, kinds in stored.events.items()},
+        "events_stored": {p: sorted(set(kinds)) for p, kinds in stored.events.items()},
+        "first_engine_left": {
+            "first_engine_expected": gone["first_engine_expected"], "first_engine_stored": gone["first_engine_stored"],
+            "remaining_engine_increase": PER_PAGE * (gone["other_to"] - gone["other_from"]),
+            "remaining_engine_stored": other_part, "steady_life_exit": gone["exit"]},
+    }
+
+
+def clock_result(clock: ClockRun, served: dict[str, int], base: str, seen: float) -> dict:
+    out = clock.result(served, PER_PAGE, base)
+    targets = out["targets"].values()
+    out["faketime_offset_seen_s"] = seen  # a child Python's time.time() with the offset file at -1000 s
+    out["counts_lost"] = sum(max(0.0, t["drafts_expected"] - t["drafts_stored"]) for t in targets)
+    out["counts_added"] = sum(max(0.0, t["drafts_stored"] - t["drafts_expected"]) for t in targets)
+    out["counts_expected"] = sum(t["drafts_expected"] for t in targets)
+    out["samples_stored"] = sum(t["samples_stored"] for t in targets)
+    # every page served is a stored sample, a held one, or the first sighting (a baseline)
+    out["samples_not_stored_nor_held"] = sum(t["served"] - 1 - t["held"] - t["samples_stored"] for t in targets)
+    back = [s for s in out["steps"] if s["step_s"] < 0]
+    out["back_steps_said_once_per_target"] = all(s["held_lines"] == len(CLOCK) and s["resumed_lines"] == len(CLOCK)
+                                                  for s in back)
+    out["forward_steps_said"] = sum(s["held_lines"] + s["resumed_lines"] + len(s["other_lines"])
+                                    for s in out["steps"] if s["step_s"] > 0)
+    return out
+
+
+def internal_errors_of_new_faults(result: dict) -> int:
+    """Exit 1 (or the words "internal error") of the clock-stepped collector, the read-only
+    store's commands and the bent Prometheus' routes."""
+    n = 0
+    clock, ro, bent = result["clock_steps"], result["read_only_store"], result["bent_prometheus"]
+    if clock.get("exit") == 1 or clock.get("closing_exit") == 1:
+        n += 1
+    for said in list(ro.get("readers", {}).values()) + list(ro.get("writers", {}).values()):
+        n += said["exit"] == 1 or "internal error" in said["said"]
+    for mode in BENT_MODES:
+        n += bent.get(mode, {}).get("exits", {}).get("1", 0)
+    return n
+
+
+def product_bugs(result: dict) -> list[str]:
+    """What the run found the product doing wrong, each with what it did and what was expected."""
+    bugs = []
+    gone = result["other_lives"]["first_engine_left"]
+    if gone["remaining_engine_increase"] > 0 and gone["remaining_engine_stored"] == 0:
+        bugs.append(
+            f"a load-balanced URL whose first engine left for good (scale-down: only the older replica answers "
+            f"{LB_GONE} from then on, counters rising, _created 30 min before the first's): nothing of the "
+            f"remaining engine is stored ({_n(gone['remaining_engine_increase'])} drafts over the steady life), every "
+            f"scrape refused as 'another life', said once per collector life; a partial reset is taken as it is "
+            f"after 3 refusals (rebaseline), another life never is")
+    clock = result["clock_steps"]
+    if clock.get("run", True) and clock["forward_steps_said"] == 0:
+        forward = ", ".join(f"{s['step_s']:+d} s" for s in clock["steps"] if s["step_s"] > 0)
+        bugs.append(
+            f"a forward step of the collector's wall clock ({forward}, libfaketime; its monotonic clock steady) is "
+            f"said in no line: collect says a back step once per target, but a forward one passes without a word, "
+            f"and the interval across it is stored as that much longer than it was (counts stay exact)")
+    return bugs
+
+
+def all_held(result: dict) -> bool:
+    """Every new fault did what it must (the module docstring)."""
+    clock, lives, ro, bent = (result["clock_steps"], result["other_lives"], result["read_only_store"],
+                              result["bent_prometheus"])
+    clock_ok = not clock.get("run", True) or (clock["exit"] == 0 and clock["counts_lost"] == 0
+                                              and clock["counts_added"] == 0 and clock["back_steps_said_once_per_target"])
+    lives_ok = (lives["lines_per_url_and_life_max"] <= 1 and not any(lives["restarts_stored"].values())
+                and lives["first_engine_left"]["first_engine_stored"] == lives["first_engine_left"]["first_engine_expected"])
+    ro_ok = not ro.get("run", True) or ro["held"]
+    bent_ok = not bent.get("run", True) or all(bent[m]["held"] for m in BENT_MODES)
+    return clock_ok and lives_ok and ro_ok and bent_ok
+
+
+def _n(x: float) -> str:
+    return f"{x:,.0f}"
+
+
 def report(result: dict) -> None:
     lost, added = result["counts_lost"], result["counts_added"]
     print(f"{'healthy samples stored':<36}{result['healthy_samples_stored']:>8} of {result['healthy_samples_expected']}")
@@ -587,6 +750,38 @@ def report(result: dict) -> None:
           f"({result['prometheus_longest_s']}; deadline {result['prometheus_deadline_s']:g} s a query)")
     for line in result["prometheus_said"]:
         print("   ", line)
+    lives = result["other_lives"]
+    gone = lives["first_engine_left"]
+    print(f"{'other lives: lines per URL and life':<36}{lives['lines_per_url_and_life_max']:>8} "
+          f"(restarts stored {sum(lives['restarts_stored'].values())}); first engine left: stored "
+          f"{_n(gone['first_engine_stored'])} of {_n(gone['first_engine_expected'])}, the remaining one's "
+          f"{_n(gone['remaining_engine_stored'])} of {_n(gone['remaining_engine_increase'])}")
+    clock = result["clock_steps"]
+    if clock.get("run", True):
+        print(f"{'clock steps: exit, lost, added':<36}{clock['exit']!s:>8} {_n(clock['counts_lost'])} "
+              f"{_n(clock['counts_added'])} of {_n(clock['counts_expected'])} (samples {clock['samples_stored']})")
+        for step in clock["steps"]:
+            print(f"    {step['step_s']:+d} s: {step['held_lines']} held, {step['resumed_lines']} resumed lines;",
+                  step["example"] or "nothing said", step["other_lines"] or "")
+    else:
+        print(f"{'clock steps':<36}{clock['why']}")
+    ro = result["read_only_store"]
+    if ro.get("run", True):
+        print(f"{'read-only store':<36}{'held' if ro['held'] else 'FAILED':>8} (unchanged {ro['unchanged']})")
+        for name, said in {**ro["readers"], **ro["writers"]}.items():
+            print(f"    {name}: exit {said['exit']}: {said['said']}", said.get("fields_differing") or "")
+    else:
+        print(f"{'read-only store':<36}{ro['why']}")
+    bent = result["bent_prometheus"]
+    if bent.get("run", True):
+        print(f"{'bent Prometheus (ready after s)':<36}{bent['ready_after_s']!s:>8} rate limit {bent['rate_limit']}")
+        for mode in BENT_MODES:
+            print(f"    {mode}: {bent[mode]['runs']} runs, exits {bent[mode]['exits']}, held {bent[mode]['held']}; "
+                  f"{bent[mode]['said']}")
+    else:
+        print(f"{'bent Prometheus':<36}{bent['why']}")
+    for bug in result["product_bugs"]:
+        print("  product bug:", bug)
     print(f"{'false corrupt reports':<36}{result['false_corrupt']:>8}")
     print(f"{'internal errors':<36}{result['internal_errors']:>8}")
     for e in result["examples"]:

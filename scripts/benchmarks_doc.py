@@ -116,11 +116,86 @@ def render_chaos(d: dict) -> list[str]:
             f"at most {d['cycles_lost_in_lives_with_a_full_disk_max']} (the disk kept them out, and said so)"
             if "lives_with_a_full_disk" in d else "")],
     ]
+    rows += _chaos_new_fault_rows(d)
     out = [f"Collector lives SIGKILLed: {d['kills'] + d['joint_kills']} ({d['joint_kills']} with a reader); "
            f"scrape interval {d['interval_s']:g} s; cycles stored {d['cycles_stored']}.", ""]
     out += _table(["what", "result"], rows)
     out += ["", "What the hostile Prometheus' routes said:", ""]
     out += [f"- `{line}`" for line in d["prometheus_said"]]
+    said = _chaos_new_fault_lines(d)
+    if said:
+        out += ["", "What the commands said of the clock steps, the read-only store and the bent Prometheus:", ""]
+        out += said
+    if d.get("product_bugs"):
+        out += ["", "Product bugs the run found (counted above, not fixed by the benchmark):", ""]
+        out += [f"- {bug}" for bug in d["product_bugs"]]
+    return out
+
+
+def _chaos_new_fault_rows(d: dict) -> list[list[str]]:
+    """Rows of the clock steps, other engine lives, the read-only store and the bent Prometheus
+    (results files before them have none)."""
+    rows = []
+    clock = d.get("clock_steps")
+    if clock is not None and not clock.get("run", True):
+        rows.append(["clock steps of the collector", clock["why"]])
+    elif clock is not None:
+        steps = ", ".join(f"{s['step_s']:+d} s" for s in clock["steps"])
+        back = [s for s in clock["steps"] if s["step_s"] < 0]
+        rows.append(["clock steps of the collector (libfaketime)",
+                     f"{steps} while it collected {len(clock['targets'])} healthy targets: exit {clock['exit']} at "
+                     f"the end of its {clock['duration_s']:g} s; samples stored {clock['samples_stored']}, "
+                     f"{sum(t['held'] for t in clock['targets'].values())} scrapes held while its clock was behind, "
+                     f"{clock['samples_not_stored_nor_held']} neither; counts lost {_num(clock['counts_lost'])}, "
+                     f"added {_num(clock['counts_added'])} of {_num(clock['counts_expected'])}; said: "
+                     + "; ".join(f"{s['step_s']:+d} s in {s['held_lines']} held and {s['resumed_lines']} resumed "
+                                 f"lines" for s in back)
+                     + f" (one each per target); the forward steps in {clock['forward_steps_said']} lines"])
+    lives = d.get("other_lives")
+    if lives is not None:
+        gone = lives["first_engine_left"]
+        rows.append(["`_created` going back; two engines behind one URL",
+                     f"at most {lives['lines_per_url_and_life_max']} line per URL and collector life "
+                     f"({lives['lives_that_said_it']} of {lives['collector_lives']} lives said it); restarts stored "
+                     f"{sum(lives['restarts_stored'].values())}; the counted engines' counts are in the rows above"])
+        rows.append(["a load-balanced URL's first engine gone for good",
+                     f"its drafts stored {_num(gone['first_engine_stored'])} of {_num(gone['first_engine_expected'])}; "
+                     f"the remaining engine's {_num(gone['remaining_engine_stored'])} of "
+                     f"{_num(gone['remaining_engine_increase'])}"])
+    ro = d.get("read_only_store")
+    if ro is not None and not ro.get("run", True):
+        rows.append(["read-only store", ro["why"]])
+    elif ro is not None:
+        readers = "; ".join(f"{name}: exit {r['exit']}, {r['fields_compared']} fields compared, "
+                            f"{len(r['fields_differing'])} differing" for name, r in ro["readers"].items())
+        writers = ", ".join(f"{name} exit {w['exit']} in {w['lines']} line" for name, w in ro["writers"].items())
+        rows.append(["read-only store (a read-only bind mount)",
+                     f"tune-gamma --json ({readers}); {writers}; store files "
+                     f"{'unchanged' if ro['unchanged'] else 'CHANGED'}"])
+    bent = d.get("bent_prometheus")
+    if bent is not None and not bent.get("run", True):
+        rows.append(["a real Prometheus' answers bent", bent["why"]])
+    elif bent is not None:
+        modes = "; ".join(f"{m}: {bent[m]['runs']} runs, exit " + ", ".join(f"{k} ×{v}" for k, v in bent[m]["exits"].items())
+                          + ("" if bent[m]["held"] else " (NOT as it must)")
+                          for m in ("clean", "nan", "inf", "busy", "partial") if m in bent)
+        busy = bent["rate_limit"]
+        rows.append(["a real Prometheus' answers bent (NaN, +Inf, 429, warnings)",
+                     f"{modes}; {busy['answered_429']} answers 429, {busy['asked_again']} asked again after it, "
+                     f"{busy['refused_again']} refused again"])
+    return rows
+
+
+def _chaos_new_fault_lines(d: dict) -> list[str]:
+    out = []
+    clock = d.get("clock_steps") or {}
+    for step in clock.get("steps", []):
+        out.append(f"- clock {step['step_s']:+d} s: " + (f"`{step['example']}`" if step["example"] else "nothing said"))
+    ro = d.get("read_only_store") or {}
+    out += [f"- read-only store, {name}: `{w['said']}`" for name, w in ro.get("writers", {}).items()]
+    bent = d.get("bent_prometheus") or {}
+    for mode in ("nan", "inf", "partial"):
+        out += [f"- Prometheus {mode}: `{line}`" for line in (bent.get(mode) or {}).get("said", [])[:1] if line]
     return out
 
 
@@ -523,7 +598,12 @@ SECTIONS = {
         "impossible pages) beside healthy targets and a partial-reset target; collector lives SIGKILLed at random "
         "moments, some with a reader; in some of them a second collector started on the same store; as root, the "
         "store on a tmpfs of its own filled to the last byte and freed; readers looping tune-gamma on scraped "
-        "routes and on routes of a hostile Prometheus; raw rows rolled up by retention meanwhile. Loopback only.",
+        "routes and on routes of a hostile Prometheus; raw rows rolled up by retention meanwhile. Beside them: a "
+        "collector whose clock steps back and forward (libfaketime, the machine's clock untouched), a target whose "
+        "`_created` goes back while its counters rise, load-balanced URLs reaching two engines in turn (one losing "
+        "its first engine for good), the closed store read and written on a read-only bind mount, and a real "
+        "Prometheus whose answers are bent (NaN, +Inf, 429 with Retry-After, a partial answer's warnings). "
+        "Loopback only.",
         render_chaos),
     "roofline-public.json": (
         "The roofline against public step costs", "benchmarks/roofline_public.py",
