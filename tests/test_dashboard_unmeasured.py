@@ -286,12 +286,16 @@ def test_a_keep_shows_the_deployed_gamma_and_names_the_better_looking_one(monkey
     assert "Keep γ=3 (best γ=7, not sure enough to change)." in [c.value for c in whatif.caption]
 
 
-def test_a_change_deploys_the_recommended_gamma(monkeypatch, tmp_path, clock):
+def test_a_move_past_the_measured_gamma_shows_as_a_probe_and_deploys_nothing_new(monkeypatch, tmp_path, clock):
+    """γ 7 is sure on the tail models but lies past the measured γ 3: the overview says probe,
+    and the γ to deploy stays the fleet's (a change there would rest on no measured point).
+    The demo's open route, whose change (7 → 3) lies within its measured γ, shows a change
+    (tests/test_dashboard_browser.py)."""
     config = build_store(tmp_path, {"moved": 200})
     row = run_page(monkeypatch, config, "overview").dataframe[1].value.set_index("route").loc["moved"]
-    assert (row["decision"], row["γ to deploy"]) == ("change γ 3 → 7", 7)
+    assert (row["decision"], row["γ to deploy"]) == ("probe γ=7 on 1 engine(s), γ=3 on the others", 3)
     rec = tuned(config, "moved").recommendation
-    assert rec.decision == "change" and rec.gamma_to_deploy == rec.recommended_gamma == 7
+    assert rec.decision == "probe" and rec.gamma_to_deploy == 3 and rec.probe.gamma == 7
 
 
 # ----------------------------------------------------------------------------- specialized share

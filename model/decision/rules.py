@@ -212,11 +212,12 @@ def unmeasured(priced: Priced, decision: Decision) -> Decision:
                if planned is None and (traffic is None or traffic.drafts_per_engine_second is None)
                else "no probe: it does not pay" if planned is not None
                else f"no probe: its expected gain over gamma {base} is within min_gain")
+    # the best expected γ stays named beside the fleet's (a keep's recommended_gamma: outcome.py)
     if step is not None:
-        return replace(decision, kind="off" if step == 0 else "change", fleet_gamma=step, best_gamma=target,
+        return replace(decision, kind="off" if step == 0 else "change", fleet_gamma=step,
                        reasons=head + (f"{why_not}; the fleet takes the best sure step among the measured gamma, "
                                        f"gamma {step}",))
-    return replace(decision, kind="keep", fleet_gamma=deployed, best_gamma=target, reasons=head + (why_not,))
+    return replace(decision, kind="keep", fleet_gamma=deployed, reasons=head + (why_not,))
 
 
 def _sure_step_within(priced: Priced, upto: int) -> int | None:
