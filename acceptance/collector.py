@@ -54,6 +54,29 @@ class ScrapeOptions:
     access: Mapping[str, TargetAccess] = field(default_factory=dict)
 
 
+# A wall-clock step smaller than this is NTP's slewing or scheduling noise, not a step.
+CLOCK_STEP_S = 1.0
+
+
+class ClockWatch:
+    """Whether this machine's wall clock stepped since the last look (NTP, a resumed VM, a
+    hand): the wall clock against the monotonic one, which no step moves. A step back holds the
+    targets whose last stored scrape is ahead of it (acceptance.store.writes); a step forward
+    stores the scrape interval across it that much longer than it ran — counts stay exact,
+    a rate over that interval reads low. ``step()`` gives the step in seconds, None without one."""
+
+    def __init__(self, threshold_s: float = CLOCK_STEP_S):
+        self.threshold_s = threshold_s
+        self._offset: float | None = None
+
+    def step(self) -> float | None:
+        offset = time.time() - time.monotonic()
+        previous, self._offset = self._offset, offset
+        if previous is None or abs(offset - previous) < self.threshold_s:
+            return None
+        return offset - previous
+
+
 def _check_concurrency(concurrency: object) -> None:
     if not (isinstance(concurrency, int) and concurrency >= 1):
         raise InputError(f"concurrency must be a positive integer, got {concurrency!r}")

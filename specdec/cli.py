@@ -118,7 +118,7 @@ def cmd_collect(args) -> int:
 
 def _collect_into(args, config, targets: list[str], interval: float) -> dict:
     """The collector's run into the store (and the gauges, with --serve): what answered."""
-    from acceptance.collector import ScrapeOptions, run_collector
+    from acceptance.collector import ClockWatch, ScrapeOptions, run_collector
 
     from .full_disk import FullDiskWatch
 
@@ -145,8 +145,11 @@ def _collect_into(args, config, targets: list[str], interval: float) -> dict:
             print(line, file=sys.stderr, flush=True)
 
     watch = FullDiskWatch(write, once=args.once)  # a full disk: collecting goes on (specdec.full_disk)
+    clock = ClockWatch()
+    clock.step()
 
     def progress(n: int, results, seconds: float) -> None:
+        _say_clock_step(clock.step())
         if gauges is not None:
             _refresh_gauges(gauges, config, store, args.serve_window)
         failed = [r for r in results if not r.ok]
@@ -172,6 +175,21 @@ def _collect_into(args, config, targets: list[str], interval: float) -> dict:
     watch.finish()
     answered["not_stored"] = watch.not_stored_total
     return answered
+
+
+def _say_clock_step(step_s: float | None) -> None:
+    """A step of this machine's clock between two cycles (acceptance.collector.ClockWatch), once."""
+    from acceptance.durations import approximate_duration
+
+    if step_s is None:
+        return
+    size = approximate_duration(abs(step_s))
+    if step_s > 0:
+        print(f"this machine's clock stepped forward {size} (NTP, a resumed VM?): the scrape interval across the step "
+              f"is stored {size} longer than it ran, so a rate over it reads low; counts stay exact", file=sys.stderr)
+    else:
+        print(f"this machine's clock stepped back {size} (NTP, a resumed VM?): targets whose last stored scrape is "
+              f"ahead of it are held until it passes (said above); counts stay exact", file=sys.stderr)
 
 
 def _refresh_gauges(gauges, config, store, window_s: float) -> None:

@@ -258,3 +258,67 @@ def test_a_clock_stepped_back_holds_the_target_says_so_once_and_keeps_counts_exa
     assert len(resumed) == 1 and 1 <= len(held) <= 2  # once, and once more by the restarted collector
     assert "30s behind" in held[0] and "1.79" not in held[0]  # in words, not epoch numbers
     assert not [e for e in window.events if e.kind in ("restart", "inconsistent")]
+
+
+def test_when_the_engine_first_counted_leaves_for_good_the_one_that_stays_is_counted(tmp_path):
+    """Behind one URL, engine A is counted; from scrape 8 only engine B answers (an older
+    _created: another life, refused). Lives that alternate never rebaseline (A resets the
+    count), but B alone, three scrapes running, is taken as the engine from then on: its counts
+    after that baseline are stored exactly; it was never stored at all (found by the chaos
+    benchmark)."""
+    scrapes = 20
+    a = [page_at_share(NGRAM, (i + 1) / 8) for i in range(7)]
+    b = [created_at(page_at_share(NGRAM, 0.05 + 0.9 * i / (scrapes - 1)), CREATED - 1800) for i in range(scrapes)]
+    pages = a + b[7:]
+    with Store.open(tmp_path / "s.db") as store:
+        said = []
+        for i, page in enumerate(pages):
+            said += store.write_cycle([ScrapeResult(URL, CREATED + 600 + 15 * i, True,
+                                                    tuple(parse_metrics_page(page)))])
+        window = route_window(store, [URL], 0, CREATED + 2000)
+    counts = [parse_metrics_page(p)[0].counts for p in pages]
+    a_part = counts[6].drafts - counts[0].drafts
+    b_part = counts[-1].drafts - counts[7 + 2].drafts  # B's baseline: its third refused scrape
+    assert sum(s.total.drafts for s in window.segments) == a_part + b_part
+    kinds = [e.kind for e in window.events]
+    assert kinds.count("rebaseline") == 1 and "restart" not in kinds
+    assert len(said) == 1  # the other life said once; the rebaseline is an event
+
+
+def test_a_clock_step_over_many_targets_is_one_line(tmp_path):
+    """A step back holds the whole fleet at once: one line for the many targets (a thousand
+    targets gave two thousand lines), one when storing resumes."""
+    pages = [page_at_share(NGRAM, i / 5) for i in range(6)]
+    urls = [f"http://127.0.0.1:{port}/metrics" for port in range(2000, 2050)]
+    times = [CREATED + 600, CREATED + 615, CREATED + 585, CREATED + 620, CREATED + 635, CREATED + 650]
+    said = []
+    with Store.open(tmp_path / "s.db") as store:
+        for t, page in zip(times, pages):
+            snaps = tuple(parse_metrics_page(page))
+            store.write_cycle([ScrapeResult(u, t, True, snaps) for u in urls])
+            said += store.clock_lines
+    assert len(said) == 2, said
+    assert said[0].startswith("50 targets (first http://127.0.0.1:2000/metrics): this machine's clock is 30s behind")
+    assert said[1].startswith("50 targets (first") and "storing resumed (50 scrape(s) held)" in said[1]
+
+
+def test_a_clock_step_forward_is_said_once(monkeypatch, capsys):
+    """A step forward holds nothing (each scrape is after the last), but the interval across it
+    is stored that much longer than it ran: collect says so, once (it said nothing: found by the
+    chaos benchmark under libfaketime)."""
+    import acceptance.collector as collector
+    from specdec.cli import _say_clock_step
+
+    wall = [1000.0]
+    monkeypatch.setattr(collector.time, "time", lambda: wall[0])
+    watch = collector.ClockWatch()
+    assert watch.step() is None  # the first look
+    wall[0] += 0.2  # monotonic time moved too in between, by about as much: no step
+    assert watch.step() is None
+    wall[0] += 300.0
+    step = watch.step()
+    assert step is not None and 299.0 < step < 301.0
+    assert watch.step() is None  # said once
+    _say_clock_step(step)
+    err = capsys.readouterr().err
+    assert "clock stepped forward 5m" in err and "counts stay exact" in err and len(err.strip().splitlines()) == 1

@@ -40,6 +40,8 @@ class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested, _Totals):
         self._other_lives: dict[int, set[float | None]] = {}  # engine id → other lives told of (store.deltas)
         self._held_targets: dict[int, int] = {}  # target id → its scrapes held by a clock that stepped back
         self.clock_lines: list[str] = []  # the last cycle's words on held targets (writes._say_clock)
+        self._clock_held: list[tuple[str, float]] = []
+        self._clock_resumed: list[tuple[str, int]] = []
         self._load_state()
 
     # -------------------------------------------------------------- open / close

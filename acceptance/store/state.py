@@ -73,6 +73,8 @@ class _StoreState:
     _other_lives: dict[int, set[float | None]]
     _held_targets: dict[int, int]
     clock_lines: list[str]
+    _clock_held: list[tuple[str, float]]
+    _clock_resumed: list[tuple[str, int]]
     _chunk_cache: dict[_ChunkGroup, dict[_ChunkKey, _Chunk]]
     _dirty: dict[_DirtyKey, _Chunk]
     _closing: dict[_DirtyKey, _Chunk]

@@ -294,7 +294,9 @@ class _Writes(_Sealing):
         """
         results = list(results)
         self._refused: list[str] = []
-        self.clock_lines: list[str] = []  # a target held by a clock that stepped back, or resumed (_say_clock)
+        self.clock_lines: list[str] = []  # targets held by a clock that stepped back, or resumed (_say_clock)
+        self._clock_held: list[tuple[str, float]] = []
+        self._clock_resumed: list[tuple[str, int]] = []
         if not results:
             return []
         seen: set[str] = set()
@@ -328,6 +330,7 @@ class _Writes(_Sealing):
                 raise full from e
             raise
         self._engines.update(staged)
+        self.clock_lines = self._clock_words()
         if self.retention_s is not None:
             every = min(self.retention_s / 10.0, 3600.0)
             if self._last_retention is None or cycle - self._last_retention >= every:
@@ -399,20 +402,35 @@ class _Writes(_Sealing):
         """A target whose scrape came at or before its engines' last stored one (the clock
         stepped back: NTP, a VM resumed) is held — nothing of it stored, the next stored
         increase carries the interval, so no count is lost or added — and said once when it
-        starts and once when it ends (``clock_lines``), in words."""
+        starts and once when it ends (``clock_lines``, in words: _clock_words)."""
         if behind_s is not None:
             if tid not in self._held_targets:
                 self._held_targets[tid] = 0
-                where = f"{approximate_duration(behind_s)} behind" if behind_s >= 1 else "not past"
-                self.clock_lines.append(
-                    f"{target}: this machine's clock is {where} the target's last stored scrape (it stepped back): "
-                    f"its scrapes are held, not stored, until the clock passes it again; the next stored scrape's "
-                    f"increase carries the interval, so no count is lost")
+                self._clock_held.append((target, behind_s))
             self._held_targets[tid] += 1
         elif tid in self._held_targets:
-            held = self._held_targets.pop(tid)
-            self.clock_lines.append(f"{target}: the clock passed the last stored scrape again: storing resumed "
-                                    f"({held} scrape(s) held)")
+            self._clock_resumed.append((target, self._held_targets.pop(tid)))
+
+    def _clock_words(self) -> list[str]:
+        """This cycle's held and resumed targets in words: a line each for a few, one line for
+        many (a clock step holds a whole fleet at once: a thousand targets, one line)."""
+        lines = []
+        if self._clock_held:
+            behind = max(b for _, b in self._clock_held)
+            where = f"{approximate_duration(behind)} behind" if behind >= 1 else "not past"
+            who = (self._clock_held[0][0] + ":" if len(self._clock_held) == 1
+                   else f"{len(self._clock_held)} targets (first {self._clock_held[0][0]}):")
+            its = "its" if len(self._clock_held) == 1 else "their"
+            lines.append(f"{who} this machine's clock is {where} {its} last stored scrape (it stepped back): {its} "
+                         f"scrapes are held, not stored, until the clock passes it again; the next stored scrape's "
+                         f"increase carries the interval, so no count is lost")
+        if self._clock_resumed:
+            who = (self._clock_resumed[0][0] + ":" if len(self._clock_resumed) == 1
+                   else f"{len(self._clock_resumed)} targets (first {self._clock_resumed[0][0]}):")
+            held = sum(n for _, n in self._clock_resumed)
+            lines.append(f"{who} the clock passed the last stored scrape again: storing resumed ({held} scrape(s) "
+                         f"held)")
+        return lines
 
     def _engine_sample(self, eid: int, prev: _EngineState | None, snap: EngineSnapshot, t: float, cycle: float,
                        newest: list[tuple[object, ...]], events: list[tuple[object, ...]]) -> _EngineState | str:
@@ -450,25 +468,26 @@ class _Writes(_Sealing):
         layout_id = self._layout_id("spec", _spec_columns(gamma, dtpp is not None))
         inc = spec_increase(None if prev is None else SpecSample(prev.time, prev.gamma, prev.created, prev.value),
                             SpecSample(t, gamma, snap.created, value))
-        if inc.other_life:  # another engine behind the same URL: said once per life, never counted
-            told = self._other_lives.setdefault(eid, set())
-            if snap.created in told:
-                return _SpecSample(gamma, value, layout_id, None, None, False, inc.refused, quiet=True)
-            told.add(snap.created)
         in_a_row = self._refusals_running.pop(eid, 0)  # the engine's scrapes refused running
         refusals = in_a_row + 1 if inc.refused else 0
-        if inc.refused and refusals >= REBASE_AFTER:  # still set back: a new baseline, no increase
+        if inc.refused and refusals >= REBASE_AFTER:
+            # still set back, or another life alone answers (the one counted gone for good): a new
+            # baseline, no increase; lives that alternate never get here (the counted one resets it)
             event("rebaseline", f"taken as it is after {refusals} scrapes refused in a row ({inc.refused}); "
                                 f"what it did meanwhile is not counted")
             assert prev is not None  # only a sample seen before is refused (spec_increase)
-            return _SpecSample(gamma, value, layout_id, prev.seg_id, None, False)
-        for kind, detail in inc.events:
+            seg_id: int | None = prev.seg_id if gamma == prev.gamma else self._new_segment(eid, gamma, t)
+            return _SpecSample(gamma, value, layout_id, seg_id, None, False)
+        quiet = inc.other_life and snap.created in self._other_lives.setdefault(eid, set())
+        if inc.other_life:  # another engine behind the same URL: said once per life, never counted
+            self._other_lives[eid].add(snap.created)
+        for kind, detail in () if quiet else inc.events:
             event(kind, detail)
         if inc.refused:
             self._refusals_running[eid] = refusals
-            return _SpecSample(gamma, value, layout_id, None, None, False, inc.refused)
+            return _SpecSample(gamma, value, layout_id, None, None, False, inc.refused, quiet=quiet)
         if inc.new_segment:
-            seg_id: int | None = self._new_segment(eid, gamma, t)
+            seg_id = self._new_segment(eid, gamma, t)
         else:
             assert prev is not None  # a first sighting opens a segment (spec_increase)
             seg_id = prev.seg_id
