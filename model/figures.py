@@ -31,14 +31,19 @@ class ModelFigures:
     state_bytes_per_request: Figure  # recurrent (linear-attention) state per request, all layers
     context_tokens: Figure  # typical context length whose KV a decode step reads
     compute_precision: str  # which GPU FLOP/s figure applies
+    # an untied input embedding table: a decode step reads one row of it a token, not the table,
+    # and multiplies nothing by it (tied, the table is the lm_head's and read whole: 0 here);
+    # not in active_params, which holds the weights a step reads whole and multiplies by
+    input_embedding_params: Figure = Figure(0, "tied or not counted apart")
 
     @property
     def expert_params_all_layers(self) -> float:
-        """Params of one routed-expert slot summed over MoE layers: (total − active) / (E − k)."""
+        """Params of one routed-expert slot summed over MoE layers: (total − active − the
+        untied input embedding) / (E − k)."""
         e, k = self.experts.value, self.experts_per_token.value
         if e <= 0:
             return 0.0
-        return (self.total_params.value - self.active_params.value) / (e - k)
+        return (self.total_params.value - self.active_params.value - self.input_embedding_params.value) / (e - k)
 
     @property
     def non_expert_params(self) -> float:
@@ -85,7 +90,10 @@ MODELS: dict[str, ModelFigures] = {
     "llama-3.1-8b": ModelFigures(
         name="llama-3.1-8b",
         total_params=Figure(8.03e9, "Meta Llama-3.1-8B model card"),
-        active_params=Figure(8.03e9, "Meta Llama-3.1-8B model card (dense)"),
+        active_params=Figure(8.03e9 - 128256 * 4096, "Meta Llama-3.1-8B model card (dense), less its untied input "
+                                                     "embedding table"),
+        input_embedding_params=Figure(128256 * 4096, "Llama-3.1-8B config.json: vocab_size 128256 × hidden_size "
+                                                     "4096, tie_word_embeddings false (a step reads one row a token)"),
         experts=Figure(0, "dense model"),
         experts_per_token=Figure(0, "dense model"),
         bytes_per_weight=Figure(2.0, "assumed: BF16 weights"),

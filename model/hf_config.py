@@ -65,13 +65,18 @@ def model_figures_from_config(config: Mapping[str, object], *, name: str, source
     moe = read_moe(f) if any(p.kind == "routed" for p in parts) else None
     moe_layers = sum(1 for p in parts if p.kind == "routed")
     idle = (moe.experts - moe.top_k) * moe.expert_params * moe_layers if moe else 0
+    # untied: the input table is read one row a token (the lm_head, a part of its own, is read whole)
+    unread = sum(p.params for p in parts if p.kind == "embeddings") if any(p.kind == "lm_head" for p in parts) else 0
     total_source = _params_source(f, parts, notes, plan_note)
     weight_bytes, compute, scheme = bytes_per_weight(f, parts)
     kv_size, kv_note = cache_dtype(f, scheme)
     return ModelFigures(
         name=name,
         total_params=Figure(total, total_source),
-        active_params=Figure(total - idle, _active_source(f, moe, moe_layers, notes)),
+        active_params=Figure(total - idle - unread, _active_source(f, moe, moe_layers, notes, unread)),
+        input_embedding_params=Figure(unread, f"{f.where}: {notes['embeddings']}, tie_word_embeddings not true "
+                                              f"(a step reads one row a token)" if unread else f"{f.where}: tied "
+                                              f"(the lm_head's table, read whole)"),
         experts=Figure(moe.experts if moe else 0, _experts_source(f, moe, "experts")),
         experts_per_token=Figure(moe.top_k if moe else 0, _experts_source(f, moe, "top_k")),
         bytes_per_weight=weight_bytes,
@@ -117,11 +122,12 @@ def _params_source(f: Fields, parts: list[Part], notes: dict[str, str], plan_not
             + "; ".join(pieces + extras))
 
 
-def _active_source(f: Fields, moe: Moe | None, moe_layers: int, notes: dict[str, str]) -> str:
+def _active_source(f: Fields, moe: Moe | None, moe_layers: int, notes: dict[str, str], unread: int) -> str:
+    table = f" − the untied input embedding table ({_billions(unread)})" if unread else ""
     if moe is None:
-        return f"{f.where}: dense model, active = total"
+        return f"{f.where}: dense model, active = total{table}"
     return (f"{f.where}: total − ({moe.experts} − {moe.top_k}) idle routed experts × {_billions(moe.expert_params)} "
-            f"each [{notes['routed']}] × {moe_layers} MoE layers")
+            f"each [{notes['routed']}] × {moe_layers} MoE layers{table}")
 
 
 def _experts_source(f: Fields, moe: Moe | None, which: str) -> str:

@@ -301,6 +301,7 @@ class ModelFigures(TypedDict):
     kv_bytes_per_token: NumberFigure
     state_bytes_per_request: NumberFigure
     context_tokens: NumberFigure
+    input_embedding_params: NumberFigure
 
 
 class CostPoint(TypedDict):

@@ -197,9 +197,10 @@ def test_vllms_own_step_cost_is_read_exactly_and_the_config_json_agrees_with_it(
     roof_flops = np.mean([float(step_flops(at_context, b, 1)) for b in batches])
     assert check["read_bytes_ratio"] == pytest.approx(fed[1] / steps / roof_read, rel=1e-9)
     assert check["flops_ratio"] == pytest.approx(fed[0] / steps / roof_flops, rel=1e-9)
-    # vLLM reads no embedding table (a gather): 1.05 GB of the 16 GB of weights; attention
+    # neither reads the untied input embedding table whole (a gather of a row a token: 1.05 GB of
+    # the 16 GB of weights; the roofline counted it, 0.95x, until it left it out); attention
     # FLOPs at 2,048 tokens of context, which the roofline leaves out, are a few per cent
-    assert 0.90 < check["read_bytes_ratio"] < 0.97 and 0.97 < check["flops_ratio"] < 1.10
+    assert 0.98 < check["read_bytes_ratio"] < 1.02 and 0.97 < check["flops_ratio"] < 1.10
     assert check["disagree"] == [] and "within 15%" in check["summary"]
 
 
