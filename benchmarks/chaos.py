@@ -671,12 +671,17 @@ def clock_result(clock: ClockRun, served: dict[str, int], base: str, seen: float
     out["counts_expected"] = sum(t["drafts_expected"] for t in targets)
     out["samples_stored"] = sum(t["samples_stored"] for t in targets)
     # every page served is a stored sample, a held one, or the first sighting (a baseline)
-    out["samples_not_stored_nor_held"] = sum(t["served"] - 1 - t["held"] - t["samples_stored"] for t in targets)
+    out["samples_not_stored_nor_held"] = sum(t["served"] - 1 - t["samples_stored"] for t in targets) - out["held_total"]
+    # each step said once: the collector's own line (its wall clock against its monotonic one),
+    # and for a step back the held targets in one line (one a target for three or fewer), and
+    # storing resumed (a line per cycle in which targets resumed)
     back = [s for s in out["steps"] if s["step_s"] < 0]
-    out["back_steps_said_once_per_target"] = all(s["held_lines"] == len(CLOCK) and s["resumed_lines"] == len(CLOCK)
-                                                  for s in back)
-    out["forward_steps_said"] = sum(s["held_lines"] + s["resumed_lines"] + len(s["other_lines"])
-                                    for s in out["steps"] if s["step_s"] > 0)
+    forward = [s for s in out["steps"] if s["step_s"] > 0]
+    out["back_steps_said_once_per_target"] = all(
+        s["held_lines"] == (1 if len(CLOCK) > 3 else len(CLOCK)) and s["resumed_lines"] >= 1
+        and len(s["step_lines"]) == 1 for s in back)
+    out["forward_steps_said_once"] = all(len(s["step_lines"]) == 1 and not s["held_lines"] for s in forward)
+    out["forward_steps_said"] = sum(len(s["step_lines"]) for s in forward)
     return out
 
 
@@ -720,9 +725,13 @@ def all_held(result: dict) -> bool:
     clock, lives, ro, bent = (result["clock_steps"], result["other_lives"], result["read_only_store"],
                               result["bent_prometheus"])
     clock_ok = not clock.get("run", True) or (clock["exit"] == 0 and clock["counts_lost"] == 0
-                                              and clock["counts_added"] == 0 and clock["back_steps_said_once_per_target"])
+                                              and clock["counts_added"] == 0 and clock["back_steps_said_once_per_target"]
+                                              and clock["forward_steps_said_once"])
+    gone = lives["first_engine_left"]
     lives_ok = (lives["lines_per_url_and_life_max"] <= 1 and not any(lives["restarts_stored"].values())
-                and lives["first_engine_left"]["first_engine_stored"] == lives["first_engine_left"]["first_engine_expected"])
+                and gone["first_engine_stored"] == gone["first_engine_expected"]
+                # the engine that stays is counted from its rebaseline on: never more than it did
+                and 0 < gone["remaining_engine_stored"] <= gone["remaining_engine_increase"])
     ro_ok = not ro.get("run", True) or ro["held"]
     bent_ok = not bent.get("run", True) or all(bent[m]["held"] for m in BENT_MODES)
     return clock_ok and lives_ok and ro_ok and bent_ok
@@ -762,7 +771,7 @@ def report(result: dict) -> None:
               f"{_n(clock['counts_added'])} of {_n(clock['counts_expected'])} (samples {clock['samples_stored']})")
         for step in clock["steps"]:
             print(f"    {step['step_s']:+d} s: {step['held_lines']} held, {step['resumed_lines']} resumed lines;",
-                  step["example"] or "nothing said", step["other_lines"] or "")
+                  step.get("step_lines") or "no step line", step["example"] or "", step["other_lines"] or "")
     else:
         print(f"{'clock steps':<36}{clock['why']}")
     ro = result["read_only_store"]

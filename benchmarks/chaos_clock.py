@@ -29,8 +29,10 @@ LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 # 5 min, back 5 min; the clock ends where it began (the machine's own)
 STEPS = [(8.0, -30), (46.0, 30), (54.0, 300), (62.0, -300)]
 DURATION_S = 390.0  # the last back step holds the targets about 5 min, then some cycles stored again
-HELD = re.compile(r"^(\S+): this machine's clock is .* the target's last stored scrape \(it stepped back\)")
-RESUMED = re.compile(r"^(\S+): the clock passed the last stored scrape again: storing resumed \((\d+) scrape")
+# one target ("URL: ...") or many at once ("N targets (first URL): ...")
+HELD = re.compile(r"^(.+?): this machine's clock is .* (?:its|their) last stored scrape \(it stepped back\)")
+RESUMED = re.compile(r"^(.+?): the clock passed the last stored scrape again: storing resumed \((\d+) scrape")
+STEPPED = re.compile(r"^this machine's clock stepped (forward|back) ")
 
 
 def libfaketime() -> tuple[Path | None, str]:
@@ -131,14 +133,11 @@ class ClockRun:
             steps.append({"step_s": STEPS[k][1], "at_s": round(self.lines[i][0], 1),
                           "held_lines": sum(bool(HELD.match(s)) for s in said),
                           "resumed_lines": sum(bool(RESUMED.match(s)) for s in said),
+                          "step_lines": [s for s in said if STEPPED.match(s)],
                           "other_lines": [s for s in said if not HELD.match(s) and not RESUMED.match(s)
-                                          and not s.startswith("collected ")][:5],
+                                          and not STEPPED.match(s) and not s.startswith("collected ")][:5],
                           "example": next((s for s in said if HELD.match(s) or RESUMED.match(s)), None)})
-        held = {}
-        for _, line in self.lines:
-            m = RESUMED.match(line)
-            if m:
-                held[m.group(1)] = held.get(m.group(1), 0) + int(m.group(2))
+        held_total = sum(int(m.group(2)) for _, line in self.lines if (m := RESUMED.match(line)))
         targets = {}
         with Store.open(self.db) as store:
             for url in self.targets:
@@ -148,8 +147,8 @@ class ClockRun:
                 spec, _ = store.read_intervals([eid for eid, _ in store.engines_of([url])], 0.0, time.time() + 3600)
                 expected = per_page * (served.get(path, 0) - 1)  # its first page: the baseline
                 targets[path] = {"served": served.get(path, 0), "samples_stored": sum(len(e.end) for e in spec),
-                                 "held": held.get(url, 0), "drafts_stored": drafts, "drafts_expected": expected,
+                                 "drafts_stored": drafts, "drafts_expected": expected,
                                  "restarts_or_refusals": [e.kind for e in window.events]}
         collected = next((line for _, line in reversed(self.lines) if line.startswith("collected ")), "")
         return {"steps": steps, "exit": self.exit, "closing_exit": self.closing_exit, "duration_s": DURATION_S,
-                "collector_said_at_exit": collected[:200], "targets": targets}
+                "collector_said_at_exit": collected[:200], "targets": targets, "held_total": held_total}

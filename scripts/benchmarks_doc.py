@@ -145,12 +145,13 @@ def _chaos_new_fault_rows(d: dict) -> list[list[str]]:
         rows.append(["clock steps of the collector (libfaketime)",
                      f"{steps} while it collected {len(clock['targets'])} healthy targets: exit {clock['exit']} at "
                      f"the end of its {clock['duration_s']:g} s; samples stored {clock['samples_stored']}, "
-                     f"{sum(t['held'] for t in clock['targets'].values())} scrapes held while its clock was behind, "
+                     f"{clock['held_total']} scrapes held while its clock was behind, "
                      f"{clock['samples_not_stored_nor_held']} neither; counts lost {_num(clock['counts_lost'])}, "
                      f"added {_num(clock['counts_added'])} of {_num(clock['counts_expected'])}; said: "
-                     + "; ".join(f"{s['step_s']:+d} s in {s['held_lines']} held and {s['resumed_lines']} resumed "
-                                 f"lines" for s in back)
-                     + f" (one each per target); the forward steps in {clock['forward_steps_said']} lines"])
+                     + "; ".join(f"{s['step_s']:+d} s in {len(s.get('step_lines', []))} step line, "
+                                 f"{s['held_lines']} held and {s['resumed_lines']} resumed lines" for s in back)
+                     + f" (the held targets in one line); the forward steps in {clock['forward_steps_said']} lines, "
+                       f"one each"])
     lives = d.get("other_lives")
     if lives is not None:
         gone = lives["first_engine_left"]
@@ -161,7 +162,8 @@ def _chaos_new_fault_rows(d: dict) -> list[list[str]]:
         rows.append(["a load-balanced URL's first engine gone for good",
                      f"its drafts stored {_num(gone['first_engine_stored'])} of {_num(gone['first_engine_expected'])}; "
                      f"the remaining engine's {_num(gone['remaining_engine_stored'])} of "
-                     f"{_num(gone['remaining_engine_increase'])}"])
+                     f"{_num(gone['remaining_engine_increase'])} (counted from its rebaseline, three refused scrapes "
+                     f"after the first engine left: never more than it did)"])
     ro = d.get("read_only_store")
     if ro is not None and not ro.get("run", True):
         rows.append(["read-only store", ro["why"]])
@@ -190,7 +192,8 @@ def _chaos_new_fault_lines(d: dict) -> list[str]:
     out = []
     clock = d.get("clock_steps") or {}
     for step in clock.get("steps", []):
-        out.append(f"- clock {step['step_s']:+d} s: " + (f"`{step['example']}`" if step["example"] else "nothing said"))
+        said = [*step.get("step_lines", []), *([step["example"]] if step["example"] else [])]
+        out.append(f"- clock {step['step_s']:+d} s: " + ("; ".join(f"`{line}`" for line in said) or "nothing said"))
     ro = d.get("read_only_store") or {}
     out += [f"- read-only store, {name}: `{w['said']}`" for name, w in ro.get("writers", {}).items()]
     bent = d.get("bent_prometheus") or {}
