@@ -96,7 +96,7 @@ def test_without_a_temperature_the_two_populations_are_inferred(fixture):
 @pytest.mark.parametrize("shape", ["normal", "uniform", "lognormal", "exponential", "beta"])
 @pytest.mark.parametrize("n", [40, 48, 100])
 def test_unimodal_samples_stay_below_the_separation_threshold(shape, n):
-    """The threshold's calibration (MODEL.md, Greedy and sampled requests): cut by the same
+    """The threshold's calibration (docs/MODEL.md, Greedy and sampled requests): cut by the same
     2-means rule, 99% of 400 draws of a unimodal shape stay below 4.8, and at most 1% reach it."""
     rng = np.random.default_rng(n)
     draw = {"normal": lambda: rng.normal(size=n), "uniform": lambda: rng.uniform(size=n),
