@@ -74,6 +74,7 @@ class IngestedWindow(SegmentRules):
     request_itl_s: np.ndarray | None = None
     request_decode_tokens: np.ndarray | None = None
     request_prompt_tokens: np.ndarray | None = None  # usage.prompt_tokens per row, NaN where not reported
+    request_temperatures: np.ndarray | None = None  # the gateway line's temperature per row, NaN where not given
     notes: list[str] = field(default_factory=list)  # how the window was read (a per-request batch mix)
     # (rows, oldest, newest time) of the route's stored rows when the window holds none of them
     stored_span: tuple[int, float, float] | None = None
@@ -230,10 +231,11 @@ def _request_window(store: Store, route: str, source: str, start: float, end: fl
     drafted steps."""
     segments.sort(key=lambda s: s.end)
     window = IngestedWindow(source=source, start=start, end=end, segments=segments)
-    itl_mean = undrafted = sequences = request_itl = request_decode = request_prompt = None
+    itl_mean = undrafted = sequences = request_itl = request_decode = request_prompt = temperatures = None
     newest = window.newest_segment
     if newest is not None:
         request_itl, request_decode, request_prompt = store.ingested_request_timing(route, source, newest.gamma, start, end)
+        temperatures = store.ingested_request_temperatures(route, source, newest.gamma, start, end)
         itl_sum, tokens = store.ingested_itl(route, source, newest.gamma, start, end)
         itl_mean = itl_sum / tokens if tokens > 0 else None
         decode = store.ingested_decode_tokens(route, source, newest.gamma, start, end)
@@ -241,7 +243,7 @@ def _request_window(store: Store, route: str, source: str, start: float, end: fl
         steps = store.ingested_step_sequences(route, source, newest.gamma, start, end)
         sequences = None if steps is None else [StepSequence(newest.gamma, d, a) for d, a in steps]
     return replace(window, step_sequences=sequences, request_itl_s=request_itl, request_decode_tokens=request_decode,
-                   request_prompt_tokens=request_prompt,
+                   request_prompt_tokens=request_prompt, request_temperatures=temperatures,
                    step_shape=StepShapeWindow(batch_time_shares={}, iteration_tokens={}, itl_per_token_s=itl_mean,
                                               samples=0, undrafted_token_share=undrafted))
 

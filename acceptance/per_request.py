@@ -24,9 +24,11 @@ How a gateway should write the lines (one JSON object per response, one per line
                               "num_spec_steps": 55, "num_accepted_draft_tokens": 138,
                               "num_draft_tokens": 164, ...}}
 
-i.e. the response's ``metrics`` object plus ``"route"`` (overrides the default route) and
+i.e. the response's ``metrics`` object plus ``"route"`` (overrides the default route),
 ``"time"`` (epoch seconds the response finished; else the response's ``created``, else the
-caller's default time). Whole responses (``{"id": ..., "metrics": {...}}``), SSE lines
+caller's default time) and, optionally, ``"temperature"`` (the request's sampling temperature,
+which the response does not echo: the gateway knows it; a number ≥ 0, null or absent when not
+known: acceptance.request_sampling splits greedy from sampled requests by it). Whole responses (``{"id": ..., "metrics": {...}}``), SSE lines
 (``data: {...}``) and the bare ``speculative_decoding`` object are read too.
 
 Semantics (vllm/v1/metrics/stats.py ``RequestSpecDecodeMetrics``, fed by the scheduler once
@@ -81,7 +83,8 @@ class RequestRecord:
     None when the server does not report them; decode_tokens: output tokens − 1, the tokens
     its decode steps emitted (``_decode_tokens``), None when the line does not say;
     prompt_tokens: the response's ``usage.prompt_tokens`` (the context its first decode step
-    reads), None when the line does not say.
+    reads), None when the line does not say; temperature: the request's sampling temperature as
+    the gateway's line gives it, None when it does not.
     """
 
     route: str
@@ -93,6 +96,7 @@ class RequestRecord:
     request_id: str | None = None
     decode_tokens: int | None = None
     prompt_tokens: int | None = None
+    temperature: float | None = None
     # (per_step_drafted, per_step_accepted) in step order (``detailed`` only): acceptance.step_replay
     steps: tuple[tuple[int, ...], tuple[int, ...]] | None = None
     # "<hash of the line's text>#<how many identical lines came before it>": the key of a
@@ -130,6 +134,7 @@ SKIP_NO_SPEC = "no speculative_decoding"
 SKIP_NO_ROUTE = "no route"
 SKIP_BAD_ROUTE = "bad route"
 SKIP_BAD_TIME = "bad time"
+SKIP_BAD_TEMPERATURE = "bad temperature"
 SKIP_INCONSISTENT = "inconsistent counts"
 SKIP_TOO_LONG = "line over 16 MiB"
 
@@ -324,6 +329,18 @@ def _prompt_tokens(obj: dict[str, object]) -> int | None:
     return tokens if _is_count(tokens) else None
 
 
+def _temperature(obj: dict[str, object]) -> float | None:
+    """The line's ``temperature``: None when absent or null (not known); a finite number ≥ 0
+    (vLLM refuses a negative one) else _Skip: a gateway that writes anything else wrote
+    something other than the request's temperature."""
+    if obj.get("temperature") is None:
+        return None
+    value = _optional_float(obj["temperature"])
+    if value is None or value < 0.0:
+        raise _Skip(SKIP_BAD_TEMPERATURE)
+    return value
+
+
 def _record(obj: dict[str, object], default_route: str | None, default_time: float) -> RequestRecord:
     spec, metrics = _locate(obj)
     counts = _spec_counts(spec)
@@ -362,6 +379,7 @@ def _record(obj: dict[str, object], default_route: str | None, default_time: flo
         request_id=request_id if isinstance(request_id, str) else None,
         decode_tokens=_decode_tokens(obj, timing, counts),
         prompt_tokens=_prompt_tokens(obj),
+        temperature=_temperature(obj),
         steps=_step_lists(spec),
         time_source=source,
     )

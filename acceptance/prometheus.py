@@ -159,7 +159,7 @@ class PrometheusWindow(SegmentRules):
         """Blocks of increase() are not requests: no per-request timing."""
         return None
 
-    request_decode_tokens = request_prompt_tokens = request_itl_s
+    request_decode_tokens = request_prompt_tokens = request_temperatures = request_itl_s
 
     @property
     def totals(self) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -34,7 +34,7 @@ from .estimates import AcceptanceEstimate, Drift, detect_drift, estimate_accepta
 from .plugin_series import PluginTotals, batch_bucket
 from .engine_cost import step_cost
 from .observed_rate import RateSpread, block_rate_spread, request_rate_spread
-from .request_context import BandRows, RequestContext, histogram_context, route_context
+from .request_context import RequestContext, histogram_context, route_context
 from .step_times import StepTimeEvidence, window_step_times
 from .segment_measures import RouteTraffic, SegmentMix, route_traffic, segment_itl_mean_s, segment_mix
 
@@ -70,14 +70,17 @@ class RequestRows:
     itl_s: np.ndarray  # (n,) vLLM's mean_itl_ms / 1000: seconds per output token; NaN where not reported
     decode_tokens: np.ndarray  # (n,) output tokens − 1; NaN where not known
     prompt_tokens: np.ndarray | None = None  # (n,) usage.prompt_tokens; NaN where not known (None: all)
+    temperature: np.ndarray | None = None  # (n,) the gateway line's temperature; NaN where not given (None: all)
 
     def __post_init__(self) -> None:
-        if self.prompt_tokens is None:
-            object.__setattr__(self, "prompt_tokens", np.full(len(self.counts), np.nan))
+        for name in ("prompt_tokens", "temperature"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, np.full(len(self.counts), np.nan))
 
     def subset(self, keep: np.ndarray) -> "RequestRows":
-        assert self.prompt_tokens is not None  # __post_init__ fills it in
-        return RequestRows(self.counts[keep], self.itl_s[keep], self.decode_tokens[keep], self.prompt_tokens[keep])
+        assert self.prompt_tokens is not None and self.temperature is not None  # __post_init__ fills them in
+        return RequestRows(self.counts[keep], self.itl_s[keep], self.decode_tokens[keep], self.prompt_tokens[keep],
+                           self.temperature[keep])
 
 
 @dataclass(frozen=True)
@@ -220,10 +223,12 @@ def window_request_rows(window: Window | None, intervals: IntervalCounts) -> Req
     decode = window.request_decode_tokens if window is not None else None
     if window is None or itl is None or decode is None or len(itl) != len(intervals) or len(decode) != len(intervals):
         return None
-    prompt = window.request_prompt_tokens
+    prompt, temperature = window.request_prompt_tokens, window.request_temperatures
     return RequestRows(np.asarray(intervals.counts, dtype=float), np.asarray(itl, dtype=float),
                        np.asarray(decode, dtype=float),
-                       None if prompt is None or len(prompt) != len(intervals) else np.asarray(prompt, dtype=float))
+                       None if prompt is None or len(prompt) != len(intervals) else np.asarray(prompt, dtype=float),
+                       None if temperature is None or len(temperature) != len(intervals)
+                       else np.asarray(temperature, dtype=float))
 
 
 def window_plugin(window: Window, gamma: int) -> PluginTotals | None:
@@ -353,13 +358,26 @@ def time_share_resamples(time_shares: dict[int, float], effective_samples: float
     return sizes, drawn
 
 
-def band_estimate(route: "RouteEstimate", band: BandRows, *, level: float, n_resamples: int,
-                  seed: int) -> RouteEstimate:
-    """The route's estimate (acceptance.route_estimate.RouteEstimate) over one band's requests:
-    acceptance from their counts alone (one request a block), their observed rate and
-    undrafted share; the batch mix and draft reach stay the route's (the band's requests ran in
-    the route's batches); no drift of its own, and no probe (model.context_bands prices none)."""
-    assert route.requests is not None  # bands are of a per-request route's requests (request_context.band_rows)
+class RowsOf(Protocol):
+    """A part of a per-request route's rows: a context band (acceptance.request_context.BandRows)
+    or a sampling population (acceptance.request_sampling.Population)."""
+
+    @property
+    def rows(self) -> np.ndarray: ...
+
+
+def band_estimate(route: "RouteEstimate", band: RowsOf, *, level: float, n_resamples: int,
+                  seed: int, rate_over_plain_decode: bool = False) -> RouteEstimate:
+    """The route's estimate (acceptance.route_estimate.RouteEstimate) over one part of its
+    requests (a context band, a sampling population): acceptance from their counts alone (one
+    request a block), their observed rate and undrafted share; the batch mix and draft reach
+    stay the route's (the part's requests ran in the route's batches); no drift of its own, and
+    no probe (model.context_bands and model.sampling_split price none).
+    ``rate_over_plain_decode``: the part's observed rate keeps its resamples, so that the user's
+    plain decode measures it (model.deployed_speedup) — true of a sampling population (a plain
+    decode step costs the same at any temperature), not of a context band (the plain decode was
+    measured at the route's context, not the band's)."""
+    assert route.requests is not None  # parts are of a per-request route's requests
     rows = route.requests.subset(band.rows)
     n = len(band.rows)
     counts = IntervalCounts(route.gamma, np.arange(n, dtype=float), np.arange(1, n + 1, dtype=float), rows.counts)
@@ -370,10 +388,10 @@ def band_estimate(route: "RouteEstimate", band: BandRows, *, level: float, n_res
     nu = (undrafted_token_share(float(decode.sum()), float(rows.counts[:, 0].sum()), float(rows.counts[:, 2].sum()))
           if np.isfinite(decode).all() else None)
     sequences = None if route.step_sequences is None else [route.step_sequences[i] for i in band.rows]
-    # no observed_rate_spread: the user's plain decode is the route's, not at the band's context, so
-    # the band's rate over it measures nothing (model.deployed_speedup)
+    spread = (request_rate_spread(rows.itl_s, rows.decode_tokens, level=level, n_resamples=n_resamples, seed=seed)
+              if rate_over_plain_decode and rate else None)
     return replace(route, estimate=estimate, drift=None, recent_start=None, traffic=None, requests=rows, step_sequences=sequences,
-                   observed_tokens_per_second=rate, observed_rate_spread=None,
+                   observed_tokens_per_second=rate, observed_rate_spread=spread,
                    observed_latency_source=PER_REQUEST_LATENCY if rate else None,
                    undrafted_token_share=nu, plugin=None, segment_mix=None, context=None,
                    engine_cost=None)

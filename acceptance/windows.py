@@ -203,6 +203,10 @@ class Window(Protocol):
     def request_prompt_tokens(self) -> np.ndarray | None:
         """Per row of the newest segment, the request's prompt tokens (per-request rows only)."""
 
+    @property
+    def request_temperatures(self) -> np.ndarray | None:
+        """Per row of the newest segment, the request's sampling temperature (per-request rows only)."""
+
 
 def current_segments(segments: list[GammaSegment], *, whole_last_span: bool = False) -> list[GammaSegment]:
     """The segments still running at the window's end: those overlapping the last block of
@@ -274,7 +278,7 @@ class RouteWindow(SegmentRules):
         """Scrape intervals are not requests: no per-request timing."""
         return None
 
-    request_decode_tokens = request_prompt_tokens = request_itl_s
+    request_decode_tokens = request_prompt_tokens = request_temperatures = request_itl_s
 
 
 def _plan(start: float, end: float, raw_from: float | None = None

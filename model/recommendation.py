@@ -13,6 +13,7 @@ from acceptance.json_safe import JsonValue, json_safe
 
 from .anchor import Anchor
 from .context_bands import ContextView
+from .sampling_split import SamplingView
 from .decision import Decision, Gain
 from .deployed_speedup import DeployedSpeedup
 from .extrapolate import TAIL_MODELS
@@ -79,6 +80,9 @@ class Recommendation:
     objective_axis: str = ""  # what the objective optimises, in words (model.percentile_objective.axis_text)
     # a per-request route's γ by context length (model.context_bands; set by model.route)
     context: ContextView | None = None
+    # a per-request route's greedy and sampled requests priced apart, or a mix a route's curve
+    # suggests (model.sampling_split; set by model.route)
+    sampling: SamplingView | None = None
     # a deploy or probe line written without the method's own keys (speculative_keys not given)
     speculative_keys_unknown: UnknownMethodKeys | None = None
 
@@ -178,4 +182,5 @@ class Recommendation:
                                           else self.deployed_speedup_measured.to_dict()),
             "figures_needed": [f.to_dict() for f in self.figures_needed],
             "context": None if self.context is None else self.context.to_dict(),
+            "sampling": None if self.sampling is None else self.sampling.to_dict(),
         })

@@ -30,6 +30,7 @@ from acceptance.route_estimate import LOGGED_LOAD, RouteEstimate, survival_by_ba
 from acceptance.step_replay import StepSequence
 
 from .context_bands import context_view, with_context
+from .sampling_split import sampling_view
 from .engine_cost_check import with_engine_cost
 from .deployment import Deployment
 from .probe import RunningProbe
@@ -60,14 +61,16 @@ class RouteRecommendation:
 
 def recommend_route(route: RouteEstimate, deployment: Deployment, *, probe: ProbeEvidence = NO_PROBE,
                     batch_time_shares: dict[int, float] | None, level: float = 0.9, seed: int = 0,
-                    measure_speedup: bool = True, by_context: bool = True) -> RouteRecommendation:
+                    measure_speedup: bool = True, by_parts: bool = True) -> RouteRecommendation:
     """The recommendation for ``route`` under ``deployment``; ``probe``: what the route's window
     holds for a probe (none: a curve priced alone, or a context band); ``batch_time_shares``: the u_B to
     price (the route's own, ``route.batch_time_shares``, or a what-if's; None: batch 1);
     ``measure_speedup``: a probe's measured specialized speedup replaces the deployment's
     (False: a what-if that sets the figure itself prices it). A route whose requests say their
-    context is priced at it (unless context_tokens is set) and, with ``by_context``, band by
-    band (model.context_bands)."""
+    context is priced at it (unless context_tokens is set) and, with ``by_parts``, band by band
+    (model.context_bands) and its greedy and sampled requests apart, or for a route without
+    per-request rows what its curve suggests of a mix (model.sampling_split); a part itself is
+    priced without (False)."""
     estimate, gamma = route.estimate, route.gamma
     if route.context is not None:
         deployment = with_context(deployment, route.context.tokens)
@@ -109,15 +112,19 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, probe: Prob
         measured_gammas=() if route.step_times is None else tuple(s.gamma for s in route.step_times.segments),
     ), deployment)
     rec = replace(rec, specialized_speedup_measured=measured)
-    if by_context and (route.requests is not None or route.context is not None):
-        def price(band: RouteEstimate, band_deployment: Deployment) -> Recommendation:
-            return recommend_route(band, band_deployment, batch_time_shares=batch_time_shares, level=level, seed=seed,
-                                   measure_speedup=False, by_context=False).recommendation
+    def price(part: RouteEstimate, part_deployment: Deployment) -> Recommendation:
+        """A part of the route's requests (a context band, a sampling population) priced as the route is."""
+        return recommend_route(part, part_deployment, batch_time_shares=batch_time_shares, level=level, seed=seed,
+                               measure_speedup=False, by_parts=False).recommendation
 
-        resamples = len(estimate.survival_resamples) if estimate.has_interval else 1000
+    resamples = len(estimate.survival_resamples) if estimate.has_interval else 1000
+    if by_parts and (route.requests is not None or route.context is not None):
         rec = replace(rec, context=context_view(route, deployment, rec.gamma_to_deploy, price,
                                                 what_if=bool(rec.figures_needed), level=level, n_resamples=resamples,
                                                 seed=seed))
+    if by_parts:
+        rec = replace(rec, sampling=sampling_view(route, deployment, price, level=level, n_resamples=resamples,
+                                                  seed=seed))
     return RouteRecommendation(rec, batch_mix, by_batch)
 
 

@@ -282,7 +282,8 @@ def _per_request_rows(args):
         itl = rec.mean_itl_ms / 1000.0 if rec.mean_itl_ms else None
         per_route.setdefault(rec.route, []).append(
             IngestedRow(rec.time, rec.counts, rec.request_id or rec.line_key, mean_itl_s=itl,
-                        decode_tokens=rec.decode_tokens, prompt_tokens=rec.prompt_tokens, steps=rec.steps))
+                        decode_tokens=rec.decode_tokens, prompt_tokens=rec.prompt_tokens, temperature=rec.temperature,
+                        steps=rec.steps))
     stamped = Counter(rec.time_source for rec in parsed.records)
     return per_route, "per-request", args.per_request, parsed.skipped, parsed.lines, stamped
 

@@ -499,6 +499,78 @@ class Context(TypedDict):
     why_no_bands: str | None
 
 
+class SamplingPopulation(TypedDict):
+    """One population of a route's requests priced and decided apart (model.sampling_split)."""
+
+    kind: Literal["greedy", "sampled", "high_acceptance", "low_acceptance"]
+    requests: int
+    temperature_from: float | None
+    temperature_to: float | None
+    context_tokens: float | None
+    mean_acceptance_length: float
+    mean_acceptance_length_interval: Interval
+    undrafted_token_share: float | None
+    tokens_per_step: float
+    observed_tokens_per_second: float | None
+    decision: DecisionKind
+    decision_basis: Literal["measured", "model"]
+    recommended_gamma: int
+    gamma_to_deploy: int
+    gain: Gain | None
+    speedup_at_gamma: float
+    speedup_at_gamma_interval: Interval
+    speedup_measured: bool
+    rests_on_defaults: bool
+
+
+class SamplingSplitAdvice(TypedDict):
+    """The populations run apart, or why not."""
+
+    advised: bool
+    gammas: dict[str, int]
+    why_not: Literal["same_gamma", "undecided", "inferred"] | None
+
+
+class SamplingInference(TypedDict):
+    """The bimodality test of populations inferred from the requests' own acceptance."""
+
+    statistic: Literal["tokens_per_step", "acceptance_length"]
+    requests: int
+    separation: float | None
+    threshold: float
+    cut: float | None
+    low_mean: float | None
+    high_mean: float | None
+    bimodal: bool
+
+
+class SamplingMix(TypedDict):
+    """What a route's survival curve suggests of a mix (acceptance.acceptance_mix)."""
+
+    first_position: float
+    deeper_conditional: float
+    share_accepting_nothing: float
+    threshold: float
+    mean_acceptance_length: float
+    undrafted_token_share: float | None
+
+
+class Sampling(TypedDict):
+    """Greedy and sampled requests priced apart (model.sampling_split.SamplingView)."""
+
+    gamma: int
+    basis: Literal["temperature", "inferred"] | None
+    requests: int
+    requests_with_temperature: int
+    greedy_requests: int
+    sampled_requests: int
+    populations: list[SamplingPopulation]
+    split: SamplingSplitAdvice | None
+    inference: SamplingInference | None
+    why_no_split: Literal["one_kind", "too_few", "not_bimodal"] | None
+    mix_suggested: SamplingMix | None
+
+
 class SharedDeploymentName(TypedDict):
     """The deployment a route shares, and its routes."""
 
@@ -545,6 +617,7 @@ class TuneGamma(TypedDict):
     deployed_speedup_measured: DeployedSpeedup | None
     figures_needed: list[FigureNeeded]
     context: Context | None
+    sampling: Sampling | None
     shared_deployment: SharedDeploymentName | None
 
 

@@ -21,6 +21,7 @@ from acceptance.json_safe import json_safe
 from acceptance.plugin_series import batch_bucket
 from model.deployment import DECISION_CERTAINTY
 
+from .sampling_words import sampling_lines
 from .json_documents import DeploymentDocument, Event, Observed, ProbeSegment, TargetStatus, TuneGamma
 
 # of every JSON document the views print (tune-gamma, inspect, ...); 2: decision "probe" and
@@ -456,6 +457,7 @@ def _decision_lines(doc: Mapping[str, Any]) -> list[str]:
     lines += [f"note: {note}" for note in obs.get("notes") or []]
     lines += _load_lines(doc.get("load"))
     lines += _context_lines(doc.get("context"))
+    lines += sampling_lines(doc.get("sampling"))
     if doc.get("schedule"):
         ranges = ", ".join(f"batch {lo}-{hi}: gamma {g}" for lo, hi, g in doc["schedule"])
         deployed = "num_speculative_tokens_per_batch_size" in (doc["vllm"]["speculative_config"] or {})

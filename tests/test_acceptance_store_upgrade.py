@@ -54,7 +54,8 @@ def test_a_version_6_store_reads_the_same_windows_after_migrating_in_place(versi
         open_hours = store.conn.execute("SELECT DISTINCT CAST(chunk / 3600 AS INTEGER) FROM interval_chunks "
                                         "WHERE sealed = 0").fetchall()
         assert open_hours == [(int(EXPECTED["t_end"] // 3600),)]
-        assert store.conn.execute("SELECT route, key, prompt_tokens FROM ingested").fetchall() == [("r", "000|a", None)]
+        assert store.conn.execute("SELECT route, key, prompt_tokens, temperature FROM ingested").fetchall() == [
+            ("r", "000|a", None, None)]
     assert version_6_store.stat().st_size < before / 2  # the history went, the rest is compressed (VACUUM)
 
 

@@ -246,6 +246,7 @@ def test_an_older_store_s_secrets_are_rewritten_and_leave_the_file(tmp_path):
     conn.execute("UPDATE events SET detail = ?", (f"{url}: connection refused",))
     conn.execute("UPDATE failures SET error = ?", (f"{url}: connection refused",))
     conn.execute("UPDATE targets SET last_error = ?", (f"{url}: connection refused",))
+    conn.execute("ALTER TABLE ingested DROP COLUMN temperature")  # a version-11 column
     conn.execute("UPDATE meta SET value = '9' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()

@@ -613,7 +613,7 @@ def test_each_check_catches_a_doc_that_lost_something(text, docs, tmp_path, inli
     assert unknown_options(text.replace("[--seed N] [--speed X]", "[--seed N] [--speed X] [--sped X]", 1)) == ["--sped"]
     assert unknown_options("`real_vllm.py traffic --prompt-repeat 2 --prompt-repat 2`") == ["--prompt-repat"]
     assert "drafts_factor_to_settle" in missing_json_keys(drop_lines(text, "`drafts_factor_to_settle`"), inline_doc)
-    assert "observed.undrafted_token_share" in missing_json_keys(drop_lines(text, "`undrafted_token_share`"),
+    assert "observed.undrafted_token_share" in missing_json_keys(drop_lines(text, "undrafted_token_share"),
                                                                  inline_doc)
     assert "candidates[].expected_tokens" in missing_json_keys(text.replace('"expected_tokens"', '"x"'), inline_doc)
     extra_row = text.replace("| `gain` |", "| `gains` | x |\n| `gain` |", 1)

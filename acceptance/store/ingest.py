@@ -44,13 +44,13 @@ class _Ingested(_StoreState):
                 load = row.load
                 cur = c.execute(
                     "INSERT OR IGNORE INTO ingested (route, source, time, gamma, counts, draft_per_pos, estimated, key,"
-                    " mean_itl_s, decode_tokens, steps, running, interval_s, generation_tokens, stream, prompt_tokens)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " mean_itl_s, decode_tokens, steps, running, interval_s, generation_tokens, stream, prompt_tokens,"
+                    " temperature) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (route, source, float(row.time), counts.gamma, _pack(np.asarray(counts.as_vector(), float)),
                      None if per_pos is None else _pack(np.asarray(per_pos, float)), int(row.estimated), row.key,
                      row.mean_itl_s, row.decode_tokens,
                      None if row.steps is None else np.asarray(row.steps, dtype="<i4").tobytes(),
-                     *_load_columns(load), row.prompt_tokens))
+                     *_load_columns(load), row.prompt_tokens, row.temperature))
                 if cur.rowcount:
                     added += 1
                     continue
@@ -58,6 +58,9 @@ class _Ingested(_StoreState):
                 if row.prompt_tokens is not None:  # stored by a specdec that kept no prompt tokens
                     c.execute("UPDATE ingested SET prompt_tokens = ? WHERE route = ? AND source = ? AND key = ?"
                               " AND prompt_tokens IS NULL", (row.prompt_tokens, route, source, row.key))
+                if row.temperature is not None:  # stored by a specdec that kept no temperature, or a line without
+                    c.execute("UPDATE ingested SET temperature = ? WHERE route = ? AND source = ? AND key = ?"
+                              " AND temperature IS NULL", (row.temperature, route, source, row.key))
                 if load is not None:  # stored by a specdec that kept no load: this reading fills it in
                     c.execute("UPDATE ingested SET running = ?, interval_s = ?, generation_tokens = ?, stream = ?"
                               " WHERE route = ? AND source = ? AND key = ? AND running IS NULL",
@@ -188,6 +191,15 @@ class _Ingested(_StoreState):
             (route, source, int(gamma), float(start), float(end))).fetchall()
         columns = np.array(rows, dtype=float).reshape(len(rows), 3)  # NULL → NaN
         return columns[:, 0].copy(), columns[:, 1].copy(), columns[:, 2].copy()
+
+    def ingested_request_temperatures(self, route: str, source: str, gamma: int, start: float, end: float
+                                      ) -> np.ndarray:
+        """Each row's sampling temperature, of γ with time in (start, end], in the rows' order
+        (ingested_intervals); NaN where its line gave none."""
+        rows = self.conn.execute(
+            "SELECT temperature FROM ingested WHERE route = ? AND source = ? AND gamma = ? AND time > ? AND time <= ?"
+            " ORDER BY time, id", (route, source, int(gamma), float(start), float(end))).fetchall()
+        return np.array([r[0] for r in rows], dtype=float).reshape(len(rows))  # NULL → NaN
 
     def ingested_decode_tokens(self, route: str, source: str, gamma: int, start: float, end: float
                                ) -> tuple[float, float, float] | None:

@@ -71,6 +71,7 @@ class IngestedRow:
     mean_itl_s: float | None = None  # per request: vLLM's mean inter-token latency
     decode_tokens: int | None = None  # per request: output tokens − 1
     prompt_tokens: int | None = None  # per request: usage.prompt_tokens
+    temperature: float | None = None  # per request: its sampling temperature, as the gateway's line gives it
     steps: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # per request: (drafted, accepted) per step
     load: "LoggedLoad | None" = None  # per logged interval: vLLM's stats line before it
 

@@ -13,7 +13,7 @@ from .records import StoreError
 from .credentials import scrub_credentials
 from .upgrade import SCHEMA_V9, convert_to_v9
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 APPLICATION_ID = 0x53504443  # "SPDC": marks the file as a specdec store
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _QUICK_CHECK_MAX_BYTES = 64 << 20  # full quick_check on open only for small files
@@ -166,11 +166,18 @@ CREATE TABLE engine_totals (
 # Version 10: no credential in what the store holds (acceptance.store.credentials): target URLs
 # and the messages naming them as shown (acceptance.target_access).
 
+# Version 11: a request's sampling temperature (the gateway line's optional "temperature"): greedy
+# and sampled requests are two populations of acceptance, priced apart (acceptance.request_sampling).
+_SCHEMA_V11 = """
+ALTER TABLE ingested ADD COLUMN temperature REAL;
+"""
+
 # version → statements that bring a store from version − 1 to it, then the conversion in
 # Python that some need (after their statements, in the same transaction); a conversion that
 # returns a true value rewrote secrets, which a VACUUM then removes from the file's free pages.
 _MIGRATIONS: dict[int, str] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3, 4: _SCHEMA_V4, 5: _SCHEMA_V5,
-                               6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8, 9: SCHEMA_V9, 10: ""}
+                               6: _SCHEMA_V6, 7: _SCHEMA_V7, 8: _SCHEMA_V8, 9: SCHEMA_V9, 10: "",
+                               11: _SCHEMA_V11}
 _CONVERSIONS: dict[int, Callable[[sqlite3.Connection], object]] = {9: convert_to_v9, 10: scrub_credentials}
 # After a migration that frees this share of the file's pages, VACUUM gives them back.
 _VACUUM_FREED_SHARE = 0.25

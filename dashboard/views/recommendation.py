@@ -10,6 +10,7 @@ import streamlit as st
 
 from model.anchor import describe_lines
 from model.route import more_drafts_sentence
+from specdec.sampling_words import sampling_lines
 from specdec.report import json_document, keys_unknown_sentence, probe_segment_line, tuning_to_dict, verify_cost_lines
 
 from .. import text
@@ -99,9 +100,9 @@ def render(fleet: FleetView) -> None:
     st.caption(drift_sentence(tuning))
     for note in doc["observed"]["notes"]:  # how the window was read: drift, a per-request batch mix, …
         st.caption(text.sentence(f"Note: {note}"))
-    more = more_drafts_sentence(tuning.drafts_more_needed, rec.drafts_factor_to_settle)
-    if more:
+    if more := more_drafts_sentence(tuning.drafts_more_needed, rec.drafts_factor_to_settle):
         st.info(text.sentence(more))
+    render_sampling(doc["sampling"])
 
     st.subheader("Candidates")
     from .. import charts  # Plotly's figure: after the decision is on the page
@@ -164,3 +165,20 @@ def render(fleet: FleetView) -> None:
                        file_name=f"tune-gamma-{route}.json", mime="application/json", key="rec_download")
 
 
+def render_sampling(view) -> None:
+    """Greedy and sampled requests priced apart, and the split that follows (the console's lines,
+    specdec.sampling_words); a route without per-request rows: the mix its curve suggests."""
+    lines = sampling_lines(view)
+    if not lines:
+        return
+    if view["populations"]:
+        st.subheader("Greedy and sampled requests")
+    for line in lines:
+        if line.startswith("  "):  # a population and its decision
+            st.markdown(f"- {line.strip()}")
+        elif line.startswith("split:"):
+            st.warning(line)
+        elif line.startswith("note:"):
+            st.info(line.removeprefix("note: "))
+        else:
+            st.caption(line)
