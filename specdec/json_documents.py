@@ -380,6 +380,7 @@ class Probe(TypedDict):
     expected_value: float
     speculative_config: SpeculativeConfig | None
     whole_route: bool
+    loss_probability: float | None
 
 
 class BreakEven(TypedDict):

@@ -536,7 +536,9 @@ def _probe_line(doc: Mapping[str, Any], gain: str) -> str:
     fleet = f"keep gamma {deployed}" if rec == deployed else f"change gamma {deployed} -> {rec} (expected gain {gain})"
     where, meanwhile = ((f"on the route's only engine(s) ({probe['engines']}), a trial", f"then back: {fleet}")
                         if probe.get("whole_route") else (f"on {probe['engines']} engine(s)", f"{fleet} on the others"))
-    return (f"recommendation: probe gamma {probe['gamma']} {where} for about {probe['drafts_needed']:,} drafts "
+    best = doc.get("expected_best_gamma")
+    toward = f" (toward gamma {best})" if best is not None and best != probe["gamma"] else ""
+    return (f"recommendation: probe gamma {probe['gamma']}{toward} {where} for about {probe['drafts_needed']:,} drafts "
             f"(about {approximate_duration(probe['duration_s'])}), {meanwhile}; "
             f"probe config: {json.dumps(probe['speculative_config'])}. {doc['decision_reason']}")
 

@@ -66,3 +66,16 @@ def test_counted_products_of_one_resample_each(monkeypatch):
     for group_bytes in (8, 8 * 300 * 4):
         monkeypatch.setattr(bootstrap, "_COUNT_BYTES", group_bytes)
         np.testing.assert_array_equal(circular_block_sums(rows, 1, 25, np.random.default_rng(5)), expected)
+
+
+@pytest.mark.parametrize("n", [3, 5, 8, 20, 240])
+def test_independent_rows_spread_is_the_widening_of_uncorrelated_rows(n):
+    """What a run of n uncorrelated rows costs its interval: spread_factor's own figure at the
+    block length choose_block_length gives such rows (the probe's rows are sized by it)."""
+    white = np.zeros((n, 1))
+    white[0] = 1.0  # white noise: R(k) = 0 for k ≥ 1, the plug-in length 1, nothing correlated
+    lrv = bootstrap.LongRunVariance(n, white, np.ones(1), np.ones(1), np.zeros(1), np.zeros(1, bool))
+    length = bootstrap.choose_block_length(lrv)
+    assert bootstrap.independent_rows_spread(n, 0.9) == pytest.approx(float(bootstrap.spread_factor(lrv, length, 0.9)[0]))
+    assert bootstrap.independent_rows_spread(3, 0.9) > bootstrap.independent_rows_spread(8, 0.9) > \
+        bootstrap.independent_rows_spread(240, 0.9) > 1.0

@@ -142,3 +142,46 @@ def test_a_segment_that_measured_a_larger_gamma_lets_the_change_stand():
     d = decide(Priced(Deployment(cost_profile="flat"), 2, 2, np.asarray(means), np.ones(5, bool), [None] * 5,
                       ensemble(means, 0.01), measured_upto=4))
     assert (d.kind, d.fleet_gamma) == ("change", 4)
+
+
+def _one_trial(engines: int) -> Priced:
+    """γ 3 past the observed γ 2, +11% expected but wide (the tail models' doubt): P(it loses
+    more than 3% against γ 2) ≈ 0.2 — more drafts cannot settle it, a probe can."""
+    means = [1.0, 1.2, 1.3, 1.45]
+    ens = ensemble(means, 0.01)
+    ens[:, 3] = 1.45 * (1.0 + RNG.normal(0.0, 0.13, ens.shape[0]))
+    traffic = SimpleNamespace(drafts=50_000.0, drafts_per_engine_second=100.0, engines=engines, rows=240,
+                              row_seconds=15.0)
+    return Priced(Deployment(cost_profile="flat"), 2, 2, np.asarray(means), np.ones(4, bool), [None] * 4, ens,
+                  tail_only=lambda: ens, traffic=traffic, probe_inputs=_probe_inputs(ens, means, 2))
+
+
+def test_a_whole_route_trial_is_refused_where_a_change_would_be():
+    """On one engine of two the probe of γ 3 runs (its loss is half the route's for its
+    duration); on a one-engine route it is a change of the route for its duration, and
+    P(γ 3 loses > 3% against γ 2) above 0.1 refuses it, as it would a change (before: probed)."""
+    two = decide(_one_trial(2))
+    assert two.kind == "probe" and two.probe is not None and two.probe.gamma == 3 and not two.probe.whole_route
+    one = decide(_one_trial(1))
+    assert (one.kind, one.fleet_gamma, one.best_gamma, one.probe) == ("keep", 2, 3, None)
+    p_loss = float(np.mean(one_ens := _one_trial(1).ensemble[:, 3] / _one_trial(1).ensemble[:, 2] - 1 < -0.03))
+    assert 0.1 < two.probe.loss_probability < 0.35 and 0.1 < p_loss < 0.35
+    assert one.reasons[-1].startswith("no probe γ=3 on 1 of 1 engine(s)")
+    assert "it would be a trial of the whole route, a change of it for its duration, and P(γ=3 loses > 3% against " \
+           "γ=2) = " in one.reasons[-1] and one.reasons[-1].endswith("> 0.1, which no change may risk")
+    assert one_ens.shape == (2000,)
+
+
+def test_a_probe_steps_to_the_nearest_gamma_whose_trial_is_safe():
+    """γ 4 is best expected and its trial of the whole route unsafe; γ 3 is safe and pays: the
+    one-engine route probes γ 3, naming γ 4 (before: γ 4)."""
+    means = [1.0, 1.2, 1.3, 1.4, 1.6]
+    ens = ensemble(means, 0.01)
+    ens[:, 3] = 1.4 * (1.0 + RNG.normal(0.0, 0.06, ens.shape[0]))  # plausible, not sure: no sure step
+    ens[:, 4] = 1.6 * (1.0 + RNG.normal(0.0, 0.2, ens.shape[0]))
+    traffic = SimpleNamespace(drafts=50_000.0, drafts_per_engine_second=100.0, engines=1, rows=240, row_seconds=15.0)
+    d = decide(Priced(Deployment(cost_profile="flat"), 2, 2, np.asarray(means), np.ones(5, bool), [None] * 5, ens,
+                      tail_only=lambda: ens, traffic=traffic, probe_inputs=_probe_inputs(ens, means, 2)))
+    assert d.kind == "probe" and d.probe is not None and (d.probe.gamma, d.best_gamma, d.fleet_gamma) == (3, 4, 2)
+    assert d.probe.whole_route and d.probe.loss_probability is not None and d.probe.loss_probability <= 0.1
+    assert "γ=3 rather than γ=4: a trial of the whole route at γ=4 would be a change of it" in d.reasons[-1]

@@ -620,20 +620,30 @@ def test_speculation_the_engines_measure_slower_than_plain_decode_is_turned_off(
 def test_a_what_if_row_says_what_it_rests_on(tmp_path, capsys):
     """The real suffix page with every figure set (draft_overhead 0.4, flat, a plain decode of
     200 tok/s: the engines' 200.1 measure 1.00x of it, nothing to decide on) and a model that
-    misses the engines by +19%: the γ the model would probe is a what-if on the model, not
-    "on defaults" — no figure is a default — and the deploy line points at the warning that
-    is there."""
-    db = real_page_store(tmp_path / "s.db", REAL / "suffix_k7_metrics.txt")
+    misses the engines by +19%, served by two engines: the γ the model would probe on one of
+    them is a what-if on the model, not "on defaults" — no figure is a default — and the deploy
+    line points at the warning that is there. On one engine the probe would be a trial of the
+    whole route, refused as a change would be (P(γ 16 loses > 3%) = 0.19): it keeps γ 7."""
+    targets, end = ["http://127.0.0.1:1/metrics", "http://127.0.0.1:2/metrics"], time.time()
+    for target in targets:
+        db = real_page_store(tmp_path / "s.db", REAL / "suffix_k7_metrics.txt", target=target, end=end)
     cfg = tmp_path / "specdec.toml"
-    cfg.write_text('[deployment]\nmethod = "suffix"\nbaseline_tokens_per_second = 200.0\ndraft_overhead = 0.4\n'
-                   'cost_profile = "flat"\n[routes.r]\ntargets = ["http://127.0.0.1:1/metrics"]\n')
-    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--db", str(db)])
+    head = ('[deployment]\nmethod = "suffix"\nbaseline_tokens_per_second = 200.0\ndraft_overhead = 0.4\n'
+            'cost_profile = "flat"\n[routes.r]\n')
+    cfg.write_text(head + f"targets = {json.dumps(targets)}\n")
+    argv = ["--route", "r", "--config", str(cfg), "--db", str(db)]
+    code, out, err = run_cli(capsys, tune_gamma_main, argv)
     assert code == 0, err
     rows = {x.split()[0]: x for x in out.splitlines() if x[:5].strip().isdigit()}
     assert "best on the model (what-if)" in rows["16"] and "defaults" not in out.split("recommendation:")[0]
     assert "recommendation: none for gamma 7 — the cost model misses" in out
     assert "warning: the cost model misses" in out
     assert "deploy: none — the cost model misses the engine's observed rate (see the warning above)" in out
+    cfg.write_text(head + f"targets = {json.dumps(targets[:1])}\n")
+    code, out, err = run_cli(capsys, tune_gamma_main, argv)
+    assert code == 0, err
+    assert "recommendation: keep gamma 7" in out and "warning: the cost model misses" in out
+    assert "no probe γ=16 on 1 of 1 engine(s)" in out and "which no change may risk" in out
 
 
 def test_throughput_names_the_gpus_per_engine_it_divides_by(tmp_path, capsys):

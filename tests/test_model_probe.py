@@ -37,30 +37,36 @@ def test_an_unsure_extrapolated_best_is_probed_on_one_engine_while_the_fleet_kee
     assert probe.speculative_config == {"method": "draft_model", "num_speculative_tokens": 8}
     assert rec.vllm_speculative_config["num_speculative_tokens"] == 3  # the rest of the route as it is
     assert probe.drafts_needed >= PROBE_MIN_DRAFTS
-    # its duration is its drafts at one engine's draft rate, scaled by the slower γ 8 steps (flat: 1 + 0.1·γ)
+    # its duration is its drafts at one engine's draft rate, scaled by the slower γ 8 steps (flat: 1 + 0.1·γ),
+    # rounded up to the whole 15 s scrape intervals a window sees it in, and no more
     rate = 50_000 / 3600 / 8 * (1 + 0.1 * 3) / (1 + 0.1 * 8)
-    assert probe.duration_s == pytest.approx(probe.drafts_needed / rate)
-    assert probe.duration_s > 8 * 15  # longer than the 8 scrape intervals a probe takes at least
+    assert probe.duration_s == pytest.approx(15.0 * np.ceil(probe.drafts_needed / rate / 15.0))
+    assert probe.duration_s - 15.0 < probe.drafts_needed / rate <= probe.duration_s
+    assert probe.duration_s > 3 * 15  # longer than the 3 scrape intervals a probe takes at least
     assert probe.expected_value > probe.expected_cost > 0
     assert rec.drafts_factor_to_settle is None  # no window at γ 3 settles it
     assert f"probe γ=8 on 1 of 8 engine(s) for {probe.drafts_needed:,} drafts" in rec.decision_reason
     doc = rec.to_dict()
     assert doc["decision"] == "probe" and doc["probe"]["gamma"] == 8
     assert set(doc["probe"]) == {"gamma", "engines", "drafts_needed", "duration_s", "expected_cost",
-                                 "expected_value", "speculative_config", "whole_route"}
+                                 "expected_value", "speculative_config", "whole_route", "loss_probability"}
     assert doc["probe"]["whole_route"] is False  # one engine of several: the others stay at the deployed γ
+    # one engine of eight may risk it: P(γ 8 loses > 3% against γ 3), said, not a bar
+    assert 0.1 < doc["probe"]["loss_probability"] < 0.5
     json.dumps(doc, allow_nan=False)
 
 
-def test_with_a_sure_step_the_fleet_takes_it_and_the_probe_runs_the_farther_gamma():
+def test_a_sure_step_past_the_measured_gamma_is_not_taken_beside_the_probe():
+    """γ 6's gain is sure on the tail models, γ 16's is not: the probe runs γ 16, and the fleet
+    keeps γ 3 meanwhile — γ 6 lies past every measured γ, and a move there is a probe, never a
+    change (before: the fleet changed to γ 6 beside the probe)."""
     rec = _tune(deployment=Deployment(method="draft_model", draft_cost=0.05, cost_profile="flat"))
     assert rec.decision == "probe"
-    # the curve's own one-step error (3.3%, above any real curve's) makes the far tail wide:
-    # the sure step is 6
-    assert rec.recommended_gamma == 6 and rec.probe.gamma == 16 == rec.expected_best_gamma
-    assert rec.vllm_speculative_config["num_speculative_tokens"] == 6
-    assert rec.gain is not None and rec.gain.value > 0.03  # the step, sure on its own (below)
+    assert rec.recommended_gamma == 3 and rec.probe.gamma == 16 == rec.expected_best_gamma
+    assert rec.vllm_speculative_config["num_speculative_tokens"] == 3
     assert "the best γ whose gain is sure now: P(γ=6" in rec.decision_reason
+    assert ("γ=6 lies past γ=3, the largest any segment of the window measured: the fleet keeps γ=3 while the "
+            "probe measures") in rec.decision_reason
 
 
 def test_no_probe_without_the_route_s_engines_or_when_it_does_not_pay():
@@ -79,29 +85,76 @@ def test_no_probe_without_the_route_s_engines_or_when_it_does_not_pay():
 
 def test_a_sure_step_past_the_measured_gamma_is_probed_not_changed_to():
     """Few drafts: γ 8's gain is plausible (more drafts at γ 3 would settle it on the tail
-    models), γ 6's is sure on them — but no engine measured positions 4 to 8, so the sure step
-    is a probe of γ 6, never a change (it was the change, or a wait for more drafts)."""
+    models), γ 6's is sure on them — but no engine measured positions 4 to 8, so neither is a
+    change: the probe measures them, the fleet staying at γ 3 (it was the change, or a wait for
+    more drafts)."""
     rec = _tune(curve=np.array([0.8, 0.64, 0.55]), drafts=40)
-    assert rec.decision == "probe" and rec.probe.gamma == 6
+    assert rec.decision == "probe" and rec.probe.gamma > 3
     assert rec.vllm_speculative_config["num_speculative_tokens"] == 3  # the fleet stays meanwhile
-    assert "gamma 6 lies past gamma 3, the largest any segment of the window measured" in rec.decision_reason
+    assert "γ=6 lies past γ=3, the largest any segment of the window measured" in rec.decision_reason
 
 
-def test_a_busy_route_s_probe_still_runs_the_scrape_intervals_it_needs():
-    # 100 × the drafts: 2,000 drafts take seconds, less than a scrape interval
+def test_a_busy_route_s_probe_runs_the_rows_that_settle_it_not_a_fixed_floor():
+    """100 × the drafts: 2,000 drafts take seconds, less than a scrape interval. The probe runs
+    the fewest rows whose drafts, widened by so few rows (acceptance.bootstrap), settle it: 4
+    here, where 3 (the fewest from which its segment gets an interval at all) would not hold
+    the drafts their wider interval asks (it ran a fixed 8 rows before)."""
+    from acceptance.bootstrap import independent_rows_spread
+
     busy = _tune(traffic=RouteTraffic(5_000_000, 3600.0, 8, 240), drafts=5_000_000)
     assert busy.decision == "probe"
-    assert busy.probe.duration_s == pytest.approx(8 * 15.0)
+    assert busy.probe.duration_s == pytest.approx(4 * 15.0)
+    per_row = 5_000_000 / 3600 / 8 * (1 + 0.1 * 3) / (1 + 0.1 * 8) * 15  # the probe's own drafts per row
+
+    def widening(n):
+        return independent_rows_spread(n, 0.9) / independent_rows_spread(240, 0.9)
+
+    assert busy.probe.drafts_needed == int(np.ceil(PROBE_MIN_DRAFTS * widening(4) ** 2)) <= 4 * per_row
+    assert 3 * per_row < PROBE_MIN_DRAFTS * widening(3) ** 2
 
 
-def test_a_one_engine_route_pays_the_whole_route_s_share():
+def test_a_probe_s_rows_are_those_its_drafts_need_with_their_few_rows_widening():
+    from model.probe.plan import PROBE_MIN_ROWS, probe_rows, rows_widening
+
+    assert PROBE_MIN_ROWS == 3
+    # drafts in their first row: the estimator's fewest rows
+    assert probe_rows(2000, 1e6, window_rows=240) == 3
+    # a slow route: its drafts take 400 rows, where the widening has faded (≤ 1.05² of the drafts)
+    slow = probe_rows(2000, 5.0, window_rows=240)
+    assert 400 <= slow <= 420 and rows_widening(slow, 240) == 1.0
+    # between: n rows hold n × 1,000 drafts, and 2,000 drafts widened by n rows' spread fit first at 5
+    assert probe_rows(2000, 1000.0, window_rows=240) == 5
+    for n in range(3, 5):  # fewer rows would not hold the drafts their widening asks
+        assert n * 1000.0 < 2000 * rows_widening(n, 240) ** 2
+    assert rows_widening(3, 3) == 1.0 and rows_widening(3, 240) > 2.0
+
+
+def test_a_one_engine_route_s_trial_is_as_safe_as_a_change_or_steps_nearer():
+    """A one-engine route's probe is a trial of the whole route: γ 8's P(loses > 3% against
+    γ 3) = 0.28 passes for one engine of eight, never as a change of the route; of the γ
+    past 3 whose trial is that safe and pays, the one worth most net of its cost runs (γ 5;
+    before, γ 8 for about 28 minutes)."""
     one = _tune(traffic=RouteTraffic(50_000 / 8, 3600.0, 1, 240))
     eight = _tune()
-    assert one.probe.engines == 1
-    assert one.probe.duration_s == pytest.approx(eight.probe.duration_s, rel=1e-9)  # same per-engine rate
-    assert one.probe.expected_cost == pytest.approx(8 * eight.probe.expected_cost, rel=1e-6)
-    # the probe is the route's only engine: a trial of that γ, then back — no "others" stay
+    assert one.probe.engines == eight.probe.engines == 1
     assert one.probe.whole_route and not eight.probe.whole_route
+    assert eight.probe.gamma == 8 and eight.probe.loss_probability > 0.1
+    assert one.decision == "probe" and one.probe.gamma == 5 and one.probe.loss_probability <= 0.1
+    assert (one.recommended_gamma, one.expected_best_gamma) == (3, 8)  # the best expected stays named
+    assert f"P(γ=8 loses > 3% against γ=3) = {eight.probe.loss_probability:.2f} > 0.1" in one.decision_reason
+    assert "γ=5 rather than γ=8: a trial of the whole route at γ=8 would be a change of it" in one.decision_reason
+    assert "as sure as a change: P(γ=5 loses > 3% against γ=3) = 0.05 ≤ 0.1" in one.decision_reason
+    assert one.probe.expected_cost > 600  # the whole route's: two restarts of it, and its expected loss
+
+
+def test_a_gain_past_the_measured_gamma_that_drafts_would_settle_on_the_tail_models_is_probed():
+    """20 drafts: γ 8's gain is unsure on sampling, and more drafts at γ 3 would settle it on the
+    tail models' guess of positions 4..8 — a change there would still be a probe (unmeasured),
+    so the probe is weighed now (before: keep, 'a window with about 2.7× the drafts')."""
+    rec = _tune(curve=np.array([0.8, 0.64, 0.55]), drafts=20)
+    assert rec.decision == "probe" and rec.probe.gamma > 3 and rec.recommended_gamma == 3
+    assert rec.drafts_factor_to_settle is None and "× the drafts" not in rec.decision_reason
+    assert "more drafts at γ=3 would settle it only on the tail models' guess of them" in rec.decision_reason
 
 
 def test_accepted_variance_is_that_of_the_accepted_tokens():
@@ -274,6 +327,17 @@ def test_a_thin_probe_carries_on_with_the_drafts_still_needed(tmp_path, alpha, s
     assert "× the drafts" not in rec.decision_reason and rec.drafts_factor_to_settle is None  # one figure
     rate = evidence.running.traffic.drafts_per_engine_second
     assert rec.probe.duration_s == pytest.approx(rec.probe.drafts_needed / rate)
+
+
+def test_a_running_probe_beside_one_engine_is_half_the_route_not_all_of_it(tmp_path):
+    """One engine at γ 3 and the probe at γ 5: the route is both, so carrying the probe on is
+    no trial of the whole route (it was: its share was its engines over the deployed γ's alone)."""
+    mild = np.cumprod([0.6, 0.6, 0.9, 0.75, 0.75])
+    _, evidence, rec = _tune_window(tmp_path, mild[:3], mild, engines=1, drafts_per_scrape=30, scrapes=11)
+    assert evidence.running is not None and rec.decision == "probe" and rec.probe.gamma == 5
+    assert rec.probe.whole_route is False
+    # half of the one restart back (300 s) and of its expected loss meanwhile (the route's would be ≥ 300 s)
+    assert 150.0 <= rec.probe.expected_cost < 300.0, rec.probe
 
 
 def test_successive_windows_of_a_stationary_route_do_not_alternate(tmp_path):

@@ -387,7 +387,8 @@ def test_the_gain_of_the_recommended_gamma_comes_with_its_interval_and_one_more_
     assert tight.drafts_factor_to_settle is None
     assert recommend(RouteInputs(CURVE, deployed_gamma=4), EAGLE_FLAT).gain is None  # the deployed γ is the best
     # an unsettled keep: its factor is the one "more drafts" figure, whatever the AL interval says
-    curve = np.array([0.7, 0.49, 0.343])
+    # (γ 4 within the measured positions: more drafts at γ 2 settle it, a probe need not)
+    curve = np.array([0.7, 0.49, 0.343, 0.24, 0.168])
     keep = recommend(RouteInputs(curve, survival_resamples=resamples(curve, 15), deployed_gamma=2), EAGLE_FLAT)
     factor = keep.drafts_factor_to_settle
     assert keep.decision == "keep"

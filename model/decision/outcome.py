@@ -3,8 +3,9 @@
 A decision says which γ the fleet runs (``fleet_gamma``) and which γ it names beside it
 (``best_gamma``): on a change or an off the best expected γ (the fleet's own, or farther when
 the fleet takes a nearer sure step); on a keep the best expected γ, which the fleet does not
-run yet (or already runs); on a probe the γ the probe measures (the specialized-speedup probe:
-the fleet's γ, whose hold on the speedup it tests); on an undecided the γ the withheld
+run yet (or already runs); on a probe the best expected γ it probes toward (the probe's own γ,
+``probe.gamma``, is nearer where no trial of that one pays or is safe; the specialized-speedup
+probe: the fleet's γ, whose hold on the speedup it tests); on an undecided the γ the withheld
 decision would have run or probed. Its reasons are a list in
 the order the rules gave them; the JSON's ``decision_reason`` joins them with "; ".
 The JSON's ``recommended_gamma`` and ``expected_best_gamma`` are read from these two γ

@@ -8,8 +8,11 @@ speedups (resamples × tail models, model.recommend):
           (the best expected γ stays named beside it);
   off     the same for γ = 0;
   probe   the best expected γ's gain is plausible, not sure, and rests on positions past the
-          observed γ that no window at it checks: measure it on one engine when that pays
-          (model.probe); the fleet stays at the deployed γ or takes the sure step. On the
+          observed γ that no window at it checks (or that more drafts settle only on the tail
+          models' guess past the measured γ): measure toward it on one engine — the γ of most
+          net value that pays and, a trial of the whole route, is as safe as a change
+          (model.probe.plan.choose_probe); the fleet stays at the deployed γ or takes the sure
+          step among the measured γ. On the
           specialized path a keep that rests on the configured speedup probes the γ past the
           flip when that pays (model.probe.specialized_speedup);
   unmeasured  a change past the largest γ any segment of the window measured is a probe of it,
@@ -37,7 +40,8 @@ from acceptance.durations import approximate_duration
 
 from ..deployment import DECISION_CERTAINTY
 from ..figures_needed import FigureNeeded, on_defaults
-from ..probe import PROBE_MIN_DRAFTS, PROBE_MIN_ROWS, RunningProbe, continued_probe, plan_probe
+from ..probe import PROBE_MIN_DRAFTS, PROBE_MIN_ROWS, Probe, RunningProbe, continued_probe
+from ..probe.plan import ProbeChoice, choose_probe
 from ..probe.specialized_speedup import decision_break_even, speedup_probe, speedups_at
 from ..probe.measured_speedup import SegmentShares, measurable, predicted_halfwidth
 from .outcome import DEPLOYING_DECISIONS, UNDECIDED, Decision, gain_of, start
@@ -123,24 +127,98 @@ def probe(priced: Priced, decision: Decision) -> Decision:
 
 def with_probe(priced: Priced, decision: Decision) -> Decision:
     """When the best expected γ's gain is plausible, not sure, and no window at the observed γ
-    can settle it, probe it on one engine if that pays (model.probe); the fleet stays at the
-    deployed γ or takes the sure step. Unchanged otherwise."""
+    can settle it, probe toward it where that pays (model.probe.plan.choose_probe: the nearest
+    γ past the measured ones worth measuring; a whole-route trial only as safe as a change);
+    the fleet stays at the deployed γ or takes the sure step. Unchanged otherwise."""
     target, base, inputs, traffic = decision.best_gamma, decision.fleet_gamma, priced.probe_inputs, priced.traffic
-    if inputs is None or not decision.plausible or decision.settle is not None or target <= inputs.observed_gamma:
+    if inputs is None or not decision.plausible or target <= inputs.observed_gamma:
         return decision
+    if decision.settle is not None:
+        if target <= priced.largest_measured:
+            return decision  # more drafts settle it: a window at the measured γ judges it
+        decision = _past_the_measured(priced, decision, target)
     if traffic is None or traffic.drafts_per_engine_second is None:
         return decision.because(f"no probe of γ={target}: the window does not say how many engines serve the route "
                                 f"at what draft rate")
-    planned = plan_probe(inputs, priced.deployment, traffic, gamma=target, base=base, deployed=priced.deployed)
-    if planned is None:
-        return decision.because(f"no probe: γ={target}'s expected gain over γ={base} is within min_gain "
+    upto, within = priced.largest_measured, base
+    if base > upto:  # a sure step past the measured γ is itself unmeasured: beside a probe the fleet stays within
+        step = _sure_step_within(priced, upto)
+        within = priced.deployed if step is None else step
+    choice = choose_probe(inputs, priced.deployment, traffic, target=target, base=within, deployed=priced.deployed,
+                          measured_upto=upto)
+    if choice.aimed is None:
+        return decision.because(f"no probe: γ={target}'s expected gain over γ={within} is within min_gain "
                                 f"{priced.deployment.min_gain:.0%}")
-    terms = (f"probe γ={target} on {planned.engines} of {traffic.engines} engine(s) for {planned.drafts_needed:,} drafts "
+    if choice.probe is None:
+        return decision.because(_no_probe(priced, choice, traffic.engines, within))
+    terms = _probe_terms(priced, choice, choice.probe, traffic.engines, within)
+    if within != base:
+        terms = (f"γ={base} lies past γ={upto}, the largest any segment of the window measured: the fleet "
+                 + ("keeps" if within == priced.deployed else "takes") + f" γ={within} while the probe measures; "
+                 + terms)
+    return decision.to("probe", terms, probe=choice.probe, fleet_gamma=within)
+
+
+def _past_the_measured(priced: Priced, decision: Decision, target: int) -> Decision:
+    """A gain more drafts would settle on the tail models alone, at a γ past every measured one:
+    settled so, it would be a change past the measured γ, which is a probe (``unmeasured``) —
+    so the probe is weighed now, and the factor on the window's drafts is not offered."""
+    upto = priced.largest_measured
+    why = (f"{decision.claim}: it rests on positions {upto + 1}..{target}, past γ={upto}, the largest any segment "
+           f"of the window measured: more drafts at γ={priced.deployed} would settle it only on the tail models' "
+           f"guess of them, and a move there is a probe")
+    return replace(decision, reasons=(why,) + decision.reasons[1:], settle=None)
+
+
+def _probe_terms(priced: Priced, choice: ProbeChoice, planned: Probe, engines: int | None, base: int) -> str:
+    """The probe to run, in words: where, how long, its value against its cost, and — when it
+    steps short of the γ it aims at — why that nearer γ."""
+    g = planned.gamma
+    terms = (f"probe γ={g} on {planned.engines} of {engines} engine(s) for {planned.drafts_needed:,} drafts "
              f"(about {approximate_duration(planned.duration_s)}): expected value {planned.expected_value:,.0f} s "
              f"against cost {planned.expected_cost:,.0f} s of the route's output")
-    if not planned.pays:
-        return decision.because(f"no {terms}")
-    return decision.to("probe", terms, probe=planned)
+    if planned.whole_route:
+        terms += (f"; a trial of the whole route, so as sure as a change: P(γ={g} loses > "
+                  f"{priced.deployment.min_gain:.0%} against γ={base}) = {planned.loss_probability:.2f} ≤ "
+                  f"{1 - DECISION_CERTAINTY:.1f}")
+    if g < choice.target:
+        terms += f"; γ={g} rather than γ={choice.target}: {_stepped_short(priced, choice, planned, base)}"
+    return terms
+
+
+def _stepped_short(priced: Priced, choice: ProbeChoice, planned: Probe, base: int) -> str:
+    """Why the probe stops short of the γ it aims at (model.probe.plan.choose_probe)."""
+    aimed, m, t = choice.aimed, priced.deployment.min_gain, choice.target
+    tail = (f"once γ={planned.gamma} is measured, the tail models start from it and a later window can probe "
+            f"farther")
+    if aimed is None:
+        return f"γ={t}'s expected gain over γ={base} is within min_gain {m:.0%}; {tail}"
+    if not aimed.safe:
+        return (f"a trial of the whole route at γ={t} would be a change of it for its duration, and P(γ={t} loses > "
+                f"{m:.0%} against γ={base}) = {aimed.loss_probability:.2f} > {1 - DECISION_CERTAINTY:.1f}; γ={planned.gamma} "
+                f"is the safe trial worth most; {tail}")
+    if not aimed.pays:
+        return f"γ={t}'s probe does not pay; {tail}"
+    return (f"its probe is worth {planned.expected_value - planned.expected_cost:,.0f} s net of its cost against "
+            f"γ={t}'s {aimed.expected_value - aimed.expected_cost:,.0f} s: the positions past γ={planned.gamma}, "
+            f"whose guess grows less sure with the distance, add less than their expected loss; {tail}")
+
+
+def _no_probe(priced: Priced, choice: ProbeChoice, engines: int | None, base: int) -> str:
+    """Why no probe runs toward ``choice.target`` though its gain over ``base`` is expected."""
+    aimed, m = choice.aimed, priced.deployment.min_gain
+    assert aimed is not None  # a target within min_gain says so before
+    head = (f"no probe γ={aimed.gamma} on {aimed.engines} of {engines} engine(s) for {aimed.drafts_needed:,} drafts "
+            f"(about {approximate_duration(aimed.duration_s)}): ")
+    if not aimed.safe:
+        why = (f"it would be a trial of the whole route, a change of it for its duration, and P(γ={aimed.gamma} "
+               f"loses > {m:.0%} against γ={base}) = {aimed.loss_probability:.2f} > {1 - DECISION_CERTAINTY:.1f}, "
+               f"which no change may risk")
+    else:
+        why = f"expected value {aimed.expected_value:,.0f} s against cost {aimed.expected_cost:,.0f} s of the route's output"
+    nearer = "" if choice.target <= priced.largest_measured + 1 else (
+        f"; nor any nearer γ past the measured γ={priced.largest_measured}")
+    return head + why + nearer
 
 
 def with_running_probe(priced: Priced, decision: Decision, running: RunningProbe) -> Decision:
@@ -198,20 +276,18 @@ def unmeasured(priced: Priced, decision: Decision) -> Decision:
                                f"measured: no point bears on its acceptance or step cost there, so going there is a "
                                f"probe, never a change",)
     inputs, traffic = priced.probe_inputs, priced.traffic
-    planned = None
+    choice = None
     if inputs is not None and traffic is not None and traffic.drafts_per_engine_second is not None:
-        planned = plan_probe(inputs, priced.deployment, traffic, gamma=target, base=base, deployed=deployed)
-    if planned is not None and planned.pays:
+        choice = choose_probe(inputs, priced.deployment, traffic, target=target, base=base, deployed=deployed,
+                              measured_upto=upto)
+    if choice is not None and choice.probe is not None:
         assert traffic is not None  # planned from its draft rate
-        terms = (f"probe gamma {target} on {planned.engines} of {traffic.engines} engine(s) for "
-                 f"{planned.drafts_needed:,} drafts (about {approximate_duration(planned.duration_s)}): expected value "
-                 f"{planned.expected_value:,.0f} s against cost {planned.expected_cost:,.0f} s of the route's output")
-        return replace(decision, kind="probe", fleet_gamma=base, best_gamma=target, probe=planned,
-                       reasons=head + (terms,))
+        return replace(decision, kind="probe", fleet_gamma=base, best_gamma=target, probe=choice.probe,
+                       reasons=head + (_probe_terms(priced, choice, choice.probe, traffic.engines, base),))
     why_not = ("no probe: the window does not say how many engines serve the route at what draft rate"
-               if planned is None and (traffic is None or traffic.drafts_per_engine_second is None)
-               else "no probe: it does not pay" if planned is not None
-               else f"no probe: its expected gain over gamma {base} is within min_gain")
+               if choice is None
+               else f"no probe: its expected gain over gamma {base} is within min_gain" if choice.aimed is None
+               else _no_probe(priced, choice, None if traffic is None else traffic.engines, base))
     # the best expected γ stays named beside the fleet's (a keep's recommended_gamma: outcome.py)
     if step is not None:
         return replace(decision, kind="off" if step == 0 else "change", fleet_gamma=step,
