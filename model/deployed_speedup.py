@@ -111,11 +111,11 @@ class DeployedSpeedup:
                  else "at the route's batch mix" if self.carried_by is None
                  else f"carried to the route's batch mix by the {self.carried_by} profile")
         interval = self.interval
-        spread = "" if interval is None or self.spread is None else (
-            f" [{interval[0]:.2f}, {interval[1]:.2f}] over {self.spread.rows} {self.spread.unit}")
+        spread, over = ("", "") if interval is None or self.spread is None else (
+            f" [{interval[0]:.2f}, {interval[1]:.2f}]", f"; the interval over {self.spread.rows} {self.spread.unit}")
         line = (f"measured at gamma {self.gamma}: {self.observed_tokens_per_second:,.1f} tok/s per user (mean) = "
                 f"{self.value:.2f}x{spread} the plain decode's {self.plain_tokens_per_second:,.1f} tok/s "
-                f"({_SOURCE_WORDS[self.plain_source]}, {where})")
+                f"({_SOURCE_WORDS[self.plain_source]}, {where}{over})")
         if self.rests_on_defaults:
             line += f"; that carrying rests on the default {', '.join(self.rests_on_defaults)}"
         elif self.slower_than_plain_decode:

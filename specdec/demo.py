@@ -74,6 +74,7 @@ def _write_config(path: Path, routes: dict[str, list[str]], step_time: LatencyBo
         "[store]", 'path = "specdec.db"', 'retention = "30d"', "",
         "[deployment]", 'method = "dspark"', f"draft_cost = {step_time.draft_cost}", 'decode_backend = "auto"',
         'cost_profile = "step_costs.csv"',
+        "speculative_keys = {}  # the simulated engines set no other --speculative-config keys",
         'objective = "interactivity"', "min_gain = 0.03", "",
     ]
     for route, urls in routes.items():
