@@ -16,8 +16,9 @@ stderr). Block by block, it also holds each rule evaluation's recorded drafts ag
 store's over the span it counts, and names the rule slots the recorded series lack
 (``evaluations_against_store``): promtool evaluates a group at a phase its rules file's path
 hashes to (benchmarks/promtool_phase.py), and ``--rule-phase S`` pins it S seconds past each
-minute, on a raw sample's instant (0) or between samples (7.5) — or at 59.5, in the last
-second before each 2-hour block, the slot promtool never evaluates. Memory stays modest: the fleet is generated per 2-hour chunk, from a random
+minute, on a raw sample's instant (0) or between samples (7.5) — or in the last second before
+each 2-hour block, the slot promtool never evaluates: 59.5, or 59.9996, which Prometheus
+stamps at the whole minute, a raw sample's instant. Memory stays modest: the fleet is generated per 2-hour chunk, from a random
 stream keyed by (engine, chunk), so the store side regenerates exactly the same counts.
 
     .venv/bin/python benchmarks/prometheus_vs_store.py [--engines 200] [--days 7] [--keep DIR] [--rule-phase S]
@@ -372,7 +373,7 @@ def time_prometheus(work: Path, built: Path, args, t0: float, last_sample: float
         beats = PrometheusClient(settings, timeout_s=60).samples(
             f'{recorded_names()["heartbeat"]}{{route="bench"}}[{int(args.days * 86400 + 7200)}s]', last_sample + 60)
         phase = float(beats[0][1][-1]) % 60
-        if args.rule_phase is not None and abs((phase - args.rule_phase + 30) % 60 - 30) > 0.0005:
+        if args.rule_phase is not None and abs((phase - args.rule_phase + 30) % 60 - 30) > 0.001:
             log(f"--rule-phase {args.rule_phase:g}: the rules kept in {work} evaluate {phase:.3f} s past each "
                 f"minute (give a new --keep folder)")
             sys.exit(2)
@@ -423,9 +424,11 @@ def main() -> None:
     ap.add_argument("--previous", type=Path, default=None,
                     help="an earlier result of this benchmark: its store figures are kept beside the new ones")
     ap.add_argument("--rule-phase", type=float, default=None, metavar="S",
-                    help="pin the rule evaluations S seconds past each minute, to the ms (the fleet's samples "
-                         "fall at 0, 15, 30 and 45 s past): 0 evaluates at a sample's instant, 7.5 between "
-                         "samples (default: where the rules file's path puts them, as in a user's backfill)")
+                    help="pin the rule evaluations S to S + 0.4 ms past each minute (the fleet's samples fall "
+                         "at 0, 15, 30 and 45 s past): 0 evaluates at a sample's instant, 7.5 between samples, "
+                         "59.9996 at a sample's instant as Prometheus stamps it (the ms) but just before it for "
+                         "promtool, which then skips the slot before each 2-hour block (default: where the rules "
+                         "file's path puts them, as in a user's backfill)")
     ap.add_argument("--keep", type=Path, default=None,
                     help="folder to keep (default: a temp dir, removed); given again, its fleet is re-timed")
     args = ap.parse_args()

@@ -64,14 +64,15 @@ def evaluation_offset_ns(rules_file: str, group: str, interval_s: int) -> int:
 
 
 def rules_path_at(folder: Path, group: str, interval_s: int, offset_s: float) -> Path:
-    """A rules file's path in ``folder`` whose group evaluates ``offset_s`` past each interval
-    to the millisecond (promtool sends its range queries' start in ms): the first of
-    rules-0.yml, rules-1.yml, ... that lands there (about 75,000 names tried, a second or two)."""
-    target_ns = round(offset_s * 1000) % (interval_s * 1000) * 1_000_000
+    """A rules file's path in ``folder`` whose group evaluates from ``offset_s`` to 0.4 ms after
+    it past each interval: the first of rules-0.yml, rules-1.yml, ... that lands there (about
+    150,000 names tried, a few seconds). promtool keeps the offset in nanoseconds, Prometheus
+    stamps the evaluations to the millisecond: 59.9996 evaluates at a whole minute's instant
+    as stamped, but promtool places it just before."""
     period = interval_s * 1_000_000_000
+    target_ns = round(offset_s * 1e9) % period
     for i in itertools.count():
         path = folder / f"rules-{i}.yml"
-        off = (evaluation_offset_ns(str(path), group, interval_s) - target_ns) % period
-        if min(off, period - off) < 400_000:  # within 0.4 ms: the same millisecond once rounded
+        if (evaluation_offset_ns(str(path), group, interval_s) - target_ns) % period < 400_000:
             return path
     raise AssertionError("unreachable")
