@@ -16,17 +16,26 @@ The rules read their query offset D in the past (acceptance.prometheus_rules; th
 label ``query_offset``, none: 0): an evaluation at t counted up to t − D, so the window's
 blocks, segments and events are dated D before their evaluations.
 
+An evaluation the rules missed (a gap in the heartbeat: Prometheus down or behind, or
+``promtool tsdb create-blocks-from rules``, which never evaluates a group slot in the last
+second before a 2-hour block: its range query per block ends at the block's last whole
+second, the next starts at the block) would lose its R of counts, and the increases would no
+longer telescope. Each is made afterwards instead: the rules' own PromQL with every selector
+pinned at the missed instant (``@``), read from the raw samples and added to its block — the
+counts the evaluation would have recorded, exactly, while Prometheus keeps the raw samples (a
+note says how many were made, and how many found none).
+
 Found by name (the heartbeat ``specdec:route_window_rules:up<R>{route}``) and used only when
-it covers the window: evaluated in at least MIN_COVERAGE of the window's evaluations
-(rule evaluations Prometheus missed lose their minutes' counts, not the ratios) and not in
-more than it has (a backfill that overlaps the live rules, at another phase, would count
-increases twice), evaluated last at most two evaluations before its end (rules that stopped
+it covers the window: evaluated in at least MIN_COVERAGE of the window's evaluations (the
+others are made from the raw samples, above) and not in more than it has (a backfill that
+overlaps the live rules, at another phase, would count increases twice), evaluated last at most two evaluations before its end (rules that stopped
 would leave its end out), and written for the route's current selector (the heartbeat
 carries it).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -57,12 +66,15 @@ from .prometheus import (
     segment_latency,
 )
 from .prometheus_http import Labels
-from .prometheus_rules import HEARTBEAT_PREFIX, query_offset_seconds, resolution_seconds, series_names
+from .prometheus_rules import HEARTBEAT_PREFIX, query_offset_seconds, resolution_seconds, route_rules, series_names
 from .store import EngineRef, Event
 from . import vllm_metrics as vm
 from .windows import GammaSegment, StepShapeWindow
 
 MIN_COVERAGE = 0.99
+# Missed evaluations made in one query (each adds its rules' PromQL, up to ~5 kB, to the query).
+MISSED_PER_QUERY = 16
+_MISSED_LABEL = "specdec_missed"
 
 # series as PrometheusClient answers a matrix: (labels, times, values)
 _Matrix: TypeAlias = list[tuple[Labels, np.ndarray, np.ndarray]]
@@ -77,6 +89,8 @@ class Coverage:
     evaluations: int = 0
     why_not: str | None = None
     query_offset_s: float = 0.0  # what the rules counted at t, they counted up to t − this
+    query_offset: str = "0s"  # the same, as the rules wrote it (the heartbeat's label)
+    evaluated: float = 0.0  # how many of the window's evaluations the heartbeat shows
 
 
 @dataclass(frozen=True)
@@ -86,6 +100,7 @@ class _Rules:
 
     r: float
     names: dict[str, str]
+    resolution: str  # as the rules name it: 1m
 
 
 def prometheus_window(source: object, route: str, selector: str, start: float, end: float, *, max_blocks: int = 200,
@@ -97,7 +112,7 @@ def prometheus_window(source: object, route: str, selector: str, start: float, e
     client = PrometheusClient(source, timeout_s=timeout_s, selector=sel)
     coverage = Coverage(why_not=f"no recorded series for route {route!r} (no {HEARTBEAT_PREFIX}<R>)")
     for resolution in _resolutions(client, route, end):  # the finest that covers the window
-        rules = _Rules(names=series_names(resolution), r=resolution_seconds(resolution))
+        rules = _Rules(names=series_names(resolution), r=resolution_seconds(resolution), resolution=resolution)
         coverage = _coverage(client, route, sel, start, end, rules.r, rules.names["heartbeat"])
         if coverage.why_not is None:
             return _recorded_window(client, route, sel, start, end, rules, coverage, max_blocks)
@@ -144,6 +159,7 @@ def _coverage(client: PrometheusClient, route: str, sel: str, start: float, end:
         return Coverage(why_not=f"the recorded series of route {route!r} were written for selector "
                                 f"{next(iter(selectors), '?')}, not {sel}")
     offsets = {lab.get("query_offset", "0s") for lab, _ in counted if lab.get("selector") == sel}
+    offset = next(iter(offsets), "0s")
     if len(offsets) > 1:  # the rules changed it inside the window: a span counted twice or never
         return Coverage(why_not=f"the recorded series of route {route!r} were written with query offsets "
                                 f"{' and '.join(sorted(offsets))} inside the window")
@@ -157,7 +173,7 @@ def _coverage(client: PrometheusClient, route: str, sel: str, start: float, end:
     if selectors[sel] > (2 - MIN_COVERAGE) * evaluations + 1:  # their increases would count twice
         return Coverage(why_not=f"the recorded series of route {route!r} hold {selectors[sel]:.0f} evaluations in the "
                                 f"window's {evaluations} (a backfill overlapping the rules' live evaluations?)")
-    return Coverage(t_e, evaluations, query_offset_s=offset_s)
+    return Coverage(t_e, evaluations, query_offset_s=offset_s, query_offset=offset, evaluated=selectors[sel])
 
 
 def _block_plan(evaluations: int, max_blocks: int) -> tuple[int, int, int]:
@@ -174,13 +190,15 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
     block = k * r
     assert coverage.last_evaluation is not None  # a Coverage without why_not has one (_coverage)
     last_end, shift = coverage.last_evaluation + r / 2, coverage.query_offset_s
-    blocks = _Blocks(client, _route_matcher(route), last_end, n, block, remainder * r, shift)
+    missed = _Missed.find(client, route, sel, rules, coverage)
+    made = missed if missed.instants else None
+    blocks = _Blocks(client, _route_matcher(route), last_end, n, block, remainder * r, shift, made)
     series = blocks.summed(names["spec_decode"], f"gamma, {vm.POSITION_LABEL}")
     latency = blocks.latency(names)
     batches = blocks.summed(names["engines_by_batch_by_gamma"], "gamma, batch")
     q = RouteQueries(sel, block)
     window_s = coverage.evaluations * r
-    recorded = _Recorded(client, route, names, last_end, window_s, shift)
+    recorded = _Recorded(client, route, names, last_end, window_s, shift, made)
     engines_of = recorded.engines_of(q, r)
     found = []
     for g in gammas_in(client, [s for s in series if "gamma" in s[0]]):
@@ -195,6 +213,9 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
     notes = [f"Prometheus: read from the recorded series {names['spec_decode']} (specdec rules, "
              f"{coverage.evaluations} evaluations {r:g} s apart, {n + bool(remainder)} blocks)"]
     shape = recorded.step_shape()
+    events = recorded.events()
+    if missed.instants:
+        notes.append(missed.note(coverage.evaluations))
     if not latency and shape.itl_mean_s is not None:
         notes.append(f"Prometheus: the recorded series hold no {names['itl_sum_by_gamma']} (rules written "
                      f"before it): each γ segment's own latency is unknown, so a probe cannot measure the "
@@ -206,7 +227,7 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
     return PrometheusWindow(
         url=client.url, selector=sel, start=last_end - window_s - shift, end=min(end, last_end - shift), block_s=block,
         scrape_interval_s=scrape_interval(client, sel, end, end - start),
-        segments=segments, events=recorded.events(), step_shape=shape,
+        segments=segments, events=events, step_shape=shape,
         engine_labels=engine_labels, not_speculating=not_speculating(client, q, end),
         queries=client.queries, recorded=names["spec_decode"], notes=notes + client.notes())
 
@@ -220,7 +241,8 @@ def _batch_samples(series: Sequence[tuple[Labels, np.ndarray, np.ndarray]], segm
 class _Blocks:
     """The window's blocks of recorded series: n whole blocks ending at last_end, ``block`` s
     apart (one range query), and the oldest holding the remainder (one instant query). Their
-    times are what the evaluations counted up to: ``shift`` (the rules' query offset) before."""
+    times are what the evaluations counted up to: ``shift`` (the rules' query offset) before.
+    An evaluation the rules missed is made from the raw samples and added to its block."""
 
     client: PrometheusClient
     matcher: str
@@ -229,31 +251,42 @@ class _Blocks:
     block: float
     remainder_s: float
     shift: float = 0.0
+    missed: _Missed | None = None
 
     def summed(self, record: str, by: str) -> _Matrix:
         """(labels, block ends, values) of ``sum by (by) (sum_over_time(record[block]))``."""
-        return self._per_block(lambda span: self._sum(record, by, span))
+        return self._per_block(lambda span: self._sum(record, by, span), lambda rules: f"sum by ({by}) ({rules[record]})")
 
     def latency(self, names: dict[str, str]) -> _Matrix:
         """Each γ's ITL sum and count per block, in one query (label part = sum | count, as
         RouteQueries.block_latency)."""
-        return self._per_block(lambda span: " or ".join(
-            f'label_replace({self._sum(names[f"itl_{part}_by_gamma"], "gamma", span)}, "part", "{part}", "", "")'
-            for part in ("sum", "count")))
+        def parts(summed: Callable[[str], str]) -> str:
+            return " or ".join(f'label_replace({summed(names[f"itl_{part}_by_gamma"])}, "part", "{part}", "", "")'
+                               for part in ("sum", "count"))
+        return self._per_block(lambda span: parts(lambda record: self._sum(record, "gamma", span)),
+                               lambda rules: parts(lambda record: f"sum by (gamma) ({rules[record]})"))
 
     def _sum(self, record: str, by: str, span: str) -> str:
         return f"sum by ({by}) (sum_over_time({record}{self.matcher}[{span}]))"
 
-    def _per_block(self, expr: Callable[[str], str]) -> _Matrix:
+    def _per_block(self, expr: Callable[[str], str], missed_expr: Callable[[dict[str, str]], str]) -> _Matrix:
         """``expr(span)`` at every whole block's end (one range query) and over the remainder
-        at the oldest block's end (one instant query)."""
+        at the oldest block's end (one instant query); plus ``missed_expr`` (of the rules at a
+        missed evaluation) at each missed evaluation, in its block, where the rules wrote the series."""
         series = (self.client.query_range(expr(promql_duration(self.block)), self.last_end - (self.n - 1) * self.block,
                                           self.last_end + 1e-6, self.block) if self.n else [])
         if self.remainder_s:
             oldest_end = self.last_end - self.n * self.block
             series = series + [(lab, np.array([oldest_end]), np.array([v]))
                                for lab, v in self.client.query(expr(promql_duration(self.remainder_s)), oldest_end)]
+        if self.missed is not None and series:  # a series the rules did not write stays absent
+            series = _added(series, [(lab, self._block_end(at), v) for lab, at, v in self.missed.rows(missed_expr)])
         return [(lab, times - self.shift, values) for lab, times, values in series]
+
+    def _block_end(self, at: float) -> float:
+        """The end of the block an evaluation at ``at`` falls in (as the queries date it)."""
+        j = min(self.n, math.floor((self.last_end - at) / self.block))
+        return round(self.last_end - j * self.block, 3)
 
     def starts(self, rows: Iterable[float]) -> dict[float, float]:
         """Block end → its start, for the block ends in ``rows``."""
@@ -266,19 +299,95 @@ def _key(labels: Labels) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(labels.items()))
 
 
+def _added(series: _Matrix, rows: Iterable[tuple[Labels, float, float]]) -> _Matrix:
+    """``series`` (a label set may come twice: the whole blocks' and the remainder's) as one
+    series per label set, each row's value added at its time (a label set or time not there: new)."""
+    table: dict[tuple[tuple[str, str], ...], tuple[Labels, dict[float, float]]] = {}
+    points_of = ((lab, t, v) for lab, times, values in series for t, v in zip(times.tolist(), values.tolist()))
+    for lab, at, value in itertools.chain(points_of, rows):
+        points = table.setdefault(_key(lab), (lab, {}))[1]
+        points[round(at, 3)] = points.get(round(at, 3), 0.0) + value
+    return [(lab, np.array(sorted(points)), np.array([points[t] for t in sorted(points)]))
+            for lab, points in table.values()]
+
+
+class _Missed:
+    """The window's evaluations the rules missed (module docstring), each made from the raw
+    samples by the rules' own PromQL pinned at its instant; ``answered`` the instants where
+    any of it found samples."""
+
+    def __init__(self, client: PrometheusClient, instants: Sequence[float], rules_at: Callable[[float], dict[str, str]]):
+        self.client, self.instants, self.rules_at = client, tuple(instants), rules_at
+        self.answered: set[float] = set()
+
+    @classmethod
+    def find(cls, client: PrometheusClient, route: str, sel: str, rules: _Rules, coverage: Coverage) -> _Missed:
+        """The slots t_e − jR (j < m) without a heartbeat, from the gaps between heartbeats (a
+        gap of k·R misses k − 1); read only when the heartbeat is short of the window's count."""
+        assert coverage.last_evaluation is not None
+        t_e, m, r = coverage.last_evaluation, coverage.evaluations, rules.r
+
+        def rules_at(at: float) -> dict[str, str]:
+            return dict(route_rules(route, sel, rules.resolution, coverage.query_offset, at))
+
+        if coverage.evaluated >= m:
+            return cls(client, (), rules_at)
+        found = client.samples(f"{rules.names['heartbeat']}{_route_matcher(route)}[{promql_duration(m * r)}]",
+                               t_e + r / 2)
+        beats = sorted(t for labels, times, values in found if labels.get("selector") == sel
+                       for t in times[np.isfinite(values)].tolist())
+        missed, before = [], t_e - m * r  # the slot before the window's first
+        for beat in beats:
+            missed += [round(before + i * r, 3) for i in range(1, round((beat - before) / r))]
+            before = beat
+        return cls(client, missed, rules_at)
+
+    def rows(self, expr: Callable[[dict[str, str]], str]) -> list[tuple[Labels, float, float]]:
+        """(labels, instant, value) of ``expr(the rules at the instant)`` at each missed instant."""
+        out: list[tuple[Labels, float, float]] = []
+        for i in range(0, len(self.instants), MISSED_PER_QUERY):
+            batch = self.instants[i:i + MISSED_PER_QUERY]
+            query = " or ".join(f'label_replace({expr(self.rules_at(at))}, "{_MISSED_LABEL}", "{j}", "", "")'
+                                for j, at in enumerate(batch))
+            for labels, value in self.client.query(query, batch[-1]):
+                labels = dict(labels)
+                at = batch[int(labels.pop(_MISSED_LABEL))]
+                self.answered.add(at)
+                out.append((labels, at, value))
+        return out
+
+    def note(self, evaluations: int) -> str:
+        """What was made, for the window's notes (after every read)."""
+        none = len(self.instants) - len(self.answered)
+        lost = (f"; {none} found no raw samples (past Prometheus' retention?), their counts are missing"
+                if none else "")
+        return (f"Prometheus: {len(self.instants)} of the window's {evaluations} rule evaluations are missing from "
+                f"the recorded series (first at {self.instants[0]:.3f}; promtool's backfill skips a slot in the "
+                f"last second before each 2-hour block, a stopped Prometheus its downtime): each was made from the "
+                f"raw samples, the rules' own PromQL at its instant{lost}")
+
+
 class _Recorded:
     """Whole-window reads of one route's recorded series, at the window's last block end."""
 
     def __init__(self, client: PrometheusClient, route: str, names: dict[str, str], at: float, window_s: float,
-                 shift: float) -> None:
-        self.client, self.names, self.at, self.shift = client, names, at, shift
+                 shift: float, missed: _Missed | None = None) -> None:
+        self.client, self.names, self.at, self.shift, self.route = client, names, at, shift, route
         self.matcher, self.range = _route_matcher(route), f"[{promql_duration(window_s)}]"
+        self.missed = missed
         self._sparse: dict[str, _Matrix] = {}
 
     def total(self, role: str, by: str = "") -> list[tuple[Labels, float]]:
+        """``sum by (by)`` of the role's series over the window, with its missed evaluations."""
         grouping = f" by ({by})" if by else ""
-        return self.client.query(f"sum{grouping} (sum_over_time({self.names[role]}{self.matcher}{self.range}))",
-                                 self.at)
+        found = self.client.query(f"sum{grouping} (sum_over_time({self.names[role]}{self.matcher}{self.range}))",
+                                  self.at)
+        if self.missed is None or not found:  # a series the rules did not write stays absent
+            return found
+        made = self.missed.rows(lambda rules: f"sum{grouping} ({rules[self.names[role]]})")
+        summed = _added([(lab, np.array([0.0]), np.array([v])) for lab, v in found],
+                        [(lab, 0.0, v) for lab, _, v in made])
+        return [(lab, float(values[0])) for lab, _, values in summed]
 
     def step_shape(self) -> StepShapeWindow:
         running = batch_counts(self.total("engines_by_batch", "batch"))
@@ -302,8 +411,13 @@ class _Recorded:
         VictoriaMetrics returns vmalert's markers, Prometheus hides its own."""
         if role not in self._sparse:
             found = self.client.samples(f"{self.names[role]}{self.matcher}{self.range}", self.at)
-            self._sparse[role] = [(labels, times[np.isfinite(values)] - self.shift, values[np.isfinite(values)])
-                                  for labels, times, values in found]
+            found = [(labels, times[np.isfinite(values)], values[np.isfinite(values)])
+                     for labels, times, values in found]
+            if self.missed is not None:  # labelled as the rules label what they record
+                record = self.names[role]
+                found = _added(found, [({**labels, "__name__": record, "route": self.route}, at, v)
+                                       for labels, at, v in self.missed.rows(lambda rules: rules[record])])
+            self._sparse[role] = [(labels, times - self.shift, values) for labels, times, values in found]
         return self._sparse[role]
 
     def engines_of(self, q: RouteQueries, r: float) -> Callable[[int, float, float], list[Labels]]:

@@ -104,16 +104,18 @@ def series_names(resolution: str = RESOLUTION) -> dict[str, str]:
 
 
 class _Rules:
-    """The PromQL of one route's window rules (selector SEL, resolution R)."""
+    """The PromQL of one route's window rules (selector SEL, resolution R); with ``at``, every
+    selector pinned there (``@``): what the evaluation at ``at`` records, whenever it is queried."""
 
-    def __init__(self, selector: str, resolution: str, query_offset: str = "0s"):
+    def __init__(self, selector: str, resolution: str, query_offset: str = "0s", at: float | None = None):
         self.sel, self.r = selector, resolution
         self.per_pos = f"{vm.ACCEPTED_PER_POSITION}_total{selector}"
         # "now" is query_offset before the evaluation, "before" R earlier still (module docstring)
         offset_s = query_offset_seconds(query_offset)
-        self.now = f" offset {query_offset}" if offset_s else ""
-        self.before = (f" offset {_duration(resolution_seconds(resolution) + offset_s)}" if offset_s
-                       else f" offset {resolution}")
+        pinned = f" @ {at:.3f}" if at is not None else ""
+        self.now = pinned + (f" offset {query_offset}" if offset_s else "")
+        self.before = pinned + (f" offset {_duration(resolution_seconds(resolution) + offset_s)}" if offset_s
+                                else f" offset {resolution}")
 
     def gamma(self, offset: bool = False) -> str:
         """γ of each engine: the number of its position series (labels: the engine's)."""
@@ -170,10 +172,13 @@ class _Rules:
 
 
 def route_rules(route: str, selector: str, resolution: str = RESOLUTION,
-                query_offset: str = QUERY_OFFSET) -> list[tuple[str, str]]:
-    """(record name, PromQL) of one route's window rules; every one carries label route."""
+                query_offset: str = QUERY_OFFSET, at: float | None = None) -> list[tuple[str, str]]:
+    """(record name, PromQL) of one route's window rules; every one carries label route.
+    ``at``: each rule's evaluation at that instant, its selectors pinned there (``@``), so an
+    evaluation the rules missed can be made afterwards from the raw samples
+    (acceptance.prometheus_recorded)."""
     resolution_seconds(resolution)
-    q = _Rules(selector, resolution, query_offset)
+    q = _Rules(selector, resolution, query_offset, at)
     names = series_names(resolution)
     itl = vm.INTER_TOKEN_LATENCY
     return [

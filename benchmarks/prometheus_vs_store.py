@@ -12,10 +12,16 @@ on a fixed survival curve, requests running 1..8, ITL ~12 ms) and loaded twice:
 
 Then it times the route window + estimate + recommendation (specdec.pipeline.tune_intervals)
 through each, and reports the disk each used, as one JSON document on stdout (progress on
-stderr). Memory stays modest: the fleet is generated per 2-hour chunk, from a random
+stderr). Block by block, it also holds each rule evaluation's recorded drafts against the
+store's over the span it counts, and names the rule slots the recorded series lack
+(``evaluations_against_store``): promtool evaluates a group at a phase its rules file's path
+hashes to (benchmarks/promtool_phase.py), and ``--rule-phase S`` pins it S seconds past each
+minute, on a raw sample's instant (0) or between samples (7.5) — or in the last second before
+each 2-hour block, the slot promtool never evaluates: 59.5, or 59.9996, which Prometheus
+stamps at the whole minute, a raw sample's instant. Memory stays modest: the fleet is generated per 2-hour chunk, from a random
 stream keyed by (engine, chunk), so the store side regenerates exactly the same counts.
 
-    .venv/bin/python benchmarks/prometheus_vs_store.py [--engines 200] [--days 7] [--keep DIR]
+    .venv/bin/python benchmarks/prometheus_vs_store.py [--engines 200] [--days 7] [--keep DIR] [--rule-phase S]
 
 Needs /usr/bin/prometheus and promtool (scripts/ensure_prometheus.sh).
 """
@@ -40,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from acceptance import vllm_metrics as vm
-from acceptance.prometheus import PrometheusClient, PrometheusSettings, prometheus_route_window
+from acceptance.prometheus import PrometheusClient, PrometheusSettings, prometheus_route_window, promql_duration
 from acceptance.prometheus_recorded import prometheus_window
 from acceptance.prometheus_rules import QUERY_OFFSET, RESOLUTION, query_offset_seconds, resolution_seconds
 from acceptance.prometheus_rules import series_names as recorded_names
@@ -48,6 +54,7 @@ from acceptance.store import Store
 from acceptance.windows import route_window
 from model.deployment import INLINE_DEFAULTS, Deployment
 from specdec.exporter import recording_rules
+from promtool_phase import rules_path_at
 from timing import timed
 from specdec.pipeline import TuningOptions, tune_intervals
 
@@ -258,10 +265,14 @@ class PrometheusServer(LocalServer):
                 f"--web.listen-address={self.url.split('//')[1]}", "--query.max-samples=200000000"]
 
 
-def backfill_rules(server: PrometheusServer, start: float, end: float) -> tuple[float, int]:
+def backfill_rules(server: PrometheusServer, start: float, end: float, phase: float | None) -> tuple[float, int]:
     """specdec's rules evaluated over the week from the raw data (promtool), the blocks moved
-    into the TSDB and Prometheus restarted on them: (seconds, bytes of the new blocks)."""
-    rules, out = server.work / "rules.yml", server.work / "rules-blocks"
+    into the TSDB and Prometheus restarted on them: (seconds, bytes of the new blocks).
+    ``phase``: the evaluations pinned that many seconds past each minute (the rules file
+    named for it, benchmarks/promtool_phase.py); None: where the file's path puts them."""
+    out = server.work / "rules-blocks"
+    rules = (server.work / "rules.yml" if phase is None else
+             rules_path_at(server.work, "specdec-window-bench", int(resolution_seconds(RESOLUTION)), phase))
     rules.write_text(recording_rules({"bench": '{job="bench"}'}))
     started = time.perf_counter()
     r = subprocess.run([shutil.which("promtool") or "/usr/bin/promtool", "tsdb", "create-blocks-from", "rules",
@@ -275,6 +286,45 @@ def backfill_rules(server: PrometheusServer, start: float, end: float) -> tuple[
         shutil.move(str(block), str(server.work / "tsdb" / block.name))
     server.start()
     return time.perf_counter() - started, added
+
+
+def recorded_drafts(settings: PrometheusSettings, evaluated: tuple[float, float]) -> dict[float, float]:
+    """{evaluation time: the drafts it recorded} for the evaluations in (start, end] (the
+    recorded series as the rules wrote them, before the source reads them)."""
+    start, end = evaluated
+    found = PrometheusClient(settings, timeout_s=60).samples(
+        f'{recorded_names()["spec_decode"]}{{route="bench",position="drafts"}}[{promql_duration(end - start - 0.001)}]',
+        end)  # less a millisecond: a range selector holds both its ends
+    out: dict[float, float] = {}
+    for _, times, values in found:  # one series a γ
+        for t, v in zip(times.tolist(), values.tolist()):
+            out[round(t, 3)] = out.get(round(t, 3), 0.0) + v
+    return out
+
+
+def evaluations_against_store(store: Store, targets: list[str], evaluated: tuple[float, float],
+                              recorded: dict[float, float]) -> dict:
+    """Block by block: each rule slot in (start, end] (R apart, ending at the last evaluation)
+    against the store's drafts over the span it counts, (t − R − D, t − D]: the slots the
+    recorded series hold no evaluation at, and those whose evaluation differs from the store."""
+    r, offset = resolution_seconds(RESOLUTION), query_offset_seconds(QUERY_OFFSET)
+    start, end = evaluated
+    slots = np.round(end - r * np.arange(int(round((end - start) / r)))[::-1], 3)
+    ids = [engine_id for engine_id, _ in store.engines_of(targets)]
+    store_drafts = np.zeros(len(slots) + 1)
+    for lo in np.arange(slots[0] - r - offset, end - offset, CHUNK_S):  # a week of 200 engines is 8M intervals
+        for entries in store.read_intervals(ids, lo, min(lo + CHUNK_S, end - offset))[0]:
+            # the slot each stored interval falls in: the first slot t with its end ≤ t − D
+            slot_of = np.searchsorted(slots - offset, entries.end, side="left")
+            drafts = entries.delta[:, store.layout_columns(entries.layout_id).index("drafts")]
+            store_drafts += np.bincount(slot_of, weights=drafts, minlength=len(slots) + 1)
+    missing = [{"at": float(t), "store_drafts": float(d)} for t, d in zip(slots.tolist(), store_drafts.tolist())
+               if t not in recorded]
+    unlike = [{"at": float(t), "recorded_drafts": recorded[t], "store_drafts": float(d)}
+              for t, d in zip(slots.tolist(), store_drafts.tolist()) if t in recorded and recorded[t] != d]
+    assert store_drafts[-1] == 0, "stored intervals past the last slot's span"
+    return {"slots": len(slots), "without_an_evaluation": missing, "unlike_the_store": unlike,
+            "store_drafts_without_an_evaluation": sum(m["store_drafts"] for m in missing)}
 
 
 def recorded_series_per_route(settings: PrometheusSettings, at: float) -> dict[str, int]:
@@ -318,10 +368,15 @@ def time_prometheus(work: Path, built: Path, args, t0: float, last_sample: float
         settings = PrometheusSettings(server.url)
         if len(json.loads(built.read_text())) < 6:
             log("backfilling specdec's recording rules over the fleet's history (promtool create-blocks-from rules)")
-            rules_s, rules_disk = backfill_rules(server, t0, last_sample + 60)
+            rules_s, rules_disk = backfill_rules(server, t0, last_sample + 60, args.rule_phase)
             built.write_text(json.dumps(json.loads(built.read_text())[:4] + [rules_s, rules_disk]))
         beats = PrometheusClient(settings, timeout_s=60).samples(
             f'{recorded_names()["heartbeat"]}{{route="bench"}}[{int(args.days * 86400 + 7200)}s]', last_sample + 60)
+        phase = float(beats[0][1][-1]) % 60
+        if args.rule_phase is not None and abs((phase - args.rule_phase + 30) % 60 - 30) > 0.001:
+            log(f"--rule-phase {args.rule_phase:g}: the rules kept in {work} evaluate {phase:.3f} s past each "
+                f"minute (give a new --keep folder)")
+            sys.exit(2)
         # The recorded window: the evaluations after the second to the last (the first two may hold
         # only the engines' first samples, baselines). Each counted up to the rules' query offset
         # before it, so the other sources read that span: the store's deltas of (first, last] and
@@ -335,8 +390,9 @@ def time_prometheus(work: Path, built: Path, args, t0: float, last_sample: float
         assert recorded[0][0].recorded is not None, recorded[0][0].notes
         raw = timed(tuned(lambda: prometheus_route_window(settings, '{job="bench"}', first, last, timeout_s=300),
                           deployment), max(1, min(args.repeat, 2)))
-        return {"window": (first, last), "recorded": recorded, "raw": raw,
-                "series": recorded_series_per_route(settings, last_sample + 60)}
+        return {"window": (first, last), "evaluated": evaluated, "recorded": recorded, "raw": raw,
+                "series": recorded_series_per_route(settings, last_sample + 60),
+                "evaluations": recorded_drafts(settings, evaluated)}
     finally:
         server.stop()
 
@@ -367,9 +423,17 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--previous", type=Path, default=None,
                     help="an earlier result of this benchmark: its store figures are kept beside the new ones")
+    ap.add_argument("--rule-phase", type=float, default=None, metavar="S",
+                    help="pin the rule evaluations S to S + 0.4 ms past each minute (the fleet's samples fall "
+                         "at 0, 15, 30 and 45 s past): 0 evaluates at a sample's instant, 7.5 between samples, "
+                         "59.9996 at a sample's instant as Prometheus stamps it (the ms) but just before it for "
+                         "promtool, which then skips the slot before each 2-hour block (default: where the rules "
+                         "file's path puts them, as in a user's backfill)")
     ap.add_argument("--keep", type=Path, default=None,
                     help="folder to keep (default: a temp dir, removed); given again, its fleet is re-timed")
     args = ap.parse_args()
+    if args.rule_phase is not None and not 0 <= args.rule_phase < 60:
+        ap.error(f"--rule-phase {args.rule_phase:g}: seconds past the minute, from 0 to below 60")
     work = args.keep or Path(tempfile.mkdtemp(prefix="specdec-prom-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     per_chunk = int(CHUNK_S / INTERVAL)
@@ -401,6 +465,7 @@ def main() -> None:
         targets = [f"http://10.0.{e // 250}.{e % 250}:8000/metrics" for e in range(args.engines)]
         (sw, store_tuning), store_secs = timed(tuned(lambda: route_window(store, targets, *prom["window"]),
                                                      deployment), args.repeat)
+        evaluations = evaluations_against_store(store, targets, prom["evaluated"], prom["evaluations"])
     if args.keep is None:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -422,7 +487,9 @@ def main() -> None:
                                 "queries": rw.queries, "block_s": rw.block_s, "notes": rw.notes,
                                 "times_store": statistics.median(rec_secs) / store_s,
                                 "series_added_per_route": prom["series"],
-                                "series_added_total": sum(prom["series"].values())},
+                                "series_added_total": sum(prom["series"].values()),
+                                "rule_phase_s": round(prom["evaluated"][1] % 60, 3) % 60,
+                                "evaluations_against_store": evaluations},
         "prometheus_raw": {**figures(pw, prom_tuning, prom_secs, prom_build_s, prom_disk, n_intervals),
                            "queries": pw.queries, "block_s": pw.block_s},
         "victoria_metrics_raw": {**figures(vw, vm_tuning, vm_secs, vm_build_s, vm_disk, n_intervals),
