@@ -65,7 +65,8 @@ FOREIGN_OPTIONS = frozenset({
     "--disable-log-stats", "--no-build-isolation", "--start", "--end", "--url",
 })
 # Scripts the docs give as interfaces: their options count as known.
-SCRIPTS = ("benchmarks/real_vllm.py", "benchmarks/gpu_checks.py", "scripts/benchmarks_doc.py")
+SCRIPTS = ("benchmarks/real_vllm.py", "benchmarks/gpu_checks.py", "scripts/benchmarks_doc.py",
+           "benchmarks/prometheus_vs_store.py")
 
 # Top directories whose paths a doc may name (each must exist).
 REPO_DIRS = ("acceptance", "model", "kernels", "specdec", "dashboard", "notebooks", "benchmarks", "tests", "docs",
