@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import re
 import subprocess
 import sys
@@ -196,7 +198,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         rows += ingested_rows(LOG, Path(tmp), "log")
     bad = [r for r in rows if resting_on_defaults(r)]
-    doc = {"rows": rows, "resting_on_defaults": len(bad)}
+    doc = {"command": "python benchmarks/first_contact.py",
+           "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+           "date": time.strftime("%Y-%m-%d"), "rows": rows, "resting_on_defaults": len(bad)}
     (REPO / "benchmarks" / "results" / "first-contact.json").write_text(json.dumps(doc, indent=2) + "\n")
     table = markdown(rows)
     doc_path = REPO / "docs" / "first-contact.md"
