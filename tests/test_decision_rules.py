@@ -3,6 +3,7 @@ the order they run in, and the JSON's γ read from the fleet's and the best expe
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -76,6 +77,34 @@ def test_a_cost_model_that_misses_the_engine_withholds_even_on_given_figures():
     d = decide(priced([1.0, 1.2, 1.5, 1.4], 0.01, model_error_warning="the cost model misses by +40%"))
     assert d.kind == UNDECIDED and d.reason.startswith("the cost model misses by +40%. On this model the tool would "
                                                        "run gamma 2")
+
+
+def test_a_cost_model_that_misses_the_engine_still_probes_part_of_the_route():
+    """A model that misses the engines cannot be trusted past the measured γ, so a change there
+    is withheld; a probe on part of the route is how it is measured instead, and goes ahead.
+    A trial of the whole route (one engine) is a change of the route and stays withheld."""
+    from model.probe import Probe
+
+    part = Probe(gamma=4, engines=1, drafts_needed=20_000, duration_s=600.0, expected_cost=50.0,
+                 expected_value=900.0, speculative_config=None)
+    probing = start(3, 4).to("probe", "probe γ=4 on 1 of 8 engine(s)", best_gamma=4, probe=part)
+    p = priced([1.0, 1.2, 1.25, 1.3, 1.5], 0.05, deployed=3, model_error_warning="the cost model misses by +32%",
+               model_error=0.32)
+    d = given_figures(p, probing)
+    assert d.kind == "probe" and d.probe is part and d.fleet_gamma == 3
+    assert d.reasons[-1] == ("the cost model misses the engines at the deployed gamma beyond its tolerance (the "
+                             "warning): a probe of gamma 4 on part of the route measures it where a change would "
+                             "trust the model (the intervals carry its +32.0% at the deployed gamma)")
+    whole = start(3, 4).to("probe", "probe γ=4 on its only engine", best_gamma=4,
+                           probe=replace(part, whole_route=True, loss_probability=0.05))
+    withheld = given_figures(p, whole)
+    assert withheld.kind == UNDECIDED and withheld.reason.startswith("the cost model misses by +32%. On this model "
+                                                                     "the tool would probe gamma 4 on 1 engine(s)")
+    # the others taking a sure step meanwhile would move them on the model's word: withheld whole
+    assert given_figures(p, replace(probing, fleet_gamma=2)).kind == UNDECIDED
+    # on a default figure the probe is a what-if as before
+    needed = (FigureNeeded("draft_cost", 0.05, "the drafter's time"),)
+    assert given_figures(replace(p, figures_needed=needed), probing).kind == UNDECIDED
 
 
 def test_a_plausible_gain_past_the_observed_gamma_is_probed_when_it_pays():

@@ -617,13 +617,16 @@ def test_speculation_the_engines_measure_slower_than_plain_decode_is_turned_off(
     assert "deploy: omit --speculative-config (speculation off)" in out
 
 
-def test_a_what_if_row_says_what_it_rests_on(tmp_path, capsys):
+def test_a_model_that_misses_probes_part_of_the_route_and_a_what_if_row_says_what_it_rests_on(tmp_path, capsys):
     """The real suffix page with every figure set (draft_overhead 0.4, flat, a plain decode of
     200 tok/s: the engines' 200.1 measure 1.00x of it, nothing to decide on) and a model that
-    misses the engines by +19%, served by two engines: the γ the model would probe on one of
-    them is a what-if on the model, not "on defaults" — no figure is a default — and the deploy
-    line points at the warning that is there. On one engine the probe would be a trial of the
-    whole route, refused as a change would be (P(γ 16 loses > 3%) = 0.19): it keeps γ 7."""
+    misses the engines by +19%, served by two engines: the γ 16 the model projects is probed on
+    one of them, the other staying at γ 7 — a probe measures where the model cannot be trusted,
+    no figure is a default. With draft_overhead 1.0 the model (-16.5%) would also move the other
+    engine (a sure step to γ 0) on its word: withheld whole, the row a what-if on the model, and
+    the deploy line points at the warning that is there. On one engine the probe would be a
+    trial of the whole route, refused as a change would be (P(γ 16 loses > 3%) = 0.19): it
+    keeps γ 7."""
     targets, end = ["http://127.0.0.1:1/metrics", "http://127.0.0.1:2/metrics"], time.time()
     for target in targets:
         db = real_page_store(tmp_path / "s.db", REAL / "suffix_k7_metrics.txt", target=target, end=end)
@@ -632,12 +635,20 @@ def test_a_what_if_row_says_what_it_rests_on(tmp_path, capsys):
             'cost_profile = "flat"\n[routes.r]\n')
     cfg.write_text(head + f"targets = {json.dumps(targets)}\n")
     argv = ["--route", "r", "--config", str(cfg), "--db", str(db)]
+    code, out, err = run_cli(capsys, tune_gamma_main, [*argv, "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["decision"] == "probe" and doc["probe"]["gamma"] == 16 and doc["probe"]["engines"] == 1
+    assert doc["gamma_to_deploy"] == 7 and doc["figures_needed"] == [] and doc["model_error_warning"]
+    assert ("a probe of gamma 16 on part of the route measures it where a change would trust the model (the "
+            "intervals carry its +19.") in doc["decision_reason"]
+    cfg.write_text(head.replace("draft_overhead = 0.4", "draft_overhead = 1.0") + f"targets = {json.dumps(targets)}\n")
     code, out, err = run_cli(capsys, tune_gamma_main, argv)
     assert code == 0, err
     rows = {x.split()[0]: x for x in out.splitlines() if x[:5].strip().isdigit()}
     assert "best on the model (what-if)" in rows["16"] and "defaults" not in out.split("recommendation:")[0]
     assert "recommendation: none for gamma 7 — the cost model misses" in out
-    assert "warning: the cost model misses" in out
+    assert "On this model the tool would probe gamma 16 on 1 engine(s)" in out
     assert "deploy: none — the cost model misses the engine's observed rate (see the warning above)" in out
     cfg.write_text(head + f"targets = {json.dumps(targets[:1])}\n")
     code, out, err = run_cli(capsys, tune_gamma_main, argv)

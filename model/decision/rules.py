@@ -19,9 +19,10 @@ speedups (resamples × tail models, model.recommend):
           never a change (the fleet taking the best sure step among the measured γ meanwhile);
   keep    otherwise, with the evidence that would change it (the factor on the window's
           drafts that settles a gain, when more drafts can);
-  undecided  a change, off or probe that rests on default figures or on a cost model missing
-          the engine's rate by more than its tolerance (model.figures_needed): a what-if; a keep
-          on default figures stays a keep and says so;
+  undecided  a change, off or probe that rests on default figures, or a change or off (or a
+          trial of the whole route) on a cost model missing the engine's rate by more than its
+          tolerance (model.figures_needed): a what-if; a probe on part of the route measures
+          instead; a keep on default figures stays a keep and says so;
   measured  last: where the engines measure the deployed γ against the user's own plain decode
           at the route's mix and the difference is sure on the observed rate's resamples
           (model.deployed_speedup), off or keep follows the measurement whatever the table
@@ -352,8 +353,18 @@ def given_figures(priced: Priced, decision: Decision) -> Decision:
     ``undecided`` (the fleet keeps its γ; the γ it would have run or probed named as the
     best expected; nothing to deploy or probe), a keep stays but says what it rests on. A
     model that misses the observed tok/s at the deployed γ by more than its tolerance prices
-    step times the engines do not have: its gains are as far off as the miss."""
+    step times the engines do not have: its gains are as far off as the miss, so its change or
+    off is withheld — but not a probe on part of the route on figures the user gave, the rest
+    of the fleet staying where it is, which measures the γ instead of trusting the model (its
+    ensemble carries the miss); with a sure step for the others it is withheld whole."""
     needed = priced.figures_needed
+    if priced.model_error_warning and _measuring_probe(priced, decision):
+        assert decision.probe is not None  # _measuring_probe
+        return decision.because(f"the cost model misses the engines at the deployed gamma beyond its tolerance "
+                                f"(the warning): a probe of gamma {decision.probe.gamma} on part of the route "
+                                f"measures it where a change would trust the model"
+                                + (f" (the intervals carry its {priced.model_error:+.1%} at the deployed gamma)"
+                                   if priced.model_error else ""))
     if priced.model_error_warning and decision.kind in DEPLOYING_DECISIONS:
         return withheld(priced.deployed, decision, needed, f"{priced.model_error_warning}. On this model the tool would "
                                            f"{_what_it_would_do(decision)}: a what-if, not a decision")
@@ -366,6 +377,14 @@ def given_figures(priced: Priced, decision: Decision) -> Decision:
     keys = ", ".join(n.key for n in needed)
     return replace(decision.because(f"priced on default figures ({keys}), which could change it"),
                    figures_needed=needed)
+
+
+def _measuring_probe(priced: Priced, decision: Decision) -> bool:
+    """A probe on part of the route, on figures the user gave, with the rest of the fleet where
+    it is: it measures the γ the model cannot be trusted at (its ensemble already carries the
+    model's error there) and moves nothing on the model's word."""
+    return (decision.kind == "probe" and decision.probe is not None and not decision.probe.whole_route
+            and decision.fleet_gamma == priced.deployed and not priced.figures_needed)
 
 
 def measured(priced: Priced, decision: Decision) -> Decision:
