@@ -37,7 +37,7 @@ def plugin_page(model="kimi-k3", engines=(0,), gamma=GAMMA, batches=(1, 2, 5, 40
             spec = NS(num_drafts=b, num_draft_tokens=gamma * b, num_accepted_tokens=sum(accepted),
                       num_accepted_tokens_per_pos=accepted, num_draft_tokens_per_pos=[b] * gamma)
             metrics.record(NS(spec_decoding_stats=spec, iteration_details=None, num_running_reqs=b),
-                           NS(num_prompt_tokens=0), engine)
+                           NS(num_prompt_tokens=0, inter_token_latencies_iter=[]), engine)
     metrics.flush()
     return generate_latest(registry).decode()
 
