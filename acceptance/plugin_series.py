@@ -17,7 +17,18 @@ Prometheus counters (``_total`` suffix; labels ``model_name``, ``engine`` as vLL
   γ + 1; ``partial_verify``: decode only, drafts of mixed length; ``with_prefill``: some
   request is in its prompt), by token count (exact up to the specialized path's limit of
   64, ``gt64`` above), and whether a step of that shape and count fits the Kimi K3
-  specialized decode path (model/specialized.py: clean shape, prepared token count).
+  specialized decode path (model/specialized.py: clean shape, prepared token count);
+- ``specdec:engine_step_seconds{shape, tokens, fits_specialized, timer}`` — Σ the time of
+  the steps of that key that carried ``timer``, and ``specdec:engine_timed_steps{…, timer}``
+  the steps it summed: seconds / timed steps is the mean step time at that shape and token
+  count. ``timer`` says which clock (acceptance/vllm_plugin.py says why each, and its limits):
+  ``inter_token_latency`` — the median of the step's per-request inter-token latencies (vLLM's
+  ``IterationStats.inter_token_latencies_iter``: the engine's output timestamps, the period
+  from the previous step's output to this one's, the clock of ``vllm:inter_token_latency_seconds``);
+  ``iteration_elapsed`` — ``SchedulerIterationDetails.elapsed_ms`` (only with
+  ``--enable-logging-iteration-details``): the wait for the model's output, a lower bound.
+  A step with no latency of a timer (no request had a token before it) is in neither of
+  that timer's series, so the mean is over timed steps only.
 
 Summed over ``batch``, the by-batch families give the engine's SpecCounts with
 ``draft_tokens_per_position`` filled; T = Σ_k R_k and A = Σ_k A_k.
@@ -40,20 +51,32 @@ DRAFTS_BY_BATCH = "specdec:spec_decode_drafts_by_batch"
 ACCEPTED_PER_POSITION_BY_BATCH = "specdec:spec_decode_accepted_tokens_per_pos_by_batch"
 DRAFT_TOKENS_PER_POSITION_BY_BATCH = "specdec:spec_decode_draft_tokens_per_pos_by_batch"
 ENGINE_STEPS = "specdec:engine_steps"
+ENGINE_STEP_SECONDS = "specdec:engine_step_seconds"
+ENGINE_TIMED_STEPS = "specdec:engine_timed_steps"
 
-PLUGIN_FAMILIES = (DRAFTS_BY_BATCH, ACCEPTED_PER_POSITION_BY_BATCH, DRAFT_TOKENS_PER_POSITION_BY_BATCH, ENGINE_STEPS)
+PLUGIN_FAMILIES = (DRAFTS_BY_BATCH, ACCEPTED_PER_POSITION_BY_BATCH, DRAFT_TOKENS_PER_POSITION_BY_BATCH, ENGINE_STEPS,
+                   ENGINE_STEP_SECONDS, ENGINE_TIMED_STEPS)
+STEP_FAMILIES = (ENGINE_STEPS, ENGINE_STEP_SECONDS, ENGINE_TIMED_STEPS)  # keyed by (shape, tokens, fits_specialized)
 
 HELP = {
     DRAFTS_BY_BATCH: "Spec decoding drafts, by the batch size of the step that verified them.",
     ACCEPTED_PER_POSITION_BY_BATCH: "Drafts whose first position+1 draft tokens were all accepted, by batch size.",
     DRAFT_TOKENS_PER_POSITION_BY_BATCH: "Drafts that proposed at least position+1 tokens, by batch size.",
     ENGINE_STEPS: "Engine steps by shape, token count (exact up to 64) and fit to the specialized decode path.",
+    ENGINE_STEP_SECONDS: "Seconds of the engine steps that carried a timer (label timer), keyed as engine_steps.",
+    ENGINE_TIMED_STEPS: "Engine steps that carried a timer (label timer), keyed as engine_steps: their seconds' count.",
 }
 
 BATCH_LABEL = "batch"
 SHAPE_LABEL = "shape"
 TOKENS_LABEL = "tokens"
 FITS_LABEL = "fits_specialized"
+TIMER_LABEL = "timer"
+
+# A step's time, by clock (module docstring): the median of its requests' inter-token
+# latencies, and vLLM's iteration details' elapsed time (a lower bound).
+ITL_TIMER, ELAPSED_TIMER = "inter_token_latency", "iteration_elapsed"
+TIMERS = (ITL_TIMER, ELAPSED_TIMER)
 
 PURE_DECODE, UNIFORM_VERIFY, PARTIAL_VERIFY, WITH_PREFILL = "pure_decode", "uniform_verify", "partial_verify", "with_prefill"
 SHAPES = (PURE_DECODE, UNIFORM_VERIFY, PARTIAL_VERIFY, WITH_PREFILL)
@@ -130,6 +153,23 @@ class StepCount:
     tokens: int | None
     fits_specialized: bool
     steps: float
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Timed steps of one shape and token count (tokens None: more than 64) by one clock:
+    ``seconds`` / ``steps`` is their mean step time."""
+
+    shape: str
+    tokens: int | None
+    fits_specialized: bool
+    timer: str  # ITL_TIMER | ELAPSED_TIMER
+    seconds: float
+    steps: float
+
+    @property
+    def mean_s(self) -> float:
+        return self.seconds / self.steps if self.steps > 0 else math.nan
 
 
 @dataclass(frozen=True)
@@ -214,6 +254,7 @@ class _PluginReadings:
 
     by_batch: Mapping[str, SpecCounts]
     steps: tuple[StepCount, ...]
+    step_times: tuple[StepTime, ...]
 
     @property
     def gamma(self) -> int:
@@ -243,6 +284,7 @@ class PluginEngineCounts(_PluginReadings):
     engine: str
     by_batch: Mapping[str, SpecCounts] = field(default_factory=dict)  # batch label → counts
     steps: tuple[StepCount, ...] = ()
+    step_times: tuple[StepTime, ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -256,12 +298,14 @@ class PluginTotals(_PluginReadings):
 
     by_batch: batch label → Σ SpecCounts (D, A_k, R_k = ``draft_tokens_per_position``);
     steps: Σ steps per (shape, tokens, fits_specialized); engines: how many engines
-    exported plugin series in the window.
+    exported plugin series in the window; step_times: Σ seconds and timed steps per
+    (shape, tokens, fits_specialized, timer).
     """
 
     by_batch: Mapping[str, SpecCounts] = field(default_factory=dict)
     steps: tuple[StepCount, ...] = ()
     engines: int = 0
+    step_times: tuple[StepTime, ...] = ()
 
 
 # --------------------------------------------------------------------------------------
@@ -270,7 +314,28 @@ class PluginTotals(_PluginReadings):
 # --------------------------------------------------------------------------------------
 
 # Column names: "drafts:<batch>", "accepted:<batch>:<position>", "reached:<batch>:<position>",
-# "steps:<shape>:<tokens or gt64>:<true|false>".
+# "steps:<shape>:<tokens or gt64>:<true|false>", and per timer "seconds:<timer>:<shape>:<tokens
+# or gt64>:<true|false>" and "timed:<timer>:…" (a step time's Σ seconds and timed steps).
+SECONDS_COLUMN, TIMED_COLUMN = "seconds", "timed"
+
+
+def _step_key_text(shape: str, tokens: int | None, fits: bool) -> str:
+    return f"{shape}:{TOKENS_OVER_LIMIT if tokens is None else tokens}:{'true' if fits else 'false'}"
+
+
+def step_time_columns(timer: str, shape: str, tokens: int | None, fits: bool) -> tuple[str, str]:
+    """The (seconds, timed steps) column names of one step-time key."""
+    key = _step_key_text(shape, tokens, fits)
+    return f"{SECONDS_COLUMN}:{timer}:{key}", f"{TIMED_COLUMN}:{timer}:{key}"
+
+
+def parse_step_time_column(name: str) -> tuple[str, str, str, int | None, bool] | None:
+    """(kind: seconds|timed, timer, shape, tokens, fits) of a step-time column; None for another column."""
+    kind, _, rest = name.partition(":")
+    if kind not in (SECONDS_COLUMN, TIMED_COLUMN):
+        return None
+    timer, shape, tok, fits = rest.split(":")
+    return kind, timer, shape, None if tok == TOKENS_OVER_LIMIT else int(tok), fits == "true"
 
 
 def plugin_columns(counts: PluginEngineCounts) -> tuple[tuple[str, ...], list[float]]:
@@ -288,9 +353,11 @@ def plugin_columns(counts: PluginEngineCounts) -> tuple[tuple[str, ...], list[fl
             names.append(f"reached:{label}:{k}")
             values.append(float(r))
     for st in counts.steps:
-        tok = TOKENS_OVER_LIMIT if st.tokens is None else str(st.tokens)
-        names.append(f"steps:{st.shape}:{tok}:{'true' if st.fits_specialized else 'false'}")
+        names.append(f"steps:{_step_key_text(st.shape, st.tokens, st.fits_specialized)}")
         values.append(float(st.steps))
+    for tt in counts.step_times:
+        names += step_time_columns(tt.timer, tt.shape, tt.tokens, tt.fits_specialized)
+        values += [float(tt.seconds), float(tt.steps)]
     return tuple(names), values
 
 
@@ -305,9 +372,14 @@ def plugin_totals_from_columns(values: Mapping[str, float], engines: int = 0) ->
     drafts: dict[str, float] = {}
     per_pos: dict[str, dict[str, dict[int, float]]] = {"accepted": {}, "reached": {}}
     steps = []
+    times: dict[tuple[str, str, int | None, bool], list[float]] = {}
     for name, v in values.items():
         kind, _, rest = name.partition(":")
-        if kind == "drafts":
+        if kind in (SECONDS_COLUMN, TIMED_COLUMN):
+            parsed = parse_step_time_column(name)
+            assert parsed is not None  # kind is a step-time column's
+            times.setdefault(parsed[1:], [0.0, 0.0])[kind == TIMED_COLUMN] += float(v)
+        elif kind == "drafts":
             drafts[rest] = float(v)
         elif kind in per_pos:
             label, _, pos = rest.rpartition(":")
@@ -322,7 +394,14 @@ def plugin_totals_from_columns(values: Mapping[str, float], engines: int = 0) ->
         by_batch[label] = _counts(drafts[label], [acc.get(k, 0.0) for k in range(g)],
                                   [reached.get(k, 0.0) for k in range(g)])
     steps.sort(key=lambda s: (SHAPES.index(s.shape), s.tokens or 10**9, s.fits_specialized))
-    return PluginTotals(by_batch, tuple(steps), engines)
+    return PluginTotals(by_batch, tuple(steps), engines, _step_times(times))
+
+
+def _step_times(times: Mapping[tuple[str, str, int | None, bool], Sequence[float]]) -> tuple[StepTime, ...]:
+    """StepTime per (timer, shape, tokens, fits) from [seconds, timed steps], in a fixed order."""
+    order = sorted(times, key=lambda k: (TIMERS.index(k[0]), SHAPES.index(k[1]), k[2] or 10**9, k[3]))
+    return tuple(StepTime(shape, tokens, fits, timer, float(times[k][0]), float(times[k][1]))
+                 for k in order for timer, shape, tokens, fits in [k])
 
 
 def _counts(drafts: float, accepted: list[float], reached: list[float]) -> SpecCounts:
@@ -379,6 +458,9 @@ def plugin_counts_from_families(families: Iterable[_Family]) -> dict[tuple[str, 
         DRAFT_TOKENS_PER_POSITION_BY_BATCH: {},
     }
     steps: dict[tuple[str, str], dict[tuple[str, int | None, bool], float]] = {}
+    # family → engine → timer → step key → value
+    timed: dict[str, dict[tuple[str, str], dict[str, dict[tuple[str, int | None, bool], float]]]] = {
+        ENGINE_STEP_SECONDS: {}, ENGINE_TIMED_STEPS: {}}
     engines: set[tuple[str, str]] = set()
     for fam in families:
         for sample in fam.samples:
@@ -392,25 +474,15 @@ def plugin_counts_from_families(families: Iterable[_Family]) -> dict[tuple[str, 
             key = (labels.get(vm.MODEL_NAME_LABEL, ""), labels.get(vm.ENGINE_LABEL, ""))
             value = _check_value(name, labels, sample.value)
             engines.add(key)
-            if name == ENGINE_STEPS:
-                shape, tok, fits = labels.get(SHAPE_LABEL), labels.get(TOKENS_LABEL), labels.get(FITS_LABEL)
-                if shape not in SHAPES:
-                    raise PluginSeriesError(f"{name}{dict(labels)}: shape {shape!r} is not one of {', '.join(SHAPES)}")
-                if fits not in ("true", "false"):
-                    raise PluginSeriesError(f"{name}{dict(labels)}: {FITS_LABEL} {fits!r} is not true or false")
-                if tok == TOKENS_OVER_LIMIT:
-                    tokens = None
-                elif tok is None:
-                    raise PluginSeriesError(f"{name}{dict(labels)}: tokens {tok!r} is not an integer or {TOKENS_OVER_LIMIT}")
+            if name in STEP_FAMILIES:
+                skey = _step_key(name, labels)
+                if name == ENGINE_STEPS:
+                    bucket = steps.setdefault(key, {})
                 else:
-                    try:
-                        tokens = int(tok)
-                    except (TypeError, ValueError):
-                        raise PluginSeriesError(f"{name}{dict(labels)}: tokens {tok!r} is not an integer or {TOKENS_OVER_LIMIT}") from None
-                    if not 1 <= tokens <= TOKENS_EXACT_LIMIT:
-                        raise PluginSeriesError(f"{name}{dict(labels)}: tokens {tokens} outside 1..{TOKENS_EXACT_LIMIT}")
-                skey = (shape, tokens, fits == "true")
-                bucket = steps.setdefault(key, {})
+                    timer = labels.get(TIMER_LABEL)
+                    if timer not in TIMERS:
+                        raise PluginSeriesError(f"{name}{dict(labels)}: {TIMER_LABEL} {timer!r} is not one of {', '.join(TIMERS)}")
+                    bucket = timed[name].setdefault(key, {}).setdefault(timer, {})
                 if skey in bucket:
                     raise PluginSeriesError(f"{name}{dict(labels)}: the same series twice")
                 bucket[skey] = value
@@ -461,8 +533,47 @@ def plugin_counts_from_families(families: Iterable[_Family]) -> dict[tuple[str, 
                 steps.get(key, {}).items(), key=lambda kv: (SHAPES.index(kv[0][0]), kv[0][1] or 10**9, kv[0][2])
             )
         )
-        result[key] = PluginEngineCounts(key[0], key[1], by_batch, step_counts)
+        result[key] = PluginEngineCounts(key[0], key[1], by_batch, step_counts, _engine_step_times(key, timed))
     return result
+
+
+def _step_key(name: str, labels: Mapping[str, str]) -> tuple[str, int | None, bool]:
+    """(shape, tokens (None: gt64), fits_specialized) of a step family's sample."""
+    shape, tok, fits = labels.get(SHAPE_LABEL), labels.get(TOKENS_LABEL), labels.get(FITS_LABEL)
+    if shape not in SHAPES:
+        raise PluginSeriesError(f"{name}{dict(labels)}: shape {shape!r} is not one of {', '.join(SHAPES)}")
+    if fits not in ("true", "false"):
+        raise PluginSeriesError(f"{name}{dict(labels)}: {FITS_LABEL} {fits!r} is not true or false")
+    if tok == TOKENS_OVER_LIMIT:
+        return shape, None, fits == "true"
+    bad = f"{name}{dict(labels)}: tokens {tok!r} is not an integer or {TOKENS_OVER_LIMIT}"
+    if tok is None:
+        raise PluginSeriesError(bad)
+    try:
+        tokens = int(tok)
+    except (TypeError, ValueError):
+        raise PluginSeriesError(bad) from None
+    if not 1 <= tokens <= TOKENS_EXACT_LIMIT:
+        raise PluginSeriesError(f"{name}{dict(labels)}: tokens {tokens} outside 1..{TOKENS_EXACT_LIMIT}")
+    return shape, tokens, fits == "true"
+
+
+def _engine_step_times(key: tuple[str, str], timed: Mapping[str, Mapping[tuple[str, str], Mapping[
+        str, Mapping[tuple[str, int | None, bool], float]]]]) -> tuple[StepTime, ...]:
+    """One engine's StepTimes: its seconds and timed-steps series must name the same keys
+    (the plugin writes both of a key at once)."""
+    seconds = timed[ENGINE_STEP_SECONDS].get(key, {})
+    counts = timed[ENGINE_TIMED_STEPS].get(key, {})
+    times: dict[tuple[str, str, int | None, bool], list[float]] = {}
+    for timer in set(seconds) | set(counts):
+        s_keys, n_keys = seconds.get(timer, {}), counts.get(timer, {})
+        if set(s_keys) != set(n_keys):
+            odd = sorted(set(s_keys) ^ set(n_keys), key=str)[0]
+            raise PluginSeriesError(f"{ENGINE_STEP_SECONDS}: engine {key[1]!r} ({key[0]}) timer {timer!r} step "
+                                    f"{_step_key_text(*odd)!r} has seconds or timed steps but not both")
+        for skey in s_keys:
+            times[(timer, *skey)] = [s_keys[skey], n_keys[skey]]
+    return _step_times(times)
 
 
 def parse_plugin_page(text: str, source: str = "page") -> dict[tuple[str, str], PluginEngineCounts]:

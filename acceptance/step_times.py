@@ -21,6 +21,20 @@ grows by when every request drafts, T(B, q_d) − T(B, 1), request-weighted over
 A segment's mean ITL is the mean step time a request saw at its mean verify width
 1 + T / S (every request-step verifies one token and its draft), a point of the same shape:
 the deployed segment's, an earlier segment's at another γ, a running probe's.
+
+Where the engines run specdec's plugin, a segment's own step times by tokens per step
+(``specdec:engine_step_seconds``, inter-token-latency clock: acceptance/plugin_series.py)
+give a pair of points at one batch mix (``PluginStepPair``): its pure-decode steps (every
+request verifies 1 token, B = tokens) and its uniform-verify steps (every request verifies
+γ + 1, B = tokens / (γ + 1)), each the mean step time over the batch sizes B both shapes
+timed, weighted alike (the requests both shapes' timed steps carried at B), so that the
+pair differs by the verify width alone. The tokens key is exact only up to 64, so B ≤
+64 / (γ + 1) pairs; ``partial_verify`` steps (drafts of mixed length) mix batch and drafts
+in their token count, which alone gives neither, and are left out. The plugin exports
+sums only, so the pair's intervals come from its block-by-block sums (the window's
+``plugin_step_blocks``), resampled in circular blocks as the other points. A pair at small
+batches measures the slope there: ``decode_share`` says what share of the segment's decode
+steps (pure, uniform, partial; every token count) its batch sizes cover.
 """
 
 from __future__ import annotations
@@ -32,6 +46,8 @@ import numpy as np
 
 from .bootstrap import choose_block_length, circular_block_sums, long_run_variance, spread_factor
 from .observed_rate import MIN_RATE_ROWS
+from .plugin_series import (ITL_TIMER, PARTIAL_VERIFY, PURE_DECODE, TIMED_COLUMN, TOKENS_EXACT_LIMIT, UNIFORM_VERIFY,
+                            parse_step_time_column)
 
 if TYPE_CHECKING:
     from .windows import GammaSegment, Window
@@ -94,12 +110,31 @@ class SegmentStepTime:
 
 
 @dataclass(frozen=True, eq=False)
+class PluginStepPair:
+    """A segment's plugin-timed pure-decode and uniform-verify steps at one batch mix (module docstring)."""
+
+    gamma: int
+    batch_sizes: tuple[int, ...]  # the B both shapes timed (B·(γ+1) ≤ 64)
+    one_token_s: float  # pure decode: every request verifies 1 token
+    verify_s: float  # uniform verify: every request verifies γ + 1
+    resampled: np.ndarray  # (n, 2) the two, resampled over the segment's blocks, widened
+    timed_steps: tuple[float, float]  # the timed steps behind each
+    rows: int  # blocks resampled
+    decode_share: float  # the paired batch sizes' steps over the segment's decode steps
+
+    @property
+    def verify_width(self) -> int:
+        return self.gamma + 1
+
+
+@dataclass(frozen=True, eq=False)
 class StepTimeEvidence:
     """What a window measures of its route's step cost (module docstring)."""
 
     drafted: DraftedStepCost | None  # the deployed segment's drafted against undrafted steps
     why_not: str | None  # a code, where ``drafted`` is None
     segments: tuple[SegmentStepTime, ...]  # every segment with its own latency, oldest first
+    plugin: tuple[PluginStepPair, ...] = ()  # every segment's plugin pair, oldest first
 
 
 def drafted_step_cost(gamma: int, counts: np.ndarray, block_latency: np.ndarray | None, *, level: float,
@@ -184,6 +219,68 @@ def segment_step_time(segment: GammaSegment, *, level: float, n_resamples: int, 
                            segment.end)
 
 
+def plugin_step_pair(segment: GammaSegment, *, level: float, n_resamples: int, seed: int) -> PluginStepPair | None:
+    """``segment``'s plugin pair (module docstring); None where the plugin timed no batch size in
+    both shapes, or over fewer than MIN_RATE_ROWS blocks."""
+    blocks, plugin, gamma = segment.plugin_step_blocks, segment.plugin, segment.gamma
+    if blocks is None or plugin is None or gamma <= 0:
+        return None
+    width = gamma + 1
+    # (shape, tokens) → [seconds columns], [timed columns] (a key's fits_specialized variants summed)
+    cols: dict[tuple[str, int], tuple[list[int], list[int]]] = {}
+    for j, name in enumerate(blocks.columns):
+        parsed = parse_step_time_column(name)
+        if parsed is None or parsed[1] != ITL_TIMER or parsed[3] is None:
+            continue
+        cols.setdefault((parsed[2], parsed[3]), ([], []))[parsed[0] == TIMED_COLUMN].append(j)
+    table = blocks.table
+    totals = {key: (float(table[:, sec].sum()), float(table[:, timed].sum())) for key, (sec, timed) in cols.items()}
+    paired = [b for b in range(1, TOKENS_EXACT_LIMIT // width + 1)
+              if totals.get((PURE_DECODE, b), (0.0, 0.0))[1] > 0 and totals.get((UNIFORM_VERIFY, b * width), (0.0, 0.0))[1] > 0]
+    busy = table[:, [j for key in cols for j in cols[key][1]]].sum(axis=1) > 0
+    if not paired or int(busy.sum()) < MIN_RATE_ROWS:
+        return None
+    keys = [k for b in paired for k in ((PURE_DECODE, b), (UNIFORM_VERIFY, b * width))]
+    # per block: [S_pd, N_pd, S_uv, N_uv] per paired B
+    rows = np.stack([table[:, cols[k][i]].sum(axis=1) for k in keys for i in (0, 1)], axis=1)[busy]
+    weight = np.array([b * (totals[(PURE_DECODE, b)][1] + totals[(UNIFORM_VERIFY, b * width)][1]) for b in paired])
+    weight = weight / weight.sum()
+    point = _pair_means(rows.sum(axis=0), weight)
+    # linearised contributions of the two weighted means of ratios, per block
+    sums = rows.sum(axis=0).reshape(len(paired), 2, 2)  # B, shape, (S, N)
+    ratio = sums[:, :, 0] / sums[:, :, 1]
+    per = rows.reshape(len(rows), len(paired), 2, 2)
+    contributions = ((per[..., 0] - ratio * per[..., 1]) / (sums[:, :, 1] / len(rows)) * weight[None, :, None]).sum(axis=1)
+    lrv = long_run_variance(contributions)
+    length = choose_block_length(lrv)
+    widen = spread_factor(lrv, length, level)
+    drawn = _pair_means(circular_block_sums(rows, length, n_resamples, np.random.default_rng(seed + 17)), weight,
+                        fill=ratio)
+    resampled = np.maximum(point + widen[None, :] * (drawn - point), 1e-9)
+    timed = (float(sum(totals[(PURE_DECODE, b)][1] for b in paired)),
+             float(sum(totals[(UNIFORM_VERIFY, b * width)][1] for b in paired)))
+    steps = {(s.shape, s.tokens): 0.0 for s in plugin.steps}
+    for s in plugin.steps:
+        steps[(s.shape, s.tokens)] += s.steps
+    decode = sum(n for (shape, _), n in steps.items() if shape in (PURE_DECODE, UNIFORM_VERIFY, PARTIAL_VERIFY))
+    covered = sum(steps.get((PURE_DECODE, b), 0.0) + steps.get((UNIFORM_VERIFY, b * width), 0.0) for b in paired)
+    return PluginStepPair(gamma, tuple(paired), float(point[0]), float(point[1]), resampled, timed, int(busy.sum()),
+                          covered / decode if decode > 0 else 0.0)
+
+
+def _pair_means(sums: np.ndarray, weight: np.ndarray, fill: np.ndarray | None = None) -> np.ndarray:
+    """(..., 2) the weighted mean step times of the two shapes from (..., 4·len(weight)) sums
+    [S_pd, N_pd, S_uv, N_uv] per B; a B whose resample drew no timed step of a shape takes the
+    point's mean there (``fill``, (len(weight), 2)), so that every resample keeps the mix."""
+    s = np.asarray(sums, dtype=float).reshape(*np.shape(sums)[:-1], len(weight), 2, 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        means = s[..., 0] / s[..., 1]  # (..., B, shape)
+    if fill is not None:
+        means = np.where(np.isfinite(means), means, fill)
+    out: np.ndarray = np.einsum("...bs,b->...s", means, weight)
+    return out
+
+
 def window_step_times(window: Window, deployed: GammaSegment | None, *, level: float, n_resamples: int,
                       seed: int) -> StepTimeEvidence:
     """The deployed segment's drafted step cost and every speculating segment's mean step time."""
@@ -195,6 +292,8 @@ def window_step_times(window: Window, deployed: GammaSegment | None, *, level: f
                                for i, s in enumerate(window.segments) if s.gamma > 0) if p is not None)
     if window.step_shape.itl_from_running:
         points = ()
+    pairs = tuple(p for p in (plugin_step_pair(s, level=level, n_resamples=n_resamples, seed=seed + i)
+                              for i, s in enumerate(window.segments) if s.gamma > 0) if p is not None)
     if isinstance(drafted, str):
-        return StepTimeEvidence(None, drafted, points)
-    return StepTimeEvidence(drafted, None, points)
+        return StepTimeEvidence(None, drafted, points, pairs)
+    return StepTimeEvidence(drafted, None, points, pairs)

@@ -22,7 +22,28 @@ Per step, from vLLM's ``SchedulerStats``:
   verify when D = B and T = B·γ, tokens B + T;
 - fits_specialized: a clean step (pure decode, q = 1; uniform verify, q = γ+1) whose B
   requests run the Kimi K3 specialized path (model.specialized.runs_specialized, with the
-  engine's ``cudagraph_capture_sizes``).
+  engine's ``cudagraph_capture_sizes``);
+- step time, added to the step's (shape, tokens, fits) key by clock (``timer``), with the
+  count of steps it was taken for (a step without it adds to neither, so that seconds /
+  timed steps is a mean over the timed steps alone):
+  ``inter_token_latency``: the median of ``iteration_stats.inter_token_latencies_iter``,
+  one latency per request that got a token this step after its first, each the engine
+  core's output timestamp of this step less that of the request's previous token. A
+  request that was in the previous step measures the whole step period (schedule, execute,
+  update, as ``vllm:inter_token_latency_seconds`` does); one that was not (left out of a
+  step by the token budget, resumed after preemption) spans several steps: the median, not
+  the mean, so that a few of those do not move the step's time. A step where no request had
+  a token before (prefill only, first tokens) has none. Under async scheduling an output
+  period is still a step's in the steady state, but the step it is filed under is the one
+  whose outputs it ended with. With several API servers each holds only its own requests'
+  latencies (the median of a subset of one step's equal periods);
+  ``iteration_elapsed``: ``iteration_details.elapsed_ms`` (only with
+  ``--enable-logging-iteration-details``). vLLM's engine core starts that clock after it
+  scheduled the step and launched the model (vllm/v1/engine/core.py,
+  ``capture_iteration_details``) and stops it when the model's output is in: scheduling and
+  output processing are outside it, and with the batch queue (async scheduling, pipeline
+  parallelism) so is the part of the model's run that overlapped the next step's
+  scheduling — a lower bound of the step period, not comparable with the other clock.
 
 Only messages that carry ``scheduler_stats`` count: the engine attaches them to one API
 server's message per step, so with several API servers each step is counted once, in one
@@ -68,6 +89,8 @@ class _IterationDetails(Protocol):
     @property
     def is_dummy(self) -> bool: ...
     @property
+    def elapsed_ms(self) -> float: ...
+    @property
     def num_ctx_requests(self) -> int: ...
     @property
     def num_ctx_tokens(self) -> int: ...
@@ -89,6 +112,8 @@ class _SchedulerStats(Protocol):
 class _IterationStats(Protocol):
     @property
     def num_prompt_tokens(self) -> int: ...
+    @property
+    def inter_token_latencies_iter(self) -> Sequence[float]: ...
 
 
 class _SpeculativeConfig(Protocol):
@@ -187,6 +212,31 @@ def infer_step(
     return StepObservation(shape, tokens, batch, _fits(shape, batch, gamma, capture_sizes))
 
 
+def median_latency(latencies: Sequence[float]) -> float | None:
+    """The median of a step's per-request inter-token latencies (None: none); the module
+    docstring says why the median."""
+    n = len(latencies)
+    if n == 0:
+        return None
+    if n == 1:
+        return float(latencies[0])
+    ordered = sorted(latencies)
+    mid = n // 2
+    return float(ordered[mid]) if n % 2 else 0.5 * float(ordered[mid - 1] + ordered[mid])
+
+
+def step_times(details: _IterationDetails | None, iteration_stats: _IterationStats | None) -> list[tuple[str, float]]:
+    """A step's time by each clock it carries, (timer, seconds) (module docstring)."""
+    out = []
+    if iteration_stats is not None:
+        itl = median_latency(iteration_stats.inter_token_latencies_iter)
+        if itl is not None and itl >= 0.0:
+            out.append((ps.ITL_TIMER, itl))
+    if details is not None and details.elapsed_ms > 0.0:
+        out.append((ps.ELAPSED_TIMER, details.elapsed_ms / 1000.0))
+    return out
+
+
 # Batch sizes below this look their bucket label up in a list (the common case).
 _BUCKET_TABLE_SIZE = 1024
 
@@ -242,12 +292,17 @@ class PluginMetrics:
             base + [ps.BATCH_LABEL, vm.POSITION_LABEL],
             registry=registry,
         )
-        self._steps = prometheus_client.Counter(
-            ps.ENGINE_STEPS, ps.HELP[ps.ENGINE_STEPS], base + [ps.SHAPE_LABEL, ps.TOKENS_LABEL, ps.FITS_LABEL], registry=registry
-        )
-        # Pending counts: (engine, bucket label) → [D, A_1..A_γ, R_1..R_γ]; step key → steps.
+        step_labels = base + [ps.SHAPE_LABEL, ps.TOKENS_LABEL, ps.FITS_LABEL]
+        self._steps = prometheus_client.Counter(ps.ENGINE_STEPS, ps.HELP[ps.ENGINE_STEPS], step_labels, registry=registry)
+        self._step_seconds = prometheus_client.Counter(
+            ps.ENGINE_STEP_SECONDS, ps.HELP[ps.ENGINE_STEP_SECONDS], step_labels + [ps.TIMER_LABEL], registry=registry)
+        self._timed_steps = prometheus_client.Counter(
+            ps.ENGINE_TIMED_STEPS, ps.HELP[ps.ENGINE_TIMED_STEPS], step_labels + [ps.TIMER_LABEL], registry=registry)
+        # Pending counts: (engine, bucket label) → [D, A_1..A_γ, R_1..R_γ]; step key → steps;
+        # (step key, timer) → [seconds, timed steps].
         self._pending_acceptance: dict[tuple[int, str], list[int]] = {}
         self._pending_steps: dict[tuple[int, str, int, bool], int] = {}
+        self._pending_times: dict[tuple[int, str, int, bool, str], list[float]] = {}
         self._bucket_labels = [ps.batch_bucket(b).label for b in range(_BUCKET_TABLE_SIZE)]
         self._last_flush = time.monotonic()
 
@@ -278,10 +333,18 @@ class PluginMetrics:
         for k, n in enumerate(spec_stats.num_draft_tokens_per_pos[:g], start=1 + g):
             row[k] += n
 
-    def observe_step(self, engine_idx: int, step: StepObservation) -> None:
+    def observe_step(self, engine_idx: int, step: StepObservation,
+                     times: Sequence[tuple[str, float]] = ()) -> None:
+        """Count one step, and add its time by each clock in ``times`` ((timer, seconds))."""
         # every count past the exact limit shares one label (ps.tokens_label), so one key
         key = (engine_idx, step.shape, min(step.tokens, ps.TOKENS_EXACT_LIMIT + 1), step.fits_specialized)
         self._pending_steps[key] = self._pending_steps.get(key, 0) + 1
+        for timer, seconds in times:
+            row = self._pending_times.get((*key, timer))
+            if row is None:
+                row = self._pending_times[(*key, timer)] = [0.0, 0.0]
+            row[0] += seconds
+            row[1] += 1.0
 
     def flush(self) -> None:
         """Move the pending counts into the Prometheus counters."""
@@ -304,6 +367,12 @@ class PluginMetrics:
                 ps.tokens_label(tokens),
                 "true" if fits else "false",
             ).inc(n)
+        times, self._pending_times = self._pending_times, {}
+        for (engine_idx, shape, tokens, fits, timer), (seconds, n_timed) in times.items():
+            tv = (self.model_name, self._engine(engine_idx), shape, ps.tokens_label(tokens),
+                  "true" if fits else "false", timer)
+            self._step_seconds.labels(*tv).inc(seconds)
+            self._timed_steps.labels(*tv).inc(n_timed)
 
     def record(self, scheduler_stats: _SchedulerStats | None, iteration_stats: _IterationStats | None,
                engine_idx: int = 0) -> None:
@@ -333,7 +402,7 @@ class PluginMetrics:
                 capture_sizes=self.capture_sizes,
             )
         if step is not None:
-            self.observe_step(engine_idx, step)
+            self.observe_step(engine_idx, step, step_times(details, iteration_stats))
         if spec is not None:
             batch = step.batch_size if step is not None else max(scheduler_stats.num_running_reqs, spec.num_drafts, 1)
             self.observe_acceptance(engine_idx, batch, spec)

@@ -21,8 +21,13 @@ more than ``max_blocks``, adjacent blocks are merged into ``max_blocks`` equal t
 Plugin series (specdec's vLLM stat-logger plugin): a segment's ``plugin`` is the sum of
 the plugin deltas of its engine segments over the same plan (same buckets and intervals,
 so the same (start, end] as its counts), as ``plugin_series.PluginTotals``: per batch
-bucket SpecCounts and per (shape, tokens, fits_specialized) steps; None when none of its
-engines exported them. They are summed within a segment only: never across γ.
+bucket SpecCounts, per (shape, tokens, fits_specialized) steps, and per (shape, tokens,
+fits_specialized, timer) step seconds and timed steps; None when none of its engines
+exported them. They are summed within a segment only: never across γ. A segment's
+``plugin_step_blocks`` keeps the clean decode shapes' (pure decode, uniform verify) step
+seconds and timed steps by the inter-token-latency clock block by block (its engines'
+deltas summed per block key, oldest first), for the resamples of their mean step times
+(acceptance.step_times).
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ import numpy as np
 
 from .errors import InputError
 from .counts import IntervalCounts, SpecCounts, impossible_counts, race_step_requests
-from .plugin_series import PluginTotals, plugin_totals_from_columns
+from .plugin_series import (CLEAN_SHAPES, ITL_TIMER, PluginTotals, parse_step_time_column,
+                            plugin_totals_from_columns)
 from .store import (ROLLUP_LEVELS, EngineRef, Event, PluginEntries, SpecEntries, StepTotals, Store, TargetStatus,
                     le_value)
 
@@ -44,6 +50,16 @@ if TYPE_CHECKING:
     from .step_replay import StepSequence
 
 MIN_BLOCKS_PER_LEVEL = 60
+
+
+@dataclass(frozen=True, eq=False)
+class StepTimeBlocks:
+    """A segment's plugin step times block by block (module docstring): ``columns`` the
+    plugin's step-time columns (plugin_series.step_time_columns: seconds and timed steps
+    per key), ``table`` (n blocks, columns) their sums over the segment's engines."""
+
+    columns: tuple[str, ...]
+    table: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -73,6 +89,9 @@ class GammaSegment:
     # the decode rate block by block, for its interval (acceptance.observed_rate); None: its
     # source keeps the latency by segment only
     block_latency: np.ndarray | None = None
+    # the plugin's clean decode step times by the inter-token-latency clock, block by block
+    # (module docstring); None: none exported
+    plugin_step_blocks: StepTimeBlocks | None = None
 
     @property
     def itl_mean_s(self) -> float | None:
@@ -465,7 +484,8 @@ def _build_segments(store: Store, refs: dict[int, EngineRef], entries: list[Spec
             itl = [step.itl_by_seg.get(seg, (0.0, 0.0)) for seg in segs]
             out.append(replace(segment, engines_at_end=sorted(refs[e] for e in at_end),
                                itl_sum_s=float(sum(x for x, _ in itl)), itl_count=float(sum(n for _, n in itl)),
-                               batch_samples=_segment_batch_samples(step, segs)))
+                               batch_samples=_segment_batch_samples(step, segs),
+                               plugin_step_blocks=_plugin_step_blocks(store, segs, plugin)))
     out.sort(key=lambda s: (s.start, s.end, s.gamma))
     return out
 
@@ -494,6 +514,32 @@ def _plugin_totals(store: Store, segs: list[int], plugin: list[PluginEntries]) -
     if not seen_segs:
         return None
     return plugin_totals_from_columns(sums, engines=len({store.segment_engine(s) for s in seen_segs}))
+
+
+def _plugin_step_blocks(store: Store, segs: list[int], plugin: list[PluginEntries]) -> StepTimeBlocks | None:
+    """These engine segments' clean decode step times (inter-token-latency clock, exact token
+    counts) per block key, summed over engines (None: none exported)."""
+    wanted = np.array(segs)
+    parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
+    for e in plugin:
+        if e.key is None:
+            continue
+        m = np.isin(e.seg, wanted)
+        if not m.any():
+            continue
+        for j, name in enumerate(store.layout_columns(e.layout_id)):
+            parsed = parse_step_time_column(name)
+            if parsed is not None and parsed[1] == ITL_TIMER and parsed[2] in CLEAN_SHAPES and parsed[3] is not None:
+                parts[name].append((e.key[m], e.delta[m, j]))
+    if not parts:
+        return None
+    columns = tuple(sorted(parts))
+    keys = np.unique(np.concatenate([k for name in columns for k, _ in parts[name]]))
+    table = np.zeros((len(keys), len(columns)))
+    for c, name in enumerate(columns):
+        for k, v in parts[name]:
+            np.add.at(table[:, c], np.searchsorted(keys, k), np.nan_to_num(v))
+    return StepTimeBlocks(columns, table)
 
 
 def _route_segment(store: Store, refs: dict[int, EngineRef], gamma: int, segs: list[int],

@@ -1,7 +1,8 @@
 """Cost of specdec's stat-logger plugin inside the engine: microseconds per ``record()``.
 
 vLLM calls ``record()`` in its API server's output loop once per engine step. Measured at
-batch 64 (64 drafts in the step) for γ = 3 and 7, with and without iteration details, in
+batch 64 (64 drafts in the step, 64 inter-token latencies whose median is the step's time)
+for γ = 3 and 7, with and without iteration details (elapsed_ms: a second step time), in
 the default registry and in vLLM's multiprocess metrics mode (PROMETHEUS_MULTIPROC_DIR:
 each increment is an mmap write). Target: < 20 µs per call.
 
@@ -38,15 +39,23 @@ def _stats(gamma: int, with_details: bool):
                   num_accepted_tokens_per_pos=[BATCH - 4 * k for k in range(gamma)],
                   num_draft_tokens_per_pos=[BATCH] * gamma)
         details = NS(is_dummy=False, num_ctx_requests=0, num_ctx_tokens=0, num_generation_requests=BATCH,
-                     num_generation_tokens=BATCH * (gamma + 1)) if with_details else None
-        return NS(spec_decoding_stats=spec, iteration_details=details, num_running_reqs=BATCH), NS(num_prompt_tokens=0), "stand-ins"
+                     num_generation_tokens=BATCH * (gamma + 1), elapsed_ms=1.0) if with_details else None
+        return (NS(spec_decoding_stats=spec, iteration_details=details, num_running_reqs=BATCH),
+                NS(num_prompt_tokens=0, inter_token_latencies_iter=_latencies()), "stand-ins")
     spec = SpecDecodingStats.new(gamma)
     for i in range(BATCH):
         spec.observe_draft(num_draft_tokens=gamma, num_accepted_tokens=i % (gamma + 1))
     details = SchedulerIterationDetails(iteration_index=0, num_ctx_requests=0, num_ctx_tokens=0,
                                         num_generation_requests=BATCH, num_generation_tokens=BATCH * (gamma + 1),
                                         elapsed_ms=1.0) if with_details else None
-    return SchedulerStats(num_running_reqs=BATCH, spec_decoding_stats=spec, iteration_details=details), IterationStats(), "vLLM 0.33 classes"
+    iteration = IterationStats()
+    iteration.inter_token_latencies_iter = _latencies()
+    return SchedulerStats(num_running_reqs=BATCH, spec_decoding_stats=spec, iteration_details=details), iteration, "vLLM 0.33 classes"
+
+
+def _latencies() -> list[float]:
+    """A step's per-request latencies: most requests the step period, a few that skipped a step."""
+    return [0.020 + 1e-6 * (i % 7) + (0.020 if i % 16 == 0 else 0.0) for i in range(BATCH)]
 
 
 def _logger(gamma: int):

@@ -16,6 +16,16 @@ for free drafters (ngram, suffix), whose proposer costs the same at every γ, so
 time at another γ moves with the tokens verified alone; a measured table is the user's own
 measurement and is never replaced (a disagreement is said). A configured plain decode is a
 point too (γ 0, one token, no proposer), named beside the line, not on it.
+
+Where the engines run specdec's plugin, each segment adds a pair of points timed per step
+(acceptance.step_times.PluginStepPair): its pure-decode steps at one token per request and
+its uniform-verify steps at γ + 1, at the batch sizes both shapes timed (B ≤ 64 / (γ + 1)).
+A pair is at its own batch mix, not the route's: it shares the line's slope but has an
+intercept of its own (a group of its own in the fit: the slope is the weighted least
+squares' within groups, the line's t_1 is the window's own points' where they are any).
+It is on the line only where its batch sizes ran at least MIN_PLUGIN_DECODE_SHARE of the
+segment's decode steps — a slope measured at small batches does not stand for a route
+that decodes mostly at larger ones — and named beside it otherwise.
 """
 
 from __future__ import annotations
@@ -29,11 +39,14 @@ import numpy.typing as npt
 from .drafters import FREE, drafter_for
 
 if TYPE_CHECKING:
-    from acceptance.step_times import StepTimeEvidence
+    from acceptance.step_times import PluginStepPair, StepTimeEvidence
 
     from .deployment import Deployment
 
 DRAFTED, UNDRAFTED, PLAIN, SEGMENT = "drafted_steps", "undrafted_steps", "plain_decode", "segment"
+PLUGIN_ONE_TOKEN, PLUGIN_VERIFY = "plugin_pure_decode", "plugin_uniform_verify"  # a segment's plugin pair
+# the share of a segment's decode steps its plugin pair's batch sizes must run for the pair to be fitted
+MIN_PLUGIN_DECODE_SHARE = 0.5
 # Why no fit (codes; the views word them)
 NOT_FREE = "drafter_cost_moves_with_gamma"  # a parallel or sequential drafter: its cost is in every point
 NO_POINTS = "too_few_points"  # fewer than two points at distinct widths with an interval
@@ -47,7 +60,7 @@ SLOPE_BINS = 8
 class CostPoint:
     """One measured point: a step's mean time per request at the tokens it verified."""
 
-    name: str  # DRAFTED | UNDRAFTED | PLAIN | SEGMENT
+    name: str  # DRAFTED | UNDRAFTED | PLAIN | SEGMENT | PLUGIN_ONE_TOKEN | PLUGIN_VERIFY
     gamma: int
     tokens_per_request: float
     step_s: float
@@ -55,11 +68,15 @@ class CostPoint:
     high: float | None
     source: str  # where it was read
     on_line: bool  # whether the fit uses it (the plain decode runs no proposer: it is beside the line)
+    batch_sizes: tuple[int, ...] | None = None  # a plugin point's batch sizes (None: the segment's own mix)
+    timed_steps: float | None = None  # a plugin point's timed steps
+    decode_share: float | None = None  # a plugin pair's batch sizes' share of its segment's decode steps
 
     def to_dict(self) -> dict[str, object]:
         return {"name": self.name, "gamma": self.gamma, "tokens_per_request": self.tokens_per_request,
                 "step_s": self.step_s, "low": self.low, "high": self.high, "source": self.source,
-                "fitted": self.on_line}
+                "fitted": self.on_line, "batch_sizes": None if self.batch_sizes is None else list(self.batch_sizes),
+                "timed_steps": self.timed_steps, "decode_share": self.decode_share}
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,11 +139,33 @@ class VerifyCost:
 
 @dataclass(frozen=True)
 class _Line:
-    """Points on the line: widths (P,), values (P,) and their resamples (n, P)."""
+    """Points on the line: widths (P,), values (P,), their resamples (n, P) and groups (P,):
+    0 the window's own points, i ≥ 1 the i-th fitted plugin pair (an intercept of its own)."""
 
     widths: np.ndarray
     values: np.ndarray
     resampled: np.ndarray
+    groups: np.ndarray
+
+
+def _fitted_pairs(evidence: StepTimeEvidence) -> list[PluginStepPair]:
+    return [p for p in evidence.plugin if p.decode_share >= MIN_PLUGIN_DECODE_SHARE]
+
+
+def _plugin_points(pair: PluginStepPair, level: float) -> list[CostPoint]:
+    q = ((1 - level) / 2, (1 + level) / 2)
+    lo, hi = np.quantile(pair.resampled, q, axis=0)
+    on_line = pair.decode_share >= MIN_PLUGIN_DECODE_SHARE
+    sizes = ", ".join(str(b) for b in pair.batch_sizes)
+    where = (f"specdec:engine_step_seconds at gamma {pair.gamma}: {{}} steps at batch sizes {sizes} over "
+             f"{pair.rows} scrape intervals (median inter-token latency per step; these batch sizes ran "
+             f"{pair.decode_share:.0%} of the segment's decode steps)")
+    return [CostPoint(PLUGIN_ONE_TOKEN, pair.gamma, 1.0, pair.one_token_s, float(lo[0]), float(hi[0]),
+                      where.format(f"{pair.timed_steps[0]:,.0f} pure-decode"), on_line, pair.batch_sizes,
+                      pair.timed_steps[0], pair.decode_share),
+            CostPoint(PLUGIN_VERIFY, pair.gamma, float(pair.verify_width), pair.verify_s, float(lo[1]), float(hi[1]),
+                      where.format(f"{pair.timed_steps[1]:,.0f} uniform-verify"), on_line, pair.batch_sizes,
+                      pair.timed_steps[1], pair.decode_share)]
 
 
 def measured_points(evidence: StepTimeEvidence, deployed: int, level: float) -> list[CostPoint]:
@@ -150,6 +189,8 @@ def measured_points(evidence: StepTimeEvidence, deployed: int, level: float) -> 
         role = "the deployed gamma's segment" if s.gamma == deployed else f"a segment at gamma {s.gamma}"
         points.append(CostPoint(SEGMENT, s.gamma, s.tokens_per_request, s.step_s, float(lo), float(hi),
                                 f"{role}'s mean step over {s.rows} scrape intervals", True))
+    for pair in evidence.plugin:
+        points += _plugin_points(pair, level)
     return points
 
 
@@ -166,18 +207,32 @@ def _line(evidence: StepTimeEvidence, deployed: int) -> _Line | None:
             widths.append(s.tokens_per_request)
             values.append(s.step_s)
             columns.append(s.resampled)
-    if len(widths) < 2 or max(widths) - min(widths) < MIN_WIDTH_SPREAD:
+    groups = [0] * len(widths)
+    for i, pair in enumerate(_fitted_pairs(evidence), start=1):
+        widths += [1.0, float(pair.verify_width)]
+        values += [pair.one_token_s, pair.verify_s]
+        columns += [pair.resampled[:, 0], pair.resampled[:, 1]]
+        groups += [i, i]
+    x, g = np.array(widths), np.array(groups, dtype=int)
+    if not any(np.ptp(x[g == k]) >= MIN_WIDTH_SPREAD for k in set(groups)):
         return None
     n = min(len(c) for c in columns)
-    return _Line(np.array(widths), np.array(values), np.stack([c[:n] for c in columns], axis=1))
+    return _Line(x, np.array(values), np.stack([c[:n] for c in columns], axis=1), g)
 
 
-def _slopes(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Weighted least-squares slopes of y (..., P) on x (P,)."""
+def _slopes(x: np.ndarray, y: np.ndarray, weights: np.ndarray, groups: np.ndarray | None = None) -> np.ndarray:
+    """Weighted least-squares slopes of y (..., P) on x (P,), each group (P,) with its own
+    intercept (the within-groups slope; one group: the plain line's)."""
+    g = np.zeros(len(x), dtype=int) if groups is None else np.asarray(groups)
     w = weights / weights.sum()
-    x_bar = float(w @ x)
-    y_bar = y @ w
-    slope: np.ndarray = ((y - y_bar[..., None]) @ (w * (x - x_bar))) / float(w @ (x - x_bar) ** 2)
+    x_c = np.array(x, dtype=float)
+    y_c = np.array(y, dtype=float)
+    for k in np.unique(g):
+        m = g == k
+        wk = w[m] / w[m].sum()
+        x_c[m] -= float(wk @ x[m])
+        y_c[..., m] -= (y_c[..., m] @ wk)[..., None]
+    slope: np.ndarray = (y_c @ (w * x_c)) / float(w @ x_c**2)
     return slope
 
 
@@ -190,10 +245,12 @@ def fit_verify_cost(evidence: StepTimeEvidence, deployed: int, *, level: float, 
         return None
     spread = np.var(line.resampled, axis=0)
     weights = 1.0 / np.maximum(spread, 1e-6 * float(np.mean(spread)) + 1e-30)
-    slope = float(_slopes(line.widths, line.values, weights))
-    resampled = _slopes(line.widths, line.resampled, weights)
-    w = weights / weights.sum()
-    one_token = float(w @ line.values - slope * (w @ line.widths - 1.0))
+    slope = float(_slopes(line.widths, line.values, weights, line.groups))
+    resampled = _slopes(line.widths, line.resampled, weights, line.groups)
+    # t_1 at the window's own mix where it has points on the line, else over the plugin pairs
+    own = line.groups == 0 if bool(np.any(line.groups == 0)) else np.ones(len(line.groups), dtype=bool)
+    w = weights[own] / weights[own].sum()
+    one_token = float(w @ line.values[own] - slope * (w @ line.widths[own] - 1.0))
     points = measured_points(evidence, deployed, level) + ([] if plain is None else [plain])
     return VerifyCost(tuple(points), slope, resampled, max(one_token, 1e-9), level, float(line.widths.max()),
                       assumed_profile, assumed_slope, configured_profile)

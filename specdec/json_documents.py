@@ -307,7 +307,7 @@ class ModelFigures(TypedDict):
 class CostPoint(TypedDict):
     """One measured point of the cost shape (model.verify_cost.CostPoint)."""
 
-    name: str  # drafted_steps | undrafted_steps | plain_decode | segment
+    name: str  # drafted_steps | undrafted_steps | plain_decode | segment | plugin_pure_decode | plugin_uniform_verify
     gamma: int
     tokens_per_request: float
     step_s: float
@@ -315,6 +315,9 @@ class CostPoint(TypedDict):
     high: float | None
     source: str
     fitted: bool
+    batch_sizes: list[int] | None  # a plugin point's batch sizes (null: the segment's own mix)
+    timed_steps: float | None  # a plugin point's timed steps
+    decode_share: float | None  # a plugin pair's batch sizes' share of its segment's decode steps
 
 
 class VerifyCost(TypedDict):

@@ -294,7 +294,8 @@ def _head_lines(doc: Mapping[str, Any]) -> list[str]:
 
 
 _POINT_WORDS = {"undrafted_steps": "undrafted steps", "drafted_steps": "drafted steps", "plain_decode": "plain decode",
-                "segment": "mean step"}
+                "segment": "mean step", "plugin_pure_decode": "plugin-timed pure decode",
+                "plugin_uniform_verify": "plugin-timed uniform verify"}
 
 
 def verify_cost_lines(figures: Mapping[str, Any] | None) -> list[str]:

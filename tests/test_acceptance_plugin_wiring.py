@@ -37,7 +37,7 @@ def plugin_page(model="kimi-k3", engines=(0,), gamma=GAMMA, batches=(1, 2, 5, 40
             spec = NS(num_drafts=b, num_draft_tokens=gamma * b, num_accepted_tokens=sum(accepted),
                       num_accepted_tokens_per_pos=accepted, num_draft_tokens_per_pos=[b] * gamma)
             metrics.record(NS(spec_decoding_stats=spec, iteration_details=None, num_running_reqs=b),
-                           NS(num_prompt_tokens=0), engine)
+                           NS(num_prompt_tokens=0, inter_token_latencies_iter=[]), engine)
     metrics.flush()
     return generate_latest(registry).decode()
 
@@ -173,6 +173,59 @@ def test_window_sums_the_plugin_counts_fed_in_across_a_restart(tmp_path, interva
         for lab, c in window.plugin.by_batch.items():
             parts = [p.by_batch[lab].drafts for p in (a, b) if lab in p.by_batch]
             assert sum(parts) == c.drafts
+
+
+def test_step_seconds_on_pages_reach_the_window_block_by_block(tmp_path):
+    """The plugin's step seconds, exported on its /metrics page scrape after scrape, read back
+    through the store: the window's segment holds, per (shape, tokens), the seconds and timed
+    steps fed after the first scrape, and the same block by block."""
+    registry = CollectorRegistry()
+    metrics = PluginMetrics("m", [0], GAMMA, None, registry, flush_interval_s=3600.0)
+    fed: dict[tuple, list[float]] = {}
+    blocks = []
+    with Store.open(tmp_path / "s.db") as store:
+        for i in range(8):
+            block: dict[tuple, list[float]] = {}
+            for j in range(5):
+                b = 1 + (i + j) % 4
+                # a pure decode step at b tokens, then a uniform verify at b·(γ+1): every request drafts γ
+                metrics.record(NS(spec_decoding_stats=None, iteration_details=None, num_running_reqs=b),
+                               NS(num_prompt_tokens=0, inter_token_latencies_iter=[0.010 + 0.001 * b] * b), 0)
+                spec = NS(num_drafts=b, num_draft_tokens=GAMMA * b, num_accepted_tokens=b,
+                          num_accepted_tokens_per_pos=[b, 0, 0], num_draft_tokens_per_pos=[b] * GAMMA)
+                metrics.record(NS(spec_decoding_stats=spec, iteration_details=None, num_running_reqs=b),
+                               NS(num_prompt_tokens=0, inter_token_latencies_iter=[0.020 + 0.002 * b] * b), 0)
+                for key, t in (((ps.PURE_DECODE, b), 0.010 + 0.001 * b),
+                               ((ps.UNIFORM_VERIFY, b * (GAMMA + 1)), 0.020 + 0.002 * b)):
+                    row = block.setdefault(key, [0.0, 0.0])
+                    row[0] += t
+                    row[1] += 1
+            metrics.flush()
+            plugin = ps.parse_plugin_page(generate_latest(registry).decode())[("m", "0")]
+            snap = EngineSnapshot("m", "0", plugin.total(), 1.0, StepShape(num_requests_running=3.0), plugin)
+            store.write_cycle([ScrapeResult("x", 1000.0 + 15 * i, True, (snap,))])
+            if i > 0:  # the first scrape is the baseline
+                blocks.append(block)
+                for key, (sec, n) in block.items():
+                    row = fed.setdefault(key, [0.0, 0.0])
+                    row[0] += sec
+                    row[1] += n
+        window = route_window(store, ["x"], 0.0, 2000.0)
+    [segment] = window.segments
+    got = {(t.shape, t.tokens): [t.seconds, t.steps] for t in segment.plugin.step_times if t.timer == ps.ITL_TIMER}
+    assert got.keys() == fed.keys()
+    for key, row in fed.items():
+        assert got[key] == pytest.approx(row)
+    steps = {(s.shape, s.tokens): s.steps for s in segment.plugin.steps}
+    assert {k: v[1] for k, v in fed.items()} == steps
+    assert all(t.timer == ps.ITL_TIMER for t in segment.plugin.step_times)  # no details: no elapsed clock
+    # block by block: one row per scrape interval, each the interval's own seconds and steps
+    table = segment.plugin_step_blocks
+    assert table.table.shape == (len(blocks), 2 * len(fed))
+    for col, name in enumerate(table.columns):
+        kind, _, shape, tokens, _ = ps.parse_step_time_column(name)
+        expected = [blk.get((shape, tokens), [0.0, 0.0])[kind == "timed"] for blk in blocks]
+        assert table.table[:, col] == pytest.approx(expected)
 
 
 def test_window_without_plugin_series_has_none(tmp_path):

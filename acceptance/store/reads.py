@@ -235,15 +235,17 @@ class _Reads(_StoreState):
         else:
             args = (level, chunk_of(lo, level), hi)
             where = "chunk >= ? AND chunk < ?"
-        groups: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+        groups: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         for lay, seg, n, keys, code, blob in self.conn.execute(
                 "SELECT layout_id, seg_id, n, keys, code, delta FROM plugin_chunks "
                 f"WHERE {self._engine_filter(engine_ids)} AND level = ? AND {where}", args):
             k = np.frombuffer(keys)
             m = (k > lo) & (k <= hi) if level == 0 else (k >= lo) & (k < hi)
             if m.any():
-                groups.setdefault(lay, []).append((np.full(int(m.sum()), seg), _decode_plugin_delta(n, code, blob)[m]))
-        return [PluginEntries(lay, np.concatenate([x for x, _ in rs]), np.vstack([d for _, d in rs]))
+                groups.setdefault(lay, []).append(
+                    (np.full(int(m.sum()), seg), _decode_plugin_delta(n, code, blob)[m], k[m]))
+        return [PluginEntries(lay, np.concatenate([x for x, _, _ in rs]), np.vstack([d for _, d, _ in rs]),
+                              np.concatenate([k for _, _, k in rs]))
                 for lay, rs in groups.items()]
 
     def is_speculating(self, engine_id: int, at: float) -> bool | None:

@@ -114,11 +114,13 @@ class SpecEntries:
 @dataclass
 class PluginEntries:
     """Plugin deltas of one plugin layout read for a window: row i is one engine
-    segment's deltas in one block; ``delta`` (n, W) in the layout's columns."""
+    segment's deltas in one block; ``delta`` (n, W) in the layout's columns; ``key`` (n,)
+    its block key (the interval's end at level 0, the bucket's start above; None: not read)."""
 
     layout_id: int
     seg: np.ndarray
     delta: np.ndarray
+    key: np.ndarray | None = None
 
 
 UNKNOWN_SEGMENT = -1  # StepTotals.batch_by_seg: samples of a bucket that holds two segments
