@@ -63,6 +63,7 @@ FOREIGN_OPTIONS = frozenset({
     "--speculative-config", "--additional-config", "--per-request-spec-decode-metrics",
     "--enable-per-request-metrics", "--enable-mfu-metrics", "--kv-cache-memory-bytes", "--no-deps",
     "--disable-log-stats", "--no-build-isolation", "--start", "--end", "--url",
+    "--enable-logging-iteration-details",
 })
 # Scripts the docs give as interfaces: their options count as known.
 SCRIPTS = ("benchmarks/real_vllm.py", "benchmarks/gpu_checks.py", "scripts/benchmarks_doc.py",
