@@ -15,11 +15,16 @@ rate the route reports, whose tokens per step may come from the estimate's newes
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .bootstrap import choose_block_length, circular_block_sums, long_run_variance, ratio_contributions, spread_factor
+
+if TYPE_CHECKING:
+    from .windows import GammaSegment
 
 # Fewer rows than this get no block bootstrap (a long-run variance needs a few): from
 # MIN_T_ROWS up to it, a Student-t interval over the rows' own rates (few_rows_spread).
@@ -96,3 +101,55 @@ def request_rate_spread(itl_s: np.ndarray, decode_tokens: np.ndarray, *, level: 
     ok = np.isfinite(itl) & np.isfinite(n)
     return rate_spread(n[ok], (itl * n)[ok], level=level, n_resamples=n_resamples, seed=seed, unit="requests",
                        block_length=1)
+
+
+@dataclass(frozen=True, eq=False)
+class SegmentRate:
+    """One γ's own per-user decode rate over its segment's blocks, with its resamples: a point
+    the engines measured, which the decision compares with the deployed γ's
+    (model.decision.rules.between_segments)."""
+
+    gamma: int
+    tokens_per_second: float  # Σ (steps + accepted) / Σ ITL seconds over the segment's blocks
+    spread: RateSpread
+    engines: int
+    start: float
+    end: float
+    running: bool  # still running at the window's end (the deployed γ, a probe, a rolling change)
+    # its engines' time share at each batch size (vllm:num_requests_running samples), where its
+    # source keeps them per segment: a rate is of its own mix (None: not known)
+    batch_mix: tuple[tuple[int, float], ...] | None = None
+    # the factor the rate was carried by from that mix to the route's (model.recommend); 1: as measured
+    mix_factor: float = 1.0
+
+    def resampled(self) -> np.ndarray:
+        """(n,) the rate's resamples in tokens per second."""
+        return self.tokens_per_second * self.spread.factors
+
+
+def segment_rates(segments: Sequence[GammaSegment], running: Sequence[GammaSegment], *, level: float,
+                  n_resamples: int, seed: int) -> tuple[SegmentRate, ...]:
+    """Every γ > 0 whose segment keeps its latency block by block: its running segment with the
+    most drafts, else its latest earlier one, with the rate's resamples (block_rate_spread, drawn
+    apart for each γ: two segments are two sets of engines or two spans of time)."""
+    chosen: dict[int, GammaSegment] = {}
+    for segment in sorted(segments, key=lambda s: s.end):  # the latest earlier one wins ...
+        if segment.gamma > 0 and segment.block_latency is not None:
+            chosen[segment.gamma] = segment
+    for segment in sorted(running, key=lambda s: s.total.drafts):  # ... and a running one over it
+        if segment.gamma > 0 and segment.block_latency is not None:
+            chosen[segment.gamma] = segment
+    out = []
+    for gamma, segment in sorted(chosen.items()):
+        latency = np.asarray(segment.block_latency, dtype=float)
+        tokens, seconds = latency[:, 1] + np.asarray(segment.intervals.counts)[:, _ACCEPTED], latency[:, 0]
+        spread = block_rate_spread(segment.intervals.counts, latency, level=level, n_resamples=n_resamples,
+                                   seed=seed + 101 * gamma)
+        keep = (seconds > 0) & (tokens > 0)  # the rows the spread resamples (rate_spread)
+        if spread is None:
+            continue
+        mix = None if not segment.batch_samples else tuple(sorted((int(b), float(n)) for b, n in
+                                                                  segment.batch_samples.items() if b >= 1 and n > 0))
+        out.append(SegmentRate(gamma, float(tokens[keep].sum() / seconds[keep].sum()), spread, len(segment.engines),
+                               segment.start, segment.end, any(segment is r for r in running), mix or None))
+    return tuple(out)

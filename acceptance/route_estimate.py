@@ -33,7 +33,7 @@ from .definitions import monotone_survival
 from .estimates import AcceptanceEstimate, Drift, detect_drift, estimate_acceptance
 from .plugin_series import PluginTotals, batch_bucket
 from .engine_cost import step_cost
-from .observed_rate import RateSpread, block_rate_spread, request_rate_spread
+from .observed_rate import RateSpread, SegmentRate, block_rate_spread, request_rate_spread, segment_rates
 from .request_context import RequestContext, histogram_context, route_context
 from .step_times import StepTimeEvidence, window_step_times
 from .segment_measures import RouteTraffic, SegmentMix, route_traffic, segment_itl_mean_s, segment_mix
@@ -119,6 +119,9 @@ class RouteEstimate:
     # what the window measures of the step cost: the deployed segment's drafted steps against
     # its undrafted ones, and every segment's mean step time (acceptance.step_times)
     step_times: StepTimeEvidence | None = None
+    # every γ's own rate where its segment keeps its latency block by block (the deployed γ's,
+    # an earlier γ's, a probe's: acceptance.observed_rate.segment_rates)
+    segment_rates: tuple[SegmentRate, ...] = ()
 
     @property
     def gamma(self) -> int:
@@ -160,6 +163,9 @@ def estimate_route(window: Window | None, intervals: IntervalCounts, *, level: f
     route = _with_window(route, window, rows, engines)
     route = replace(route, step_times=window_step_times(window, _own_segment(window, route.gamma), level=level,
                                                        n_resamples=n_resamples, seed=seed))
+    if not window.step_shape.itl_from_running:
+        route = replace(route, segment_rates=segment_rates(window.segments, window.current_segments, level=level,
+                                                           n_resamples=n_resamples, seed=seed))
     if route.observed_tokens_per_second is None:
         return route
     return replace(route, observed_rate_spread=_observed_rate_spread(window, route, level, n_resamples, seed))

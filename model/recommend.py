@@ -44,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from acceptance.definitions import acceptance_length_by_gamma
+from acceptance.observed_rate import SegmentRate
 from acceptance.route_estimate import LOGGED_LOAD
 
 from .anchor import (DEFAULT, OBSERVED, Anchor, Unpriceable, configured_or_default, priced_rate, profile_figures,
@@ -169,11 +170,13 @@ def _priced(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome) -> Pri
     """What the decision rules read (model.decision)."""
     deployment, price, ensemble = pricing.deployment, pricing.price, outcome.ensemble
     probe_inputs = None
+    warning = _model_error_warning(pricing.model_error, deployment)
     if ensemble is not None:
         assert checked.resamples is not None  # an ensemble is priced from the resamples
         probe_inputs = ProbeInputs(
             ensemble, outcome.speedup, pricing.allowed, pricing.al_point.mean(axis=0), price.tau[0],
-            1.0 + checked.resamples[:, :min(checked.deployed, checked.observed)].sum(axis=1), checked.observed)
+            1.0 + checked.resamples[:, :min(checked.deployed, checked.observed)].sum(axis=1), checked.observed,
+            rate_row_cv=_rate_row_cv(checked) if warning else None)
     return Priced(
         deployment=deployment, deployed=checked.deployed, observed=checked.observed, speedup=outcome.speedup,
         allowed=pricing.allowed, refusals=pricing.refusals, ensemble=ensemble, level=checked.level,
@@ -182,11 +185,47 @@ def _priced(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome) -> Pri
         specialized=None if outcome.percentile or not checked.specialized else _specialized_pricing(checked, pricing),
         figures_needed=tuple(figures_needed(deployment, pricing.anchor,
                                             undrafted_known=checked.given.undrafted_token_share is not None)),
-        model_error_warning=_model_error_warning(pricing.model_error, deployment),
+        model_error_warning=warning,
         model_error=None if outcome.percentile else _speedup_error(pricing),
         deployed_measured=pricing.deployed_measured,
         measured_upto=max((checked.deployed, *checked.given.measured_gammas)
-                          + (() if checked.given.running_probe is None else (checked.given.running_probe.gamma,))))
+                          + (() if checked.given.running_probe is None else (checked.given.running_probe.gamma,))),
+        segment_rates=() if outcome.percentile else _rates_at_route_mix(checked, pricing))
+
+
+def _rates_at_route_mix(checked: CheckedInputs, pricing: _Pricing) -> tuple[SegmentRate, ...]:
+    """Each measured γ's rate carried from its segment's own batch mix to the route's, so that
+    two segments compare at one mix (a probe's engine runs its own batches, and a per-user rate
+    moves with the batch more than with γ): r · τ(γ, own mix) / τ(γ, route mix), the cost
+    model's step times at that γ over each mix's request weights (u_B·B) — its batch
+    dependence alone, at one γ, where its verify cost cancels. A segment whose mix is not
+    known is left out."""
+    out = []
+    for rate in checked.given.segment_rates:
+        if rate.batch_mix is None or rate.gamma >= len(checked.gammas):
+            continue
+        own_b = np.array([b for b, _ in rate.batch_mix])
+        own_w = own_b * np.array([u for _, u in rate.batch_mix])  # request weights ∝ u_B · B
+        at = np.array([rate.gamma])
+        width = None if checked.widths is None else np.asarray(checked.widths)[at]
+        own = float(pricing.model.step_times(at, own_b, pricing.speeds[0], width)[0] @ (own_w / own_w.sum()))
+        route = float(pricing.model.step_times(at, checked.batch_sizes, pricing.speeds[0], width)[0]
+                      @ (checked.weights / checked.weights.sum()))
+        factor = own / route
+        out.append(replace(rate, tokens_per_second=rate.tokens_per_second * factor, mix_factor=factor))
+    return tuple(out)
+
+
+def _rate_row_cv(checked: CheckedInputs) -> float | None:
+    """One engine's per-user rate over a scrape interval, its coefficient of variation, from the
+    deployed segment's: the spread of the window's rate times √(rows · engines) — the engines'
+    rates taken as independent, which overstates it where their traffic moves together (a
+    longer probe, never a shorter one). None without a block-bootstrapped spread over scrape
+    intervals (per-request rows, or too few rows for one)."""
+    spread, traffic = checked.given.observed_rate_spread, checked.given.traffic
+    if spread is None or spread.unit != "scrape intervals" or traffic is None or not traffic.engines:
+        return None
+    return float(np.std(spread.factors) * np.sqrt(spread.rows * traffic.engines))
 
 
 def _specialized_pricing(checked: CheckedInputs, pricing: _Pricing) -> SpecializedPricing:
@@ -250,6 +289,9 @@ def _gain(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome, decision
     turned speculation off (model.deployed_speedup), else the table's over its ensemble."""
     if decision.measured is not None and decision.kind == "off" and pricing.deployed_measured is not None:
         return Gain(*pricing.deployed_measured.off_gain())
+    between = decision.measured_between
+    if between is not None and between.faster == decision.recommended_gamma and between.slower == checked.deployed:
+        return Gain(between.gain, between.low, between.high)
     return gain_of(decision.recommended_gamma, checked.deployed, outcome.speedup, outcome.ensemble, checked.level)
 
 

@@ -97,9 +97,10 @@ class Recommendation:
 
     @property
     def decision_basis(self) -> str:
-        """"measured": the engines' own rates at the deployed γ and plain decode decided
-        (model.deployed_speedup); "model": the table's projection did."""
-        return "measured" if self.decided.measured is not None else "model"
+        """"measured": the engines' own rates decided — at the deployed γ against plain decode
+        (model.deployed_speedup), or at two measured γ (model.measured_segments); "model": the
+        table's projection did."""
+        return "measured" if self.decided.measured is not None or self.decided.measured_between is not None else "model"
 
     @property
     def recommended_gamma(self) -> int:
@@ -153,6 +154,8 @@ class Recommendation:
             "decision": self.decision,
             "decision_reason": self.decision_reason,
             "decision_basis": self.decision_basis,
+            "measured_between": (None if self.decided.measured_between is None
+                                 else self.decided.measured_between.to_dict()),
             "probability_best": self.probability_best,
             "candidates": [asdict(c) for c in self.candidates],
             "model_error": self.model_error,

@@ -110,6 +110,7 @@ def recommend_route(route: RouteEstimate, deployment: Deployment, *, probe: Prob
         speedup_measured=measured is not None and measured.measured,
         observed_rate_spread=route.observed_rate_spread,
         measured_gammas=() if route.step_times is None else tuple(s.gamma for s in route.step_times.segments),
+        segment_rates=route.segment_rates,
     ), deployment)
     rec = replace(rec, specialized_speedup_measured=measured)
     def price(part: RouteEstimate, part_deployment: Deployment) -> Recommendation:

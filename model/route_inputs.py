@@ -32,7 +32,9 @@ specialized_speedup is a probe's measurement (model.probe.measured_speedup).
 (acceptance.observed_rate), which say how sure what the engines measure is (model.deployed_speedup).
 ``measured_gammas``: the γ of the window's segments that measured their own step time
 (acceptance.step_times): past the largest of them and the deployed γ no point bears on a γ
-(model.decision.rules.unmeasured).
+(model.decision.rules.unmeasured). ``segment_rates``: every γ's own rate with its resamples
+where its segment keeps its latency block by block (acceptance.observed_rate.segment_rates),
+which the decision compares between measured γ (model.decision.rules.between_segments).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from acceptance.definitions import check_survival_curve
-from acceptance.observed_rate import RateSpread
+from acceptance.observed_rate import RateSpread, SegmentRate
 from acceptance.segment_measures import RouteTraffic
 from acceptance.route_estimate import RequestRows
 from acceptance.step_replay import StepSequence, replay_by_gamma, survival_and_reach, tokens_and_widths
@@ -83,6 +85,7 @@ class RouteInputs:
     speedup_measured: bool = False
     observed_rate_spread: RateSpread | None = None
     measured_gammas: tuple[int, ...] = ()
+    segment_rates: tuple[SegmentRate, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)

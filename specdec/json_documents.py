@@ -443,6 +443,22 @@ class DeployedSpeedup(TypedDict):
     decides: Literal["off", "keep"] | None
 
 
+class MeasuredBetween(TypedDict):
+    """Two γ the engines measured, the faster against the other, that decided (model.measured_segments)."""
+
+    faster_gamma: int
+    slower_gamma: int
+    faster_tokens_per_second: float  # at the route's batch mix
+    slower_tokens_per_second: float
+    gain: float
+    low: float
+    high: float
+    probability_gain_over_min_gain: float
+    min_gain: float
+    side_by_side: bool
+    rows: Annotated[list[int], Length(2)]
+
+
 class FigureNeeded(TypedDict):
     """A default figure the decision would rest on, and what setting it changes."""
 
@@ -598,6 +614,7 @@ class TuneGamma(TypedDict):
     decision: DecisionKind
     decision_reason: str
     decision_basis: Literal["measured", "model"]
+    measured_between: MeasuredBetween | None
     probability_best: float | None
     candidates: list[Candidate]
     model_error: float | None

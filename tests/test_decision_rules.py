@@ -32,7 +32,7 @@ def priced(means: list[float], sd: float, *, deployed: int = 1, observed: int = 
 
 def test_the_rules_run_in_the_documented_order():
     assert [r.__name__ for r in RULES] == ["verdict", "sure_step", "probe", "unmeasured", "specialized", "given_figures",
-                                           "measured"]
+                                           "measured", "between_segments"]
 
 
 def test_a_sure_gain_changes_the_fleet_and_the_json_names_one_gamma():

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..deployed_speedup import MeasuredVerdict
 from ..figures_needed import FigureNeeded
+from ..measured_segments import SegmentComparison
 from ..probe import Probe
 from ..probe.specialized_speedup import SpecializedBreakEven
 
@@ -87,6 +88,8 @@ class Decision:
     withheld: Decision | None = None  # undecided: the decision the default figures would have made
     # the engines' measurement that decided between the deployed γ and plain decode (model.deployed_speedup)
     measured: MeasuredVerdict | None = None
+    # the engines' rates at two measured γ that decided between them (model.measured_segments)
+    measured_between: SegmentComparison | None = None
 
     @property
     def reason(self) -> str:

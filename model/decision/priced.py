@@ -10,6 +10,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from acceptance.observed_rate import SegmentRate
 from acceptance.segment_measures import RouteTraffic
 
 from ..deployed_speedup import DeployedSpeedup
@@ -62,6 +63,8 @@ class Priced:
     # the largest γ a segment of the window measured (the deployed one, another with its own
     # latency, a running probe's): past it no point bears on a γ's acceptance or step cost
     measured_upto: int = 0
+    # every γ's own rate the engines measured, with its resamples (acceptance.observed_rate.segment_rates)
+    segment_rates: tuple[SegmentRate, ...] = ()
 
     @property
     def largest_measured(self) -> int:

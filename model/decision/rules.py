@@ -41,6 +41,7 @@ from acceptance.durations import approximate_duration
 
 from ..deployment import DECISION_CERTAINTY
 from ..figures_needed import FigureNeeded, on_defaults
+from ..measured_segments import SegmentComparison, compare
 from ..probe import PROBE_MIN_DRAFTS, PROBE_MIN_ROWS, Probe, RunningProbe, continued_probe
 from ..probe.plan import ProbeChoice, choose_probe
 from ..probe.specialized_speedup import decision_break_even, speedup_probe, speedups_at
@@ -489,8 +490,65 @@ def withheld(deployed: int, decision: Decision, needed: tuple[FigureNeeded, ...]
                    figures_needed=needed, withheld=decision)
 
 
+def between_segments(priced: Priced, decision: Decision) -> Decision:
+    """Where the cost model misses the engines, what they measure between two γ decides: where
+    the window holds another γ's segment with its own rate (an earlier γ, a probe's beside the
+    fleet), each carried to the route's batch mix, and the faster of the measured γ beats the
+    deployed one by more than min_gain with P ≥ DECISION_CERTAINTY (model.measured_segments),
+    the fleet changes to it, measured — a probe the table wants past it going on meanwhile;
+    where the deployed γ surely beats the measured γ the table would move the fleet to, it
+    keeps its γ, measured. A model that meets the engines at the deployed γ prices every γ on
+    the same points (the probe's curve, the step costs measured) and may name a third γ between
+    or beside them, which one engine's rate against the fleet's (a probe's batch mix, its own
+    requests, the engine itself) does not overrule. Only on the mean per-user objective (the
+    rate measured); an off measured against plain decode stands."""
+    rates = {r.gamma: r for r in priced.segment_rates}
+    deployed = rates.get(priced.deployed)
+    if (deployed is None or len(rates) < 2 or priced.deployment.objective != "interactivity"
+            or not priced.model_error_warning or (decision.measured is not None and decision.kind == "off")):
+        return decision
+    m, level = priced.deployment.min_gain, priced.level
+    best = max(rates.values(), key=lambda r: r.tokens_per_second)
+    if best.gamma != priced.deployed:
+        faster = compare(best, deployed, min_gain=m, level=level)
+        if faster.probability >= DECISION_CERTAINTY:
+            return _measured_change(priced, decision, faster)
+    target = (decision.withheld or decision).fleet_gamma
+    if target != priced.deployed and target in rates:
+        kept = compare(deployed, rates[target], min_gain=m, level=level)
+        if kept.probability >= DECISION_CERTAINTY:
+            return replace(decision, kind="keep", fleet_gamma=priced.deployed, best_gamma=priced.deployed, probe=None,
+                           withheld=None, settle=None, plausible=False, measured_between=kept,
+                           reasons=(_between_reason(kept, "keep"),))
+    return decision
+
+
+def _measured_change(priced: Priced, decision: Decision, faster: SegmentComparison) -> Decision:
+    """The fleet to the faster measured γ; a probe past it goes on (its γ stays the best named)."""
+    goes_on = decision.probe if decision.probe is not None and decision.probe.gamma > faster.faster else None
+    drafter = tuple(n for n in decision.figures_needed if n.key == "method")  # a deploy line names it
+    reasons: tuple[str, ...] = (_between_reason(faster, "change"),)
+    if goes_on is not None:
+        reasons += (f"the probe of gamma {goes_on.gamma} goes on meanwhile",)
+    return replace(decision, kind="probe" if goes_on else "change", fleet_gamma=faster.faster,
+                   best_gamma=goes_on.gamma if goes_on else faster.faster, probe=goes_on, withheld=None, settle=None,
+                   plausible=False, measured_between=faster, figures_needed=drafter, reasons=reasons)
+
+
+def _between_reason(c: SegmentComparison, outcome: str) -> str:
+    """Two measured γ's rates and what follows, in words."""
+    where = "side by side" if c.side_by_side else "in the window"
+    head = (f"the engines measure gamma {c.faster} at {c.faster_tokens_per_second:,.1f} tok/s per user against "
+            f"gamma {c.slower}'s {c.slower_tokens_per_second:,.1f} ({where}, over {c.rows[0]} and {c.rows[1]} scrape "
+            f"intervals): {c.gain:+.1%} [{c.low:+.1%}, {c.high:+.1%}], P(gain > {c.min_gain:.0%}) = "
+            f"{c.probability:.2f} ≥ {DECISION_CERTAINTY}, measured")
+    if outcome == "keep":
+        return f"{head}, so the fleet keeps gamma {c.faster} whatever the table projects"
+    return f"{head}, so the fleet changes to gamma {c.faster} whatever the table projects"
+
+
 RULES: tuple[Callable[[Priced, Decision], Decision], ...] = (verdict, sure_step, probe, unmeasured, specialized,
-                                                               given_figures, measured)
+                                                               given_figures, measured, between_segments)
 
 
 def decide(priced: Priced) -> Decision:

@@ -37,7 +37,9 @@ fewest n ≥ PROBE_MIN_ROWS (3: fewer give no interval) whose drafts, at the pro
 rate (the route's drafts per engine-second scaled by τ(γ_d)/τ(γ_p): a wider draft makes slower
 steps), hold drafts × that widening²; its duration is those n rows (a window sees a run only in
 the scrape intervals it completed): a slow route's drafts' time rounded up to a whole row, a
-busy route's rows where its drafts come sooner.
+busy route's rows where its drafts come sooner. Where the cost model misses the engines the
+probe measures the γ's rate as well (model.decision.rules.between_segments), and runs the rows
+that settle that too (``rate_rows``, ProbeInputs.rate_row_cv).
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ PROBE_MIN_DRAFTS = 2000
 # for them (``probe_rows``).
 PROBE_MIN_ROWS = MIN_ROWS_FOR_INTERVAL
 PROBE_ENGINES = 1
+# The longest run rate_rows asks for (a week of 15 s scrape intervals: the decision horizon's order).
+MAX_RATE_ROWS = 40_320
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,10 @@ class ProbeInputs:
     step_time: np.ndarray  # (G,) τ(γ), the objective's step time over the mix
     deployed_al_resamples: np.ndarray  # (n,) AL(γ_d) of the window's resamples
     observed_gamma: int
+    # one engine's per-user rate over a scrape interval, its coefficient of variation, where the
+    # probe must measure the rate itself (the cost model misses the engines: ``rate_rows``);
+    # None where its drafts size it
+    rate_row_cv: float | None = None
 
 
 @dataclass(frozen=True)
@@ -161,9 +169,13 @@ def plan_probe(inputs: ProbeInputs, deployment: Deployment, traffic: RouteTraffi
     per_row = own_rate * traffic.row_seconds
     rows = probe_rows(needed, per_row, window_rows=traffic.rows)
     drafts = int(np.ceil(needed * rows_widening(rows, traffic.rows) ** 2))
+    probed = min(PROBE_ENGINES, engines)
+    if inputs.rate_row_cv is not None:  # its rate against the fleet's must settle too
+        rows = max(rows, rate_rows(inputs.rate_row_cv, gain=gain, min_gain=m, probed=probed,
+                                   others=engines - probed, window_rows=traffic.rows))
+        drafts = max(drafts, int(np.ceil(rows * per_row)))
     # whole rows: a window sees a run only in the rows (scrape intervals) it completed
     duration = rows * traffic.row_seconds
-    probed = min(PROBE_ENGINES, engines)
     return _valued_probe(inputs, deployment, ProbeRun(int(gamma), probed, drafts, duration,
                                                     probed / engines, restarts=2), base=base, deployed=None)
 
@@ -181,6 +193,35 @@ def probe_rows(drafts: float, drafts_per_row: float, *, window_rows: int) -> int
     while n * drafts_per_row < drafts * rows_widening(n, window_rows) ** 2:
         n += 1
     return n
+
+
+def rate_rows(cv: float, *, gain: float, min_gain: float, probed: int, others: int, window_rows: int) -> int:
+    """The fewest rows (scrape intervals) in which the probe's measured rate settles its gain
+    over the fleet's, as its drafts settle its acceptance (module docstring): where the gain
+    is the expected one, the measured ratio must land z standard errors above min_gain + z of
+    them, 2z·se·w(n) ≤ gain − min_gain, with se² = cv² (1 / (n·probed) + 1 / (n·others)) — the
+    probe's engines against the others beside it over the same n rows (a whole-route trial:
+    against the window's rows) — and w(n) the few rows' widening of the interval
+    (acceptance.bootstrap.independent_rows_spread, against many rows'). At most MAX_RATE_ROWS:
+    a gain that close to min_gain is not worth a probe that long (its duration prices it out)."""
+    z = NormalDist().inv_cdf(DECISION_CERTAINTY)
+    level = DECISION_CERTAINTY
+    wide = independent_rows_spread(MAX_RATE_ROWS, level)
+
+    def settles(n: int) -> bool:
+        against = 1.0 / (n * others) if others else 1.0 / max(window_rows, 1)
+        se = cv * float(np.sqrt(1.0 / (n * probed) + against))
+        return 2.0 * z * se * independent_rows_spread(n, level) / wide <= gain - min_gain
+
+    if not gain > min_gain or not settles(MAX_RATE_ROWS):
+        return MAX_RATE_ROWS
+    low, high = PROBE_MIN_ROWS, MAX_RATE_ROWS  # the first n that settles lies in (low - 1, high]
+    if settles(low):
+        return low
+    while high - low > 1:  # se and the widening both fall as n grows
+        mid = (low + high) // 2
+        low, high = (low, mid) if settles(mid) else (mid, high)
+    return high
 
 
 def rows_widening(rows: int, window_rows: int) -> float:
