@@ -423,7 +423,10 @@ def _decision_lines(doc: Mapping[str, Any]) -> list[str]:
     decision, rec, pb = doc["decision"], doc["recommended_gamma"], _fmt(doc["probability_best"])
     gain = str(Gain(**doc["gain"])) if doc.get("gain") else "none"
     measured = doc.get("decision_basis") == "measured"
-    if decision == "change":
+    if decision == "change" and measured:  # two γ the engines measured decided (measured_between)
+        lines = [f"recommendation: change gamma {doc['deployed_gamma']} -> {rec}, measured gain {gain}. "
+                 f"{doc['decision_reason']}"]
+    elif decision == "change":
         lines = [f"recommendation: change gamma {doc['deployed_gamma']} -> {rec}, expected gain {gain} "
                  f"(probability best {pb}). {doc['decision_reason']}"]
     elif decision == "off" and measured:
@@ -534,7 +537,8 @@ def _context_lines(view: dict | None) -> list[str]:
 def _probe_line(doc: Mapping[str, Any], gain: str) -> str:
     """The probe decision: the probe to run, and what the rest of the route runs meanwhile."""
     probe, deployed, rec = doc["probe"], doc["deployed_gamma"], doc["recommended_gamma"]
-    fleet = f"keep gamma {deployed}" if rec == deployed else f"change gamma {deployed} -> {rec} (expected gain {gain})"
+    word = "measured" if doc.get("decision_basis") == "measured" else "expected"
+    fleet = f"keep gamma {deployed}" if rec == deployed else f"change gamma {deployed} -> {rec} ({word} gain {gain})"
     where, meanwhile = ((f"on the route's only engine(s) ({probe['engines']}), a trial", f"then back: {fleet}")
                         if probe.get("whole_route") else (f"on {probe['engines']} engine(s)", f"{fleet} on the others"))
     best = doc.get("expected_best_gamma")

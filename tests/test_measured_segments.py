@@ -88,6 +88,12 @@ def test_where_the_model_misses_the_engines_two_measured_gammas_decide():
     assert rec.decision_reason.startswith("the engines measure gamma 3 at 150.0 tok/s per user against gamma 7's "
                                           "120.0 (side by side, over 40 and 40 scrape intervals): +25.0% [")
     assert rec.decision_reason.endswith("so the fleet changes to gamma 3 whatever the table projects")
+    from dashboard.views.recommendation import decision_text
+    from specdec.report import _decision_lines
+
+    assert decision_text(rec).startswith("Change γ 7 → 3, measured gain +25.0% [")
+    assert _decision_lines({**rec.to_dict(), "observed": {}})[0].startswith(
+        "recommendation: change gamma 7 -> 3, measured gain +25.0% [")
     # the difference not sure: the withheld answer stands
     unsure = recommend(_window(120.0, _rate(3, 122.0, 0.005, seed=4)), EAGLE)
     assert unsure.gamma_to_deploy == 7 and unsure.to_dict()["measured_between"] is None

@@ -42,7 +42,8 @@ def intervals_text(rec, estimate) -> str:
 
 
 def decision_text(rec) -> str:
-    gain = f", expected gain {rec.gain}" if rec.gain is not None else ""
+    word = "measured" if rec.decision_basis == "measured" else "expected"  # the engines' own rates decided
+    gain = f", {word} gain {rec.gain}" if rec.gain is not None else ""
     if rec.decision == "change":
         farther = (f" (γ={rec.expected_best_gamma} is expected best, not surely enough yet: this is the sure step)"
                    if rec.expected_best_gamma is not None else "")
