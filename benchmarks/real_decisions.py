@@ -29,6 +29,11 @@ interval from the fixture maker's paired bootstrap):
   (its interval wholly below the deployed γ's), or a keep of a γ the sweep measures surely
   slower than plain decode; past the sweep: a change to a γ beyond the largest swept.
 
+A per-request route of mixed traffic is also priced by population (its lines carry each
+request's temperature: docs/MODEL.md, Greedy and sampled requests): each population's decision
+is scored the same way against the sweep of its own kind (greedy or sampled traffic), in
+``populations`` beside the rows.
+
 Limits, said in the results: the pages' rates and the sweep's come from different runs of one
 2-core machine shared with other work (load averages 3.8–14.5 in the sweep), so a page's own
 rate over the base page's is a noisier ratio than the sweep's paired one; a fixture is one
@@ -147,10 +152,25 @@ def judged(doc: dict, sweep: dict, deployed: int) -> dict:
     return out
 
 
-def evaluate(work: Path) -> list[dict]:
+def population_rows(doc: dict, truth: dict, method: str, fixture: str, deployed: int) -> list[dict]:
+    """Each population of a per-request route's sampling split, judged against its own kind's sweep."""
+    out = []
+    for pop in (doc.get("sampling") or {}).get("populations") or []:
+        if pop["kind"] not in ("greedy", "sampled"):
+            continue  # inferred populations are no kind of traffic the sweeps ran
+        as_route = {"decision": pop["decision"], "recommended_gamma": pop["recommended_gamma"],
+                    "decision_basis": pop["decision_basis"]}
+        row = {"fixture": fixture, "method": method, "population": pop["kind"], "requests": pop["requests"],
+               "measured_speedup": pop.get("speedup_at_gamma") if pop.get("speedup_measured") else None}
+        row.update(judged(as_route, truth["sweeps"][method]["kinds"][pop["kind"]], deployed))
+        out.append(row)
+    return out
+
+
+def evaluate(work: Path) -> tuple[list[dict], list[dict]]:
     truth = json.loads((FIXTURES / "truth.json").read_text())
     base = {kind: page_rate(FIXTURES / f"base_{kind}_metrics.txt") for kind in KINDS}
-    rows = []
+    rows, populations = [], []
     for method, fixture, drafter in DEPLOYED:
         deployed = int(fixture.rsplit("_k", 1)[1])
         for kind in KINDS:
@@ -168,14 +188,29 @@ def evaluate(work: Path) -> list[dict]:
                                    doc.get("vllm"), dict) else None,
                                reason=str(doc.get("decision_reason") or "")[:400])
                 rows.append(row)
+                if "error" not in doc:
+                    populations += population_rows(doc, truth, method, f"{fixture}_{kind}", deployed)
                 print(f"{row['fixture']:<24} {source:<12} {row.get('decision', 'error'):<10} "
                       f"fleet γ {str(row.get('fleet_gamma')):>3}  sweep best {row.get('sweep_best_gamma')}  "
                       f"regret {_pct(row.get('regret'))}  refuted {row.get('refuted')}", file=sys.stderr)
-    return rows
+    return rows, populations
 
 
 def _pct(x) -> str:
     return "—" if x is None else f"{x:+.1%}"
+
+
+def population_summary(populations: list[dict]) -> dict:
+    judged_rows = [r for r in populations if r.get("judged")]
+    return {"populations": len(populations), "judged": len(judged_rows),
+            "refuted": sum(bool(r.get("refuted")) for r in judged_rows),
+            "refuted_rows": [f"{r['fixture']} {r['population']}: {r['decision']} (measured "
+                             f"{r['measured_speedup'] if r['measured_speedup'] is None else round(r['measured_speedup'], 2)}x)"
+                             for r in judged_rows if r.get("refuted")],
+            "max_regret_where_best_separated": max((r["regret"] for r in judged_rows if r["sweep_best_separated"]),
+                                                   default=None),
+            "by_decision": {k: sum(r.get("decision") == k for r in populations)
+                            for k in ("keep", "change", "off", "probe", "undecided")}}
 
 
 def summary(rows: list[dict]) -> dict:
@@ -201,7 +236,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="specdec-real-decisions-") as tmp:
-        rows = evaluate(Path(tmp))
+        rows, populations = evaluate(Path(tmp))
     result = {"benchmark": "real_decisions", "command": "python benchmarks/real_decisions.py",
               "machine": f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}",
               "date": time.strftime("%Y-%m-%d"), "fixtures": str(FIXTURES.relative_to(REPO)),
@@ -209,9 +244,10 @@ def main(argv=None) -> int:
                         "draft_model (draft_model), cost_profile flat, baseline_tokens_per_second the base page's",
               "limits": "pages and sweep are different runs of one loaded 2-core machine; one engine life of 48 "
                         "requests per fixture",
-              "summary": summary(rows), "rows": rows}
+              "summary": summary(rows), "rows": rows,
+              "population_summary": population_summary(populations), "populations": populations}
     args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps(result["summary"], indent=1))
+    print(json.dumps({**result["summary"], "populations": result["population_summary"]}, indent=1))
     return 0
 
 

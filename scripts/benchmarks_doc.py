@@ -491,8 +491,22 @@ def render_real_decisions(d: dict) -> list[str]:
            f"sweep: {s['past_sweep']}; regret over 3% where the sweep's best is separated: "
            f"{s['over_3pct_where_best_separated']}; outside the sweep's own interval of its best elsewhere: "
            f"{s['outside_the_best_interval_elsewhere']}; errors: {s['errors']}.", ""]
-    return out + _table(["fixture", "fed as", "decision", "fleet γ", "measured ×", "sweep's best γ", "regret",
-                         "refuted", "within best's interval"], rows)
+    out += _table(["fixture", "fed as", "decision", "fleet γ", "measured ×", "sweep's best γ", "regret",
+                   "refuted", "within best's interval"], rows)
+    if not d.get("populations"):
+        return out
+    p = d["population_summary"]
+    refuted = "; ".join(p["refuted_rows"]) or "none"
+    out += ["", f"Greedy and sampled requests of the mixed fixtures' per-request routes, each population priced "
+                f"apart (its lines' temperature) and judged against its own kind's sweep: {p['populations']} "
+                f"populations, {p['judged']} judged; refuted by the sweep: {p['refuted']} ({refuted}).", ""]
+    pop_rows = [[r["fixture"], r["population"], _num(r.get("requests")),
+                 f"{r.get('decision')}" + (" (measured)" if r.get("basis") == "measured" else ""),
+                 _num(r.get("fleet_gamma")), _num(r.get("measured_speedup"), ".2f"),
+                 f"{r['sweep_best_gamma']}" + ("" if r.get("sweep_best_separated") else " (not separated)"),
+                 _pct(r.get("regret")), "yes" if r.get("refuted") else "no"] for r in d["populations"]]
+    return out + _table(["fixture", "population", "requests", "decision", "fleet γ", "measured ×", "sweep's best γ",
+                         "regret", "refuted"], pop_rows)
 
 
 def render_unknown(d: dict) -> list[str]:

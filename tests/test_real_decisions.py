@@ -34,3 +34,20 @@ def test_a_speculation_the_engines_measure_slower_than_plain_decode_is_turned_of
     assert doc["decision"] == "off" and doc["decision_basis"] == "measured", doc["decision_reason"]
     assert judged["regret"] == 0.0 and not judged["refuted"]
     assert doc["vllm"] is None or not doc["vllm"].get("speculative_config")
+
+
+def test_each_population_of_a_mixed_route_is_judged_against_its_own_kind_s_sweep(tmp_path):
+    """The ngram γ 3 engine's mixed traffic ingested with each line's temperature: its greedy
+    requests keep γ 3 (their sweep: no γ surely slower than plain decode) and its sampled ones
+    turn speculation off, measured, as the sampled sweep's best γ 0 says."""
+    drafter = dict((f, d) for m, f, d in rd.DEPLOYED)["ngram_k3"]
+    base = rd.page_rate(rd.FIXTURES / "base_mixed_metrics.txt")
+    doc = rd.tune("ngram_k3_mixed", "ngram", drafter, base, "per-request", tmp_path)
+    rows = {r["population"]: r for r in rd.population_rows(doc, TRUTH, "ngram", "ngram_k3_mixed", 3)}
+    assert set(rows) == {"greedy", "sampled"} and all(r["judged"] for r in rows.values())
+    assert rows["sampled"]["decision"] == "off" and rows["sampled"]["basis"] == "measured"
+    assert rows["sampled"]["sweep_best_gamma"] == TRUTH["sweeps"]["ngram"]["kinds"]["sampled"]["best_gamma"] == 0
+    assert rows["sampled"]["regret"] == 0.0 and not rows["sampled"]["refuted"]
+    assert rows["greedy"]["decision"] == "keep" and not rows["greedy"]["refuted"]
+    summary = rd.population_summary(list(rows.values()))
+    assert summary["populations"] == 2 and summary["refuted"] == 0
