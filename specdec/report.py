@@ -204,7 +204,7 @@ def _fmt(x, spec: str = ".2f", none: str = "-") -> str:
 
 def format_tuning(doc: Mapping[str, Any]) -> str:
     """The console view of a tune-gamma document (the same numbers --json prints)."""
-    lines = _head_lines(doc) + _observed_lines(doc) + [""] + _candidate_table(doc) + [""] + _decision_lines(doc)
+    lines = _head_lines(doc) + _observed_lines(doc) + [""] + _candidate_table(doc) + [""] + decision_lines(doc)
     return "\n".join(lines + deploy_lines(doc))
 
 
@@ -414,7 +414,7 @@ def _candidate_table(doc: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _decision_lines(doc: Mapping[str, Any]) -> list[str]:
+def decision_lines(doc: Mapping[str, Any]) -> list[str]:
     """The decision with its gain, the one "more data" sentence, model error, notes, schedule."""
     from model.decision import Gain
     from model.route import more_drafts_sentence

@@ -89,10 +89,10 @@ def test_where_the_model_misses_the_engines_two_measured_gammas_decide():
                                           "120.0 (side by side, over 40 and 40 scrape intervals): +25.0% [")
     assert rec.decision_reason.endswith("so the fleet changes to gamma 3 whatever the table projects")
     from dashboard.views.recommendation import decision_text
-    from specdec.report import _decision_lines
+    from specdec.report import decision_lines
 
     assert decision_text(rec).startswith("Change γ 7 → 3, measured gain +25.0% [")
-    assert _decision_lines({**rec.to_dict(), "observed": {}})[0].startswith(
+    assert decision_lines({**rec.to_dict(), "observed": {}})[0].startswith(
         "recommendation: change gamma 7 -> 3, measured gain +25.0% [")
     # the difference not sure: the withheld answer stands
     unsure = recommend(_window(120.0, _rate(3, 122.0, 0.005, seed=4)), EAGLE)
