@@ -14,6 +14,7 @@ import pytest
 
 from acceptance.bootstrap import independent_rows_spread
 from acceptance.observed_rate import RateSpread, SegmentRate, segment_rates
+from model.decision import Priced
 from model.deployment import DECISION_CERTAINTY, Deployment
 from model.measured_segments import compare
 from model.probe.plan import MAX_RATE_ROWS, PROBE_MIN_ROWS, rate_rows
@@ -132,7 +133,6 @@ def test_a_rate_is_compared_at_the_route_s_batch_mix():
 def test_the_deployed_gamma_measured_surely_faster_keeps_it_against_the_model_s_move():
     """The model (missing the engines) would move the fleet to γ 3, which a segment measured
     surely slower than the deployed γ 7: keep, measured, whatever the table projects."""
-    from model.decision import Priced
     from model.decision.outcome import start
     from model.decision.rules import between_segments
 
@@ -162,3 +162,38 @@ def test_a_probe_where_the_model_misses_runs_the_rows_its_rate_needs():
     assert rate_rows(0.001, gain=0.5, min_gain=0.03, probed=1, others=1, window_rows=240) == PROBE_MIN_ROWS
     # more engines beside the probe: fewer rows
     assert rate_rows(0.05, gain=0.06, min_gain=0.03, probed=1, others=9, window_rows=240) < n
+
+
+def test_a_running_probe_whose_rate_is_not_yet_sure_is_carried_on_for_the_rows_it_needs():
+    """The model misses the engines and would move the fleet to the probe's γ 9 (withheld); the
+    probe's rate runs +4% over the fleet's γ 7, not yet surely above min_gain 3% over its 20
+    rows: carried on for the rows its rate needs at that gain (rate_rows), the fleet at γ 7. A
+    probe measured below min_gain is not carried on: the withheld answer stands."""
+    from model.decision.outcome import start
+    from model.decision.rules import between_segments, withheld
+    from model.probe import ProbeInputs, RunningProbe
+
+    means = np.array([1.0, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.85, 1.9])
+    ens = means[None, :] * (1.0 + 0.02 * np.random.default_rng(5).standard_normal((500, 10)))
+    inputs = ProbeInputs(ens, means, np.ones(10, bool), 1.0 + 0.5 * np.arange(10), 1.0 + 0.05 * np.arange(10),
+                         np.full(500, 4.0), 7, rate_row_cv=0.05)
+    running = RunningProbe(gamma=9, drafts=30_000.0, drafts_per_engine_second=100.0, engines=1, rows=20,
+                           row_seconds=15.0)
+    traffic = SimpleNamespace(drafts=400_000.0, drafts_per_engine_second=100.0, engines=3, rows=240, row_seconds=15.0)
+
+    def priced(probe_rate):
+        return Priced(EAGLE, 7, 7, means, np.ones(10, bool), [None] * 10, ens, model_error_warning="misses",
+                      running_probe=running, probe_inputs=inputs, traffic=traffic,
+                      segment_rates=(_rate(7, 100.0, 0.002, seed=3, rows=240),
+                                     _rate(9, probe_rate, 0.02, seed=4, rows=20)))
+
+    would = start(7, 9).to("change", "the table's gain", fleet_gamma=9)
+    d = between_segments(priced(104.0), withheld(7, would, (), "misses. On this model the tool would run gamma 9"))
+    n = rate_rows(0.05, gain=0.04, min_gain=0.03, probed=1, others=3, window_rows=240)
+    assert (d.kind, d.fleet_gamma, d.probe.gamma, d.best_gamma) == ("probe", 7, 9, 9) and d.withheld is None
+    assert d.probe.drafts_needed == pytest.approx((n - 20) * 15.0 * 100.0, rel=1e-6)
+    assert f"carry on the probe at gamma 9 for about {n - 20:,} more scrape intervals" in d.reason
+    assert "P(gain > 3%) = " in d.reason and "< 0.9: carry on" in d.reason
+    low = between_segments(priced(102.0), withheld(7, would, (), "misses"))
+    assert low.kind == "undecided" and low.probe is None
+

@@ -43,7 +43,7 @@ from ..deployment import DECISION_CERTAINTY
 from ..figures_needed import FigureNeeded, on_defaults
 from ..measured_segments import SegmentComparison, compare
 from ..probe import PROBE_MIN_DRAFTS, PROBE_MIN_ROWS, Probe, RunningProbe, continued_probe
-from ..probe.plan import ProbeChoice, choose_probe
+from ..probe.plan import ProbeChoice, choose_probe, rate_rows
 from ..probe.specialized_speedup import decision_break_even, speedup_probe, speedups_at
 from ..probe.measured_speedup import SegmentShares, measurable, predicted_halfwidth
 from .outcome import DEPLOYING_DECISIONS, UNDECIDED, Decision, gain_of, start
@@ -513,6 +513,10 @@ def between_segments(priced: Priced, decision: Decision) -> Decision:
         faster = compare(best, deployed, min_gain=m, level=level)
         if faster.probability >= DECISION_CERTAINTY:
             return _measured_change(priced, decision, faster)
+        if best.running and decision.fleet_gamma == priced.deployed and faster.gain > m:
+            carried = _carried_on(priced, decision, faster)
+            if carried is not None:
+                return carried
     target = (decision.withheld or decision).fleet_gamma
     if target != priced.deployed and target in rates:
         kept = compare(deployed, rates[target], min_gain=m, level=level)
@@ -521,6 +525,32 @@ def between_segments(priced: Priced, decision: Decision) -> Decision:
                            withheld=None, settle=None, plausible=False, measured_between=kept,
                            reasons=(_between_reason(kept, "keep"),))
     return decision
+
+
+def _carried_on(priced: Priced, decision: Decision, faster: SegmentComparison) -> Decision | None:
+    """A running probe whose rate beats the fleet's by more than min_gain, not yet surely, where
+    the model cannot settle it: carried on for the rows its rate needs at the gain it measured
+    (model.probe.plan.rate_rows), so that its measurement decides; None where it is not the
+    running probe or its rows cannot be sized."""
+    running, inputs, traffic = priced.running_probe, priced.probe_inputs, priced.traffic
+    if (running is None or running.gamma != faster.faster or inputs is None or inputs.rate_row_cv is None
+            or not running.drafts_per_engine_second or not running.row_seconds or priced.figures_needed):
+        return None
+    others = traffic.engines if traffic is not None and traffic.engines else 0
+    rows = rate_rows(inputs.rate_row_cv, gain=faster.gain, min_gain=faster.min_gain, probed=running.engines,
+                     others=others, window_rows=faster.rows[1])
+    more_rows = max(0, rows - faster.rows[0])
+    if more_rows == 0:
+        return None  # it ran the rows; the measurement stays unsure: the answer stands
+    remaining = int(np.ceil(more_rows * running.row_seconds * running.drafts_per_engine_second * running.engines))
+    planned = continued_probe(inputs, priced.deployment, running, base=priced.deployed, deployed=priced.deployed,
+                              remaining=remaining, engines=others or None)
+    more = f"{more_rows:,} more scrape intervals (about {approximate_duration(planned.duration_s)})"
+    why = (f"the cost model misses the engines at the deployed gamma beyond its tolerance (the warning), so the "
+           f"probe's measurement decides: {_between_reason(faster, 'unsure')}: carry on the probe at gamma "
+           f"{running.gamma} for about {more}, the rows its rate needs against the fleet's at that gain")
+    return replace(decision, kind="probe", fleet_gamma=priced.deployed, best_gamma=running.gamma, probe=planned,
+                   withheld=None, settle=None, plausible=True, reasons=(why,))
 
 
 def _measured_change(priced: Priced, decision: Decision, faster: SegmentComparison) -> Decision:
@@ -536,15 +566,18 @@ def _measured_change(priced: Priced, decision: Decision, faster: SegmentComparis
 
 
 def _between_reason(c: SegmentComparison, outcome: str) -> str:
-    """Two measured γ's rates and what follows, in words."""
+    """Two measured γ's rates and what follows (``outcome``: change, keep, unsure), in words."""
     where = "side by side" if c.side_by_side else "in the window"
+    sure = c.probability >= DECISION_CERTAINTY
     head = (f"the engines measure gamma {c.faster} at {c.faster_tokens_per_second:,.1f} tok/s per user against "
             f"gamma {c.slower}'s {c.slower_tokens_per_second:,.1f} ({where}, over {c.rows[0]} and {c.rows[1]} scrape "
             f"intervals): {c.gain:+.1%} [{c.low:+.1%}, {c.high:+.1%}], P(gain > {c.min_gain:.0%}) = "
-            f"{c.probability:.2f} ≥ {DECISION_CERTAINTY}, measured")
+            f"{c.probability:.2f} {'≥' if sure else '<'} {DECISION_CERTAINTY}")
+    if outcome == "unsure":
+        return head
     if outcome == "keep":
-        return f"{head}, so the fleet keeps gamma {c.faster} whatever the table projects"
-    return f"{head}, so the fleet changes to gamma {c.faster} whatever the table projects"
+        return f"{head}, measured, so the fleet keeps gamma {c.faster} whatever the table projects"
+    return f"{head}, measured, so the fleet changes to gamma {c.faster} whatever the table projects"
 
 
 RULES: tuple[Callable[[Priced, Decision], Decision], ...] = (verdict, sure_step, probe, unmeasured, specialized,
