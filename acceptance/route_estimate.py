@@ -400,7 +400,7 @@ def band_estimate(route: "RouteEstimate", band: RowsOf, *, level: float, n_resam
                    observed_tokens_per_second=rate, observed_rate_spread=spread,
                    observed_latency_source=PER_REQUEST_LATENCY if rate else None,
                    undrafted_token_share=nu, plugin=None, segment_mix=None, context=None,
-                   engine_cost=None)
+                   engine_cost=None, segment_rates=())  # the route's segments are not the part's
 
 
 def _observed_rate(rows: RequestRows) -> float | None:

@@ -27,7 +27,7 @@ class SegmentComparison:
 
     faster: int
     slower: int
-    faster_tokens_per_second: float
+    faster_tokens_per_second: float  # at the route's batch mix (SegmentRate.mix_factor)
     slower_tokens_per_second: float
     gain: float
     low: float
@@ -36,13 +36,20 @@ class SegmentComparison:
     min_gain: float
     side_by_side: bool  # both still ran at the window's end (a probe beside the fleet)
     rows: tuple[int, int]  # the faster's and the slower's scrape intervals
+    mix_factors: tuple[float, float] = (1.0, 1.0)  # each rate's carry from its own mix to the route's
+
+    @property
+    def measured_tokens_per_second(self) -> tuple[float, float]:
+        """The faster's and the slower's rates as the engines measured them, at their own mixes."""
+        return (self.faster_tokens_per_second / self.mix_factors[0], self.slower_tokens_per_second / self.mix_factors[1])
 
     def to_dict(self) -> dict[str, object]:
         return {"faster_gamma": self.faster, "slower_gamma": self.slower,
                 "faster_tokens_per_second": self.faster_tokens_per_second,
                 "slower_tokens_per_second": self.slower_tokens_per_second, "gain": self.gain, "low": self.low,
                 "high": self.high, "probability_gain_over_min_gain": self.probability, "min_gain": self.min_gain,
-                "side_by_side": self.side_by_side, "rows": list(self.rows)}
+                "side_by_side": self.side_by_side, "rows": list(self.rows), "mix_factors": list(self.mix_factors),
+                "measured_tokens_per_second": list(self.measured_tokens_per_second)}
 
 
 def compare(faster: SegmentRate, slower: SegmentRate, *, min_gain: float, level: float) -> SegmentComparison:
@@ -55,4 +62,4 @@ def compare(faster: SegmentRate, slower: SegmentRate, *, min_gain: float, level:
         faster.gamma, slower.gamma, faster.tokens_per_second, slower.tokens_per_second,
         faster.tokens_per_second / slower.tokens_per_second - 1.0, float(low), float(high),
         float(np.mean(gains > min_gain)), min_gain, faster.running and slower.running,
-        (faster.spread.rows, slower.spread.rows))
+        (faster.spread.rows, slower.spread.rows), (faster.mix_factor, slower.mix_factor))

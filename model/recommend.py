@@ -196,19 +196,23 @@ def _priced(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome) -> Pri
 def _rates_at_route_mix(checked: CheckedInputs, pricing: _Pricing) -> tuple[SegmentRate, ...]:
     """Each measured γ's rate carried from its segment's own batch mix to the route's, so that
     two segments compare at one mix (a probe's engine runs its own batches, and a per-user rate
-    moves with the batch more than with γ): r · τ(γ, own mix) / τ(γ, route mix), the cost
-    model's step times at that γ over each mix's request weights (u_B·B) — its batch
-    dependence alone, at one γ, where its verify cost cancels. A segment whose mix is not
-    known is left out."""
+    moves with the batch more than with γ): r · ITL(γ, own mix) / ITL(γ, route mix), the mean
+    inter-token latency the cost model's step times t_B at that γ give each mix — the own
+    mix's engine time shares u_B as vLLM observes them, ITL = Σ u_B·B / Σ u_B·B / t_B
+    (model.speedup.batch_mix_from_time_shares' request weights), the route's over its request
+    weights. It rests on the model's batch dependence at that γ (verify and draft included:
+    a model that misses the verify cost carries some of that miss across far-apart mixes, which
+    is why the reason shows the factor). A segment whose mix is not known is left out."""
     out = []
     for rate in checked.given.segment_rates:
         if rate.batch_mix is None or rate.gamma >= len(checked.gammas):
             continue
         own_b = np.array([b for b, _ in rate.batch_mix])
-        own_w = own_b * np.array([u for _, u in rate.batch_mix])  # request weights ∝ u_B · B
         at = np.array([rate.gamma])
         width = None if checked.widths is None else np.asarray(checked.widths)[at]
-        own = float(pricing.model.step_times(at, own_b, pricing.speeds[0], width)[0] @ (own_w / own_w.sum()))
+        t_own = pricing.model.step_times(at, own_b, pricing.speeds[0], width)[0]
+        steps = own_b * np.array([u for _, u in rate.batch_mix])  # requests at B × the time at B
+        own = float(steps.sum() / (steps / t_own).sum())
         route = float(pricing.model.step_times(at, checked.batch_sizes, pricing.speeds[0], width)[0]
                       @ (checked.weights / checked.weights.sum()))
         factor = own / route

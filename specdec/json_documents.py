@@ -457,6 +457,8 @@ class MeasuredBetween(TypedDict):
     min_gain: float
     side_by_side: bool
     rows: Annotated[list[int], Length(2)]
+    mix_factors: Annotated[list[float], Length(2)]
+    measured_tokens_per_second: Annotated[list[float], Length(2)]
 
 
 class FigureNeeded(TypedDict):

@@ -128,6 +128,27 @@ def test_a_rate_is_compared_at_the_route_s_batch_mix():
     # the roofline's step at batch 32 is about twice its batch-1 step: 150 tok/s there is about 75 here
     assert 60.0 * 1.1 < doc["faster_tokens_per_second"] < 150.0 * 0.6
     assert doc["slower_tokens_per_second"] == pytest.approx(60.0)
+    assert doc["measured_tokens_per_second"] == pytest.approx([150.0, 60.0]) and doc["mix_factors"][0] < 0.6
+    carried = f"{doc['faster_tokens_per_second']:,.1f} at the route's batch mix, by the model's step times"
+    assert f"the engines measure gamma 3 at 150.0 ({carried}) tok/s per user against gamma 7's 60.0 (" \
+        in rec.decision_reason
+    # a segment at the route's own mix of several batch sizes is carried by 1 (the same mean ITL):
+    # its engine time shares, which the route's request weights come from (as a window's do)
+    from model.speedup import batch_mix_from_time_shares
+
+    shares = {1: 0.5, 8: 0.3, 64: 0.2}
+    at_route = SegmentRate(7, 60.0, deployed.spread, 1, 0.0, 1.0, True, tuple(shares.items()))
+    again = recommend(RouteInputs(CURVE, observed_tokens_per_second=60.0,
+                                  batch_mix=batch_mix_from_time_shares(shares, roof, 7),
+                                  observed_rate_spread=deployed.spread, segment_rates=(at_batch_1, at_route)), roof)
+    assert again.to_dict()["measured_between"]["mix_factors"][1] == pytest.approx(1.0, abs=1e-9)
+    # on a default figure (the drafter's cost) the carry is the defaults' model: no measured change
+    defaulted = replace(roof, configured=roof.configured - {"draft_cost"})
+    on_defaults = recommend(RouteInputs(CURVE, observed_tokens_per_second=60.0, batch_mix={32: 1.0},
+                                        observed_rate_spread=deployed.spread,
+                                        segment_rates=(at_batch_1, deployed)), defaulted)
+    assert on_defaults.to_dict()["measured_between"] is None and on_defaults.decision_basis == "model"
+    assert "draft_cost" in [f["key"] for f in on_defaults.to_dict()["figures_needed"]]
 
 
 def test_the_deployed_gamma_measured_surely_faster_keeps_it_against_the_model_s_move():
@@ -196,4 +217,7 @@ def test_a_running_probe_whose_rate_is_not_yet_sure_is_carried_on_for_the_rows_i
     assert "P(gain > 3%) = " in d.reason and "< 0.9: carry on" in d.reason
     low = between_segments(priced(102.0), withheld(7, would, (), "misses"))
     assert low.kind == "undecided" and low.probe is None
+    # +3.05%: no run short of a week settles it so near min_gain, and none pays: the answer stands
+    near = between_segments(priced(103.05), withheld(7, would, (), "misses"))
+    assert near.kind == "undecided" and near.probe is None
 

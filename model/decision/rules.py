@@ -23,10 +23,13 @@ speedups (resamples × tail models, model.recommend):
           trial of the whole route) on a cost model missing the engine's rate by more than its
           tolerance (model.figures_needed): a what-if; a probe on part of the route measures
           instead; a keep on default figures stays a keep and says so;
-  measured  last: where the engines measure the deployed γ against the user's own plain decode
+  measured  where the engines measure the deployed γ against the user's own plain decode
           at the route's mix and the difference is sure on the observed rate's resamples
           (model.deployed_speedup), off or keep follows the measurement whatever the table
-          projects; the model keeps only a third γ it is sure of on its widened ensemble.
+          projects; the model keeps only a third γ it is sure of on its widened ensemble;
+  between_segments  last: where the model misses the engines, two γ they measured (an earlier
+          segment, a probe's beside the fleet) decide between themselves; a running probe not
+          yet sure is carried on for the rows its rate needs (model.measured_segments).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from ..deployment import DECISION_CERTAINTY
 from ..figures_needed import FigureNeeded, on_defaults
 from ..measured_segments import SegmentComparison, compare
 from ..probe import PROBE_MIN_DRAFTS, PROBE_MIN_ROWS, Probe, RunningProbe, continued_probe
-from ..probe.plan import ProbeChoice, choose_probe, rate_rows
+from ..probe.plan import MAX_RATE_ROWS, ProbeChoice, choose_probe, rate_rows
 from ..probe.specialized_speedup import decision_break_even, speedup_probe, speedups_at
 from ..probe.measured_speedup import SegmentShares, measurable, predicted_halfwidth
 from .outcome import DEPLOYING_DECISIONS, UNDECIDED, Decision, gain_of, start
@@ -357,7 +360,8 @@ def given_figures(priced: Priced, decision: Decision) -> Decision:
     step times the engines do not have: its gains are as far off as the miss, so its change or
     off is withheld — but not a probe on part of the route on figures the user gave, the rest
     of the fleet staying where it is, which measures the γ instead of trusting the model (its
-    ensemble carries the miss); with a sure step for the others it is withheld whole."""
+    ensemble widened by the miss where it can be: model.model_error_spread); with a sure step
+    for the others it is withheld whole."""
     needed = priced.figures_needed
     if priced.model_error_warning and _measuring_probe(priced, decision):
         assert decision.probe is not None  # _measuring_probe
@@ -382,8 +386,9 @@ def given_figures(priced: Priced, decision: Decision) -> Decision:
 
 def _measuring_probe(priced: Priced, decision: Decision) -> bool:
     """A probe on part of the route, on figures the user gave, with the rest of the fleet where
-    it is: it measures the γ the model cannot be trusted at (its ensemble already carries the
-    model's error there) and moves nothing on the model's word."""
+    it is: it measures the γ the model cannot be trusted at (its ensemble carries the model's
+    error there where that error is known apart from the rate's noise: model.model_error_spread)
+    and moves nothing on the model's word."""
     return (decision.kind == "probe" and decision.probe is not None and not decision.probe.whole_route
             and decision.fleet_gamma == priced.deployed and not priced.figures_needed)
 
@@ -501,11 +506,15 @@ def between_segments(priced: Priced, decision: Decision) -> Decision:
     the same points (the probe's curve, the step costs measured) and may name a third γ between
     or beside them, which one engine's rate against the fleet's (a probe's batch mix, its own
     requests, the engine itself) does not overrule. Only on the mean per-user objective (the
-    rate measured); an off measured against plain decode stands."""
-    rates = {r.gamma: r for r in priced.segment_rates}
+    rate measured); an off measured against plain decode stands; where the pricing rests on
+    default figures (the rates are carried to the route's mix by the model) the withheld answer
+    stands, naming them; only γ that can run here."""
+    rates = {r.gamma: r for r in priced.segment_rates
+             if r.gamma == priced.deployed or (r.gamma < len(priced.allowed) and priced.allowed[r.gamma])}
     deployed = rates.get(priced.deployed)
     if (deployed is None or len(rates) < 2 or priced.deployment.objective != "interactivity"
-            or not priced.model_error_warning or (decision.measured is not None and decision.kind == "off")):
+            or not priced.model_error_warning or priced.figures_needed
+            or (decision.measured is not None and decision.kind == "off")):
         return decision
     m, level = priced.deployment.min_gain, priced.level
     best = max(rates.values(), key=lambda r: r.tokens_per_second)
@@ -540,39 +549,49 @@ def _carried_on(priced: Priced, decision: Decision, faster: SegmentComparison) -
     rows = rate_rows(inputs.rate_row_cv, gain=faster.gain, min_gain=faster.min_gain, probed=running.engines,
                      others=others, window_rows=faster.rows[1])
     more_rows = max(0, rows - faster.rows[0])
-    if more_rows == 0:
-        return None  # it ran the rows; the measurement stays unsure: the answer stands
-    remaining = int(np.ceil(more_rows * running.row_seconds * running.drafts_per_engine_second * running.engines))
+    if more_rows == 0 or rows >= MAX_RATE_ROWS:
+        return None  # it ran the rows, or no run settles a gain that near min_gain: the answer stands
+    # drafts at one engine's rate, as continued_probe times them
+    remaining = int(np.ceil(more_rows * running.row_seconds * running.drafts_per_engine_second))
     planned = continued_probe(inputs, priced.deployment, running, base=priced.deployed, deployed=priced.deployed,
                               remaining=remaining, engines=others or None)
+    if not planned.runs:
+        return None  # its value does not pay for its time: the answer stands
     more = f"{more_rows:,} more scrape intervals (about {approximate_duration(planned.duration_s)})"
     why = (f"the cost model misses the engines at the deployed gamma beyond its tolerance (the warning), so the "
            f"probe's measurement decides: {_between_reason(faster, 'unsure')}: carry on the probe at gamma "
            f"{running.gamma} for about {more}, the rows its rate needs against the fleet's at that gain")
     return replace(decision, kind="probe", fleet_gamma=priced.deployed, best_gamma=running.gamma, probe=planned,
-                   withheld=None, settle=None, plausible=True, reasons=(why,))
+                   withheld=None, settle=None, plausible=True, measured=None, reasons=(why,))
 
 
 def _measured_change(priced: Priced, decision: Decision, faster: SegmentComparison) -> Decision:
     """The fleet to the faster measured γ; a probe past it goes on (its γ stays the best named)."""
     goes_on = decision.probe if decision.probe is not None and decision.probe.gamma > faster.faster else None
-    drafter = tuple(n for n in decision.figures_needed if n.key == "method")  # a deploy line names it
     reasons: tuple[str, ...] = (_between_reason(faster, "change"),)
     if goes_on is not None:
         reasons += (f"the probe of gamma {goes_on.gamma} goes on meanwhile",)
     return replace(decision, kind="probe" if goes_on else "change", fleet_gamma=faster.faster,
                    best_gamma=goes_on.gamma if goes_on else faster.faster, probe=goes_on, withheld=None, settle=None,
-                   plausible=False, measured_between=faster, figures_needed=drafter, reasons=reasons)
+                   plausible=False, measured=None, measured_between=faster, figures_needed=(), reasons=reasons)
 
 
 def _between_reason(c: SegmentComparison, outcome: str) -> str:
-    """Two measured γ's rates and what follows (``outcome``: change, keep, unsure), in words."""
+    """Two measured γ's rates and what follows (``outcome``: change, keep, unsure), in words:
+    each as measured, and where its mix differs from the route's, as carried there."""
     where = "side by side" if c.side_by_side else "in the window"
     sure = c.probability >= DECISION_CERTAINTY
-    head = (f"the engines measure gamma {c.faster} at {c.faster_tokens_per_second:,.1f} tok/s per user against "
-            f"gamma {c.slower}'s {c.slower_tokens_per_second:,.1f} ({where}, over {c.rows[0]} and {c.rows[1]} scrape "
-            f"intervals): {c.gain:+.1%} [{c.low:+.1%}, {c.high:+.1%}], P(gain > {c.min_gain:.0%}) = "
-            f"{c.probability:.2f} {'≥' if sure else '<'} {DECISION_CERTAINTY}")
+
+    def rate(i: int) -> str:
+        measured, carried = c.measured_tokens_per_second[i], (c.faster_tokens_per_second, c.slower_tokens_per_second)[i]
+        at_route = (f" ({carried:,.1f} at the route's batch mix, by the model's step times)"
+                    if abs(c.mix_factors[i] - 1.0) > 5e-4 else "")
+        return f"{measured:,.1f}{at_route}"
+
+    head = (f"the engines measure gamma {c.faster} at {rate(0)} tok/s per user against gamma {c.slower}'s {rate(1)} "
+            f"({where}, over {c.rows[0]} and {c.rows[1]} scrape intervals): {c.gain:+.1%} [{c.low:+.1%}, "
+            f"{c.high:+.1%}], P(gain > {c.min_gain:.0%}) = {c.probability:.2f} {'≥' if sure else '<'} "
+            f"{DECISION_CERTAINTY}")
     if outcome == "unsure":
         return head
     if outcome == "keep":
