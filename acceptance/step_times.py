@@ -34,7 +34,8 @@ in their token count, which alone gives neither, and are left out. The plugin ex
 sums only, so the pair's intervals come from its block-by-block sums (the window's
 ``plugin_step_blocks``), resampled in circular blocks as the other points. A pair at small
 batches measures the slope there: ``decode_share`` says what share of the segment's decode
-steps (pure, uniform, partial; every token count) its batch sizes cover.
+steps (pure, uniform, partial; every token count) may run at its batch sizes, by the steps'
+token counts and the segment's running-requests samples (``_decode_share``).
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ class PluginStepPair:
     resampled: np.ndarray  # (n, 2) the two, resampled over the segment's blocks, widened
     timed_steps: tuple[float, float]  # the timed steps behind each
     rows: int  # blocks resampled
-    decode_share: float  # the paired batch sizes' steps over the segment's decode steps
+    decode_share: float  # the segment's decode steps that may run at the paired batch sizes, a share
 
     @property
     def verify_width(self) -> int:
@@ -259,13 +260,35 @@ def plugin_step_pair(segment: GammaSegment, *, level: float, n_resamples: int, s
     resampled = np.maximum(point + widen[None, :] * (drawn - point), 1e-9)
     timed = (float(sum(totals[(PURE_DECODE, b)][1] for b in paired)),
              float(sum(totals[(UNIFORM_VERIFY, b * width)][1] for b in paired)))
-    steps = {(s.shape, s.tokens): 0.0 for s in plugin.steps}
-    for s in plugin.steps:
-        steps[(s.shape, s.tokens)] += s.steps
-    decode = sum(n for (shape, _), n in steps.items() if shape in (PURE_DECODE, UNIFORM_VERIFY, PARTIAL_VERIFY))
-    covered = sum(steps.get((PURE_DECODE, b), 0.0) + steps.get((UNIFORM_VERIFY, b * width), 0.0) for b in paired)
     return PluginStepPair(gamma, tuple(paired), float(point[0]), float(point[1]), resampled, timed, int(busy.sum()),
-                          covered / decode if decode > 0 else 0.0)
+                          _decode_share(segment, max(paired)))
+
+
+def _decode_share(segment: GammaSegment, largest: int) -> float:
+    """The share of ``segment``'s decode steps that may run at a batch of at most ``largest``
+    requests (the pair's batch sizes): by the plugin's steps — a pure-decode step of n tokens
+    runs B = n, a uniform-verify one n / (γ + 1), a partial-verify one at least n / (γ + 1) (its
+    requests drafted from 0 to γ tokens each), a step past the exact token limit more than the
+    limit / (γ + 1) — and, where the segment keeps its running-requests samples, no more than
+    their share of request-steps at B ≤ ``largest`` (B·u_B): a partial-verify step of 20 tokens
+    may be 4 requests or 19, which the gauge tells apart."""
+    assert segment.plugin is not None  # plugin_step_pair reads it first
+    width = segment.gamma + 1
+
+    def least_batch(shape: str, tokens: int | None) -> float:
+        if tokens is None:  # past the exact limit
+            return TOKENS_EXACT_LIMIT / width if shape != PURE_DECODE else float(TOKENS_EXACT_LIMIT)
+        return float(tokens) if shape == PURE_DECODE else tokens / width
+
+    decode = [(s.steps, least_batch(s.shape, s.tokens)) for s in segment.plugin.steps
+              if s.shape in (PURE_DECODE, UNIFORM_VERIFY, PARTIAL_VERIFY)]
+    total = sum(n for n, _ in decode)
+    share = sum(n for n, b in decode if b <= largest) / total if total > 0 else 0.0
+    samples = {b: n for b, n in (segment.batch_samples or {}).items() if b >= 1 and n > 0}
+    if samples:
+        weighted = sum(b * n for b, n in samples.items())
+        share = min(share, sum(b * n for b, n in samples.items() if b <= largest) / weighted)
+    return float(share)
 
 
 def _pair_means(sums: np.ndarray, weight: np.ndarray, fill: np.ndarray | None = None) -> np.ndarray:

@@ -70,7 +70,7 @@ class CostPoint:
     on_line: bool  # whether the fit uses it (the plain decode runs no proposer: it is beside the line)
     batch_sizes: tuple[int, ...] | None = None  # a plugin point's batch sizes (None: the segment's own mix)
     timed_steps: float | None = None  # a plugin point's timed steps
-    decode_share: float | None = None  # a plugin pair's batch sizes' share of its segment's decode steps
+    decode_share: float | None = None  # a plugin pair's: its segment's decode steps that may run at its batch sizes
 
     def to_dict(self) -> dict[str, object]:
         return {"name": self.name, "gamma": self.gamma, "tokens_per_request": self.tokens_per_request,
@@ -158,8 +158,8 @@ def _plugin_points(pair: PluginStepPair, level: float) -> list[CostPoint]:
     on_line = pair.decode_share >= MIN_PLUGIN_DECODE_SHARE
     sizes = ", ".join(str(b) for b in pair.batch_sizes)
     where = (f"specdec:engine_step_seconds at gamma {pair.gamma}: {{}} steps at batch sizes {sizes} over "
-             f"{pair.rows} scrape intervals (median inter-token latency per step; these batch sizes ran "
-             f"{pair.decode_share:.0%} of the segment's decode steps)")
+             f"{pair.rows} scrape intervals (median inter-token latency per step; {pair.decode_share:.0%} of the "
+             f"segment's decode steps may run at these batch sizes)")
     return [CostPoint(PLUGIN_ONE_TOKEN, pair.gamma, 1.0, pair.one_token_s, float(lo[0]), float(hi[0]),
                       where.format(f"{pair.timed_steps[0]:,.0f} pure-decode"), on_line, pair.batch_sizes,
                       pair.timed_steps[0], pair.decode_share),

@@ -317,7 +317,7 @@ class CostPoint(TypedDict):
     fitted: bool
     batch_sizes: list[int] | None  # a plugin point's batch sizes (null: the segment's own mix)
     timed_steps: float | None  # a plugin point's timed steps
-    decode_share: float | None  # a plugin pair's batch sizes' share of its segment's decode steps
+    decode_share: float | None  # a plugin pair's: its segment's decode steps that may run at its batch sizes
 
 
 class VerifyCost(TypedDict):
