@@ -215,6 +215,12 @@ def test_a_running_probe_whose_rate_is_not_yet_sure_is_carried_on_for_the_rows_i
     assert d.probe.drafts_needed == pytest.approx((n - 20) * 15.0 * 100.0, rel=1e-6)
     assert f"carry on the probe at gamma 9 for about {n - 20:,} more scrape intervals" in d.reason
     assert "P(gain > 3%) = " in d.reason and "< 0.9: carry on" in d.reason
+    # measured surely faster (+10%, tight): the fleet changes to the probe's γ and the probe stops, said
+    sure = replace(priced(110.0), segment_rates=(_rate(7, 100.0, 0.002, seed=3, rows=240),
+                                                 _rate(9, 110.0, 0.002, seed=4, rows=200)))
+    changed = between_segments(sure, withheld(7, would, (), "misses"))
+    assert (changed.kind, changed.fleet_gamma, changed.probe) == ("change", 9, None)
+    assert changed.reasons[-1] == "stop the probe at gamma 9: the fleet now runs it"
     low = between_segments(priced(102.0), withheld(7, would, (), "misses"))
     assert low.kind == "undecided" and low.probe is None
     # +3.05%: no run short of a week settles it so near min_gain, and none pays: the answer stands

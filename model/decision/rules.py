@@ -566,11 +566,17 @@ def _carried_on(priced: Priced, decision: Decision, faster: SegmentComparison) -
 
 
 def _measured_change(priced: Priced, decision: Decision, faster: SegmentComparison) -> Decision:
-    """The fleet to the faster measured γ; a probe past it goes on (its γ stays the best named)."""
+    """The fleet to the faster measured γ; a probe past it goes on (its γ stays the best named),
+    a running probe at or below it stops, said."""
     goes_on = decision.probe if decision.probe is not None and decision.probe.gamma > faster.faster else None
     reasons: tuple[str, ...] = (_between_reason(faster, "change"),)
     if goes_on is not None:
         reasons += (f"the probe of gamma {goes_on.gamma} goes on meanwhile",)
+    running = priced.running_probe
+    if running is not None and (goes_on is None or goes_on.gamma != running.gamma):
+        reasons += (f"stop the probe at gamma {running.gamma}: "
+                    + ("the fleet now runs it" if running.gamma == faster.faster
+                       else f"the fleet's change to gamma {faster.faster} takes over from it"),)
     return replace(decision, kind="probe" if goes_on else "change", fleet_gamma=faster.faster,
                    best_gamma=goes_on.gamma if goes_on else faster.faster, probe=goes_on, withheld=None, settle=None,
                    plausible=False, measured=None, measured_between=faster, figures_needed=(), reasons=reasons)
