@@ -88,9 +88,22 @@ def block_rate_spread(counts: np.ndarray, block_latency: np.ndarray | None, *, l
     its source keeps none per block."""
     if block_latency is None or len(block_latency) != len(counts):
         return None
-    steps, seconds = block_latency[:, 1], block_latency[:, 0]
-    return rate_spread(steps + np.asarray(counts)[:, _ACCEPTED], seconds, level=level, n_resamples=n_resamples,
-                       seed=seed, unit="scrape intervals")
+    tokens, seconds = block_tokens_seconds(counts, block_latency)
+    return rate_spread(tokens, seconds, level=level, n_resamples=n_resamples, seed=seed, unit="scrape intervals")
+
+
+def block_tokens_seconds(counts: np.ndarray, block_latency: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each block's decode tokens (its ITL count, one a request-step, plus its accepted drafts)
+    and its ITL seconds."""
+    latency = np.asarray(block_latency, dtype=float)
+    return latency[:, 1] + np.asarray(counts)[:, _ACCEPTED], latency[:, 0]
+
+
+def block_rate(counts: np.ndarray, block_latency: np.ndarray) -> float:
+    """Σ tokens / Σ seconds over the blocks that decoded: the point block_rate_spread resamples."""
+    tokens, seconds = block_tokens_seconds(counts, block_latency)
+    keep = (seconds > 0) & (tokens > 0)
+    return float(tokens[keep].sum() / seconds[keep].sum())
 
 
 def request_rate_spread(itl_s: np.ndarray, decode_tokens: np.ndarray, *, level: float, n_resamples: int,
@@ -141,15 +154,13 @@ def segment_rates(segments: Sequence[GammaSegment], running: Sequence[GammaSegme
             chosen[segment.gamma] = segment
     out = []
     for gamma, segment in sorted(chosen.items()):
-        latency = np.asarray(segment.block_latency, dtype=float)
-        tokens, seconds = latency[:, 1] + np.asarray(segment.intervals.counts)[:, _ACCEPTED], latency[:, 0]
-        spread = block_rate_spread(segment.intervals.counts, latency, level=level, n_resamples=n_resamples,
-                                   seed=seed + 101 * gamma)
-        keep = (seconds > 0) & (tokens > 0)  # the rows the spread resamples (rate_spread)
+        counts, latency = segment.intervals.counts, segment.block_latency
+        assert latency is not None  # chosen above
+        spread = block_rate_spread(counts, latency, level=level, n_resamples=n_resamples, seed=seed + 101 * gamma)
         if spread is None:
             continue
         mix = None if not segment.batch_samples else tuple(sorted((int(b), float(n)) for b, n in
                                                                   segment.batch_samples.items() if b >= 1 and n > 0))
-        out.append(SegmentRate(gamma, float(tokens[keep].sum() / seconds[keep].sum()), spread, len(segment.engines),
+        out.append(SegmentRate(gamma, block_rate(counts, latency), spread, len(segment.engines),
                                segment.start, segment.end, any(segment is r for r in running), mix or None))
     return tuple(out)

@@ -62,13 +62,18 @@ class RequestContext:
                 "mean_output_tokens": self.mean_output_tokens}
 
 
-class Requests(Protocol):
-    """The rows of a per-request window (acceptance.route_estimate.RequestRows)."""
+class RequestCounts(Protocol):
+    """What every reader of a per-request window's rows reads (acceptance.route_estimate.RequestRows)."""
 
     @property
     def counts(self) -> np.ndarray: ...
     @property
     def decode_tokens(self) -> np.ndarray: ...
+
+
+class Requests(RequestCounts, Protocol):
+    """The rows of a per-request window, with the prompt length each line carried."""
+
     @property
     def prompt_tokens(self) -> np.ndarray | None: ...
 

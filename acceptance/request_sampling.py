@@ -35,7 +35,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .request_context import MIN_BAND_REQUESTS
+from .request_context import MIN_BAND_REQUESTS, RequestCounts
 
 # vLLM samples greedily below this temperature (vllm/v1/sample/sampler.py: _SAMPLING_EPS)
 GREEDY_BELOW = 1e-5
@@ -56,13 +56,10 @@ TOO_FEW = "too_few"  # a population (or the rows, to infer two) below MIN_POPULA
 NOT_BIMODAL = "not_bimodal"  # inferred: the rows do not fall apart in two
 
 
-class Requests(Protocol):
-    """The rows of a per-request window (acceptance.route_estimate.RequestRows)."""
+class Requests(RequestCounts, Protocol):
+    """The rows of a per-request window (acceptance.route_estimate.RequestRows), with the
+    temperature each line carried."""
 
-    @property
-    def counts(self) -> np.ndarray: ...
-    @property
-    def decode_tokens(self) -> np.ndarray: ...
     @property
     def temperature(self) -> np.ndarray | None: ...
 

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from acceptance.estimates import AcceptanceEstimate
 
 
-class _Candidate(Protocol):
+class PricedCandidate(Protocol):
     """What a band reads of a priced candidate (model.recommendation.Candidate)."""
 
     @property
@@ -65,7 +65,7 @@ class _Priced(Protocol):
     """What a band reads of its Recommendation (model.recommendation, which imports this module)."""
 
     @property
-    def candidates(self) -> Sequence[_Candidate]: ...
+    def candidates(self) -> Sequence[PricedCandidate]: ...
     @property
     def ensemble(self) -> np.ndarray | None: ...
 
@@ -186,7 +186,7 @@ def _routing(bands: list[ContextBand], recs: list[_Priced], gamma: int, min_gain
     return Routing(routed[0].prompt_tokens_from, k, scores[k] / fleet - 1.0, sure, tail, extrapolated), bands
 
 
-def _candidate(rec: _Priced, gamma: int) -> _Candidate:
+def _candidate(rec: _Priced, gamma: int) -> PricedCandidate:
     return next(c for c in rec.candidates if c.gamma == gamma)
 
 

@@ -34,7 +34,7 @@ from acceptance.request_context import route_context
 from acceptance.request_sampling import INFERRED, Inference, Population, SamplingSplit, sampling_split
 from acceptance.route_estimate import band_estimate
 
-from .context_bands import with_context
+from .context_bands import PricedCandidate, with_context
 from .deployment import Deployment
 
 if TYPE_CHECKING:
@@ -51,17 +51,6 @@ class _Gain(Protocol):
     def low(self) -> float | None: ...
     @property
     def high(self) -> float | None: ...
-
-
-class _Candidate(Protocol):
-    @property
-    def gamma(self) -> int: ...
-    @property
-    def speedup(self) -> float: ...
-    @property
-    def speedup_low(self) -> float | None: ...
-    @property
-    def speedup_high(self) -> float | None: ...
 
 
 class _Measured(Protocol):
@@ -85,7 +74,7 @@ class _Priced(Protocol):
     @property
     def gain(self) -> _Gain | None: ...
     @property
-    def candidates(self) -> Sequence[_Candidate]: ...
+    def candidates(self) -> Sequence[PricedCandidate]: ...
     @property
     def deployed_speedup_measured(self) -> _Measured | None: ...
     @property
