@@ -64,7 +64,7 @@ from .profiles import MeasuredShapeProfile, Profile, make_profile
 from .recommendation import Candidate as Candidate, Recommendation as Recommendation
 from .route_inputs import CheckedInputs, RouteInputs, check_inputs
 from .specialized import specialized_refusal
-from .speedup import (CostModel, mix_acceptance_length, objective_weights,
+from .speedup import (CostModel, mix_acceptance_length, objective_weights, request_weights_from_time_shares,
                       request_weights_at_speedups, projected_speedup, tokens_per_time)
 from .tail_evidence import al_factors, one_step_error
 from .speculative_keys import UnknownMethodKeys, gamma_refusal, unknown_method_keys
@@ -198,9 +198,8 @@ def _rates_at_route_mix(checked: CheckedInputs, pricing: _Pricing) -> tuple[Segm
     two segments compare at one mix (a probe's engine runs its own batches, and a per-user rate
     moves with the batch more than with γ): r · ITL(γ, own mix) / ITL(γ, route mix), the mean
     inter-token latency the cost model's step times t_B at that γ give each mix — the own
-    mix's engine time shares u_B as vLLM observes them, ITL = Σ u_B·B / Σ u_B·B / t_B
-    (model.speedup.batch_mix_from_time_shares' request weights), the route's over its request
-    weights. It rests on the model's batch dependence at that γ (verify and draft included:
+    mix's engine time shares u_B turned into request weights w_B ∝ u_B·B / t_B as the route's
+    own were (model.speedup.request_weights_from_time_shares), ITL = Σ w_B·t_B. It rests on the model's batch dependence at that γ (verify and draft included:
     a model that misses the verify cost carries some of that miss across far-apart mixes, which
     is why the reason shows the factor). A segment whose mix is not known is left out."""
     out = []
@@ -210,9 +209,9 @@ def _rates_at_route_mix(checked: CheckedInputs, pricing: _Pricing) -> tuple[Segm
         own_b = np.array([b for b, _ in rate.batch_mix])
         at = np.array([rate.gamma])
         width = None if checked.widths is None else np.asarray(checked.widths)[at]
-        t_own = pricing.model.step_times(at, own_b, pricing.speeds[0], width)[0]
-        steps = own_b * np.array([u for _, u in rate.batch_mix])  # requests at B × the time at B
-        own = float(steps.sum() / (steps / t_own).sum())
+        # its engine time shares as request weights, as the route's own were made (batch_mix_from_time_shares)
+        own_w = request_weights_from_time_shares(own_b, [u for _, u in rate.batch_mix], pricing.deployment, rate.gamma)
+        own = float(pricing.model.step_times(at, own_b, pricing.speeds[0], width)[0] @ own_w)
         route = float(pricing.model.step_times(at, checked.batch_sizes, pricing.speeds[0], width)[0]
                       @ (checked.weights / checked.weights.sum()))
         factor = own / route
