@@ -477,6 +477,12 @@ def _f(x, fmt=".3f") -> str:
 
 def readme(doc: dict, raws: dict) -> str:
     """The fixtures' README: what each file is, how it was made, and its truth in short."""
+    out = _readme_intro(doc, raws) + _readme_files(doc, raws) + _readme_truth(doc) + _readme_sweeps(doc)
+    return "\n".join(out) + "\n"
+
+
+def _readme_intro(doc: dict, raws: dict) -> list[str]:
+    """How the fixtures were made, their traffic, and the machine's load."""
     v = doc["versions"]
     loads = [x for t in doc["fixtures"] for x in (t["load_before"][0], t["load_after"][0])]
     loads += [r["load_before"][0] for raw in raws.values() for r in raw["runs"]]
@@ -514,6 +520,13 @@ def readme(doc: dict, raws: dict) -> str:
         "traffic kind, and within it every γ of the phase, in a random order), by the ratio to γ 0 of the same "
         "phase, paired; a fixture's own page rate is one engine's, at the load of its minute.",
         "",
+    ]
+    return out
+
+
+def _readme_files(doc: dict, raws: dict) -> list[str]:
+    """Each fixture's files and the commands that made them."""
+    out = [
         "## Files",
         "",
         "| fixture | method, γ, speculative config | kind | requests | page | earlier scrapes | responses | made (UTC) | load before → after |",
@@ -536,9 +549,13 @@ def readme(doc: dict, raws: dict) -> str:
         out.append(f"    python benchmarks/real_fixtures.py run --method {method}{extra} --fixture-gammas "
                    f"{','.join(map(str, fg))}{base} --gammas {','.join(map(str, raw['gammas']))} --reps {raw['reps']} "
                    f"--requests {raw['requests_per_run']}")
-    out += ["    python benchmarks/real_fixtures.py truth   # truth.json and this README",
-            "",
-            "## truth.json",
+    out += ["    python benchmarks/real_fixtures.py truth   # truth.json and this README", ""]
+    return out
+
+
+def _readme_truth(doc: dict) -> list[str]:
+    """What truth.json holds, and each fixture's figures in short."""
+    out = ["## truth.json",
             "",
             "Per fixture: the page's spec-decode counts (as `acceptance.parse.parse_metrics_page` reads them), "
             "its decode figures (" + doc["rate"] + "), mean acceptance length AL = 1 + A / D, ν (" + doc["nu"] + "), "
@@ -571,8 +588,13 @@ def readme(doc: dict, raws: dict) -> str:
             "the random-sampling rejection step in its own C++ op (vllm/utils/cpu_triton_utils.py) in place "
             "of vLLM's Triton kernel; whether that op or the model is the cause was not settled here. "
             "A GPU engine's sampled acceptance may differ.",
-            "",
-            "## The sweeps (ratio to γ 0, paired, [90%])", ""]
+            ""]
+    return out
+
+
+def _readme_sweeps(doc: dict) -> list[str]:
+    """Each method's γ sweep by traffic kind."""
+    out = ["## The sweeps (ratio to γ 0, paired, [90%])", ""]
     for method, s in doc["sweeps"].items():
         gammas = s["gammas"]
         out.append(f"**{method}**" + (f" (`{json.dumps(s['spec_extra'])}`)" if s["spec_extra"] else "") +
@@ -587,7 +609,7 @@ def readme(doc: dict, raws: dict) -> str:
             out.append(f"| {kind} | " + " | ".join(cells) + f" | γ {table['best_gamma']}"
                        f"{' (separated)' if table['best_separated'] else ''} |")
         out.append("")
-    return "\n".join(out) + "\n"
+    return out
 
 
 def main(argv=None) -> int:
