@@ -31,3 +31,19 @@ def unused_keys(deployment: Deployment) -> dict[str, str]:
                     "gpu_dense_flops", "context_tokens"):
             out[key] = f"the measured table {deployment.cost_profile} prices every step in its own seconds"
     return out
+
+
+# what a probe's pricing alone reads (model.probe.plan.priced_probe)
+PROBE_TERMS = ("decision_horizon_s", "engine_restart_s")
+
+
+def unread_without_probe(decisions) -> dict[str, str]:
+    """{key: why} of the probe-pricing keys that ``decisions`` (model.decision.Decision, one
+    per route tuned together) did not read: none of them priced a probe (run, carried on,
+    declined or withheld), and only a probe's value over the horizon against its cost, its
+    restarts included, reads them — known only once decided."""
+    if any(d.prices_probe for d in decisions):
+        return {}
+    why = ("no probe was priced here, and only a probe's pricing reads it (its value over decision_horizon_s "
+           "against its cost, engine_restart_s per restart)")
+    return dict.fromkeys(PROBE_TERMS, why)

@@ -23,7 +23,7 @@ from .args import UsageError, add_store_args, bounded_int, dump_json, duration, 
 
 def cmd_tune_gamma(args) -> int:
     from . import pipeline
-    from .config import load_config, refuse_unread_flags
+    from .config import load_config, refuse_unpriced_probe_flags, refuse_unread_flags
     from .report import format_tuning, tuning_to_dict
 
     given = [name for name, x in (("--route", args.route), ("--deployment", args.deployment),
@@ -64,6 +64,7 @@ def cmd_tune_gamma(args) -> int:
                 finally:
                     store.close()
     refuse_unread_flags(tuning.deployment, tuning.recommendation.anchor, args.route)
+    refuse_unpriced_probe_flags(tuning.deployment, [tuning.recommendation.decided], args.route)
     doc = tuning_to_dict(tuning)
     if args.emit == "vllm":
         conf = doc["vllm"]["speculative_config"]
@@ -84,7 +85,7 @@ def cmd_tune_gamma(args) -> int:
 
 def _tune_deployment(args, flags: dict) -> int:
     """tune-gamma --deployment NAME: the routes naming it, priced together (one γ for their mix)."""
-    from .config import load_config, refuse_unread_flags
+    from .config import load_config, refuse_unpriced_probe_flags, refuse_unread_flags
     from .deployment_tuning import tune_deployment
     from .report import deployment_to_dict, format_deployment
 
@@ -103,6 +104,8 @@ def _tune_deployment(args, flags: dict) -> int:
             store.close()
     for t in tuned.tunings:
         refuse_unread_flags(t.deployment, t.recommendation.anchor, t.route)
+    if tuned.tunings:
+        refuse_unpriced_probe_flags(tuned.tunings[0].deployment, [t.recommendation.decided for t in tuned.tunings])
     doc = deployment_to_dict(tuned)
     if args.json:
         dump_json(doc)

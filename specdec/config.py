@@ -29,7 +29,7 @@ from acceptance.target_access import Credential, TargetAccess, has_userinfo, sho
 from acceptance.durations import duration_seconds
 from model.deployment import BUILTIN_PROFILES, INLINE_DEFAULTS, Deployment  # BUILTIN_PROFILES: anything else names a measured table file
 from model.figures_needed import unread_once_anchored
-from model.unused_keys import unused_keys
+from model.unused_keys import unread_without_probe, unused_keys
 
 DEFAULT_CONFIG_NAME = "specdec.toml"
 DEFAULT_STORE_NAME = "specdec.db"
@@ -479,6 +479,12 @@ def refuse_unread_flags(deployment: Deployment, anchor, route: str | None = None
     model or GPU, which set only a default anchor: model.figures_needed.unread_once_anchored)
     is refused as flagged() refuses one up front, naming it."""
     _refuse_unread(sorted(deployment.flagged), unread_once_anchored(deployment, anchor), route)
+
+
+def refuse_unpriced_probe_flags(deployment: Deployment, decisions, route: str | None = None) -> None:
+    """A flag of a probe's pricing (decision_horizon_s, engine_restart_s) where none of
+    ``decisions`` priced a probe (model.unused_keys.unread_without_probe) is refused, naming it."""
+    _refuse_unread(sorted(deployment.flagged), unread_without_probe(decisions), route)
 
 
 def route_source(config: Config, route: str, store=None) -> str:

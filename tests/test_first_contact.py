@@ -381,6 +381,22 @@ def test_a_flag_the_deployment_would_not_read_is_refused(tmp_path, capsys, flags
     assert code == 2 and says in err, err
 
 
+@pytest.mark.parametrize("flag", ["--decision-horizon-s", "--engine-restart-s"])
+def test_a_probe_s_terms_are_refused_where_no_probe_was_priced(tmp_path, capsys, flag):
+    """--decision-horizon-s and --engine-restart-s were accepted on a route that priced no
+    probe, changed nothing and were shown nowhere: only a probe's value and cost read them."""
+    db = real_page_store(tmp_path / "s.db", REAL / "ngram_k5_metrics.txt")
+    cfg = tmp_path / "specdec.toml"
+    cfg.write_text('[deployment]\nmethod = "ngram"\n[routes.r]\ntargets = ["http://127.0.0.1:1/metrics"]\n')
+    argv = ["--route", "r", "--config", str(cfg), "--db", str(db), "--json"]
+    code, out, err = run_cli(capsys, tune_gamma_main, argv)
+    assert code == 0 and json.loads(out)["probe"] is None, err
+    code, out, err = run_cli(capsys, tune_gamma_main, [*argv, flag, "3600"])
+    key = flag[2:].replace("-", "_")
+    assert code == 2 and out == "", out
+    assert f"tune-gamma flags {key}: would change nothing here — no probe was priced here" in err, err
+
+
 def test_a_model_that_misses_the_engine_s_rate_decides_nothing():
     """A configured plain-decode rate that the model cannot square with the observed tok/s at
     the deployed γ (+61% on the real ngram page with the base page's rate): its gains are as
@@ -640,6 +656,13 @@ def test_a_model_that_misses_probes_part_of_the_route_and_a_what_if_row_says_wha
     doc = json.loads(out)
     assert doc["decision"] == "probe" and doc["probe"]["gamma"] == 16 and doc["probe"]["engines"] == 1
     assert doc["gamma_to_deploy"] == 7 and doc["figures_needed"] == [] and doc["model_error_warning"]
+    # the probe's terms are read here: a shorter horizon halves its value, a dearer restart adds to its cost
+    code, out, err = run_cli(capsys, tune_gamma_main, [*argv, "--json", "--decision-horizon-s", "302400",
+                                                       "--engine-restart-s", "600"])
+    assert code == 0, err
+    shorter = json.loads(out)["probe"]
+    assert shorter is not None and shorter["expected_value"] < doc["probe"]["expected_value"] / 1.9
+    assert shorter["expected_cost"] > doc["probe"]["expected_cost"]
     assert ("a probe of gamma 16 on part of the route measures it where a change would trust the model (the "
             "intervals carry its +19.") in doc["decision_reason"]
     cfg.write_text(head.replace("draft_overhead = 0.4", "draft_overhead = 1.0") + f"targets = {json.dumps(targets)}\n")

@@ -14,6 +14,7 @@ from acceptance.route_estimate import RouteTraffic, route_traffic
 from model.deployment import Deployment
 from model.probe.plan import PROBE_MIN_DRAFTS, accepted_variance, design_effect
 from model.recommend import RouteInputs, recommend
+from model.unused_keys import unread_without_probe
 
 from test_model_recommend import resamples
 
@@ -79,6 +80,12 @@ def test_no_probe_without_the_route_s_engines_or_when_it_does_not_pay():
     short = _tune(deployment=Deployment(method="draft_model", draft_cost=0.1, cost_profile="flat",
                                         decision_horizon_s=600.0))
     assert short.decision == "keep" and short.probe is None
+    # priced and declined: the horizon decided it, so the decision says it priced one
+    assert short.decided.declined is not None and short.decided.declined.gamma == 8 and short.decided.prices_probe
+    assert short.decided.declined.expected_value < short.decided.declined.expected_cost
+    assert unknown.decided.declined is None and not unknown.decided.prices_probe
+    assert unread_without_probe([unknown.decided]).keys() == {"decision_horizon_s", "engine_restart_s"}
+    assert unread_without_probe([unknown.decided, short.decided]) == {}
     assert "; no probe γ=8 on 1 of 8 engine(s)" in short.decision_reason
     assert "expected value" in short.decision_reason and "against cost" in short.decision_reason
 

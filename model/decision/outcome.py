@@ -76,6 +76,9 @@ class Decision:
     best_gamma: int  # the γ named beside the fleet's, per kind as the module docstring says
     reasons: tuple[str, ...] = ()
     probe: Probe | None = None  # a probe to start or carry on (model.probe)
+    # a probe priced and not run (its value below its cost, or a whole-route trial less sure
+    # than a change): what decision_horizon_s and engine_restart_s decided
+    declined: Probe | None = None
     # a keep whose gain is plausible but not sure: the factor on the window's drafts that settles
     # it (1/√drafts), or None when no window at the observed γ can (the gain rests past it)
     settle: float | None = None
@@ -106,6 +109,13 @@ class Decision:
         """The JSON's expected_best_gamma: the best expected γ where the decision runs another
         (a nearer sure step, a probe, or an undecided's what-if), else None."""
         return None if self.best_gamma == self.recommended_gamma else self.best_gamma
+
+    @property
+    def prices_probe(self) -> bool:
+        """Whether a probe was priced for it (run, carried on or declined; a withheld one's
+        too): only then do decision_horizon_s and engine_restart_s bear on it."""
+        return (self.probe is not None or self.declined is not None
+                or (self.withheld is not None and self.withheld.prices_probe))
 
     def because(self, why: str) -> Decision:
         """The same decision with one more reason."""

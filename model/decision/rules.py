@@ -155,7 +155,7 @@ def with_probe(priced: Priced, decision: Decision) -> Decision:
         return decision.because(f"no probe: γ={target}'s expected gain over γ={within} is within min_gain "
                                 f"{priced.deployment.min_gain:.0%}")
     if choice.probe is None:
-        return decision.because(_no_probe(priced, choice, traffic.engines, within))
+        return replace(decision.because(_no_probe(priced, choice, traffic.engines, within)), declined=choice.aimed)
     terms = _probe_terms(priced, choice, choice.probe, traffic.engines, within)
     if within != base:
         terms = (f"γ={base} lies past γ={upto}, the largest any segment of the window measured: the fleet "
@@ -294,6 +294,7 @@ def unmeasured(priced: Priced, decision: Decision) -> Decision:
                else f"no probe: its expected gain over gamma {base} is within min_gain" if choice.aimed is None
                else _no_probe(priced, choice, None if traffic is None else traffic.engines, base))
     # the best expected γ stays named beside the fleet's (a keep's recommended_gamma: outcome.py)
+    decision = replace(decision, declined=None if choice is None or choice.probe is not None else choice.aimed)
     if step is not None:
         return replace(decision, kind="off" if step == 0 else "change", fleet_gamma=step,
                        reasons=head + (f"{why_not}; the fleet takes the best sure step among the measured gamma, "
@@ -347,7 +348,7 @@ def specialized(priced: Priced, decision: Decision) -> Decision:
              f"{approximate_duration(planned.duration_s)}), whose latency against the fleet's measures it: expected "
              f"value {planned.expected_value:,.0f} s against cost {planned.expected_cost:,.0f} s of the route's output")
     if not planned.pays:
-        return decision.because(f"no probe: {terms}")
+        return replace(decision.because(f"no probe: {terms}"), declined=planned)
     return decision.to("probe", terms, best_gamma=final, probe=planned)
 
 
@@ -409,19 +410,19 @@ def measured(priced: Priced, decision: Decision) -> Decision:
         if model.fleet_gamma != 0:
             return decision
         return replace(decision, kind="keep", fleet_gamma=priced.deployed, best_gamma=priced.deployed, probe=None,
-                       reasons=(_measured_reason(priced, verdict.p_deployed_gains, "keep"),), withheld=None,
-                       settle=None, plausible=False, measured=verdict)
+                       declined=None, reasons=(_measured_reason(priced, verdict.p_deployed_gains, "keep"),),
+                       withheld=None, settle=None, plausible=False, measured=verdict)
     best, why_not = _third_gamma(priced)
     if why_not is None:
-        return replace(decision, kind="change", fleet_gamma=best, best_gamma=best, probe=None, withheld=None,
-                       settle=None, plausible=False, measured=verdict, figures_needed=(),
+        return replace(decision, kind="change", fleet_gamma=best, best_gamma=best, probe=None,
+                       declined=None, withheld=None, settle=None, plausible=False, measured=verdict, figures_needed=(),
                        reasons=(_measured_reason(priced, verdict.p_plain_gains, "slower"),
                                 f"the table's best gamma {best}: {_over_plain_decode(priced, best)} ≥ "
                                 f"{DECISION_CERTAINTY}{_widened(priced)}, so the fleet changes to it"))
     reasons = ((_measured_reason(priced, verdict.p_plain_gains, "off"),)
                + ((f"the table's best gamma {best} is not acted on: {why_not}",) if why_not else ()))
-    return replace(decision, kind="off", fleet_gamma=0, best_gamma=0, reasons=reasons, probe=None, withheld=None,
-                   settle=None, plausible=False, measured=verdict, figures_needed=())
+    return replace(decision, kind="off", fleet_gamma=0, best_gamma=0, reasons=reasons, probe=None,
+                   declined=None, withheld=None, settle=None, plausible=False, measured=verdict, figures_needed=())
 
 
 def _third_gamma(priced: Priced) -> tuple[int, str | None]:
@@ -492,7 +493,7 @@ def withheld(deployed: int, decision: Decision, needed: tuple[FigureNeeded, ...]
     probed) named as the best expected, nothing to deploy or probe."""
     best = decision.probe.gamma if decision.probe is not None else decision.recommended_gamma
     return replace(decision, kind=UNDECIDED, fleet_gamma=deployed, best_gamma=best, reasons=(reason,), probe=None,
-                   figures_needed=needed, withheld=decision)
+                   declined=None, figures_needed=needed, withheld=decision)
 
 
 def between_segments(priced: Priced, decision: Decision) -> Decision:
@@ -531,7 +532,7 @@ def between_segments(priced: Priced, decision: Decision) -> Decision:
         kept = compare(deployed, rates[target], min_gain=m, level=level)
         if kept.probability >= DECISION_CERTAINTY:
             return replace(decision, kind="keep", fleet_gamma=priced.deployed, best_gamma=priced.deployed, probe=None,
-                           withheld=None, settle=None, plausible=False, measured_between=kept,
+                           declined=None, withheld=None, settle=None, plausible=False, measured_between=kept,
                            reasons=(_between_reason(kept, "keep"),))
     return decision
 
@@ -562,7 +563,7 @@ def _carried_on(priced: Priced, decision: Decision, faster: SegmentComparison) -
            f"probe's measurement decides: {_between_reason(faster, 'unsure')}: carry on the probe at gamma "
            f"{running.gamma} for about {more}, the rows its rate needs against the fleet's at that gain")
     return replace(decision, kind="probe", fleet_gamma=priced.deployed, best_gamma=running.gamma, probe=planned,
-                   withheld=None, settle=None, plausible=True, measured=None, reasons=(why,))
+                   declined=None, withheld=None, settle=None, plausible=True, measured=None, reasons=(why,))
 
 
 def _measured_change(priced: Priced, decision: Decision, faster: SegmentComparison) -> Decision:
@@ -578,8 +579,9 @@ def _measured_change(priced: Priced, decision: Decision, faster: SegmentComparis
                     + ("the fleet now runs it" if running.gamma == faster.faster
                        else f"the fleet's change to gamma {faster.faster} takes over from it"),)
     return replace(decision, kind="probe" if goes_on else "change", fleet_gamma=faster.faster,
-                   best_gamma=goes_on.gamma if goes_on else faster.faster, probe=goes_on, withheld=None, settle=None,
-                   plausible=False, measured=None, measured_between=faster, figures_needed=(), reasons=reasons)
+                   best_gamma=goes_on.gamma if goes_on else faster.faster, probe=goes_on, declined=None,
+                   withheld=None, settle=None, plausible=False, measured=None, measured_between=faster,
+                   figures_needed=(), reasons=reasons)
 
 
 def _between_reason(c: SegmentComparison, outcome: str) -> str:
