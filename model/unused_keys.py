@@ -4,8 +4,14 @@ What a window's anchor leaves unread is model.figures_needed.unread_once_anchore
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
 from .deployment import Deployment
 from .drafters import FREE, PARALLEL, drafter_for
+
+if TYPE_CHECKING:  # model.decision imports the probe, which imports the deployment: no cycle at run time
+    from .decision import Decision
 
 
 def unused_keys(deployment: Deployment) -> dict[str, str]:
@@ -37,7 +43,7 @@ def unused_keys(deployment: Deployment) -> dict[str, str]:
 PROBE_TERMS = ("decision_horizon_s", "engine_restart_s")
 
 
-def unread_without_probe(decisions) -> dict[str, str]:
+def unread_without_probe(decisions: Iterable[Decision]) -> dict[str, str]:
     """{key: why} of the probe-pricing keys that ``decisions`` (model.decision.Decision, one
     per route tuned together) did not read: none of them priced a probe (run, carried on,
     declined or withheld), and only a probe's value over the horizon against its cost, its
