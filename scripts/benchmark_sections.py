@@ -449,6 +449,7 @@ def render_real_decisions(d: dict) -> list[str]:
            f"{s['outside_the_best_interval_elsewhere']}; errors: {s['errors']}.", ""]
     out += _table(["fixture", "fed as", "decision", "fleet γ", "measured ×", "sweep's best γ", "regret",
                    "refuted", "within best's interval"], rows)
+    out += _real_round_two(d)
     if not d.get("populations"):
         return out
     p = d["population_summary"]
@@ -463,6 +464,27 @@ def render_real_decisions(d: dict) -> list[str]:
                  _pct(r.get("regret")), "yes" if r.get("refuted") else "no"] for r in d["populations"]]
     return out + _table(["fixture", "population", "requests", "decision", "fleet γ", "measured ×", "sweep's best γ",
                          "regret", "refuted"], pop_rows)
+
+
+def _real_round_two(d: dict) -> list[str]:
+    """The round-1 probes run on the engine's own sweep: what round 2 decided, judged the same way."""
+    two = d["summary"].get("round_two")
+    if not two:
+        return []
+    short = "; ".join(two["short_of_the_bar_after_round_two"]) or "none"
+    rows = [[r["fixture"], r["source"], f"γ {x['probed_gamma']}", _num(x.get("baseline_tokens_per_second"), ".1f"),
+             f"{x.get('decision') or 'not judged'}" + (" (measured)" if x.get("basis") == "measured" else ""),
+             _num(x.get("fleet_gamma")), _pct(x.get("regret")), "yes" if x.get("refuted") else "no",
+             "yes" if x.get("within_best_interval") else "no"]
+            for r in d["rows"] if (x := r.get("round_two"))]
+    return ["", f"Round 2 of the {two['probes']} probes: the sweep's own responses at the probe's γ, then the "
+                f"deployed γ's (a one-engine route's trial, then back), tuned again with the same keys and the "
+                f"sweep's own γ 0 as the plain decode, fed as the gateway's lines (the sweep's runs keep no page's "
+                f"per-position counts). Judged: {two['judged']}; refuted: {two['refuted']}; meeting the bar (regret "
+                f"≤ 3% where the best is separated, else inside its interval): {two['meet_the_bar']}. Decisions "
+                f"short of the bar after round 2: {short}.", "",
+            *_table(["fixture", "round 1 fed as", "probed", "plain decode tok/s", "round 2", "fleet γ", "regret",
+                     "refuted", "within best's interval"], rows)]
 
 
 def render_unknown(d: dict) -> list[str]:

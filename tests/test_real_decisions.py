@@ -51,3 +51,33 @@ def test_each_population_of_a_mixed_route_is_judged_against_its_own_kind_s_sweep
     assert rows["greedy"]["decision"] == "keep" and not rows["greedy"]["refuted"]
     summary = rd.population_summary(list(rows.values()))
     assert summary["populations"] == 2 and summary["refuted"] == 0
+
+
+def test_a_probe_s_second_round_runs_on_the_engine_s_own_responses_at_the_probed_gamma(tmp_path):
+    """ngram γ 3 on greedy traffic probes γ 16 (past every γ it measured); round 2 is the sweep's
+    own γ 16 responses, then γ 3's again (a one-engine route's trial, then back): the tool then
+    changes to γ 16, the sweep's best, where round 1 alone left a regret of 29.6%."""
+    drafter = dict((f, d) for m, f, d in rd.DEPLOYED)["ngram_k3"]
+    base = rd.page_rate(rd.FIXTURES / "base_greedy_metrics.txt")
+    doc = rd.tune("ngram_k3_greedy", "ngram", drafter, base, "per-request", tmp_path)
+    assert doc["decision"] == "probe" and doc["probe"]["gamma"] == 16, doc["decision_reason"]
+    row = {"fixture": "ngram_k3_greedy", "method": "ngram", "kind": "greedy", "deployed_gamma": 3,
+           "source": "per-request"}
+    sweep = TRUTH["sweeps"]["ngram"]["kinds"]["greedy"]
+    second = rd.round_two(doc, row, drafter, sweep, tmp_path)
+    assert second["probed_gamma"] == 16 and second["judged"] and second["deployed_gamma"] == 3
+    assert second["decision"] == "change" and second["fleet_gamma"] == 16 == sweep["best_gamma"]
+    assert second["regret"] == 0.0 and not second["refuted"]
+    # the plain decode beside it is the sweep's own γ 0, run with it, not the base page's other run
+    assert second["baseline_tokens_per_second"] == round(sweep["gammas"][0]["rate"], 1)
+    # a decision that is no probe has no second round
+    assert rd.round_two({**doc, "decision": "keep"}, row, drafter, sweep, tmp_path) is None
+
+
+def test_a_trial_then_back_moves_only_the_deployed_lines_times():
+    probe = [{"time": 10.0, "x": 1}, {"time": 12.5, "x": 2}]
+    deployed = [{"time": 2.0, "x": 3}, {"time": 1.0, "x": 4}]
+    lines = rd.trial_then_back(probe, deployed)
+    assert [line["x"] for line in lines] == [1, 2, 4, 3]
+    assert [line["time"] for line in lines] == [10.0, 12.5, 13.5, 14.5]
+    assert deployed[0]["time"] == 2.0  # the caller's lines are not rewritten
