@@ -45,7 +45,7 @@ import numpy as np
 from .counts import undrafted_token_share
 from .request_load import request_load
 from .step_replay import StepSequence
-from .windows import GammaSegment, SegmentRules, StepShapeWindow
+from .windows import REQUESTS, GammaSegment, SegmentRules, StepShapeWindow
 
 if TYPE_CHECKING:
     from .store import EngineRef, Event, Store, TargetStatus
@@ -227,8 +227,11 @@ LOGGED_DRAFTS_NOTE = ("drafts reconstructed from vLLM's log lines: they print ac
 
 def _request_window(store: Store, route: str, source: str, start: float, end: float,
                     segments: list[GammaSegment]) -> IngestedWindow:
-    """Per-request rows: the newest segment's requests' own latency, decode tokens (ν) and
-    drafted steps."""
+    """Per-request rows: each segment's requests' own latency row by row (a request's decode
+    seconds and steps, as a scraped block's ITL sum and count: its rate and that rate's
+    interval), and the newest segment's decode tokens (ν) and drafted steps."""
+    latency = store.ingested_request_latency(route, source, start, end)
+    segments = [_with_row_latency(s, latency.get(s.gamma)) for s in segments]
     segments.sort(key=lambda s: s.end)
     window = IngestedWindow(source=source, start=start, end=end, segments=segments)
     itl_mean = undrafted = sequences = request_itl = request_decode = request_prompt = temperatures = None
@@ -246,6 +249,13 @@ def _request_window(store: Store, route: str, source: str, start: float, end: fl
                    request_prompt_tokens=request_prompt, request_temperatures=temperatures,
                    step_shape=StepShapeWindow(batch_time_shares={}, iteration_tokens={}, itl_per_token_s=itl_mean,
                                               samples=0, undrafted_token_share=undrafted))
+
+
+def _with_row_latency(segment: GammaSegment, latency: np.ndarray | None) -> GammaSegment:
+    """The segment with its rows' own latency (None where no row of it reports its mean ITL)."""
+    if latency is None or len(latency) != len(segment.intervals) or not latency[:, 1].any():
+        return segment
+    return replace(segment, block_latency=latency, block_unit=REQUESTS)
 
 
 def _with_logged_latency(segment: GammaSegment, latency: LoggedLatency | None) -> GammaSegment:

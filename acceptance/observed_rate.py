@@ -8,7 +8,8 @@ deltas (GammaSegment.block_latency): vLLM observes one latency per request per d
 so a block decoded count + A tokens (each step emits one, and its accepted drafts) in sum
 seconds of request time, and the rate is Σ tokens / Σ seconds, a ratio of column sums —
 resampled in circular blocks, its spread widened as the acceptance's. Per-request rows give
-each request's decode tokens and mean_itl_ms, resampled one request at a time. The spread is
+each request's decode tokens and mean_itl_ms, resampled one request at a time (a segment of
+them keeps them as its blocks: GammaSegment.block_unit "requests"). The spread is
 kept as factors on the point (resampled rate / the rows' own rate), so that it scales the
 rate the route reports, whose tokens per step may come from the estimate's newest part.
 """
@@ -83,13 +84,15 @@ def few_rows_spread(rows: np.ndarray, *, n_resamples: int, seed: int, unit: str)
 
 
 def block_rate_spread(counts: np.ndarray, block_latency: np.ndarray | None, *, level: float, n_resamples: int,
-                      seed: int) -> RateSpread | None:
-    """A scraped segment's rate spread from its blocks' latency (module docstring); None where
-    its source keeps none per block."""
+                      seed: int, unit: str = "scrape intervals") -> RateSpread | None:
+    """A segment's rate spread from its blocks' latency (module docstring); None where its
+    source keeps none per block. Rows that are requests (``unit`` "requests") are resampled
+    one request at a time, as request_rate_spread resamples them."""
     if block_latency is None or len(block_latency) != len(counts):
         return None
     tokens, seconds = block_tokens_seconds(counts, block_latency)
-    return rate_spread(tokens, seconds, level=level, n_resamples=n_resamples, seed=seed, unit="scrape intervals")
+    return rate_spread(tokens, seconds, level=level, n_resamples=n_resamples, seed=seed, unit=unit,
+                       block_length=1 if unit == "requests" else None)
 
 
 def block_tokens_seconds(counts: np.ndarray, block_latency: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -156,7 +159,8 @@ def segment_rates(segments: Sequence[GammaSegment], running: Sequence[GammaSegme
     for gamma, segment in sorted(chosen.items()):
         counts, latency = segment.intervals.counts, segment.block_latency
         assert latency is not None  # chosen above
-        spread = block_rate_spread(counts, latency, level=level, n_resamples=n_resamples, seed=seed + 101 * gamma)
+        spread = block_rate_spread(counts, latency, level=level, n_resamples=n_resamples, seed=seed + 101 * gamma,
+                                   unit=segment.block_unit)
         if spread is None:
             continue
         mix = None if not segment.batch_samples else tuple(sorted((int(b), float(n)) for b, n in

@@ -52,6 +52,10 @@ if TYPE_CHECKING:
 MIN_BLOCKS_PER_LEVEL = 60
 
 
+# what a segment's rows are (GammaSegment.block_unit)
+SCRAPE_INTERVALS = "scrape intervals"
+REQUESTS = "requests"
+
 @dataclass(frozen=True, eq=False)
 class StepTimeBlocks:
     """A segment's plugin step times block by block (module docstring): ``columns`` the
@@ -89,6 +93,9 @@ class GammaSegment:
     # the decode rate block by block, for its interval (acceptance.observed_rate); None: its
     # source keeps the latency by segment only
     block_latency: np.ndarray | None = None
+    # what a row of ``block_latency`` (and of ``intervals``) is: a scrape interval, or a request
+    # (per-request rows, each one request's decode seconds and steps)
+    block_unit: str = SCRAPE_INTERVALS
     # the plugin's clean decode step times by the inter-token-latency clock, block by block
     # (module docstring); None: none exported
     plugin_step_blocks: StepTimeBlocks | None = None

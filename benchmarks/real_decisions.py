@@ -25,7 +25,8 @@ Scored against the sweep (each γ's per-user rate over γ 0's in the same phase,
 interval from the fixture maker's paired bootstrap):
 - the γ the fleet runs after the decision: a change's or an off's γ; the deployed γ for a keep,
   a probe (round 1) or an undecided answer;
-- regret: the sweep's best ratio over that γ's, less 1 (a γ the sweep did not run: not judged);
+- regret: the sweep's best ratio over that γ's, less 1 (a γ the sweep did not run, between two
+  it ran: read on the line between them, ``interpolated``; past the sweep: not judged);
 - refuted: a change or off whose γ the sweep measures surely slower than the deployed one
   (its interval wholly below the deployed γ's), or a keep of a γ the sweep measures surely
   slower than plain decode; past the sweep: a change to a γ beyond the largest swept.
@@ -149,10 +150,11 @@ def judged(doc: dict, sweep: dict, deployed: int) -> dict:
            "expected_best_gamma": doc.get("expected_best_gamma"),
            "sweep_best_gamma": best["gamma"], "sweep_best_separated": sweep["best_separated"],
            "no_gamma_surely_beats_gamma0": sweep["no_gamma_surely_beats_gamma0"]}
-    if fleet not in by_gamma:
+    ran = by_gamma.get(fleet) or interpolated(by_gamma, fleet)
+    if ran is None:
         out.update(regret=None, refuted=None, past_sweep=fleet > max(by_gamma), judged=False)
         return out
-    ran, dep = by_gamma[fleet], by_gamma.get(deployed)
+    dep = by_gamma.get(deployed)
     refuted = False
     if kind in ("change", "off") and dep is not None:
         refuted = ran["ratio_high"] < dep["ratio_low"]
@@ -160,8 +162,22 @@ def judged(doc: dict, sweep: dict, deployed: int) -> dict:
         refuted = ran["ratio_high"] < 1.0
     within = ran["ratio_high"] >= best["ratio_low"]  # inside the sweep's own interval of its best
     out.update(regret=best["ratio_to_gamma0"] / ran["ratio_to_gamma0"] - 1.0, refuted=bool(refuted),
-               within_best_interval=bool(within), past_sweep=False, judged=True)
+               within_best_interval=bool(within), past_sweep=False, judged=True,
+               interpolated=fleet not in by_gamma)
     return out
+
+
+def interpolated(by_gamma: dict, gamma: int) -> dict | None:
+    """A γ the sweep did not run, between two it ran: its ratio to γ 0 and that ratio's interval
+    each read on the straight line between its nearest swept neighbours (as real_sweep judges
+    one); None past the sweep or below it."""
+    below = [g for g in by_gamma if g < gamma]
+    above = [g for g in by_gamma if g > gamma]
+    if not below or not above:
+        return None
+    lo, hi = by_gamma[max(below)], by_gamma[min(above)]
+    w = (gamma - lo["gamma"]) / (hi["gamma"] - lo["gamma"])
+    return {"gamma": gamma, **{k: (1 - w) * lo[k] + w * hi[k] for k in ("ratio_to_gamma0", "ratio_low", "ratio_high")}}
 
 
 def sweep_responses(method: str, kind: str, gamma: int) -> list[dict]:

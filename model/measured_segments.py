@@ -35,8 +35,9 @@ class SegmentComparison:
     probability: float  # P(gain > min_gain)
     min_gain: float
     side_by_side: bool  # both still ran at the window's end (a probe beside the fleet)
-    rows: tuple[int, int]  # the faster's and the slower's scrape intervals
+    rows: tuple[int, int]  # the faster's and the slower's rows
     mix_factors: tuple[float, float] = (1.0, 1.0)  # each rate's carry from its own mix to the route's
+    rows_unit: str = "scrape intervals"  # what the rows are: scrape intervals, or requests (per-request rows)
 
     @property
     def measured_tokens_per_second(self) -> tuple[float, float]:
@@ -49,7 +50,7 @@ class SegmentComparison:
                 "slower_tokens_per_second": self.slower_tokens_per_second, "gain": self.gain, "low": self.low,
                 "high": self.high, "probability_gain_over_min_gain": self.probability, "min_gain": self.min_gain,
                 "side_by_side": self.side_by_side, "rows": list(self.rows), "mix_factors": list(self.mix_factors),
-                "measured_tokens_per_second": list(self.measured_tokens_per_second)}
+                "measured_tokens_per_second": list(self.measured_tokens_per_second), "rows_unit": self.rows_unit}
 
 
 def compare(faster: SegmentRate, slower: SegmentRate, *, min_gain: float, level: float) -> SegmentComparison:
@@ -62,4 +63,5 @@ def compare(faster: SegmentRate, slower: SegmentRate, *, min_gain: float, level:
         faster.gamma, slower.gamma, faster.tokens_per_second, slower.tokens_per_second,
         faster.tokens_per_second / slower.tokens_per_second - 1.0, float(low), float(high),
         float(np.mean(gains > min_gain)), min_gain, faster.running and slower.running,
-        (faster.spread.rows, slower.spread.rows), (faster.mix_factor, slower.mix_factor))
+        (faster.spread.rows, slower.spread.rows), (faster.mix_factor, slower.mix_factor),
+        "requests" if faster.spread.unit == slower.spread.unit == "requests" else "scrape intervals")

@@ -58,7 +58,7 @@ from .figures_needed import default_roofline_figures, figures_needed, names_defa
 from .load import LoadView, MixPrice, gamma_schedule, load_view
 from .model_error_spread import model_error_beyond_noise, model_error_factors
 from .percentile_objective import axis_text, percentile_speedups
-from .probe import ProbeInputs
+from .probe import ProbeInputs, RunningProbe
 from .profiles import MeasuredShapeProfile, Profile, make_profile
 # importers of model.recommend keep these
 from .recommendation import Candidate as Candidate, Recommendation as Recommendation
@@ -181,7 +181,8 @@ def _priced(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome) -> Pri
         deployment=deployment, deployed=checked.deployed, observed=checked.observed, speedup=outcome.speedup,
         allowed=pricing.allowed, refusals=pricing.refusals, ensemble=ensemble, level=checked.level,
         tail_only=outcome.tail_only, traffic=checked.given.traffic,
-        running_probe=None if outcome.percentile else checked.given.running_probe, probe_inputs=probe_inputs,
+        running_probe=None if outcome.percentile else _still_running(checked.given.running_probe),
+        probe_inputs=probe_inputs,
         specialized=None if outcome.percentile or not checked.specialized else _specialized_pricing(checked, pricing),
         figures_needed=tuple(figures_needed(deployment, pricing.anchor,
                                             undrafted_known=checked.given.undrafted_token_share is not None)),
@@ -191,6 +192,12 @@ def _priced(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome) -> Pri
         measured_upto=max((checked.deployed, *checked.given.measured_gammas)
                           + (() if checked.given.running_probe is None else (checked.given.running_probe.gamma,))),
         segment_rates=() if outcome.percentile else _rates_at_route_mix(checked, pricing))
+
+
+def _still_running(probe: RunningProbe | None) -> RunningProbe | None:
+    """The joined probe where it still runs: an ended one (a trial, then back) priced the curve
+    and has nothing left to carry on or stop."""
+    return probe if probe is not None and probe.running else None
 
 
 def _rates_at_route_mix(checked: CheckedInputs, pricing: _Pricing) -> tuple[SegmentRate, ...]:
@@ -491,7 +498,11 @@ def _deployed_speedup(checked: CheckedInputs, pricing: _Pricing) -> DeployedSpee
     batch mix (model.deployed_speedup), where the two are comparable: on the stock path, at
     the window's own γ."""
     observed = _observed_to_compare(checked, pricing)
-    if observed is None or checked.specialized or checked.deployed != checked.observed:
+    # the window's own γ: its curve's length, or below it the deployed segment a probe's curve
+    # (running or ended) was joined to — the observed rate is that segment's either way
+    probe = checked.given.running_probe
+    own = checked.deployed if probe is not None and probe.gamma == checked.observed else checked.observed
+    if observed is None or checked.specialized or checked.deployed != own:
         return None
     above_one = bool(np.any((checked.batch_sizes > 1) & (checked.weights > 0)))
     profile = pricing.deployment.cost_profile

@@ -201,7 +201,8 @@ def _curve(route: RouteEstimate, probe: ProbeSegment | None) -> _Curve:
         rows=traffic.rows if traffic is not None else 1,
         row_seconds=traffic.row_seconds if traffic is not None else 0.0,
         own_survival=None if probe.agrees else probe.estimate.survival.value,
-        own_resamples=None if probe.agrees else probe.estimate.survival_resamples)
+        own_resamples=None if probe.agrees else probe.estimate.survival_resamples,
+        running=probe.running)
     return _Curve(probe.survival, probe.survival_resamples, mean_draft_length(probe.estimate.counts), None, None,
                   running)
 

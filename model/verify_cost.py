@@ -188,7 +188,7 @@ def measured_points(evidence: StepTimeEvidence, deployed: int, level: float) -> 
         lo, hi = np.quantile(s.resampled, q)
         role = "the deployed gamma's segment" if s.gamma == deployed else f"a segment at gamma {s.gamma}"
         points.append(CostPoint(SEGMENT, s.gamma, s.tokens_per_request, s.step_s, float(lo), float(hi),
-                                f"{role}'s mean step over {s.rows} scrape intervals", True))
+                                f"{role}'s mean step over {s.rows} {s.unit}", True))
     for pair in evidence.plugin:
         points += _plugin_points(pair, level)
     return points

@@ -9,7 +9,6 @@ and its parts, the deployment's two keys); tests/test_json_schema.py holds those
 ``to_dict`` methods write, validating real outputs. specdec.json_schema turns them into the
 committed JSON Schemas (docs/schema/, written and checked by scripts/json_schema.py).
 Conventions the schema generator reads:
-
 - ``NotRequired``: a key present only sometimes (``observed``'s window-only keys, the
   roofline's ``profile_figures``); every other key is always written, null where ``| None``;
 - ``float``: a number, or null where it is not finite (NaN and ±inf are written as null:
@@ -83,7 +82,7 @@ class BatchSurvival(TypedDict):
 
 
 class ProbeSegment(TypedDict):
-    """A running probe joined to the deployed segment (model.probe.running)."""
+    """A probe joined to the deployed segment, running or ended (model.probe.running)."""
 
     gamma: int
     drafts: float
@@ -94,6 +93,7 @@ class ProbeSegment(TypedDict):
     agrees: bool
     joined_survival: list[float]
     sources: list[Literal["main", "probe"]]
+    running: bool
 
 
 class Event(TypedDict):
@@ -459,6 +459,7 @@ class MeasuredBetween(TypedDict):
     rows: Annotated[list[int], Length(2)]
     mix_factors: Annotated[list[float], Length(2)]
     measured_tokens_per_second: Annotated[list[float], Length(2)]
+    rows_unit: Literal["scrape intervals", "requests"]
 
 
 class FigureNeeded(TypedDict):

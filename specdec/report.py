@@ -166,7 +166,7 @@ def _gain_text(g: dict) -> str:
 
 
 def _probe_segment_dict(probe) -> ProbeSegment | None:
-    """A running probe's segment (model.probe.running): what it measured, how its shared
+    """A probe's segment joined to the deployed one, running or ended (model.probe.running): what it measured, how its shared
     positions compare, and which segment each position of the priced curve comes from."""
     if probe is None:
         return None
@@ -180,6 +180,7 @@ def _probe_segment_dict(probe) -> ProbeSegment | None:
         "agrees": probe.agrees,
         "joined_survival": probe.survival,
         "sources": probe.sources,
+        "running": probe.running,
     }
 
 
@@ -553,12 +554,14 @@ def probe_segment_line(p: Mapping[str, Any], deployed: int) -> str:
     lo, hi = p["shared_difference_interval"]
     shared = (f"AL over positions 1-{deployed} differs by {_fmt(p['shared_difference'], '+.3f')} "
               f"[{_fmt(lo, '+.3f')}, {_fmt(hi, '+.3f')}]")
-    head = (f"probe segment: gamma {p['gamma']} on {p['engines'] or '?'} engine(s), {_fmt(p['drafts'], ',.0f')} drafts; "
-            f"positions 1-{deployed} from gamma {deployed}, {deployed + 1}-{p['gamma']} from the probe")
+    running = p.get("running", True)
+    what, its = ("probe segment", "the probe") if running else ("ended segment (a trial, then back)", "that segment")
+    head = (f"{what}: gamma {p['gamma']} on {p['engines'] or '?'} engine(s), {_fmt(p['drafts'], ',.0f')} drafts; "
+            f"positions 1-{deployed} from gamma {deployed}, {deployed + 1}-{p['gamma']} from {its}")
     if p["agrees"]:
         return f"{head} (conditional rates joined; shared positions agree: {shared})"
-    return (f"{head}; the shared positions disagree ({shared}): gammas above {deployed} are priced from the "
-            f"probe's own curve alone")
+    return (f"{head}; the shared positions disagree ({shared}): gammas above {deployed} are priced from "
+            f"{its}'s own curve alone")
 
 
 def _segment_lines(segments: list[dict]) -> list[str]:

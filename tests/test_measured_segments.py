@@ -23,14 +23,14 @@ from model.recommend import RouteInputs, recommend
 CURVE = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3])
 
 
-def _segment(gamma, steps, accepted, seconds, *, end, batch=None, engines=1):
+def _segment(gamma, steps, accepted, seconds, *, end, batch=None, engines=1, unit="scrape intervals"):
     n = len(steps)
     counts = np.zeros((n, 3 + gamma))
     counts[:, 0], counts[:, 2] = 100.0, accepted
     return SimpleNamespace(gamma=gamma, block_latency=np.column_stack([seconds, steps]),
                            intervals=SimpleNamespace(counts=counts), engines=[object()] * engines,
                            start=end - 15.0 * n, end=end, batch_samples=batch,
-                           total=SimpleNamespace(drafts=100.0 * n))
+                           total=SimpleNamespace(drafts=100.0 * n), block_unit=unit)
 
 
 def test_each_gamma_s_rate_is_its_own_segment_s_tokens_over_its_latency_seconds():

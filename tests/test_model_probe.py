@@ -296,7 +296,11 @@ def test_the_window_says_which_positions_came_from_which_segment(tmp_path, capsy
     assert seg["joined_survival"] == pytest.approx(list(evidence.running.survival))
     text = format_tuning(doc)
     assert "probe segment: gamma 8 on 1 engine(s)" in text and "positions 1-3 from gamma 3, 4-8 from the probe" in text
-    assert "conditional rates joined; shared positions agree" in text
+    assert "conditional rates joined; shared positions agree" in text and seg["running"] is True
+    # a trial that ended (then back) is said as such, not as a probe that runs
+    ended = format_tuning({**doc, "observed": {**doc["observed"], "probe_segment": {**seg, "running": False}}})
+    assert "ended segment (a trial, then back): gamma 8" in ended and "4-8 from that segment" in ended
+    assert "probe segment:" not in ended
 
 
 def test_a_probe_whose_shared_positions_differ_prices_its_gammas_alone(tmp_path):

@@ -68,6 +68,8 @@ def test_a_probe_s_second_round_runs_on_the_engine_s_own_responses_at_the_probed
     assert second["probed_gamma"] == 16 and second["judged"] and second["deployed_gamma"] == 3
     assert second["decision"] == "change" and second["fleet_gamma"] == 16 == sweep["best_gamma"]
     assert second["regret"] == 0.0 and not second["refuted"]
+    # the trial measured positions 4..16: no sentence says no engine checked them
+    assert "never checks" not in second["reason"] and "past the observed" not in second["reason"]
     # the plain decode beside it is the sweep's own γ 0, run with it, not the base page's other run
     assert second["baseline_tokens_per_second"] == round(sweep["gammas"][0]["rate"], 1)
     # a decision that is no probe has no second round
@@ -81,3 +83,64 @@ def test_a_trial_then_back_moves_only_the_deployed_lines_times():
     assert [line["x"] for line in lines] == [1, 2, 4, 3]
     assert [line["time"] for line in lines] == [10.0, 12.5, 13.5, 14.5]
     assert deployed[0]["time"] == 2.0  # the caller's lines are not rewritten
+
+
+def _trial_then_back_window(tmp_path, method, kind, probed, deployed):
+    """The sweep's own lines at ``probed`` then at ``deployed``, ingested as a per-request route."""
+    from acceptance.ingested_window import ingested_window
+    from acceptance.store import Store
+
+    lines = rd.trial_then_back(rd.sweep_responses(method, kind, probed), rd.sweep_responses(method, kind, deployed))
+    path = tmp_path / "w.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(rd.config_text(method, dict((m, d) for m, f, d in rd.DEPLOYED)[method], 300.0, "per-request"))
+    code, _, err = rd.run_cli(rd.specdec_main, ["ingest", "--config", str(cfg), "--route", rd.ROUTE, "--per-request",
+                                                str(path), "--db", str(tmp_path / "s.db")])
+    assert code == 0, err
+    with Store.open(tmp_path / "s.db") as store:
+        return lines, ingested_window(store, rd.ROUTE, "per-request", 0.0, 4e9, engines=1)
+
+
+def test_a_per_request_segment_keeps_each_request_s_latency_and_measures_its_own_rate(tmp_path):
+    """Per-request rows kept their latency by segment only: no γ's own rate, so two measured γ
+    never decided between them on a per-request route. Each row is now a block of its segment
+    (its request's decode seconds and steps), and each γ's rate is its requests' own."""
+    from acceptance.observed_rate import segment_rates
+    from model.measured_segments import compare
+
+    lines, window = _trial_then_back_window(tmp_path, "ngram", "sampled", 7, 3)
+    by_gamma = {s.gamma: s for s in window.segments}
+    assert set(by_gamma) == {3, 7} and all(s.block_unit == "requests" for s in by_gamma.values())
+    assert [len(s.block_latency) for s in by_gamma.values()] == [32, 32]
+    rates = {r.gamma: r for r in segment_rates(window.segments, window.current_segments, level=0.9,
+                                               n_resamples=400, seed=0)}
+    for gamma, rate in rates.items():
+        own = [x for x in lines if x["metrics"]["speculative_decoding"]["num_spec_tokens"] == gamma]
+        tokens = sum(x["usage"]["completion_tokens"] - 1 for x in own)
+        seconds = sum(x["metrics"]["generation_time_ms"] for x in own) / 1000.0
+        assert rate.tokens_per_second == pytest.approx(tokens / seconds, rel=1e-9)
+        assert rate.spread.unit == "requests" and rate.spread.rows == 32 and rate.spread.block_length == 1
+    assert not rates[7].running and rates[3].running  # the trial ended, γ 3 runs again
+    between = compare(rates[7], rates[3], min_gain=0.03, level=0.9)
+    assert between.rows_unit == "requests" and between.to_dict()["rows"] == [32, 32]
+
+
+def test_an_ended_trial_s_positions_price_the_curve_and_the_deployed_gamma_stays_measured(tmp_path):
+    """A one-engine route's trial of γ 7, then back to γ 3, on sampled traffic: the trial's
+    positions 4..7 are joined to γ 3's (an ended probe: nothing to carry on), and the engines'
+    γ 3 measured against the sweep's own plain decode decides off, as the sweep does — where the
+    joined curve had hidden the deployed γ's own measurement."""
+    method, kind = "ngram", "sampled"
+    lines = rd.trial_then_back(rd.sweep_responses(method, kind, 7), rd.sweep_responses(method, kind, 3))
+    path = tmp_path / "w.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    sweep = TRUTH["sweeps"][method]["kinds"][kind]
+    drafter = dict((m, d) for m, f, d in rd.DEPLOYED)[method]
+    doc = rd.tune_lines("trial", path, method, drafter, sweep["gammas"][0]["rate"], tmp_path)
+    probe = doc["observed"]["probe_segment"]
+    assert probe["gamma"] == 7 and probe["running"] is False and probe["sources"] == ["main"] * 3 + ["probe"] * 4
+    assert doc["deployed_gamma"] == 3 and doc["probe"] is None
+    assert doc["decision"] == "off" and doc["decision_basis"] == "measured", doc["decision_reason"]
+    assert doc["deployed_speedup_measured"]["gamma"] == 3 and sweep["best_gamma"] == 0
+    assert "carry on" not in doc["decision_reason"] and "stop the probe" not in doc["decision_reason"]

@@ -154,6 +154,22 @@ class _Ingested(_StoreState):
         return {"time": np.array(columns[0], dtype=float), "gamma": np.array(columns[1], dtype=int),
                 "decode_s": np.array(columns[2], dtype=float), "steps": np.array(columns[3], dtype=float)}
 
+    def ingested_request_latency(self, route: str, source: str, start: float, end: float) -> dict[int, np.ndarray]:
+        """γ → (n, 2) per row of ``ingested_intervals`` (same rows, same order): its decode
+        seconds and decode steps, as ``ingested_request_spans`` counts them — (0, 0) for a row
+        without its mean ITL — a request's own latency, as a scraped block's ITL sum and count."""
+        rows = self.conn.execute(
+            "SELECT gamma, mean_itl_s, counts, decode_tokens FROM ingested WHERE route = ? AND source = ? AND "
+            "time > ? AND time <= ? ORDER BY time, id", (route, source, float(start), float(end))).fetchall()
+        out: dict[int, list[tuple[float, float]]] = {}
+        for gamma, itl, blob, decode in rows:
+            latency = (0.0, 0.0)
+            if itl is not None:
+                tokens = _decode_tokens(blob, decode)
+                latency = (float(itl) * tokens, tokens - float(_vector(blob)[2]))
+            out.setdefault(int(gamma), []).append(latency)
+        return {g: np.array(x, dtype=float).reshape(-1, 2) for g, x in out.items()}
+
     def ingested_load(self, route: str, source: str, gamma: int, start: float, end: float) -> dict[str, np.ndarray]:
         """The logged intervals of γ with time in (start, end] that carry their load, in time
         order: arrays ``time``, ``interval_s``, ``running``, ``generation_tokens``, ``drafts`` (D,

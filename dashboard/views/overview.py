@@ -45,7 +45,8 @@ def segments_note(rv: RouteView) -> str | None:
             f"γ {s.gamma} until {text.clock(s.end)[11:16]} ({s.total.drafts:,.0f} drafts)" for s in older))
     probe = t.probe.running
     joined = "" if probe is None else (
-        f" Positions {probe.deployed_gamma + 1}–{probe.gamma} come from the probe at γ={probe.gamma} "
+        f" Positions {probe.deployed_gamma + 1}–{probe.gamma} come from the "
+        + ("probe" if probe.running else "ended segment (a trial, then back)") + f" at γ={probe.gamma} "
         + ("(its conditional rates joined)." if probe.agrees else "(priced from its own curve: its shared positions differ)."))
     return (f"Route {rv.route}: " + "; ".join(parts) + f". Estimates describe γ={newest.gamma}, the current "
             f"segment with the most drafts; counts are never summed across γ." + joined)

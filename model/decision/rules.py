@@ -597,7 +597,7 @@ def _between_reason(c: SegmentComparison, outcome: str) -> str:
         return f"{measured:,.1f}{at_route}"
 
     head = (f"the engines measure gamma {c.faster} at {rate(0)} tok/s per user against gamma {c.slower}'s {rate(1)} "
-            f"({where}, over {c.rows[0]} and {c.rows[1]} scrape intervals): {c.gain:+.1%} [{c.low:+.1%}, "
+            f"({where}, over {c.rows[0]} and {c.rows[1]} {c.rows_unit}): {c.gain:+.1%} [{c.low:+.1%}, "
             f"{c.high:+.1%}], P(gain > {c.min_gain:.0%}) = {c.probability:.2f} {'≥' if sure else '<'} "
             f"{DECISION_CERTAINTY}")
     if outcome == "unsure":

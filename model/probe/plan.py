@@ -107,8 +107,8 @@ class Probe:
 
 @dataclass(frozen=True, eq=False)
 class RunningProbe:
-    """A probe already running at ``gamma`` (model.probe.running, joined to the deployed
-    segment): its drafts so far, its draft rate per engine, its engines and — when its shared
+    """A probe already running at ``gamma``, or one that ran in the window and ended
+    (model.probe.running, joined to the deployed segment): its drafts so far, its draft rate per engine, its engines and — when its shared
     positions disagree with the deployed segment's — its own curve and resamples, from which
     the candidates past the deployed γ are priced (model.recommend)."""
 
@@ -120,6 +120,9 @@ class RunningProbe:
     row_seconds: float = 0.0
     own_survival: np.ndarray | None = None
     own_resamples: np.ndarray | None = None
+    # False: it ended within the window (a trial, then back): its positions price the curve,
+    # and there is nothing to carry on or stop (model.recommend hands the rules none)
+    running: bool = True
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,9 @@ class ProbeSegment:
     survival: np.ndarray  # the joined a_1..a_γp
     survival_resamples: np.ndarray  # (n, γ_p)
     traffic: RouteTraffic | None = None  # the probe segment's drafts, span and engines
+    # still running at the window's end; False: it ended there (a one-engine route's trial,
+    # then back; or an earlier γ above the deployed one), its positions measured all the same
+    running: bool = True
 
     @property
     def gamma(self) -> int:
@@ -86,14 +89,24 @@ def _joined(main: np.ndarray, probe: np.ndarray, d: int) -> np.ndarray:
 
 def window_probe(window: Window | None, main: AcceptanceEstimate,
                  **estimate_options: Unpack[EstimateOptions]) -> ProbeSegment | None:
-    """The window's running probe joined to ``main``: among the segments still running at the
-    window's end, the one at a γ above main's with the most drafts (None: no such segment,
-    or one too thin to use yet). ``estimate_options``: estimate_acceptance's."""
+    """The window's probe joined to ``main``: among the segments still running at the window's
+    end, the one at a γ above main's with the most drafts; where none runs, the latest segment
+    of the window at a γ above main's that ended (``running`` False: a one-engine route's
+    trial, then back, measured positions past main's γ as a running probe does). None: no
+    such segment, or one too thin to use yet. ``estimate_options``: estimate_acceptance's."""
     if window is None:
         return None
     above = [s for s in window.current_segments if s.gamma > main.gamma and s.total.drafts > 0]
-    if not above:
-        return None
-    segment = max(above, key=lambda s: s.total.drafts)
+    running = bool(above)
+    if running:
+        segment = max(above, key=lambda s: s.total.drafts)
+    else:
+        current = window.current_segments
+        ended = [s for s in window.segments if s.gamma > main.gamma and s.total.drafts > 0
+                 and not any(s is c for c in current)]
+        if not ended:
+            return None
+        segment = max(ended, key=lambda s: s.end)
     joined = join_probe(main, estimate_acceptance(segment.intervals, **estimate_options))
-    return None if joined is None else replace(joined, traffic=route_traffic(segment, segment.intervals))
+    return None if joined is None else replace(joined, traffic=route_traffic(segment, segment.intervals),
+                                               running=running)
