@@ -227,3 +227,20 @@ def test_a_running_probe_whose_rate_is_not_yet_sure_is_carried_on_for_the_rows_i
     near = between_segments(priced(103.05), withheld(7, would, (), "misses"))
     assert near.kind == "undecided" and near.probe is None
 
+
+
+def test_a_probe_that_goes_on_beside_a_measured_change_says_its_terms():
+    """A measured change to γ 3 beside a probe of γ 12 planned past it: the probe goes on, and
+    the reason says where, for how many drafts and how long (it said only that it went on)."""
+    from model.decision import Decision
+    from model.decision.rules import between_segments
+    from model.probe import Probe
+
+    probe = Probe(12, 1, 4_000, 95.0, 10.0, 900.0, None)
+    decision = Decision("probe", fleet_gamma=7, best_gamma=12, probe=probe)
+    priced = SimpleNamespace(segment_rates=(_rate(3, 150.0, 0.005, seed=4), _rate(7, 120.0, 0.005, seed=3)),
+                             deployed=7, allowed=np.ones(17, dtype=bool), deployment=EAGLE, level=0.9,
+                             model_error_warning="the cost model misses", figures_needed=(), running_probe=None)
+    changed = between_segments(priced, decision)
+    assert (changed.kind, changed.fleet_gamma, changed.best_gamma, changed.probe) == ("probe", 3, 12, probe)
+    assert changed.reasons[1] == "the probe of gamma 12 goes on meanwhile: on 1 engine(s) for 4,000 drafts (about 95s)"

@@ -572,7 +572,8 @@ def _measured_change(priced: Priced, decision: Decision, faster: SegmentComparis
     goes_on = decision.probe if decision.probe is not None and decision.probe.gamma > faster.faster else None
     reasons: tuple[str, ...] = (_between_reason(faster, "change"),)
     if goes_on is not None:
-        reasons += (f"the probe of gamma {goes_on.gamma} goes on meanwhile",)
+        reasons += (f"the probe of gamma {goes_on.gamma} goes on meanwhile: on {goes_on.engines} engine(s) for "
+                    f"{goes_on.drafts_needed:,} drafts (about {approximate_duration(goes_on.duration_s)})",)
     running = priced.running_probe
     if running is not None and (goes_on is None or goes_on.gamma != running.gamma):
         reasons += (f"stop the probe at gamma {running.gamma}: "
