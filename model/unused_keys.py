@@ -1,17 +1,22 @@
 """The [deployment] keys a deployment's pricing and deploy line do not read, whatever the
 window (a flag setting one is refused: specdec.config.flagged; profile_figures' ``unused``).
-What a window's anchor leaves unread is model.figures_needed.unread_once_anchored's."""
+What a window's anchor leaves unread is model.figures_needed.unread_once_anchored's; what a
+decision that priced no probe leaves unread, ``unread_without_probe``'s."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .deployment import Deployment
 from .drafters import FREE, PARALLEL, drafter_for
 
-if TYPE_CHECKING:  # model.decision imports the probe, which imports the deployment: no cycle at run time
-    from .decision import Decision
+
+class PricesProbe(Protocol):
+    """What unread_without_probe reads of a decision (model.decision.Decision)."""
+
+    @property
+    def prices_probe(self) -> bool: ...
 
 
 def unused_keys(deployment: Deployment) -> dict[str, str]:
@@ -43,7 +48,7 @@ def unused_keys(deployment: Deployment) -> dict[str, str]:
 PROBE_TERMS = ("decision_horizon_s", "engine_restart_s")
 
 
-def unread_without_probe(decisions: Iterable[Decision]) -> dict[str, str]:
+def unread_without_probe(decisions: Iterable[PricesProbe]) -> dict[str, str]:
     """{key: why} of the probe-pricing keys that ``decisions`` (model.decision.Decision, one
     per route tuned together) did not read: none of them priced a probe (run, carried on,
     declined or withheld), and only a probe's value over the horizon against its cost, its
