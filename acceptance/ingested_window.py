@@ -200,7 +200,12 @@ def _with_request_latency(segment: GammaSegment, spans: Mapping[str, np.ndarray]
     load = request_load(spans["time"], spans["decode_s"], engines)
     if load is None or not spans["steps"].sum() > 0:
         return segment
-    return replace(segment, itl_sum_s=float(spans["decode_s"].sum()), itl_count=float(spans["steps"].sum()),
+    # its own rows' latency where it keeps them (the routes sharing its engines load the
+    # batch mix, but the mean step and its interval are this route's requests')
+    own = segment.block_latency
+    seconds, steps = (own[:, 0].sum(), own[:, 1].sum()) if own is not None else (spans["decode_s"].sum(),
+                                                                                   spans["steps"].sum())
+    return replace(segment, itl_sum_s=float(seconds), itl_count=float(steps),
                    batch_samples={b: u * load.samples for b, u in load.time_shares.items()})
 
 

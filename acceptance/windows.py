@@ -234,12 +234,20 @@ class Window(Protocol):
         """Per row of the newest segment, the request's sampling temperature (per-request rows only)."""
 
 
+# Rows without a duration: a segment whose rows stopped this many of its own mean gaps between
+# rows before the window's last row has ended (a trial, then back; the old γ of a change) —
+# a segment still running beside the others goes that long without a row with probability
+# about e^-5 (0.7%) where its rows arrive as a Poisson stream.
+SILENT_ROW_GAPS = 5
+
+
 def current_segments(segments: list[GammaSegment], *, whole_last_span: bool = False) -> list[GammaSegment]:
     """The segments still running at the window's end: those overlapping the last block of
     the one that ends last (several during a rolling γ change or a probe). The others are
     older: they ended inside the window. ``whole_last_span``: the last segment's whole span
     is its last block — for rows without a duration of their own (ingested requests are
-    stored at one instant), where two γ interleave request by request."""
+    stored at one instant), where two γ interleave request by request; there a segment that
+    fell silent (SILENT_ROW_GAPS) has ended all the same."""
     if not segments:
         return []
     last = max(segments, key=lambda s: s.end)
@@ -247,7 +255,18 @@ def current_segments(segments: list[GammaSegment], *, whole_last_span: bool = Fa
         since = last.start
     else:
         since = float(last.intervals.start[-1])
-    return [s for s in segments if s is last or s.end > since]
+    return [s for s in segments
+            if s is last or (s.end > since and not (whole_last_span and _fell_silent(s, last.end)))]
+
+
+def _fell_silent(segment: GammaSegment, end: float) -> bool:
+    """Whether ``segment``'s rows stopped more than SILENT_ROW_GAPS of its own mean gaps
+    between rows before ``end`` (one row: no gap to judge by)."""
+    n = len(segment.intervals)
+    if n < 2:
+        return False
+    gap = (segment.end - segment.start) / (n - 1)
+    return gap > 0 and end - segment.end > SILENT_ROW_GAPS * gap
 
 
 def newest_segment(segments: list[GammaSegment], *, whole_last_span: bool = False) -> GammaSegment | None:

@@ -169,15 +169,15 @@ def judged(doc: dict, sweep: dict, deployed: int) -> dict:
 
 def interpolated(by_gamma: dict, gamma: int) -> dict | None:
     """A γ the sweep did not run, between two it ran: its ratio to γ 0 and that ratio's interval
-    each read on the straight line between its nearest swept neighbours (as real_sweep judges
-    one); None past the sweep or below it."""
+    each read between its nearest swept neighbours, geometrically (a ratio's line is its log's;
+    real_sweep reads a γ between two by their geometric mean); None past the sweep or below it."""
     below = [g for g in by_gamma if g < gamma]
     above = [g for g in by_gamma if g > gamma]
     if not below or not above:
         return None
     lo, hi = by_gamma[max(below)], by_gamma[min(above)]
     w = (gamma - lo["gamma"]) / (hi["gamma"] - lo["gamma"])
-    return {"gamma": gamma, **{k: (1 - w) * lo[k] + w * hi[k] for k in ("ratio_to_gamma0", "ratio_low", "ratio_high")}}
+    return {"gamma": gamma, **{k: lo[k] ** (1 - w) * hi[k] ** w for k in ("ratio_to_gamma0", "ratio_low", "ratio_high")}}
 
 
 def sweep_responses(method: str, kind: str, gamma: int) -> list[dict]:

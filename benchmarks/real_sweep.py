@@ -439,19 +439,26 @@ def measure(methods: list[str], blocks: int, requests: int, seed: int) -> dict:
             runs = all_runs[method] = {route: {} for route in ROUTES}
             for phase in PHASES:
                 log(f"{method}: phase γ {phase}")
-                engines = {g: Engine(method, g) for g in phase}
-                for e in engines.values():
-                    e.wait_ready()
-                    startups[f"{method}/{e.gamma}"] = e.startup_s
-                try:
-                    measure_phase({0: base, **engines}, blocks, requests, rng, runs)
-                finally:
-                    for e in engines.values():
-                        e.stop()
+                run_phase(base, method, phase, (blocks, requests), rng, runs, startups)
     finally:
         base.stop()
     return {"runs": all_runs, "startup_s": startups, "seconds": time.time() - start, "blocks": blocks,
             "requests_per_run": requests}
+
+
+def run_phase(base: Engine, method: str, phase: tuple[int, ...], size: tuple[int, int], rng: random.Random,
+              runs: dict, startups: dict) -> None:
+    """One phase of ``method``: its engines started beside γ 0's ``base`` (each one's start-up
+    time into ``startups``), measured (``size``: blocks, requests) into ``runs``, stopped."""
+    engines = {g: Engine(method, g) for g in phase}
+    for e in engines.values():
+        e.wait_ready()
+        startups[f"{method}/{e.gamma}"] = e.startup_s
+    try:
+        measure_phase({0: base, **engines}, *size, rng, runs)
+    finally:
+        for e in engines.values():
+            e.stop()
 
 
 def measure_added_phase(measured: dict, phase: tuple[int, ...], blocks: int, requests: int, seed: int) -> dict:
@@ -459,21 +466,18 @@ def measure_added_phase(measured: dict, phase: tuple[int, ...], blocks: int, req
     phase run on every method it holds: γ 0 again beside it in each block, appended after the
     earlier phases' γ 0 runs, as a full run would have it (_base_for's slices)."""
     assert phase == PHASES[-1], "only the last phase of PHASES can be added to runs of the others"
+    for by_route in measured["runs"].values():
+        for runs in by_route.values():
+            if any(g in runs for g in phase) or len(runs[0]) != (len(PHASES) - 1) * blocks:
+                raise SystemExit(f"real_sweep --add-phase: the raw runs do not hold exactly the phases before "
+                                 f"γ {phase} ({len(runs[0])} γ 0 runs of {blocks} blocks a phase)")
     rng = random.Random(seed + 1)
     start = time.time()
     base = Engine("ngram", 0).wait_ready()
     try:
         for method, runs in measured["runs"].items():
             log(f"{method}: added phase γ {phase}")
-            engines = {g: Engine(method, g) for g in phase}
-            for e in engines.values():
-                e.wait_ready()
-                measured["startup_s"][f"{method}/{e.gamma}"] = e.startup_s
-            try:
-                measure_phase({0: base, **engines}, blocks, requests, rng, runs)
-            finally:
-                for e in engines.values():
-                    e.stop()
+            run_phase(base, method, phase, (blocks, requests), rng, runs, measured["startup_s"])
     finally:
         base.stop()
     measured["seconds"] = measured["seconds"] + time.time() - start
@@ -496,11 +500,6 @@ def save_raw(path: Path, measured: dict) -> None:
     write_raw(path, dict(measured, runs={m: {r: {str(g): [run.to_dict() for run in rs] for g, rs in by_g.items()}
                                              for r, by_g in by_route.items()}
                                          for m, by_route in measured["runs"].items()}))
-
-
-def measured_blocks(path: Path) -> int:
-    """The blocks per phase the raw runs of ``path`` hold (an added phase runs as many)."""
-    return int(read_raw(path)["blocks"])
 
 
 def load_raw(path: Path) -> dict:
@@ -539,11 +538,12 @@ def main(argv=None) -> int:
     parser.add_argument("--curves", type=Path, default=CURVES)
     parser.add_argument("--markdown", action="store_true", help="also print the README's tables")
     parser.add_argument("--add-phase", action="store_true",
-                        help=f"run only the last phase, γ {PHASES[-1]}, and add it to the runs of --raw")
+                        help=f"run only the last phase, γ {PHASES[-1]}, and add it to the runs of --raw (their blocks "
+                             f"and requests)")
     args = parser.parse_args(argv)
     if args.add_phase:
-        measured = measure_added_phase(load_raw(args.raw), PHASES[-1], measured_blocks(args.raw), args.requests,
-                                       args.seed)
+        raw = load_raw(args.raw)
+        measured = measure_added_phase(raw, PHASES[-1], int(raw["blocks"]), int(raw["requests_per_run"]), args.seed)
         save_raw(args.raw, measured)
     else:
         measured = measured_runs(args, measure, save_raw, load_raw)

@@ -64,4 +64,6 @@ def compare(faster: SegmentRate, slower: SegmentRate, *, min_gain: float, level:
         faster.tokens_per_second / slower.tokens_per_second - 1.0, float(low), float(high),
         float(np.mean(gains > min_gain)), min_gain, faster.running and slower.running,
         (faster.spread.rows, slower.spread.rows), (faster.mix_factor, slower.mix_factor),
-        "requests" if faster.spread.unit == slower.spread.unit == "requests" else "scrape intervals")
+        # a few rows' unit says its Student's t too ("requests (Student's t, 2 df)")
+        "requests" if faster.spread.unit.startswith("requests") and slower.spread.unit.startswith("requests")
+        else "scrape intervals")

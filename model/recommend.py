@@ -182,6 +182,7 @@ def _priced(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome) -> Pri
         allowed=pricing.allowed, refusals=pricing.refusals, ensemble=ensemble, level=checked.level,
         tail_only=outcome.tail_only, traffic=checked.given.traffic,
         running_probe=None if outcome.percentile else _still_running(checked.given.running_probe),
+        ended_trial=None if outcome.percentile else _ended(checked.given.running_probe),
         probe_inputs=probe_inputs,
         specialized=None if outcome.percentile or not checked.specialized else _specialized_pricing(checked, pricing),
         figures_needed=tuple(figures_needed(deployment, pricing.anchor,
@@ -198,6 +199,11 @@ def _still_running(probe: RunningProbe | None) -> RunningProbe | None:
     """The joined probe where it still runs: an ended one (a trial, then back) priced the curve
     and has nothing left to carry on or stop."""
     return probe if probe is not None and probe.running else None
+
+
+def _ended(probe: RunningProbe | None) -> RunningProbe | None:
+    """The joined probe where it ended in the window (a trial, then back)."""
+    return probe if probe is not None and not probe.running else None
 
 
 def _rates_at_route_mix(checked: CheckedInputs, pricing: _Pricing) -> tuple[SegmentRate, ...]:

@@ -555,7 +555,7 @@ def probe_segment_line(p: Mapping[str, Any], deployed: int) -> str:
     shared = (f"AL over positions 1-{deployed} differs by {_fmt(p['shared_difference'], '+.3f')} "
               f"[{_fmt(lo, '+.3f')}, {_fmt(hi, '+.3f')}]")
     running = p.get("running", True)
-    what, its = ("probe segment", "the probe") if running else ("ended segment (a trial, then back)", "that segment")
+    what, its = ("probe segment", "the probe") if running else ("ended segment", "that segment")
     head = (f"{what}: gamma {p['gamma']} on {p['engines'] or '?'} engine(s), {_fmt(p['drafts'], ',.0f')} drafts; "
             f"positions 1-{deployed} from gamma {deployed}, {deployed + 1}-{p['gamma']} from {its}")
     if p["agrees"]:

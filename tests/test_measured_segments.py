@@ -244,3 +244,28 @@ def test_a_probe_that_goes_on_beside_a_measured_change_says_its_terms():
     changed = between_segments(priced, decision)
     assert (changed.kind, changed.fleet_gamma, changed.best_gamma, changed.probe) == ("probe", 3, 12, probe)
     assert changed.reasons[1] == "the probe of gamma 12 goes on meanwhile: on 1 engine(s) for 4,000 drafts (about 95s)"
+
+
+def test_a_gain_resting_on_an_ended_trial_is_measured_longer_not_by_more_drafts_at_the_deployed_gamma():
+    """A trial of γ 8 ran and ended (then back to γ 3): positions 4..8 are its drafts alone. A
+    plausible, unsure gain of γ 6 said "a window with about N× the drafts would settle it",
+    which drafts at γ 3 cannot: it says the trial measured them, and offers no such factor."""
+    from model.decision import Decision
+    from model.decision.rules import verdict
+    from model.probe import RunningProbe
+
+    rng = np.random.default_rng(0)
+    ens = np.ones((4000, 9))
+    ens[:, 6] = 1.06 + 0.04 * rng.standard_normal(4000)  # +6% ± 4%: P(gain > 3%) ≈ 0.77
+    trial = RunningProbe(8, 600.0, None, 1, running=False)
+    priced = SimpleNamespace(speedup=ens.mean(axis=0), ensemble=ens, observed=8, deployed=3,
+                             allowed=np.ones(9, dtype=bool), refusals=[None] * 9, model_error=None, tail_only=None,
+                             deployment=EAGLE, ended_trial=trial)
+    decided = verdict(priced, Decision("keep", fleet_gamma=3, best_gamma=6))
+    assert decided.plausible and decided.settle is None and decided.kind == "keep"
+    assert ("it rests on positions 4..6 that the trial of γ=8 measured over 600 drafts, which ended: more drafts at "
+            "γ=3 do not add to them; measuring γ=6 longer (a probe) would settle") in decided.reason
+    assert "the drafts (intervals shrinking" not in decided.reason
+    # with the trial still running, the window's drafts (its own among them) are the factor
+    running = verdict(SimpleNamespace(**{**vars(priced), "ended_trial": None}), Decision("keep", 3, 6))
+    assert running.settle is not None and "the drafts (intervals shrinking" in running.reason

@@ -299,7 +299,7 @@ def test_the_window_says_which_positions_came_from_which_segment(tmp_path, capsy
     assert "conditional rates joined; shared positions agree" in text and seg["running"] is True
     # a trial that ended (then back) is said as such, not as a probe that runs
     ended = format_tuning({**doc, "observed": {**doc["observed"], "probe_segment": {**seg, "running": False}}})
-    assert "ended segment (a trial, then back): gamma 8" in ended and "4-8 from that segment" in ended
+    assert "ended segment: gamma 8" in ended and "4-8 from that segment" in ended
     assert "probe segment:" not in ended
 
 

@@ -144,3 +144,23 @@ def test_an_ended_trial_s_positions_price_the_curve_and_the_deployed_gamma_stays
     assert doc["decision"] == "off" and doc["decision_basis"] == "measured", doc["decision_reason"]
     assert doc["deployed_speedup_measured"]["gamma"] == 3 and sweep["best_gamma"] == 0
     assert "carry on" not in doc["decision_reason"] and "stop the probe" not in doc["decision_reason"]
+
+
+def test_a_trial_between_two_spans_of_the_deployed_gamma_has_ended(tmp_path):
+    """Per-request rows have no duration: a trial of γ 7 with γ 3's requests before and after it
+    was current beside γ 3 (its rows end after γ 3's first), so it read as a probe still running.
+    Its rows stopped many of its own gaps before the window's last row: it has ended, and prices
+    the curve without being carried on."""
+    method, kind = "ngram", "greedy"
+    deployed = rd.sweep_responses(method, kind, 3)
+    lines = deployed[:16] + rd.trial_then_back(rd.sweep_responses(method, kind, 7), deployed[16:])
+    path = tmp_path / "w.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    sweep = TRUTH["sweeps"][method]["kinds"][kind]
+    drafter = dict((m, d) for m, f, d in rd.DEPLOYED)[method]
+    doc = rd.tune_lines("both-sides", path, method, drafter, sweep["gammas"][0]["rate"], tmp_path)
+    probe = doc["observed"]["probe_segment"]
+    assert probe["gamma"] == 7 and probe["running"] is False and doc["deployed_gamma"] == 3
+    current = {s["gamma"]: s["current"] for s in doc["observed"]["segments"]}
+    assert current == {3: True, 7: False}
+    assert "carry on" not in doc["decision_reason"] and "stop the probe" not in doc["decision_reason"]

@@ -46,7 +46,7 @@ def segments_note(rv: RouteView) -> str | None:
     probe = t.probe.running
     joined = "" if probe is None else (
         f" Positions {probe.deployed_gamma + 1}–{probe.gamma} come from the "
-        + ("probe" if probe.running else "ended segment (a trial, then back)") + f" at γ={probe.gamma} "
+        + ("probe" if probe.running else "ended segment") + f" at γ={probe.gamma} "
         + ("(its conditional rates joined)." if probe.agrees else "(priced from its own curve: its shared positions differ)."))
     return (f"Route {rv.route}: " + "; ".join(parts) + f". Estimates describe γ={newest.gamma}, the current "
             f"segment with the most drafts; counts are never summed across γ." + joined)

@@ -52,6 +52,10 @@ class Priced:
     tail_only: Callable[[], np.ndarray] | None = None
     traffic: RouteTraffic | None = None  # engines, draft rate, rows
     running_probe: RunningProbe | None = None
+    # a probe's segment that ended in the window (a trial, then back), joined to the curve: its
+    # positions past the deployed γ are measured, by its drafts alone (no window at the
+    # deployed γ adds to them)
+    ended_trial: RunningProbe | None = None
     probe_inputs: ProbeInputs | None = None  # None: no ensemble to price a probe on
     specialized: SpecializedPricing | None = None  # None off the path and on a percentile objective
     figures_needed: tuple[FigureNeeded, ...] = ()  # the default figures the pricing rests on

@@ -93,6 +93,12 @@ def verdict(priced: Priced, decision: Decision) -> Decision:
                 f"{head}: it rests on the cost model, which misses the engines' rate at γ={deployed} by {error:+.1%}: "
                 f"with any number of drafts the probability stays {p_tail:.2f}; measuring the step costs "
                 f"(`specdec calibrate plan`) would settle a gain of {mean:+.1%}"), plausible=True)
+    trial = priced.ended_trial
+    if trial is not None and rec > deployed:
+        return replace(decision.because(
+            f"{head}: it rests on positions {deployed + 1}..{min(rec, trial.gamma)} that the trial of γ={trial.gamma} "
+            f"measured over {trial.drafts:,.0f} drafts, which ended: more drafts at γ={deployed} do not add to them; "
+            f"measuring γ={rec} longer (a probe) would settle a gain of {mean:+.1%}"), plausible=True)
     z = NormalDist().inv_cdf(DECISION_CERTAINTY)
     factor = max((z * sd / (mean - min_gain)) ** 2 if sd > 0 else 1.0, 1.0)
     return replace(decision.because(f"{head}: a window with about {factor:.1f}× the drafts (intervals shrinking as "
@@ -127,7 +133,9 @@ def probe(priced: Priced, decision: Decision) -> Decision:
         return farther
     if farther.probe is not None and farther.probe.gamma > running.gamma:
         return farther  # the best expected γ lies past the running probe's, and probing it pays
-    return with_running_probe(priced, decision, running)
+    carried = with_running_probe(priced, decision, running)
+    priced_farther = farther.probe or farther.declined  # priced beside it, not run: what the horizon decided
+    return carried if carried.probe is not None or priced_farther is None else replace(carried, declined=priced_farther)
 
 
 def with_probe(priced: Priced, decision: Decision) -> Decision:
@@ -136,7 +144,9 @@ def with_probe(priced: Priced, decision: Decision) -> Decision:
     γ past the measured ones worth measuring; a whole-route trial only as safe as a change);
     the fleet stays at the deployed γ or takes the sure step. Unchanged otherwise."""
     target, base, inputs, traffic = decision.best_gamma, decision.fleet_gamma, priced.probe_inputs, priced.traffic
-    if inputs is None or not decision.plausible or target <= inputs.observed_gamma:
+    # an ended trial's positions are its drafts alone: a γ among them may be measured longer
+    measured_by_window = priced.deployed if priced.ended_trial is not None else None
+    if inputs is None or not decision.plausible or target <= (measured_by_window or inputs.observed_gamma):
         return decision
     if decision.settle is not None:
         if target <= priced.largest_measured:
@@ -294,7 +304,8 @@ def unmeasured(priced: Priced, decision: Decision) -> Decision:
                else f"no probe: its expected gain over gamma {base} is within min_gain" if choice.aimed is None
                else _no_probe(priced, choice, None if traffic is None else traffic.engines, base))
     # the best expected γ stays named beside the fleet's (a keep's recommended_gamma: outcome.py)
-    decision = replace(decision, declined=None if choice is None or choice.probe is not None else choice.aimed)
+    if choice is not None and choice.probe is None and choice.aimed is not None:
+        decision = replace(decision, declined=choice.aimed)
     if step is not None:
         return replace(decision, kind="off" if step == 0 else "change", fleet_gamma=step,
                        reasons=head + (f"{why_not}; the fleet takes the best sure step among the measured gamma, "
@@ -418,9 +429,11 @@ def measured(priced: Priced, decision: Decision) -> Decision:
                        declined=None, withheld=None, settle=None, plausible=False, measured=verdict, figures_needed=(),
                        reasons=(_measured_reason(priced, verdict.p_plain_gains, "slower"),
                                 f"the table's best gamma {best}: {_over_plain_decode(priced, best)} ≥ "
-                                f"{DECISION_CERTAINTY}{_widened(priced)}, so the fleet changes to it"))
+                                f"{DECISION_CERTAINTY}{_widened(priced)}, so the fleet changes to it")
+                       + _stop_running(priced, best))
     reasons = ((_measured_reason(priced, verdict.p_plain_gains, "off"),)
-               + ((f"the table's best gamma {best} is not acted on: {why_not}",) if why_not else ()))
+               + ((f"the table's best gamma {best} is not acted on: {why_not}",) if why_not else ())
+               + _stop_running(priced, 0))
     return replace(decision, kind="off", fleet_gamma=0, best_gamma=0, reasons=reasons, probe=None,
                    declined=None, withheld=None, settle=None, plausible=False, measured=verdict, figures_needed=())
 
@@ -525,8 +538,9 @@ def between_segments(priced: Priced, decision: Decision) -> Decision:
             return _measured_change(priced, decision, faster)
         if best.running and decision.fleet_gamma == priced.deployed and faster.gain > m:
             carried = _carried_on(priced, decision, faster)
-            if carried is not None:
+            if carried is not None and carried.probe is not None:
                 return carried
+            decision = carried or decision  # a carry-on priced and declined stays named
     target = (decision.withheld or decision).fleet_gamma
     if target != priced.deployed and target in rates:
         kept = compare(deployed, rates[target], min_gain=m, level=level)
@@ -540,8 +554,9 @@ def between_segments(priced: Priced, decision: Decision) -> Decision:
 def _carried_on(priced: Priced, decision: Decision, faster: SegmentComparison) -> Decision | None:
     """A running probe whose rate beats the fleet's by more than min_gain, not yet surely, where
     the model cannot settle it: carried on for the rows its rate needs at the gain it measured
-    (model.probe.plan.rate_rows), so that its measurement decides; None where it is not the
-    running probe or its rows cannot be sized."""
+    (model.probe.plan.rate_rows), so that its measurement decides; the standing decision with
+    that carry-on as declined where it does not pay; None where it is not the running probe
+    or its rows cannot be sized."""
     running, inputs, traffic = priced.running_probe, priced.probe_inputs, priced.traffic
     if (running is None or running.gamma != faster.faster or inputs is None or inputs.rate_row_cv is None
             or not running.drafts_per_engine_second or not running.row_seconds or priced.figures_needed):
@@ -557,7 +572,7 @@ def _carried_on(priced: Priced, decision: Decision, faster: SegmentComparison) -
     planned = continued_probe(inputs, priced.deployment, running, base=priced.deployed, deployed=priced.deployed,
                               remaining=remaining, engines=others or None)
     if not planned.runs:
-        return None  # its value does not pay for its time: the answer stands
+        return replace(decision, declined=planned)  # its value does not pay for its time: the answer stands
     more = f"{more_rows:,} more scrape intervals (about {approximate_duration(planned.duration_s)})"
     why = (f"the cost model misses the engines at the deployed gamma beyond its tolerance (the warning), so the "
            f"probe's measurement decides: {_between_reason(faster, 'unsure')}: carry on the probe at gamma "
@@ -574,15 +589,24 @@ def _measured_change(priced: Priced, decision: Decision, faster: SegmentComparis
     if goes_on is not None:
         reasons += (f"the probe of gamma {goes_on.gamma} goes on meanwhile: on {goes_on.engines} engine(s) for "
                     f"{goes_on.drafts_needed:,} drafts (about {approximate_duration(goes_on.duration_s)})",)
-    running = priced.running_probe
-    if running is not None and (goes_on is None or goes_on.gamma != running.gamma):
-        reasons += (f"stop the probe at gamma {running.gamma}: "
-                    + ("the fleet now runs it" if running.gamma == faster.faster
-                       else f"the fleet's change to gamma {faster.faster} takes over from it"),)
+    if goes_on is None or priced.running_probe is None or goes_on.gamma != priced.running_probe.gamma:
+        reasons += _stop_running(priced, faster.faster)
+    dropped = None if goes_on is not None else decision.probe or decision.declined
     return replace(decision, kind="probe" if goes_on else "change", fleet_gamma=faster.faster,
-                   best_gamma=goes_on.gamma if goes_on else faster.faster, probe=goes_on, declined=None,
+                   best_gamma=goes_on.gamma if goes_on else faster.faster, probe=goes_on, declined=dropped,
                    withheld=None, settle=None, plausible=False, measured=None, measured_between=faster,
                    figures_needed=(), reasons=reasons)
+
+
+def _stop_running(priced: Priced, fleet_gamma: int) -> tuple[str, ...]:
+    """The sentence that stops a running probe once a measured decision moves the fleet
+    (nothing where none runs)."""
+    running = priced.running_probe
+    if running is None:
+        return ()
+    return (f"stop the probe at gamma {running.gamma}: "
+            + ("the fleet now runs it" if running.gamma == fleet_gamma
+               else f"the fleet's change to gamma {fleet_gamma} takes over from it"),)
 
 
 def _between_reason(c: SegmentComparison, outcome: str) -> str:
