@@ -126,18 +126,23 @@ def test_a_per_request_segment_keeps_each_request_s_latency_and_measures_its_own
     assert between.rows_unit == "requests" and between.to_dict()["rows"] == [32, 32]
 
 
+def _tuned_lines(tmp_path, method, kind, lines):
+    """``lines`` as a per-request route with the README's keys and the sweep's own plain decode:
+    (tune-gamma's JSON, the sweep of that kind)."""
+    path = tmp_path / "w.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    sweep = TRUTH["sweeps"][method]["kinds"][kind]
+    drafter = dict((m, d) for m, f, d in rd.DEPLOYED)[method]
+    return rd.tune_lines("lines", path, method, drafter, sweep["gammas"][0]["rate"], tmp_path), sweep
+
+
 def test_an_ended_trial_s_positions_price_the_curve_and_the_deployed_gamma_stays_measured(tmp_path):
     """A one-engine route's trial of γ 7, then back to γ 3, on sampled traffic: the trial's
     positions 4..7 are joined to γ 3's (an ended probe: nothing to carry on), and the engines'
     γ 3 measured against the sweep's own plain decode decides off, as the sweep does — where the
     joined curve had hidden the deployed γ's own measurement."""
-    method, kind = "ngram", "sampled"
-    lines = rd.trial_then_back(rd.sweep_responses(method, kind, 7), rd.sweep_responses(method, kind, 3))
-    path = tmp_path / "w.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    sweep = TRUTH["sweeps"][method]["kinds"][kind]
-    drafter = dict((m, d) for m, f, d in rd.DEPLOYED)[method]
-    doc = rd.tune_lines("trial", path, method, drafter, sweep["gammas"][0]["rate"], tmp_path)
+    lines = rd.trial_then_back(rd.sweep_responses("ngram", "sampled", 7), rd.sweep_responses("ngram", "sampled", 3))
+    doc, sweep = _tuned_lines(tmp_path, "ngram", "sampled", lines)
     probe = doc["observed"]["probe_segment"]
     assert probe["gamma"] == 7 and probe["running"] is False and probe["sources"] == ["main"] * 3 + ["probe"] * 4
     assert doc["deployed_gamma"] == 3 and doc["probe"] is None
@@ -151,14 +156,9 @@ def test_a_trial_between_two_spans_of_the_deployed_gamma_has_ended(tmp_path):
     was current beside γ 3 (its rows end after γ 3's first), so it read as a probe still running.
     Its rows stopped many of its own gaps before the window's last row: it has ended, and prices
     the curve without being carried on."""
-    method, kind = "ngram", "greedy"
-    deployed = rd.sweep_responses(method, kind, 3)
-    lines = deployed[:16] + rd.trial_then_back(rd.sweep_responses(method, kind, 7), deployed[16:])
-    path = tmp_path / "w.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    sweep = TRUTH["sweeps"][method]["kinds"][kind]
-    drafter = dict((m, d) for m, f, d in rd.DEPLOYED)[method]
-    doc = rd.tune_lines("both-sides", path, method, drafter, sweep["gammas"][0]["rate"], tmp_path)
+    deployed = rd.sweep_responses("ngram", "greedy", 3)
+    lines = deployed[:16] + rd.trial_then_back(rd.sweep_responses("ngram", "greedy", 7), deployed[16:])
+    doc, _ = _tuned_lines(tmp_path, "ngram", "greedy", lines)
     probe = doc["observed"]["probe_segment"]
     assert probe["gamma"] == 7 and probe["running"] is False and doc["deployed_gamma"] == 3
     current = {s["gamma"]: s["current"] for s in doc["observed"]["segments"]}
