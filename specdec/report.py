@@ -556,7 +556,8 @@ def probe_segment_line(p: Mapping[str, Any], deployed: int) -> str:
               f"[{_fmt(lo, '+.3f')}, {_fmt(hi, '+.3f')}]")
     running = p.get("running", True)
     what, its = ("probe segment", "the probe") if running else ("ended segment", "that segment")
-    head = (f"{what}: gamma {p['gamma']} on {p['engines'] or '?'} engine(s), {_fmt(p['drafts'], ',.0f')} drafts; "
+    where = f" on {p['engines']} engine(s)" if p["engines"] else ""  # per-request rows name none
+    head = (f"{what}: gamma {p['gamma']}{where}, {_fmt(p['drafts'], ',.0f')} drafts; "
             f"positions 1-{deployed} from gamma {deployed}, {deployed + 1}-{p['gamma']} from {its}")
     if p["agrees"]:
         return f"{head} (conditional rates joined; shared positions agree: {shared})"

@@ -301,6 +301,10 @@ def test_the_window_says_which_positions_came_from_which_segment(tmp_path, capsy
     ended = format_tuning({**doc, "observed": {**doc["observed"], "probe_segment": {**seg, "running": False}}})
     assert "ended segment: gamma 8" in ended and "4-8 from that segment" in ended
     assert "probe segment:" not in ended
+    # per-request rows name no engine: none is said (it read "on ? engine(s)")
+    unnamed = format_tuning({**doc, "observed": {**doc["observed"], "probe_segment": {**seg, "running": False,
+                                                                                        "engines": None}}})
+    assert "ended segment: gamma 8, " in unnamed and "?" not in unnamed.split("ended segment:")[1].split(";")[0]
 
 
 def test_a_probe_whose_shared_positions_differ_prices_its_gammas_alone(tmp_path):
