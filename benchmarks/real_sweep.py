@@ -42,8 +42,10 @@ The tool's side (what it would have in production, no sweep):
   no block); a γ it acts on that the sweep did not run is interpolated between measured
   neighbours, or past the largest not judged;
 - round 2, when that decision is a probe: the sweep's own requests at the probe's γ (same
-  prompts, same blocks) are the probe's segment beside the γ 3 ones, and tune-gamma
-  decides again from both (``round2``).
+  prompts, same blocks) are the probe's segment beside the γ 3 ones — side by side, as on one
+  of the route's two engines: stamped across the γ 3 responses' span, where the sweep ran
+  them in a later phase — and tune-gamma decides again from both (``round2``). A probe it
+  carries on has not decided yet: its γ 3 fleet is what is judged.
 
 Writes benchmarks/results/real-sweep.json (per cell, the issue's keys),
 benchmarks/results/real-sweep-raw.json.gz (every run's responses, for --from-raw) and
@@ -212,23 +214,35 @@ def round_two(method: str, route: str, doc: dict, responses: dict, table, folder
               best: int) -> dict | None:
     """A probe decided from the γ 3 window, run on the real engine: the sweep's own requests at
     the probe's γ (same prompts, same blocks) are the probe's segment beside the γ 3 ones, and
-    tune-gamma decides again from both (None unless round 1 probed)."""
+    tune-gamma decides again from both (None unless round 1 probed). The probe runs on one of
+    the route's two engines, side by side with the fleet: its responses are stamped across the
+    γ 3 responses' span (``side_by_side``), where the sweep ran them in a later phase."""
     if doc["decision"] != "probe":
         return None
     g = doc["probe"]["gamma"]
     if g not in responses:
         return {"probe_gamma": g, "measured": False}
     window = folder / f"{method}-{route}-g{DEPLOYED}-probe{g}.jsonl"
-    lines = sorted(responses[DEPLOYED] + responses[g], key=lambda line: line["time"])
+    lines = side_by_side(responses[DEPLOYED], responses[g])
     window.write_text("".join(json.dumps(line) + "\n" for line in lines))
     doc2 = tune(method, route, window, table, folder)
-    # keep means the γ the tool takes as deployed: the current segment with the most drafts,
-    # which with the sweep's probe carrying as many requests as the fleet may be the probe's
+    # keep means the γ the tool takes as deployed: the current segment with the most drafts
     acted = doc2["recommended_gamma"] if doc2["decision"] in ("change", "off", "probe") else doc2["deployed_gamma"]
     return {"probe_gamma": g, "measured": True, "decision": doc2["decision"], "deployed_gamma": doc2["deployed_gamma"],
             "recommended_gamma": doc2["recommended_gamma"], "acted_gamma": acted,
             "regret": _regret(measured_or_interpolated(ratios, acted), ratios[best][0]),
             "probe_segment": doc2["observed"].get("probe_segment"), "decision_reason": doc2["decision_reason"]}
+
+
+def side_by_side(fleet: list[dict], probe: list[dict]) -> list[dict]:
+    """The fleet's responses, and the probe's stamped evenly across their span in their own
+    order (only their times move; each rate is its response's own), in time order."""
+    fleet = sorted(fleet, key=lambda line: line["time"])
+    probe = sorted(probe, key=lambda line: line["time"])
+    first, last = fleet[0]["time"], fleet[-1]["time"]
+    stamps = np.linspace(first, last, len(probe) + 2)[1:-1]
+    moved = [{**line, "time": float(t)} for line, t in zip(probe, stamps)]
+    return sorted(fleet + moved, key=lambda line: line["time"])
 
 
 def predicted_al(doc: dict, gamma: int) -> float | None:

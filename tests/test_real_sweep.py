@@ -132,3 +132,17 @@ def test_real_load_reads_the_gauge_and_the_load_view():
     wall = lambda run: run.tokens_per_s  # noqa: E731
     assert rl.paired(by_gamma, 5, wall, np.random.default_rng(0))[0] == pytest.approx(2.0)
     assert rl.paired(by_gamma, 1, wall, np.random.default_rng(0))[0] == pytest.approx(1.5)
+
+
+def test_a_probe_beside_the_fleet_on_per_request_rows_is_carried_on_without_a_time(tmp_path):
+    """The engine's own γ 3 and γ 4 responses side by side (ngram, open route): the probe is
+    carried on to its 2,000 drafts. Its rows name no engine, so its draft rate per engine and
+    its time are unknown — that ended in an internal error (an infinite duration formatted)."""
+    lines = rs.side_by_side([{"time": 0.0, "x": 0}, {"time": 10.0, "x": 1}], [{"time": 99.0, "x": 2}])
+    assert [(line["time"], line["x"]) for line in lines] == [(0.0, 0), (5.0, 2), (10.0, 1)]
+    measured = rs.load_raw(rs.RAW)
+    cell = rs.cell_result("ngram", "open", measured["runs"]["ngram"]["open"], tmp_path, 0)
+    second = cell["round2"]
+    assert second["probe_gamma"] == 4 and second["decision"] == "probe" and second["deployed_gamma"] == 3
+    assert "carry on the probe at γ=4 to the 2,000 drafts a probe takes at least" in second["decision_reason"]
+    assert "(its time unknown: the rows name no engine)" in second["decision_reason"]

@@ -34,6 +34,8 @@ speedups (resamples × tail models, model.recommend):
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import replace
 from statistics import NormalDist
 from typing import Callable
@@ -262,14 +264,17 @@ def with_running_probe(priced: Priced, decision: Decision, running: RunningProbe
     engines = None if priced.traffic is None else priced.traffic.engines
     planned = continued_probe(inputs, priced.deployment, running, base=decision.fleet_gamma, deployed=deployed,
                              remaining=remaining, engines=engines)
-    more = f"about {planned.drafts_needed:,} more (about {approximate_duration(planned.duration_s)})"
+    # per-request rows name no engine: the probe's draft rate per engine, and so its time, is unknown
+    took = (f"about {approximate_duration(planned.duration_s)}" if math.isfinite(planned.duration_s)
+            else "its time unknown: the rows name no engine")
+    more = f"about {planned.drafts_needed:,} more ({took})"
     if to_settle > PROBE_MIN_DRAFTS - running.drafts and to_settle > 0:
         why = f"carry on the probe at γ={g}: {more} would settle it"
     elif running.drafts < PROBE_MIN_DRAFTS:
         why = f"carry on the probe at γ={g} to the {PROBE_MIN_DRAFTS:,} drafts a probe takes at least: {more}"
     else:
-        why = (f"carry on the probe at γ={g} for the {PROBE_MIN_ROWS} scrape intervals a probe takes at least: "
-               f"about {approximate_duration(planned.duration_s)} more")
+        why = (f"carry on the probe at γ={g} for the {PROBE_MIN_ROWS} rows (scrape intervals, or requests) a probe "
+               f"takes at least: {took} more")
     # the factor on the window's drafts is said as the probe's own drafts: one figure
     head = (decision.claim,) if decision.settle is not None else decision.reasons
     return replace(decision, kind="probe", best_gamma=g, reasons=head + (why,), settle=None, probe=planned)
