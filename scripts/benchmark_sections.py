@@ -90,58 +90,67 @@ def render_chaos(d: dict) -> list[str]:
 
 def _chaos_new_fault_rows(d: dict) -> list[list[str]]:
     """Rows of the clock steps, other engine lives, the read-only store and the bent Prometheus
-    (results files before them have none)."""
+    (results files before them have none; a fault not run says why)."""
     rows = []
-    clock = d.get("clock_steps")
-    if clock is not None and not clock.get("run", True):
-        rows.append(["clock steps of the collector", clock["why"]])
-    elif clock is not None:
-        steps = ", ".join(f"{s['step_s']:+d} s" for s in clock["steps"])
-        back = [s for s in clock["steps"] if s["step_s"] < 0]
-        rows.append(["clock steps of the collector (libfaketime)",
-                     f"{steps} while it collected {len(clock['targets'])} healthy targets: exit {clock['exit']} at "
-                     f"the end of its {clock['duration_s']:g} s; samples stored {clock['samples_stored']}, "
-                     f"{clock['held_total']} scrapes held while its clock was behind, "
-                     f"{clock['samples_not_stored_nor_held']} neither; counts lost {_num(clock['counts_lost'])}, "
-                     f"added {_num(clock['counts_added'])} of {_num(clock['counts_expected'])}; said: "
-                     + "; ".join(f"{s['step_s']:+d} s in {len(s.get('step_lines', []))} step line, "
-                                 f"{s['held_lines']} held and {s['resumed_lines']} resumed lines" for s in back)
-                     + f" (the held targets in one line); the forward steps in {clock['forward_steps_said']} lines, "
-                       f"one each"])
-    lives = d.get("other_lives")
-    if lives is not None:
-        gone = lives["first_engine_left"]
-        rows.append(["`_created` going back; two engines behind one URL",
-                     f"at most {lives['lines_per_url_and_life_max']} line per URL and collector life "
-                     f"({lives['lives_that_said_it']} of {lives['collector_lives']} lives said it); restarts stored "
-                     f"{sum(lives['restarts_stored'].values())}; the counted engines' counts are in the rows above"])
-        rows.append(["a load-balanced URL's first engine gone for good",
-                     f"its drafts stored {_num(gone['first_engine_stored'])} of {_num(gone['first_engine_expected'])}; "
-                     f"the remaining engine's {_num(gone['remaining_engine_stored'])} of "
-                     f"{_num(gone['remaining_engine_increase'])} (counted from its rebaseline, three refused scrapes "
-                     f"after the first engine left: never more than it did)"])
-    ro = d.get("read_only_store")
-    if ro is not None and not ro.get("run", True):
-        rows.append(["read-only store", ro["why"]])
-    elif ro is not None:
-        readers = "; ".join(f"{name}: exit {r['exit']}, {r['fields_compared']} fields compared, "
-                            f"{len(r['fields_differing'])} differing" for name, r in ro["readers"].items())
-        writers = ", ".join(f"{name} exit {w['exit']} in {w['lines']} line" for name, w in ro["writers"].items())
-        rows.append(["read-only store (a read-only bind mount)",
-                     f"tune-gamma --json ({readers}); {writers}; store files "
-                     f"{'unchanged' if ro['unchanged'] else 'CHANGED'}"])
-    bent = d.get("bent_prometheus")
-    if bent is not None and not bent.get("run", True):
-        rows.append(["a real Prometheus' answers bent", bent["why"]])
-    elif bent is not None:
-        modes = "; ".join(f"{m}: {bent[m]['runs']} runs, exit " + ", ".join(f"{k} ×{v}" for k, v in bent[m]["exits"].items())
-                          + ("" if bent[m]["held"] else " (NOT as it must)")
-                          for m in ("clean", "nan", "inf", "busy", "partial") if m in bent)
-        busy = bent["rate_limit"]
-        rows.append(["a real Prometheus' answers bent (NaN, +Inf, 429, warnings)",
-                     f"{modes}; {busy['answered_429']} answers 429, {busy['asked_again']} asked again after it, "
-                     f"{busy['refused_again']} refused again"])
+    for key, title, render in _NEW_FAULTS:
+        part = d.get(key)
+        if part is None:
+            continue
+        rows += [[title, part["why"]]] if not part.get("run", True) else render(part)
     return rows
+
+
+def _clock_rows(clock: dict) -> list[list[str]]:
+    steps = ", ".join(f"{s['step_s']:+d} s" for s in clock["steps"])
+    back = [s for s in clock["steps"] if s["step_s"] < 0]
+    return [["clock steps of the collector (libfaketime)",
+             f"{steps} while it collected {len(clock['targets'])} healthy targets: exit {clock['exit']} at "
+             f"the end of its {clock['duration_s']:g} s; samples stored {clock['samples_stored']}, "
+             f"{clock['held_total']} scrapes held while its clock was behind, "
+             f"{clock['samples_not_stored_nor_held']} neither; counts lost {_num(clock['counts_lost'])}, "
+             f"added {_num(clock['counts_added'])} of {_num(clock['counts_expected'])}; said: "
+             + "; ".join(f"{s['step_s']:+d} s in {len(s.get('step_lines', []))} step line, "
+                         f"{s['held_lines']} held and {s['resumed_lines']} resumed lines" for s in back)
+             + f" (the held targets in one line); the forward steps in {clock['forward_steps_said']} lines, "
+               f"one each"]]
+
+
+def _lives_rows(lives: dict) -> list[list[str]]:
+    gone = lives["first_engine_left"]
+    return [["`_created` going back; two engines behind one URL",
+             f"at most {lives['lines_per_url_and_life_max']} line per URL and collector life "
+             f"({lives['lives_that_said_it']} of {lives['collector_lives']} lives said it); restarts stored "
+             f"{sum(lives['restarts_stored'].values())}; the counted engines' counts are in the rows above"],
+            ["a load-balanced URL's first engine gone for good",
+             f"its drafts stored {_num(gone['first_engine_stored'])} of {_num(gone['first_engine_expected'])}; "
+             f"the remaining engine's {_num(gone['remaining_engine_stored'])} of "
+             f"{_num(gone['remaining_engine_increase'])} (counted from its rebaseline, three refused scrapes "
+             f"after the first engine left: never more than it did)"]]
+
+
+def _read_only_rows(ro: dict) -> list[list[str]]:
+    readers = "; ".join(f"{name}: exit {r['exit']}, {r['fields_compared']} fields compared, "
+                        f"{len(r['fields_differing'])} differing" for name, r in ro["readers"].items())
+    writers = ", ".join(f"{name} exit {w['exit']} in {w['lines']} line" for name, w in ro["writers"].items())
+    return [["read-only store (a read-only bind mount)",
+             f"tune-gamma --json ({readers}); {writers}; store files {'unchanged' if ro['unchanged'] else 'CHANGED'}"]]
+
+
+def _bent_rows(bent: dict) -> list[list[str]]:
+    modes = "; ".join(f"{m}: {bent[m]['runs']} runs, exit " + ", ".join(f"{k} ×{v}" for k, v in bent[m]["exits"].items())
+                      + ("" if bent[m]["held"] else " (NOT as it must)")
+                      for m in ("clean", "nan", "inf", "busy", "partial") if m in bent)
+    busy = bent["rate_limit"]
+    return [["a real Prometheus' answers bent (NaN, +Inf, 429, warnings)",
+             f"{modes}; {busy['answered_429']} answers 429, {busy['asked_again']} asked again after it, "
+             f"{busy['refused_again']} refused again"]]
+
+
+# (results key, its row's title where it did not run, the rows where it did)
+_NEW_FAULTS = (("clock_steps", "clock steps of the collector", _clock_rows),
+               ("other_lives", "`_created` going back; two engines behind one URL", _lives_rows),
+               ("read_only_store", "read-only store", _read_only_rows),
+               ("bent_prometheus", "a real Prometheus' answers bent", _bent_rows))
 
 
 def _chaos_new_fault_lines(d: dict) -> list[str]:
