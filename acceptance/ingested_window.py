@@ -45,7 +45,8 @@ import numpy as np
 from .counts import undrafted_token_share
 from .request_load import request_load
 from .step_replay import StepSequence
-from .windows import REQUESTS, GammaSegment, SegmentRules, StepShapeWindow
+from .observed_rate import REQUESTS
+from .windows import GammaSegment, SegmentRules, StepShapeWindow
 
 if TYPE_CHECKING:
     from .store import EngineRef, Event, Store, TargetStatus

@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 # Fewer rows than this get no block bootstrap (a long-run variance needs a few): from
 # MIN_T_ROWS up to it, a Student-t interval over the rows' own rates (few_rows_spread).
 MIN_RATE_ROWS = 4
+# what a rate's rows are (RateSpread.unit's start, GammaSegment.block_unit): scrape intervals,
+# resampled in circular blocks; or requests, independent, one a block
+SCRAPE_INTERVALS = "scrape intervals"
+REQUESTS = "requests"
 MIN_T_ROWS = 2
 _ACCEPTED = 2  # IntervalCounts' column of accepted draft tokens
 
@@ -41,7 +45,7 @@ class RateSpread:
     factors: np.ndarray  # (n,) resampled rate / the rows' rate, widened (acceptance/bootstrap.py)
     rows: int
     block_length: int
-    unit: str  # "scrape intervals" | "requests"
+    unit: str  # SCRAPE_INTERVALS | REQUESTS, and with a few rows "(Student's t, n − 1 df)" after it
 
     def interval(self, level: float) -> tuple[float, float]:
         """The factors' central ``level`` interval."""
@@ -52,7 +56,10 @@ class RateSpread:
 def rate_spread(tokens: np.ndarray, seconds: np.ndarray, *, level: float, n_resamples: int, seed: int,
                 unit: str, block_length: int | None = None) -> RateSpread | None:
     """Σ tokens / Σ seconds resampled over the rows (``block_length`` None: chosen from the
-    data); None with fewer than MIN_RATE_ROWS rows that decoded."""
+    data; rows that are requests are one a block); None with fewer than MIN_RATE_ROWS rows
+    that decoded."""
+    if block_length is None and unit == REQUESTS:
+        block_length = 1
     keep = (np.asarray(seconds) > 0) & (np.asarray(tokens) > 0)
     rows = np.stack([np.asarray(tokens, dtype=float)[keep], np.asarray(seconds, dtype=float)[keep]], axis=1)
     if len(rows) < MIN_RATE_ROWS:
@@ -84,15 +91,13 @@ def few_rows_spread(rows: np.ndarray, *, n_resamples: int, seed: int, unit: str)
 
 
 def block_rate_spread(counts: np.ndarray, block_latency: np.ndarray | None, *, level: float, n_resamples: int,
-                      seed: int, unit: str = "scrape intervals") -> RateSpread | None:
+                      seed: int, unit: str = SCRAPE_INTERVALS) -> RateSpread | None:
     """A segment's rate spread from its blocks' latency (module docstring); None where its
-    source keeps none per block. Rows that are requests (``unit`` "requests") are resampled
-    one request at a time, as request_rate_spread resamples them."""
+    source keeps none per block (``unit``: what its rows are)."""
     if block_latency is None or len(block_latency) != len(counts):
         return None
     tokens, seconds = block_tokens_seconds(counts, block_latency)
-    return rate_spread(tokens, seconds, level=level, n_resamples=n_resamples, seed=seed, unit=unit,
-                       block_length=1 if unit == "requests" else None)
+    return rate_spread(tokens, seconds, level=level, n_resamples=n_resamples, seed=seed, unit=unit)
 
 
 def block_tokens_seconds(counts: np.ndarray, block_latency: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -115,8 +120,7 @@ def request_rate_spread(itl_s: np.ndarray, decode_tokens: np.ndarray, *, level: 
     (mean_itl_ms is per token), one request a block."""
     itl, n = np.asarray(itl_s, dtype=float), np.asarray(decode_tokens, dtype=float)
     ok = np.isfinite(itl) & np.isfinite(n)
-    return rate_spread(n[ok], (itl * n)[ok], level=level, n_resamples=n_resamples, seed=seed, unit="requests",
-                       block_length=1)
+    return rate_spread(n[ok], (itl * n)[ok], level=level, n_resamples=n_resamples, seed=seed, unit=REQUESTS)
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,6 +141,7 @@ class SegmentRate:
     batch_mix: tuple[tuple[int, float], ...] | None = None
     # the factor the rate was carried by from that mix to the route's (model.recommend); 1: as measured
     mix_factor: float = 1.0
+    unit: str = SCRAPE_INTERVALS  # what its rows are (GammaSegment.block_unit)
 
     def resampled(self) -> np.ndarray:
         """(n,) the rate's resamples in tokens per second."""
@@ -166,5 +171,6 @@ def segment_rates(segments: Sequence[GammaSegment], running: Sequence[GammaSegme
         mix = None if not segment.batch_samples else tuple(sorted((int(b), float(n)) for b, n in
                                                                   segment.batch_samples.items() if b >= 1 and n > 0))
         out.append(SegmentRate(gamma, block_rate(counts, latency), spread, len(segment.engines),
-                               segment.start, segment.end, any(segment is r for r in running), mix or None))
+                               segment.start, segment.end, any(segment is r for r in running), mix or None,
+                               unit=segment.block_unit))
     return tuple(out)

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 from .errors import InputError
+from .observed_rate import SCRAPE_INTERVALS
 from .counts import IntervalCounts, SpecCounts, impossible_counts, race_step_requests
 from .plugin_series import (CLEAN_SHAPES, ITL_TIMER, PluginTotals, parse_step_time_column,
                             plugin_totals_from_columns)
@@ -52,9 +53,6 @@ if TYPE_CHECKING:
 MIN_BLOCKS_PER_LEVEL = 60
 
 
-# what a segment's rows are (GammaSegment.block_unit)
-SCRAPE_INTERVALS = "scrape intervals"
-REQUESTS = "requests"
 
 @dataclass(frozen=True, eq=False)
 class StepTimeBlocks:

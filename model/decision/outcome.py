@@ -121,6 +121,16 @@ class Decision:
         """The same decision with one more reason."""
         return replace(self, reasons=self.reasons + (why,))
 
+    def anew(self, kind: str, fleet_gamma: int, best_gamma: int, reasons: tuple[str, ...], **changes: Any
+             ) -> Decision:
+        """Another decision in this one's place, for its own ``reasons``: none of this one's
+        probe, declined probe, withheld answer or settling carries over (``changes`` set the
+        fields that do differ, those included)."""
+        cleared: dict[str, Any] = {"probe": None, "declined": None, "withheld": None, "settle": None,
+                                   "plausible": False}
+        return replace(self, kind=kind, fleet_gamma=fleet_gamma, best_gamma=best_gamma, reasons=reasons,
+                       **{**cleared, **changes})
+
     def to(self, kind: str, why: str, **changes: Any) -> Decision:
         """Another kind of decision, for one more reason (``changes``: the other fields it sets)."""
         return replace(self, kind=kind, reasons=self.reasons + (why,), **changes)

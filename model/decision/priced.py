@@ -51,11 +51,8 @@ class Priced:
     # drafts at the observed γ can settle a gain past it; None when not separable
     tail_only: Callable[[], np.ndarray] | None = None
     traffic: RouteTraffic | None = None  # engines, draft rate, rows
-    running_probe: RunningProbe | None = None
-    # a probe's segment that ended in the window (a trial, then back), joined to the curve: its
-    # positions past the deployed γ are measured, by its drafts alone (no window at the
-    # deployed γ adds to them)
-    ended_trial: RunningProbe | None = None
+    # the probe joined to the curve (model.probe.running): still running, or ended in the window
+    joined_probe: RunningProbe | None = None
     probe_inputs: ProbeInputs | None = None  # None: no ensemble to price a probe on
     specialized: SpecializedPricing | None = None  # None off the path and on a percentile objective
     figures_needed: tuple[FigureNeeded, ...] = ()  # the default figures the pricing rests on
@@ -69,6 +66,19 @@ class Priced:
     measured_upto: int = 0
     # every γ's own rate the engines measured, with its resamples (acceptance.observed_rate.segment_rates)
     segment_rates: tuple[SegmentRate, ...] = ()
+
+    @property
+    def running_probe(self) -> RunningProbe | None:
+        """The joined probe where it still runs: one to carry on or stop."""
+        probe = self.joined_probe
+        return probe if probe is not None and probe.running else None
+
+    @property
+    def ended_trial(self) -> RunningProbe | None:
+        """The joined probe where it ended in the window (a trial, then back): its positions past
+        the deployed γ are its drafts alone (no window at the deployed γ adds to them)."""
+        probe = self.joined_probe
+        return probe if probe is not None and not probe.running else None
 
     @property
     def largest_measured(self) -> int:

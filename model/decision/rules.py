@@ -146,9 +146,10 @@ def with_probe(priced: Priced, decision: Decision) -> Decision:
     γ past the measured ones worth measuring; a whole-route trial only as safe as a change);
     the fleet stays at the deployed γ or takes the sure step. Unchanged otherwise."""
     target, base, inputs, traffic = decision.best_gamma, decision.fleet_gamma, priced.probe_inputs, priced.traffic
+    if inputs is None or not decision.plausible:
+        return decision
     # an ended trial's positions are its drafts alone: a γ among them may be measured longer
-    measured_by_window = priced.deployed if priced.ended_trial is not None else None
-    if inputs is None or not decision.plausible or target <= (measured_by_window or inputs.observed_gamma):
+    if target <= (priced.deployed if priced.ended_trial is not None else inputs.observed_gamma):
         return decision
     if decision.settle is not None:
         if target <= priced.largest_measured:
@@ -425,22 +426,19 @@ def measured(priced: Priced, decision: Decision) -> Decision:
     if verdict.decides == "keep":
         if model.fleet_gamma != 0:
             return decision
-        return replace(decision, kind="keep", fleet_gamma=priced.deployed, best_gamma=priced.deployed, probe=None,
-                       declined=None, reasons=(_measured_reason(priced, verdict.p_deployed_gains, "keep"),),
-                       withheld=None, settle=None, plausible=False, measured=verdict)
+        return decision.anew("keep", priced.deployed, priced.deployed,
+                             (_measured_reason(priced, verdict.p_deployed_gains, "keep"),), measured=verdict)
     best, why_not = _third_gamma(priced)
     if why_not is None:
-        return replace(decision, kind="change", fleet_gamma=best, best_gamma=best, probe=None,
-                       declined=None, withheld=None, settle=None, plausible=False, measured=verdict, figures_needed=(),
-                       reasons=(_measured_reason(priced, verdict.p_plain_gains, "slower"),
-                                f"the table's best gamma {best}: {_over_plain_decode(priced, best)} ≥ "
-                                f"{DECISION_CERTAINTY}{_widened(priced)}, so the fleet changes to it")
-                       + _stop_running(priced, best))
+        return decision.anew("change", best, best,
+                             (_measured_reason(priced, verdict.p_plain_gains, "slower"),
+                              f"the table's best gamma {best}: {_over_plain_decode(priced, best)} ≥ "
+                              f"{DECISION_CERTAINTY}{_widened(priced)}, so the fleet changes to it")
+                             + _stop_running(priced, best), measured=verdict, figures_needed=())
     reasons = ((_measured_reason(priced, verdict.p_plain_gains, "off"),)
                + ((f"the table's best gamma {best} is not acted on: {why_not}",) if why_not else ())
                + _stop_running(priced, 0))
-    return replace(decision, kind="off", fleet_gamma=0, best_gamma=0, reasons=reasons, probe=None,
-                   declined=None, withheld=None, settle=None, plausible=False, measured=verdict, figures_needed=())
+    return decision.anew("off", 0, 0, reasons, measured=verdict, figures_needed=())
 
 
 def _third_gamma(priced: Priced) -> tuple[int, str | None]:
@@ -550,9 +548,8 @@ def between_segments(priced: Priced, decision: Decision) -> Decision:
     if target != priced.deployed and target in rates:
         kept = compare(deployed, rates[target], min_gain=m, level=level)
         if kept.probability >= DECISION_CERTAINTY:
-            return replace(decision, kind="keep", fleet_gamma=priced.deployed, best_gamma=priced.deployed, probe=None,
-                           declined=None, withheld=None, settle=None, plausible=False, measured_between=kept,
-                           reasons=(_between_reason(kept, "keep"),))
+            return decision.anew("keep", priced.deployed, priced.deployed, (_between_reason(kept, "keep"),),
+                                 measured_between=kept)
     return decision
 
 
@@ -582,8 +579,7 @@ def _carried_on(priced: Priced, decision: Decision, faster: SegmentComparison) -
     why = (f"the cost model misses the engines at the deployed gamma beyond its tolerance (the warning), so the "
            f"probe's measurement decides: {_between_reason(faster, 'unsure')}: carry on the probe at gamma "
            f"{running.gamma} for about {more}, the rows its rate needs against the fleet's at that gain")
-    return replace(decision, kind="probe", fleet_gamma=priced.deployed, best_gamma=running.gamma, probe=planned,
-                   declined=None, withheld=None, settle=None, plausible=True, measured=None, reasons=(why,))
+    return decision.anew("probe", priced.deployed, running.gamma, (why,), probe=planned, plausible=True, measured=None)
 
 
 def _measured_change(priced: Priced, decision: Decision, faster: SegmentComparison) -> Decision:
@@ -597,10 +593,9 @@ def _measured_change(priced: Priced, decision: Decision, faster: SegmentComparis
     if goes_on is None or priced.running_probe is None or goes_on.gamma != priced.running_probe.gamma:
         reasons += _stop_running(priced, faster.faster)
     dropped = None if goes_on is not None else decision.probe or decision.declined
-    return replace(decision, kind="probe" if goes_on else "change", fleet_gamma=faster.faster,
-                   best_gamma=goes_on.gamma if goes_on else faster.faster, probe=goes_on, declined=dropped,
-                   withheld=None, settle=None, plausible=False, measured=None, measured_between=faster,
-                   figures_needed=(), reasons=reasons)
+    return decision.anew("probe" if goes_on else "change", faster.faster,
+                         goes_on.gamma if goes_on else faster.faster, reasons, probe=goes_on, declined=dropped,
+                         measured=None, measured_between=faster, figures_needed=())
 
 
 def _stop_running(priced: Priced, fleet_gamma: int) -> tuple[str, ...]:
