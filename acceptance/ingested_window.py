@@ -45,8 +45,7 @@ import numpy as np
 from .counts import undrafted_token_share
 from .request_load import request_load
 from .step_replay import StepSequence
-from .observed_rate import REQUESTS
-from .windows import GammaSegment, SegmentRules, StepShapeWindow
+from .windows import REQUESTS, GammaSegment, SegmentRules, StepShapeWindow
 
 if TYPE_CHECKING:
     from .store import EngineRef, Event, Store, TargetStatus

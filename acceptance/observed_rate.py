@@ -18,22 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .bootstrap import choose_block_length, circular_block_sums, long_run_variance, ratio_contributions, spread_factor
-
-if TYPE_CHECKING:
-    from .windows import GammaSegment
+from .windows import REQUESTS, SCRAPE_INTERVALS, GammaSegment
 
 # Fewer rows than this get no block bootstrap (a long-run variance needs a few): from
 # MIN_T_ROWS up to it, a Student-t interval over the rows' own rates (few_rows_spread).
 MIN_RATE_ROWS = 4
-# what a rate's rows are (RateSpread.unit's start, GammaSegment.block_unit): scrape intervals,
-# resampled in circular blocks; or requests, independent, one a block
-SCRAPE_INTERVALS = "scrape intervals"
-REQUESTS = "requests"
 MIN_T_ROWS = 2
 _ACCEPTED = 2  # IntervalCounts' column of accepted draft tokens
 

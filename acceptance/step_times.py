@@ -46,10 +46,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .bootstrap import choose_block_length, circular_block_sums, long_run_variance, spread_factor
-from .observed_rate import MIN_RATE_ROWS, REQUESTS, SCRAPE_INTERVALS
+from .observed_rate import MIN_RATE_ROWS
 from .plugin_series import (ITL_TIMER, PARTIAL_VERIFY, PURE_DECODE, TIMED_COLUMN, TOKENS_EXACT_LIMIT, UNIFORM_VERIFY,
                             parse_step_time_column)
-
+from .windows import REQUESTS, SCRAPE_INTERVALS
 
 if TYPE_CHECKING:
     from .windows import GammaSegment, Window

@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 from .errors import InputError
-from .observed_rate import SCRAPE_INTERVALS
 from .counts import IntervalCounts, SpecCounts, impossible_counts, race_step_requests
 from .plugin_series import (CLEAN_SHAPES, ITL_TIMER, PluginTotals, parse_step_time_column,
                             plugin_totals_from_columns)
@@ -53,6 +52,11 @@ if TYPE_CHECKING:
 MIN_BLOCKS_PER_LEVEL = 60
 
 
+
+# what a segment's rows are (GammaSegment.block_unit; RateSpread.unit starts with it):
+# scrape intervals, resampled in circular blocks; or requests, independent, one a block
+SCRAPE_INTERVALS = "scrape intervals"
+REQUESTS = "requests"
 
 @dataclass(frozen=True, eq=False)
 class StepTimeBlocks:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from acceptance.observed_rate import REQUESTS, SCRAPE_INTERVALS, SegmentRate
+from acceptance.observed_rate import SegmentRate
+from acceptance.windows import REQUESTS, SCRAPE_INTERVALS
 
 
 @dataclass(frozen=True)

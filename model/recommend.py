@@ -44,8 +44,9 @@ import numpy as np
 import numpy.typing as npt
 
 from acceptance.definitions import acceptance_length_by_gamma
-from acceptance.observed_rate import SCRAPE_INTERVALS, SegmentRate
+from acceptance.observed_rate import SegmentRate
 from acceptance.route_estimate import LOGGED_LOAD
+from acceptance.windows import SCRAPE_INTERVALS
 
 from .anchor import (DEFAULT, OBSERVED, Anchor, Unpriceable, configured_or_default, priced_rate, profile_figures,
                      solve_observed_rate)
