@@ -72,6 +72,8 @@ SHAPE_LABEL = "shape"
 TOKENS_LABEL = "tokens"
 FITS_LABEL = "fits_specialized"
 TIMER_LABEL = "timer"
+# every label of the plugin's series beyond the engine's (model_name, engine and the target's)
+SERIES_LABELS = (BATCH_LABEL, vm.POSITION_LABEL, SHAPE_LABEL, TOKENS_LABEL, FITS_LABEL, TIMER_LABEL)
 
 # A step's time, by clock (module docstring): the median of its requests' inter-token
 # latencies, and vLLM's iteration details' elapsed time (a lower bound).
@@ -344,21 +346,54 @@ def plugin_columns(counts: PluginEngineCounts) -> tuple[tuple[str, ...], list[fl
     values: list[float] = []
     for label in sorted(counts.by_batch, key=lambda lab: _BUCKET_BY_LABEL[lab].low):
         c = counts.by_batch[label]
-        names.append(f"drafts:{label}")
+        names.append(_drafts_column(label))
         values.append(float(c.drafts))
         for k, a in enumerate(c.accepted_per_position):
-            names.append(f"accepted:{label}:{k}")
+            names.append(_position_column(ACCEPTED_PER_POSITION_BY_BATCH, label, k))
             values.append(float(a))
         for k, r in enumerate(c.draft_tokens_per_position or ()):
-            names.append(f"reached:{label}:{k}")
+            names.append(_position_column(DRAFT_TOKENS_PER_POSITION_BY_BATCH, label, k))
             values.append(float(r))
     for st in counts.steps:
-        names.append(f"steps:{_step_key_text(st.shape, st.tokens, st.fits_specialized)}")
+        names.append(_steps_column(st.shape, st.tokens, st.fits_specialized))
         values.append(float(st.steps))
     for tt in counts.step_times:
         names += step_time_columns(tt.timer, tt.shape, tt.tokens, tt.fits_specialized)
         values += [float(tt.seconds), float(tt.steps)]
     return tuple(names), values
+
+
+def _drafts_column(batch: str) -> str:
+    return f"drafts:{batch}"
+
+
+def _position_column(family: str, batch: str, position: int) -> str:
+    return f"{'accepted' if family == ACCEPTED_PER_POSITION_BY_BATCH else 'reached'}:{batch}:{position}"
+
+
+def _steps_column(shape: str, tokens: int | None, fits: bool) -> str:
+    return f"steps:{_step_key_text(shape, tokens, fits)}"
+
+
+def series_column(family: str, labels: Mapping[str, str]) -> str:
+    """The ``plugin_columns`` name of one plugin series: its family (a PLUGIN_FAMILIES name,
+    without ``_total``) and its labels, checked as a page's are (PluginSeriesError, one line
+    naming the series) — for a source that sums the series itself (acceptance.prometheus)."""
+    if family not in PLUGIN_FAMILIES:
+        raise PluginSeriesError(f"{family}: not one of the plugin's series")
+    if family in STEP_FAMILIES:
+        shape, tokens, fits = _step_key(family, labels)
+        if family == ENGINE_STEPS:
+            return _steps_column(shape, tokens, fits)
+        timer = labels.get(TIMER_LABEL)
+        if timer not in TIMERS:
+            raise PluginSeriesError(f"{family}{dict(labels)}: {TIMER_LABEL} {timer!r} is not one of {', '.join(TIMERS)}")
+        return step_time_columns(timer, shape, tokens, fits)[family == ENGINE_TIMED_STEPS]
+    batch = labels.get(BATCH_LABEL, "")
+    parse_batch_label(batch)  # refuses a missing label ("")
+    if family == DRAFTS_BY_BATCH:
+        return _drafts_column(batch)
+    return _position_column(family, batch, _position(family, labels))
 
 
 def plugin_columns_gamma(columns: Iterable[str]) -> int:

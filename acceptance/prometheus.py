@@ -33,6 +33,11 @@ in PromQL, so only per-γ, per-position sums cross the wire, never per-engine co
   itl_mean_s — ``sum(rate(_sum[W])) / sum(rate(_count[W]))``. Each segment keeps its own
   gauge samples too (``RouteQueries.segment_batch``: the same histogram of the engines at
   its γ over its span, one instant query per segment) and its own ITL increases.
+* specdec's plugin series (acceptance.plugin_series), one query per γ (RouteQueries.block_plugin):
+  each series' increase per block over the engines of that γ, summed by its own labels and
+  tagged with its name; a series born in a block counts its first value where increase()
+  has no two samples of it. Each segment's sums and clean decode step times block by block
+  (``segment_plugin``) are what the store's segments hold.
 * Events: restarts from ``resets()`` of the drafts counter per block (time = the block's
   end; its range reaches 1.5 scrape intervals into the previous block so a drop between two
   blocks is seen; a reset seen by consecutive blocks is reported once — two restarts of one
@@ -57,6 +62,7 @@ from typing import TypeAlias, TypedDict
 
 import numpy as np
 
+from . import plugin_series
 from . import vllm_metrics as vm
 from .errors import InputError
 from .counts import RACE_UNKNOWN_BATCH, IntervalCounts, SpecCounts, impossible_counts
@@ -65,7 +71,8 @@ from .limits import PROMETHEUS_TIMEOUT_S as DEFAULT_TIMEOUT_S
 from .prometheus_http import PrometheusClient, PrometheusError, PrometheusUnreachable
 from .prometheus_http import Labels
 from .store import EngineRef, Event, TargetStatus
-from .windows import GammaSegment, SegmentRules, StepShapeWindow
+from .plugin_series import PluginTotals
+from .windows import GammaSegment, SegmentRules, StepShapeWindow, StepTimeBlocks, is_step_block_column
 
 # series as PrometheusClient answers a matrix: (labels, times, values)
 _Matrix: TypeAlias = list[tuple[Labels, np.ndarray, np.ndarray]]
@@ -82,6 +89,8 @@ SCRAPE_INTERVAL_PROBE_S = 600.0
 # A route runs one γ, two while a probe tries another; each γ costs several queries, so an
 # answer with more γ values than this is refused rather than walked.
 MAX_GAMMA_VALUES = 64
+# increase() drops a series' name: the plugin's series are tagged with it in this label
+PLUGIN_FAMILY_LABEL = "specdec_family"
 
 
 @dataclass(frozen=True)
@@ -145,9 +154,10 @@ class PrometheusWindow(SegmentRules):
     notes: list[str] = field(default_factory=list)  # how the window was read, for the output
 
     @property
-    def plugin(self) -> None:
-        """specdec's plugin series are not queried through Prometheus (yet): none."""
-        return None
+    def plugin(self) -> PluginTotals | None:
+        """The newest segment's plugin totals (None: no engine of it exported them)."""
+        newest = self.newest_segment
+        return None if newest is None else newest.plugin
 
     @property
     def step_sequences(self) -> None:
@@ -218,6 +228,24 @@ class RouteQueries:
         tagged = [f'label_replace(increase({vm.INTER_TOKEN_LATENCY}_{part}{self.sel}[{self.b}]), "part", "{part}", "", "")'
                   for part in ("sum", "count")]
         return f"sum by (part) (({' or '.join(tagged)}) and ignoring(part) {self.engines_of_gamma(g)})"
+
+    def block_plugin(self, g: int) -> str:
+        """Per block: each of specdec's plugin series (acceptance.plugin_series) summed over the
+        engines of γ g by its own labels, tagged PLUGIN_FAMILY_LABEL = its name (increase()
+        drops the name) — one query for the six families. The plugin writes a series at the
+        first step of its key, so an engine's series are born while it runs: a series born in
+        the block of an engine that was there at its start counts its first value whole where
+        increase() has no two samples of it (as the store counts a new column from 0); with
+        two or more, increase()'s extrapolation toward zero recovers part of it."""
+        keep = ", ".join((PLUGIN_FAMILY_LABEL, *plugin_series.SERIES_LABELS))
+
+        def counted(name: str) -> str:
+            now = f"{_counter(name)}{self.sel}"
+            born = f"(({now} unless {now} offset {self.b}) and ignoring({keep}) {self.gamma_of_engines(True)})"
+            return (f'label_replace(increase({now}[{self.b}]) or {born}, "{PLUGIN_FAMILY_LABEL}", "{name}", "", "")')
+
+        tagged = " or ".join(counted(name) for name in plugin_series.PLUGIN_FAMILIES)
+        return f"sum by ({keep}) (({tagged}) and ignoring({keep}) {self.engines_of_gamma(g)})"
 
     def segment_batch(self, g: int, span_s: float, sample_s: float) -> str:
         """Gauge samples by batch size (label batch, B ≥ 1) of the engines at γ g over the span
@@ -315,7 +343,8 @@ def raw_window(client: PrometheusClient, sel: str, start: float, end: float, *, 
 
     found: list[tuple[GammaSegment, list[Labels]]] = []
     for g in gammas_in(client, rng(q.gammas())):
-        found += _gamma_segments(client, q, g, rng(q.block_counts(g)), block, rng(q.block_latency(g)), scrape_s)
+        blocks = _GammaBlocks(rng(q.block_counts(g)), rng(q.block_latency(g)), rng(q.block_plugin(g)))
+        found += _gamma_segments(client, q, g, blocks, block, scrape_s)
     segments, engine_labels = in_time_order(found)
     reach = block + 1.5 * (scrape_s or 0.0)
     events = _events(rng(q.restarts(reach)), rng(q.gamma_changes()), block)
@@ -340,12 +369,20 @@ def not_speculating(client: PrometheusClient, q: RouteQueries, at: float) -> lis
         f"{vm.NUM_REQUESTS_RUNNING}{q.sel} unless {q.gamma_of_engines()}", at))
 
 
-def _gamma_segments(client: PrometheusClient, q: RouteQueries, g: int, series: _Series, block: float,
-                    latency: _Series = (), scrape_s: float | None = None
-                    ) -> Iterator[tuple[GammaSegment, list[Labels]]]:
+@dataclass(frozen=True)
+class _GammaBlocks:
+    """One γ's block matrices (RouteQueries): its counts, latency and plugin series."""
+
+    counts: _Series
+    latency: _Series = ()
+    plugin: _Series = ()
+
+
+def _gamma_segments(client: PrometheusClient, q: RouteQueries, g: int, blocks: _GammaBlocks, block: float,
+                    scrape_s: float | None = None) -> Iterator[tuple[GammaSegment, list[Labels]]]:
     """Rows of one γ from the block_counts matrix, cut into segments at gaps, each with its
-    own latency from the block_latency matrix and its own gauge samples (segment_batch)."""
-    rows = block_rows(series, g, client=client)
+    own latency (block_latency), plugin series (block_plugin) and gauge samples (segment_batch)."""
+    rows = block_rows(blocks.counts, g, client=client)
 
     def engines_of(g: int, start: float, end: float) -> list[Labels]:  # at γ g at some block end
         return [lab for lab, _ in client.query(q.segment_engines(g, end - start), end)]
@@ -356,7 +393,8 @@ def _gamma_segments(client: PrometheusClient, q: RouteQueries, g: int, series: _
 
     for segment, labs in gamma_segments(engines_of, g, rows, {t: t - block for t in rows}, block):
         segment = checked_segment(client, segment, len(labs))
-        yield replace(segment, batch_samples=batch_samples(segment), **segment_latency(latency, segment)), labs
+        yield replace(segment, batch_samples=batch_samples(segment), **segment_latency(blocks.latency, segment),
+                      **segment_plugin(client, blocks.plugin, segment, len(labs))), labs
 
 
 class _SegmentLatency(TypedDict, total=False):
@@ -370,6 +408,40 @@ def segment_latency(latency: _Series, segment: GammaSegment) -> _SegmentLatency:
     """{itl_sum_s, itl_count}: Σ of the block_latency series over the segment's blocks."""
     sums = segment_block_sums(latency, segment, "part")
     return {"itl_sum_s": sums.get("sum", 0.0), "itl_count": sums["count"]} if sums.get("count", 0) > 0 else {}
+
+
+class _SegmentPlugin(TypedDict, total=False):
+    """A segment's plugin readings (GammaSegment's fields), when its engines export the series."""
+
+    plugin: PluginTotals
+    plugin_step_blocks: StepTimeBlocks
+
+
+def segment_plugin(client: PrometheusClient, series: _Series, segment: GammaSegment, engines: int) -> _SegmentPlugin:
+    """{plugin, plugin_step_blocks}: the block_plugin series over the segment's blocks, as the
+    store's segments hold them (acceptance.windows) — their sums, and the clean decode step
+    times block by block (a row per block, zeros where a block timed none); {} where its
+    engines export none. A series whose labels the plugin does not write is refused (one
+    line naming the server, the route and the series)."""
+    index = {t: i for i, t in enumerate(np.round(segment.intervals.end, 3).tolist())}
+    table: dict[str, np.ndarray] = {}
+    for labels, times, values in series:
+        try:
+            column = plugin_series.series_column(labels.get(PLUGIN_FAMILY_LABEL, ""), labels)
+        except plugin_series.PluginSeriesError as e:
+            raise client.fail(str(e)) from None
+        row = table.setdefault(column, np.zeros(len(index)))
+        for t, v in zip(np.round(times, 3).tolist(), values.tolist()):
+            if t in index and math.isfinite(v) and v > 0:
+                row[index[t]] += v
+    if not table:
+        return {}
+    out: _SegmentPlugin = {"plugin": plugin_series.plugin_totals_from_columns(
+        {column: float(row.sum()) for column, row in table.items()}, engines=engines)}
+    timed = sorted(column for column in table if is_step_block_column(column))
+    if timed:
+        out["plugin_step_blocks"] = StepTimeBlocks(tuple(timed), np.stack([table[c] for c in timed], axis=1))
+    return out
 
 
 def batch_counts(histogram: Iterable[tuple[Labels, float]]) -> dict[int, float]:

@@ -35,6 +35,7 @@ carries it).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -64,6 +65,7 @@ from .prometheus import (
     scrape_interval,
     segment_block_sums,
     segment_latency,
+    segment_plugin,
 )
 from .prometheus_http import Labels
 from .prometheus_rules import HEARTBEAT_PREFIX, query_offset_seconds, resolution_seconds, route_rules, series_names
@@ -205,10 +207,12 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
         rows = block_rows([s for s in series if s[0].get("gamma") == str(g)], g, client=client)
         own = [s for s in latency if s[0].get("gamma") == str(g)]
         own_batches = [s for s in batches if s[0].get("gamma") == str(g)]
+        plugin = blocks.raw(functools.partial(_plugin_query, sel, g), r / 2)
         for segment, labs in gamma_segments(engines_of, g, rows, blocks.starts(rows), block):
             segment = checked_segment(client, segment, len(labs))
             found.append((replace(segment, batch_samples=_batch_samples(own_batches, segment) if batches else None,
-                                  **segment_latency(own, segment)), labs))
+                                  **segment_latency(own, segment), **segment_plugin(client, plugin, segment, len(labs))),
+                          labs))
     segments, engine_labels = in_time_order(found)
     notes = [f"Prometheus: read from the recorded series {names['spec_decode']} (specdec rules, "
              f"{coverage.evaluations} evaluations {r:g} s apart, {n + bool(remainder)} blocks)"]
@@ -230,6 +234,11 @@ def _recorded_window(client: PrometheusClient, route: str, sel: str, start: floa
         segments=segments, events=events, step_shape=shape,
         engine_labels=engine_labels, not_speculating=not_speculating(client, q, end),
         queries=client.queries, recorded=names["spec_decode"], notes=notes + client.notes())
+
+
+def _plugin_query(sel: str, g: int, span_s: float) -> str:
+    """The plugin's series of γ g's engines over ``span_s``, from raw samples (RouteQueries.block_plugin)."""
+    return RouteQueries(sel, span_s).block_plugin(g)
 
 
 def _batch_samples(series: Sequence[tuple[Labels, np.ndarray, np.ndarray]], segment: GammaSegment) -> dict[int, float]:
@@ -282,6 +291,19 @@ class _Blocks:
         if self.missed is not None and series:  # a series the rules did not write stays absent
             series = _added(series, [(lab, self._block_end(at), v) for lab, at, v in self.missed.rows(missed_expr)])
         return [(lab, times - self.shift, values) for lab, times, values in series]
+
+    def raw(self, expr: Callable[[float], str], half: float) -> _Matrix:
+        """``expr(span)`` — raw samples' increase() over a span (the plugin's series, which no
+        rule records) — over each block's span, dated as the recorded blocks are: what a
+        block's evaluations counted ends ``half`` (R/2) before its query time and the shift."""
+        before = self.shift + half
+        series = (self.client.query_range(expr(self.block), self.last_end - (self.n - 1) * self.block - before,
+                                          self.last_end - before + 1e-6, self.block) if self.n else [])
+        if self.remainder_s:
+            oldest_end = self.last_end - self.n * self.block - before
+            series = series + [(lab, np.array([oldest_end]), np.array([v]))
+                               for lab, v in self.client.query(expr(self.remainder_s), oldest_end)]
+        return [(lab, times + half, values) for lab, times, values in series]
 
     def _block_end(self, at: float) -> float:
         """The end of the block an evaluation at ``at`` falls in (as the queries date it)."""

@@ -58,6 +58,13 @@ MIN_BLOCKS_PER_LEVEL = 60
 SCRAPE_INTERVALS = "scrape intervals"
 REQUESTS = "requests"
 
+def is_step_block_column(name: str) -> bool:
+    """Whether a plugin column is one ``StepTimeBlocks`` keeps: a clean decode shape's step
+    seconds or timed steps by the inter-token-latency clock, at an exact token count."""
+    parsed = parse_step_time_column(name)
+    return parsed is not None and parsed[1] == ITL_TIMER and parsed[2] in CLEAN_SHAPES and parsed[3] is not None
+
+
 @dataclass(frozen=True, eq=False)
 class StepTimeBlocks:
     """A segment's plugin step times block by block (module docstring): ``columns`` the
@@ -556,8 +563,7 @@ def _plugin_step_blocks(store: Store, segs: list[int], plugin: list[PluginEntrie
         if not m.any():
             continue
         for j, name in enumerate(store.layout_columns(e.layout_id)):
-            parsed = parse_step_time_column(name)
-            if parsed is not None and parsed[1] == ITL_TIMER and parsed[2] in CLEAN_SHAPES and parsed[3] is not None:
+            if is_step_block_column(name):
                 parts[name].append((e.key[m], e.delta[m, j]))
     if not parts:
         return None
