@@ -105,9 +105,20 @@ def decision_words(p: Mapping[str, Any], gamma: int) -> str:
     lo, hi = p["speedup_at_gamma_interval"]
     at = (f"{p['speedup_at_gamma']:.2f}x plain decode" + ("" if lo is None else f" [{lo:.2f}, {hi:.2f}]")
           + (", measured" if p["speedup_measured"] else ", projected"))
-    better = ("" if p["recommended_gamma"] == gamma
-              else f"; gamma {p['recommended_gamma']} looks better, not yet surely")
-    return f"keep gamma {gamma} ({at}){better}"
+    return f"keep gamma {gamma} ({at}){_better(p, gamma, gained)}"
+
+
+def _better(p: Mapping[str, Any], gamma: int, gained: str) -> str:
+    """Why a population keeps its γ where another projects better: a longer one lies past the
+    only γ its requests ran, which a probe measures and more drafts do not (a part of the route
+    is priced without one); a shorter one is not yet sure."""
+    better, projects = p["recommended_gamma"], f" ({gained})" if gained else ""
+    if better == gamma:
+        return ""
+    if better > gamma:
+        return (f"; gamma {better} projects better{projects}, past gamma {gamma}, the only gamma these requests ran: "
+                f"a probe would measure it (none is priced for a part of the route)")
+    return f"; gamma {better} looks better{projects}, not yet surely"
 
 
 def _engines(gamma: int) -> str:

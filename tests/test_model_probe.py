@@ -66,16 +66,16 @@ def test_a_sure_step_past_the_measured_gamma_is_not_taken_beside_the_probe():
     assert rec.recommended_gamma == 3 and rec.probe.gamma == 16 == rec.expected_best_gamma
     assert rec.vllm_speculative_config["num_speculative_tokens"] == 3
     assert "the best γ whose gain is sure now: P(γ=6" in rec.decision_reason
-    assert ("γ=6 lies past γ=3, the largest any segment of the window measured: the fleet keeps γ=3 while the "
+    assert ("γ=6 lies past γ=3, the largest measured: the fleet keeps γ=3 while the "
             "probe measures") in rec.decision_reason
 
 
 def test_no_probe_without_the_route_s_engines_or_when_it_does_not_pay():
     unknown = _tune(traffic=None)
     assert unknown.decision == "keep" and unknown.probe is None
-    assert "no probe of γ=8: the window does not say how many engines" in unknown.decision_reason
+    assert "no probe of γ=8: how many engines serve the route at what draft rate is not known" in unknown.decision_reason
     ingested = _tune(traffic=RouteTraffic(50_000, 3600.0, None, 240))
-    assert ingested.probe is None and "does not say how many engines" in ingested.decision_reason
+    assert ingested.probe is None and "how many engines serve the route at what draft rate is not known" in ingested.decision_reason
     # a decision that stands ten minutes cannot repay two restarts of 5 minutes
     short = _tune(deployment=Deployment(method="draft_model", draft_cost=0.1, cost_profile="flat",
                                         decision_horizon_s=600.0))
@@ -98,7 +98,7 @@ def test_a_sure_step_past_the_measured_gamma_is_probed_not_changed_to():
     rec = _tune(curve=np.array([0.8, 0.64, 0.55]), drafts=40)
     assert rec.decision == "probe" and rec.probe.gamma > 3
     assert rec.vllm_speculative_config["num_speculative_tokens"] == 3  # the fleet stays meanwhile
-    assert "γ=6 lies past γ=3, the largest any segment of the window measured" in rec.decision_reason
+    assert "γ=6 lies past γ=3, the largest measured" in rec.decision_reason
 
 
 def test_a_busy_route_s_probe_runs_the_rows_that_settle_it_not_a_fixed_floor():
@@ -426,7 +426,7 @@ def test_a_per_request_route_probes_once_its_engines_are_configured(tmp_path, ca
     (tmp_path / "b").mkdir()
     unnamed = _per_request_route(tmp_path / "a", capsys, "")
     assert unnamed["decision"] == "keep" and unnamed["probe"] is None
-    assert "the window does not say how many engines" in unnamed["decision_reason"]
+    assert "how many engines serve the route at what draft rate is not known" in unnamed["decision_reason"]
     named = _per_request_route(tmp_path / "b", capsys, "engines = 4\n")
     assert named["decision"] == "probe" and named["probe"]["gamma"] == 8 and named["probe"]["engines"] == 1
     assert "on 1 of 4 engine(s)" in named["decision_reason"]

@@ -75,6 +75,12 @@ def test_the_console_and_json_say_the_split(tmp_path):
             "population priced from its own requests):") in out
     assert "  greedy (temperature 0; 24 requests): AL 3.06" in out
     assert "keep gamma 3 (1.51x plain decode [" in out
+    # a longer γ projects better for the greedy requests, but lies past the only γ they ran
+    better = greedy["recommended_gamma"]
+    assert better > 3 and greedy["gain"]["value"] > 0
+    assert (f"; gamma {better} projects better (+{greedy['gain']['value']:.1%} [") in out
+    assert ("past gamma 3, the only gamma these requests ran: a probe would measure it (none is priced for a part "
+            "of the route)") in out and "not yet surely" not in out
     assert "  sampled (temperature 1; 24 requests): AL 1.26" in out and "turn speculation off (+40.0% [" in out
     assert ("split: vLLM runs one gamma per engine, so route them apart — greedy requests on engines running gamma 3; "
             "sampled requests on engines without speculation (the route runs gamma 3 for both now)") in out

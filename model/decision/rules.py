@@ -156,8 +156,8 @@ def with_probe(priced: Priced, decision: Decision) -> Decision:
             return decision  # more drafts settle it: a window at the measured γ judges it
         decision = _past_the_measured(priced, decision, target)
     if traffic is None or traffic.drafts_per_engine_second is None:
-        return decision.because(f"no probe of γ={target}: the window does not say how many engines serve the route "
-                                f"at what draft rate")
+        return decision.because(f"no probe of γ={target}: how many engines serve the route at what "
+                                f"draft rate is not known here")
     upto, within = priced.largest_measured, base
     if base > upto:  # a sure step past the measured γ is itself unmeasured: beside a probe the fleet stays within
         step = _sure_step_within(priced, upto)
@@ -171,7 +171,7 @@ def with_probe(priced: Priced, decision: Decision) -> Decision:
         return replace(decision.because(_no_probe(priced, choice, traffic.engines, within)), declined=choice.aimed)
     terms = _probe_terms(priced, choice, choice.probe, traffic.engines, within)
     if within != base:
-        terms = (f"γ={base} lies past γ={upto}, the largest any segment of the window measured: the fleet "
+        terms = (f"γ={base} lies past γ={upto}, the largest measured: the fleet "
                  + ("keeps" if within == priced.deployed else "takes") + f" γ={within} while the probe measures; "
                  + terms)
     return decision.to("probe", terms, probe=choice.probe, fleet_gamma=within)
@@ -182,9 +182,9 @@ def _past_the_measured(priced: Priced, decision: Decision, target: int) -> Decis
     settled so, it would be a change past the measured γ, which is a probe (``unmeasured``) —
     so the probe is weighed now, and the factor on the window's drafts is not offered."""
     upto = priced.largest_measured
-    why = (f"{decision.claim}: it rests on positions {upto + 1}..{target}, past γ={upto}, the largest any segment "
-           f"of the window measured: more drafts at γ={priced.deployed} would settle it only on the tail models' "
-           f"guess of them, and a move there is a probe")
+    why = (f"{decision.claim}: it rests on positions {upto + 1}..{target}, past γ={upto}, the largest "
+           f"measured: more drafts at γ={priced.deployed} would settle it only on the tail "
+           f"models' guess of them, and a move there is a probe")
     return replace(decision, reasons=(why,) + decision.reasons[1:], settle=None)
 
 
@@ -293,8 +293,8 @@ def unmeasured(priced: Priced, decision: Decision) -> Decision:
         return decision
     step = _sure_step_within(priced, upto)
     base = deployed if step is None else step
-    head = decision.reasons + (f"gamma {target} lies past gamma {upto}, the largest any segment of the window "
-                               f"measured: no point bears on its acceptance or step cost there, so going there is a "
+    head = decision.reasons + (f"gamma {target} lies past gamma {upto}, the largest measured: no "
+                               f"point bears on its acceptance or step cost there, so going there is a "
                                f"probe, never a change",)
     inputs, traffic = priced.probe_inputs, priced.traffic
     choice = None
@@ -305,7 +305,7 @@ def unmeasured(priced: Priced, decision: Decision) -> Decision:
         assert traffic is not None  # planned from its draft rate
         return replace(decision, kind="probe", fleet_gamma=base, best_gamma=target, probe=choice.probe,
                        reasons=head + (_probe_terms(priced, choice, choice.probe, traffic.engines, base),))
-    why_not = ("no probe: the window does not say how many engines serve the route at what draft rate"
+    why_not = ("no probe: how many engines serve the route at what draft rate is not known here"
                if choice is None
                else f"no probe: its expected gain over gamma {base} is within min_gain" if choice.aimed is None
                else _no_probe(priced, choice, None if traffic is None else traffic.engines, base))
