@@ -207,12 +207,23 @@ def describe_defaults(figures: Mapping[str, object]) -> str | None:
             f"config, or tune-gamma's {flags})")
 
 
+def described_lines(anchor: Anchor | None, figures: Mapping[str, object] | None) -> list[tuple[str, bool]]:
+    """(line, whether it rests on default figures) for the anchor's line, the roofline figures'
+    line (when a roofline priced it) and the drafter's defaults (when used): what the CLI header
+    and the dashboard say, the dashboard warning on the lines that rest on defaults."""
+    figures = figures or {}
+    out = [] if anchor is None else [(anchor.describe(), anchor.source == DEFAULT or bool(anchor.rests_on_defaults))]
+    roofline = describe_figures(figures)
+    if roofline:
+        out.append((roofline, any(_entry(figures, k)["source"] == DEFAULT
+                                  for k in ("model", "gpu", "tensor_parallel_size"))))
+    drafter = describe_defaults(figures)
+    return out + ([(drafter, True)] if drafter else [])
+
+
 def describe_lines(anchor: Anchor | None, figures: Mapping[str, object] | None) -> list[str]:
-    """The anchor's line, the roofline figures' line (when a roofline priced it) and the
-    drafter's defaults (when used): what the CLI header and the dashboard say."""
-    lines = [] if anchor is None else [anchor.describe()]
-    extra = (describe_figures(figures or {}), describe_defaults(figures or {}))
-    return lines + [line for line in extra if line]
+    """described_lines' lines alone."""
+    return [line for line, _ in described_lines(anchor, figures)]
 
 
 # ν below this is every step drafted within the counts' noise (a scrape race, a request at

@@ -34,6 +34,7 @@ import numpy as np
 from acceptance.observed_rate import RateSpread
 
 from .anchor import CONFIGURED, FLAG, TABLE
+from .decision_kind import DecisionKind
 from .deployment import DECISION_CERTAINTY
 
 # the plain-decode rates that are the user's own, so that a measured ratio over them is too
@@ -102,7 +103,7 @@ class DeployedSpeedup:
             return None
         p_plain = float(np.mean(1.0 / ratio - 1.0 > self.min_gain))
         p_deployed = float(np.mean(ratio - 1.0 > self.min_gain))
-        decides = "off" if p_plain >= certainty else "keep" if p_deployed >= certainty else None
+        decides = DecisionKind.OFF if p_plain >= certainty else DecisionKind.KEEP if p_deployed >= certainty else None
         return MeasuredVerdict(decides, p_plain, p_deployed, certainty)
 
     def describe(self) -> str:
@@ -140,7 +141,7 @@ class DeployedSpeedup:
 class MeasuredVerdict:
     """What the measurement alone says between the deployed γ and plain decode."""
 
-    decides: str | None  # "off": plain decode is surely faster by > min_gain; "keep": the deployed γ is; None
+    decides: DecisionKind | None  # "off": plain decode is surely faster by > min_gain; "keep": the deployed γ is; None
     p_plain_gains: float  # P(plain decode / the deployed γ − 1 > min_gain)
     p_deployed_gains: float  # P(the deployed γ / plain decode − 1 > min_gain)
     certainty: float

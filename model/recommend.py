@@ -52,6 +52,7 @@ from .anchor import (DEFAULT, OBSERVED, Anchor, Unpriceable, configured_or_defau
                      solve_observed_rate)
 from .curve_tokens import CurveTokens, own_curve
 from .decision import Decision, Gain, Priced, SpecializedPricing, decide, gain_of
+from .decision_kind import DecisionKind
 from .deployed_speedup import DeployedSpeedup, deployed_speedup
 from .deployment import PERCENTILE_OBJECTIVES, Deployment, per_user
 from .drafters import FREE, drafter_for
@@ -291,7 +292,7 @@ def _keys_unknown(deployment: Deployment, spec_cfg: dict[str, object] | None, de
 def _gain(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome, decision: Decision) -> Gain | None:
     """The recommended γ's gain over the deployed one: measured where the engines' measurement
     turned speculation off (model.deployed_speedup), else the table's over its ensemble."""
-    if decision.measured is not None and decision.kind == "off" and pricing.deployed_measured is not None:
+    if decision.measured is not None and decision.kind == DecisionKind.OFF and pricing.deployed_measured is not None:
         return Gain(*pricing.deployed_measured.off_gain())
     between = decision.measured_between
     if between is not None and between.faster == decision.recommended_gamma and between.slower == checked.deployed:

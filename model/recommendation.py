@@ -15,6 +15,7 @@ from .anchor import Anchor
 from .context_bands import ContextView
 from .sampling_split import SamplingView
 from .decision import Decision, Gain
+from .decision_kind import DecisionKind
 from .deployed_speedup import DeployedSpeedup
 from .extrapolate import TAIL_MODELS
 from .figures_needed import FigureNeeded
@@ -87,8 +88,8 @@ class Recommendation:
     speculative_keys_unknown: UnknownMethodKeys | None = None
 
     @property
-    def decision(self) -> str:
-        """change | keep | off | probe | undecided (model.decision)."""
+    def decision(self) -> DecisionKind:
+        """What the fleet is to do (model.decision_kind)."""
         return self.decided.kind
 
     @property

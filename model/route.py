@@ -40,6 +40,7 @@ from .recommend import Recommendation, recommend
 from .route_inputs import RouteInputs
 from .profiles import make_profile
 from .specialized import route_eligibility
+from .decision_kind import DecisionKind
 from .verify_cost import with_verify_cost
 from .probe.measured_speedup import (MEASURE_RESAMPLES, MeasuredSpeedup, SegmentLatency, SegmentShares, measurable,
                                    measure_specialized_speedup)
@@ -238,7 +239,7 @@ def drafts_more_needed(estimate: AcceptanceEstimate, rec: Recommendation) -> int
     yet sure says which factor on the window's drafts would settle it, and that is the figure;
     otherwise a window whose mean acceptance length is wider than ±DECIDABLE_AL_HALFWIDTH
     wants the drafts that would narrow it to that."""
-    if rec.probe is not None or rec.decision in ("change", "off"):
+    if rec.probe is not None or rec.decision in (DecisionKind.CHANGE, DecisionKind.OFF):
         return None  # a probe names its own; a sure change or off is decided, whatever the AL interval's width
     if rec.drafts_factor_to_settle is not None and rec.drafts_factor_to_settle > 1.0:
         return math.ceil((rec.drafts_factor_to_settle - 1.0) * estimate.drafts)

@@ -36,6 +36,7 @@ from acceptance.route_estimate import band_estimate
 
 from .context_bands import PricedCandidate, with_context
 from .deployment import Deployment
+from .decision_kind import DecisionKind
 
 if TYPE_CHECKING:
     from acceptance.route_estimate import RouteEstimate
@@ -192,7 +193,7 @@ def _speedup_at_deployed(rec: _Priced, gamma: int) -> tuple[float, tuple[float |
 
 def _advice(split: SamplingSplit, priced: tuple[PopulationPrice, ...]) -> SplitAdvice:
     gammas = {p.kind: p.gamma_to_deploy for p in priced}
-    if any(p.decision == "undecided" for p in priced):
+    if any(p.decision == DecisionKind.UNDECIDED for p in priced):
         return SplitAdvice(False, gammas, UNDECIDED)
     if len(set(gammas.values())) == 1:
         return SplitAdvice(False, gammas, SAME_GAMMA)

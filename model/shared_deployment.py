@@ -34,6 +34,7 @@ from .decision import UNDECIDED, Gain, Priced, decide_on_ensemble, gain_of, gamm
 from .decision.rules import withheld
 from .figures_needed import FigureNeeded, names_default_drafter, on_defaults
 from .deployment import PERCENTILE_OBJECTIVES, Deployment, ModelInputError
+from .decision_kind import DecisionKind
 from .recommend import Recommendation
 from .speculative_keys import UnknownMethodKeys, unknown_method_keys
 from .vllm_config import command_line, speculative_config
@@ -82,7 +83,7 @@ class DeploymentRecommendation:
     token_shares: dict[str, float]
     deployed_gamma: int
     recommended_gamma: int
-    decision: str  # change | keep | off | undecided (model.figures_needed)
+    decision: DecisionKind  # change | keep | off | undecided (model.figures_needed)
     decision_reason: str
     gain: Gain | None
     candidates: tuple[JointCandidate, ...]
@@ -172,7 +173,7 @@ def recommend_deployment(name: str, shares: list[RouteShare], deployment: Deploy
         speedup_high=None if bounds is None else float(bounds[1, i]),
         allowed=bool(allowed[i])) for i in range(len(joint_point)))
     needed = recs[0].figures_needed
-    if needed and decision.kind in ("change", "off"):
+    if needed and decision.kind in (DecisionKind.CHANGE, DecisionKind.OFF):
         decision = withheld(deployed, decision, tuple(needed), on_defaults(needed, f"the joint best is gamma {rec}"))
     final = decision.fleet_gamma
     split = tuple(_split(s, final, rec, level) for s in shares)

@@ -46,8 +46,9 @@ from acceptance import vllm_metrics as vm
 from acceptance.prometheus import normalise_selector
 from acceptance.prometheus_rules import QUERY_OFFSET, RESOLUTION, window_rule_groups
 from acceptance.store.records import EVENT_KINDS
+from model.decision_kind import DecisionKind
 
-DECISIONS = ("change", "keep", "off", "probe", "undecided")
+DECISIONS = (DecisionKind.CHANGE, DecisionKind.KEEP, DecisionKind.OFF, DecisionKind.PROBE, DecisionKind.UNDECIDED)
 _DURATION = re.compile(r"^[0-9]+(ms|s|m|h|d|w|y)$")
 
 

@@ -20,6 +20,7 @@ from acceptance.durations import approximate_duration, format_clock, format_dura
 from acceptance.json_safe import json_safe
 from acceptance.plugin_series import batch_bucket
 from model.deployment import DECISION_CERTAINTY
+from model.decision_kind import DecisionKind
 
 from .sampling_words import sampling_lines
 from .json_documents import DeploymentDocument, Event, Observed, ProbeSegment, TargetStatus, TuneGamma
@@ -139,9 +140,9 @@ def format_deployment(doc: Mapping[str, Any]) -> str:
         lines.append(f"{c['gamma']:>5} {_fmt(c['speedup']):>7}x {interval:>17}  {', '.join(notes)}".rstrip())
     gain = f"expected gain {_gain_text(dep['gain'])}" if dep.get("gain") else "no gain"
     rec = dep["recommended_gamma"]
-    verb = {"change": f"change gamma {dep['deployed_gamma']} -> {rec} ({gain})",
-            "off": f"turn speculation off ({gain})",
-            "undecided": f"none for gamma {dep['deployed_gamma']}"}.get(
+    verb = {DecisionKind.CHANGE: f"change gamma {dep['deployed_gamma']} -> {rec} ({gain})",
+            DecisionKind.OFF: f"turn speculation off ({gain})",
+            DecisionKind.UNDECIDED: f"none for gamma {dep['deployed_gamma']}"}.get(
         dep["decision"], f"keep gamma {dep['deployed_gamma']} (joint best {rec}, {gain})")
     lines += ["", f"recommendation for deployment {dep['name']}: {verb}. {dep['decision_reason']}",
               *deploy_lines(dep), "",
@@ -396,7 +397,7 @@ def _candidate_table(doc: Mapping[str, Any]) -> list[str]:
         stepped = doc.get("expected_best_gamma") is not None  # a sure step short of the best expected
         # undecided: nothing is recommended, and the γ it would run is a what-if — on defaults
         # where figures are needed, else on a cost model that misses the engines
-        undecided = doc["decision"] == "undecided"
+        undecided = doc["decision"] == DecisionKind.UNDECIDED
         what_if = ("best on defaults (what-if)" if doc.get("figures_needed")
                    else "best on the model (what-if)" if doc.get("model_error_warning") else "best expected")
         # the measured speedup is the mean per-user rate's: beside the row only where the table's is too
@@ -424,22 +425,22 @@ def decision_lines(doc: Mapping[str, Any]) -> list[str]:
     decision, rec, pb = doc["decision"], doc["recommended_gamma"], _fmt(doc["probability_best"])
     gain = str(Gain(**doc["gain"])) if doc.get("gain") else "none"
     measured = doc.get("decision_basis") == "measured"
-    if decision == "change" and measured:  # two γ the engines measured decided (measured_between)
+    if decision == DecisionKind.CHANGE and measured:  # two γ the engines measured decided (measured_between)
         lines = [f"recommendation: change gamma {doc['deployed_gamma']} -> {rec}, measured gain {gain}. "
                  f"{doc['decision_reason']}"]
-    elif decision == "change":
+    elif decision == DecisionKind.CHANGE:
         lines = [f"recommendation: change gamma {doc['deployed_gamma']} -> {rec}, expected gain {gain} "
                  f"(probability best {pb}). {doc['decision_reason']}"]
-    elif decision == "off" and measured:
+    elif decision == DecisionKind.OFF and measured:
         lines = [f"recommendation: turn speculation off, measured gain {gain}. {doc['decision_reason']}"]
-    elif decision == "off":
+    elif decision == DecisionKind.OFF:
         lines = [f"recommendation: turn speculation off, expected gain {gain} (probability best {pb}). "
                  f"{doc['decision_reason']}"]
-    elif decision == "keep" and measured:
+    elif decision == DecisionKind.KEEP and measured:
         lines = [f"recommendation: keep gamma {doc['deployed_gamma']} (measured). {doc['decision_reason']}"]
-    elif decision == "probe":
+    elif decision == DecisionKind.PROBE:
         lines = [_probe_line(doc, gain)]
-    elif decision == "undecided":
+    elif decision == DecisionKind.UNDECIDED:
         lines = [f"recommendation: none for gamma {doc['deployed_gamma']} — {doc['decision_reason']}"]
     else:
         best = f"best expected: {rec}" + (f", {gain}" if doc.get("gain") else "")

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from acceptance.request_sampling import MIN_POPULATION_REQUESTS
+from model.decision_kind import DecisionKind
 
 _KIND_WORDS = {"greedy": "greedy", "sampled": "sampled", "high_acceptance": "high-acceptance",
                "low_acceptance": "low-acceptance"}
@@ -94,13 +95,13 @@ def decision_words(p: Mapping[str, Any], gamma: int) -> str:
     gain = p["gain"]
     gained = "" if gain is None else (f"{gain['value']:+.1%}" + (
         "" if gain["low"] is None else f" [{gain['low']:+.1%}, {gain['high']:+.1%}]") + f" over gamma {gamma}")
-    if p["decision"] == "off":
+    if p["decision"] == DecisionKind.OFF:
         return f"turn speculation off ({gained}, {how})"
-    if p["decision"] == "change":
+    if p["decision"] == DecisionKind.CHANGE:
         return f"change gamma {gamma} -> {p['recommended_gamma']} ({gained}, {how})"
-    if p["decision"] == "probe":
+    if p["decision"] == DecisionKind.PROBE:
         return f"probe gamma {p['recommended_gamma']}, keeping gamma {p['gamma_to_deploy']} meanwhile"
-    if p["decision"] == "undecided":
+    if p["decision"] == DecisionKind.UNDECIDED:
         return f"no decision: its pricing rests on default figures (the route's figures_needed), gamma {gamma} runs on"
     lo, hi = p["speedup_at_gamma_interval"]
     at = (f"{p['speedup_at_gamma']:.2f}x plain decode" + ("" if lo is None else f" [{lo:.2f}, {hi:.2f}]")

@@ -170,3 +170,24 @@ def test_the_measured_speedup_marks_the_table_only_where_the_table_is_per_user_m
         assert f"warning: {measured['summary']}" in console and "runs slower than plain decode" in console
         marked = [line for line in console.splitlines() if "deployed (measured 0.80x)" in line]
         assert len(marked) == (objective == "interactivity"), console
+
+
+def test_the_lines_that_rest_on_default_figures_say_so_by_a_flag_not_by_their_words():
+    """The dashboard warns on the header lines resting on defaults: the default anchor, an
+    observed anchor carried to gamma 0 on default figures (whose words hold no "DEFAULT"), the
+    roofline's default model or GPU, the drafter's defaults; a configured line is a caption."""
+    from model.anchor import DEFAULT, OBSERVED, described_lines
+
+    method = {"method": {"value": "ngram", "source": "configured"}}
+    flags = dict(described_lines(Anchor(118.0, DEFAULT, "Kimi K3 on 16 GB300"), method))
+    assert list(flags.values()) == [True]
+    observed = Anchor(250.0, OBSERVED, "per-request latency", 3, ("model", "gpu"))
+    ((line, on_defaults),) = described_lines(observed, method)
+    assert on_defaults and "DEFAULT" not in line and "(default)" not in line
+    assert described_lines(Anchor(284.8, "configured", ""), method)[0][1] is False
+    roofline = {**method, "profile": "roofline", "model": {"value": "llama-3.1-8b", "source": "configured"},
+                "gpu": {"value": "H100", "source": "configured"},
+                "tensor_parallel_size": {"value": 1, "source": DEFAULT}}
+    assert described_lines(None, roofline) == [(described_lines(None, roofline)[0][0], True)]
+    roofline["tensor_parallel_size"]["source"] = "configured"
+    assert [flag for _, flag in described_lines(None, roofline)] == [False]

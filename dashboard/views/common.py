@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from model.decision_kind import DecisionKind
+
 from .. import data, text
 from ..data import END_AT_NEWEST, STALE_AFTER_INTERVALS, FleetView, age_text, best_expected_gamma
 
@@ -79,13 +81,13 @@ def drift_sentence(tuning) -> str:
 
 # A decision's badge colour: a change or an off asks the reader to act, a probe to run one
 # engine at another γ; a keep is settled; an undecided answer waits for figures.
-DECISION_COLORS = {"change": "orange", "off": "red", "probe": "violet", "keep": "green"}
+DECISION_COLORS = {DecisionKind.CHANGE: "orange", DecisionKind.OFF: "red", DecisionKind.PROBE: "violet", DecisionKind.KEEP: "green"}
 
 
 def decision_badge(route: str, rec) -> str:
     """One route's decision at a glance, as Streamlit's Markdown badge: its kind, the γ it
     deploys and the expected gain over the deployed γ ('structured · change γ 3 → 5 · +8.1%')."""
-    gain = rec.gain if rec.decision in ("change", "off", "probe") and rec.gain is not None else None
+    gain = rec.gain if rec.decision in (DecisionKind.CHANGE, DecisionKind.OFF, DecisionKind.PROBE) and rec.gain is not None else None
     parts = [route, decision_head(rec)]
     if gain is not None:
         parts.append(f"{gain.value:+.1%}")
@@ -98,15 +100,15 @@ def decision_head(rec) -> str:
     on 1 engine(s), γ=5 on the others'; a decision that deploys nothing names the γ that keeps
     running."""
     deploys = rec.gamma_to_deploy
-    if rec.decision == "keep":
+    if rec.decision == DecisionKind.KEEP:
         return f"keep γ={deploys}"
-    if rec.decision == "off":
+    if rec.decision == DecisionKind.OFF:
         return f"off (γ {rec.deployed_gamma} → 0)"
-    if rec.decision == "probe":
+    if rec.decision == DecisionKind.PROBE:
         probe = rec.probe
         return (f"probe γ={probe.gamma} on the route's only engine(s), then back to γ={deploys}" if probe.whole_route
                 else f"probe γ={probe.gamma} on {probe.engines} engine(s), γ={deploys} on the others")
-    if rec.decision == "change":
+    if rec.decision == DecisionKind.CHANGE:
         return f"change γ {rec.deployed_gamma} → {deploys}"
     return f"{rec.decision}, γ={deploys} runs"  # nothing deployed: the fleet runs what it runs
 
@@ -115,11 +117,11 @@ def decision_summary(rec) -> str:
     """decision_head, and the better-looking γ when it is another: 'keep γ=7 (best γ=5, not
     sure enough to change)'. Short: it is a table's cell."""
     head, deploys, best = decision_head(rec), rec.gamma_to_deploy, best_expected_gamma(rec)
-    if best == deploys or (rec.decision == "probe" and best == rec.probe.gamma):
+    if best == deploys or (rec.decision == DecisionKind.PROBE and best == rec.probe.gamma):
         return head
-    if rec.decision == "keep":
+    if rec.decision == DecisionKind.KEEP:
         why = "not sure enough to change"
-    elif rec.decision in ("change", "probe"):
+    elif rec.decision in (DecisionKind.CHANGE, DecisionKind.PROBE):
         why = "not sure enough yet"  # the decision takes a nearer sure step, or measures it first
     else:
         why = "a what-if, not a decision"

@@ -8,10 +8,11 @@ import json
 
 import streamlit as st
 
-from model.anchor import describe_lines
+from model.anchor import described_lines
 from model.route import more_drafts_sentence
 from specdec.sampling_words import sampling_lines
 from specdec.report import json_document, keys_unknown_sentence, probe_segment_line, tuning_to_dict, verify_cost_lines
+from model.decision_kind import DecisionKind
 
 from .. import text
 from ..data import FleetView, best_expected_gamma
@@ -44,20 +45,20 @@ def intervals_text(rec, estimate) -> str:
 def decision_text(rec) -> str:
     word = "measured" if rec.decision_basis == "measured" else "expected"  # the engines' own rates decided
     gain = f", {word} gain {rec.gain}" if rec.gain is not None else ""
-    if rec.decision == "change":
+    if rec.decision == DecisionKind.CHANGE:
         farther = (f" (γ={rec.expected_best_gamma} is expected best, not surely enough yet: this is the sure step)"
                    if rec.expected_best_gamma is not None else "")
         return f"Change γ {rec.deployed_gamma} → {rec.recommended_gamma}{gain}{farther}"
-    if rec.decision == "off" and rec.decision_basis == "measured":  # the engines' own rates decided
+    if rec.decision == DecisionKind.OFF and rec.decision_basis == "measured":  # the engines' own rates decided
         return f"Turn speculation off (γ {rec.deployed_gamma} → 0), measured gain {rec.gain}"
-    if rec.decision == "off":
+    if rec.decision == DecisionKind.OFF:
         return f"Turn speculation off (γ {rec.deployed_gamma} → 0){gain}"
-    if rec.decision == "probe":
+    if rec.decision == DecisionKind.PROBE:
         fleet = (f"keep γ={rec.deployed_gamma}" if rec.recommended_gamma == rec.deployed_gamma
                  else f"change γ {rec.deployed_gamma} → {rec.recommended_gamma}{gain}")
         return (f"Probe γ={rec.probe.gamma} on {rec.probe.engines} engine(s) for about {rec.probe.drafts_needed:,} "
                 f"drafts (about {text.approximate(rec.probe.duration_s)}); {fleet} on the others")
-    if rec.decision != "keep":  # a decision that deploys nothing: its reason says why
+    if rec.decision != DecisionKind.KEEP:  # a decision that deploys nothing: its reason says why
         return f"{rec.decision.capitalize()}: the fleet keeps γ={rec.gamma_to_deploy}"
     if rec.recommended_gamma != rec.deployed_gamma:
         return f"Keep γ={rec.deployed_gamma} (γ={rec.recommended_gamma} looks better but not surely enough{gain})"
@@ -73,7 +74,7 @@ def render(fleet: FleetView) -> None:
     tuning = fleet.tuned[route].tuning
     rec = tuning.recommendation
     doc = tuning_to_dict(tuning)
-    (st.success if rec.decision == "keep" else st.warning)(f"{decision_text(rec)} — {rec.decision_reason}")
+    (st.success if rec.decision == DecisionKind.KEEP else st.warning)(f"{decision_text(rec)} — {rec.decision_reason}")
     if probe_segment := doc["observed"]["probe_segment"]:
         st.info(probe_segment_line(probe_segment, doc["observed"]["gamma"]))
     unit = "tokens per GPU-second" if rec.objective == "throughput" else "per-user tok/s"
@@ -94,8 +95,8 @@ def render(fleet: FleetView) -> None:
         st.info(text.sentence(rec.specialized_speedup_measured.describe()))
     if rec.specialized_break_even is not None and (warning := rec.specialized_break_even.warning()):
         st.warning(text.sentence(warning))
-    for line in describe_lines(rec.anchor, rec.profile_figures):
-        (st.warning if "DEFAULT" in line or "(default)" in line else st.caption)(line)
+    for line, on_defaults in described_lines(rec.anchor, rec.profile_figures):
+        (st.warning if on_defaults else st.caption)(line)
     for line in verify_cost_lines(rec.profile_figures):  # the cost shape the engines measure
         (st.warning if "contradicts" in line else st.caption)(text.sentence(line))
     st.caption(drift_sentence(tuning))
@@ -150,7 +151,7 @@ def render(fleet: FleetView) -> None:
     if rec.speculative_keys_unknown is not None:  # the engine's own keys of its method, not known
         st.warning(text.sentence(keys_unknown_sentence(rec.speculative_keys_unknown.to_dict(),
                                                         rec.vllm_speculative_config)))
-    if rec.schedule and rec.decision != "change":
+    if rec.schedule and rec.decision != DecisionKind.CHANGE:
         st.caption("Suggested batch-size schedule (num_speculative_tokens_per_batch_size), not in the config above "
                    "because it restarts engines like a γ change: "
                    + ", ".join(f"{lo}–{hi}: γ={g}" for lo, hi, g in rec.schedule))

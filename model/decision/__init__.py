@@ -19,9 +19,10 @@ each ``rule(priced, decision) -> decision`` (model.decision.rules):
 ``decide(priced)`` runs them; a shared deployment runs the first two on its joint ensemble.
 """
 
+from ..decision_kind import DecisionKind
 from .outcome import DEPLOYING_DECISIONS, UNDECIDED, Decision, Gain, gain_of, gamma_to_deploy
 from .priced import Priced, SpecializedPricing
 from .rules import RULES, decide, decide_on_ensemble
 
-__all__ = ["DEPLOYING_DECISIONS", "UNDECIDED", "Decision", "Gain", "Priced", "RULES", "SpecializedPricing", "decide",
+__all__ = ["DEPLOYING_DECISIONS", "UNDECIDED", "Decision", "DecisionKind", "Gain", "Priced", "RULES", "SpecializedPricing", "decide",
            "decide_on_ensemble", "gain_of", "gamma_to_deploy"]

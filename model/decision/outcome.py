@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..decision_kind import DecisionKind
 from ..deployed_speedup import MeasuredVerdict
 from ..figures_needed import FigureNeeded
 from ..measured_segments import SegmentComparison
@@ -27,9 +28,9 @@ from ..probe.specialized_speedup import SpecializedBreakEven
 
 # the decisions that deploy a config: a change or an off the fleet's new γ; a probe its probe's
 # (the fleet staying at the deployed γ or taking the sure step)
-DEPLOYING_DECISIONS = ("change", "off", "probe")
+DEPLOYING_DECISIONS = (DecisionKind.CHANGE, DecisionKind.OFF, DecisionKind.PROBE)
 # the decision when the pricing rests on defaults: the fleet runs what it runs, nothing to deploy
-UNDECIDED = "undecided"
+UNDECIDED = DecisionKind.UNDECIDED
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class Gain:
         return f"{self.value:+.1%} [{self.low:+.1%}, {self.high:+.1%}]"
 
 
-def gamma_to_deploy(decision: str, recommended: int, deployed: int) -> int:
+def gamma_to_deploy(decision: DecisionKind, recommended: int, deployed: int) -> int:
     """The γ a decision has the fleet run: the recommended one on a change, an off (0) or a
     probe, else the deployed γ — a keep (or an undecided) runs it even when another looks
     better, and that other γ is then the recommendation's ``recommended_gamma``."""
@@ -71,7 +72,7 @@ def gain_of(rec: int, deployed: int, speed_point: np.ndarray, ens: np.ndarray | 
 class Decision:
     """One route's decision as the rules left it (model.decision.rules)."""
 
-    kind: str  # change | off | keep | probe | undecided
+    kind: DecisionKind
     fleet_gamma: int  # the γ the fleet runs after it
     best_gamma: int  # the γ named beside the fleet's, per kind as the module docstring says
     reasons: tuple[str, ...] = ()
@@ -102,7 +103,7 @@ class Decision:
     def recommended_gamma(self) -> int:
         """The JSON's recommended_gamma: on a keep the best expected γ (which the fleet does
         not run), else the γ the fleet runs."""
-        return self.best_gamma if self.kind == "keep" else self.fleet_gamma
+        return self.best_gamma if self.kind == DecisionKind.KEEP else self.fleet_gamma
 
     @property
     def expected_best_gamma(self) -> int | None:
@@ -121,7 +122,7 @@ class Decision:
         """The same decision with one more reason."""
         return replace(self, reasons=self.reasons + (why,))
 
-    def anew(self, kind: str, fleet_gamma: int, best_gamma: int, reasons: tuple[str, ...], **changes: Any
+    def anew(self, kind: DecisionKind, fleet_gamma: int, best_gamma: int, reasons: tuple[str, ...], **changes: Any
              ) -> Decision:
         """Another decision in this one's place, for its own ``reasons``: none of this one's
         probe, declined probe, withheld answer or settling carries over (``changes`` set the
@@ -131,12 +132,12 @@ class Decision:
         return replace(self, kind=kind, fleet_gamma=fleet_gamma, best_gamma=best_gamma, reasons=reasons,
                        **{**cleared, **changes})
 
-    def to(self, kind: str, why: str, **changes: Any) -> Decision:
+    def to(self, kind: DecisionKind, why: str, **changes: Any) -> Decision:
         """Another kind of decision, for one more reason (``changes``: the other fields it sets)."""
         return replace(self, kind=kind, reasons=self.reasons + (why,), **changes)
 
 
 def start(deployed: int, best: int) -> Decision:
     """Before any rule: the fleet keeps the deployed γ, ``best`` the best expected one."""
-    return Decision("keep", fleet_gamma=deployed, best_gamma=best)
+    return Decision(DecisionKind.KEEP, fleet_gamma=deployed, best_gamma=best)
 

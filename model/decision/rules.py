@@ -44,6 +44,8 @@ import numpy as np
 
 from acceptance.durations import approximate_duration
 
+from ..decision_kind import DecisionKind
+
 from ..deployment import DECISION_CERTAINTY
 from ..figures_needed import FigureNeeded, on_defaults
 from ..measured_segments import SegmentComparison, compare
@@ -60,7 +62,7 @@ def verdict(priced: Priced, decision: Decision) -> Decision:
     says whether more drafts at the observed γ can settle a gain that rests past it."""
     rec, deployed, min_gain = decision.best_gamma, priced.deployed, priced.deployment.min_gain
     speed, ens, observed = priced.speedup, priced.ensemble, priced.observed
-    sure = "off" if rec == 0 else "change"
+    sure = DecisionKind.OFF if rec == 0 else DecisionKind.CHANGE
     if not priced.allowed[deployed]:
         return decision.to(sure, f"the deployed γ={deployed} cannot run here: {priced.refusals[deployed]}",
                            fleet_gamma=rec)
@@ -121,7 +123,7 @@ def sure_step(priced: Priced, decision: Decision) -> Decision:
     if not sure.any():
         return decision
     step = int(np.argmax(np.where(sure, priced.speedup, -np.inf)))
-    return decision.to("off" if step == 0 else "change",
+    return decision.to(DecisionKind.OFF if step == 0 else DecisionKind.CHANGE,
                        f"the best γ whose gain is sure now: P(γ={step} gains > {min_gain:.0%} over γ={deployed}) = "
                        f"{p_gain[step]:.2f} ≥ {DECISION_CERTAINTY}", fleet_gamma=step)
 
@@ -174,7 +176,7 @@ def with_probe(priced: Priced, decision: Decision) -> Decision:
         terms = (f"γ={base} lies past γ={upto}, the largest measured: the fleet "
                  + ("keeps" if within == priced.deployed else "takes") + f" γ={within} while the probe measures; "
                  + terms)
-    return decision.to("probe", terms, probe=choice.probe, fleet_gamma=within)
+    return decision.to(DecisionKind.PROBE, terms, probe=choice.probe, fleet_gamma=within)
 
 
 def _past_the_measured(priced: Priced, decision: Decision, target: int) -> Decision:
@@ -254,7 +256,7 @@ def with_running_probe(priced: Priced, decision: Decision, running: RunningProbe
                f"against γ={deployed}) = {p_lose:.2f} ≥ {DECISION_CERTAINTY}")
         return replace(decision, reasons=(why,) + decision.reasons)
     done = f"the probe at γ={g} ({running.drafts:,.0f} drafts)"
-    if decision.kind in ("change", "off"):  # sure: the fleet's change takes over from the probe
+    if decision.kind in (DecisionKind.CHANGE, DecisionKind.OFF):  # sure: the fleet's change takes over from the probe
         return decision.because(f"{done} has settled this: "
                                 + ("deploy it on every engine" if decision.fleet_gamma == g else "stop it"))
     unsettled = decision.settle if decision.plausible and decision.settle is not None else 1.0
@@ -278,7 +280,7 @@ def with_running_probe(priced: Priced, decision: Decision, running: RunningProbe
                f"takes at least: {took} more")
     # the factor on the window's drafts is said as the probe's own drafts: one figure
     head = (decision.claim,) if decision.settle is not None else decision.reasons
-    return replace(decision, kind="probe", best_gamma=g, reasons=head + (why,), settle=None, probe=planned)
+    return replace(decision, kind=DecisionKind.PROBE, best_gamma=g, reasons=head + (why,), settle=None, probe=planned)
 
 
 def unmeasured(priced: Priced, decision: Decision) -> Decision:
@@ -289,7 +291,7 @@ def unmeasured(priced: Priced, decision: Decision) -> Decision:
     where that pays, the fleet taking the best sure step among the measured γ meanwhile; else
     that step; else keep (docs/MODEL.md, The decision)."""
     target, upto, deployed = decision.fleet_gamma, priced.largest_measured, priced.deployed
-    if decision.kind != "change" or target <= upto or not priced.allowed[deployed]:
+    if decision.kind != DecisionKind.CHANGE or target <= upto or not priced.allowed[deployed]:
         return decision
     step = _sure_step_within(priced, upto)
     base = deployed if step is None else step
@@ -303,7 +305,7 @@ def unmeasured(priced: Priced, decision: Decision) -> Decision:
                               measured_upto=upto)
     if choice is not None and choice.probe is not None:
         assert traffic is not None  # planned from its draft rate
-        return replace(decision, kind="probe", fleet_gamma=base, best_gamma=target, probe=choice.probe,
+        return replace(decision, kind=DecisionKind.PROBE, fleet_gamma=base, best_gamma=target, probe=choice.probe,
                        reasons=head + (_probe_terms(priced, choice, choice.probe, traffic.engines, base),))
     why_not = ("no probe: how many engines serve the route at what draft rate is not known here"
                if choice is None
@@ -313,10 +315,10 @@ def unmeasured(priced: Priced, decision: Decision) -> Decision:
     if choice is not None and choice.probe is None and choice.aimed is not None:
         decision = replace(decision, declined=choice.aimed)
     if step is not None:
-        return replace(decision, kind="off" if step == 0 else "change", fleet_gamma=step,
+        return replace(decision, kind=DecisionKind.OFF if step == 0 else DecisionKind.CHANGE, fleet_gamma=step,
                        reasons=head + (f"{why_not}; the fleet takes the best sure step among the measured gamma, "
                                        f"gamma {step}",))
-    return replace(decision, kind="keep", fleet_gamma=deployed, reasons=head + (why_not,))
+    return replace(decision, kind=DecisionKind.KEEP, fleet_gamma=deployed, reasons=head + (why_not,))
 
 
 def _sure_step_within(priced: Priced, upto: int) -> int | None:
@@ -345,7 +347,7 @@ def specialized(priced: Priced, decision: Decision) -> Decision:
     if break_even is not None and path.measured:
         break_even = replace(break_even, source="measured")
     decision = replace(decision, break_even=break_even)
-    if decision.probe is not None or priced.running_probe is not None or decision.kind != "keep":
+    if decision.probe is not None or priced.running_probe is not None or decision.kind != DecisionKind.KEEP:
         return decision
     if not measurable(deployment):  # a measured table: a probe's latency cannot tell s (nothing to solve)
         return decision
@@ -366,7 +368,7 @@ def specialized(priced: Priced, decision: Decision) -> Decision:
              f"value {planned.expected_value:,.0f} s against cost {planned.expected_cost:,.0f} s of the route's output")
     if not planned.pays:
         return replace(decision.because(f"no probe: {terms}"), declined=planned)
-    return decision.to("probe", terms, best_gamma=final, probe=planned)
+    return decision.to(DecisionKind.PROBE, terms, best_gamma=final, probe=planned)
 
 
 def given_figures(priced: Priced, decision: Decision) -> Decision:
@@ -407,7 +409,7 @@ def _measuring_probe(priced: Priced, decision: Decision) -> bool:
     it is: it measures the γ the model cannot be trusted at (its ensemble carries the model's
     error there where that error is known apart from the rate's noise: model.model_error_spread)
     and moves nothing on the model's word."""
-    return (decision.kind == "probe" and decision.probe is not None and not decision.probe.whole_route
+    return (decision.kind == DecisionKind.PROBE and decision.probe is not None and not decision.probe.whole_route
             and decision.fleet_gamma == priced.deployed and not priced.figures_needed)
 
 
@@ -423,14 +425,14 @@ def measured(priced: Priced, decision: Decision) -> Decision:
     if verdict is None or verdict.decides is None:
         return decision
     model = decision.withheld or decision
-    if verdict.decides == "keep":
+    if verdict.decides == DecisionKind.KEEP:
         if model.fleet_gamma != 0:
             return decision
-        return decision.anew("keep", priced.deployed, priced.deployed,
+        return decision.anew(DecisionKind.KEEP, priced.deployed, priced.deployed,
                              (_measured_reason(priced, verdict.p_deployed_gains, "keep"),), measured=verdict)
     best, why_not = _third_gamma(priced)
     if why_not is None:
-        return decision.anew("change", best, best,
+        return decision.anew(DecisionKind.CHANGE, best, best,
                              (_measured_reason(priced, verdict.p_plain_gains, "slower"),
                               f"the table's best gamma {best}: {_over_plain_decode(priced, best)} ≥ "
                               f"{DECISION_CERTAINTY}{_widened(priced)}, so the fleet changes to it")
@@ -438,7 +440,7 @@ def measured(priced: Priced, decision: Decision) -> Decision:
     reasons = ((_measured_reason(priced, verdict.p_plain_gains, "off"),)
                + ((f"the table's best gamma {best} is not acted on: {why_not}",) if why_not else ())
                + _stop_running(priced, 0))
-    return decision.anew("off", 0, 0, reasons, measured=verdict, figures_needed=())
+    return decision.anew(DecisionKind.OFF, 0, 0, reasons, measured=verdict, figures_needed=())
 
 
 def _third_gamma(priced: Priced) -> tuple[int, str | None]:
@@ -531,7 +533,7 @@ def between_segments(priced: Priced, decision: Decision) -> Decision:
     deployed = rates.get(priced.deployed)
     if (deployed is None or len(rates) < 2 or priced.deployment.objective != "interactivity"
             or not priced.model_error_warning or priced.figures_needed
-            or (decision.measured is not None and decision.kind == "off")):
+            or (decision.measured is not None and decision.kind == DecisionKind.OFF)):
         return decision
     m, level = priced.deployment.min_gain, priced.level
     best = max(rates.values(), key=lambda r: r.tokens_per_second)
@@ -548,7 +550,7 @@ def between_segments(priced: Priced, decision: Decision) -> Decision:
     if target != priced.deployed and target in rates:
         kept = compare(deployed, rates[target], min_gain=m, level=level)
         if kept.probability >= DECISION_CERTAINTY:
-            return decision.anew("keep", priced.deployed, priced.deployed, (_between_reason(kept, "keep"),),
+            return decision.anew(DecisionKind.KEEP, priced.deployed, priced.deployed, (_between_reason(kept, "keep"),),
                                  measured_between=kept)
     return decision
 
@@ -579,7 +581,7 @@ def _carried_on(priced: Priced, decision: Decision, faster: SegmentComparison) -
     why = (f"the cost model misses the engines at the deployed gamma beyond its tolerance (the warning), so the "
            f"probe's measurement decides: {_between_reason(faster, 'unsure')}: carry on the probe at gamma "
            f"{running.gamma} for about {more}, the rows its rate needs against the fleet's at that gain")
-    return decision.anew("probe", priced.deployed, running.gamma, (why,), probe=planned, plausible=True, measured=None)
+    return decision.anew(DecisionKind.PROBE, priced.deployed, running.gamma, (why,), probe=planned, plausible=True, measured=None)
 
 
 def _measured_change(priced: Priced, decision: Decision, faster: SegmentComparison) -> Decision:
@@ -593,7 +595,7 @@ def _measured_change(priced: Priced, decision: Decision, faster: SegmentComparis
     if goes_on is None or priced.running_probe is None or goes_on.gamma != priced.running_probe.gamma:
         reasons += _stop_running(priced, faster.faster)
     dropped = None if goes_on is not None else decision.probe or decision.declined
-    return decision.anew("probe" if goes_on else "change", faster.faster,
+    return decision.anew(DecisionKind.PROBE if goes_on else DecisionKind.CHANGE, faster.faster,
                          goes_on.gamma if goes_on else faster.faster, reasons, probe=goes_on, declined=dropped,
                          measured=None, measured_between=faster, figures_needed=())
 
