@@ -42,11 +42,15 @@ class LoadView:
     points: tuple[BatchPoint, ...]
     stops_paying_at: int | None  # the smallest batch size of the mix where S(γ, B) ≤ 1; None: never in range
     schedule: list[tuple[int, int, int]] | None  # per batch size the best K ≤ γ (None: γ everywhere)
+    # the vLLM method whose engines would drop the schedule the mix asks for (model.vllm_config
+    # .schedule_dropped): then no schedule is offered; None: kept, or none asked for
+    schedule_dropped_for: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {"gamma": self.gamma, "batch_sizes": [vars(p).copy() for p in self.points],
                 "stops_paying_at": self.stops_paying_at,
-                "schedule": None if self.schedule is None else [list(r) for r in self.schedule]}
+                "schedule": None if self.schedule is None else [list(r) for r in self.schedule],
+                "schedule_dropped_for": self.schedule_dropped_for}
 
 
 @dataclass(frozen=True, eq=False)

@@ -35,6 +35,17 @@ SYNTHETIC_WARNING = (
 )
 # Methods whose draft weights vLLM finds without a "model" entry.
 NO_MODEL_NEEDED = {"dspark", "mtp", "ngram", "ngram_gpu", "suffix"}  # methods whose config names no draft model
+# vLLM 0.33 drops a num_speculative_tokens_per_batch_size schedule without an error where its
+# model runner cannot shorten the drafts (vllm/config/vllm.py, VllmConfig): the V1 runner keeps
+# one only for these methods (_maybe_disable_dynamic_sd_for_v1), and runs suffix always — the V2
+# runner refuses it (_get_v2_model_runner_unsupported_features) — so a suffix engine never keeps one
+DYNAMIC_SD_V1_METHODS = ("ngram", "eagle", "eagle3", "mtp", "draft_model", "dflash")
+V1_RUNNER_ONLY_METHODS = ("suffix",)
+
+
+def schedule_dropped(method: str) -> bool:
+    """Whether vLLM 0.33 drops a batch-size schedule for the vLLM method ``method`` (above)."""
+    return method in V1_RUNNER_ONLY_METHODS and method not in DYNAMIC_SD_V1_METHODS
 
 
 def validate_schedule(schedule: object) -> list[tuple[int, int, int]]:

@@ -4,10 +4,9 @@
 ``DeploymentDocument`` is ``tune-gamma --deployment NAME --json`` (specdec.report.
 deployment_to_dict), each as returned, before ``json_document`` puts ``schema_version`` first.
 Their keys are an interface (docs/REFERENCE.md, The tune-gamma JSON): extend, never rename.
-The producers return these types: mypy holds the keys specdec.report writes itself (``observed``
-and its parts, the deployment's two keys); tests/test_json_schema.py holds those the model's
-``to_dict`` methods write, validating real outputs. specdec.json_schema turns them into the
-committed JSON Schemas (docs/schema/, written and checked by scripts/json_schema.py).
+The producers return these types: mypy holds the keys specdec.report writes itself (``observed`` and its
+parts, the deployment's two keys); tests/test_json_schema.py holds those the model's ``to_dict`` methods
+write, validating real outputs. specdec.json_schema turns them into the committed JSON Schemas (docs/schema/).
 Conventions the schema generator reads:
 - ``NotRequired``: a key present only sometimes (``observed``'s window-only keys, the
   roofline's ``profile_figures``); every other key is always written, null where ``| None``;
@@ -256,6 +255,7 @@ class Load(TypedDict):
     batch_sizes: list[BatchPoint]
     stops_paying_at: int | None
     schedule: list[Annotated[list[int], Length(3)]] | None
+    schedule_dropped_for: str | None
 
 
 class Anchor(TypedDict):

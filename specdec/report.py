@@ -487,6 +487,11 @@ def _load_lines(load: dict | None) -> list[str]:
         ranges = ", ".join(f"batch {lo}-{hi}: gamma {g}" for lo, hi, g in load["schedule"])
         lines.append(f"the num_speculative_tokens_per_batch_size schedule that follows for gamma {gamma}: {ranges} "
                      f"(per batch size a gamma up to the configured {gamma}, never past it)")
+    if load.get("schedule_dropped_for"):
+        lines.append(f"no num_speculative_tokens_per_batch_size schedule: vLLM 0.33 drops it without an error for "
+                     f"{load['schedule_dropped_for']} (it runs that method on its V1 model runner, which keeps one only "
+                     f"for ngram, eagle, eagle3, mtp, draft_model and dflash), so the engines would run gamma {gamma} "
+                     f"at every batch size")
     return lines
 
 

@@ -69,3 +69,22 @@ def test_one_batch_size_says_nothing_of_load():
     rec = recommend(RouteInputs(a, deployed_gamma=3), Deployment(method="eagle3", draft_cost=0.1, cost_profile="flat"))
     assert [p.batch_size for p in rec.load.points] == [1]
     assert _load_lines(rec.to_dict()["load"]) == []
+
+
+def test_no_schedule_is_offered_for_a_method_vllm_drops_it_for(tmp_path):
+    """The same falling best γ on an n-gram route asks for a schedule; on a suffix route vLLM
+    0.33 would drop it without an error (it runs suffix on its V1 model runner, which keeps one
+    only for ngram, eagle, eagle3, mtp, draft_model and dflash): no schedule, and it says why."""
+    a = 0.88 ** np.arange(1, 5)
+    docs = {}
+    for method in ("ngram", "suffix"):
+        dep = Deployment(method=method, draft_overhead=0.05, cost_profile=_table(tmp_path))
+        docs[method] = recommend(RouteInputs(a, deployed_gamma=4, batch_mix={b: 1.0 for b in BATCHES}), dep).to_dict()
+    ngram, suffix = docs["ngram"]["load"], docs["suffix"]["load"]
+    assert ngram["schedule"] and ngram["schedule_dropped_for"] is None
+    assert suffix["schedule"] is None and suffix["schedule_dropped_for"] == "suffix"
+    assert docs["suffix"]["schedule"] is None
+    assert "num_speculative_tokens_per_batch_size" not in (docs["suffix"]["vllm"]["speculative_config"] or {})
+    assert [p["best_gamma"] for p in suffix["batch_sizes"]] == [p["best_gamma"] for p in ngram["batch_sizes"]]
+    (line,) = [x for x in _load_lines(suffix) if x.startswith("no num_speculative_tokens_per_batch_size")]
+    assert "vLLM 0.33 drops it without an error for suffix" in line and "gamma 4 at every batch size" in line

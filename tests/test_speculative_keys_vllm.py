@@ -19,7 +19,7 @@ import pytest
 
 from model.deployment import Deployment, ModelInputError
 from model.speculative_keys import KEYS, NGRAM, OWN_KEYS, SUFFIX, VLLM_FIELDS, gamma_refusal, method_keys
-from model.vllm_config import speculative_config
+from model.vllm_config import schedule_dropped, speculative_config
 
 pytestmark = pytest.mark.vllm
 
@@ -247,3 +247,47 @@ def test_every_method_s_own_keys_are_fields_its_drafter_reads(vllm_speculative):
         assert own and set(own) <= set(VLLM_FIELDS)
         assert any(k.startswith("prompt_lookup") for k in own) == (method in NGRAM)
         assert any(k.startswith("suffix_decoding") for k in own) == (method in SUFFIX)
+
+
+def _vllm_method(method: str) -> str:
+    """The method specdec's --speculative-config names for a drafter (parallel_drafting: draft_model)."""
+    config = speculative_config(Deployment(method=method, draft_model="d" if method != "ngram" else None), 4)
+    assert config is not None
+    return str(config["method"])
+
+
+@pytest.mark.parametrize("method", sorted({_vllm_method(m) for m in ("dspark", "dflash", "parallel_drafting", "eagle",
+                                                                     "eagle3", "mtp", "draft_model", "ngram", "suffix")}))
+def test_vllm_drops_a_batch_size_schedule_where_specdec_offers_none(vllm_speculative, method):
+    """vLLM 0.33's own VllmConfig rules, on a config of each method specdec writes, with a
+    schedule: the model runner it picks on a GPU with Triton (V2 unless a feature it does not
+    support sends it to V1: suffix does) and whether that runner keeps the schedule — dropped
+    exactly where model.vllm_config.schedule_dropped says, so no schedule is offered there."""
+    from vllm.config.vllm import VllmConfig
+
+    schedule = [(1, 8, 4), (9, 256, 2)]
+    spec = NS(method=method, parallel_drafting=False, use_heterogeneous_vocab=False, num_speculative_tokens=4,
+              num_speculative_tokens_per_batch_size=list(schedule), uses_dynamic_speculative_decoding=lambda: True)
+    parallel = NS(distributed_executor_backend="mp", pipeline_parallel_size=1, use_ubatching=False)
+    v2_refuses = VllmConfig._get_v2_model_runner_unsupported_features(NS(speculative_config=spec,
+                                                                         parallel_config=parallel))
+    VllmConfig._maybe_disable_dynamic_sd_for_v1(NS(speculative_config=spec, use_v2_model_runner=not v2_refuses))
+    assert (spec.num_speculative_tokens_per_batch_size is None) == schedule_dropped(method), v2_refuses
+    assert schedule_dropped(method) == (method == "suffix")
+
+
+def test_an_ngram_schedule_is_kept_by_vllm_s_engine_config_and_dropped_under_data_parallelism(build):
+    """Through vLLM's own EngineArgs on the CPU (the V1 runner here: no Triton): an n-gram
+    schedule as specdec writes it is kept; with data_parallel_size 2 vLLM drops it without an
+    error (VllmConfig._maybe_disable_dynamic_sd_for_data_parallel) — which specdec cannot see:
+    no [deployment] key holds the data-parallel size yet."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    config = speculative_config(Deployment(method="ngram"), 4, [(1, 8, 4), (9, 256, 2)])
+    kept = {}
+    for dp in (1, 2):
+        args = EngineArgs(model=build.folder, skip_tokenizer_init=True, load_format="dummy", enforce_eager=True,
+                          served_model_name="tiny", max_model_len=512, speculative_config=config,
+                          data_parallel_size=dp)
+        kept[dp] = args.create_engine_config().speculative_config.num_speculative_tokens_per_batch_size
+    assert kept == {1: [(1, 8, 4), (9, 256, 2)], 2: None}
