@@ -389,20 +389,32 @@ def _candidate_table(doc: Mapping[str, Any]) -> list[str]:
     if has_tps:
         header += f" {tps_unit:>10}"
     lines = [header + "  note"]
+    notes = candidate_notes(doc)
     for c in doc["candidates"]:
         interval = f"[{_fmt(c['speedup_low'])}, {_fmt(c['speedup_high'])}]" if c["speedup_low"] is not None else "-"
         row = f"{c['gamma']:>5} {_fmt(c['speedup']):>7}x {interval:>17} {_fmt(c['probability_best']):>8}"
         if has_tps:
             row += f" {_fmt(c['tokens_per_second'], '.1f'):>10}"
-        stepped = doc.get("expected_best_gamma") is not None  # a sure step short of the best expected
-        # undecided: nothing is recommended, and the γ it would run is a what-if — on defaults
-        # where figures are needed, else on a cost model that misses the engines
-        undecided = doc["decision"] == DecisionKind.UNDECIDED
-        what_if = ("best on defaults (what-if)" if doc.get("figures_needed")
-                   else "best on the model (what-if)" if doc.get("model_error_warning") else "best expected")
-        # the measured speedup is the mean per-user rate's: beside the row only where the table's is too
-        measured = doc.get("deployed_speedup_measured") if doc["objective"] == "interactivity" else None
-        deployed = "deployed" + (f" (measured {_fmt(measured['value'])}x)" if measured else "")
+        lines.append((row + "  " + ", ".join(notes[c["gamma"]])).rstrip())
+    return lines
+
+
+def candidate_notes(doc: Mapping[str, Any]) -> dict[int, list[str]]:
+    """What each candidate γ is, in words: the deployed one (with its measured speedup where the
+    table's is the same unit), the recommended one, the best expected (a what-if's where the
+    decision is undecided), extrapolated, not allowed — the console's note column and the
+    dashboard's, from one rule."""
+    stepped = doc.get("expected_best_gamma") is not None  # a sure step short of the best expected
+    # undecided: nothing is recommended, and the γ it would run is a what-if — on defaults
+    # where figures are needed, else on a cost model that misses the engines
+    undecided = doc["decision"] == DecisionKind.UNDECIDED
+    what_if = ("best on defaults (what-if)" if doc.get("figures_needed")
+               else "best on the model (what-if)" if doc.get("model_error_warning") else "best expected")
+    # the measured speedup is the mean per-user rate's: beside the row only where the table's is too
+    measured = doc.get("deployed_speedup_measured") if doc["objective"] == "interactivity" else None
+    deployed = "deployed" + (f" (measured {_fmt(measured['value'])}x)" if measured else "")
+    out = {}
+    for c in doc["candidates"]:
         notes = [word for word, holds in ((deployed, c["gamma"] == doc["deployed_gamma"]),
                                           ("recommended (measured)" if doc.get("decision_basis") == "measured"
                                            else "recommended" if stepped else "best",
@@ -412,8 +424,8 @@ def _candidate_table(doc: Mapping[str, Any]) -> list[str]:
                                           ("extrapolated", c["extrapolated"])) if holds]
         if not c["allowed"]:
             notes.append(f"not allowed: {(c['reason'] or '').split(' (')[0]}")
-        lines.append((row + "  " + ", ".join(notes)).rstrip())
-    return lines
+        out[c["gamma"]] = notes
+    return out
 
 
 def decision_lines(doc: Mapping[str, Any]) -> list[str]:

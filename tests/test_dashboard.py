@@ -25,6 +25,7 @@ from model.speedup import implied_p, seeds_table
 from specdec.config import load_config
 from acceptance.curve_history import curve_history
 from specdec.pipeline import tune_route, what_if
+from specdec.report import candidate_notes, tuning_to_dict
 
 from dashboard_fixtures import FAILING_ERROR, build_drift_store, live_cycle, shared_demo_config
 
@@ -237,6 +238,10 @@ def test_recommendation_page_gives_the_config_to_copy(monkeypatch, demo_config):
     assert list(table["γ"]) == [c.gamma for c in rec.candidates]
     assert list(table["speedup"]) == [text.speedup(c.speedup, c.speedup_low, c.speedup_high) for c in rec.candidates]
     assert list(table["allowed"]) == [c.allowed for c in rec.candidates]
+    # the note column is the console's, by one rule (specdec.report.candidate_notes)
+    notes = candidate_notes(tuning_to_dict(tuned(demo_config, "open")))
+    assert list(table["note"]) == [", ".join(notes[c.gamma]) for c in rec.candidates]
+    assert table.set_index("γ").loc[rec.deployed_gamma, "note"].startswith("deployed")
     codes = [c.value for c in at.code]
     assert json.dumps(rec.vllm_speculative_config, indent=2) in codes
     assert rec.vllm_command_line in codes

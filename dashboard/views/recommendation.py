@@ -5,13 +5,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import streamlit as st
 
 from model.anchor import described_lines
 from model.route import more_drafts_sentence
 from specdec.sampling_words import sampling_lines
-from specdec.report import json_document, keys_unknown_sentence, probe_segment_line, tuning_to_dict, verify_cost_lines
+from specdec.report import candidate_notes, json_document, keys_unknown_sentence, probe_segment_line, tuning_to_dict, verify_cost_lines
 from model.decision_kind import DecisionKind
 
 from .. import text
@@ -19,9 +20,10 @@ from ..data import FleetView, best_expected_gamma
 from .common import drift_sentence, open_page, route_picker
 
 
-def candidate_rows(rec) -> list[dict]:
+def candidate_rows(rec, notes: Mapping[int, list[str]] | None = None) -> list[dict]:
     """One row per γ; 'deploy' marks the γ the decision has the fleet run (a keep: the
-    deployed one), 'best expected' the one with the best expected speedup."""
+    deployed one), 'best expected' the one with the best expected speedup; 'note' what the
+    console's note column says of it (specdec.report.candidate_notes of the route's document)."""
     deploys, best = rec.gamma_to_deploy, best_expected_gamma(rec)
     return [{
         "γ": c.gamma,
@@ -32,6 +34,7 @@ def candidate_rows(rec) -> list[dict]:
         "allowed": c.allowed,
         "deploy": c.gamma == deploys,
         "best expected": c.gamma == best,
+        "note": ", ".join((notes or {}).get(c.gamma, [])),
     } for c in rec.candidates]  # why a γ is refused: in full under the table (a column cut it off at 1400 px)
 
 
@@ -115,7 +118,7 @@ def render(fleet: FleetView) -> None:
         rec.candidates, deployed=rec.deployed_gamma, deploy=rec.gamma_to_deploy, best=best.gamma,
         title=f"Projected speedup per γ ({bands}; hatched and dashed: extrapolated past the deployed γ)",
         y_title="× plain decoding"), key="rec_chart")
-    st.dataframe(candidate_rows(rec), hide_index=True, key="rec_candidates")
+    st.dataframe(candidate_rows(rec, candidate_notes(doc)), hide_index=True, key="rec_candidates")
     refused = [c for c in rec.candidates if not c.allowed]
     if refused:
         st.markdown("**Refused γ, and why**")
