@@ -100,8 +100,9 @@ def render(fleet: FleetView) -> None:
         st.warning(text.sentence(warning))
     for line, on_defaults in described_lines(rec.anchor, rec.profile_figures):
         (st.warning if on_defaults else st.caption)(line)
+    fit = (rec.profile_figures or {}).get("verify_cost") or {}
     for line in verify_cost_lines(rec.profile_figures):  # the cost shape the engines measure
-        (st.warning if "contradicts" in line else st.caption)(text.sentence(line))
+        (st.warning if fit.get("contradicts_configured") else st.caption)(text.sentence(line))
     st.caption(drift_sentence(tuning))
     for note in doc["observed"]["notes"]:  # how the window was read: drift, a per-request batch mix, …
         st.caption(text.sentence(f"Note: {note}"))
