@@ -14,7 +14,9 @@ The committed fixtures are one run of benchmarks/real_fixtures.py. The same comm
 fresh clone make new fixtures and sweeps (a new engine life, another load of the machine);
 ``--pack`` keeps them as one archive (benchmarks/results/real-fixtures-repeat-N.tar.gz) and
 ``--repeat`` judges each archive as the committed run is judged, round 2 included: whether the
-verdict holds beyond the one committed run.
+verdict holds beyond the one committed run. Each archive's truth is computed anew from its raw
+sweeps by this code (real_fixtures truth); the summary names the fixtures judged on a sweep whose
+γ 0 the shared machine slowed (``on_disturbed_sweeps``: real_fixtures.gamma0_disturbed).
 
 Each fixture is fed two ways a user feeds it: its /metrics page scraped four times while its
 traffic ran (the three earlier scrapes and the last, into a store: a scraped route), and its
@@ -74,6 +76,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from acceptance.counts import ScrapeResult  # noqa: E402
 from acceptance.parse import parse_metrics_page  # noqa: E402
 from acceptance.store import Store  # noqa: E402
+import real_fixtures  # noqa: E402
 from real_sweep import measured_or_interpolated  # noqa: E402
 from specdec.cli import main as specdec_main, tune_gamma_main  # noqa: E402
 
@@ -181,7 +184,9 @@ def judged(doc: dict, sweep: dict, deployed: int) -> dict:
     out = {"decision": kind, "fleet_gamma": fleet, "probe_gamma": probe, "basis": doc.get("decision_basis"),
            "expected_best_gamma": doc.get("expected_best_gamma"),
            "sweep_best_gamma": best["gamma"], "sweep_best_separated": sweep["best_separated"],
-           "no_gamma_surely_beats_gamma0": sweep["no_gamma_surely_beats_gamma0"]}
+           "no_gamma_surely_beats_gamma0": sweep["no_gamma_surely_beats_gamma0"],
+           # γ 0 runs the shared machine slowed (real_fixtures.gamma0_disturbed): the ratios carry it
+           "sweep_disturbed": len(sweep.get("gamma0_disturbed") or [])}
     ran = at_gamma(by_gamma, fleet)
     if ran is None:
         out.update(regret=None, refuted=None, past_sweep=fleet > max(by_gamma), judged=False)
@@ -376,6 +381,7 @@ def summary(rows: list[dict]) -> dict:
                                                    if not r["sweep_best_separated"]),
         "by_decision": kinds,
         "round_two": round_two_summary(rows),
+        "on_disturbed_sweeps": sorted({r["fixture"] for r in judged_rows if r.get("sweep_disturbed")}),
     }
 
 
@@ -409,9 +415,11 @@ def repeat(archive: Path, work: Path) -> dict:
     with tarfile.open(archive) as tar:
         tar.extractall(work / "made", filter="data")
     made = Made(work / "made" / "fixtures", work / "made" / "raw")
+    with contextlib.redirect_stdout(io.StringIO()):  # the truth anew from its raw sweeps, by this code's rules
+        real_fixtures.main(["truth", "--fixtures", str(made.fixtures), "--raw", str(made.raw)])
     rows, populations = evaluate(work, made)
     keep = ("fixture", "source", "decision", "basis", "fleet_gamma", "probe_gamma", "sweep_best_gamma",
-            "sweep_best_separated", "regret", "refuted", "within_best_interval", "past_sweep")
+            "sweep_best_separated", "regret", "refuted", "within_best_interval", "past_sweep", "sweep_disturbed")
     brief = [{**{k: r.get(k) for k in keep},
               "round_two": None if not r.get("round_two") else {k: r["round_two"].get(k) for k in keep[2:]}}
              for r in rows]

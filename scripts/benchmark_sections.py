@@ -509,7 +509,9 @@ def render_real_decisions_repeats(d: dict) -> list[str]:
                    f"best elsewhere: {s['outside_the_best_interval_elsewhere']}; round 2: {two['judged']} of "
                    f"{two['probes']} probes judged, {two['refuted']} refuted, {two['meet_the_bar']} meeting the bar; "
                    f"short of the bar after round 2: {short}; populations refuted: "
-                   f"{run['population_summary']['refuted']} of {run['population_summary']['judged']}.")
+                   f"{run['population_summary']['refuted']} of {run['population_summary']['judged']}; judged on "
+                   f"a sweep whose γ 0 ran some runs at under 60% of its others' median (the shared machine "
+                   f"slowed it: the ratios carry it): {', '.join(s.get('on_disturbed_sweeps') or []) or 'none'}.")
     keys = [(r["fixture"], r["source"]) for r in d["runs"][0]["rows"]] if d["runs"] else []
     by_run = [{(r["fixture"], r["source"]): r for r in run["rows"]} for run in d["runs"]]
     rows = [[fixture, source, *(_repeat_cell(b.get((fixture, source))) for b in by_run)] for fixture, source in keys]

@@ -129,3 +129,20 @@ def test_truths_decode_figures_follow_from_the_files(fx):
     # the sweep's figure at the fixture's γ sits inside its own interval
     sweep = fx["sweep"]
     assert sweep["rate_low"] <= sweep["rate_at_gamma"] <= sweep["rate_high"]
+
+
+def test_a_gamma0_run_the_machine_slowed_is_named_and_the_committed_sweeps_have_none():
+    """One engine on the same requests runs at about one rate: a γ 0 run under 60% of its other
+    runs' median was slowed by the shared machine (its pairing with the γ run apart from it is
+    broken). The committed sweeps have none; a run at half the others' rate is named."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from real_fixtures import gamma0_disturbed
+
+    assert all(table["gamma0_disturbed"] == [] for sweep in TRUTH["sweeps"].values()
+               for table in sweep["kinds"].values())
+    runs = [{"phase": p, "rep": r, "rate": rate} for (p, r), rate in zip(
+        [(0, 0), (0, 1), (1, 0), (1, 1)], [430.0, 450.0, 200.0, 440.0])]
+    assert gamma0_disturbed(runs) == [{"phase": 1, "rep": 0, "rate": 200.0, "others_median": 440.0}]
+    assert gamma0_disturbed(runs[:2] + runs[3:]) == []
