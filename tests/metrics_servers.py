@@ -157,13 +157,36 @@ def fleet_followed(tmp: Path, scenario, launch, ready_path: str, *, event_at_s: 
                "restart_wall": t0 + event_at, "fleet": fleet}
     finally:
         stop.set()
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
         fleet.close()
         store.close()
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """Terminated, and killed when it has not exited 10 s later."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@contextlib.contextmanager
+def prometheus_on(tsdb: Path):
+    """Prometheus serving the TSDB folder ``tsdb`` (backfilled blocks; it scrapes nothing) on a
+    free loopback port: its URL; stopped on leaving."""
+    (tsdb.parent / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\n")
+    port = free_port()
+    log = tsdb.parent / f"prometheus-{port}.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([require_binary("prometheus"), f"--config.file={tsdb.parent / 'prometheus.yml'}",
+                                 f"--storage.tsdb.path={tsdb}", f"--web.listen-address=127.0.0.1:{port}"],
+                                stdout=out, stderr=subprocess.STDOUT)
+        try:
+            _wait_ready(f"http://127.0.0.1:{port}/-/ready", proc, log, timeout_s=30)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            stop_process(proc)
 
 
 def prometheus_with_rules(tmp: Path, job: str, route: str, *, also_scrape: list[str] = ()):

