@@ -451,7 +451,7 @@ def decision_lines(doc: Mapping[str, Any]) -> list[str]:
     elif decision == DecisionKind.KEEP and measured:
         lines = [f"recommendation: keep gamma {doc['deployed_gamma']} (measured). {doc['decision_reason']}"]
     elif decision == DecisionKind.PROBE:
-        lines = [_probe_line(doc, gain)]
+        lines = [probe_line(doc, gain)]
     elif decision == DecisionKind.UNDECIDED:
         lines = [f"recommendation: none for gamma {doc['deployed_gamma']} — {doc['decision_reason']}"]
     else:
@@ -473,7 +473,7 @@ def decision_lines(doc: Mapping[str, Any]) -> list[str]:
     if (doc.get("specialized_break_even") or {}).get("warning"):
         lines.append(f"warning: {doc['specialized_break_even']['warning']}")
     lines += [f"note: {note}" for note in obs.get("notes") or []]
-    lines += _load_lines(doc.get("load"))
+    lines += load_lines(doc.get("load"))
     lines += _context_lines(doc.get("context"))
     lines += sampling_lines(doc.get("sampling"))
     if doc.get("schedule"):
@@ -484,7 +484,7 @@ def decision_lines(doc: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _load_lines(load: dict | None) -> list[str]:
+def load_lines(load: dict | None) -> list[str]:
     """How the best γ moves over the batch sizes the route was seen at (model.load), when
     it was seen at more than one."""
     if not load or len(load["batch_sizes"]) < 2:
@@ -553,7 +553,7 @@ def _context_lines(view: dict | None) -> list[str]:
     return lines
 
 
-def _probe_line(doc: Mapping[str, Any], gain: str) -> str:
+def probe_line(doc: Mapping[str, Any], gain: str) -> str:
     """The probe decision: the probe to run, and what the rest of the route runs meanwhile."""
     probe, deployed, rec = doc["probe"], doc["deployed_gamma"], doc["recommended_gamma"]
     word = "measured" if doc.get("decision_basis") == "measured" else "expected"

@@ -8,7 +8,7 @@ import pytest
 
 from model.deployment import Deployment
 from model.recommend import RouteInputs, recommend
-from specdec.report import _load_lines
+from specdec.report import load_lines
 
 BATCHES = (1, 2, 4, 8, 16, 32)
 MEMORY_S, PER_TOKEN_S, DRAFT_COST = 0.015, 0.0015, 0.1
@@ -58,7 +58,7 @@ def test_the_best_gamma_falls_with_the_batch_and_the_gamma_stops_paying(tmp_path
     doc = rec.to_dict()["load"]
     assert doc["stops_paying_at"] == 32
     assert [p["batch_size"] for p in doc["batch_sizes"]] == list(BATCHES)
-    lines = _load_lines(doc)
+    lines = load_lines(doc)
     assert lines[0].startswith(f"by load: best gamma {best[0]} at batch 1, ")
     assert lines[0].endswith("gamma 4 stops paying at batch 32")
     assert "num_speculative_tokens_per_batch_size schedule that follows for gamma 4: batch 1-" in lines[1]
@@ -68,7 +68,7 @@ def test_one_batch_size_says_nothing_of_load():
     a = 0.8 ** np.arange(1, 4)
     rec = recommend(RouteInputs(a, deployed_gamma=3), Deployment(method="eagle3", draft_cost=0.1, cost_profile="flat"))
     assert [p.batch_size for p in rec.load.points] == [1]
-    assert _load_lines(rec.to_dict()["load"]) == []
+    assert load_lines(rec.to_dict()["load"]) == []
 
 
 def test_no_schedule_is_offered_for_a_method_vllm_drops_it_for(tmp_path):
@@ -86,5 +86,5 @@ def test_no_schedule_is_offered_for_a_method_vllm_drops_it_for(tmp_path):
     assert docs["suffix"]["schedule"] is None
     assert "num_speculative_tokens_per_batch_size" not in (docs["suffix"]["vllm"]["speculative_config"] or {})
     assert [p["best_gamma"] for p in suffix["batch_sizes"]] == [p["best_gamma"] for p in ngram["batch_sizes"]]
-    (line,) = [x for x in _load_lines(suffix) if x.startswith("no num_speculative_tokens_per_batch_size")]
+    (line,) = [x for x in load_lines(suffix) if x.startswith("no num_speculative_tokens_per_batch_size")]
     assert "vLLM 0.33 drops it without an error for suffix" in line and "gamma 4 at every batch size" in line

@@ -197,11 +197,11 @@ def test_the_route_s_traffic_is_its_rows_drafts_over_their_span_and_the_engines_
 
 def test_the_console_and_the_gauges_say_probe():
     from specdec.exporter import DECISIONS
-    from specdec.report import _probe_line
+    from specdec.report import probe_line
 
     rec = _tune()
     doc = rec.to_dict()
-    line = _probe_line(doc, "none")
+    line = probe_line(doc, "none")
     assert line.startswith(f"recommendation: probe gamma 8 on 1 engine(s) for about {rec.probe.drafts_needed:,} drafts")
     assert "keep gamma 3 on the others" in line
     assert '"num_speculative_tokens": 8' in line
