@@ -286,7 +286,7 @@ def scrape_interval(client: PrometheusClient, selector: str, end: float, window_
     return float(np.median(gaps)) if gaps.size else None
 
 
-def _plan_blocks(start: float, end: float, scrape_s: float | None, max_blocks: int,
+def plan_blocks(start: float, end: float, scrape_s: float | None, max_blocks: int,
                  block_s: float | None) -> tuple[int, float]:
     """(n blocks, B seconds): n·B ≤ end − start, B a whole number of milliseconds."""
     window = end - start
@@ -334,7 +334,7 @@ def raw_window(client: PrometheusClient, sel: str, start: float, end: float, *, 
     (``sel`` normalised, the arguments checked)."""
     window_s = end - start
     scrape_s = scrape_interval(client, sel, end, window_s)
-    n, block = _plan_blocks(start, end, scrape_s, max_blocks, block_s)
+    n, block = plan_blocks(start, end, scrape_s, max_blocks, block_s)
     q = RouteQueries(sel, block)
     first_end = end - (n - 1) * block
 

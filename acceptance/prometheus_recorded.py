@@ -115,7 +115,7 @@ def prometheus_window(source: object, route: str, selector: str, start: float, e
     coverage = Coverage(why_not=f"no recorded series for route {route!r} (no {HEARTBEAT_PREFIX}<R>)")
     for resolution in _resolutions(client, route, end):  # the finest that covers the window
         rules = _Rules(names=series_names(resolution), r=resolution_seconds(resolution), resolution=resolution)
-        coverage = _coverage(client, route, sel, start, end, rules.r, rules.names["heartbeat"])
+        coverage = recorded_coverage(client, route, sel, start, end, rules.r, rules.names["heartbeat"])
         if coverage.why_not is None:
             return _recorded_window(client, route, sel, start, end, rules, coverage, max_blocks)
     looked = client.queries
@@ -143,7 +143,7 @@ def _route_matcher(route: str) -> str:
     return f"{{route={json.dumps(route)}}}"
 
 
-def _coverage(client: PrometheusClient, route: str, sel: str, start: float, end: float, r: float,
+def recorded_coverage(client: PrometheusClient, route: str, sel: str, start: float, end: float, r: float,
               heartbeat: str) -> Coverage:
     """Coverage of (start, end] by the route's heartbeat (module docstring)."""
     beat = f"{heartbeat}{_route_matcher(route)}"
@@ -178,7 +178,7 @@ def _coverage(client: PrometheusClient, route: str, sel: str, start: float, end:
     return Coverage(t_e, evaluations, query_offset_s=offset_s, query_offset=offset, evaluated=selectors[sel])
 
 
-def _block_plan(evaluations: int, max_blocks: int) -> tuple[int, int, int]:
+def block_plan(evaluations: int, max_blocks: int) -> tuple[int, int, int]:
     """(k evaluations per block, n whole blocks, remainder in the oldest block)."""
     k = max(1, math.ceil(evaluations / max_blocks))
     n = evaluations // k
@@ -188,9 +188,9 @@ def _block_plan(evaluations: int, max_blocks: int) -> tuple[int, int, int]:
 def _recorded_window(client: PrometheusClient, route: str, sel: str, start: float, end: float, rules: _Rules,
                      coverage: Coverage, max_blocks: int) -> PrometheusWindow:
     r, names = rules.r, rules.names
-    k, n, remainder = _block_plan(coverage.evaluations, max_blocks)
+    k, n, remainder = block_plan(coverage.evaluations, max_blocks)
     block = k * r
-    assert coverage.last_evaluation is not None  # a Coverage without why_not has one (_coverage)
+    assert coverage.last_evaluation is not None  # a Coverage without why_not has one (recorded_coverage)
     last_end, shift = coverage.last_evaluation + r / 2, coverage.query_offset_s
     missed = _Missed.find(client, route, sel, rules, coverage)
     made = missed if missed.instants else None

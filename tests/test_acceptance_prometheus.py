@@ -42,8 +42,8 @@ from acceptance.prometheus import (
 )
 from acceptance.fetch import UnreachableError
 from specdec.exporter import DECISIONS
-from acceptance.prometheus import _plan_blocks
-from acceptance.prometheus_recorded import _block_plan, _coverage, prometheus_window
+from acceptance.prometheus import plan_blocks
+from acceptance.prometheus_recorded import block_plan, recorded_coverage, prometheus_window
 from acceptance.prometheus_rules import query_offset_seconds, resolution_seconds, route_rules, series_names
 from acceptance.sim import build_scenario
 from acceptance.sim.scenarios import scenario_from_dict
@@ -349,7 +349,7 @@ def test_recorded_counts_are_exact_when_scrapes_are_stored_late(slow_exporter):
     start = float(times[0]) + offset + 2 * r
     window = prometheus_window(settings, "slow", sel, start, end)
     assert window.recorded is not None, window.notes
-    coverage = _coverage(client, "slow", sel, start, end, r, series_names(RULES_RESOLUTION)["heartbeat"])
+    coverage = recorded_coverage(client, "slow", sel, start, end, r, series_names(RULES_RESOLUTION)["heartbeat"])
     assert coverage.why_not is None and coverage.query_offset_s == offset == 1.0
     counted_to = coverage.last_evaluation - offset
     counted_from = counted_to - coverage.evaluations * r
@@ -419,7 +419,7 @@ class _Heartbeat:
 def test_recorded_coverage_wants_each_evaluation_once(count, why):
     """60 evaluations in (400, 1000] at 10 s: 99% of them are enough, twice as many (a backfill
     overlapping the live rules) are refused like too few."""
-    coverage = _coverage(_Heartbeat(count), "a", '{job="x"}', 400.0, 1000.0, 10.0, "hb")
+    coverage = recorded_coverage(_Heartbeat(count), "a", '{job="x"}', 400.0, 1000.0, 10.0, "hb")
     if why is None:
         assert coverage.why_not is None and coverage.evaluations == 60 and coverage.last_evaluation == 1000.0
     else:
@@ -429,11 +429,11 @@ def test_recorded_coverage_wants_each_evaluation_once(count, why):
 def test_recorded_coverage_wants_the_rules_running_at_the_windows_end():
     """Last evaluated at 1000 s: a window ending at 1015 s is covered (evaluations lag), one
     ending at 1100 s or starting after 1000 s is not."""
-    assert _coverage(_Heartbeat(60), "a", '{job="x"}', 400.0, 1015.0, 10.0, "hb").why_not is None
-    assert "100 s before the window's end" in _coverage(_Heartbeat(60), "a", '{job="x"}', 400.0, 1100.0, 10.0,
+    assert recorded_coverage(_Heartbeat(60), "a", '{job="x"}', 400.0, 1015.0, 10.0, "hb").why_not is None
+    assert "100 s before the window's end" in recorded_coverage(_Heartbeat(60), "a", '{job="x"}', 400.0, 1100.0, 10.0,
                                                        "hb").why_not
-    assert "before the window's end" in _coverage(_Heartbeat(1), "a", '{job="x"}', 1001.0, 1005.0, 10.0, "hb").why_not
-    assert "written for selector" in _coverage(_Heartbeat(60, '{job="y"}'), "a", '{job="x"}', 400.0, 1000.0, 10.0,
+    assert "before the window's end" in recorded_coverage(_Heartbeat(1), "a", '{job="x"}', 1001.0, 1005.0, 10.0, "hb").why_not
+    assert "written for selector" in recorded_coverage(_Heartbeat(60, '{job="y"}'), "a", '{job="x"}', 400.0, 1000.0, 10.0,
                                                "hb").why_not
 
 
@@ -449,14 +449,14 @@ class _Reoffset(_Heartbeat):
 def test_recorded_coverage_reads_the_query_offset_and_refuses_a_change_of_it():
     """The heartbeat's query_offset dates what the evaluations counted (none: 0 s, rules
     written before it); changed inside the window, a span was counted twice or never."""
-    assert _coverage(_Heartbeat(60), "a", '{job="x"}', 400.0, 1000.0, 10.0, "hb").query_offset_s == 0.0
-    why = _coverage(_Reoffset(60), "a", '{job="x"}', 400.0, 1000.0, 10.0, "hb").why_not
+    assert recorded_coverage(_Heartbeat(60), "a", '{job="x"}', 400.0, 1000.0, 10.0, "hb").query_offset_s == 0.0
+    why = recorded_coverage(_Reoffset(60), "a", '{job="x"}', 400.0, 1000.0, 10.0, "hb").why_not
     assert "query offsets 0s and 10s inside the window" in why
 
 
 def test_recorded_window_plan_and_resolution():
-    assert _block_plan(10080, 200) == (51, 197, 33)  # a week at 1 m: 197 blocks of 51 and one of 33
-    assert _block_plan(12, 200) == (1, 12, 0)
+    assert block_plan(10080, 200) == (51, 197, 33)  # a week at 1 m: 197 blocks of 51 and one of 33
+    assert block_plan(12, 200) == (1, 12, 0)
     assert resolution_seconds("1m") == 60.0 and resolution_seconds("2s") == 2.0
     for bad in ("10m", "500ms", "1 m", "0s", 60):
         with pytest.raises(ValueError, match="resolution"):
@@ -711,9 +711,9 @@ def test_window_and_selector_input_is_checked():
     # plans a block PromQL can write: 1 ms, not 0 (a ZeroDivisionError once).
     now = 1_764_000_000.123
     for window in (0.001, 0.0004, 1e-9):
-        n, block = _plan_blocks(now - window, now, 15.0, 200, None)
+        n, block = plan_blocks(now - window, now, 15.0, 200, None)
         assert (n, block) == (1, 0.001)
-    assert _plan_blocks(0.0, 3600.0, 15.0, 200, None) == (80, 45.0)  # at least 3 scrapes a block
+    assert plan_blocks(0.0, 3600.0, 15.0, 200, None) == (80, 45.0)  # at least 3 scrapes a block
 
 
 # ----------------------------------------------------------------------------- exporter
