@@ -154,12 +154,6 @@ class PrometheusWindow(SegmentRules):
     notes: list[str] = field(default_factory=list)  # how the window was read, for the output
 
     @property
-    def plugin(self) -> PluginTotals | None:
-        """The newest segment's plugin totals (None: no engine of it exported them)."""
-        newest = self.newest_segment
-        return None if newest is None else newest.plugin
-
-    @property
     def step_sequences(self) -> None:
         """Blocks of increase() are not requests: no drafted steps to replay."""
         return None
@@ -421,8 +415,11 @@ def segment_plugin(client: PrometheusClient, series: _Series, segment: GammaSegm
     """{plugin, plugin_step_blocks}: the block_plugin series over the segment's blocks, as the
     store's segments hold them (acceptance.windows) — their sums, and the clean decode step
     times block by block (a row per block, zeros where a block timed none); {} where its
-    engines export none. A series whose labels the plugin does not write is refused (one
-    line naming the server, the route and the series)."""
+    engines export none in its blocks. Limits: only the blocks the segment holds (those where
+    vLLM's counters drafted), so a block where only the plugin's lagging counters moved is left
+    out, which the store keeps; ``engines`` is the segment's engines, not only those exporting
+    (the sum is taken over all of them in PromQL). A series whose labels the plugin does not
+    write is refused (one line naming the server, the route and the series)."""
     index = {t: i for i, t in enumerate(np.round(segment.intervals.end, 3).tolist())}
     table: dict[str, np.ndarray] = {}
     for labels, times, values in series:
@@ -430,10 +427,9 @@ def segment_plugin(client: PrometheusClient, series: _Series, segment: GammaSegm
             column = plugin_series.series_column(labels.get(PLUGIN_FAMILY_LABEL, ""), labels)
         except plugin_series.PluginSeriesError as e:
             raise client.fail(str(e)) from None
-        row = table.setdefault(column, np.zeros(len(index)))
         for t, v in zip(np.round(times, 3).tolist(), values.tolist()):
             if t in index and math.isfinite(v) and v > 0:
-                row[index[t]] += v
+                table.setdefault(column, np.zeros(len(index)))[index[t]] += v
     if not table:
         return {}
     out: _SegmentPlugin = {"plugin": plugin_series.plugin_totals_from_columns(

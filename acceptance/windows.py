@@ -300,6 +300,12 @@ class SegmentRules:
     def current_segments(self) -> list[GammaSegment]:
         return current_segments(self.segments, whole_last_span=self.ROWS_HAVE_NO_DURATION)
 
+    @property
+    def plugin(self) -> PluginTotals | None:
+        """The newest segment's plugin totals (None: no engine of it exported them)."""
+        newest = self.newest_segment
+        return None if newest is None else newest.plugin
+
 
 @dataclass(frozen=True)
 class RouteWindow(SegmentRules):
@@ -315,12 +321,6 @@ class RouteWindow(SegmentRules):
     # the route's engines' slow totals over the window: request lengths, vLLM's step-cost
     # counters (acceptance.store.totals); None where no engine's held two rows in it
     totals: dict[str, float] | None = None
-
-    @property
-    def plugin(self) -> PluginTotals | None:
-        """The newest segment's plugin totals (None: no engine of it exported them)."""
-        newest = self.newest_segment
-        return None if newest is None else newest.plugin
 
     @property
     def step_sequences(self) -> None:

@@ -118,8 +118,8 @@ def test_a_prometheus_window_holds_the_plugin_s_series_as_the_store_does(backfil
     assert segment.plugin.engines == kept.plugin.engines == 1
     blocks, kept_blocks = segment.plugin_step_blocks, kept.plugin_step_blocks
     assert blocks is not None and kept_blocks is not None and blocks.columns == kept_blocks.columns
-    busy = blocks.table[blocks.table.sum(axis=1) > 0]
-    np.testing.assert_allclose(busy, kept_blocks.table[kept_blocks.table.sum(axis=1) > 0], rtol=1e-9)
+    assert blocks.table.shape == kept_blocks.table.shape == (7, len(blocks.columns))  # block by block, in order
+    np.testing.assert_allclose(blocks.table, kept_blocks.table, rtol=1e-9)
 
 
 def test_the_plugin_s_step_pair_through_prometheus_is_the_store_s(backfilled):
@@ -136,7 +136,7 @@ def test_the_plugin_s_step_pair_through_prometheus_is_the_store_s(backfilled):
 
 def test_tune_gamma_through_prometheus_shows_the_plugin_s_survival_by_batch(backfilled, tmp_path, capsys):
     """tune-gamma of the route read through Prometheus (its own block plan) reports the
-    plugin's survival by batch bucket, as from the store."""
+    plugin's survival for every batch bucket the store's reading holds."""
     cfg = tmp_path / "specdec.toml"
     cfg.write_text(f'[source]\nkind = "prometheus"\nurl = "{backfilled["url"]}"\n\n[deployment]\n{FLAT_NGRAM}\n'
                    f"[routes.r]\nselector = '{{job=\"{JOB}\"}}'\n")
@@ -169,10 +169,12 @@ def test_a_plugin_series_with_a_label_the_plugin_never_writes_is_one_line_naming
     assert "\n" not in message and backfilled["url"] in message and "pure_decode" in message
 
 
-def test_a_window_from_the_recorded_series_reads_the_plugin_s_raw_over_its_blocks(backfilled, tmp_path):
-    """specdec's rules backfilled over the pages (promtool, every 15 s on the scrapes' instants,
-    no query offset): the window reads vLLM's counts from the recorded series and the plugin's,
-    which no rule records, raw over the same blocks — both the store's, exactly."""
+@pytest.mark.parametrize("offset_s", [0, 15])
+def test_a_window_from_the_recorded_series_reads_the_plugin_s_raw_over_its_blocks(backfilled, tmp_path, offset_s):
+    """specdec's rules backfilled over the pages (promtool, every 15 s on the scrapes' instants;
+    no query offset, or one of a scrape, each evaluation counting up to 15 s before it): the
+    window reads vLLM's counts from the recorded series and the plugin's, which no rule
+    records, raw over the same blocks — both the store's, exactly."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from promtool_phase import rules_path_at
 
@@ -180,7 +182,8 @@ def test_a_window_from_the_recorded_series_reads_the_plugin_s_raw_over_its_block
     from specdec.exporter import recording_rules
 
     rules = rules_path_at(tmp_path, "specdec-window-r", int(SCRAPE_S), 0.0)
-    rules.write_text(recording_rules({"r": f'{{job="{JOB}"}}'}, window="1m", resolution="15s", query_offset="0s"))
+    rules.write_text(recording_rules({"r": f'{{job="{JOB}"}}'}, window="1m", resolution="15s",
+                                     query_offset=f"{offset_s}s"))
     promtool("rules", "-q", f"--start={backfilled['start'] - SCRAPE_S:.0f}", f"--end={backfilled['end'] + 60:.0f}",
              f"--url={backfilled['url']}", f"--output-dir={tmp_path / 'rule-blocks'}", str(rules))
     tsdb = tmp_path / "tsdb"
@@ -190,7 +193,9 @@ def test_a_window_from_the_recorded_series_reads_the_plugin_s_raw_over_its_block
             shutil.copytree(block, tsdb / block.name)
     prom, stored = _windows(backfilled)
     with prometheus_on(tsdb) as url:
-        recorded = prometheus_window(PrometheusSettings(url), "r", f'{{job="{JOB}"}}', prom.start, prom.end)
+        # the evaluations that counted the store's window: the offset after its span
+        recorded = prometheus_window(PrometheusSettings(url), "r", f'{{job="{JOB}"}}', prom.start + offset_s,
+                                     prom.end + offset_s)
     assert recorded.recorded is not None, recorded.notes
     (segment,), (kept,) = recorded.segments, stored.segments
     np.testing.assert_allclose(segment.intervals.counts.sum(axis=0), kept.intervals.counts.sum(axis=0), rtol=1e-9)
