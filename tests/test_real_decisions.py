@@ -165,7 +165,7 @@ def test_a_trial_between_two_spans_of_the_deployed_gamma_has_ended(tmp_path):
 def test_a_packed_run_is_judged_from_its_own_fixtures_and_sweeps(tmp_path):
     """A run of real_fixtures.py packed (here the committed one, from this checkout) holds its
     fixtures, its raw sweeps and the commit it was made at; unpacked, round 1 and round 2 read
-    their pages, responses and sweep from it, as from the committed folders."""
+    their pages, responses and sweep from it, and judged whole it gives the committed results."""
     import tarfile
 
     archive = tmp_path / "run.tar.gz"
@@ -186,3 +186,11 @@ def test_a_packed_run_is_judged_from_its_own_fixtures_and_sweeps(tmp_path):
     committed = rd.tune("ngram_k3_greedy", "ngram", drafter, base, "per-request", tmp_path / "b")
     assert packed["decision"] == committed["decision"] == "probe"
     assert packed["probe"] == committed["probe"] and packed["candidates"] == committed["candidates"]
+    # judged whole (its truth computed anew from its raw sweeps, round 2 on its own responses):
+    # the committed results, to the last row
+    (tmp_path / "judged").mkdir()
+    run = rd.repeat(archive, tmp_path / "judged")
+    results = json.loads(rd.RESULTS.read_text())
+    assert run["summary"] == results["summary"] and run["population_summary"] == results["population_summary"]
+    assert [(r["fixture"], r["source"], r["decision"], r["regret"]) for r in run["rows"]] == \
+        [(r["fixture"], r["source"], r["decision"], r["regret"]) for r in results["rows"]]
