@@ -160,6 +160,11 @@ def _entry(figures: Mapping[str, object], key: str) -> Mapping[str, object]:
     return entry if isinstance(entry, Mapping) else {}
 
 
+def _roofline_on_defaults(figures: Mapping[str, object]) -> bool:
+    """Whether the roofline's model, GPU or tensor-parallel size is a default."""
+    return any(_entry(figures, k)["source"] == DEFAULT for k in ("model", "gpu", "tensor_parallel_size"))
+
+
 def describe_figures(figures: Mapping[str, object]) -> str | None:
     """'roofline figures: kimi-k3 (default), GB300 (default), TP 16 (default)', or None."""
     if figures.get("profile") != "roofline":
@@ -175,7 +180,7 @@ def describe_figures(figures: Mapping[str, object]) -> str | None:
         measured = "" if context["source"] == CONFIGURED_CONTEXT else " (measured from the requests)"
         parts.append(f"context {context['value']:,.0f} tokens{measured}")
     line = "roofline figures: " + ", ".join(parts)
-    if any(_entry(figures, k)["source"] == DEFAULT for k in ("model", "gpu", "tensor_parallel_size")):
+    if _roofline_on_defaults(figures):
         line += " — set model, gpu and tensor_parallel_size for your engine"
     scale = _entry(figures, "engine_cost_scale")
     if scale:
@@ -215,8 +220,7 @@ def described_lines(anchor: Anchor | None, figures: Mapping[str, object] | None)
     out = [] if anchor is None else [(anchor.describe(), anchor.source == DEFAULT or bool(anchor.rests_on_defaults))]
     roofline = describe_figures(figures)
     if roofline:
-        out.append((roofline, any(_entry(figures, k)["source"] == DEFAULT
-                                  for k in ("model", "gpu", "tensor_parallel_size"))))
+        out.append((roofline, _roofline_on_defaults(figures)))
     drafter = describe_defaults(figures)
     return out + ([(drafter, True)] if drafter else [])
 

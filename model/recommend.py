@@ -572,7 +572,9 @@ def _deployable(checked: CheckedInputs, pricing: _Pricing, final: int
     mix = MixPrice(checked.batch_sizes, checked.weights, price.times[0], price.times_u[0], al_sched,
                    checked.undrafted_share)
     load = load_view(final, mix, pricing.allowed, checked.specialized)
-    method = str((speculative_config(deployment, 1) or {})["method"])  # vLLM's name (parallel_drafting: draft_model)
+    spec = speculative_config(deployment, 1)
+    assert spec is not None  # γ 1 speculates
+    method = str(spec["method"])  # vLLM's name (parallel_drafting: draft_model)
     if load.schedule is not None and schedule_dropped(method):  # vLLM would run the fixed γ: no schedule offered
         load = replace(load, schedule=None, schedule_dropped_for=method)
     schedule = None

@@ -44,7 +44,8 @@ V1_RUNNER_ONLY_METHODS = ("suffix",)
 
 
 def schedule_dropped(method: str) -> bool:
-    """Whether vLLM 0.33 drops a batch-size schedule for the vLLM method ``method`` (above)."""
+    """Whether vLLM 0.33 drops a batch-size schedule for the vLLM method ``method``: it runs the
+    method on its V1 runner only, and that runner cannot shorten its drafts (above)."""
     return method in V1_RUNNER_ONLY_METHODS and method not in DYNAMIC_SD_V1_METHODS
 
 

@@ -141,7 +141,7 @@ class _TuningCollector:
             decision = d.get("decision")
             if decision in DECISIONS:
                 for option in DECISIONS:
-                    put("specdec_route_decision", "1 for the route's decision (change, keep, off or probe), 0 otherwise.",
+                    put("specdec_route_decision", "1 for the route's decision (change, keep, off, probe or undecided), 0 otherwise.",
                         ["route", "decision"], [route, option], 1.0 if option == decision else 0.0)
             put("specdec_route_interval_level", "Level of every _low/_high interval (e.g. 0.9).", ["route"],
                 [route], level)

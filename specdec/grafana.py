@@ -116,7 +116,7 @@ def route_panels(route: str, *, rate_window: str = "5m", resolution: str = RESOL
         _timeseries("Projected speedup by γ", f"Speedup over plain decoding per candidate γ, {BANDS}.",
                     **_banded("specdec_route_projected_speedup", sel, "γ", by="gamma")),
         {"type": "state-timeline", "title": "Decision", "datasource": DATASOURCE,
-         "description": "change, keep, off or probe: 1 for the route's decision.",
+         "description": "change, keep, off, probe or undecided: 1 for the route's decision.",
          "targets": [_target("A", f"specdec_route_decision{sel} == 1", "{{decision}}")],
          "fieldConfig": {"defaults": {"custom": {"fillOpacity": 70}}, "overrides": []},
          "options": {"showValue": "never", "mergeValues": True, "rowHeight": 0.9, "legend": LEGEND,

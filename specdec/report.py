@@ -21,6 +21,7 @@ from acceptance.json_safe import json_safe
 from acceptance.plugin_series import batch_bucket
 from model.deployment import DECISION_CERTAINTY
 from model.decision_kind import DecisionKind
+from model.vllm_config import DYNAMIC_SD_V1_METHODS
 
 from .sampling_words import sampling_lines
 from .json_documents import DeploymentDocument, Event, Observed, ProbeSegment, TargetStatus, TuneGamma
@@ -500,10 +501,10 @@ def load_lines(load: dict | None) -> list[str]:
         lines.append(f"the num_speculative_tokens_per_batch_size schedule that follows for gamma {gamma}: {ranges} "
                      f"(per batch size a gamma up to the configured {gamma}, never past it)")
     if load.get("schedule_dropped_for"):
+        kept = ", ".join(DYNAMIC_SD_V1_METHODS[:-1]) + f" and {DYNAMIC_SD_V1_METHODS[-1]}"
         lines.append(f"no num_speculative_tokens_per_batch_size schedule: vLLM 0.33 drops it without an error for "
                      f"{load['schedule_dropped_for']} (it runs that method on its V1 model runner, which keeps one only "
-                     f"for ngram, eagle, eagle3, mtp, draft_model and dflash), so the engines would run gamma {gamma} "
-                     f"at every batch size")
+                     f"for {kept}), so the engines would run gamma {gamma} at every batch size")
     return lines
 
 

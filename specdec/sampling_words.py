@@ -116,7 +116,7 @@ def _better(p: Mapping[str, Any], gamma: int, gained: str) -> str:
     better, projects = p["recommended_gamma"], f" ({gained})" if gained else ""
     if better == gamma:
         return ""
-    if better > gamma:
+    if better > gamma and p["decision_basis"] == "model":
         return (f"; gamma {better} projects better{projects}, past gamma {gamma}, the only gamma these requests ran: "
                 f"a probe would measure it (none is priced for a part of the route)")
     return f"; gamma {better} looks better{projects}, not yet surely"

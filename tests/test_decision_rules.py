@@ -214,3 +214,15 @@ def test_a_probe_steps_to_the_nearest_gamma_whose_trial_is_safe():
     assert d.kind == "probe" and d.probe is not None and (d.probe.gamma, d.best_gamma, d.fleet_gamma) == (3, 4, 2)
     assert d.probe.whole_route and d.probe.loss_probability is not None and d.probe.loss_probability <= 0.1
     assert "γ=3 rather than γ=4: a trial of the whole route at γ=4 would be a change of it" in d.reasons[-1]
+
+
+def test_the_decision_words_are_the_decision_kinds():
+    """The JSON's decision words (specdec.json_documents, the schema's source) and the
+    exporter's are DecisionKind's members, none more, none fewer."""
+    from typing import get_args
+
+    from model.decision_kind import DecisionKind
+    from specdec.exporter import DECISIONS
+    from specdec.json_documents import DecisionKind as Words
+
+    assert set(get_args(Words)) == set(DecisionKind) == set(DECISIONS) and len(DECISIONS) == len(DecisionKind)

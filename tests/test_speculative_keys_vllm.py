@@ -18,6 +18,7 @@ from types import SimpleNamespace as NS
 import pytest
 
 from model.deployment import Deployment, ModelInputError
+from model.drafters import KNOWN_METHODS
 from model.speculative_keys import KEYS, NGRAM, OWN_KEYS, SUFFIX, VLLM_FIELDS, gamma_refusal, method_keys
 from model.vllm_config import schedule_dropped, speculative_config
 
@@ -251,13 +252,13 @@ def test_every_method_s_own_keys_are_fields_its_drafter_reads(vllm_speculative):
 
 def _vllm_method(method: str) -> str:
     """The method specdec's --speculative-config names for a drafter (parallel_drafting: draft_model)."""
-    config = speculative_config(Deployment(method=method, draft_model="d" if method != "ngram" else None), 4)
+    config = speculative_config(Deployment(method=method, draft_model=None if method in ("ngram", "ngram_gpu", "suffix")
+                                           else "d"), 4)
     assert config is not None
     return str(config["method"])
 
 
-@pytest.mark.parametrize("method", sorted({_vllm_method(m) for m in ("dspark", "dflash", "parallel_drafting", "eagle",
-                                                                     "eagle3", "mtp", "draft_model", "ngram", "suffix")}))
+@pytest.mark.parametrize("method", sorted({_vllm_method(m) for m in KNOWN_METHODS if not m.startswith("<")}))
 def test_vllm_drops_a_batch_size_schedule_where_specdec_offers_none(vllm_speculative, method):
     """vLLM 0.33's own VllmConfig rules, on a config of each method specdec writes, with a
     schedule: the model runner it picks on a GPU with Triton (V2 unless a feature it does not

@@ -68,6 +68,26 @@ def decision_text(rec) -> str:
     return f"Keep γ={rec.deployed_gamma}"
 
 
+def render_pricing_notes(rec) -> None:
+    """What the pricing rests on and how far to trust it: the model's error, what the engines
+    measured, the anchor and figures (a warning where they rest on defaults), the cost shape
+    the engines measure (a warning where it contradicts the configured profile)."""
+    if rec.model_error_warning:
+        st.warning(text.sentence(rec.model_error_warning))
+    if rec.deployed_speedup_measured is not None:
+        (st.warning if rec.deployed_speedup_measured.slower_than_plain_decode else st.info)(
+            text.sentence(rec.deployed_speedup_measured.describe()))
+    if rec.specialized_speedup_measured is not None:
+        st.info(text.sentence(rec.specialized_speedup_measured.describe()))
+    if rec.specialized_break_even is not None and (warning := rec.specialized_break_even.warning()):
+        st.warning(text.sentence(warning))
+    for line, on_defaults in described_lines(rec.anchor, rec.profile_figures):
+        (st.warning if on_defaults else st.caption)(line)
+    fit = (rec.profile_figures or {}).get("verify_cost") or {}
+    for line in verify_cost_lines(rec.profile_figures):  # the cost shape the engines measure
+        (st.warning if fit.get("contradicts_configured") else st.caption)(text.sentence(line))
+
+
 def render(fleet: FleetView) -> None:
     if not open_page(fleet):
         return
@@ -89,20 +109,7 @@ def render(fleet: FleetView) -> None:
                   "— (anchored on the observed rate)" if rec.anchor and rec.anchor.source == "observed" else
                   "— (no latency metrics)")
                + ".")
-    if rec.model_error_warning:
-        st.warning(text.sentence(rec.model_error_warning))
-    if rec.deployed_speedup_measured is not None:
-        (st.warning if rec.deployed_speedup_measured.slower_than_plain_decode else st.info)(
-            text.sentence(rec.deployed_speedup_measured.describe()))
-    if rec.specialized_speedup_measured is not None:
-        st.info(text.sentence(rec.specialized_speedup_measured.describe()))
-    if rec.specialized_break_even is not None and (warning := rec.specialized_break_even.warning()):
-        st.warning(text.sentence(warning))
-    for line, on_defaults in described_lines(rec.anchor, rec.profile_figures):
-        (st.warning if on_defaults else st.caption)(line)
-    fit = (rec.profile_figures or {}).get("verify_cost") or {}
-    for line in verify_cost_lines(rec.profile_figures):  # the cost shape the engines measure
-        (st.warning if fit.get("contradicts_configured") else st.caption)(text.sentence(line))
+    render_pricing_notes(rec)
     st.caption(drift_sentence(tuning))
     for note in doc["observed"]["notes"]:  # how the window was read: drift, a per-request batch mix, …
         st.caption(text.sentence(f"Note: {note}"))
