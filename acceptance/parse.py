@@ -245,7 +245,7 @@ def _plain_labels(body: str) -> dict[str, str] | None:
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 
-def _fast_samples(lines: list[str]) -> list[_Sample] | None:
+def fast_samples(lines: list[str]) -> list[_Sample] | None:
     """The sample lines of ``lines`` (comments skipped), or None when one does not fit."""
     out = []
     for line in lines:
@@ -328,7 +328,7 @@ def parse_metrics_page(text: str, *, source: str = "<page>", max_engines: int = 
     _check_engine_count(lines, source, max_engines)
     engines: dict[tuple[str, str], _EngineSeries] = {}
     seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
-    samples: Sequence[_Sample | Sample] | None = _fast_samples(lines)
+    samples: Sequence[_Sample | Sample] | None = fast_samples(lines)
     if samples is None:
         try:
             families = list(text_string_to_metric_families("\n".join(lines)))

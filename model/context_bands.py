@@ -148,7 +148,7 @@ def context_view(route: RouteEstimate, deployment: Deployment, fleet_gamma: int,
         recs.append(price(estimate, with_context(deployment, band.tokens, over_configured=True)))
         bands.append(_band(band, estimate.estimate, estimate.observed_tokens_per_second, recs[-1], fleet_gamma))
     losing = [b.prompt_tokens_from for b in bands if fleet_gamma > 0 and b.speedup_at_gamma <= 1.0]
-    routing, bands = _routing(bands, recs, fleet_gamma, deployment.min_gain, route.gamma)
+    routing, bands = band_routing(bands, recs, fleet_gamma, deployment.min_gain, route.gamma)
     return ContextView(fleet_gamma, route.context, tuple(bands), min(losing) if losing else None, routing, what_if)
 
 
@@ -163,7 +163,7 @@ def _band(band: BandRows, estimate: AcceptanceEstimate, observed: float | None, 
                        (at.speedup_low, at.speedup_high))
 
 
-def _routing(bands: list[ContextBand], recs: list[_Priced], gamma: int, min_gain: float, deployed: int
+def band_routing(bands: list[ContextBand], recs: list[_Priced], gamma: int, min_gain: float, deployed: int
              ) -> tuple[Routing | None, list[ContextBand]]:
     """The longest bands whose best γ is below the fleet's, priced together (module docstring)."""
     tail = 0

@@ -128,14 +128,14 @@ def _pricing(checked: CheckedInputs, deployment: Deployment, anchor: Anchor) -> 
     profile = make_profile(deployment)
     elig = checked.eligibility
     model = CostModel.for_deployment(deployment, clean_share=elig.share if elig else 1.0, profile=profile)
-    speeds = _specialized_speeds(deployment) if checked.specialized else [deployment.specialized_speedup_point]
+    speeds = specialized_speeds(deployment) if checked.specialized else [deployment.specialized_speedup_point]
     models = [model] * len(speeds)
     if isinstance(profile, MeasuredShapeProfile) and deployment.verify_cost is not None and not checked.specialized:
         # the measured slope's doubt: resample i prices at the slope of bin ⌊i·K/n⌋ (as a specialized range's)
         slopes = deployment.verify_cost.slope_bins()
         models = [model] + [replace(model, profile=profile.with_slope(b)) for b in slopes]
         speeds = speeds * len(models)
-    price = _price(models, checked.gammas, checked.batch_sizes, checked.weights, speeds, checked.widths,
+    price = price_steps(models, checked.gammas, checked.batch_sizes, checked.weights, speeds, checked.widths,
                    checked.undrafted_share, deployment.objective)
     # the law of draft lengths, when known, is extrapolated apart from acceptance (extend_survival)
     given_reach = checked.given.draft_reach
@@ -300,7 +300,7 @@ def _gain(checked: CheckedInputs, pricing: _Pricing, outcome: _Outcome, decision
     return gain_of(decision.recommended_gamma, checked.deployed, outcome.speedup, outcome.ensemble, checked.level)
 
 
-def _specialized_speeds(deployment: Deployment) -> list[float]:
+def specialized_speeds(deployment: Deployment) -> list[float]:
     """The point (midpoint) of specialized_speedup, then the K bin midpoints of its range
     that the resamples are spread over (none when the range is a point)."""
     lo_sp, hi_sp = deployment.specialized_speedup_range
@@ -319,7 +319,7 @@ class _Price:
     ratio_u: np.ndarray  # (S, G) τ(0)/τ_u(γ)
 
 
-def _price(models: Sequence[CostModel], gammas: np.ndarray, bs: np.ndarray, ws: np.ndarray, speeds: Sequence[float],
+def price_steps(models: Sequence[CostModel], gammas: np.ndarray, bs: np.ndarray, ws: np.ndarray, speeds: Sequence[float],
            widths: np.ndarray | None, nu: float | None, objective: str) -> _Price:
     """Step times of each variant: model i at specialized speed i (a range's bins, or a measured
     slope's, model.verify_cost), the point first."""

@@ -143,11 +143,11 @@ class TailEvidence:
 
     def interval(self, al: float, j: int, level: float = LEVEL, scale: float | None = None) -> tuple[float, float]:
         """The ``level`` prediction interval of the true AL for an ensemble AL ``al`` at distance j."""
-        q = _conformal_quantile(np.abs(self.errors_at(j, scale)), level)
+        q = conformal_quantile(np.abs(self.errors_at(j, scale)), level)
         return al / (1.0 + q), al / max(1.0 - q, 1e-9)
 
 
-def _conformal_quantile(scores: np.ndarray, level: float) -> float:
+def conformal_quantile(scores: np.ndarray, level: float) -> float:
     """The ⌈(n + 1)·level⌉-th smallest of n scores (the largest when that passes n)."""
     ranked = np.sort(scores)
     k = min(len(ranked), int(np.ceil((len(ranked) + 1) * level)))

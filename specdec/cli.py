@@ -149,7 +149,7 @@ def _collect_into(args, config, targets: list[str], interval: float) -> dict:
     clock.step()
 
     def progress(n: int, results, seconds: float) -> None:
-        _say_clock_step(clock.step())
+        say_clock_step(clock.step())
         if gauges is not None:
             _refresh_gauges(gauges, config, store, args.serve_window)
         failed = [r for r in results if not r.ok]
@@ -177,7 +177,7 @@ def _collect_into(args, config, targets: list[str], interval: float) -> dict:
     return answered
 
 
-def _say_clock_step(step_s: float | None) -> None:
+def say_clock_step(step_s: float | None) -> None:
     """A step of this machine's clock between two cycles (acceptance.collector.ClockWatch), once."""
     from acceptance.durations import approximate_duration
 

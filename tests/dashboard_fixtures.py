@@ -46,7 +46,7 @@ def shared_demo_config(tmp_path_factory) -> Path:
     return _SHARED["demo"]
 
 
-def _history(rng, n: int, survival_before, survival_after, switch: int | None) -> np.ndarray:
+def drafts_history(rng, n: int, survival_before, survival_after, switch: int | None) -> np.ndarray:
     d = rng.poisson(40, n).astype(float)
     surv = np.tile(np.asarray(survival_before, dtype=float), (n, 1))
     if switch is not None:
@@ -74,7 +74,7 @@ def build_drift_store(out_dir: Path) -> Path:
         for url, j in targets.items():
             drifting = j >= 3
             for engine in ("0", "1"):
-                cum = _history(rng, n, STEADY_SURVIVAL, DRIFTED_SURVIVAL, switch if drifting else None)
+                cum = drafts_history(rng, n, STEADY_SURVIVAL, DRIFTED_SURVIVAL, switch if drifting else None)
                 running = rng.integers(1, 9, n).astype(float)
                 store.bulk_load_history(url, "kimi-k3", engine, times, cum, running=running)
         # target .3 stops answering: two failed scrapes after its history

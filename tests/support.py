@@ -339,7 +339,7 @@ def as_version_8(path) -> None:
     import sqlite3
 
     from acceptance.store import schema
-    from acceptance.store.codecs import _narrow, decode_interval_row, decode_spec_rollup, decode_step_rollup
+    from acceptance.store.codecs import narrowest_type, decode_interval_row, decode_spec_rollup, decode_step_rollup
 
     conn = sqlite3.connect(path)
     widths = {lid: len(json.loads(cols)) for lid, cols in conn.execute("SELECT id, columns FROM layouts")}
@@ -358,7 +358,7 @@ def as_version_8(path) -> None:
         conn.execute(old[table])
 
     def narrow(m):  # schema 8 stored counts as schema 9 narrows them
-        code, a = _narrow(m)
+        code, a = narrowest_type(m)
         return code, a.tobytes()
 
     for eid, seg, lay, it_lay, *cols in intervals:

@@ -393,16 +393,16 @@ def test_a_page_with_more_engines_than_the_limit_is_refused_before_parsing():
 def test_the_fast_reading_agrees_with_prometheus_client_on_the_real_page():
     from prometheus_client.parser import text_string_to_metric_families
 
-    from acceptance.parse import _fast_samples
+    from acceptance.parse import fast_samples
 
     lines = filter_metrics_lines(FULL_PAGE.read_text())
-    ours = [(s.name, s.labels, s.value) for s in _fast_samples(lines)]
+    ours = [(s.name, s.labels, s.value) for s in fast_samples(lines)]
     theirs = [(s.name, s.labels, s.value) for f in text_string_to_metric_families("\n".join(lines)) for s in f.samples]
     assert ours == theirs
     assert len(ours) > 50
     tricky = ['vllm:x_total{a="q\\"uote",b="c"} 1.5', 'vllm:x_total{a="1",} 2', "vllm:y 3e+09",
               'vllm:z_bucket{le="+Inf",engine="0"} 7']
-    ours = [(s.name, s.labels, s.value) for s in _fast_samples(tricky)]
+    ours = [(s.name, s.labels, s.value) for s in fast_samples(tricky)]
     theirs = [(s.name, s.labels, s.value) for f in text_string_to_metric_families("\n".join(tricky)) for s in f.samples]
     assert ours == theirs
 

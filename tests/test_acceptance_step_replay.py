@@ -409,20 +409,20 @@ def test_the_store_reads_each_rows_steps_back(tmp_path):
 def reference_store_reads(conn, gamma: int) -> dict:
     """The per-request reads as they were, one row at a time (acceptance/store/ingest.py
     before the rows were decoded at once), on the route "r"'s window (0, 1e9]."""
-    from acceptance.store.codecs import _unpack
+    from acceptance.store.codecs import unpack_floats
 
     args = ("r", "per-request", gamma, 0.0, 1e9)
     total = tokens = 0.0
     for itl, blob, decode in conn.execute(
             "SELECT mean_itl_s, counts, decode_tokens FROM ingested WHERE route = ? AND source = ? AND gamma = ?"
             " AND time > ? AND time <= ? AND mean_itl_s IS NOT NULL", args):
-        decode = float(decode) if decode is not None else float(_unpack(blob)[0] + _unpack(blob)[2])
+        decode = float(decode) if decode is not None else float(unpack_floats(blob)[0] + unpack_floats(blob)[2])
         total += float(itl) * decode
         tokens += decode
     per_pos = np.zeros(gamma)
     for (blob,) in conn.execute("SELECT draft_per_pos FROM ingested WHERE route = ? AND source = ? AND gamma = ?"
                                 " AND time > ? AND time <= ?", args):
-        per_pos += _unpack(blob)
+        per_pos += unpack_floats(blob)
     n = d = a = 0.0
     known = True
     for blob, decode in conn.execute("SELECT counts, decode_tokens FROM ingested WHERE route = ? AND source = ?"
@@ -430,14 +430,14 @@ def reference_store_reads(conn, gamma: int) -> dict:
         if decode is None:
             known = False
             break
-        counts = _unpack(blob)
+        counts = unpack_floats(blob)
         n, d, a = n + float(decode), d + float(counts[0]), a + float(counts[2])
     timing = conn.execute("SELECT mean_itl_s, decode_tokens, time, counts FROM ingested WHERE route = ? AND source = ?"
                           " AND gamma = ? AND time > ? AND time <= ? ORDER BY time, id", args).fetchall()
     return {"itl": (total, tokens), "per_pos": tuple(float(x) for x in per_pos), "decode": (n, d, a) if known else None,
             "request_itl": [np.nan if r[0] is None else float(r[0]) for r in timing],
             "request_decode": [np.nan if r[1] is None else float(r[1]) for r in timing],
-            "times": [r[2] for r in timing], "counts": np.vstack([_unpack(r[3]) for r in timing])}
+            "times": [r[2] for r in timing], "counts": np.vstack([unpack_floats(r[3]) for r in timing])}
 
 
 def test_the_store_sums_a_routes_rows_as_a_running_total(tmp_path):

@@ -224,7 +224,7 @@ def test_routing_on_gammas_past_the_deployed_one_is_never_advice():
     γ 3 measured, so however sure the resamples, the routing is an expectation, not advice."""
     from types import SimpleNamespace
 
-    from model.context_bands import ContextBand, _routing
+    from model.context_bands import ContextBand, band_routing
 
     def rec(speedups):
         candidates = [SimpleNamespace(gamma=k, speedup=s, allowed=True) for k, s in enumerate(speedups)]
@@ -235,9 +235,9 @@ def test_routing_on_gammas_past_the_deployed_one_is_never_advice():
 
     short = rec([1.0, 1.5, 1.8, 2.0, 2.2, 2.3, 2.4])
     long = rec([1.0, 1.3, 1.5, 1.6, 1.7, 1.5, 1.2])
-    routing, _ = _routing([band(100, 6), band(5000, 4)], [short, long], gamma=6, min_gain=0.03, deployed=3)
+    routing, _ = band_routing([band(100, 6), band(5000, 4)], [short, long], gamma=6, min_gain=0.03, deployed=3)
     assert routing.gamma == 4 and routing.extrapolated and not routing.sure
     long = rec([1.0, 1.3, 1.7, 1.6, 1.5, 1.4, 1.2])
-    routing, _ = _routing([band(100, 3), band(5000, 2)], [short, long], gamma=3, min_gain=0.03, deployed=3)
+    routing, _ = band_routing([band(100, 3), band(5000, 2)], [short, long], gamma=3, min_gain=0.03, deployed=3)
     assert routing.gamma == 2 and not routing.extrapolated and routing.sure  # within the measured positions
 

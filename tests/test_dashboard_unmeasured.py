@@ -27,7 +27,7 @@ from dashboard import data, text
 from specdec.config import load_config
 from specdec.pipeline import tune_route
 
-from dashboard_fixtures import _history
+from dashboard_fixtures import drafts_history
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
 INTERVAL_S = 15.0
@@ -50,7 +50,7 @@ def build_store(where: Path, routes: dict[str, int], *, deployment: str = "", co
             times = end - INTERVAL_S * np.arange(scrapes)[::-1]
             targets = [f"http://10.{i}.0.{j}:8000/metrics" for j in (1, 2)]
             for target in targets:
-                cum = _history(rng, scrapes, SURVIVAL, SURVIVAL, None)
+                cum = drafts_history(rng, scrapes, SURVIVAL, SURVIVAL, None)
                 if flat_tail:
                     cum[-flat_tail:] = cum[-flat_tail - 1]
                 store.bulk_load_history(target, "kimi-k3", "0", times, cum,

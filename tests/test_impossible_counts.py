@@ -307,7 +307,7 @@ def test_a_clock_step_forward_is_said_once(monkeypatch, capsys):
     is stored that much longer than it ran: collect says so, once (it said nothing: found by the
     chaos benchmark under libfaketime)."""
     import acceptance.collector as collector
-    from specdec.cli import _say_clock_step
+    from specdec.cli import say_clock_step
 
     wall = [1000.0]
     monkeypatch.setattr(collector.time, "time", lambda: wall[0])
@@ -319,6 +319,6 @@ def test_a_clock_step_forward_is_said_once(monkeypatch, capsys):
     step = watch.step()
     assert step is not None and 299.0 < step < 301.0
     assert watch.step() is None  # said once
-    _say_clock_step(step)
+    say_clock_step(step)
     err = capsys.readouterr().err
     assert "clock stepped forward 5m" in err and "counts stay exact" in err and len(err.strip().splitlines()) == 1

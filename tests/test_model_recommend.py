@@ -432,28 +432,28 @@ def test_a_refusal_names_why_a_gamma_cannot_be_deployed():
 
 
 def test_specialized_speeds_step_spreads_the_range_over_bins():
-    from model.recommend import SPECIALIZED_SPEEDUP_BINS, _specialized_speeds
+    from model.recommend import SPECIALIZED_SPEEDUP_BINS, specialized_speeds
 
     ranged = Deployment.from_mapping({"decode_backend": "latency_specialized", "method": "dspark",
                                       "specialized_speedup": [1.2, 1.6]}, where="test", base=INLINE_DEFAULTS)
-    speeds = _specialized_speeds(ranged)
+    speeds = specialized_speeds(ranged)
     assert speeds[0] == pytest.approx(1.4)
     assert len(speeds) == 1 + SPECIALIZED_SPEEDUP_BINS
     assert speeds[1] == pytest.approx(1.2 + 0.4 / 16)
     assert speeds[-1] == pytest.approx(1.6 - 0.4 / 16)
     point = Deployment.from_mapping({"decode_backend": "latency_specialized", "method": "dspark",
                                      "specialized_speedup": 1.3}, where="test", base=INLINE_DEFAULTS)
-    assert _specialized_speeds(point) == [pytest.approx(1.3)]
+    assert specialized_speeds(point) == [pytest.approx(1.3)]
 
 
 def test_price_step_gives_one_at_gamma_zero_and_costlier_steps_after():
-    from model.recommend import _price
+    from model.recommend import price_steps
     from model.speedup import CostModel
 
     dep = Deployment.from_mapping({"method": "draft_model", "draft_cost": 0.05, "cost_profile": "flat"},
                                   where="test", base=INLINE_DEFAULTS)
     gammas, bs, ws = np.arange(5), np.array([1, 8]), np.array([0.5, 0.5])
-    price = _price([CostModel.for_deployment(dep)], gammas, bs, ws, [1.0], None, None, dep.objective)
+    price = price_steps([CostModel.for_deployment(dep)], gammas, bs, ws, [1.0], None, None, dep.objective)
     assert price.times.shape == (1, 5, 2)
     assert price.ratio[0, 0] == pytest.approx(1.0)
     assert np.all(np.diff(price.ratio[0]) < 0), "every draft token costs: τ(0)/τ(γ) falls with γ"

@@ -10,7 +10,7 @@ import pytest
 
 from model.extrapolate import TAIL_MODELS
 from model.reference_curves import CURVES, REAL_ENGINE, ReferenceCurve
-from model.tail_evidence import MIN_ROWS, _conformal_quantile, holdout_errors, one_step_error, tail_evidence
+from model.tail_evidence import MIN_ROWS, conformal_quantile, holdout_errors, one_step_error, tail_evidence
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,9 +62,9 @@ def test_far_distances_borrow_the_last_reliable_one_and_widen():
 
 
 def test_conformal_rank():
-    assert _conformal_quantile(np.arange(1.0, 10.0), 0.9) == 9.0  # ceil(10 * 0.9) = 9th of 9
-    assert _conformal_quantile(np.arange(1.0, 20.0), 0.9) == 18.0  # ceil(20 * 0.9) = 18th of 19
-    assert _conformal_quantile(np.array([0.2, 0.1]), 0.9) == 0.2  # past n: the largest
+    assert conformal_quantile(np.arange(1.0, 10.0), 0.9) == 9.0  # ceil(10 * 0.9) = 9th of 9
+    assert conformal_quantile(np.arange(1.0, 20.0), 0.9) == 18.0  # ceil(20 * 0.9) = 18th of 19
+    assert conformal_quantile(np.array([0.2, 0.1]), 0.9) == 0.2  # past n: the largest
 
 
 def test_held_out_gain_claims_hold_as_often_as_they_say():

@@ -33,12 +33,12 @@ def _pack(v: npt.ArrayLike | None) -> bytes | None:
 
 
 @overload
-def _unpack(b: None) -> None: ...
+def unpack_floats(b: None) -> None: ...
 @overload
-def _unpack(b: bytes) -> _F64: ...
+def unpack_floats(b: bytes) -> _F64: ...
 
 
-def _unpack(b: bytes | None) -> _F64 | None:
+def unpack_floats(b: bytes | None) -> _F64 | None:
     return None if b is None else np.frombuffer(b, dtype=np.float64)
 
 
@@ -66,7 +66,7 @@ def chunk_of(bucket: float, level: int) -> float:
     return float(math.floor(bucket / span) * span)
 
 
-def _narrow(m: _F64, narrow: bool = True) -> tuple[int, npt.NDArray[np.generic]]:
+def narrowest_type(m: _F64, narrow: bool = True) -> tuple[int, npt.NDArray[np.generic]]:
     """The smallest exact type of a count matrix, as (code, the matrix in it): unsigned
     integers when every value is whole and fits (scrape-interval deltas are small counts),
     else float64 (NaN, fractions). ``narrow`` False: float64 without looking — a row a cycle
@@ -119,7 +119,7 @@ def _encode_interval_chunk(times: _F64, cycles: _F64, starts: _F64, itl: _F64, c
     if not contiguous:
         flags |= _STARTS
         parts.append(planes(bits - starts.view(np.int64)))
-    code, narrow = _narrow(counts, packed)
+    code, narrow = narrowest_type(counts, packed)
     parts.append(planes(np.ascontiguousarray(narrow.T)))
     if itl.any():
         flags |= _ITL
@@ -295,7 +295,7 @@ def encode_spec_rollup(chunk: float, level: int, buckets: Sequence[float], ends:
     start and last end of each (n, 2) float64, and [intervals, delta (W)] (n, 1 + W) in their
     narrowest exact type. Rollup rows are not deflated: a window reads thousands of them, each
     array joined across rows and read in one numpy call, and they are an eighth of the bytes."""
-    code, m = _narrow(np.asarray(counts, dtype=np.float64))
+    code, m = narrowest_type(np.asarray(counts, dtype=np.float64))
     return (len(buckets), code, bucket_indexes(buckets, chunk, level),
             np.ascontiguousarray(ends, dtype=np.float64).tobytes(), m.tobytes())
 
@@ -365,8 +365,8 @@ def encode_step_rollup(chunk: float, level: int, buckets: Sequence[float], itl: 
     """(n, bucket indexes, itl, it code, it delta, mix code, batch mix) of a step_rollups row:
     ITL sum and count per bucket (n, 2) float64, iteration-token deltas (n, W_it) and the batch
     mix's (bucket index, batch size ≥ 1, samples) triples (k, 3) in their narrowest exact types."""
-    it_code, it_narrow = _narrow(it) if it is not None else (0, None)
-    mix_code, triples = _narrow(np.asarray(mix, dtype=np.float64).reshape(-1, 3))
+    it_code, it_narrow = narrowest_type(it) if it is not None else (0, None)
+    mix_code, triples = narrowest_type(np.asarray(mix, dtype=np.float64).reshape(-1, 3))
     return (len(buckets), bucket_indexes(buckets, chunk, level), np.ascontiguousarray(itl, dtype=np.float64).tobytes(),
             it_code, None if it_narrow is None else it_narrow.tobytes(), mix_code, triples.tobytes())
 
@@ -399,13 +399,13 @@ class _PluginChunk:
             self.deltas.append(delta)
 
     def encode(self) -> tuple[int, bytes, int, bytes]:
-        code, narrow = _narrow(np.vstack(self.deltas))
+        code, narrow = narrowest_type(np.vstack(self.deltas))
         return (len(self.keys), _pack(self.keys), code, zlib.compress(narrow.tobytes(), 1))
 
     @classmethod
     def decode(cls, n: int, keys: bytes, code: int, delta: bytes) -> "_PluginChunk":
         c = cls()
-        c.keys = _unpack(keys).tolist()
+        c.keys = unpack_floats(keys).tolist()
         c.deltas = list(_decode_plugin_delta(n, code, delta))
         return c
 

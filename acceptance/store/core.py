@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .bulk import _BulkLoad
-from .codecs import _unpack
+from .codecs import unpack_floats
 from .disk import full_error
 from .ingest import _Ingested
 from .reads import _Reads
@@ -164,7 +164,7 @@ class Store(_Writes, _BulkLoad, _Retention, _Reads, _Ingested, _Totals):
                 "it_value, plugin_layout_id, plugin_value FROM engine_last"):
             self._engines[eid] = _EngineState(
                 eid, t, seg, self._segment_gamma.get(seg, 0) if seg is not None else 0, lay, created,
-                _unpack(value), itl_s, itl_c, it_lay, _unpack(it_val), p_lay, _unpack(p_val))
+                unpack_floats(value), itl_s, itl_c, it_lay, unpack_floats(it_val), p_lay, unpack_floats(p_val))
 
     def _reload_after_rollback(self) -> None:
         """The ids and baselines as stored, after a rolled-back write. When they cannot be read

@@ -10,7 +10,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..counts import IntervalCounts
-from .codecs import _pack, _unpack
+from .codecs import _pack, unpack_floats
 from .disk import full_error, rollback
 from .records import INGESTED_SOURCES, IngestResult, IngestedRow, LoggedLoad
 from .state import _StoreState
@@ -237,7 +237,7 @@ class _Ingested(_StoreState):
 
 def _vector(blob: bytes) -> np.ndarray:
     """A stored counts vector: ``ingested.counts`` is NOT NULL, so it unpacks to an array."""
-    return _unpack(blob)
+    return unpack_floats(blob)
 
 
 def _column(rows: list[Any], k: int) -> np.ndarray:
