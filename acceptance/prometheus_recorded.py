@@ -282,12 +282,7 @@ class _Blocks:
         """``expr(span)`` at every whole block's end (one range query) and over the remainder
         at the oldest block's end (one instant query); plus ``missed_expr`` (of the rules at a
         missed evaluation) at each missed evaluation, in its block, where the rules wrote the series."""
-        series = (self.client.query_range(expr(promql_duration(self.block)), self.last_end - (self.n - 1) * self.block,
-                                          self.last_end + 1e-6, self.block) if self.n else [])
-        if self.remainder_s:
-            oldest_end = self.last_end - self.n * self.block
-            series = series + [(lab, np.array([oldest_end]), np.array([v]))
-                               for lab, v in self.client.query(expr(promql_duration(self.remainder_s)), oldest_end)]
+        series = self._over_blocks(lambda span_s: expr(promql_duration(span_s)), 0.0)
         if self.missed is not None and series:  # a series the rules did not write stays absent
             series = _added(series, [(lab, self._block_end(at), v) for lab, at, v in self.missed.rows(missed_expr)])
         return [(lab, times - self.shift, values) for lab, times, values in series]
@@ -296,14 +291,18 @@ class _Blocks:
         """``expr(span)`` — raw samples' increase() over a span (the plugin's series, which no
         rule records) — over each block's span, dated as the recorded blocks are: what a
         block's evaluations counted ends ``half`` (R/2) before its query time and the shift."""
-        before = self.shift + half
+        return [(lab, times + half, values) for lab, times, values in self._over_blocks(expr, self.shift + half)]
+
+    def _over_blocks(self, expr: Callable[[float], str], before: float) -> _Matrix:
+        """``expr(span seconds)`` at every whole block's end (one range query) and over the
+        remainder at the oldest block's end (one instant query), each end ``before`` earlier."""
         series = (self.client.query_range(expr(self.block), self.last_end - (self.n - 1) * self.block - before,
                                           self.last_end - before + 1e-6, self.block) if self.n else [])
         if self.remainder_s:
             oldest_end = self.last_end - self.n * self.block - before
             series = series + [(lab, np.array([oldest_end]), np.array([v]))
                                for lab, v in self.client.query(expr(self.remainder_s), oldest_end)]
-        return [(lab, times + half, values) for lab, times, values in series]
+        return series
 
     def _block_end(self, at: float) -> float:
         """The end of the block an evaluation at ``at`` falls in (as the queries date it)."""

@@ -70,7 +70,7 @@ from .speedup import (CostModel, mix_acceptance_length, objective_weights, reque
                       request_weights_at_speedups, projected_speedup, tokens_per_time)
 from .tail_evidence import al_factors, one_step_error
 from .speculative_keys import UnknownMethodKeys, gamma_refusal, unknown_method_keys
-from .vllm_config import command_line, replay_config, schedule_dropped, speculative_config
+from .vllm_config import command_line, replay_config, schedule_dropped, speculative_config, vllm_method
 
 # Beyond this the cost model is off by more than the gains it ranks (a few %): say so and what to do.
 MODEL_ERROR_TOLERANCE = 0.15
@@ -572,9 +572,7 @@ def _deployable(checked: CheckedInputs, pricing: _Pricing, final: int
     mix = MixPrice(checked.batch_sizes, checked.weights, price.times[0], price.times_u[0], al_sched,
                    checked.undrafted_share)
     load = load_view(final, mix, pricing.allowed, checked.specialized)
-    spec = speculative_config(deployment, 1)
-    assert spec is not None  # γ 1 speculates
-    method = str(spec["method"])  # vLLM's name (parallel_drafting: draft_model)
+    method = vllm_method(deployment.method)
     if load.schedule is not None and schedule_dropped(method):  # vLLM would run the fixed γ: no schedule offered
         load = replace(load, schedule=None, schedule_dropped_for=method)
     schedule = None

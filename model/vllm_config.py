@@ -91,6 +91,12 @@ def schedule_from_best(best_gamma_by_batch: dict[int, int]) -> list[tuple[int, i
     return validate_schedule([tuple(e) for e in out])
 
 
+def vllm_method(method: str) -> str:
+    """The ``method`` vLLM's --speculative-config names for specdec's: PARD (parallel_drafting)
+    is a draft model trained for parallel drafting, run with vLLM's flag."""
+    return "draft_model" if method == "parallel_drafting" else drafter_for(method).method
+
+
 def speculative_config(
     deployment: Deployment, gamma: int, schedule: Sequence[tuple[int, int, int]] | None = None
 ) -> dict[str, object] | None:
@@ -100,14 +106,10 @@ def speculative_config(
     if gamma == 0:
         return None
     method = deployment.method
-    drafter = drafter_for(method)
     cfg: dict[str, object] = {}
+    cfg["method"] = vllm_method(method)
     if method == "parallel_drafting":
-        # PARD: a draft model trained for parallel drafting, with vLLM's flag.
-        cfg["method"] = "draft_model"
         cfg["parallel_drafting"] = True
-    else:
-        cfg["method"] = drafter.method
     cfg["num_speculative_tokens"] = int(gamma)
     if deployment.draft_model:
         cfg["model"] = deployment.draft_model
